@@ -1,0 +1,187 @@
+/**
+ * A tool: a name, a description the model reads, Schema-typed input and output, a timeout, and a
+ * handler (DESIGN S1, S2). A tool is plain data plus a function; `Invocation` runs it.
+ */
+import { Duration, Either, JSONSchema, Schema, type Effect } from "effect"
+
+/** Identifies a `Tool` value at run time. */
+export const TypeId: unique symbol = Symbol.for("agent-tools/Tool")
+
+/** The JSON Schema shape we hand to models and MCP clients. */
+export type JsonSchema = JSONSchema.JsonSchema7Root
+
+/** What the model sees of a tool (S2). */
+export interface Definition {
+  readonly name: string
+  readonly description: string
+  readonly parameters: JsonSchema
+}
+
+/** Why a tool's Schemas cannot be shown to a model; `Toolkit.make` reports these as S4 violations. */
+export interface SchemaProblem {
+  readonly rule: "input-json" | "output-json" | "input-object"
+  readonly message: string
+}
+
+/** Turns a handler failure or defect into the text the model reads instead of the default S5 text. */
+export type ErrorTransform = (error: unknown) => string
+
+/** A tool whose handler takes `Input`, yields `Output`, fails with `E` and needs `R`. */
+export interface Tool<Name extends string, Input, Output, E = never, R = never> {
+  readonly [TypeId]: typeof TypeId
+  readonly name: Name
+  readonly description: string
+  /** Decodes the model's arguments (JSON) into `Input`. */
+  readonly input: Schema.Schema<Input, unknown>
+  /** Encodes `Output` into the JSON value the caller receives. */
+  readonly output: Schema.Schema<Output, unknown>
+  readonly timeout: Duration.Duration
+  readonly retries: number
+  readonly idempotent: boolean
+  readonly errorTransform: ErrorTransform | undefined
+  /** The handler, callable directly in a unit test: no `ToolContext` is provided then (S8). */
+  readonly handler: (input: Input) => Effect.Effect<Output, E, R>
+  /** The JSON Schemas, computed once when the tool is made, or why they could not be. */
+  readonly schemas: Either.Either<Schemas, ReadonlyArray<SchemaProblem>>
+}
+
+/** The input and output JSON Schemas of a tool. */
+export interface Schemas {
+  readonly parameters: JsonSchema
+  readonly output: JsonSchema
+}
+
+/** Any tool, for collections. */
+export interface Any extends Tool<string, any, any, any, any> {}
+
+/** The input Schema's decoded type, from a Schema or a record of Struct fields. */
+export type InputOf<I> = I extends Schema.Schema.Any ? Schema.Schema.Type<I>
+  : I extends Schema.Struct.Fields ? Schema.Struct.Type<I>
+  : never
+
+/** Options of `Tool.make` (S1). */
+export interface Options<I, O> {
+  /** What the tool does and when to use it: the model reads this (1..1024 characters). */
+  readonly description: string
+  /** A `Schema.Struct` (without requirements) or its fields. */
+  readonly input: I
+  /** Defaults to `Schema.Unknown`: any JSON value. */
+  readonly output?: Schema.Schema<O, any> | undefined
+  /** Required: how long one call may run (at most 3600 s). */
+  readonly timeout: Duration.DurationInput
+  /** Re-runs of a failed handler, inside the deadline (S7). Default 0. */
+  readonly retries?: number | undefined
+  /** The same input may reuse an earlier outcome instead of running again (S9, S10). Default false. */
+  readonly idempotent?: boolean | undefined
+  /** Replaces the S5 text of handler failures and defects; fails closed to `tool <name> failed`. */
+  readonly errorTransform?: ErrorTransform | undefined
+}
+
+/**
+ * Makes a tool. Never throws: a Schema that JSON cannot express, a bad timeout and the like are
+ * kept on the tool and reported, all at once, by `Toolkit.make`.
+ */
+export const make = <
+  const Name extends string,
+  I extends Schema.Struct.Fields | Schema.Schema<any, any, never>,
+  O = unknown,
+  E = never,
+  R = never
+>(
+  name: Name,
+  options: Options<I, O>,
+  // The output type comes from the output Schema alone (unknown without one), never from the handler.
+  handler: (input: InputOf<I>) => Effect.Effect<NoInfer<O>, E, R>
+): Tool<Name, InputOf<I>, O, E, R> => {
+  const input = (Schema.isSchema(options.input) ? options.input : Schema.Struct(options.input)) as Schema.Schema<
+    InputOf<I>,
+    unknown
+  >
+  const output = (options.output ?? Schema.Unknown) as Schema.Schema<O, unknown>
+  return {
+    [TypeId]: TypeId,
+    name,
+    description: options.description,
+    input,
+    output,
+    timeout: Duration.decodeUnknown(options.timeout).pipe((o) => o._tag === "Some" ? o.value : Duration.zero),
+    retries: options.retries ?? 0,
+    idempotent: options.idempotent ?? false,
+    errorTransform: options.errorTransform,
+    handler,
+    schemas: computeSchemas(input, output)
+  }
+}
+
+/** True for values made by `Tool.make`. */
+export const isTool = (u: unknown): u is Any => typeof u === "object" && u !== null && TypeId in u
+
+/**
+ * What the model sees: `{ name, description, parameters }` (S2). Computed once, when the tool was
+ * made. Throws for a tool whose Schemas JSON cannot express; `Toolkit.make` reports those first.
+ */
+export const jsonSchema = (tool: Any): Definition => {
+  if (Either.isLeft(tool.schemas)) {
+    throw new Error(`tool ${tool.name}: ${tool.schemas.left.map((p) => p.message).join("; ")}`)
+  }
+  return { name: tool.name, description: tool.description, parameters: tool.schemas.right.parameters }
+}
+
+/** The JSON Schema of the tool's encoded output (for MCP's `outputSchema`). Throws like `jsonSchema`. */
+export const outputJsonSchema = (tool: Any): JsonSchema => {
+  if (Either.isLeft(tool.schemas)) {
+    throw new Error(`tool ${tool.name}: ${tool.schemas.left.map((p) => p.message).join("; ")}`)
+  }
+  return tool.schemas.right.output
+}
+
+const emptyObject: JsonSchema = { type: "object", properties: {}, required: [], additionalProperties: false }
+
+const computeSchemas = (
+  input: Schema.Schema.Any,
+  output: Schema.Schema.Any
+): Either.Either<Schemas, ReadonlyArray<SchemaProblem>> => {
+  const problems: Array<SchemaProblem> = []
+  let parameters = toJsonSchema(input, "input", problems)
+  if (parameters !== undefined) {
+    if (isEmptyStruct(parameters)) {
+      // Effect renders `{}` as object-or-array; a model needs an object (S2).
+      parameters = emptyObject
+    } else if (!("type" in parameters) || parameters.type !== "object") {
+      problems.push({ rule: "input-object", message: "input must be a Schema.Struct (JSON Schema type object)" })
+    }
+  }
+  const out = toJsonSchema(output, "output", problems)
+  return problems.length === 0 ? Either.right({ parameters: parameters!, output: out! }) : Either.left(problems)
+}
+
+const isEmptyStruct = (schema: JsonSchema): boolean => "$id" in schema && schema.$id === "/schemas/%7B%7D"
+
+/** JSON Schema of the encoded side, definitions inlined under `$defs`, no top-level `$ref`. */
+const toJsonSchema = (
+  schema: Schema.Schema.Any,
+  side: "input" | "output",
+  problems: Array<SchemaProblem>
+): JsonSchema | undefined => {
+  const definitions: Record<string, JsonSchema> = {}
+  try {
+    const out = JSONSchema.fromAST(schema.ast, { definitions, topLevelReferenceStrategy: "skip" })
+    return Object.keys(definitions).length === 0 ? out : { ...out, $defs: definitions }
+  } catch (error) {
+    problems.push({ rule: side === "input" ? "input-json" : "output-json", message: describeJsonSchemaError(side, error) })
+    return undefined
+  }
+}
+
+// Effect's message spans lines ("Missing annotation / at path: ["a"]["b"] / schema (Declaration): Map<..>"):
+// fold it into one line that names the field and the type.
+const describeJsonSchemaError = (side: "input" | "output", error: unknown): string => {
+  const text = error instanceof Error ? error.message : String(error)
+  const path = /at path: (.*)/.exec(text)?.[1]
+  const field = path === undefined || path === "" ? "" :
+    " field " + Array.from(path.matchAll(/\[(?:"((?:[^"\\]|\\.)*)"|([^\]]*))\]/g), (m) => m[1] ?? m[2]).join(".")
+  const schemaLine = /schema \((\w+)\): (.*)/.exec(text)
+  const what = schemaLine === null ? "" : ` (${schemaLine[2]})`
+  const reason = text.split("\n")[0]
+  return `${side}${field}${what} is not JSON-representable: ${reason}`
+}

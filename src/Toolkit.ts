@@ -1,0 +1,159 @@
+/**
+ * A validated set of tools and its manifest (DESIGN S4). `Toolkit.make` checks every limit at
+ * once and reports each violation with the tool and the rule it breaks.
+ */
+import { Duration, Effect, Either, Schema } from "effect"
+import * as Tool from "./Tool.js"
+
+/** At most this many tools per toolkit. */
+export const maxTools = 64
+/** Tool names: letters, digits, `_` and `-`. */
+export const namePattern = /^[a-zA-Z0-9_-]+$/
+/** At most this many characters per name. */
+export const maxNameLength = 64
+/** At most this many characters per description. */
+export const maxDescriptionLength = 1024
+/** The longest timeout a tool may declare. */
+export const maxTimeout: Duration.Duration = Duration.seconds(3600)
+/** Names the platform keeps for itself. */
+export const reservedNames: ReadonlySet<string> = new Set([
+  "exec_agent",
+  "finish",
+  "list_agents",
+  "list_context_history",
+  "recall_context"
+])
+
+/** One broken rule: which tool (absent for the toolkit as a whole), which rule, and a sentence. */
+export class Violation extends Schema.Class<Violation>("agent-tools/Violation")({
+  tool: Schema.optional(Schema.String),
+  rule: Schema.Literal(
+    "max-tools",
+    "name-pattern",
+    "name-length",
+    "name-unique",
+    "name-reserved",
+    "description-length",
+    "timeout-range",
+    "retries-whole",
+    "input-json",
+    "output-json",
+    "input-object"
+  ),
+  message: Schema.String
+}) {}
+
+/** Every violation of a toolkit, reported at once. */
+export class ManifestError extends Schema.TaggedError<ManifestError>("agent-tools/ManifestError")("ManifestError", {
+  violations: Schema.Array(Violation)
+}) {
+  override get message(): string {
+    return this.violations.map((v) => v.message).join("; ")
+  }
+}
+
+/** What the platform needs to know of one tool (and re-checks at registration). */
+export class ManifestEntry extends Schema.Class<ManifestEntry>("agent-tools/ManifestEntry")({
+  name: Schema.String,
+  description: Schema.String,
+  parameters: Schema.Unknown,
+  output: Schema.Unknown,
+  timeoutMillis: Schema.Number,
+  retries: Schema.Number,
+  idempotent: Schema.Boolean
+}) {}
+
+/** A validated set of tools. */
+export interface Toolkit {
+  readonly tools: ReadonlyArray<Tool.Any>
+  /** Tools by name. */
+  readonly byName: ReadonlyMap<string, Tool.Any>
+  /** What each tool shows a model (S2), in toolkit order; computed once. */
+  readonly definitions: ReadonlyArray<Tool.Definition>
+  /** The manifest a server registers. */
+  readonly manifest: ReadonlyArray<ManifestEntry>
+}
+
+/** Validates `tools` against every S4 limit; fails with all violations at once. */
+export const make = (...tools: ReadonlyArray<Tool.Any>): Effect.Effect<Toolkit, ManifestError> =>
+  Effect.suspend(() => {
+    const violations = validate(tools)
+    if (violations.length > 0) return Effect.fail(new ManifestError({ violations }))
+    const definitions = tools.map(Tool.jsonSchema)
+    return Effect.succeed({
+      tools,
+      byName: new Map(tools.map((tool) => [tool.name, tool])),
+      definitions,
+      manifest: tools.map((tool, i) =>
+        new ManifestEntry({
+          name: tool.name,
+          description: tool.description,
+          parameters: definitions[i]!.parameters,
+          output: Tool.outputJsonSchema(tool),
+          timeoutMillis: Duration.toMillis(tool.timeout),
+          retries: tool.retries,
+          idempotent: tool.idempotent
+        })
+      )
+    })
+  })
+
+/** Every S4 violation of a set of tools (empty when it is valid). */
+export const validate = (tools: ReadonlyArray<Tool.Any>): Array<Violation> => {
+  const violations = checkEntries(tools.map((tool) => ({
+    name: tool.name,
+    description: tool.description,
+    timeoutMillis: Duration.toMillis(tool.timeout),
+    retries: tool.retries
+  })))
+  for (const tool of tools) {
+    if (Either.isLeft(tool.schemas)) {
+      for (const problem of tool.schemas.left) {
+        violations.push(new Violation({ tool: tool.name, rule: problem.rule, message: `${JSON.stringify(tool.name)}: ${problem.message}` }))
+      }
+    }
+  }
+  return violations
+}
+
+/** The S4 rules that need only a manifest's data: the platform applies them to what it receives. */
+export const checkEntries = (
+  entries: ReadonlyArray<{
+    readonly name: string
+    readonly description: string
+    readonly timeoutMillis: number
+    readonly retries: number
+  }>
+): Array<Violation> => {
+  const out: Array<Violation> = []
+  const add = (tool: string | undefined, rule: Violation["rule"], message: string) =>
+    out.push(new Violation({ ...(tool === undefined ? {} : { tool }), rule, message }))
+  if (entries.length > maxTools) add(undefined, "max-tools", `toolkit: at most ${maxTools} tools, got ${entries.length}`)
+  const seen = new Set<string>()
+  for (const { description, name, retries, timeoutMillis } of entries) {
+    const label = JSON.stringify(name)
+    if (!namePattern.test(name)) add(name, "name-pattern", `${label}: the name must match ${namePattern.source}`)
+    if (name.length > maxNameLength) {
+      add(name, "name-length", `${label}: the name has ${name.length} characters, at most ${maxNameLength} allowed`)
+    }
+    if (seen.has(name)) add(name, "name-unique", `${label}: the name is used by more than one tool`)
+    seen.add(name)
+    if (reservedNames.has(name)) add(name, "name-reserved", `${label}: the name is reserved by the platform`)
+    if (typeof description !== "string" || description.length < 1 || description.length > maxDescriptionLength) {
+      add(
+        name,
+        "description-length",
+        `${label}: the description must have 1 to ${maxDescriptionLength} characters, has ${
+          typeof description === "string" ? description.length : 0
+        }`
+      )
+    }
+    if (!(timeoutMillis > 0 && timeoutMillis <= Duration.toMillis(maxTimeout))) {
+      add(name, "timeout-range", `${label}: the timeout must be more than 0 and at most 3600 s`)
+    }
+    if (!Number.isInteger(retries) || retries < 0) {
+      add(name, "retries-whole", `${label}: retries must be a whole number >= 0, got ${retries}`)
+    }
+  }
+  return out
+}

@@ -1,0 +1,152 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Schema } from "effect"
+import { Tool, Toolkit } from "../src/index.js"
+import { samples } from "./fixtures/sampleTools.js"
+
+const tool = (name: string, overrides: Partial<Tool.Options<any, unknown>> = {}) =>
+  Tool.make(name, { description: "A tool.", input: {}, timeout: "1 second", ...overrides }, () => Effect.void)
+
+/** The violations of `Toolkit.make(...tools)`, as `tool/rule` pairs; fails the test if it succeeded. */
+const violationsOf = (...tools: ReadonlyArray<Tool.Any>) =>
+  Effect.gen(function*() {
+    const exit = yield* Effect.exit(Toolkit.make(...tools))
+    if (Exit.isSuccess(exit)) return assert.fail("expected a ManifestError")
+    const error = yield* Effect.flip(exit)
+    assert.strictEqual(error._tag, "ManifestError")
+    return error.violations.map((v) => `${v.tool ?? "*"}/${v.rule}`)
+  })
+
+describe("Toolkit.make", () => {
+  it.effect("accepts valid tools and builds definitions and a manifest", () =>
+    Effect.gen(function*() {
+      const toolkit = yield* Toolkit.make(...samples)
+      assert.deepStrictEqual(toolkit.definitions.map((d) => d.name), ["lookup_order", "issue_refund", "ship_parcel"])
+      assert.strictEqual(toolkit.byName.get("issue_refund"), samples[1])
+      const refund = toolkit.manifest[1]!
+      assert.strictEqual(refund.timeoutMillis, 30_000)
+      assert.strictEqual(refund.retries, 2)
+      assert.strictEqual(refund.idempotent, true)
+      assert.strictEqual(refund.parameters, Tool.jsonSchema(samples[1]).parameters)
+    }))
+
+  it.effect("at most 64 tools", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(
+        yield* violationsOf(...Array.from({ length: 65 }, (_, i) => tool(`t${i}`))),
+        ["*/max-tools"]
+      )
+      yield* Toolkit.make(...Array.from({ length: 64 }, (_, i) => tool(`t${i}`)))
+    }))
+
+  it.effect("names match ^[a-zA-Z0-9_-]+$", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* violationsOf(tool("has space")), ["has space/name-pattern"])
+      assert.deepStrictEqual(yield* violationsOf(tool("")), ["/name-pattern"])
+      assert.deepStrictEqual(yield* violationsOf(tool("dot.ted")), ["dot.ted/name-pattern"])
+    }))
+
+  it.effect("names have at most 64 characters", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* violationsOf(tool("a".repeat(65))), [`${"a".repeat(65)}/name-length`])
+      yield* Toolkit.make(tool("a".repeat(64)))
+    }))
+
+  it.effect("names are unique", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* violationsOf(tool("same"), tool("other"), tool("same")), ["same/name-unique"])
+    }))
+
+  it.effect("reserved names are refused", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(
+        yield* violationsOf(...["exec_agent", "finish", "list_agents", "list_context_history", "recall_context"].map(
+          (name) => tool(name)
+        )),
+        [
+          "exec_agent/name-reserved",
+          "finish/name-reserved",
+          "list_agents/name-reserved",
+          "list_context_history/name-reserved",
+          "recall_context/name-reserved"
+        ]
+      )
+    }))
+
+  it.effect("descriptions have 1 to 1024 characters", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* violationsOf(tool("empty", { description: "" })), ["empty/description-length"])
+      assert.deepStrictEqual(
+        yield* violationsOf(tool("long", { description: "x".repeat(1025) })),
+        ["long/description-length"]
+      )
+      yield* Toolkit.make(tool("max", { description: "x".repeat(1024) }))
+    }))
+
+  it.effect("timeouts are > 0 and <= 3600 s", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* violationsOf(tool("zero", { timeout: 0 })), ["zero/timeout-range"])
+      assert.deepStrictEqual(yield* violationsOf(tool("long", { timeout: "3601 seconds" })), ["long/timeout-range"])
+      assert.deepStrictEqual(
+        yield* violationsOf(tool("garbled", { timeout: "soon" as any })),
+        ["garbled/timeout-range"]
+      )
+      yield* Toolkit.make(tool("hour", { timeout: "1 hour" }))
+    }))
+
+  it.effect("retries are a whole number >= 0", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* violationsOf(tool("neg", { retries: -1 })), ["neg/retries-whole"])
+      assert.deepStrictEqual(yield* violationsOf(tool("frac", { retries: 1.5 })), ["frac/retries-whole"])
+    }))
+
+  it.effect("input and output Schemas must be JSON-representable, naming the field", () =>
+    Effect.gen(function*() {
+      const mapInput = Tool.make("map_input", {
+        description: "Takes a Map.",
+        input: { options: Schema.Struct({ table: Schema.MapFromSelf({ key: Schema.String, value: Schema.Number }) }) },
+        timeout: "1 second"
+      }, () => Effect.void)
+      class Gate {
+        constructor(readonly id: string) {}
+      }
+      const instanceOutput = Tool.make("instance_output", {
+        description: "Returns a class instance.",
+        input: {},
+        output: Schema.Struct({ gate: Schema.instanceOf(Gate) }),
+        timeout: "1 second"
+      }, () => Effect.succeed({ gate: new Gate("g1") }))
+      const notObject = Tool.make("not_object", {
+        description: "Input is a string.",
+        input: Schema.String,
+        timeout: "1 second"
+      }, () => Effect.void)
+      const error = yield* Effect.flip(Toolkit.make(mapInput, instanceOutput, notObject))
+      assert.deepStrictEqual(error.violations.map((v) => `${v.tool}/${v.rule}`), [
+        "map_input/input-json",
+        "instance_output/output-json",
+        "not_object/input-object"
+      ])
+      assert.match(error.violations[0]!.message, /^"map_input": input field options\.table \(Map<string, number>\)/)
+      assert.match(error.violations[1]!.message, /^"instance_output": output field gate/)
+    }))
+
+  it.effect("reports five broken rules at once, each naming its tool", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Toolkit.make(
+        tool("bad name"),
+        tool("finish"),
+        tool("quiet", { description: "" }),
+        tool("slow", { timeout: "2 hours" }),
+        tool("twice", { retries: -2 })
+      ))
+      assert.deepStrictEqual(error.violations.map((v) => `${v.tool}/${v.rule}`), [
+        "bad name/name-pattern",
+        "finish/name-reserved",
+        "quiet/description-length",
+        "slow/timeout-range",
+        "twice/retries-whole"
+      ])
+      for (const violation of error.violations) assert.include(violation.message, JSON.stringify(violation.tool))
+      assert.strictEqual(error.message.split("; ").length, 5)
+    }))
+})
