@@ -1,0 +1,428 @@
+/**
+ * THE pipeline that runs one tool call (DESIGN S3, S5-S8). Agent runs, served calls and MCP all
+ * call `Invocation.run`; none of them decodes, times out, retries or formats errors on its own.
+ *
+ * Arguments -> size and key checks -> strict decode -> handler (own fiber, deadline, retries,
+ * `ToolContext`) -> output encode -> JSON check -> `ToolResult`. Every failure on the way becomes
+ * the S5 error text; nothing escapes as a defect.
+ */
+import {
+  Cause,
+  Clock,
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  Fiber,
+  Layer,
+  ParseResult,
+  Runtime,
+  RuntimeFlags,
+  Schedule,
+  ScheduleDecision,
+  ScheduleIntervals,
+  Schema
+} from "effect"
+import * as Json from "./internal/json.js"
+import { RetryPolicy } from "./RetryPolicy.js"
+import type * as Tool from "./Tool.js"
+import { ToolContext, type ToolCallInfo } from "./ToolContext.js"
+
+/** Limits of the pipeline. */
+export interface Config {
+  /** Arguments larger than this (UTF-8 bytes of the JSON) are refused. Default 1 MiB. */
+  readonly maxPayloadBytes: number
+  /** Error texts are cut to this many characters. Default 2,048. */
+  readonly maxErrorLength: number
+  /** `ToolContext.isExpiring` turns true when this little time is left. Default 1 second. */
+  readonly expiringThreshold: Duration.DurationInput
+}
+
+/** The defaults of `Config`. */
+export const defaultConfig: Config = {
+  maxPayloadBytes: 1024 * 1024,
+  maxErrorLength: 2048,
+  expiringThreshold: "1 second"
+}
+
+/** The limits in force: a `Context.Reference`, so a bare `Invocation.run` gets `defaultConfig`. */
+export class InvocationConfig extends Context.Reference<InvocationConfig>()("agent-tools/InvocationConfig", {
+  defaultValue: (): Config => defaultConfig
+}) {}
+
+/** Overrides some limits; the rest keep their defaults. */
+export const layerConfig = (config: Partial<Config>): Layer.Layer<InvocationConfig> =>
+  Layer.succeed(InvocationConfig, { ...defaultConfig, ...config })
+
+/** Who is calling, and by when the call must be done. */
+export interface Options {
+  /** Default `"local"`. */
+  readonly taskId?: string | undefined
+  /** Default: a fresh `local-<n>` id. */
+  readonly toolCallId?: string | undefined
+  /** The delivered deadline (epoch milliseconds or a Date): the call ends at the earlier of this and its timeout. */
+  readonly deadlineAt?: number | Date | undefined
+}
+
+/** The outcome of one call: the encoded output in `value`, or the S5 text in `error`. */
+export class ToolResult {
+  constructor(
+    /** The encoded output (plain JSON), when the call succeeded. */
+    readonly value: unknown,
+    /** The S5 error text the model reads, when it did not. */
+    readonly error: string | undefined
+  ) {}
+  /** True when the call produced a value: derived, never set. */
+  get success(): boolean {
+    return this.error === undefined
+  }
+}
+
+/** `ToolResult` on the wire: `{ value }` or `{ error }`. */
+export const ToolResultFromJson: Schema.Schema<ToolResult, { readonly value?: unknown; readonly error?: string }> =
+  Schema.transform(
+    Schema.Struct({
+      value: Schema.optionalWith(Schema.Unknown, { exact: true }),
+      error: Schema.optionalWith(Schema.String, { exact: true })
+    }),
+    Schema.instanceOf(ToolResult),
+    {
+      strict: true,
+      decode: ({ error, value }) => new ToolResult(error === undefined ? value : undefined, error),
+      encode: (result) => result.error === undefined ? { value: result.value } : { error: result.error }
+    }
+  )
+
+const succeeded = (value: unknown): ToolResult => new ToolResult(value, undefined)
+const failed = (error: string): ToolResult => new ToolResult(undefined, error)
+
+/**
+ * Runs one call of `tool` with `args` (JSON text or an already-parsed value). Never fails and never
+ * dies: every problem is a `ToolResult` with `error`. Interrupting it interrupts the handler.
+ */
+export const run = <R>(
+  tool: Tool.Tool<string, any, any, any, R>,
+  args: unknown,
+  options?: Options
+): Effect.Effect<ToolResult, never, Exclude<R, ToolContext>> =>
+  Effect.withFiberRuntime((fiber, status) => runIn(new Caller(fiber, status.runtimeFlags), tool, args, options))
+
+/** What a call needs of the fiber that makes it: its services, and its fiber refs for the handler's fiber. */
+class Caller {
+  readonly context: Context.Context<never>
+  readonly clock: Clock.Clock
+  constructor(readonly fiber: Fiber.RuntimeFiber<unknown, unknown>, readonly runtimeFlags: RuntimeFlags.RuntimeFlags) {
+    this.context = fiber.currentContext
+    this.clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-tool compiled parts, made once on first use.
+
+interface Compiled {
+  readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+  readonly encode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+  readonly timeoutMillis: number
+}
+
+const compiledTools = new WeakMap<Tool.Any, Compiled>()
+
+const compile = (tool: Tool.Any): Compiled => {
+  const known = compiledTools.get(tool)
+  if (known !== undefined) return known
+  const compiled: Compiled = {
+    decode: ParseResult.decodeUnknownEither(tool.input, { onExcessProperty: "error", errors: "all" }),
+    encode: ParseResult.encodeUnknownEither(tool.output, { errors: "all" }),
+    timeoutMillis: Duration.toMillis(tool.timeout)
+  }
+  compiledTools.set(tool, compiled)
+  return compiled
+}
+
+let localCallIds = 0
+
+const thresholds = new WeakMap<Config, number>()
+const expiringThresholdMillis = (config: Config): number => {
+  let millis = thresholds.get(config)
+  if (millis === undefined) {
+    millis = Duration.toMillis(config.expiringThreshold)
+    thresholds.set(config, millis)
+  }
+  return millis
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pipeline.
+
+const runIn = (
+  caller: Caller,
+  tool: Tool.Any,
+  args: unknown,
+  options: Options | undefined
+): Effect.Effect<ToolResult> => {
+  const config = Context.get(caller.context, InvocationConfig)
+  const compiled = compile(tool)
+  const start = caller.clock.unsafeCurrentTimeMillis()
+  const given = options?.deadlineAt
+  const deadlineAt = given === undefined ? undefined : typeof given === "number" ? given : given.getTime()
+  if (deadlineAt !== undefined && deadlineAt <= start) {
+    return Effect.succeed(failed(`${tool.name}: its deadline passed before it started; it did not run`))
+  }
+  const input = decodeArgs(tool, compiled, args, config)
+  if (typeof input === "string") return Effect.succeed(failed(cut(input, config.maxErrorLength)))
+  const byTimeout = start + compiled.timeoutMillis
+  const deadline = deadlineAt === undefined ? byTimeout : Math.min(byTimeout, deadlineAt)
+  const info: ToolCallInfo = {
+    taskId: options?.taskId ?? "local",
+    toolCallId: options?.toolCallId ?? `local-${++localCallIds}`,
+    attempt: 1,
+    deadlineAt: deadline,
+    expiringThresholdMillis: expiringThresholdMillis(config)
+  }
+  if (tool.retries <= 0) {
+    const outcome = attempt(caller, tool, input.value, info)
+    // The common case, a handler that completed synchronously, allocates no closure and no timer.
+    if (Exit.isExit(outcome)) return Effect.succeed(toResult(tool, compiled, outcome, config, deadline - start))
+    return Effect.map(outcome, (outcome) => toResult(tool, compiled, outcome, config, deadline - start))
+  }
+  return Effect.map(
+    withRetries(caller, tool, input.value, info, start),
+    (outcome) => toResult(tool, compiled, outcome, config, deadline - start)
+  )
+}
+
+/** The decoded input, or the S5 input error text. */
+const decodeArgs = (
+  tool: Tool.Any,
+  compiled: Compiled,
+  args: unknown,
+  config: Config
+): { readonly value: unknown } | string => {
+  let value: unknown
+  if (typeof args === "string") {
+    // A character is at least one UTF-8 byte and at most three (surrogate pairs: four per two).
+    if (args.length > config.maxPayloadBytes ||
+      (args.length * 3 > config.maxPayloadBytes && Buffer.byteLength(args, "utf8") > config.maxPayloadBytes)) {
+      return `${tool.name}: invalid input: the arguments exceed ${config.maxPayloadBytes} bytes`
+    }
+    const parsed = Json.parse(args)
+    if ("problem" in parsed) return `${tool.name}: invalid input: ${parsed.problem}`
+    value = parsed.value
+  } else {
+    let text: string | undefined
+    try {
+      text = JSON.stringify(args)
+    } catch (error) {
+      return `${tool.name}: invalid input: the arguments are not JSON (${errorMessage(error)})`
+    }
+    if (text !== undefined && Buffer.byteLength(text, "utf8") > config.maxPayloadBytes) {
+      return `${tool.name}: invalid input: the arguments exceed ${config.maxPayloadBytes} bytes`
+    }
+    const refused = Json.refusedKeyIn(args)
+    if (refused !== undefined) return `${tool.name}: invalid input: ${refused}`
+    value = args
+  }
+  const decoded = compiled.decode(value)
+  if (Either.isRight(decoded)) return { value: decoded.right }
+  return `${tool.name}: invalid input: ${formatIssues(decoded.left)}`
+}
+
+/** Every issue of a parse error, `path: message`, joined with "; ". */
+const formatIssues = (issue: ParseResult.ParseIssue): string =>
+  ParseResult.ArrayFormatter.formatIssueSync(issue)
+    // An optional field's schema is `X | undefined`: Effect reports the `undefined` branch too. Noise.
+    .filter((issue) => !(issue._tag === "Type" && issue.message.startsWith("Expected undefined, actual")))
+    .map((issue) => `${formatPath(issue.path)}: ${issue.message}`)
+    .join("; ")
+
+const formatPath = (path: ReadonlyArray<PropertyKey>): string => {
+  if (path.length === 0) return "(root)"
+  let out = ""
+  for (const key of path) {
+    out += typeof key === "number" ? `[${key}]` : out === "" ? String(key) : `.${String(key)}`
+  }
+  return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running the handler.
+
+const TimedOut = Symbol.for("agent-tools/Invocation/TimedOut")
+type Outcome = Exit.Exit<unknown, unknown> | typeof TimedOut
+
+/**
+ * One attempt. A handler whose effect is already an `Exit` (`Effect.succeed(x)`, `Effect.fail(e)`)
+ * is done: there is nothing to run or to interrupt. Any other runs in a fiber of its own, so that
+ * the deadline can interrupt it without interrupting the caller; the fiber starts at once on this
+ * stack, and a handler that completes synchronously costs no timer and no scheduling.
+ */
+const attempt = (
+  caller: Caller,
+  tool: Tool.Any,
+  input: unknown,
+  info: ToolCallInfo
+): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
+  let effect: Effect.Effect<unknown, unknown, never>
+  try {
+    // The R of the handler is in the caller's context: `run` demands it of its caller.
+    effect = tool.handler(input) as Effect.Effect<unknown, unknown, never>
+  } catch (defect) {
+    return Exit.die(defect)
+  }
+  if (Exit.isExit(effect)) return effect
+  const runtime = Runtime.make({
+    context: Context.add(caller.context, ToolContext, info),
+    fiberRefs: caller.fiber.getFiberRefs(),
+    // The caller may be in an uninterruptible region; the handler must still be stoppable.
+    runtimeFlags: RuntimeFlags.enable(caller.runtimeFlags, RuntimeFlags.Interruption)
+  })
+  const fiber = Runtime.runFork(runtime, effect, { immediate: true })
+  const done = fiber.unsafePoll()
+  if (done !== null) return done
+  const wait = Duration.millis(Math.max(0, info.deadlineAt - caller.clock.unsafeCurrentTimeMillis()))
+  return Fiber.await(fiber).pipe(
+    Effect.timeoutTo({ duration: wait, onTimeout: (): Outcome => TimedOut, onSuccess: (exit): Outcome => exit }),
+    // At the deadline the handler's fiber is interrupted and its finalizers run before we answer.
+    Effect.tap((outcome) => outcome === TimedOut ? Fiber.interrupt(fiber) : Effect.void),
+    Effect.onInterrupt(() => Fiber.interrupt(fiber))
+  )
+}
+
+/** S7: re-run a failed handler up to `tool.retries` times, each retry starting before the deadline. */
+const withRetries = (
+  caller: Caller,
+  tool: Tool.Any,
+  input: unknown,
+  first: ToolCallInfo,
+  start: number
+): Effect.Effect<Outcome> =>
+  Effect.gen(function*() {
+    const schedule = Context.get(caller.context, RetryPolicy).toolRetry
+    yield* warnIfRetriesCannotFit(tool, schedule, start, first.deadlineAt)
+    let state = schedule.initial
+    let info = first
+    while (true) {
+      const step = attempt(caller, tool, input, info)
+      const outcome = Exit.isExit(step) ? step : yield* step
+      if (outcome === TimedOut || Exit.isSuccess(outcome) || info.attempt > tool.retries) return outcome
+      if (Cause.isInterruptedOnly(outcome.cause)) return outcome
+      const now = caller.clock.unsafeCurrentTimeMillis()
+      const [next, , decision] = yield* schedule.step(now, Cause.squash(outcome.cause), state)
+      if (ScheduleDecision.isDone(decision)) return outcome
+      const retryAt = ScheduleIntervals.start(decision.intervals)
+      // A retry that cannot start before the deadline is skipped: the last failure stands.
+      if (retryAt >= info.deadlineAt) return outcome
+      state = next
+      yield* caller.clock.sleep(Duration.millis(retryAt - now))
+      info = { ...info, attempt: info.attempt + 1 }
+    }
+  })
+
+/** Logs once, at the start, when the nominal backoff of every retry does not fit before the deadline. */
+const warnIfRetriesCannotFit = (
+  tool: Tool.Any,
+  schedule: Schedule.Schedule<unknown, unknown>,
+  start: number,
+  deadline: number
+): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    let state = schedule.initial
+    let now = start
+    for (let retry = 1; retry <= tool.retries; retry++) {
+      const [next, , decision] = yield* schedule.step(now, undefined, state)
+      if (ScheduleDecision.isDone(decision)) return
+      now = ScheduleIntervals.start(decision.intervals)
+      state = next
+      if (now >= deadline) {
+        return yield* Effect.logWarning(
+          `${tool.name}: ${tool.retries} retries do not fit before the deadline ` +
+            `(${Duration.format(Duration.millis(deadline - start))} away); retry ${retry} and later will be skipped`
+        ).pipe(Effect.annotateLogs({ tool: tool.name }))
+      }
+    }
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Outcome -> ToolResult, and the S5 texts.
+
+const toResult = (
+  tool: Tool.Any,
+  compiled: Compiled,
+  outcome: Outcome,
+  config: Config,
+  allowedMillis: number
+): ToolResult => {
+  if (outcome === TimedOut) {
+    return failed(`${tool.name} timed out after ${Duration.format(Duration.millis(allowedMillis))}; its outcome is unknown`)
+  }
+  if (Exit.isFailure(outcome)) return failed(cut(failureText(tool, outcome.cause), config.maxErrorLength))
+  const value = outcome.value === undefined ? null : outcome.value
+  const encoded = compiled.encode(value)
+  if (Either.isLeft(encoded)) {
+    return failed(cut(`${tool.name}: invalid output: ${formatIssues(encoded.left)}`, config.maxErrorLength))
+  }
+  const problem = Json.problemIn(encoded.right)
+  if (problem !== undefined) return failed(cut(`${tool.name}: invalid output: ${problem}`, config.maxErrorLength))
+  return succeeded(encoded.right)
+}
+
+const failureText = (tool: Tool.Any, cause: Cause.Cause<unknown>): string => {
+  const failure = Cause.failureOption(cause)
+  const defect = failure._tag === "Some" ? failure : Cause.dieOption(cause)
+  if (defect._tag === "None") return `${tool.name}: the call was interrupted; its outcome is unknown`
+  if (tool.errorTransform !== undefined) {
+    try {
+      const text: unknown = tool.errorTransform(defect.value)
+      if (typeof text === "string") return text
+    } catch {
+      // fail closed below
+    }
+    return `tool ${tool.name} failed`
+  }
+  return errorText(defect.value)
+}
+
+/** The S5 text of an error value or defect: `<Name>: <message>`. */
+export const errorText = (error: unknown): string => {
+  if (typeof error !== "object" || error === null) return `Error: ${String(error)}`
+  const record = error as Record<string, unknown>
+  const ctor = (error as { constructor?: { name?: unknown } }).constructor
+  const name = typeof record._tag === "string" ? record._tag
+    : typeof ctor?.name === "string" && ctor.name !== "" && ctor !== Object ? ctor.name
+    : "Error"
+  const message = typeof record.message === "string" ? record.message : ""
+  if (message !== "") return `${name}: ${message}`
+  const fields = fieldsJson(record)
+  return fields === undefined ? name : `${name}: ${fields}`
+}
+
+// A tagged error with no message still says something useful through its fields.
+const fieldsJson = (record: Record<string, unknown>): string | undefined => {
+  const fields: Record<string, unknown> = {}
+  let any = false
+  for (const key of Object.keys(record)) {
+    if (key === "_tag" || key === "message" || key === "stack" || key === "name" || key === "cause") continue
+    fields[key] = record[key]
+    any = true
+  }
+  if (!any) return undefined
+  try {
+    return JSON.stringify(fields)
+  } catch {
+    return undefined
+  }
+}
+
+const errorMessage = (error: unknown): string => error instanceof Error ? error.message : String(error)
+
+/** Cuts `text` to at most `max` characters, marking the cut. */
+const cut = (text: string, max: number): string => {
+  if (text.length <= max) return text
+  let end = max - 1
+  // Do not split a surrogate pair.
+  const code = text.charCodeAt(end - 1)
+  if (code >= 0xd800 && code <= 0xdbff) end--
+  return text.slice(0, end) + "…"
+}

@@ -1,0 +1,31 @@
+/**
+ * Every timing rule in one place (DESIGN section 3): the named Schedules that drive retries,
+ * backoff and, as later modules land, heartbeats and redelivery. Defaults apply when nothing is
+ * provided; `RetryPolicy.layer({...})` overrides some of them in main.ts or a test.
+ */
+import { Context, Layer, Schedule } from "effect"
+
+/** The named Schedules. Each one's output is ignored; only its delays and its end matter. */
+export interface Policies {
+  /** Backoff between re-runs of a failed tool handler (S7), bounded by the call's deadline. */
+  readonly toolRetry: Schedule.Schedule<unknown, unknown>
+}
+
+/** Exponential from 200 ms, doubling, each delay jittered to 80-120 %. */
+export const defaultToolRetry: Schedule.Schedule<unknown, unknown> = Schedule.exponential("200 millis", 2).pipe(
+  Schedule.jittered
+)
+
+/** The defaults, used when no layer provides other policies. */
+export const defaults: Policies = {
+  toolRetry: defaultToolRetry
+}
+
+/** The policies in force: a `Context.Reference`, so code that provides nothing gets `defaults`. */
+export class RetryPolicy extends Context.Reference<RetryPolicy>()("agent-tools/RetryPolicy", {
+  defaultValue: (): Policies => defaults
+}) {}
+
+/** Overrides some policies; the rest keep their defaults. */
+export const layer = (policies: Partial<Policies>): Layer.Layer<never> =>
+  Layer.succeed(RetryPolicy, { ...defaults, ...policies })

@@ -1,0 +1,491 @@
+// These tests fail with plain Errors on purpose: S5 says what the model reads for them.
+// @effect-diagnostics globalErrorInEffectFailure:off lazyPromiseInEffectSync:off
+import { assert, describe, it } from "@effect/vitest"
+import { Data, Effect, Exit, Fiber, Logger, Option, Schedule, Schema, TestClock } from "effect"
+import * as fc from "fast-check"
+import { Invocation, RetryPolicy, Tool, ToolContext } from "../src/index.js"
+
+/** A tool whose handler counts its runs. */
+const counting = <I extends Schema.Struct.Fields>(name: string, input: I) => {
+  const runs = { count: 0 }
+  const tool = Tool.make(name, { description: "Counts its runs.", input, timeout: "10 seconds" }, () =>
+    Effect.sync(() => {
+      runs.count++
+      return "ran"
+    }))
+  return { runs, tool }
+}
+
+const orderInput = {
+  order: Schema.Struct({
+    id: Schema.String,
+    customer: Schema.Struct({ name: Schema.String, tier: Schema.optional(Schema.Literal("gold", "silver")) })
+  }),
+  note: Schema.optional(Schema.String)
+}
+
+const validOrder = { order: { id: "ord-1", customer: { name: "Ada" } } }
+
+describe("Invocation.run: input (S3)", () => {
+  it.effect("runs the handler on valid JSON text and on a value", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = counting("order_tool", orderInput)
+      const fromText = yield* Invocation.run(tool, JSON.stringify(validOrder))
+      const fromValue = yield* Invocation.run(tool, validOrder)
+      assert.deepStrictEqual([fromText.value, fromText.error, fromText.success], ["ran", undefined, true])
+      assert.strictEqual(fromValue.value, "ran")
+      assert.strictEqual(runs.count, 2)
+    }))
+
+  it.effect("refuses an unexpected key at depth 0, 1 and 2, naming its path", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = counting("order_tool", orderInput)
+      const depth0 = yield* Invocation.run(tool, { ...validOrder, extra: 1 })
+      const depth1 = yield* Invocation.run(tool, { order: { ...validOrder.order, extra: 1 } })
+      const depth2 = yield* Invocation.run(tool, { order: { id: "ord-1", customer: { name: "Ada", extra: 1 } } })
+      assert.match(depth0.error!, /^order_tool: invalid input: extra: is unexpected/)
+      assert.match(depth1.error!, /^order_tool: invalid input: order\.extra: is unexpected/)
+      assert.match(depth2.error!, /^order_tool: invalid input: order\.customer\.extra: is unexpected/)
+      assert.isFalse(depth0.success)
+      assert.strictEqual(runs.count, 0)
+    }))
+
+  it.effect("lists every problem of a payload at once, without optional-field noise", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = counting("order_tool", orderInput)
+      const result = yield* Invocation.run(
+        tool,
+        "{\"order\":{\"id\":7,\"customer\":{\"tier\":\"bronze\"}},\"note\":false}"
+      )
+      const issues = result.error!.replace("order_tool: invalid input: ", "").split("; ")
+      assert.deepStrictEqual(issues, [
+        "order.id: Expected string, actual 7",
+        "order.customer.name: is missing",
+        "order.customer.tier: Expected \"gold\", actual \"bronze\"",
+        "order.customer.tier: Expected \"silver\", actual \"bronze\"",
+        "note: Expected string, actual false"
+      ])
+      assert.notInclude(result.error!, "Expected undefined")
+      assert.strictEqual(runs.count, 0)
+    }))
+
+  it.effect("refuses __proto__ and constructor keys, however spelled, in text and in values", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = counting("any_tool", { payload: Schema.Record({ key: Schema.String, value: Schema.Unknown }) })
+      const texts = [
+        "{\"payload\":{\"__proto__\":{\"admin\":true}}}",
+        "{\"payload\":{\"a\":{\"constructor\":{\"prototype\":{}}}}}",
+        "{\"payload\":{\"\\u005f_proto__\":{\"admin\":true}}}"
+      ]
+      for (const text of texts) {
+        const result = yield* Invocation.run(tool, text)
+        assert.match(result.error!, /^any_tool: invalid input: the key "(__proto__|constructor)" is not allowed$/, text)
+      }
+      const fromValue = yield* Invocation.run(tool, JSON.parse("{\"payload\":{\"__proto__\":{\"admin\":true}}}"))
+      assert.strictEqual(fromValue.error, "any_tool: invalid input: the key \"__proto__\" is not allowed")
+      assert.strictEqual(({} as Record<string, unknown>).admin, undefined)
+      assert.strictEqual(runs.count, 0)
+    }))
+
+  it.effect("refuses a payload over the size limit (default 1 MiB, configurable)", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = counting("text_tool", { text: Schema.String })
+      const big = JSON.stringify({ text: "x".repeat(1024 * 1024) })
+      const result = yield* Invocation.run(tool, big)
+      assert.strictEqual(result.error, "text_tool: invalid input: the arguments exceed 1048576 bytes")
+      // Multi-byte characters count as bytes, not characters.
+      const small = yield* Invocation.run(tool, JSON.stringify({ text: "é".repeat(60) })).pipe(
+        Effect.provide(Invocation.layerConfig({ maxPayloadBytes: 100 }))
+      )
+      assert.strictEqual(small.error, "text_tool: invalid input: the arguments exceed 100 bytes")
+      const asValue = yield* Invocation.run(tool, { text: "y".repeat(200) }).pipe(
+        Effect.provide(Invocation.layerConfig({ maxPayloadBytes: 100 }))
+      )
+      assert.strictEqual(asValue.error, "text_tool: invalid input: the arguments exceed 100 bytes")
+      assert.strictEqual(runs.count, 0)
+      const fits = yield* Invocation.run(tool, JSON.stringify({ text: "z".repeat(50) })).pipe(
+        Effect.provide(Invocation.layerConfig({ maxPayloadBytes: 100 }))
+      )
+      assert.strictEqual(fits.value, "ran")
+    }))
+
+  it.effect("refuses text that is not JSON, and values that are not JSON", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = counting("text_tool", { text: Schema.String })
+      const broken = yield* Invocation.run(tool, "{\"text\":")
+      assert.match(broken.error!, /^text_tool: invalid input: not valid JSON \(/)
+      const bigint = yield* Invocation.run(tool, { text: 1n })
+      assert.match(bigint.error!, /^text_tool: invalid input: the arguments are not JSON/)
+      assert.strictEqual(runs.count, 0)
+    }))
+})
+
+class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
+class BillingDown extends Error {}
+class GateJammed extends Data.TaggedError("GateJammed")<{ readonly gate: string }> {}
+
+const failing = (name: string, fail: Effect.Effect<never, unknown>, options: Partial<Tool.Options<any, unknown>> = {}) =>
+  Tool.make(name, { description: "Fails.", input: {}, timeout: "10 seconds", ...options }, () => fail)
+
+describe("Invocation.run: error text (S5)", () => {
+  it.effect("a tagged error gives <tag>: <message>", () =>
+    Effect.gen(function*() {
+      const tool = failing("lookup_order", Effect.fail(new NotFound({ message: "no order with id=ord-4821" })))
+      const result = yield* Invocation.run(tool, "{}")
+      assert.strictEqual(result.error, "NotFound: no order with id=ord-4821")
+      assert.isFalse(result.success)
+      assert.strictEqual(result.value, undefined)
+    }))
+
+  it.effect("a tagged error without a message shows its fields", () =>
+    Effect.gen(function*() {
+      const result = yield* Invocation.run(failing("gate", Effect.fail(new GateJammed({ gate: "g-7" }))), "{}")
+      assert.strictEqual(result.error, "GateJammed: {\"gate\":\"g-7\"}")
+    }))
+
+  it.effect("a plain Error, an Error subclass and defects give their class names", () =>
+    Effect.gen(function*() {
+      const texts: Array<string | undefined> = []
+      for (
+        const effect of [
+          Effect.fail(new Error("boom")),
+          Effect.fail(new BillingDown("billing is down")),
+          Effect.die(new RangeError("out of range")),
+          Effect.sync(() => {
+            throw new TypeError("x is not a function")
+          }),
+          Effect.die("a string defect")
+        ]
+      ) {
+        texts.push((yield* Invocation.run(failing("t", effect), "{}")).error)
+      }
+      assert.deepStrictEqual(texts, [
+        "Error: boom",
+        "BillingDown: billing is down",
+        "RangeError: out of range",
+        "TypeError: x is not a function",
+        "Error: a string defect"
+      ])
+    }))
+
+  it.effect("a handler that throws instead of returning an effect is a defect, not a crash", () =>
+    Effect.gen(function*() {
+      const tool = Tool.make("thrower", { description: "Throws.", input: {}, timeout: "1 second" }, () => {
+        throw new SyntaxError("bad handler")
+      })
+      assert.strictEqual((yield* Invocation.run(tool, {})).error, "SyntaxError: bad handler")
+    }))
+
+  it.effect("cuts a 10,000-character message to 2,048 characters", () =>
+    Effect.gen(function*() {
+      const result = yield* Invocation.run(failing("long", Effect.fail(new Error("m".repeat(10_000)))), "{}")
+      assert.strictEqual(result.error!.length, 2048)
+      assert.isTrue(result.error!.startsWith("Error: mmm"))
+    }))
+
+  it.effect("uses errorTransform, and fails closed when it throws or returns a non-string", () =>
+    Effect.gen(function*() {
+      const secret = Effect.fail(new Error("password=hunter2"))
+      const transformed = failing("login", secret, { errorTransform: () => "login failed: check the credentials" })
+      const throws = failing("login", secret, {
+        errorTransform: () => {
+          throw new Error("transform broke")
+        }
+      })
+      const nonString = failing("login", secret, { errorTransform: (() => 42) as any })
+      assert.strictEqual((yield* Invocation.run(transformed, "{}")).error, "login failed: check the credentials")
+      assert.strictEqual((yield* Invocation.run(throws, "{}")).error, "tool login failed")
+      assert.strictEqual((yield* Invocation.run(nonString, "{}")).error, "tool login failed")
+      const defect = failing("login", Effect.die(new Error("password=hunter2")), { errorTransform: () => "hidden" })
+      assert.strictEqual((yield* Invocation.run(defect, "{}")).error, "hidden")
+    }))
+
+  it.effect("nothing escapes as a failure or a defect, whatever the arguments", () =>
+    Effect.gen(function*() {
+      const { tool } = counting("order_tool", orderInput)
+      yield* Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(fc.oneof(fc.anything(), fc.json(), fc.string()), async (args) => {
+            const exit = await Effect.runPromiseExit(Invocation.run(tool, args))
+            return Exit.isSuccess(exit) && (exit.value.error === undefined) === exit.value.success
+          }),
+          { numRuns: 300 }
+        )
+      )
+    }))
+})
+
+describe("Invocation.run: time (S6)", () => {
+  it.effect("interrupts a handler that outlives its timeout; its finalizer runs; the outcome is unknown", () =>
+    Effect.gen(function*() {
+      const finalized = { count: 0 }
+      const slow = Tool.make("slow", { description: "Slow.", input: {}, timeout: "5 seconds" }, () =>
+        Effect.sleep("1 minute").pipe(
+          Effect.as("done"),
+          Effect.ensuring(Effect.sync(() => finalized.count++))
+        ))
+      const fiber = yield* Effect.fork(Invocation.run(slow, "{}"))
+      yield* TestClock.adjust("4999 millis")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)))
+      assert.strictEqual(finalized.count, 0)
+      yield* TestClock.adjust("1 milli")
+      const result = yield* Fiber.join(fiber)
+      assert.strictEqual(result.error, "slow timed out after 5s; its outcome is unknown")
+      assert.strictEqual(finalized.count, 1)
+    }))
+
+  it.effect("refuses a call whose deadline has passed, without running it", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = counting("late", {})
+      yield* TestClock.adjust("10 seconds")
+      const past = yield* Invocation.run(tool, "{}", { deadlineAt: 9_000 })
+      const now = yield* Invocation.run(tool, "{}", { deadlineAt: new Date(10_000) })
+      assert.strictEqual(past.error, "late: its deadline passed before it started; it did not run")
+      assert.strictEqual(now.error, past.error)
+      assert.strictEqual(runs.count, 0)
+    }))
+
+  it.effect("a deadlineAt earlier than the timeout interrupts at the deadline", () =>
+    Effect.gen(function*() {
+      const tool = Tool.make("patient", { description: "Sleeps.", input: {}, timeout: "60 seconds" }, () =>
+        Effect.sleep("30 seconds"))
+      const fiber = yield* Effect.fork(Invocation.run(tool, "{}", { deadlineAt: 2_000 }))
+      yield* TestClock.adjust("1999 millis")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)))
+      yield* TestClock.adjust("1 milli")
+      assert.strictEqual((yield* Fiber.join(fiber)).error, "patient timed out after 2s; its outcome is unknown")
+    }))
+
+  it.effect("a handler that finishes in time succeeds, and void output is null", () =>
+    Effect.gen(function*() {
+      const tool = Tool.make("prompt", { description: "Sleeps a bit.", input: {}, timeout: "5 seconds" }, () =>
+        Effect.sleep("3 seconds"))
+      const fiber = yield* Effect.fork(Invocation.run(tool, "{}"))
+      yield* TestClock.adjust("3 seconds")
+      const result = yield* Fiber.join(fiber)
+      assert.isTrue(result.success)
+      assert.strictEqual(result.value, null)
+    }))
+
+  it.effect("interrupting the caller interrupts the handler and runs its finalizers", () =>
+    Effect.gen(function*() {
+      const finalized = { count: 0 }
+      const tool = Tool.make("held", { description: "Holds.", input: {}, timeout: "60 seconds" }, () =>
+        Effect.never.pipe(Effect.ensuring(Effect.sync(() => finalized.count++))))
+      const fiber = yield* Effect.fork(Invocation.run(tool, "{}"))
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.interrupt(fiber)
+      assert.strictEqual(finalized.count, 1)
+    }))
+})
+
+const noJitter = RetryPolicy.layer({ toolRetry: Schedule.exponential("100 millis") })
+
+describe("Invocation.run: retries (S7)", () => {
+  it.effect("retries: 2 and a handler failing twice succeed on attempt 3, after the backoff", () =>
+    Effect.gen(function*() {
+      const seen: Array<[number, number]> = []
+      const flaky = Tool.make("flaky", {
+        description: "Fails twice.",
+        input: {},
+        timeout: "10 seconds",
+        retries: 2
+      }, () =>
+        Effect.gen(function*() {
+          const ctx = yield* ToolContext.ToolContext
+          seen.push([ctx.attempt, yield* Effect.clockWith((clock) => clock.currentTimeMillis)])
+          if (ctx.attempt < 3) return yield* Effect.fail(new Error(`attempt ${ctx.attempt} failed`))
+          return "ok"
+        }))
+      const fiber = yield* Effect.fork(Invocation.run(flaky, "{}"))
+      yield* TestClock.adjust("99 millis")
+      assert.deepStrictEqual(seen, [[1, 0]])
+      yield* TestClock.adjust("1 second")
+      const result = yield* Fiber.join(fiber)
+      assert.strictEqual(result.value, "ok")
+      assert.deepStrictEqual(seen, [[1, 0], [2, 100], [3, 300]])
+    }).pipe(Effect.provide(noJitter)))
+
+  it.effect("gives the last failure when every retry fails", () =>
+    Effect.gen(function*() {
+      let n = 0
+      const tool = failing("down", Effect.suspend(() => Effect.fail(new Error(`failure ${++n}`))), { retries: 2 })
+      const fiber = yield* Effect.fork(Invocation.run(tool, "{}"))
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual((yield* Fiber.join(fiber)).error, "Error: failure 3")
+    }).pipe(Effect.provide(noJitter)))
+
+  it.effect("never retries an input error or an interruption", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      const tool = Tool.make("once", {
+        description: "Interrupts itself.",
+        input: { n: Schema.Number },
+        timeout: "10 seconds",
+        retries: 3
+      }, () => Effect.suspend(() => (runs++, Effect.interrupt)))
+      const bad = yield* Invocation.run(tool, { n: "one" })
+      assert.match(bad.error!, /^once: invalid input: n: Expected number/)
+      assert.strictEqual(runs, 0)
+      const interrupted = yield* Invocation.run(tool, { n: 1 })
+      assert.strictEqual(interrupted.error, "once: the call was interrupted; its outcome is unknown")
+      assert.strictEqual(runs, 1)
+    }).pipe(Effect.provide(noJitter)))
+
+  it.effect("stops retrying at the deadline: a retry that cannot start before it is skipped", () =>
+    Effect.gen(function*() {
+      const starts: Array<number> = []
+      const tool = failing(
+        "stubborn",
+        Effect.flatMap(Effect.clockWith((clock) => clock.currentTimeMillis), (now) => {
+          starts.push(now)
+          return Effect.fail(new Error(`failed at ${now}`))
+        }),
+        { retries: 5, timeout: "1 second" }
+      )
+      const fiber = yield* Effect.fork(Invocation.run(tool, "{}"))
+      yield* TestClock.adjust("10 seconds")
+      const result = yield* Fiber.join(fiber)
+      // Backoff 100, 200, 400 ms: attempts at 0, 100, 300, 700; the next (1500) is past the deadline.
+      assert.deepStrictEqual(starts, [0, 100, 300, 700])
+      assert.strictEqual(result.error, "Error: failed at 700")
+    }).pipe(Effect.provide(noJitter)))
+
+  it.effect("logs one warning at the start when the retries cannot fit", () =>
+    Effect.gen(function*() {
+      const warnings: Array<string> = []
+      const capture = Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ logLevel, message }) => {
+          if (logLevel._tag === "Warning") warnings.push(String(message))
+        })
+      )
+      const tight = failing("tight", Effect.fail(new Error("no")), { retries: 5, timeout: "1 second" })
+      const roomy = failing("roomy", Effect.fail(new Error("no")), { retries: 2, timeout: "10 seconds" })
+      yield* Effect.gen(function*() {
+        const fibers = [yield* Effect.fork(Invocation.run(tight, "{}")), yield* Effect.fork(Invocation.run(roomy, "{}"))]
+        yield* TestClock.adjust("20 seconds")
+        yield* Fiber.joinAll(fibers)
+      }).pipe(Effect.provide(capture))
+      assert.strictEqual(warnings.length, 1)
+      assert.match(warnings[0]!, /^tight: 5 retries do not fit before the deadline \(1s away\); retry 4 and later/)
+    }).pipe(Effect.provide(noJitter)))
+
+  it.effect("the default policy backs off with jitter", () =>
+    Effect.gen(function*() {
+      const starts: Array<number> = []
+      const tool = failing(
+        "jittery",
+        Effect.flatMap(Effect.clockWith((clock) => clock.currentTimeMillis), (now) => {
+          starts.push(now)
+          return Effect.fail(new Error("no"))
+        }),
+        { retries: 2 }
+      )
+      const fiber = yield* Effect.fork(Invocation.run(tool, "{}"))
+      yield* TestClock.adjust("10 seconds")
+      yield* Fiber.join(fiber)
+      assert.strictEqual(starts.length, 3)
+      // 200 ms then 400 ms, each jittered to 80-120 %.
+      assert.isTrue(starts[1]! >= 160 && starts[1]! <= 240, `first retry at ${starts[1]}`)
+      assert.isTrue(starts[2]! - starts[1]! >= 320 && starts[2]! - starts[1]! <= 480, `second at ${starts[2]}`)
+    }))
+})
+
+describe("Invocation.run: ToolContext (S8)", () => {
+  const whoAmI = Tool.make("who_am_i", { description: "Reports its context.", input: {}, timeout: "30 seconds" }, () =>
+    Effect.map(ToolContext.current, Option.getOrNull))
+
+  it.effect("is None when the handler is called directly", () =>
+    Effect.gen(function*() {
+      assert.isNull(yield* whoAmI.handler({}))
+    }))
+
+  it.effect("is Some with the ids, the attempt and the effective deadline inside Invocation.run", () =>
+    Effect.gen(function*() {
+      yield* TestClock.adjust("5 seconds")
+      const given = yield* Invocation.run(whoAmI, "{}", { taskId: "task-9", toolCallId: "call-3", deadlineAt: 20_000 })
+      assert.deepStrictEqual(given.value, {
+        taskId: "task-9",
+        toolCallId: "call-3",
+        attempt: 1,
+        deadlineAt: 20_000,
+        expiringThresholdMillis: 1000
+      })
+    }))
+
+  it.effect("defaults the ids, and takes the timeout as the deadline when it is earlier", () =>
+    Effect.gen(function*() {
+      const tool = Tool.make("ctx", { description: "Context.", input: {}, timeout: "30 seconds" }, () =>
+        Effect.map(ToolContext.ToolContext, ({ deadlineAt, taskId, toolCallId }) => ({ deadlineAt, taskId, toolCallId })))
+      const result = (yield* Invocation.run(tool, "{}", { deadlineAt: 60_000 })).value as Record<string, unknown>
+      assert.strictEqual(result.taskId, "local")
+      assert.match(String(result.toolCallId), /^local-\d+$/)
+      assert.strictEqual(result.deadlineAt, 30_000)
+    }))
+
+  it.effect("remaining and isExpiring follow the Clock", () =>
+    Effect.gen(function*() {
+      const tool = Tool.make("watcher", { description: "Watches time.", input: {}, timeout: "10 seconds" }, () =>
+        Effect.gen(function*() {
+          const early = [yield* ToolContext.remaining, yield* ToolContext.isExpiring] as const
+          yield* Effect.sleep("9500 millis")
+          const late = [yield* ToolContext.remaining, yield* ToolContext.isExpiring] as const
+          return { early: [early[0].toJSON(), early[1]], late: [late[0].toJSON(), late[1]] }
+        }))
+      const fiber = yield* Effect.fork(Invocation.run(tool, "{}"))
+      yield* TestClock.adjust("9500 millis")
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(result.value, {
+        early: [{ _id: "Duration", _tag: "Millis", millis: 10_000 }, false],
+        late: [{ _id: "Duration", _tag: "Millis", millis: 500 }, true]
+      })
+    }))
+})
+
+describe("Invocation.run: output", () => {
+  it.effect("encodes the output with the tool's output Schema, dropping undeclared fields", () =>
+    Effect.gen(function*() {
+      const tool = Tool.make("order", {
+        description: "An order.",
+        input: {},
+        output: Schema.Struct({ id: Schema.String, placedAt: Schema.Date }),
+        timeout: "1 second"
+      }, () => Effect.succeed({ id: "ord-1", placedAt: new Date("2026-11-30T10:00:00Z"), internalNote: "x" }))
+      assert.deepStrictEqual((yield* Invocation.run(tool, "{}")).value, {
+        id: "ord-1",
+        placedAt: "2026-11-30T10:00:00.000Z"
+      })
+    }))
+
+  it.effect("a value that fails the output Schema is an error result that says so", () =>
+    Effect.gen(function*() {
+      const tool = Tool.make("order", {
+        description: "An order.",
+        input: {},
+        output: Schema.Struct({ id: Schema.String }),
+        timeout: "1 second"
+      }, () => Effect.succeed({ id: 42 } as any))
+      assert.strictEqual((yield* Invocation.run(tool, "{}")).error, "order: invalid output: id: Expected string, actual 42")
+    }))
+
+  it.effect("a function, a bigint and a cycle are error results that say the output is not JSON", () =>
+    Effect.gen(function*() {
+      const cycle: Record<string, unknown> = { name: "loop" }
+      cycle.self = cycle
+      const outputs = [{ callback: () => 1 }, { total: 10n }, cycle, [1, Number.NaN], new Map()]
+      const errors: Array<string | undefined> = []
+      for (const output of outputs) {
+        const tool = Tool.make("raw", { description: "Raw.", input: {}, timeout: "1 second" }, () =>
+          Effect.succeed(output))
+        errors.push((yield* Invocation.run(tool, "{}")).error)
+      }
+      assert.deepStrictEqual(errors, [
+        "raw: invalid output: a function at callback is not JSON",
+        "raw: invalid output: a bigint at total is not JSON",
+        "raw: invalid output: a cycle at self is not JSON",
+        "raw: invalid output: the number NaN at [1] is not JSON",
+        "raw: invalid output: a Map is not JSON"
+      ])
+    }))
+})
