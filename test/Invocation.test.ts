@@ -50,6 +50,18 @@ describe("Invocation.run: input (S3)", () => {
       assert.strictEqual(runs.count, 0)
     }))
 
+  it.effect("lists all three problems of a payload with three problems", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = counting("order_tool", orderInput)
+      const result = yield* Invocation.run(tool, { order: { id: 7, customer: {} }, surprise: true })
+      assert.strictEqual(
+        result.error,
+        "order_tool: invalid input: surprise: is unexpected, expected: \"order\" | \"note\"; " +
+          "order.id: Expected string, actual 7; order.customer.name: is missing"
+      )
+      assert.strictEqual(runs.count, 0)
+    }))
+
   it.effect("lists every problem of a payload at once, without optional-field noise", () =>
     Effect.gen(function*() {
       const { runs, tool } = counting("order_tool", orderInput)
