@@ -15,14 +15,18 @@ import {
   Either,
   Exit,
   Fiber,
+  FiberId,
+  FiberRef,
   Layer,
+  Option,
   ParseResult,
   Runtime,
   RuntimeFlags,
   Schedule,
   ScheduleDecision,
   ScheduleIntervals,
-  Schema
+  Schema,
+  Tracer
 } from "effect"
 import * as Json from "./internal/json.js"
 import { RetryPolicy } from "./RetryPolicy.js"
@@ -100,22 +104,66 @@ const failed = (error: string): ToolResult => new ToolResult(undefined, error)
 /**
  * Runs one call of `tool` with `args` (JSON text or an already-parsed value). Never fails and never
  * dies: every problem is a `ToolResult` with `error`. Interrupting it interrupts the handler.
+ * With tracing on, the call is a span `execute_tool <name>`, parent of the handler's spans.
  */
 export const run = <R>(
   tool: Tool.Tool<string, any, any, any, R>,
   args: unknown,
   options?: Options
 ): Effect.Effect<ToolResult, never, Exclude<R, ToolContext>> =>
-  Effect.withFiberRuntime((fiber, status) => runIn(new Caller(fiber, status.runtimeFlags), tool, args, options))
+  Effect.withFiberRuntime((fiber, status) => lift(start(new Caller(fiber, status.runtimeFlags), tool, args, options)))
 
-/** What a call needs of the fiber that makes it: its services, and its fiber refs for the handler's fiber. */
-class Caller {
+/**
+ * What a call needs of the fiber that makes it: its services, limits and clock, and its fiber refs
+ * for the handler's fiber. Made once per batch of calls by loops that start many (`Agent`).
+ */
+export class Caller {
   readonly context: Context.Context<never>
   readonly clock: Clock.Clock
+  readonly config: Config
+  readonly tracing: boolean
   constructor(readonly fiber: Fiber.RuntimeFiber<unknown, unknown>, readonly runtimeFlags: RuntimeFlags.RuntimeFlags) {
     this.context = fiber.currentContext
     this.clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    this.config = Context.get(this.context, InvocationConfig)
+    this.tracing = fiber.getFiberRef(FiberRef.currentTracerEnabled)
   }
+}
+
+/** The caller as it is now, for `start` and `startDecoded`. */
+export const caller: Effect.Effect<Caller> = Effect.withFiberRuntime((fiber, status) =>
+  Effect.succeed(new Caller(fiber, status.runtimeFlags))
+)
+
+/** A call in progress: its result when it completed synchronously, else an effect awaiting it. */
+export type Started = ToolResult | Effect.Effect<ToolResult>
+
+/** `Started` as an effect. */
+export const lift = (started: Started): Effect.Effect<ToolResult> =>
+  started instanceof ToolResult ? Effect.succeed(started) : started
+
+/**
+ * Starts the pipeline of `run` on the caller's fiber, for loops that run many calls at once: a
+ * call that completes synchronously costs no fiber switch; one that suspends is already running
+ * when this returns, and the returned effect awaits it within its deadline.
+ */
+export const start = (caller: Caller, tool: Tool.Any, args: unknown, options?: Options): Started =>
+  launch(caller, tool, args, false, options)
+
+/** The decoded input of `args` for `tool`, or the input error result; nothing runs. */
+export const decode = (caller: Caller, tool: Tool.Any, args: unknown): { readonly input: unknown } | ToolResult => {
+  const input = decodeArgs(tool, compile(tool), args, caller.config)
+  return typeof input === "string" ? failed(cut(input, caller.config.maxErrorLength)) : { input: input.value }
+}
+
+/** `start` for an input `decode` already produced (so a caller can look at it first, as S9's cache does). */
+export const startDecoded = (caller: Caller, tool: Tool.Any, input: unknown, options?: Options): Started =>
+  launch(caller, tool, input, true, options)
+
+/** S9's key part for an input: canonical JSON of the encoded input (one form for Dates, bigints, defaults). */
+export const inputKey = (tool: Tool.Any, input: unknown): string => {
+  const encoded = compile(tool).encodeInput(input)
+  return Either.isRight(encoded) ? Json.canonical(encoded.right) : Json.canonical(input)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -123,8 +171,10 @@ class Caller {
 
 interface Compiled {
   readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+  readonly encodeInput: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
   readonly encode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
   readonly timeoutMillis: number
+  readonly spanName: string
 }
 
 const compiledTools = new WeakMap<Tool.Any, Compiled>()
@@ -134,8 +184,10 @@ const compile = (tool: Tool.Any): Compiled => {
   if (known !== undefined) return known
   const compiled: Compiled = {
     decode: ParseResult.decodeUnknownEither(tool.input, { onExcessProperty: "error", errors: "all" }),
+    encodeInput: ParseResult.encodeUnknownEither(tool.input),
     encode: ParseResult.encodeUnknownEither(tool.output, { errors: "all" }),
-    timeoutMillis: Duration.toMillis(tool.timeout)
+    timeoutMillis: Duration.toMillis(tool.timeout),
+    spanName: `execute_tool ${tool.name}`
   }
   compiledTools.set(tool, compiled)
   return compiled
@@ -156,39 +208,84 @@ const expiringThresholdMillis = (config: Config): number => {
 // ---------------------------------------------------------------------------------------------
 // The pipeline.
 
-const runIn = (
+const launch = (
   caller: Caller,
   tool: Tool.Any,
-  args: unknown,
+  payload: unknown,
+  decoded: boolean,
   options: Options | undefined
-): Effect.Effect<ToolResult> => {
-  const config = Context.get(caller.context, InvocationConfig)
+): Started => {
+  const toolCallId = options?.toolCallId ?? `local-${++localCallIds}`
+  if (!caller.tracing) return pipeline(caller, tool, payload, decoded, options, toolCallId, undefined)
+  const span = caller.fiber.currentTracer.span(
+    compile(tool).spanName,
+    Option.fromNullable(caller.fiber.currentSpan),
+    Context.empty(),
+    [],
+    caller.clock.unsafeCurrentTimeNanos(),
+    "internal"
+  )
+  span.attribute("gen_ai.tool.name", tool.name)
+  span.attribute("gen_ai.tool.call.id", toolCallId)
+  span.attribute("agent_tools.attempt", 1)
+  span.attribute("agent_tools.cached", false)
+  const started = pipeline(caller, tool, payload, decoded, options, toolCallId, span)
+  if (started instanceof ToolResult) return endSpan(caller, span, started)
+  return started.pipe(
+    Effect.map((result) => endSpan(caller, span, result)),
+    Effect.onInterrupt(() => Effect.sync(() => span.end(caller.clock.unsafeCurrentTimeNanos(), Exit.interrupt(FiberId.none))))
+  )
+}
+
+/** Ends a tool call's span with its outcome; returns the result. */
+export const endSpan = (caller: Caller, span: Tracer.Span, result: ToolResult): ToolResult => {
+  span.end(caller.clock.unsafeCurrentTimeNanos(), result.success ? Exit.void : Exit.fail(result.error))
+  return result
+}
+
+const pipeline = (
+  caller: Caller,
+  tool: Tool.Any,
+  payload: unknown,
+  decoded: boolean,
+  options: Options | undefined,
+  toolCallId: string,
+  span: Tracer.Span | undefined
+): Started => {
+  const config = caller.config
   const compiled = compile(tool)
   const start = caller.clock.unsafeCurrentTimeMillis()
   const given = options?.deadlineAt
   const deadlineAt = given === undefined ? undefined : typeof given === "number" ? given : given.getTime()
   if (deadlineAt !== undefined && deadlineAt <= start) {
-    return Effect.succeed(failed(`${tool.name}: its deadline passed before it started; it did not run`))
+    return failed(`${tool.name}: its deadline passed before it started; it did not run`)
   }
-  const input = decodeArgs(tool, compiled, args, config)
-  if (typeof input === "string") return Effect.succeed(failed(cut(input, config.maxErrorLength)))
+  let input = payload
+  if (!decoded) {
+    const result = decodeArgs(tool, compiled, payload, config)
+    if (typeof result === "string") return failed(cut(result, config.maxErrorLength))
+    input = result.value
+  }
   const byTimeout = start + compiled.timeoutMillis
   const deadline = deadlineAt === undefined ? byTimeout : Math.min(byTimeout, deadlineAt)
   const info: ToolCallInfo = {
     taskId: options?.taskId ?? "local",
-    toolCallId: options?.toolCallId ?? `local-${++localCallIds}`,
+    toolCallId,
     attempt: 1,
     deadlineAt: deadline,
     expiringThresholdMillis: expiringThresholdMillis(config)
   }
   if (tool.retries <= 0) {
-    const outcome = attempt(caller, tool, input.value, info)
+    const outcome = attempt(caller, tool, input, info, span)
     // The common case, a handler that completed synchronously, allocates no closure and no timer.
-    if (Exit.isExit(outcome)) return Effect.succeed(toResult(tool, compiled, outcome, config, deadline - start))
+    if (Exit.isExit(outcome)) return toResult(tool, compiled, outcome, config, deadline - start)
     return Effect.map(outcome, (outcome) => toResult(tool, compiled, outcome, config, deadline - start))
   }
   return Effect.map(
-    withRetries(caller, tool, input.value, info, start),
+    // The retries run on whichever fiber awaits them: take its context there, not the starter's.
+    Effect.withFiberRuntime<Outcome>((fiber, status) =>
+      withRetries(new Caller(fiber, status.runtimeFlags), tool, input, info, start, span)
+    ),
     (outcome) => toResult(tool, compiled, outcome, config, deadline - start)
   )
 }
@@ -262,7 +359,8 @@ const attempt = (
   caller: Caller,
   tool: Tool.Any,
   input: unknown,
-  info: ToolCallInfo
+  info: ToolCallInfo,
+  span: Tracer.Span | undefined
 ): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
   let effect: Effect.Effect<unknown, unknown, never>
   try {
@@ -272,8 +370,9 @@ const attempt = (
     return Exit.die(defect)
   }
   if (Exit.isExit(effect)) return effect
+  const context = Context.add(caller.context, ToolContext, info)
   const runtime = Runtime.make({
-    context: Context.add(caller.context, ToolContext, info),
+    context: span === undefined ? context : Context.add(context, Tracer.ParentSpan, span),
     fiberRefs: caller.fiber.getFiberRefs(),
     // The caller may be in an uninterruptible region; the handler must still be stoppable.
     runtimeFlags: RuntimeFlags.enable(caller.runtimeFlags, RuntimeFlags.Interruption)
@@ -296,7 +395,8 @@ const withRetries = (
   tool: Tool.Any,
   input: unknown,
   first: ToolCallInfo,
-  start: number
+  start: number,
+  span: Tracer.Span | undefined
 ): Effect.Effect<Outcome> =>
   Effect.gen(function*() {
     const schedule = Context.get(caller.context, RetryPolicy).toolRetry
@@ -304,7 +404,8 @@ const withRetries = (
     let state = schedule.initial
     let info = first
     while (true) {
-      const step = attempt(caller, tool, input, info)
+      span?.attribute("agent_tools.attempt", info.attempt)
+      const step = attempt(caller, tool, input, info, span)
       const outcome = Exit.isExit(step) ? step : yield* step
       if (outcome === TimedOut || Exit.isSuccess(outcome) || info.attempt > tool.retries) return outcome
       if (Cause.isInterruptedOnly(outcome.cause)) return outcome

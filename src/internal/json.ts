@@ -104,3 +104,14 @@ const check = (value: unknown, path: string, ancestors: Set<object> | undefined)
   seen.delete(object)
   return undefined
 }
+
+/** JSON text with object keys sorted at every depth: one text for equal values. */
+export const canonical = (value: unknown): string => JSON.stringify(sortKeys(value)) ?? "null"
+
+const sortKeys = (value: unknown): unknown => {
+  if (typeof value !== "object" || value === null) return value
+  if (Array.isArray(value)) return value.map(sortKeys)
+  const out: Record<string, unknown> = {}
+  for (const key of Object.keys(value).sort()) out[key] = sortKeys((value as Record<string, unknown>)[key])
+  return out
+}

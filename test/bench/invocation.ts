@@ -71,7 +71,7 @@ const direct = Effect.gen(function*() {
 const median = (xs: Array<number>): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 const main = Effect.gen(function*() {
-  // Warm up both paths (JIT) before measuring.
+  // Warm up both paths (JIT) before measuring. Tracing is on (Effect's default) unless a line says otherwise.
   baseline()
   yield* invocation(add)
   yield* invocation(addGen)
@@ -89,10 +89,18 @@ const main = Effect.gen(function*() {
   const r = median(ready)
   const f = median(forked)
   const d = median(bare)
+  const untraced: Array<number> = []
+  for (let round = 0; round < rounds; round++) untraced.push(yield* Effect.withTracerEnabled(invocation(add), false))
+  const u = median(untraced)
+  const nested: Array<number> = []
+  for (let round = 0; round < rounds; round++) nested.push(yield* Effect.withSpan(invocation(add), "bench"))
+  const n = median(nested)
   console.log(`calls per round: ${calls}, rounds: ${rounds} (medians)`)
   console.log(`baseline (JSON.parse + typeof + call + JSON.stringify):   ${b.toFixed(3)} us/call`)
   console.log(`Invocation.run, handler Effect.succeed(a + b):             ${r.toFixed(3)} us/call  ratio ${(r / b).toFixed(2)} (target <= 10)`)
   console.log(`Invocation.run, handler Effect.gen (runs in its own fiber): ${f.toFixed(3)} us/call  ratio ${(f / b).toFixed(2)}`)
+  console.log(`Invocation.run, handler Effect.succeed, tracing disabled:    ${u.toFixed(3)} us/call  ratio ${(u / b).toFixed(2)}`)
+  console.log(`Invocation.run, handler Effect.succeed, inside a parent span: ${n.toFixed(3)} us/call  ratio ${(n / b).toFixed(2)}`)
   console.log(`  the same Effect.gen handler yielded directly, no pipeline:  ${d.toFixed(3)} us/call`)
 })
 
