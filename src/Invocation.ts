@@ -71,6 +71,11 @@ export interface Options {
 
 /** The outcome of one call: the encoded output in `value`, or the S5 text in `error`. */
 export class ToolResult {
+  /** A failed result whose text is `error`. */
+  static failure(error: string): ToolResult {
+    return new ToolResult(undefined, error)
+  }
+
   constructor(
     /** The encoded output (plain JSON), when the call succeeded. */
     readonly value: unknown,
@@ -217,6 +222,18 @@ const launch = (
 ): Started => {
   const toolCallId = options?.toolCallId ?? `local-${++localCallIds}`
   if (!caller.tracing) return pipeline(caller, tool, payload, decoded, options, toolCallId, undefined)
+  const span = openSpan(caller, tool, toolCallId, false)
+  return endWhenDone(caller, span, pipeline(caller, tool, payload, decoded, options, toolCallId, span))
+}
+
+/**
+ * Traces a call answered with an earlier outcome (S9, S10) instead of running: a span like any
+ * call's, marked `cached`. Returns `started` unchanged when tracing is off.
+ */
+export const traceReuse = (caller: Caller, tool: Tool.Any, toolCallId: string, started: Started): Started =>
+  caller.tracing ? endWhenDone(caller, openSpan(caller, tool, toolCallId, true), started) : started
+
+const openSpan = (caller: Caller, tool: Tool.Any, toolCallId: string, cached: boolean): Tracer.Span => {
   const span = caller.fiber.currentTracer.span(
     compile(tool).spanName,
     Option.fromNullable(caller.fiber.currentSpan),
@@ -228,17 +245,21 @@ const launch = (
   span.attribute("gen_ai.tool.name", tool.name)
   span.attribute("gen_ai.tool.call.id", toolCallId)
   span.attribute("agent_tools.attempt", 1)
-  span.attribute("agent_tools.cached", false)
-  const started = pipeline(caller, tool, payload, decoded, options, toolCallId, span)
+  span.attribute("agent_tools.cached", cached)
+  return span
+}
+
+const endWhenDone = (caller: Caller, span: Tracer.Span, started: Started): Started => {
   if (started instanceof ToolResult) return endSpan(caller, span, started)
   return started.pipe(
     Effect.map((result) => endSpan(caller, span, result)),
-    Effect.onInterrupt(() => Effect.sync(() => span.end(caller.clock.unsafeCurrentTimeNanos(), Exit.interrupt(FiberId.none))))
+    Effect.onInterrupt(() =>
+      Effect.sync(() => span.end(caller.clock.unsafeCurrentTimeNanos(), Exit.interrupt(FiberId.none)))
+    )
   )
 }
 
-/** Ends a tool call's span with its outcome; returns the result. */
-export const endSpan = (caller: Caller, span: Tracer.Span, result: ToolResult): ToolResult => {
+const endSpan = (caller: Caller, span: Tracer.Span, result: ToolResult): ToolResult => {
   span.end(caller.clock.unsafeCurrentTimeNanos(), result.success ? Exit.void : Exit.fail(result.error))
   return result
 }

@@ -9,6 +9,8 @@ import { Context, Layer, Schedule } from "effect"
 export interface Policies {
   /** Backoff between re-runs of a failed tool handler (S7), bounded by the call's deadline. */
   readonly toolRetry: Schedule.Schedule<unknown, unknown>
+  /** Backoff between re-tries of a model request that failed transiently (429, 5xx, reset), and how many. */
+  readonly modelRetry: Schedule.Schedule<unknown, unknown>
 }
 
 /** Exponential from 200 ms, doubling, each delay jittered to 80-120 %. */
@@ -16,9 +18,16 @@ export const defaultToolRetry: Schedule.Schedule<unknown, unknown> = Schedule.ex
   Schedule.jittered
 )
 
+/** Exponential from 500 ms, doubling, jittered; at most 4 retries. */
+export const defaultModelRetry: Schedule.Schedule<unknown, unknown> = Schedule.exponential("500 millis", 2).pipe(
+  Schedule.jittered,
+  Schedule.intersect(Schedule.recurs(4))
+)
+
 /** The defaults, used when no layer provides other policies. */
 export const defaults: Policies = {
-  toolRetry: defaultToolRetry
+  toolRetry: defaultToolRetry,
+  modelRetry: defaultModelRetry
 }
 
 /** The policies in force: a `Context.Reference`, so code that provides nothing gets `defaults`. */

@@ -54,6 +54,9 @@ export interface Schemas {
 /** Any tool, for collections. */
 export interface Any extends Tool<string, any, any, any, any> {}
 
+/** What the handlers of a union of tools need. */
+export type Requirements<T> = T extends Tool<any, any, any, any, infer R> ? R : never
+
 /** The input Schema's decoded type, from a Schema or a record of Struct fields. */
 export type InputOf<I> = I extends Schema.Schema.Any ? Schema.Schema.Type<I>
   : I extends Schema.Struct.Fields ? Schema.Struct.Type<I>

@@ -76,27 +76,30 @@ export interface Toolkit {
 
 /** Validates `tools` against every S4 limit; fails with all violations at once. */
 export const make = (...tools: ReadonlyArray<Tool.Any>): Effect.Effect<Toolkit, ManifestError> =>
-  Effect.suspend(() => {
-    const violations = validate(tools)
-    if (violations.length > 0) return Effect.fail(new ManifestError({ violations }))
-    const definitions = tools.map(Tool.jsonSchema)
-    return Effect.succeed({
-      tools,
-      byName: new Map(tools.map((tool) => [tool.name, tool])),
-      definitions,
-      manifest: tools.map((tool, i) =>
-        new ManifestEntry({
-          name: tool.name,
-          description: tool.description,
-          parameters: definitions[i]!.parameters,
-          output: Tool.outputJsonSchema(tool),
-          timeoutMillis: Duration.toMillis(tool.timeout),
-          retries: tool.retries,
-          idempotent: tool.idempotent
-        })
-      )
-    })
+  Effect.suspend(() => makeEither(tools))
+
+/** `make` as a plain function, for callers that validate once and keep the outcome. */
+export const makeEither = (tools: ReadonlyArray<Tool.Any>): Either.Either<Toolkit, ManifestError> => {
+  const violations = validate(tools)
+  if (violations.length > 0) return Either.left(new ManifestError({ violations }))
+  const definitions = tools.map(Tool.jsonSchema)
+  return Either.right({
+    tools,
+    byName: new Map(tools.map((tool) => [tool.name, tool])),
+    definitions,
+    manifest: tools.map((tool, i) =>
+      new ManifestEntry({
+        name: tool.name,
+        description: tool.description,
+        parameters: definitions[i]!.parameters,
+        output: Tool.outputJsonSchema(tool),
+        timeoutMillis: Duration.toMillis(tool.timeout),
+        retries: tool.retries,
+        idempotent: tool.idempotent
+      })
+    )
   })
+}
 
 /** Every S4 violation of a set of tools (empty when it is valid). */
 export const validate = (tools: ReadonlyArray<Tool.Any>): Array<Violation> => {

@@ -1,6 +1,12 @@
 /** agent-tools: one tool definition, run by agents, served to a platform, and spoken over MCP. */
+export * as Agent from "./Agent.js"
+export * as Builtins from "./Builtins.js"
+export * as Idempotency from "./Idempotency.js"
 export * as Invocation from "./Invocation.js"
+export * as LanguageModel from "./LanguageModel.js"
+export * as Model from "./Model.js"
 export * as RetryPolicy from "./RetryPolicy.js"
 export * as Tool from "./Tool.js"
 export * as ToolContext from "./ToolContext.js"
 export * as Toolkit from "./Toolkit.js"
+export * as UserPrompt from "./UserPrompt.js"

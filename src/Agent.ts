@@ -1,0 +1,399 @@
+/**
+ * The agent loop (DESIGN S9, S11-S13): ask the model, run the tools it calls through `Invocation`,
+ * feed the results back, repeat until it answers (or calls `task_complete`).
+ */
+import { Data, Effect, Either, FiberRef, type Layer, Mailbox, Schema, Stream } from "effect"
+import * as Builtins from "./Builtins.js"
+import { RunCache } from "./Idempotency.js"
+import * as Invocation from "./Invocation.js"
+import * as LanguageModel from "./LanguageModel.js"
+import { RetryPolicy } from "./RetryPolicy.js"
+import type * as Tool from "./Tool.js"
+import type { ToolContext } from "./ToolContext.js"
+import * as Toolkit from "./Toolkit.js"
+
+/** Identifies an `Agent` value at run time. */
+export const TypeId: unique symbol = Symbol.for("agent-tools/Agent")
+
+/** How the calls of one model turn run (S11). */
+export type ToolExecution = "concurrent" | "sequential"
+
+/** How a run ends: when the model answers without a tool call, or only through `task_complete` (S13). */
+export type Completion = "implicit" | "explicit"
+
+/** Options of `Agent.make` (S12). */
+export interface Options<Tools extends ReadonlyArray<Tool.Any>> {
+  /** Shown in spans and logs. Default `"agent"`. */
+  readonly name?: string | undefined
+  readonly tools: Tools
+  /** The system instructions. */
+  readonly instructions?: string | undefined
+  /** Default `"concurrent"`: all calls of a turn at once. */
+  readonly toolExecution?: ToolExecution | undefined
+  /** With `"concurrent"`: at most this many calls of a turn at once. Default: no limit. */
+  readonly maxConcurrency?: number | undefined
+  /** Default `"implicit"`. `"explicit"` adds `task_complete` and `ask_user`. */
+  readonly completion?: Completion | undefined
+  /** Model turns allowed per run. Default 20. */
+  readonly maxSteps?: number | undefined
+}
+
+/** An agent: tools, instructions and how to run them. `R` is what its tools' handlers need. */
+export interface Agent<R = never> {
+  readonly [TypeId]: { readonly _R: (_: never) => R }
+  readonly name: string
+  /** The tools offered to the model, built-ins included. */
+  readonly tools: ReadonlyArray<Tool.Any>
+  readonly instructions: string | undefined
+  readonly toolExecution: ToolExecution
+  readonly maxConcurrency: number | undefined
+  readonly completion: Completion
+  readonly maxSteps: number
+}
+
+/** Makes an agent. Synchronous: the toolkit's S4 check runs at the first `Agent.run`. */
+export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
+  options: Options<Tools>
+): Agent<Tool.Requirements<Tools[number]>> => {
+  const completion = options.completion ?? "implicit"
+  return {
+    [TypeId]: { _R: (_: never) => _ },
+    name: options.name ?? "agent",
+    tools: completion === "explicit" ? [...options.tools, Builtins.taskComplete, Builtins.askUser] : options.tools,
+    instructions: options.instructions,
+    toolExecution: options.toolExecution ?? "concurrent",
+    maxConcurrency: options.maxConcurrency,
+    completion,
+    maxSteps: options.maxSteps ?? 20
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a run returns.
+
+/** One tool call of a run: what was asked, what came back, whether it was reused (S9), how long it took. */
+export const ToolCallRecord = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  /** The arguments as parsed JSON (the raw text when they were not JSON). */
+  input: Schema.Unknown,
+  result: Invocation.ToolResultFromJson,
+  cached: Schema.Boolean,
+  durationMillis: Schema.Number
+})
+/** One tool call of a run. */
+export type ToolCallRecord = typeof ToolCallRecord.Type
+
+/** The record of a run (S12). */
+export const RunResult = Schema.Struct({
+  /** The final text, or `task_complete`'s result. */
+  output: Schema.String,
+  /** Model turns taken. */
+  steps: Schema.Number,
+  toolCalls: Schema.Array(ToolCallRecord),
+  usage: LanguageModel.Usage
+})
+/** The record of a run. */
+export type RunResult = typeof RunResult.Type
+
+/** The model was still calling tools after `maxSteps` turns; `partial` is the run so far. */
+export class MaxStepsExceeded extends Schema.TaggedError<MaxStepsExceeded>("agent-tools/MaxStepsExceeded")(
+  "MaxStepsExceeded",
+  { maxSteps: Schema.Number, partial: RunResult }
+) {
+  override get message(): string {
+    return `the run did not finish within ${this.maxSteps} model turns`
+  }
+}
+
+/** Why a run failed: its toolkit broke S4, the model failed for good, or it ran out of steps. */
+export type AgentError = Toolkit.ManifestError | LanguageModel.ModelError | MaxStepsExceeded
+
+/** What `Agent.stream` reports, in order, as a run goes. */
+export type AgentEvent = Data.TaggedEnum<{
+  TurnStarted: { readonly step: number }
+  Text: { readonly step: number; readonly text: string }
+  ToolCallStarted: { readonly step: number; readonly id: string; readonly name: string; readonly input: unknown }
+  ToolCallFinished: { readonly step: number; readonly call: ToolCallRecord }
+  Done: { readonly result: RunResult }
+}>
+
+/** Constructors and matchers of `AgentEvent`. */
+export const AgentEvent = Data.taggedEnum<AgentEvent>()
+
+// ---------------------------------------------------------------------------------------------
+// Running.
+
+/**
+ * Runs the agent on `prompt` until the model is done. Tool failures, unknown tools and malformed
+ * arguments go back to the model as error results; the run fails only with an `AgentError`.
+ */
+export const run = <R>(
+  agent: Agent<R>,
+  prompt: string
+): Effect.Effect<RunResult, AgentError, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
+  traced(agent, loop(agent, prompt, undefined))
+
+/** The same run as a stream of `AgentEvent`s, ending with `Done` (or the run's error). */
+export const stream = <R>(
+  agent: Agent<R>,
+  prompt: string
+): Stream.Stream<AgentEvent, AgentError, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
+  Stream.unwrapScoped(Effect.gen(function*() {
+    const mailbox = yield* Mailbox.make<AgentEvent, AgentError>()
+    yield* traced(agent, loop(agent, prompt, (event) => mailbox.unsafeOffer(event))).pipe(
+      Effect.matchCauseEffect({
+        onSuccess: () => mailbox.end,
+        onFailure: (cause) => mailbox.failCause(cause)
+      }),
+      Effect.forkScoped
+    )
+    return Mailbox.toStream(mailbox)
+  }))
+
+/** For callers outside Effect: runs the agent with `layer` providing the model and the tools' services. */
+export const runPromise = <R, E>(
+  agent: Agent<R>,
+  prompt: string,
+  layer: Layer.Layer<LanguageModel.LanguageModel | Exclude<R, ToolContext>, E>
+): Promise<RunResult> => Effect.runPromise(Effect.provide(run(agent, prompt), layer))
+
+/** The run's span, `invoke_agent <name>`, when tracing is on; nothing at all when it is off. */
+const traced = <A, E, R>(agent: Agent<any>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(FiberRef.get(FiberRef.currentTracerEnabled), (on) =>
+    on
+      ? Effect.withSpan(effect, `invoke_agent ${agent.name}`, {
+        attributes: { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name }
+      })
+      : effect)
+
+const toolkits = new WeakMap<Agent<any>, Either.Either<Toolkit.Toolkit, Toolkit.ManifestError>>()
+
+/** The agent's toolkit, checked (S4) once, at its first run. */
+const toolkitOf = (agent: Agent<any>): Effect.Effect<Toolkit.Toolkit, Toolkit.ManifestError> =>
+  Effect.suspend(() => {
+    let toolkit = toolkits.get(agent)
+    if (toolkit === undefined) {
+      toolkit = Toolkit.makeEither(agent.tools)
+      toolkits.set(agent, toolkit)
+    }
+    return toolkit
+  })
+
+type Emit = (event: AgentEvent) => void
+
+const loop = (
+  agent: Agent<any>,
+  prompt: string,
+  emit: Emit | undefined
+): Effect.Effect<RunResult, AgentError, LanguageModel.LanguageModel> =>
+  Effect.gen(function*() {
+    const toolkit = yield* toolkitOf(agent)
+    const model = yield* LanguageModel.LanguageModel
+    const policy = yield* RetryPolicy
+    const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
+    const state = new Run(agent, toolkit, model, policy.modelRetry, tracing, prompt, emit)
+    for (let step = 1; step <= agent.maxSteps; step++) {
+      emit?.(AgentEvent.TurnStarted({ step }))
+      const turn = yield* state.ask(step)
+      state.usage.inputTokens += turn.usage.inputTokens
+      state.usage.outputTokens += turn.usage.outputTokens
+      if (turn.text !== undefined && turn.text !== "") emit?.(AgentEvent.Text({ step, text: turn.text }))
+      const said: LanguageModel.Message = { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls }
+      if (turn.toolCalls.length === 0) {
+        if (agent.completion === "implicit") return state.finish(turn.text ?? "", step)
+        state.messages = [...state.messages, said, { _tag: "UserMessage", text: Builtins.reminder }]
+        continue
+      }
+      const records = yield* state.execute(step, turn.toolCalls)
+      state.records.push(...records)
+      state.messages = [...state.messages, said, ...records.map(toMessage)]
+      if (agent.completion === "explicit") {
+        // A task_complete beside other calls ends the run once they have all finished (S13).
+        const complete = records.find((r) => r.name === Builtins.taskCompleteName && r.result.success)
+        if (complete !== undefined) return state.finish(complete.result.value as string, step)
+      }
+    }
+    return yield* new MaxStepsExceeded({ maxSteps: agent.maxSteps, partial: state.result("", agent.maxSteps) })
+  })
+
+const toMessage = (record: ToolCallRecord): LanguageModel.Message => ({
+  _tag: "ToolResultMessage",
+  toolCallId: record.id,
+  name: record.name,
+  content: record.result.error ?? JSON.stringify(record.result.value),
+  isError: record.result.error !== undefined
+})
+
+const parseInput = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+const isTransient = (error: LanguageModel.ModelError): boolean => error.transient
+
+/** The state of one run: its messages, records, usage and idempotency cache (S9), owned by the run. */
+class Run {
+  messages: ReadonlyArray<LanguageModel.Message>
+  readonly records: Array<ToolCallRecord> = []
+  readonly usage = { inputTokens: 0, outputTokens: 0 }
+  readonly cache = new RunCache()
+
+  constructor(
+    readonly agent: Agent<any>,
+    readonly toolkit: Toolkit.Toolkit,
+    readonly model: LanguageModel.LanguageModel["Type"],
+    readonly modelRetry: RetryPolicy["Type"]["modelRetry"],
+    readonly tracing: boolean,
+    prompt: string,
+    readonly emit: Emit | undefined
+  ) {
+    this.messages = [{ _tag: "UserMessage", text: prompt }]
+  }
+
+  result(output: string, steps: number): RunResult {
+    return { output, steps, toolCalls: this.records, usage: this.usage }
+  }
+
+  finish(output: string, steps: number): RunResult {
+    const result = this.result(output, steps)
+    this.emit?.(AgentEvent.Done({ result }))
+    return result
+  }
+
+  /** One model turn: transient failures retried on the `modelRetry` schedule; a span when tracing. */
+  ask(step: number): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError> {
+    const request: LanguageModel.ModelRequest = {
+      instructions: this.agent.instructions,
+      messages: this.messages,
+      tools: this.toolkit.definitions
+    }
+    const model = this.model
+    const turn = model.generate(request).pipe(
+      Effect.catchIf(isTransient, (first) => {
+        let retrying = false
+        return Effect.retry(
+          Effect.suspend(() => retrying ? model.generate(request) : (retrying = true, Effect.fail(first))).pipe(
+            Effect.tapError((error) =>
+              error.transient
+                ? Effect.logWarning(`model request failed (${error.message}); retrying`)
+                : Effect.void
+            )
+          ),
+          { schedule: this.modelRetry, while: isTransient }
+        )
+      })
+    )
+    if (!this.tracing) return turn
+    return Effect.withSpan(turn, "chat", {
+      kind: "client",
+      attributes: { "gen_ai.operation.name": "chat", "agent_tools.step": step }
+    })
+  }
+
+  /** Runs the calls of one turn (S11); records come back in call order. */
+  execute(step: number, calls: ReadonlyArray<LanguageModel.ToolCall>): Effect.Effect<Array<ToolCallRecord>> {
+    return Effect.withFiberRuntime((fiber, status) => {
+      const caller = new Invocation.Caller(fiber, status.runtimeFlags)
+      if (this.emit !== undefined) {
+        for (const call of calls) {
+          this.emit(AgentEvent.ToolCallStarted({ step, id: call.id, name: call.name, input: parseInput(call.arguments) }))
+        }
+      }
+      const records = new Array<ToolCallRecord>(calls.length)
+      if (this.agent.toolExecution === "sequential") return this.sequential(caller, step, calls, records)
+      if (this.agent.maxConcurrency !== undefined && calls.length > this.agent.maxConcurrency) {
+        return Effect.as(
+          Effect.forEach(calls, (call, i) =>
+            Effect.withFiberRuntime<void>((fiber, status) => {
+              const own = new Invocation.Caller(fiber, status.runtimeFlags)
+              const startedAt = own.clock.unsafeCurrentTimeMillis()
+              const started = this.start(own, call)
+              return Effect.map(Invocation.lift(started.started), (result) => {
+                records[i] = this.record(own, step, call, result, started.cached, startedAt)
+              })
+            }), { concurrency: this.agent.maxConcurrency, discard: true }),
+          records
+        )
+      }
+      // Every call starts now, on this stack; only those that suspend are awaited, together.
+      let pending: Array<Effect.Effect<void>> | undefined
+      for (let i = 0; i < calls.length; i++) {
+        const call = calls[i]!
+        const startedAt = caller.clock.unsafeCurrentTimeMillis()
+        const { cached, started } = this.start(caller, call)
+        if (started instanceof Invocation.ToolResult) {
+          records[i] = this.record(caller, step, call, started, cached, startedAt)
+        } else {
+          ;(pending ??= []).push(Effect.map(started, (result) => {
+            records[i] = this.record(caller, step, call, result, cached, startedAt)
+          }))
+        }
+      }
+      if (pending === undefined) return Effect.succeed(records)
+      return Effect.as(Effect.all(pending, { concurrency: "unbounded", discard: true }), records)
+    })
+  }
+
+  private sequential(
+    caller: Invocation.Caller,
+    step: number,
+    calls: ReadonlyArray<LanguageModel.ToolCall>,
+    records: Array<ToolCallRecord>
+  ): Effect.Effect<Array<ToolCallRecord>> {
+    const self = this
+    return Effect.gen(function*() {
+      for (let i = 0; i < calls.length; i++) {
+        const call = calls[i]!
+        const startedAt = caller.clock.unsafeCurrentTimeMillis()
+        const { cached, started } = self.start(caller, call)
+        const result = started instanceof Invocation.ToolResult ? started : yield* started
+        records[i] = self.record(caller, step, call, result, cached, startedAt)
+      }
+      return records
+    })
+  }
+
+  /** Starts one call: unknown tool -> error result; idempotent tool -> through the run's cache (S9). */
+  private start(
+    caller: Invocation.Caller,
+    call: LanguageModel.ToolCall
+  ): { readonly started: Invocation.Started; readonly cached: boolean } {
+    const tool = this.toolkit.byName.get(call.name)
+    if (tool === undefined) {
+      const names = this.toolkit.tools.map((t) => t.name).join(", ")
+      return { started: Invocation.ToolResult.failure(`${call.name}: no such tool; the available tools are ${names}`), cached: false }
+    }
+    const options = { toolCallId: call.id }
+    if (!tool.idempotent) return { started: Invocation.start(caller, tool, call.arguments, options), cached: false }
+    const decoded = Invocation.decode(caller, tool, call.arguments)
+    if (decoded instanceof Invocation.ToolResult) return { started: decoded, cached: false }
+    const key = `${tool.name}\n${Invocation.inputKey(tool, decoded.input)}`
+    const use = this.cache.use(key, () => Invocation.startDecoded(caller, tool, decoded.input, options))
+    if (!use.cached) return use
+    return { started: Invocation.traceReuse(caller, tool, call.id, use.started), cached: true }
+  }
+
+  private record(
+    caller: Invocation.Caller,
+    step: number,
+    call: LanguageModel.ToolCall,
+    result: Invocation.ToolResult,
+    cached: boolean,
+    startedAt: number
+  ): ToolCallRecord {
+    const record: ToolCallRecord = {
+      id: call.id,
+      name: call.name,
+      input: parseInput(call.arguments),
+      result,
+      cached,
+      durationMillis: caller.clock.unsafeCurrentTimeMillis() - startedAt
+    }
+    this.emit?.(AgentEvent.ToolCallFinished({ step, call: record }))
+    return record
+  }
+}
