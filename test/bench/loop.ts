@@ -1,0 +1,109 @@
+/**
+ * Microseconds per agent run: two model turns (three concurrent trivial tool calls, then a final
+ * text), runs one after another, the scripted model layer provided once for all runs. Beside it, a
+ * hand-written minimal loop doing the same work in this process, and the ratio. Once with tracing
+ * disabled, once with the spans on. Run with `npm run bench`.
+ */
+import { Effect, Schema } from "effect"
+import { Agent, LanguageModel, Tool } from "../../src/index.js"
+
+const add = Tool.make("add", {
+  description: "Add two numbers.",
+  input: { a: Schema.Number, b: Schema.Number },
+  output: Schema.Number,
+  timeout: "10 seconds"
+}, ({ a, b }) => Effect.succeed(a + b))
+
+const calls: ReadonlyArray<LanguageModel.ToolCall> = [
+  { id: "c1", name: "add", arguments: "{\"a\":1,\"b\":2}" },
+  { id: "c2", name: "add", arguments: "{\"a\":3,\"b\":4}" },
+  { id: "c3", name: "add", arguments: "{\"a\":5,\"b\":6}" }
+]
+
+const agent = Agent.make({ tools: [add] })
+const model = LanguageModel.layerScripted([{ toolCalls: calls }, { text: "21" }], { repeat: true, keepRequests: false })
+
+const warmup = 3_000
+const runs = 5_000
+const rounds = 5
+
+// The hand-written loop does what the agent loop must: a request per turn (instructions, messages,
+// tools), JSON.parse and typeof checks of the arguments, the call, a record per call (input, result,
+// duration), JSON.stringify of the result into a tool message, usage summed, the second turn.
+interface Turn {
+  readonly text?: string
+  readonly toolCalls: ReadonlyArray<LanguageModel.ToolCall>
+  readonly usage: { readonly inputTokens: number; readonly outputTokens: number }
+}
+const noUsage = { inputTokens: 0, outputTokens: 0 }
+const scripted: ReadonlyArray<Turn> = [{ toolCalls: calls, usage: noUsage }, { text: "21", toolCalls: [], usage: noUsage }]
+const definitions = [Tool.jsonSchema(add)]
+let served = 0
+const handModel = (_request: { readonly messages: ReadonlyArray<unknown>; readonly tools: ReadonlyArray<unknown> }): Turn => scripted[served++ % 2]!
+const handLoop = (): string => {
+  let messages: ReadonlyArray<unknown> = [{ role: "user", text: "add them" }]
+  const records: Array<unknown> = []
+  const usage = { inputTokens: 0, outputTokens: 0 }
+  for (let step = 1; step <= 20; step++) {
+    const turn = handModel({ messages, tools: definitions })
+    usage.inputTokens += turn.usage.inputTokens
+    usage.outputTokens += turn.usage.outputTokens
+    if (turn.toolCalls.length === 0) return turn.text ?? ""
+    const results: Array<unknown> = []
+    for (const call of turn.toolCalls) {
+      const startedAt = Date.now()
+      const input = JSON.parse(call.arguments)
+      if (typeof input !== "object" || input === null || typeof input.a !== "number" || typeof input.b !== "number") {
+        throw new Error("invalid input")
+      }
+      const value = input.a + input.b
+      records.push({ id: call.id, name: call.name, input, result: { value }, durationMillis: Date.now() - startedAt })
+      results.push({ role: "tool", toolCallId: call.id, content: JSON.stringify(value), isError: false })
+    }
+    messages = [...messages, { role: "assistant", toolCalls: turn.toolCalls }, ...results]
+  }
+  throw new Error("too many steps")
+}
+
+const timeHand = (): number => {
+  const t0 = performance.now()
+  for (let i = 0; i < runs; i++) if (handLoop() !== "21") throw new Error("hand loop computed the wrong thing")
+  return (performance.now() - t0) * 1000 / runs
+}
+
+const timeAgent = (n: number) =>
+  Effect.gen(function*() {
+    const t0 = performance.now()
+    for (let i = 0; i < n; i++) {
+      const result = yield* Agent.run(agent, "add them")
+      if (result.output !== "21" || result.toolCalls.length !== 3) throw new Error("the agent computed the wrong thing")
+    }
+    return (performance.now() - t0) * 1000 / n
+  })
+
+const median = (xs: Array<number>): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+
+const measure = (tracing: boolean) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < warmup; i++) handLoop()
+    yield* timeAgent(warmup)
+    const hand: Array<number> = []
+    const loop: Array<number> = []
+    for (let round = 0; round < rounds; round++) {
+      hand.push(timeHand())
+      loop.push(yield* timeAgent(runs))
+    }
+    const h = median(hand)
+    const l = median(loop)
+    const label = tracing ? "spans on        " : "tracing disabled"
+    console.log(`${label}: Agent.run ${l.toFixed(1)} us/run, hand-written loop ${h.toFixed(2)} us/run, ratio ${(l / h).toFixed(1)}`)
+  }).pipe(Effect.withTracerEnabled(tracing))
+
+const main = Effect.gen(function*() {
+  console.log(`runs per round: ${runs}, rounds: ${rounds} (medians), warm-up: ${warmup} runs`)
+  yield* measure(false)
+  yield* measure(true)
+  console.log("targets: tracing disabled <= 50 us/run and ratio <= 15; spans on <= 100 us/run")
+}).pipe(Effect.provide(model))
+
+Effect.runPromise(main)
