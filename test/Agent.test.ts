@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import { Terminal } from "@effect/platform"
 import { Chunk, Clock, type Context, Effect, Exit, Fiber, Layer, Option, Schedule, Schema, Stream, TestClock, Tracer } from "effect"
 import {
   Agent,
@@ -53,8 +54,11 @@ describe("Agent: tool execution (S11)", () => {
         const result = yield* Fiber.join(fiber)
         assert.deepStrictEqual(seen, [expected])
         assert.strictEqual(result.output, "done")
-        const [, second] = yield* requests
+        const [first, second] = yield* requests
         assert.deepStrictEqual(resultsOf(second), ["a=\"t20\"", "b=\"t30\"", "c=\"t50\""])
+        // The tools' JSON Schemas are built once per toolkit, not per request.
+        assert.strictEqual(first!.tools, second!.tools)
+        assert.deepStrictEqual(first!.tools.map((t) => t.name), ["t20", "t30", "t50"])
         assert.deepStrictEqual(result.toolCalls.map((c) => [c.id, c.durationMillis]), [["a", 20], ["b", 30], ["c", 50]])
       }).pipe(Effect.provide(script(seen)))
     })
@@ -286,6 +290,26 @@ describe("Agent: built-ins (S13)", () => {
       yield* TestClock.setTime(Date.UTC(2026, 10, 30, 23, 59))
       const result = yield* Invocation.run(Builtins.getTodayDate, "{}")
       assert.strictEqual(result.value, "2026-11-30")
+    }))
+})
+
+describe("UserPrompt.layerTerminal", () => {
+  it.effect("shows the question on the terminal and returns the line read", () =>
+    Effect.gen(function*() {
+      const shown: Array<string> = []
+      const terminal = Terminal.Terminal.of({
+        columns: Effect.succeed(80),
+        rows: Effect.succeed(24),
+        isTTY: Effect.succeed(true),
+        readInput: Effect.die("not used"),
+        readLine: Effect.succeed("ord-4821"),
+        display: (text) => Effect.sync(() => void shown.push(text))
+      })
+      const answer = yield* Effect.flatMap(UserPrompt.UserPrompt, (prompt) => prompt.ask("Which order?")).pipe(
+        Effect.provide(UserPrompt.layerTerminal.pipe(Layer.provide(Layer.succeed(Terminal.Terminal, terminal))))
+      )
+      assert.strictEqual(answer, "ord-4821")
+      assert.deepStrictEqual(shown, ["Which order?\n> "])
     }))
 })
 
