@@ -2,12 +2,12 @@
  * The agent loop (DESIGN S9, S11-S13): ask the model, run the tools it calls through `Invocation`,
  * feed the results back, repeat until it answers (or calls `task_complete`).
  */
-import { Data, Effect, Either, FiberRef, type Layer, Mailbox, Schema, Stream } from "effect"
+import { Data, Duration, Effect, Either, FiberRef, type Layer, Mailbox, Schema, Stream } from "effect"
 import * as Builtins from "./Builtins.js"
 import { RunCache } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
 import * as LanguageModel from "./LanguageModel.js"
-import { RetryPolicy } from "./RetryPolicy.js"
+import { retryAfterFailure, RetryPolicy } from "./RetryPolicy.js"
 import type * as Tool from "./Tool.js"
 import type { ToolContext } from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
@@ -107,7 +107,7 @@ export class MaxStepsExceeded extends Schema.TaggedError<MaxStepsExceeded>("agen
 }
 
 /** Why a run failed: its toolkit broke S4, the model failed for good, or it ran out of steps. */
-export type AgentError = Toolkit.ManifestError | LanguageModel.ModelError | MaxStepsExceeded
+export type AgentError = Toolkit.ManifestError | LanguageModel.ModelFailure | MaxStepsExceeded
 
 /** What `Agent.stream` reports, in order, as a run goes. */
 export type AgentEvent = Data.TaggedEnum<{
@@ -233,8 +233,6 @@ const parseInput = (text: string): unknown => {
   }
 }
 
-const isTransient = (error: LanguageModel.ModelError): boolean => error.transient
-
 /** The state of one run: its messages, records, usage and idempotency cache (S9), owned by the run. */
 class Run {
   messages: ReadonlyArray<LanguageModel.Message>
@@ -265,27 +263,23 @@ class Run {
   }
 
   /** One model turn: transient failures retried on the `modelRetry` schedule; a span when tracing. */
-  ask(step: number): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError> {
+  ask(step: number): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> {
     const request: LanguageModel.ModelRequest = {
       instructions: this.agent.instructions,
       messages: this.messages,
       tools: this.toolkit.definitions
     }
-    const model = this.model
-    const turn = model.generate(request).pipe(
-      Effect.catchIf(isTransient, (first) => {
-        let retrying = false
-        return Effect.retry(
-          Effect.suspend(() => retrying ? model.generate(request) : (retrying = true, Effect.fail(first))).pipe(
-            Effect.tapError((error) =>
-              error.transient
-                ? Effect.logWarning(`model request failed (${error.message}); retrying`)
-                : Effect.void
-            )
-          ),
-          { schedule: this.modelRetry, while: isTransient }
-        )
-      })
+    const generate = this.model.generate(request)
+    const turn = Effect.catchIf(
+      generate,
+      LanguageModel.isTransient,
+      (first) =>
+        retryAfterFailure(generate, first as LanguageModel.ModelFailure, this.modelRetry, {
+          retryable: LanguageModel.isTransient,
+          minDelayMillis: (error) => error._tag === "ModelError" ? error.retryAfterMillis : undefined,
+          onRetry: (error, delay) =>
+            Effect.logWarning(`model request failed (${error.message}); retrying in ${Duration.format(delay)}`)
+        })
     )
     if (!this.tracing) return turn
     return Effect.withSpan(turn, "chat", {

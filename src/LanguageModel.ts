@@ -68,16 +68,39 @@ export const ModelRequest = Schema.Struct({
 /** Everything the model is asked with. */
 export type ModelRequest = typeof ModelRequest.Type
 
-/** A model call that failed. `transient` ones (429, 5xx, a reset connection) are worth retrying. */
+/**
+ * A model call that failed. `transient` ones (429, 5xx, overloaded, a reset connection, no answer in
+ * time) are worth retrying, after `retryAfterMillis` when the provider said how long to wait.
+ */
 export class ModelError extends Schema.TaggedError<ModelError>("agent-tools/ModelError")("ModelError", {
   message: Schema.String,
   transient: Schema.Boolean,
-  status: Schema.optional(Schema.Number)
+  status: Schema.optional(Schema.Number),
+  retryAfterMillis: Schema.optional(Schema.Number)
 }) {}
+
+/** The provider refused the credentials (401, 403): retrying will not help. */
+export class ModelAuthError extends Schema.TaggedError<ModelAuthError>("agent-tools/ModelAuthError")("ModelAuthError", {
+  message: Schema.String,
+  status: Schema.Number
+}) {}
+
+/** The provider rejected the request itself (400, 404, 413, 422), with its own message. */
+export class ModelRequestRejected extends Schema.TaggedError<ModelRequestRejected>("agent-tools/ModelRequestRejected")(
+  "ModelRequestRejected",
+  { message: Schema.String, status: Schema.Number }
+) {}
+
+/** Every way a model call can fail. */
+export type ModelFailure = ModelError | ModelAuthError | ModelRequestRejected
+
+/** True for a failure worth retrying. */
+export const isTransient = (failure: ModelFailure): failure is ModelError =>
+  failure._tag === "ModelError" && failure.transient
 
 /** The model: one request in, one assistant turn out. */
 export class LanguageModel extends Context.Tag("agent-tools/LanguageModel")<LanguageModel, {
-  readonly generate: (request: ModelRequest) => Effect.Effect<ModelTurn, ModelError>
+  readonly generate: (request: ModelRequest) => Effect.Effect<ModelTurn, ModelFailure>
 }>() {}
 
 // ---------------------------------------------------------------------------------------------
@@ -92,7 +115,9 @@ export interface ScriptedReply {
 }
 
 /** A turn of a script: a fixed reply, or one computed from the request (to react to tool results). */
-export type ScriptedTurn = ScriptedReply | ((request: ModelRequest) => ScriptedReply | Effect.Effect<ScriptedReply, ModelError>)
+export type ScriptedTurn =
+  | ScriptedReply
+  | ((request: ModelRequest) => ScriptedReply | Effect.Effect<ScriptedReply, ModelFailure>)
 
 /** What a scripted model saw, for assertions. */
 export class Scripted extends Context.Tag("agent-tools/LanguageModel/Scripted")<Scripted, {
@@ -134,7 +159,7 @@ export const layerScripted = (
     const received: Array<ModelRequest> = []
     const keep = options?.keepRequests ?? true
     let next = 0
-    const generate = (request: ModelRequest): Effect.Effect<ModelTurn, ModelError> =>
+    const generate = (request: ModelRequest): Effect.Effect<ModelTurn, ModelFailure> =>
       Effect.suspend(() => {
         if (keep) received.push(request)
         if (next >= turns.length && options?.repeat === true && turns.length > 0) next = 0

@@ -1,9 +1,22 @@
-/** Turns a model string (`"scripted"`; providers add `"anthropic:<model>"`, `"openai:<model>"`) into a layer. */
+/**
+ * Turns a model string into a `LanguageModel` layer: `"scripted"`, `"anthropic:<model>"`
+ * (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) or `"openai:<model>"` (`OPENAI_API_KEY`,
+ * `OPENAI_BASE_URL`, for OpenAI and any compatible server).
+ */
+import { NodeHttpClient } from "@effect/platform-node"
 import { Layer, Schema } from "effect"
 import * as LanguageModel from "./LanguageModel.js"
+import * as Anthropic from "./providers/Anthropic.js"
+import { MissingApiKey } from "./providers/Http.js"
+import * as OpenAi from "./providers/OpenAi.js"
+
+export {
+  /** A provider's API key is not configured. */
+  MissingApiKey
+}
 
 /** The model strings this build knows, as patterns. */
-export const known: ReadonlyArray<string> = ["scripted"]
+export const known: ReadonlyArray<string> = ["scripted", "anthropic:<model>", "openai:<model>"]
 
 /** A model string that names no known model. */
 export class UnknownModel extends Schema.TaggedError<UnknownModel>("agent-tools/UnknownModel")("UnknownModel", {
@@ -21,8 +34,21 @@ export interface Options {
   readonly script?: ReadonlyArray<LanguageModel.ScriptedTurn> | undefined
 }
 
-/** The `LanguageModel` layer for a model string, or `UnknownModel` listing the known ones. */
-export const layer = (model: string, options?: Options): Layer.Layer<LanguageModel.LanguageModel, UnknownModel> => {
+/**
+ * The `LanguageModel` layer for a model string. Fails with `UnknownModel` (listing the known
+ * strings) or, before any request, with `MissingApiKey` naming the variable to set.
+ */
+export const layer = (
+  model: string,
+  options?: Options
+): Layer.Layer<LanguageModel.LanguageModel, UnknownModel | MissingApiKey> => {
   if (model === "scripted") return LanguageModel.layerScripted(options?.script ?? [])
+  const colon = model.indexOf(":")
+  const provider = colon === -1 ? model : model.slice(0, colon)
+  const name = colon === -1 ? "" : model.slice(colon + 1)
+  if (name !== "" && provider === "anthropic") {
+    return Anthropic.layerConfig(name).pipe(Layer.provide(NodeHttpClient.layer))
+  }
+  if (name !== "" && provider === "openai") return OpenAi.layerConfig(name).pipe(Layer.provide(NodeHttpClient.layer))
   return Layer.fail(new UnknownModel({ model, known }))
 }

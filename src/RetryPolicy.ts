@@ -3,7 +3,7 @@
  * backoff and, as later modules land, heartbeats and redelivery. Defaults apply when nothing is
  * provided; `RetryPolicy.layer({...})` overrides some of them in main.ts or a test.
  */
-import { Context, Layer, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Schedule, ScheduleDecision, ScheduleIntervals } from "effect"
 
 /** The named Schedules. Each one's output is ignored; only its delays and its end matter. */
 export interface Policies {
@@ -38,3 +38,38 @@ export class RetryPolicy extends Context.Reference<RetryPolicy>()("agent-tools/R
 /** Overrides some policies; the rest keep their defaults. */
 export const layer = (policies: Partial<Policies>): Layer.Layer<never> =>
   Layer.succeed(RetryPolicy, { ...defaults, ...policies })
+
+/**
+ * Re-runs `effect`, which just failed with `first`, on `schedule` while `retryable(error)` holds;
+ * each wait is at least `minDelayMillis(error)` (a provider's retry-after). The schedule is stepped
+ * by hand so that the wait can honour both. Fails with the last error once the schedule ends.
+ */
+export const retryAfterFailure = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  first: E,
+  schedule: Schedule.Schedule<unknown, unknown>,
+  options: {
+    readonly retryable: (error: E) => boolean
+    readonly minDelayMillis?: ((error: E) => number | undefined) | undefined
+    readonly onRetry?: ((error: E, delay: Duration.Duration) => Effect.Effect<void>) | undefined
+  }
+): Effect.Effect<A, E, R> =>
+  Effect.gen(function*() {
+    let state = schedule.initial
+    let error = first
+    while (true) {
+      const now = yield* Clock.currentTimeMillis
+      const [next, , decision] = yield* schedule.step(now, error, state)
+      if (ScheduleDecision.isDone(decision)) return yield* Effect.fail(error)
+      state = next
+      const delay = Duration.millis(
+        Math.max(ScheduleIntervals.start(decision.intervals) - now, options.minDelayMillis?.(error) ?? 0)
+      )
+      if (options.onRetry !== undefined) yield* options.onRetry(error, delay)
+      yield* Effect.sleep(delay)
+      const exit = yield* Effect.either(effect)
+      if (exit._tag === "Right") return exit.right
+      error = exit.left
+      if (!options.retryable(error)) return yield* Effect.fail(error)
+    }
+  })

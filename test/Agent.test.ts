@@ -468,7 +468,10 @@ describe("Model.layer", () => {
       assert.strictEqual(result.output, "hello")
       const error = yield* Effect.flip(Agent.run(Agent.make({ tools: [] }), "hi").pipe(Effect.provide(Model.layer("gpt-5"))))
       assert.strictEqual(error._tag, "UnknownModel")
-      assert.strictEqual(error.message, "unknown model \"gpt-5\"; the known models are scripted")
+      assert.strictEqual(
+        error.message,
+        "unknown model \"gpt-5\"; the known models are scripted, anthropic:<model>, openai:<model>"
+      )
     }))
 })
 

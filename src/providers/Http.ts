@@ -1,0 +1,141 @@
+/**
+ * What the HTTP providers share: one JSON POST with a per-request timeout, and the mapping of
+ * HTTP failures to the typed model failures (S12): 429/5xx/529/resets transient, 401/403 auth,
+ * other 4xx rejected with the provider's message. Keys live only in headers; no error, log or span
+ * here carries a header (the platform's tracer redacts `authorization` and `x-api-key`).
+ */
+import { HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import { Config, Duration, Effect, Option, Redacted, Schema } from "effect"
+import * as LanguageModel from "../LanguageModel.js"
+
+/** A provider's API key is not configured. */
+export class MissingApiKey extends Schema.TaggedError<MissingApiKey>("agent-tools/MissingApiKey")("MissingApiKey", {
+  variable: Schema.String,
+  provider: Schema.String
+}) {
+  override get message(): string {
+    return `${this.variable} is not set: ${this.provider} models need an API key`
+  }
+}
+
+/** A secret setting (an API key), `None` when unset or empty. */
+export const optionalSecret = (name: string): Effect.Effect<Option.Option<Redacted.Redacted<string>>> =>
+  Config.option(Config.redacted(name)).pipe(
+    Effect.map(Option.filter((value) => Redacted.value(value) !== "")),
+    Effect.orElseSucceed(() => Option.none())
+  )
+
+/** A plain setting (a base URL), `None` when unset or empty. */
+export const optionalString = (name: string): Effect.Effect<Option.Option<string>> =>
+  Config.option(Config.string(name)).pipe(
+    Effect.map(Option.filter((value) => value !== "")),
+    Effect.orElseSucceed(() => Option.none())
+  )
+
+/** One POST of a provider. */
+export interface Post {
+  readonly provider: string
+  readonly url: string
+  readonly headers: Record<string, string>
+  readonly body: unknown
+  readonly timeout: Duration.Duration
+}
+
+/** POSTs `body` as JSON and returns the parsed JSON of a 2xx answer; anything else is a `ModelFailure`. */
+export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effect<unknown, LanguageModel.ModelFailure> =>
+  HttpClientRequest.post(post.url).pipe(
+    HttpClientRequest.setHeaders(post.headers),
+    HttpClientRequest.bodyUnsafeJson(post.body),
+    client.execute,
+    Effect.flatMap((response): Effect.Effect<unknown, LanguageModel.ModelFailure> =>
+      response.status >= 200 && response.status < 300
+        ? Effect.mapError(response.json, () =>
+          new LanguageModel.ModelError({
+            message: `${post.provider}: the response body is not JSON`,
+            transient: false,
+            status: response.status
+          }))
+        : Effect.flatMap(failureOf(post.provider, response), Effect.fail)
+    ),
+    Effect.catchTag("RequestError", (error) =>
+      Effect.fail(
+        new LanguageModel.ModelError({
+          // The transport's own words (ECONNRESET, ECONNREFUSED...), never the request's headers.
+          message: `${post.provider}: the request failed (${transportReason(error.cause)})`,
+          transient: error.reason === "Transport"
+        })
+      )),
+    Effect.catchTag("ResponseError", (error) =>
+      Effect.fail(
+        new LanguageModel.ModelError({
+          message: `${post.provider}: reading the response failed (${error.reason})`,
+          transient: true,
+          status: error.response.status
+        })
+      )),
+    Effect.timeoutFail({
+      duration: post.timeout,
+      onTimeout: () =>
+        new LanguageModel.ModelError({
+          message: `${post.provider}: no response within ${Duration.format(post.timeout)}`,
+          transient: true
+        })
+    })
+  )
+
+const transportReason = (cause: unknown): string => {
+  if (typeof cause === "object" && cause !== null) {
+    const code = (cause as { code?: unknown }).code
+    if (typeof code === "string") return code
+    const message = (cause as { message?: unknown }).message
+    if (typeof message === "string") return message
+  }
+  return "no connection"
+}
+
+/** The typed failure for a non-2xx response, with the provider's own message when it sent one. */
+const failureOf = (
+  provider: string,
+  response: HttpClientResponse.HttpClientResponse
+): Effect.Effect<LanguageModel.ModelFailure> =>
+  Effect.map(Effect.orElseSucceed(response.text, () => ""), (text) => {
+    const status = response.status
+    const said = providerMessage(text)
+    const message = `${provider}: HTTP ${status}${said === "" ? "" : `: ${said}`}`
+    if (status === 401 || status === 403) return new LanguageModel.ModelAuthError({ message, status })
+    if (status === 408 || status === 409 || status === 429 || status >= 500) {
+      const retryAfterMillis = retryAfter(response.headers)
+      return new LanguageModel.ModelError({
+        message,
+        transient: true,
+        status,
+        ...(retryAfterMillis === undefined ? {} : { retryAfterMillis })
+      })
+    }
+    return new LanguageModel.ModelRequestRejected({ message, status })
+  })
+
+/** `{ error: { message } }` (both APIs), else the body's start. */
+const providerMessage = (text: string): string => {
+  try {
+    const body = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown }
+    if (typeof body.error === "object" && typeof body.error?.message === "string") return body.error.message
+    if (typeof body.error === "string") return body.error
+    if (typeof body.message === "string") return body.message
+  } catch {
+    // not JSON: the text itself
+  }
+  return text.slice(0, 500)
+}
+
+/** Milliseconds to wait from `retry-after-ms`, or `retry-after` (seconds or an HTTP date). */
+const retryAfter = (headers: Readonly<Record<string, string>>): number | undefined => {
+  const millis = Number(headers["retry-after-ms"])
+  if (headers["retry-after-ms"] !== undefined && Number.isFinite(millis) && millis >= 0) return millis
+  const value = headers["retry-after"]
+  if (value === undefined) return undefined
+  const seconds = Number(value)
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000
+  const date = Date.parse(value)
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now())
+}

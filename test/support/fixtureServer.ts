@@ -1,0 +1,100 @@
+/**
+ * A real HTTP server on 127.0.0.1 for provider tests: it answers each request with the next
+ * scripted reply (status, headers, body) and records what it received, headers and JSON body.
+ * A reply of "hang" never answers, so a test can see the client close the socket.
+ */
+import { Effect } from "effect"
+import { readFileSync } from "node:fs"
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http"
+import type { AddressInfo } from "node:net"
+
+export interface Reply {
+  readonly status: number
+  readonly headers?: Record<string, string>
+  readonly body: unknown
+}
+
+export interface Received {
+  readonly method: string
+  readonly url: string
+  readonly headers: IncomingHttpHeaders
+  readonly body: any
+}
+
+export interface FixtureServer {
+  readonly url: string
+  readonly received: Array<Received>
+  /** Requests whose socket closed before a reply was sent. */
+  readonly closedEarly: () => number
+  /** Resolves once `n` requests have arrived. */
+  readonly waitFor: (n: number) => Promise<void>
+  readonly waitForClose: () => Promise<void>
+}
+
+/** A fixture file's JSON (test/fixtures/<path>). */
+export const fixture = (path: string): any =>
+  JSON.parse(readFileSync(new URL(`../fixtures/${path}`, import.meta.url), "utf8"))
+
+/** Starts the server for the scope of the test; `replies` are used in order. */
+export const fixtureServer = (replies: ReadonlyArray<Reply | "hang">) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<{ server: Server; api: FixtureServer }>((resolve) => {
+        const received: Array<Received> = []
+        const waiters: Array<() => void> = []
+        let closedEarly = 0
+        let next = 0
+        const notify = () => waiters.splice(0).forEach((wake) => wake())
+        const server = createServer((req, res) => {
+          let data = ""
+          req.on("data", (chunk) => (data += chunk))
+          req.on("end", () => {
+            received.push({
+              method: req.method ?? "",
+              url: req.url ?? "",
+              headers: req.headers,
+              body: data === "" ? undefined : JSON.parse(data)
+            })
+            const reply = replies[next++]
+            notify()
+            if (reply === undefined) {
+              res.writeHead(500, { "content-type": "application/json" }).end("{\"error\":{\"message\":\"no reply left\"}}")
+            } else if (reply === "hang") {
+              res.on("close", () => {
+                closedEarly++
+                notify()
+              })
+            } else {
+              res.writeHead(reply.status, { "content-type": "application/json", ...reply.headers })
+              res.end(JSON.stringify(reply.body))
+            }
+          })
+        })
+        server.listen(0, "127.0.0.1", () => {
+          const { port } = server.address() as AddressInfo
+          const until = (ready: () => boolean) =>
+            new Promise<void>((wake) => {
+              const check = () => (ready() ? wake() : waiters.push(check))
+              check()
+            })
+          resolve({
+            server,
+            api: {
+              url: `http://127.0.0.1:${port}`,
+              received,
+              closedEarly: () => closedEarly,
+              waitFor: (n) => until(() => received.length >= n),
+              waitForClose: () => until(() => closedEarly > 0)
+            }
+          })
+        })
+      })
+    ),
+    ({ server }) =>
+      Effect.promise(() =>
+        new Promise<void>((resolve) => {
+          server.closeAllConnections()
+          server.close(() => resolve())
+        })
+      )
+  ).pipe(Effect.map(({ api }) => api))
