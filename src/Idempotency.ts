@@ -1,10 +1,11 @@
 /**
  * Reusing outcomes instead of running again. S9: within one agent run, an `idempotent` tool's
- * first outcome for an input is reused for the rest of the run (`RunCache`). S10, delivery dedupe
- * for served calls, lands here with the serving side.
+ * first outcome for an input is reused for the rest of the run (`RunCache`). S10: a served call
+ * delivered more than once, keyed by (task id, tool call id), runs once (`Idempotency`).
  */
-import { Deferred, Effect, Exit, FiberId } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Exit, FiberId, HashMap, Layer, Ref } from "effect"
 import * as Invocation from "./Invocation.js"
+import { RetryPolicy } from "./RetryPolicy.js"
 
 /**
  * The per-run cache of S9: key -> the first outcome, or the call still computing it (single
@@ -43,3 +44,73 @@ export class RunCache {
     return this.entries.size
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// S10: delivery dedupe.
+
+/** A delivered call: the pair is the key, never either half. */
+export interface DeliveryKey {
+  readonly taskId: string
+  readonly toolCallId: string
+}
+
+/** The delivery-dedupe store. */
+export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempotency, {
+  /**
+   * The outcome of the delivered call `key`: the first delivery's if there was one within `ttl`
+   * (joining it while it still runs), else `run`'s. `reused` says which.
+   */
+  readonly once: (
+    key: DeliveryKey,
+    ttl: Duration.Duration,
+    run: Effect.Effect<Invocation.ToolResult>
+  ) => Effect.Effect<{ readonly result: Invocation.ToolResult; readonly reused: boolean }>
+  /** Entries held now (in flight or completed, not yet evicted). */
+  readonly size: Effect.Effect<number>
+}>() {}
+
+interface Entry {
+  readonly expiresAt: number
+  readonly done: Deferred.Deferred<Invocation.ToolResult>
+}
+
+const keyOf = (key: DeliveryKey): string => `${key.taskId}\u0000${key.toolCallId}`
+
+/**
+ * The store in memory: a `Ref` of entries, single flight through a `Deferred` per entry, each entry
+ * evicted once its tool's timeout has passed (a sweep on `RetryPolicy`'s `dedupeSweep` schedule),
+ * so memory stays bounded. Lost when the process ends: `layerSql` keeps claims across restarts.
+ */
+export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
+  Idempotency,
+  Effect.gen(function*() {
+    const entries = yield* Ref.make(HashMap.empty<string, Entry>())
+    const policy = yield* RetryPolicy
+    const sweep = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Ref.update(entries, HashMap.filter((entry) => entry.expiresAt > now)))
+    yield* Effect.forkScoped(Effect.schedule(sweep, policy.dedupeSweep))
+    return Idempotency.of({
+      once: (key, ttl, run) =>
+        Effect.gen(function*() {
+          const id = keyOf(key)
+          const now = yield* Clock.currentTimeMillis
+          const fresh = yield* Deferred.make<Invocation.ToolResult>()
+          const existing = yield* Ref.modify(entries, (map): [Entry | undefined, HashMap.HashMap<string, Entry>] => {
+            const found = HashMap.get(map, id)
+            if (found._tag === "Some" && found.value.expiresAt > now) return [found.value, map]
+            return [undefined, HashMap.set(map, id, { expiresAt: now + Duration.toMillis(ttl), done: fresh })]
+          })
+          if (existing !== undefined) return { result: yield* Deferred.await(existing.done), reused: true }
+          const result = yield* run.pipe(
+            // An interrupted first delivery leaves no claim: the next one runs.
+            Effect.onInterrupt(() =>
+              Effect.zipRight(Ref.update(entries, HashMap.remove(id)), Deferred.interrupt(fresh))
+            )
+          )
+          yield* Deferred.succeed(fresh, result)
+          return { result, reused: false }
+        }),
+      size: Effect.map(Ref.get(entries), HashMap.size)
+    })
+  })
+)

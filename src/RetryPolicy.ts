@@ -11,6 +11,14 @@ export interface Policies {
   readonly toolRetry: Schedule.Schedule<unknown, unknown>
   /** Backoff between re-tries of a model request that failed transiently (429, 5xx, reset), and how many. */
   readonly modelRetry: Schedule.Schedule<unknown, unknown>
+  /** When a serving process heartbeats (S14): every 60 s, jittered. */
+  readonly heartbeat: Schedule.Schedule<unknown, unknown>
+  /** When the platform delivers an unanswered tool call again (S15). */
+  readonly redelivery: Schedule.Schedule<unknown, unknown>
+  /** How a serving process retries a platform call while the connection is away. */
+  readonly reconnect: Schedule.Schedule<unknown, unknown>
+  /** How often the delivery-dedupe store drops entries past their tool's timeout (S10). */
+  readonly dedupeSweep: Schedule.Schedule<unknown, unknown>
 }
 
 /** Exponential from 200 ms, doubling, each delay jittered to 80-120 %. */
@@ -24,10 +32,21 @@ export const defaultModelRetry: Schedule.Schedule<unknown, unknown> = Schedule.e
   Schedule.intersect(Schedule.recurs(4))
 )
 
+/** The heartbeat interval the platform expects; silence for 3 of them hides an agent's tools. */
+export const heartbeatInterval = Duration.seconds(60)
+
 /** The defaults, used when no layer provides other policies. */
 export const defaults: Policies = {
   toolRetry: defaultToolRetry,
-  modelRetry: defaultModelRetry
+  modelRetry: defaultModelRetry,
+  heartbeat: Schedule.spaced(heartbeatInterval).pipe(Schedule.jittered),
+  redelivery: Schedule.spaced("10 seconds"),
+  reconnect: Schedule.exponential("200 millis", 2).pipe(
+    Schedule.jittered,
+    Schedule.union(Schedule.spaced("5 seconds")),
+    Schedule.upTo("2 minutes")
+  ),
+  dedupeSweep: Schedule.spaced("1 second")
 }
 
 /** The policies in force: a `Context.Reference`, so code that provides nothing gets `defaults`. */

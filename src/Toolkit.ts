@@ -63,8 +63,10 @@ export class ManifestEntry extends Schema.Class<ManifestEntry>("agent-tools/Mani
   idempotent: Schema.Boolean
 }) {}
 
-/** A validated set of tools. */
-export interface Toolkit {
+/** A validated set of tools; `R` is what their handlers need. */
+export interface Toolkit<out R = any> {
+  /** Phantom: the handlers' requirements. */
+  readonly _R?: (_: never) => R
   readonly tools: ReadonlyArray<Tool.Any>
   /** Tools by name. */
   readonly byName: ReadonlyMap<string, Tool.Any>
@@ -75,11 +77,14 @@ export interface Toolkit {
 }
 
 /** Validates `tools` against every S4 limit; fails with all violations at once. */
-export const make = (...tools: ReadonlyArray<Tool.Any>): Effect.Effect<Toolkit, ManifestError> =>
-  Effect.suspend(() => makeEither(tools))
+export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
+  ...tools: Tools
+): Effect.Effect<Toolkit<Tool.Requirements<Tools[number]>>, ManifestError> => Effect.suspend(() => makeEither(tools))
 
 /** `make` as a plain function, for callers that validate once and keep the outcome. */
-export const makeEither = (tools: ReadonlyArray<Tool.Any>): Either.Either<Toolkit, ManifestError> => {
+export const makeEither = <const Tools extends ReadonlyArray<Tool.Any>>(
+  tools: Tools
+): Either.Either<Toolkit<Tool.Requirements<Tools[number]>>, ManifestError> => {
   const violations = validate(tools)
   if (violations.length > 0) return Either.left(new ManifestError({ violations }))
   const definitions = tools.map(Tool.jsonSchema)

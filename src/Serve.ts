@@ -1,0 +1,214 @@
+/**
+ * Serving tools to the platform (S14, S10): register the toolkit for `AGENT_ID`, heartbeat on a
+ * Schedule, republish when the tools change, deregister on the way out; submit tasks and run the
+ * tool calls the platform delivers on their streams, at least once, deduplicated, inside deadlines.
+ */
+import {
+  Config,
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  FiberSet,
+  Layer,
+  Option,
+  Ref,
+  Schedule,
+  Schema,
+  type Scope,
+  Stream
+} from "effect"
+import { createHash, randomUUID } from "node:crypto"
+import { Idempotency, layerMemory } from "./Idempotency.js"
+import * as Invocation from "./Invocation.js"
+import * as Json from "./internal/json.js"
+import type { LifecycleBudgetExceeded, ManifestRejected, TaskEvent, Unauthorized, UnknownTask } from "./platform/Protocol.js"
+import { type MissingSetting, PlatformClient, type PlatformUnavailable, required } from "./PlatformClient.js"
+import { RetryPolicy } from "./RetryPolicy.js"
+import type { ToolContext } from "./ToolContext.js"
+import type * as Toolkit from "./Toolkit.js"
+
+/** Why serving failed. */
+export type ServeError =
+  | MissingSetting
+  | Unauthorized
+  | ManifestRejected
+  | LifecycleBudgetExceeded
+  | UnknownTask
+  | PlatformUnavailable
+
+/** A task ended with `TaskFailed`. */
+export class TaskFailedError extends Schema.TaggedError<TaskFailedError>("agent-tools/TaskFailedError")("TaskFailedError", {
+  taskId: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `task ${this.taskId} failed: ${this.reason}`
+  }
+}
+
+/** A serving process. */
+export class Serve extends Context.Tag("agent-tools/Serve")<Serve, {
+  readonly agentId: string
+  /** This process's id: the platform keeps each process's tools apart. */
+  readonly processId: string
+  /** The hash of the manifest registered now. */
+  readonly manifestHash: Effect.Effect<string>
+  /** Publishes another toolkit (a tool added or removed): registers it again at once. */
+  readonly republish: (toolkit: Toolkit.Toolkit<any>) => Effect.Effect<void, ServeError>
+  /** Submits a task; its events stream back, and the tool calls on it run in this process. */
+  readonly submitTask: (prompt: string) => Stream.Stream<TaskEvent, ServeError>
+  /** Submits a task and returns its output. */
+  readonly runTask: (prompt: string) => Effect.Effect<string, ServeError | TaskFailedError>
+  /** Fails when serving has failed for good (3 heartbeats in a row); never succeeds. */
+  readonly failed: Effect.Effect<never, ServeError>
+}>() {}
+
+/** The manifest's hash: SHA-256 of its canonical JSON. */
+export const manifestHash = (toolkit: Toolkit.Toolkit<any>): string =>
+  createHash("sha256").update(Json.canonical(toolkit.manifest)).digest("hex")
+
+/**
+ * Registers `toolkit` and keeps it registered for as long as the scope lives: a heartbeat fiber
+ * on `RetryPolicy`'s `heartbeat` schedule, and a best-effort deregistration when the scope closes.
+ * Reads `AGENT_ID`; the `PlatformClient` beneath reads `PLATFORM_TOKEN` (and `PLATFORM_URL`).
+ */
+export const make = <R>(
+  toolkit: Toolkit.Toolkit<R>
+): Effect.Effect<Serve["Type"], ServeError, PlatformClient | Scope.Scope | Exclude<R, ToolContext>> =>
+  Effect.gen(function*() {
+    const agentId = yield* required("AGENT_ID", Config.string("AGENT_ID"))
+    const client = yield* PlatformClient
+    const policy = yield* RetryPolicy
+    const store = yield* Effect.serviceOption(Idempotency).pipe(
+      // The memory store is the default (S10); provide `Idempotency` to choose another.
+      Effect.flatMap(Option.match({
+        onSome: Effect.succeed,
+        onNone: () => Effect.map(Layer.build(layerMemory), Context.get(Idempotency))
+      }))
+    )
+    const context = yield* Effect.context<Exclude<R, ToolContext>>()
+    const processId = randomUUID()
+    const caller = { agentId, processId }
+    const current = yield* Ref.make({ toolkit: toolkit as Toolkit.Toolkit<any>, hash: manifestHash(toolkit) })
+    const failed = yield* Deferred.make<never, ServeError>()
+
+    const register = Effect.flatMap(Ref.get(current), ({ hash, toolkit }) =>
+      client.register({ ...caller, manifest: toolkit.manifest, manifestHash: hash })).pipe(
+        Effect.tap(() => Effect.logDebug(`agent ${agentId}: registered`)),
+        Effect.withSpan("Serve.register", { attributes: { agentId } })
+      )
+
+    yield* register
+
+    // Heartbeats: 3 failures in a row fail serving; the platform not knowing the manifest republishes.
+    let failures = 0
+    const beat = Effect.flatMap(Ref.get(current), ({ hash }) => client.heartbeat({ ...caller, manifestHash: hash })).pipe(
+      Effect.flatMap(({ known }) => known ? Effect.void : Effect.asVoid(register)),
+      Effect.tap(() => Effect.logDebug(`agent ${agentId}: heartbeat`)),
+      Effect.matchEffect({
+        onSuccess: () => Effect.sync(() => void (failures = 0)),
+        onFailure: (error) =>
+          ++failures >= 3
+            ? Deferred.fail(failed, error)
+            : Effect.logWarning(`agent ${agentId}: heartbeat failed (${failures} in a row): ${error.message}`)
+      })
+    )
+    yield* Effect.forkScoped(Effect.schedule(beat, policy.heartbeat))
+
+    yield* Effect.addFinalizer(() =>
+      client.deregister(caller).pipe(
+        Effect.timeout("5 seconds"),
+        Effect.tap(() => Effect.logDebug(`agent ${agentId}: deregistered`)),
+        Effect.catchAll((error) => Effect.logWarning(`agent ${agentId}: deregistration failed: ${String(error)}`))
+      )
+    )
+
+    const retryWhileAway = Schedule.whileInput(
+      policy.reconnect as Schedule.Schedule<unknown, ServeError>,
+      (error: ServeError) => error._tag === "PlatformUnavailable"
+    )
+
+    /** Runs one delivered call through dedupe (S10) and Invocation, and answers the platform. */
+    const handle = (event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>) =>
+      Effect.gen(function*() {
+        const { toolkit } = yield* Ref.get(current)
+        const tool = toolkit.byName.get(event.name)
+        const call = tool === undefined
+          ? Effect.succeed(Invocation.ToolResult.failure(`${event.name}: this process does not serve this tool`))
+          : Invocation.run(tool, event.arguments, {
+            taskId: event.taskId,
+            toolCallId: event.toolCallId,
+            deadlineAt: event.deadlineAt
+          }).pipe(Effect.provide(context)) as Effect.Effect<Invocation.ToolResult>
+        const { result } = yield* store.once(event, tool?.timeout ?? Duration.seconds(1), call)
+        yield* client.completeToolCall({ ...caller, taskId: event.taskId, toolCallId: event.toolCallId, result }).pipe(
+          Effect.retry(retryWhileAway),
+          Effect.catchAll((error) => Effect.logWarning(`could not answer call ${event.toolCallId}: ${error.message}`))
+        )
+      })
+
+    const submitTask = (prompt: string): Stream.Stream<TaskEvent, ServeError> =>
+      Stream.unwrapScoped(Effect.gen(function*() {
+        const calls = yield* FiberSet.make()
+        let taskId: string | undefined
+        // After a dropped connection the same task is attached again; its pending calls come again.
+        const events = Stream.suspend(() =>
+          taskId === undefined
+            ? client.submitTask({ ...caller, prompt })
+            : client.attachTask({ ...caller, taskId })
+        ).pipe(Stream.retry(retryWhileAway))
+        return events.pipe(
+          Stream.tap((event) => {
+            if (event._tag === "TaskStarted") taskId = event.taskId
+            return event._tag === "ToolCallRequested" ? FiberSet.run(calls, handle(event)) : Effect.void
+          }),
+          Stream.takeUntil((event) => event._tag === "TaskCompleted" || event._tag === "TaskFailed")
+        )
+      }))
+
+    const runTask = (prompt: string): Effect.Effect<string, ServeError | TaskFailedError> =>
+      submitTask(prompt).pipe(
+        Stream.runLast,
+        Effect.flatMap((last): Effect.Effect<string, ServeError | TaskFailedError> => {
+          if (Option.isSome(last) && last.value._tag === "TaskCompleted") return Effect.succeed(last.value.output)
+          if (Option.isSome(last) && last.value._tag === "TaskFailed") {
+            return Effect.fail(new TaskFailedError({ taskId: last.value.taskId, reason: last.value.reason }))
+          }
+          return Effect.fail(new TaskFailedError({ taskId: "", reason: "the task's stream ended before the task did" }))
+        })
+      )
+
+    return Serve.of({
+      agentId,
+      processId,
+      manifestHash: Effect.map(Ref.get(current), ({ hash }) => hash),
+      republish: (next) =>
+        Effect.zipRight(Ref.set(current, { toolkit: next, hash: manifestHash(next) }), Effect.asVoid(register)),
+      submitTask,
+      runTask,
+      failed: Deferred.await(failed)
+    })
+  })
+
+/** `make` as a scoped layer: registered while the layer lives. */
+export const layer = <R>(
+  toolkit: Toolkit.Toolkit<R>
+): Layer.Layer<Serve, ServeError, PlatformClient | Exclude<R, ToolContext>> => Layer.scoped(Serve, make(toolkit))
+
+/** Options of `serve`. */
+export interface ServeOptions {
+  /** Completes when serving should stop: deregistration follows, then `serve` returns. */
+  readonly stop?: Effect.Effect<void> | undefined
+}
+
+/**
+ * Serves `toolkit` until interrupted or `stop` completes (deregistering either way); never
+ * returns on its own. Fails at once if registration fails, and after 3 heartbeat failures in a row.
+ */
+export const serve = <R>(
+  toolkit: Toolkit.Toolkit<R>,
+  options?: ServeOptions
+): Effect.Effect<void, ServeError, PlatformClient | Exclude<R, ToolContext>> =>
+  Effect.scoped(Effect.flatMap(make(toolkit), (served) =>
+    options?.stop === undefined ? served.failed : Effect.raceFirst(served.failed, options.stop)))

@@ -1,0 +1,139 @@
+/**
+ * The platform protocol (S14, S15): the Schemas of every call, event and error, as an `RpcGroup`.
+ * Apart from any transport: the WebSocket server, the in-process test client and any faster
+ * transport later all speak this group.
+ */
+import { Rpc, RpcGroup, RpcMiddleware } from "@effect/rpc"
+import { Context, Schema } from "effect"
+import * as Invocation from "../Invocation.js"
+import * as Toolkit from "../Toolkit.js"
+
+// ---------------------------------------------------------------------------------------------
+// Errors.
+
+/** The token is unknown, or bound to another agent. */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>("agent-tools/Unauthorized")("Unauthorized", {
+  message: Schema.String
+}) {}
+
+/** The manifest breaks S4: every violation, as `Toolkit.make` reports them. */
+export class ManifestRejected extends Schema.TaggedError<ManifestRejected>("agent-tools/ManifestRejected")(
+  "ManifestRejected",
+  { violations: Schema.Array(Toolkit.Violation) }
+) {
+  override get message(): string {
+    return `the platform rejected the manifest: ${this.violations.map((v) => v.message).join("; ")}`
+  }
+}
+
+/** Too many register/heartbeat/deregister calls for this agent in the window. */
+export class LifecycleBudgetExceeded extends Schema.TaggedError<LifecycleBudgetExceeded>(
+  "agent-tools/LifecycleBudgetExceeded"
+)("LifecycleBudgetExceeded", { agentId: Schema.String, limit: Schema.Number, windowMillis: Schema.Number }) {
+  override get message(): string {
+    return `agent ${this.agentId} made more than ${this.limit} lifecycle calls in ${this.windowMillis / 1000} s`
+  }
+}
+
+/** No such task for this agent. */
+export class UnknownTask extends Schema.TaggedError<UnknownTask>("agent-tools/UnknownTask")("UnknownTask", {
+  taskId: Schema.String
+}) {
+  override get message(): string {
+    return `no task ${this.taskId} for this agent`
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Task events.
+
+/** The task exists; its id is what `AttachTask` needs after a reconnect. */
+export const TaskStarted = Schema.TaggedStruct("TaskStarted", { taskId: Schema.String })
+/** Text the model wrote. */
+export const ModelText = Schema.TaggedStruct("ModelText", { taskId: Schema.String, text: Schema.String })
+/** Run this call and answer with `CompleteToolCall`; it may come again (at least once). */
+export const ToolCallRequested = Schema.TaggedStruct("ToolCallRequested", {
+  taskId: Schema.String,
+  toolCallId: Schema.String,
+  name: Schema.String,
+  arguments: Schema.String,
+  deadlineAt: Schema.Number
+})
+/** A call's outcome, as the model will see it. */
+export const ToolCallCompleted = Schema.TaggedStruct("ToolCallCompleted", {
+  taskId: Schema.String,
+  toolCallId: Schema.String,
+  name: Schema.String,
+  result: Invocation.ToolResultFromJson
+})
+/** The task is done. */
+export const TaskCompleted = Schema.TaggedStruct("TaskCompleted", { taskId: Schema.String, output: Schema.String })
+/** The task failed; `reason` says why. */
+export const TaskFailed = Schema.TaggedStruct("TaskFailed", { taskId: Schema.String, reason: Schema.String })
+
+/** What a task's stream carries. */
+export const TaskEvent = Schema.Union(TaskStarted, ModelText, ToolCallRequested, ToolCallCompleted, TaskCompleted, TaskFailed)
+/** What a task's stream carries. */
+export type TaskEvent = typeof TaskEvent.Type
+
+// ---------------------------------------------------------------------------------------------
+// Calls.
+
+/** Who is calling: the agent, and which of its processes (a process registers its own tools). */
+const Caller = { agentId: Schema.String, processId: Schema.String }
+
+/** The agent a token is bound to, provided to handlers by the authentication middleware. */
+export class AuthenticatedAgent extends Context.Tag("agent-tools/platform/AuthenticatedAgent")<
+  AuthenticatedAgent,
+  { readonly agentId: string }
+>() {}
+
+/** Reads `authorization: Bearer <token>` and binds the call to the token's agent. */
+export class Authentication extends RpcMiddleware.Tag<Authentication>()("agent-tools/platform/Authentication", {
+  failure: Unauthorized,
+  provides: AuthenticatedAgent,
+  requiredForClient: true
+}) {}
+
+/** The platform protocol. */
+export class PlatformRpcs extends RpcGroup.make(
+  Rpc.make("Register", {
+    payload: { ...Caller, manifest: Schema.Array(Toolkit.ManifestEntry), manifestHash: Schema.String },
+    success: Schema.Struct({ heartbeatIntervalMillis: Schema.Number }),
+    error: Schema.Union(ManifestRejected, LifecycleBudgetExceeded, Unauthorized)
+  }),
+  Rpc.make("Heartbeat", {
+    payload: { ...Caller, manifestHash: Schema.String },
+    // `known: false`: the platform does not hold this manifest (it restarted, or it expired): register again.
+    success: Schema.Struct({ known: Schema.Boolean }),
+    error: Schema.Union(LifecycleBudgetExceeded, Unauthorized)
+  }),
+  Rpc.make("Deregister", {
+    payload: Caller,
+    error: Schema.Union(LifecycleBudgetExceeded, Unauthorized)
+  }),
+  Rpc.make("SubmitTask", {
+    payload: { ...Caller, prompt: Schema.String },
+    success: TaskEvent,
+    error: Unauthorized,
+    stream: true
+  }),
+  Rpc.make("AttachTask", {
+    payload: { ...Caller, taskId: Schema.String },
+    success: TaskEvent,
+    error: Schema.Union(UnknownTask, Unauthorized),
+    stream: true
+  }),
+  Rpc.make("CompleteToolCall", {
+    payload: {
+      ...Caller,
+      taskId: Schema.String,
+      toolCallId: Schema.String,
+      result: Invocation.ToolResultFromJson
+    },
+    error: Schema.Union(UnknownTask, Unauthorized)
+  })
+).middleware(Authentication) {}
+
+/** The header that carries the token. */
+export const authorizationHeader = "authorization"

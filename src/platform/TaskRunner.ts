@@ -1,0 +1,113 @@
+/**
+ * Runs one task on the platform (S15): the agent loop with the platform's model, whose tools are
+ * the agent's registered ones and whose calls are delivered to the task's stream and awaited.
+ */
+import { Cause, Duration, Effect, Either, Schema, Stream } from "effect"
+import * as Agent from "../Agent.js"
+import * as Invocation from "../Invocation.js"
+import type * as LanguageModel from "../LanguageModel.js"
+import * as Tool from "../Tool.js"
+import { ToolContext } from "../ToolContext.js"
+import type * as Toolkit from "../Toolkit.js"
+import type { TaskEvent } from "./Protocol.js"
+
+/** A call to deliver to the process that holds the task. */
+export interface Delivery {
+  readonly toolCallId: string
+  readonly name: string
+  readonly arguments: string
+  readonly deadlineAt: number
+}
+
+/** What a task needs from the platform. */
+export interface TaskOptions {
+  readonly taskId: string
+  readonly agentId: string
+  readonly prompt: string
+  readonly instructions?: string | undefined
+  readonly maxSteps?: number | undefined
+  /** The visible tools of the agent, from every live process; `own` marks the task holder's. */
+  readonly tools: ReadonlyArray<{ readonly entry: Toolkit.ManifestEntry; readonly own: boolean }>
+  /** Delivers a call on the task's stream and waits for its result (redelivering as needed). */
+  readonly deliver: (call: Delivery) => Effect.Effect<Invocation.ToolResult>
+  readonly emit: (event: TaskEvent) => void
+}
+
+/** A served call's error text, passed through as is (it is already the S5 text). */
+class RemoteFailure extends Schema.TaggedError<RemoteFailure>("agent-tools/RemoteFailure")("RemoteFailure", {
+  text: Schema.String
+}) {}
+
+const anyObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+const passThrough = (error: unknown): string =>
+  error instanceof RemoteFailure ? error.text : Invocation.errorText(error)
+
+/** A tool whose handler is a delivery; the model sees the manifest's own JSON Schemas. */
+const remoteTool = (
+  agentId: string,
+  entry: Toolkit.ManifestEntry,
+  own: boolean,
+  deliver: TaskOptions["deliver"]
+): Tool.Any => {
+  const tool = Tool.make(entry.name, {
+    description: entry.description,
+    // The serving process decodes strictly (S3); here the arguments need only be an object.
+    input: anyObject,
+    timeout: Duration.millis(entry.timeoutMillis),
+    idempotent: entry.idempotent,
+    errorTransform: passThrough
+  }, (input) => {
+    if (!own) {
+      return Effect.zipRight(
+        Effect.logWarning(`tool ${entry.name} of agent ${agentId} was called on a task whose process did not register it`),
+        Effect.fail(
+          new RemoteFailure({
+            text: `${entry.name}: this tool is served by another process of agent ${agentId}, ` +
+              `not by the one running this task; it did not run`
+          })
+        )
+      )
+    }
+    return Effect.flatMap(ToolContext, (ctx) =>
+      Effect.flatMap(
+        deliver({ toolCallId: ctx.toolCallId, name: entry.name, arguments: JSON.stringify(input), deadlineAt: ctx.deadlineAt }),
+        (result) => result.error === undefined ? Effect.succeed(result.value) : Effect.fail(new RemoteFailure({ text: result.error }))
+      ))
+  })
+  return { ...tool, schemas: Either.right({ parameters: entry.parameters as Tool.JsonSchema, output: entry.output as Tool.JsonSchema }) }
+}
+
+/** Runs the task to its end, emitting its events; never fails (a failure is a `TaskFailed` event). */
+export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageModel.LanguageModel> => {
+  const { emit, taskId } = options
+  const agent = Agent.make({
+    name: options.agentId,
+    tools: options.tools.map(({ entry, own }) => remoteTool(options.agentId, entry, own, options.deliver)),
+    instructions: options.instructions,
+    maxSteps: options.maxSteps
+  })
+  return Agent.stream(agent, options.prompt).pipe(
+    Stream.runForEach((event) =>
+      Effect.sync(() => {
+        switch (event._tag) {
+          case "Text":
+            return emit({ _tag: "ModelText", taskId, text: event.text })
+          case "ToolCallFinished":
+            return emit({
+              _tag: "ToolCallCompleted",
+              taskId,
+              toolCallId: event.call.id,
+              name: event.call.name,
+              result: event.call.result
+            })
+          case "Done":
+            return emit({ _tag: "TaskCompleted", taskId, output: event.result.output })
+        }
+      })
+    ),
+    Effect.catchAllCause((cause) =>
+      Effect.sync(() => emit({ _tag: "TaskFailed", taskId, reason: Invocation.errorText(Cause.squash(cause)) }))
+    )
+  )
+}
