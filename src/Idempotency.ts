@@ -91,24 +91,27 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
     yield* Effect.forkScoped(Effect.schedule(sweep, policy.dedupeSweep))
     return Idempotency.of({
       once: (key, ttl, run) =>
-        Effect.gen(function*() {
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
           const id = keyOf(key)
-          const now = yield* Clock.currentTimeMillis
-          const fresh = yield* Deferred.make<Invocation.ToolResult>()
-          const existing = yield* Ref.modify(entries, (map): [Entry | undefined, HashMap.HashMap<string, Entry>] => {
-            const found = HashMap.get(map, id)
-            if (found._tag === "Some" && found.value.expiresAt > now) return [found.value, map]
-            return [undefined, HashMap.set(map, id, { expiresAt: now + Duration.toMillis(ttl), done: fresh })]
-          })
-          if (existing !== undefined) return { result: yield* Deferred.await(existing.done), reused: true }
-          const result = yield* run.pipe(
-            // An interrupted first delivery leaves no claim: the next one runs.
-            Effect.onInterrupt(() =>
-              Effect.zipRight(Ref.update(entries, HashMap.remove(id)), Deferred.interrupt(fresh))
-            )
+          return Effect.flatMap(
+            Ref.modify(entries, (map): [readonly [Entry, boolean], HashMap.HashMap<string, Entry>] => {
+              const found = HashMap.get(map, id)
+              if (found._tag === "Some" && found.value.expiresAt > now) return [[found.value, true], map]
+              const entry: Entry = { expiresAt: now + Duration.toMillis(ttl), done: Deferred.unsafeMake(FiberId.none) }
+              return [[entry, false], HashMap.set(map, id, entry)]
+            }),
+            ([entry, reused]): Effect.Effect<{ readonly result: Invocation.ToolResult; readonly reused: boolean }> =>
+              reused
+                ? Effect.map(Deferred.await(entry.done), (result) => ({ result, reused }))
+                : run.pipe(
+                  Effect.tap((result) => Deferred.succeed(entry.done, result)),
+                  // An interrupted first delivery leaves no claim: the next one runs.
+                  Effect.onInterrupt(() =>
+                    Effect.zipRight(Ref.update(entries, HashMap.remove(id)), Deferred.interrupt(entry.done))
+                  ),
+                  Effect.map((result) => ({ result, reused }))
+                )
           )
-          yield* Deferred.succeed(fresh, result)
-          return { result, reused: false }
         }),
       size: Effect.map(Ref.get(entries), HashMap.size)
     })

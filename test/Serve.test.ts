@@ -1,0 +1,294 @@
+// @effect-diagnostics globalErrorInEffectFailure:off
+import { assert, describe, it } from "@effect/vitest"
+import {
+  ConfigProvider,
+  Deferred,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Option,
+  Schedule,
+  Schema,
+  Scope,
+  Stream,
+  TestClock
+} from "effect"
+import {
+  LanguageModel,
+  PlatformClient,
+  PlatformServer,
+  Protocol,
+  RetryPolicy,
+  Serve,
+  Tool,
+  ToolContext,
+  Toolkit
+} from "../src/index.js"
+
+const tokens = new Map([["tok-1", "agent-1"], ["tok-2", "agent-2"]])
+
+const settings = (values: Record<string, string>) =>
+  Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(values))))
+
+const agentOne = settings({ AGENT_ID: "agent-1", PLATFORM_TOKEN: "tok-1" })
+
+// Deterministic timing: heartbeats every 60 s exactly, redelivery every 10 s.
+const policy = RetryPolicy.layer({
+  heartbeat: Schedule.spaced("60 seconds"),
+  redelivery: Schedule.spaced("10 seconds"),
+  reconnect: Schedule.spaced("1 second").pipe(Schedule.intersect(Schedule.recurs(5))),
+  dedupeSweep: Schedule.spaced("1 second")
+})
+
+/** The platform in process with a scripted model, a client for it, and the settings of agent-1. */
+const inProcess = (script: ReadonlyArray<LanguageModel.ScriptedTurn> = [], config = agentOne) =>
+  PlatformClient.layerTest.pipe(
+    Layer.provideMerge(
+      PlatformServer.layerHandlers({ tokens }).pipe(Layer.provide(LanguageModel.layerScripted(script, { repeat: false })))
+    ),
+    Layer.provideMerge(policy),
+    Layer.provide(config)
+  )
+
+const lookup = Tool.make("lookup", { description: "Look up.", input: { id: Schema.String }, timeout: "30 seconds" }, ({ id }) =>
+  Effect.succeed(`found ${id}`))
+const other = Tool.make("other", { description: "Other.", input: {}, timeout: "30 seconds" }, () => Effect.succeed("other"))
+
+const calls = (agentId = "agent-1") => Effect.flatMap(PlatformServer.PlatformState, (state) => state.lifecycleCalls(agentId))
+
+describe("Serve: lifecycle (S14)", () => {
+  it.effect("registers once, then heartbeats every 60 s: 3 after 180 s", () =>
+    Effect.gen(function*() {
+      const toolkit = yield* Toolkit.make(lookup)
+      yield* Serve.make(toolkit)
+      assert.deepStrictEqual(yield* calls(), { register: 1, heartbeat: 0, deregister: 0 })
+      yield* TestClock.adjust("59 seconds")
+      assert.strictEqual((yield* calls()).heartbeat, 0)
+      yield* TestClock.adjust("121 seconds")
+      assert.deepStrictEqual(yield* calls(), { register: 1, heartbeat: 3, deregister: 0 })
+    }).pipe(Effect.scoped, Effect.provide(inProcess())))
+
+  it.effect("republishes when a tool is added: a new manifest hash, seen by the platform", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.make(yield* Toolkit.make(lookup))
+      const state = yield* PlatformServer.PlatformState
+      const before = yield* served.manifestHash
+      assert.deepStrictEqual(yield* state.manifestHashes("agent-1"), [before])
+      const bigger = yield* Toolkit.make(lookup, other)
+      yield* served.republish(bigger)
+      const after = yield* served.manifestHash
+      assert.notStrictEqual(after, before)
+      assert.strictEqual(after, Serve.manifestHash(bigger))
+      assert.deepStrictEqual(yield* state.manifestHashes("agent-1"), [after])
+      assert.deepStrictEqual(yield* state.visibleTools("agent-1"), ["lookup", "other"])
+    }).pipe(Effect.scoped, Effect.provide(inProcess())))
+
+  it.effect("interruption deregisters, and so does the stop signal", () =>
+    Effect.gen(function*() {
+      const toolkit = yield* Toolkit.make(lookup)
+      const interrupted = yield* Effect.fork(Serve.serve(toolkit))
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual((yield* calls()).register, 1)
+      yield* Fiber.interrupt(interrupted)
+      assert.strictEqual((yield* calls()).deregister, 1)
+
+      const stop = yield* Deferred.make<void>()
+      const stopped = yield* Effect.fork(Serve.serve(toolkit, { stop: Deferred.await(stop) }))
+      yield* TestClock.adjust("1 second")
+      yield* Deferred.succeed(stop, undefined)
+      const exit = yield* Fiber.await(stopped)
+      assert.isTrue(Exit.isSuccess(exit))
+      assert.deepStrictEqual(yield* calls(), { register: 2, heartbeat: 0, deregister: 2 })
+      const state = yield* PlatformServer.PlatformState
+      assert.deepStrictEqual(yield* state.visibleTools("agent-1"), [])
+    }).pipe(Effect.scoped, Effect.provide(inProcess())))
+
+  it.effect("a manifest the platform rejects fails serve at once with the violations", () =>
+    Effect.gen(function*() {
+      const toolkit = yield* Toolkit.make(lookup)
+      // Skip the local check, as a process with other rules (or a bug) would.
+      const sneaky: Toolkit.Toolkit = {
+        ...toolkit,
+        manifest: [new Toolkit.ManifestEntry({ ...toolkit.manifest[0]!, name: "finish", timeoutMillis: 0 })]
+      }
+      const error = yield* Effect.flip(Serve.serve(sneaky))
+      assert.strictEqual(error._tag, "ManifestRejected")
+      if (error._tag !== "ManifestRejected") return
+      assert.deepStrictEqual(error.violations.map((v) => v.rule), ["name-reserved", "timeout-range"])
+    }).pipe(Effect.scoped, Effect.provide(inProcess())))
+
+  it.effect("two heartbeat failures are survived; the third fails serve", () => {
+    const failing = { on: false }
+    // A client whose heartbeats fail while `failing.on`, as when the connection is away.
+    const flaky = Layer.effect(
+      PlatformClient.PlatformClient,
+      Effect.map(PlatformClient.PlatformClient, (client) => ({
+        ...client,
+        heartbeat: (payload: Parameters<typeof client.heartbeat>[0]) =>
+          failing.on
+            ? Effect.fail(new PlatformClient.PlatformUnavailable({ message: "the platform is unreachable (Protocol)" }))
+            : client.heartbeat(payload)
+      }))
+    )
+    return Effect.gen(function*() {
+      const fiber = yield* Effect.fork(Serve.serve(yield* Toolkit.make(lookup)))
+      yield* TestClock.adjust("60 seconds")
+      failing.on = true
+      yield* TestClock.adjust("120 seconds")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)), "two failures are survived")
+      failing.on = false
+      yield* TestClock.adjust("60 seconds")
+      failing.on = true
+      yield* TestClock.adjust("120 seconds")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)), "a success resets the count")
+      yield* TestClock.adjust("60 seconds")
+      const error = yield* Effect.flip(Fiber.join(fiber))
+      assert.strictEqual(error._tag, "PlatformUnavailable")
+    }).pipe(Effect.scoped, Effect.provide(Layer.provideMerge(flaky, inProcess())))
+  })
+
+  it.effect("a missing AGENT_ID, PLATFORM_TOKEN or PLATFORM_URL fails before connecting, naming it", () =>
+    Effect.gen(function*() {
+      const toolkit = yield* Toolkit.make(lookup)
+      const noAgent = yield* Effect.gen(function*() {
+        const error = yield* Effect.flip(Serve.serve(toolkit))
+        assert.strictEqual((yield* calls()).register, 0)
+        return error
+      }).pipe(Effect.provide(inProcess([], settings({ PLATFORM_TOKEN: "tok-1" }))))
+      const noToken = yield* Effect.flip(
+        Serve.serve(toolkit).pipe(Effect.provide(inProcess([], settings({ AGENT_ID: "agent-1" }))))
+      )
+      const noUrl = yield* Effect.flip(
+        Serve.serve(toolkit).pipe(
+          Effect.provide(Layer.provideMerge(PlatformClient.layer, settings({ AGENT_ID: "agent-1", PLATFORM_TOKEN: "tok-1" })))
+        )
+      )
+      assert.deepStrictEqual([noAgent, noToken, noUrl].map((e) => [e._tag, e.message]), [
+        ["MissingSetting", "AGENT_ID is not set"],
+        ["MissingSetting", "PLATFORM_TOKEN is not set"],
+        ["MissingSetting", "PLATFORM_URL is not set"]
+      ])
+    }))
+})
+
+describe("Platform rules (S15)", () => {
+  it.effect("a token used for another agent is refused", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Serve.serve(yield* Toolkit.make(lookup)))
+      assert.strictEqual(error._tag, "Unauthorized")
+      assert.strictEqual(error.message, "the token is not valid for agent agent-2")
+    }).pipe(Effect.scoped, Effect.provide(inProcess([], settings({ AGENT_ID: "agent-2", PLATFORM_TOKEN: "tok-1" })))))
+
+  it.effect("the 31st lifecycle call within a minute is refused, and serve surfaces it", () =>
+    Effect.gen(function*() {
+      const client = yield* PlatformClient.PlatformClient
+      for (let i = 0; i < 30; i++) yield* client.heartbeat({ agentId: "agent-1", processId: "p", manifestHash: "h" })
+      const error = yield* Effect.flip(Serve.serve(yield* Toolkit.make(lookup)))
+      assert.strictEqual(error._tag, "LifecycleBudgetExceeded")
+      assert.strictEqual(error.message, "agent agent-1 made more than 30 lifecycle calls in 60 s")
+      // A minute later the window has room again.
+      yield* TestClock.adjust("61 seconds")
+      yield* Serve.make(yield* Toolkit.make(lookup))
+      assert.strictEqual((yield* calls()).register, 1)
+    }).pipe(Effect.scoped, Effect.provide(inProcess())))
+
+  it.effect("tools of a deregistered process, and of one silent for 3 intervals, are absent from the next request", () => {
+    const offered: Array<Array<string>> = []
+    const script: Array<LanguageModel.ScriptedTurn> = Array.from({ length: 3 }, () => (request: LanguageModel.ModelRequest) => {
+      offered.push(request.tools.map((t) => t.name))
+      return { text: "ok" }
+    })
+    return Effect.gen(function*() {
+      const client = yield* PlatformClient.PlatformClient
+      const submitter = yield* Serve.make(yield* Toolkit.make(other))
+      const scope = yield* Scope.make()
+      yield* Serve.make(yield* Toolkit.make(lookup)).pipe(Scope.extend(scope))
+      yield* submitter.runTask("one")
+      yield* Scope.close(scope, Exit.void)
+      yield* submitter.runTask("two")
+      // A process that registered and then went silent.
+      const silent = yield* Toolkit.make(Tool.make("quiet", { description: "Quiet.", input: {}, timeout: "1 second" }, () =>
+        Effect.void))
+      yield* client.register({
+        agentId: "agent-1",
+        processId: "silent",
+        manifest: silent.manifest,
+        manifestHash: Serve.manifestHash(silent)
+      })
+      yield* TestClock.adjust("180 seconds")
+      const state = yield* PlatformServer.PlatformState
+      assert.deepStrictEqual(yield* state.visibleTools("agent-1"), ["other", "quiet"])
+      yield* TestClock.adjust("1 second")
+      yield* submitter.runTask("three")
+      assert.deepStrictEqual(offered, [["other", "lookup"], ["other"], ["other"]])
+    }).pipe(Effect.scoped, Effect.provide(inProcess(script)))
+  })
+})
+
+describe("Serve: delivery dedupe (S10) and retries", () => {
+  it.effect("a redelivery while the first still runs joins it: the handler runs once, both get the result", () => {
+    let runs = 0
+    const slow = Tool.make("slow", { description: "Slow.", input: {}, output: Schema.String, timeout: "60 seconds" }, () =>
+      Effect.suspend(() => Effect.as(Effect.sleep("25 seconds"), `run ${++runs}`)))
+    const script: Array<LanguageModel.ScriptedTurn> = [
+      { toolCalls: [{ id: "c1", name: "slow", arguments: "{}" }] },
+      (request) => ({ text: request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : []).join() })
+    ]
+    return Effect.gen(function*() {
+      const served = yield* Serve.make(yield* Toolkit.make(slow))
+      const events: Array<Protocol.TaskEvent> = []
+      const fiber = yield* Effect.fork(Stream.runForEach(served.submitTask("go"), (event) => Effect.sync(() => events.push(event))))
+      yield* TestClock.adjust("30 seconds")
+      yield* Fiber.join(fiber)
+      const requested = events.flatMap((e) => e._tag === "ToolCallRequested" ? [[e.toolCallId, e.deadlineAt]] : [])
+      // Delivered at 0, again at 10 s and 20 s while the first still ran: same id, same deadline.
+      assert.deepStrictEqual(requested, [["c1", 60_000], ["c1", 60_000], ["c1", 60_000]])
+      assert.strictEqual(runs, 1)
+      assert.deepStrictEqual(events.map((e) => e._tag), [
+        "TaskStarted",
+        "ToolCallRequested",
+        "ToolCallRequested",
+        "ToolCallRequested",
+        "ToolCallCompleted",
+        "ModelText",
+        "TaskCompleted"
+      ])
+      const last = events[events.length - 1]!
+      assert.deepStrictEqual(last, { _tag: "TaskCompleted", taskId: last.taskId, output: "\"run 1\"" })
+    }).pipe(Effect.scoped, Effect.provide(inProcess(script)))
+  })
+
+  it.effect("retries inside a served call see attempt 1..n", () => {
+    const attempts: Array<number> = []
+    const flaky = Tool.make("flaky", { description: "Flaky.", input: {}, timeout: "60 seconds", retries: 2 }, () =>
+      Effect.flatMap(ToolContext.ToolContext, (ctx) => {
+        attempts.push(ctx.attempt)
+        return ctx.attempt < 3 ? Effect.fail(new Error("not yet")) : Effect.succeed("ok")
+      }))
+    return Effect.gen(function*() {
+      const served = yield* Serve.make(yield* Toolkit.make(flaky))
+      const fiber = yield* Effect.fork(served.runTask("go"))
+      yield* TestClock.adjust("10 seconds")
+      assert.strictEqual(yield* Fiber.join(fiber), "done")
+      assert.deepStrictEqual(attempts, [1, 2, 3])
+    }).pipe(Effect.scoped, Effect.provide(inProcess([{ toolCalls: [{ id: "c1", name: "flaky", arguments: "{}" }] }, { text: "done" }])))
+  })
+
+  it.effect("a call for a tool only another process registered fails at once with a clear error", () => {
+    const script: Array<LanguageModel.ScriptedTurn> = [
+      { toolCalls: [{ id: "c1", name: "lookup", arguments: "{\"id\":\"x\"}" }] },
+      (request) => ({ text: request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : []).join() })
+    ]
+    return Effect.gen(function*() {
+      const submitter = yield* Serve.make(yield* Toolkit.make(other))
+      const scope = yield* Scope.make()
+      yield* Serve.make(yield* Toolkit.make(lookup)).pipe(Scope.extend(scope))
+      const output = yield* submitter.runTask("go")
+      assert.strictEqual(
+        output,
+        "lookup: this tool is served by another process of agent agent-1, not by the one running this task; it did not run"
+      )
+    }).pipe(Effect.scoped, Effect.provide(inProcess(script)))
+  })
+})
