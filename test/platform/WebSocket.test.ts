@@ -1,0 +1,189 @@
+import { assert, describe, it } from "@effect/vitest"
+import { ConfigProvider, Deferred, Effect, Fiber, Layer, Schedule, Schema, Stream } from "effect"
+import { execFile } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import {
+  LanguageModel,
+  PlatformClient,
+  PlatformServer,
+  type Protocol,
+  RetryPolicy,
+  Serve,
+  Tool,
+  Toolkit
+} from "../../src/index.js"
+import { tcpProxy } from "../support/tcpProxy.js"
+
+const tokens = new Map([["tok-1", "agent-1"]])
+
+const policy = RetryPolicy.layer({
+  redelivery: Schedule.spaced("200 millis"),
+  reconnect: Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(100)))
+})
+
+/** The platform on a real WebSocket on 127.0.0.1, with a scripted model; yields its URL. */
+const platform = (script: ReadonlyArray<LanguageModel.ScriptedTurn>) =>
+  Effect.flatMap(
+    Layer.build(
+      PlatformServer.layerWebSocket({ port: 0 }).pipe(
+        Layer.provide(PlatformServer.layerHandlers({ tokens })),
+        Layer.provide(LanguageModel.layerScripted(script)),
+        Layer.provide(policy)
+      )
+    ),
+    (context) => Effect.provide(PlatformServer.url, context)
+  )
+
+/** A serving process's client layer for `url`. */
+const client = (url: string) =>
+  PlatformClient.layer.pipe(
+    Layer.provideMerge(policy),
+    Layer.provideMerge(Layer.setConfigProvider(ConfigProvider.fromMap(
+      new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"], ["PLATFORM_URL", url]])
+    )))
+  )
+
+const call = (id: string, name: string, args: unknown = {}): LanguageModel.ToolCall => ({
+  id,
+  name,
+  arguments: JSON.stringify(args)
+})
+
+const resultsText = (request: LanguageModel.ModelRequest) =>
+  request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [`${m.toolCallId}:${m.content}`] : []).join(" ")
+
+const describeEvent = (event: Protocol.TaskEvent): string => {
+  switch (event._tag) {
+    case "ToolCallRequested":
+      return `requested ${event.toolCallId}`
+    case "ToolCallCompleted":
+      return `completed ${event.toolCallId}`
+    case "ModelText":
+      return `text ${event.text}`
+    case "TaskCompleted":
+      return `done ${event.output}`
+    case "TaskFailed":
+      return `failed ${event.reason}`
+    case "TaskStarted":
+      return "started"
+  }
+}
+
+describe("platform over a real WebSocket", () => {
+  it.live("a process serves three tools and submits a task: two calls at once, then a third, in order", () =>
+    Effect.gen(function*() {
+      const url = yield* platform([
+        { toolCalls: [call("a", "fast"), call("b", "slow")] },
+        { toolCalls: [call("c", "add", { a: 2, b: 3 })] },
+        (request) => ({ text: resultsText(request) })
+      ])
+      const fast = Tool.make("fast", { description: "Fast.", input: {}, timeout: "5 seconds" }, () =>
+        Effect.as(Effect.sleep("20 millis"), "fast"))
+      const slow = Tool.make("slow", { description: "Slow.", input: {}, timeout: "5 seconds" }, () =>
+        Effect.as(Effect.sleep("120 millis"), "slow"))
+      const add = Tool.make("add", {
+        description: "Add.",
+        input: { a: Schema.Number, b: Schema.Number },
+        output: Schema.Number,
+        timeout: "5 seconds"
+      }, ({ a, b }) => Effect.succeed(a + b))
+      const events = yield* Effect.gen(function*() {
+        const served = yield* Serve.make(yield* Toolkit.make(fast, slow, add))
+        return yield* Stream.runCollect(served.submitTask("go"))
+      }).pipe(Effect.scoped, Effect.provide(client(url)))
+      assert.deepStrictEqual([...events].map(describeEvent), [
+        "started",
+        "requested a",
+        "requested b",
+        "completed a",
+        "completed b",
+        "requested c",
+        "completed c",
+        "text a:\"fast\" b:\"slow\" c:5",
+        "done a:\"fast\" b:\"slow\" c:5"
+      ])
+    }).pipe(Effect.scoped))
+
+  it.live("a dropped connection mid-call: re-attached, the call comes again with the same id and deadline; it lands once", () =>
+    Effect.gen(function*() {
+      const url = yield* platform([
+        { toolCalls: [call("held", "hold")] },
+        (request) => ({ text: resultsText(request) })
+      ])
+      const port = Number(new URL(url).port)
+      const proxy = yield* tcpProxy({ host: "127.0.0.1", port })
+      const started = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      let runs = 0
+      const hold = Tool.make("hold", { description: "Holds.", input: {}, timeout: "30 seconds" }, () =>
+        Effect.gen(function*() {
+          runs++
+          yield* Deferred.succeed(started, undefined)
+          yield* Deferred.await(release)
+          return "held"
+        }))
+      const events: Array<Protocol.TaskEvent> = []
+      const fiber = yield* Effect.gen(function*() {
+        const served = yield* Serve.make(yield* Toolkit.make(hold))
+        yield* Stream.runForEach(served.submitTask("go"), (event) => Effect.sync(() => events.push(event)))
+      }).pipe(Effect.scoped, Effect.provide(client(`ws://127.0.0.1:${proxy.port}${PlatformServer.path}`)), Effect.fork)
+      yield* Deferred.await(started)
+      assert.isAbove(proxy.cut(), 0)
+      // Wait for the call to come again over the new connection.
+      yield* Effect.repeat(Effect.sleep("20 millis"), {
+        until: () => events.filter((e) => e._tag === "ToolCallRequested").length >= 2
+      }).pipe(Effect.timeout("10 seconds"))
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(fiber)
+      const requested = events.flatMap((e) => e._tag === "ToolCallRequested" ? [[e.toolCallId, e.deadlineAt]] : [])
+      assert.isAtLeast(requested.length, 2)
+      for (const delivery of requested) assert.deepStrictEqual(delivery, requested[0])
+      assert.strictEqual(runs, 1)
+      assert.strictEqual(events.filter((e) => e._tag === "ToolCallCompleted").length, 1)
+      assert.deepStrictEqual(events[events.length - 1]?._tag, "TaskCompleted")
+      assert.strictEqual((events[events.length - 1] as { output: string }).output, "held:\"held\"")
+    }).pipe(Effect.scoped), 20_000)
+
+  it.live("a tool registered only by another process fails fast with the clear error", () =>
+    Effect.gen(function*() {
+      const url = yield* platform([
+        { toolCalls: [call("x", "secret")] },
+        (request) => ({ text: resultsText(request) })
+      ])
+      const secret = Tool.make("secret", { description: "Secret.", input: {}, timeout: "30 seconds" }, () => Effect.succeed(1))
+      const plain = Tool.make("plain", { description: "Plain.", input: {}, timeout: "30 seconds" }, () => Effect.succeed(2))
+      // Two processes of agent-1, each with its own connection: one serves `secret`, the other submits.
+      yield* Effect.gen(function*() {
+        yield* Serve.make(yield* Toolkit.make(secret))
+        yield* Effect.gen(function*() {
+          const submitter = yield* Serve.make(yield* Toolkit.make(plain))
+          const started = Date.now()
+          const output = yield* submitter.runTask("go")
+          assert.strictEqual(
+            output,
+            "x:secret: this tool is served by another process of agent agent-1, not by the one running this task; it did not run"
+          )
+          assert.isBelow(Date.now() - started, 5_000)
+        }).pipe(Effect.scoped, Effect.provide(client(url)))
+      }).pipe(Effect.scoped, Effect.provide(client(url)))
+    }).pipe(Effect.scoped))
+
+  it.live("a serving process in another OS process runs a task through the platform", () =>
+    Effect.gen(function*() {
+      const url = yield* platform([
+        { toolCalls: [call("l", "lookup", { id: "ord-1" }), call("s", "add", { a: 40, b: 2 })] },
+        (request) => ({ text: resultsText(request) })
+      ])
+      const root = fileURLToPath(new URL("../..", import.meta.url))
+      const stdout = yield* Effect.async<string, Error>((resume) => {
+        const child = execFile(process.execPath, ["--import", "tsx", "test/support/serveChild.ts"], {
+          cwd: root,
+          timeout: 30_000,
+          env: { ...process.env, AGENT_ID: "agent-1", PLATFORM_TOKEN: "tok-1", PLATFORM_URL: url, PROMPT: "go" }
+        }, (error, out) => resume(error ? Effect.fail(error) : Effect.succeed(out)))
+        return Effect.sync(() => child.kill())
+      })
+      const result = JSON.parse(stdout.trim().split("\n").pop()!)
+      assert.strictEqual(result.output, "l:{\"id\":\"ord-1\",\"status\":\"shipped\"} s:42")
+    }).pipe(Effect.scoped), 40_000)
+})
