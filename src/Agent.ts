@@ -151,6 +151,17 @@ export const stream = <R>(
     return Mailbox.toStream(mailbox)
   }))
 
+/**
+ * The run of `Agent.run`, telling `onEvent` each `AgentEvent` as it happens, synchronously and in
+ * order: for hosts that forward events themselves (the platform's task runner) without a stream.
+ */
+export const runWithEvents = <R>(
+  agent: Agent<R>,
+  prompt: string,
+  onEvent: (event: AgentEvent) => void
+): Effect.Effect<RunResult, AgentError, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
+  traced(agent, loop(agent, prompt, onEvent))
+
 /** For callers outside Effect: runs the agent with `layer` providing the model and the tools' services. */
 export const runPromise = <R, E>(
   agent: Agent<R>,

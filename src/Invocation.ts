@@ -401,12 +401,24 @@ const attempt = (
   const fiber = Runtime.runFork(runtime, effect, { immediate: true })
   const done = fiber.unsafePoll()
   if (done !== null) return done
+  // It suspended: arm the deadline. One timer fiber on the caller's clock interrupts the handler at
+  // the deadline (its finalizers run before Fiber.await returns); no race, no second fork per call.
+  let timedOut = false
   const wait = Duration.millis(Math.max(0, info.deadlineAt - caller.clock.unsafeCurrentTimeMillis()))
+  const timer = Runtime.runFork(
+    runtime,
+    Effect.flatMap(caller.clock.sleep(wait), () =>
+      Effect.sync(() => {
+        timedOut = true
+        fiber.unsafeInterruptAsFork(FiberId.none)
+      }))
+  )
   return Fiber.await(fiber).pipe(
-    Effect.timeoutTo({ duration: wait, onTimeout: (): Outcome => TimedOut, onSuccess: (exit): Outcome => exit }),
-    // At the deadline the handler's fiber is interrupted and its finalizers run before we answer.
-    Effect.tap((outcome) => outcome === TimedOut ? Fiber.interrupt(fiber) : Effect.void),
-    Effect.onInterrupt(() => Fiber.interrupt(fiber))
+    Effect.map((exit): Outcome => {
+      timer.unsafeInterruptAsFork(FiberId.none)
+      return timedOut && Exit.isInterrupted(exit) ? TimedOut : exit
+    }),
+    Effect.onInterrupt(() => Effect.zipRight(Fiber.interrupt(timer), Fiber.interrupt(fiber)))
   )
 }
 

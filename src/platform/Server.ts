@@ -14,7 +14,6 @@ import {
   Duration,
   Effect,
   Exit,
-  Fiber,
   FiberSet,
   Layer,
   Mailbox,
@@ -83,17 +82,22 @@ interface AgentEntry {
 interface PendingCall {
   readonly event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>
   readonly done: Deferred.Deferred<Invocation.ToolResult>
+  /** When it was last delivered. */
+  sentAt: number
 }
 
 class Task {
   attachment: Mailbox.Mailbox<TaskEvent> | undefined
   final: TaskEvent | undefined
+  /** When the task ended, for forgetting it a while later. */
+  endedAt: number | undefined
   readonly pending = new Map<string, PendingCall>()
   constructor(readonly taskId: string, readonly agentId: string, readonly processId: string) {}
 
   emit(event: TaskEvent): void {
     if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
       this.final = event
+      this.endedAt = Date.now()
       this.attachment?.unsafeOffer(event)
       this.attachment?.unsafeDone(Exit.void)
       this.attachment = undefined
@@ -116,6 +120,9 @@ class Task {
     for (const call of this.pending.values()) mailbox.unsafeOffer(call.event)
   }
 }
+
+/** How long an ended task can still be attached (for its final event). */
+const keepEndedTasksMillis = 10 * 60 * 1000
 
 /** What the platform holds, for inspection (tests, an admin view). */
 export class PlatformState extends Context.Tag("agent-tools/platform/PlatformState")<PlatformState, {
@@ -195,20 +202,34 @@ export const layerHandlers = (options: Options) =>
       return tools
     }
 
+    // Unanswered calls are delivered again, same id and deadline, until the answer or the deadline
+    // (S15). One fiber for all tasks: each tick re-sends the calls last sent at or before the tick
+    // before, so a call waits between one and two intervals.
+    let previousTick = yield* Clock.currentTimeMillis
+    const redeliver = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.sync(() => {
+        const forgetBefore = Date.now() - keepEndedTasksMillis
+        for (const task of tasks.values()) {
+          // An ended task stays a while for a client re-attaching after a reconnect; then it goes.
+          if (task.endedAt !== undefined && task.endedAt < forgetBefore) tasks.delete(task.taskId)
+          for (const call of task.pending.values()) {
+            if (call.sentAt <= previousTick) {
+              call.sentAt = now
+              task.emit(call.event)
+            }
+          }
+        }
+        previousTick = now
+      }))
+    yield* Effect.forkScoped(Effect.schedule(redeliver, policy.redelivery))
+
     const deliver = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<Invocation.ToolResult> =>
       Effect.gen(function*() {
         const event = { _tag: "ToolCallRequested" as const, taskId: task.taskId, ...call }
         const done = yield* Deferred.make<Invocation.ToolResult>()
-        task.pending.set(call.toolCallId, { event, done })
+        task.pending.set(call.toolCallId, { event, done, sentAt: yield* Clock.currentTimeMillis })
         task.emit(event)
-        // Unanswered: deliver again, same id and deadline, until the answer or the deadline (S15).
-        const redeliver = yield* Effect.fork(Effect.schedule(Effect.sync(() => task.emit(event)), policy.redelivery))
-        return yield* Deferred.await(done).pipe(
-          Effect.ensuring(Effect.suspend(() => {
-            task.pending.delete(call.toolCallId)
-            return Fiber.interrupt(redeliver)
-          }))
-        )
+        return yield* Deferred.await(done).pipe(Effect.ensuring(Effect.sync(() => task.pending.delete(call.toolCallId))))
       })
 
     const streamOf = (task: Task, mailbox: Mailbox.Mailbox<TaskEvent>) =>

@@ -2,7 +2,7 @@
  * Runs one task on the platform (S15): the agent loop with the platform's model, whose tools are
  * the agent's registered ones and whose calls are delivered to the task's stream and awaited.
  */
-import { Cause, Duration, Effect, Either, Schema, Stream } from "effect"
+import { Cause, Duration, Effect, Either, Schema } from "effect"
 import * as Agent from "../Agent.js"
 import * as Invocation from "../Invocation.js"
 import type * as LanguageModel from "../LanguageModel.js"
@@ -87,25 +87,23 @@ export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageMo
     instructions: options.instructions,
     maxSteps: options.maxSteps
   })
-  return Agent.stream(agent, options.prompt).pipe(
-    Stream.runForEach((event) =>
-      Effect.sync(() => {
-        switch (event._tag) {
-          case "Text":
-            return emit({ _tag: "ModelText", taskId, text: event.text })
-          case "ToolCallFinished":
-            return emit({
-              _tag: "ToolCallCompleted",
-              taskId,
-              toolCallId: event.call.id,
-              name: event.call.name,
-              result: event.call.result
-            })
-          case "Done":
-            return emit({ _tag: "TaskCompleted", taskId, output: event.result.output })
-        }
-      })
-    ),
+  return Agent.runWithEvents(agent, options.prompt, (event) => {
+    switch (event._tag) {
+      case "Text":
+        return emit({ _tag: "ModelText", taskId, text: event.text })
+      case "ToolCallFinished":
+        return emit({
+          _tag: "ToolCallCompleted",
+          taskId,
+          toolCallId: event.call.id,
+          name: event.call.name,
+          result: event.call.result
+        })
+      case "Done":
+        return emit({ _tag: "TaskCompleted", taskId, output: event.result.output })
+    }
+  }).pipe(
+    Effect.asVoid,
     Effect.catchAllCause((cause) =>
       Effect.sync(() => emit({ _tag: "TaskFailed", taskId, reason: Invocation.errorText(Cause.squash(cause)) }))
     )
