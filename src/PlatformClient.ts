@@ -14,7 +14,6 @@ import {
   RpcTest
 } from "@effect/rpc"
 import { Config, Context, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
-import type * as Invocation from "./Invocation.js"
 import {
   Authentication,
   authorizationHeader,
@@ -22,6 +21,7 @@ import {
   type ManifestRejected,
   PlatformRpcs,
   type TaskEvent,
+  type ToolCallResult,
   type Unauthorized,
   type UnknownTask
 } from "./platform/Protocol.js"
@@ -66,8 +66,9 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
   readonly attachTask: (
     payload: Caller & { readonly taskId: string }
   ) => Stream.Stream<TaskEvent, UnknownTask | Unauthorized | PlatformUnavailable>
+  /** Answers one or more delivered calls. */
   readonly completeToolCall: (
-    payload: Caller & { readonly taskId: string; readonly toolCallId: string; readonly result: Invocation.ToolResult }
+    payload: Caller & { readonly results: ReadonlyArray<ToolCallResult> }
   ) => Effect.Effect<void, UnknownTask | Unauthorized | PlatformUnavailable>
 }>() {}
 

@@ -4,6 +4,7 @@
  * tool calls the platform delivers on their streams, at least once, deduplicated, inside deadlines.
  */
 import {
+  Chunk,
   Config,
   Context,
   Deferred,
@@ -12,6 +13,7 @@ import {
   FiberSet,
   Layer,
   Option,
+  Queue,
   Ref,
   Schedule,
   Schema,
@@ -22,7 +24,14 @@ import { createHash, randomUUID } from "node:crypto"
 import { Idempotency, layerMemory } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
 import * as Json from "./internal/json.js"
-import type { LifecycleBudgetExceeded, ManifestRejected, TaskEvent, Unauthorized, UnknownTask } from "./platform/Protocol.js"
+import type {
+  LifecycleBudgetExceeded,
+  ManifestRejected,
+  TaskEvent,
+  ToolCallResult,
+  Unauthorized,
+  UnknownTask
+} from "./platform/Protocol.js"
 import { type MissingSetting, PlatformClient, type PlatformUnavailable, required } from "./PlatformClient.js"
 import { RetryPolicy } from "./RetryPolicy.js"
 import type { ToolContext } from "./ToolContext.js"
@@ -129,6 +138,16 @@ export const make = <R>(
       (error: ServeError) => error._tag === "PlatformUnavailable"
     )
 
+    // Answers ready at the same moment go to the platform in one call.
+    const answers = yield* Queue.unbounded<ToolCallResult>()
+    yield* Effect.forkScoped(Effect.forever(
+      Effect.flatMap(Queue.takeBetween(answers, 1, 512), (results) =>
+        client.completeToolCall({ ...caller, results: Chunk.toReadonlyArray(results) }).pipe(
+          Effect.retry(retryWhileAway),
+          Effect.catchAll((error) => Effect.logWarning(`could not answer ${results.length} call(s): ${error.message}`))
+        ))
+    ))
+
     /** Runs one delivered call through dedupe (S10) and Invocation, and answers the platform. */
     const handle = (event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>) =>
       Effect.gen(function*() {
@@ -142,10 +161,7 @@ export const make = <R>(
             deadlineAt: event.deadlineAt
           }).pipe(Effect.provide(context)) as Effect.Effect<Invocation.ToolResult>
         const { result } = yield* store.once(event, tool?.timeout ?? Duration.seconds(1), call)
-        yield* client.completeToolCall({ ...caller, taskId: event.taskId, toolCallId: event.toolCallId, result }).pipe(
-          Effect.retry(retryWhileAway),
-          Effect.catchAll((error) => Effect.logWarning(`could not answer call ${event.toolCallId}: ${error.message}`))
-        )
+        yield* Queue.offer(answers, { taskId: event.taskId, toolCallId: event.toolCallId, result })
       })
 
     const submitTask = (prompt: string): Stream.Stream<TaskEvent, ServeError> =>

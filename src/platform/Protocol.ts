@@ -95,6 +95,15 @@ export class Authentication extends RpcMiddleware.Tag<Authentication>()("agent-t
   requiredForClient: true
 }) {}
 
+/** The result of one delivered call. */
+export const ToolCallResult = Schema.Struct({
+  taskId: Schema.String,
+  toolCallId: Schema.String,
+  result: Invocation.ToolResultFromJson
+})
+/** The result of one delivered call. */
+export type ToolCallResult = typeof ToolCallResult.Type
+
 /** The platform protocol. */
 export class PlatformRpcs extends RpcGroup.make(
   Rpc.make("Register", {
@@ -124,13 +133,9 @@ export class PlatformRpcs extends RpcGroup.make(
     error: Schema.Union(UnknownTask, Unauthorized),
     stream: true
   }),
+  // One or more results: a client sends the results ready at the same moment together.
   Rpc.make("CompleteToolCall", {
-    payload: {
-      ...Caller,
-      taskId: Schema.String,
-      toolCallId: Schema.String,
-      result: Invocation.ToolResultFromJson
-    },
+    payload: { ...Caller, results: Schema.Array(ToolCallResult) },
     error: Schema.Union(UnknownTask, Unauthorized)
   })
 ).middleware(Authentication) {}

@@ -300,14 +300,21 @@ export const layerHandlers = (options: Options) =>
           task.attach(mailbox)
           return streamOf(task, mailbox)
         }).pipe(Stream.unwrap),
-      CompleteToolCall: ({ agentId, result, taskId, toolCallId }) =>
+      CompleteToolCall: ({ agentId, results }) =>
         Effect.gen(function*() {
           yield* authorize(agentId)
-          const task = tasks.get(taskId)
-          if (task === undefined || task.agentId !== agentId) return yield* new UnknownTask({ taskId })
-          // A late or repeated answer (at least once) is fine: the first one counts.
-          const pending = task.pending.get(toolCallId)
-          if (pending !== undefined) yield* Deferred.succeed(pending.done, result)
+          let unknown: string | undefined
+          for (const { result, taskId, toolCallId } of results) {
+            const task = tasks.get(taskId)
+            if (task === undefined || task.agentId !== agentId) {
+              unknown ??= taskId
+              continue
+            }
+            // A late or repeated answer (at least once) is fine: the first one counts.
+            const pending = task.pending.get(toolCallId)
+            if (pending !== undefined) Deferred.unsafeDone(pending.done, Exit.succeed(result))
+          }
+          if (unknown !== undefined) return yield* new UnknownTask({ taskId: unknown })
         })
     })
 
