@@ -3,7 +3,25 @@
  * first outcome for an input is reused for the rest of the run (`RunCache`). S10: a served call
  * delivered more than once, keyed by (task id, tool call id), runs once (`Idempotency`).
  */
-import { Clock, Context, Deferred, Duration, Effect, Exit, FiberId, HashMap, Layer, Ref } from "effect"
+import { Migrator, SqlClient } from "@effect/sql"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import {
+  Clock,
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  FiberId,
+  HashMap,
+  Layer,
+  Ref,
+  Schedule,
+  Schema
+} from "effect"
+import { randomUUID } from "node:crypto"
+import * as Claims from "./internal/claimsSql.js"
 import * as Invocation from "./Invocation.js"
 import { RetryPolicy } from "./RetryPolicy.js"
 
@@ -54,15 +72,24 @@ export interface DeliveryKey {
   readonly toolCallId: string
 }
 
+/** What the store needs to know of the tool a delivered call is for. */
+export interface ClaimOptions {
+  readonly toolName: string
+  /** The tool's timeout: how long the claim is kept. */
+  readonly timeout: Duration.Duration
+  /** An idempotent tool is not re-run after a crash: its outcome is declared unknown instead. */
+  readonly idempotent: boolean
+}
+
 /** The delivery-dedupe store. */
 export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempotency, {
   /**
-   * The outcome of the delivered call `key`: the first delivery's if there was one within `ttl`
-   * (joining it while it still runs), else `run`'s. `reused` says which.
+   * The outcome of the delivered call `key`: the first delivery's if there was one within the
+   * tool's timeout (joining it while it still runs), else `run`'s. `reused` says which.
    */
   readonly once: (
     key: DeliveryKey,
-    ttl: Duration.Duration,
+    claim: ClaimOptions,
     run: Effect.Effect<Invocation.ToolResult>
   ) => Effect.Effect<{ readonly result: Invocation.ToolResult; readonly reused: boolean }>
   /** Entries held now (in flight or completed, not yet evicted). */
@@ -90,14 +117,17 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
       Ref.update(entries, HashMap.filter((entry) => entry.expiresAt > now)))
     yield* Effect.forkScoped(Effect.schedule(sweep, policy.dedupeSweep))
     return Idempotency.of({
-      once: (key, ttl, run) =>
+      once: (key, claim, run) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => {
           const id = keyOf(key)
           return Effect.flatMap(
             Ref.modify(entries, (map): [readonly [Entry, boolean], HashMap.HashMap<string, Entry>] => {
               const found = HashMap.get(map, id)
               if (found._tag === "Some" && found.value.expiresAt > now) return [[found.value, true], map]
-              const entry: Entry = { expiresAt: now + Duration.toMillis(ttl), done: Deferred.unsafeMake(FiberId.none) }
+              const entry: Entry = {
+                expiresAt: now + Duration.toMillis(claim.timeout),
+                done: Deferred.unsafeMake(FiberId.none)
+              }
               return [[entry, false], HashMap.set(map, id, entry)]
             }),
             ([entry, reused]): Effect.Effect<{ readonly result: Invocation.ToolResult; readonly reused: boolean }> =>
@@ -117,3 +147,134 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
     })
   })
 )
+
+// ---------------------------------------------------------------------------------------------
+// Durable claims in SQLite.
+
+/** The store's database could not be opened or prepared. */
+export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>("agent-tools/StoreUnavailable")(
+  "StoreUnavailable",
+  { path: Schema.String, reason: Schema.String }
+) {
+  override get message(): string {
+    return `the idempotency store ${this.path} cannot be opened: ${this.reason}`
+  }
+}
+
+/** Options of `layerSql`. */
+export interface SqlOptions {
+  /** The SQLite file (created if missing; WAL mode). */
+  readonly filename: string
+  /** How long a claim holds without renewal: a crashed owner's claim is taken over after it. Default 10 s. */
+  readonly lease?: Duration.DurationInput | undefined
+  /** How often a delivery waiting on another owner's claim looks again. Default 50 ms. */
+  readonly poll?: Duration.DurationInput | undefined
+}
+
+/** The text of S10 for an idempotent call whose earlier attempt died before its outcome was written. */
+export const outcomeUnknown = (toolName: string): string =>
+  `${toolName}: the earlier attempt did not finish; its outcome is unknown`
+
+const encodeOutcome = (result: Invocation.ToolResult): string =>
+  JSON.stringify(result.error === undefined ? { value: result.value } : { error: result.error })
+
+const decodeOutcome = (text: string): Invocation.ToolResult => {
+  const outcome = JSON.parse(text) as { value?: unknown; error?: string }
+  return new Invocation.ToolResult(outcome.error === undefined ? outcome.value : undefined, outcome.error)
+}
+
+/**
+ * Claims in a SQLite file (S10), surviving restarts: a claim is written before the handler runs
+ * (with a lease, renewed while it runs) and completed with the outcome after. A later delivery gets
+ * the stored outcome; waits while another owner's lease is live; and when that lease has expired
+ * (its process died) re-runs a tool that is not `idempotent`, or answers `outcome unknown` for one
+ * that is. Rows are deleted once the tool's timeout has passed.
+ */
+export const layerSql = (options: SqlOptions): Layer.Layer<Idempotency, StoreUnavailable> =>
+  Layer.scoped(
+    Idempotency,
+    Effect.gen(function*() {
+      const client = yield* Layer.build(SqliteClient.layer({ filename: options.filename })).pipe(
+        Effect.map(Context.get(SqlClient.SqlClient)),
+        Effect.tap((client) => Migrator.make({})({ loader: Migrator.fromRecord(Claims.migrations) }).pipe(
+          Effect.provideService(SqlClient.SqlClient, client)
+        )),
+        Effect.mapError((error) => new StoreUnavailable({ path: options.filename, reason: describe(error) })),
+        // The driver throws (a defect) when the file cannot be opened at all.
+        Effect.catchAllDefect((defect) => new StoreUnavailable({ path: options.filename, reason: describe(defect) }))
+      )
+      return yield* makeSqlStore(client, options)
+    })
+  )
+
+const describe = (error: unknown): string => {
+  const cause = (error as { cause?: unknown }).cause
+  if (cause instanceof Error) return cause.message
+  return error instanceof Error ? error.message : String(error)
+}
+
+const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
+  Effect.gen(function*() {
+    const policy = yield* RetryPolicy
+    const leaseMillis = Duration.toMillis(Duration.decode(options.lease ?? "10 seconds"))
+    const poll = Duration.decode(options.poll ?? "50 millis")
+    const instance = randomUUID()
+    let claims = 0
+    // A store error is a defect here: the call cannot be deduplicated, so it must not run.
+    const orDie = <A, E>(effect: Effect.Effect<A, E>) => Effect.orDie(effect)
+
+    yield* Effect.forkScoped(Effect.schedule(
+      Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.ignoreLogged(Claims.sweep(sql, now))),
+      policy.dedupeSweep
+    ))
+
+    /** Runs the call as the claim's owner: lease renewed meanwhile, outcome written after. */
+    const runAsOwner = (key: DeliveryKey, owner: string, run: Effect.Effect<Invocation.ToolResult>) =>
+      Effect.gen(function*() {
+        const renewing = yield* Effect.fork(Effect.schedule(
+          Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.ignoreLogged(Claims.renew(sql, key, owner, now + leaseMillis))),
+          Schedule.spaced(Duration.millis(Math.max(1, Math.floor(leaseMillis / 3))))
+        ))
+        const result = yield* run.pipe(
+          Effect.ensuring(Fiber.interrupt(renewing)),
+          Effect.onInterrupt(() => Effect.ignoreLogged(Claims.release(sql, key, owner)))
+        )
+        yield* orDie(Claims.complete(sql, key, owner, encodeOutcome(result)))
+        return { result, reused: false }
+      })
+
+    return Idempotency.of({
+      once: (key, claim, run) =>
+        Effect.gen(function*() {
+          const owner = `${instance}/${++claims}`
+          while (true) {
+            const now = yield* Clock.currentTimeMillis
+            yield* orDie(Claims.insert(sql, key, {
+              toolName: claim.toolName,
+              owner,
+              leaseUntil: now + leaseMillis,
+              expiresAt: now + Duration.toMillis(claim.timeout)
+            }))
+            const row = yield* orDie(Claims.find(sql, key))
+            if (row === undefined) continue // swept between the two statements: claim again
+            if (row.owner === owner) return yield* runAsOwner(key, owner, run)
+            if (row.state === "completed" && row.outcome !== null) {
+              return { result: decodeOutcome(row.outcome), reused: true }
+            }
+            if (Number(row.lease_expires_at) > now) {
+              yield* Effect.sleep(poll)
+              continue
+            }
+            // The owner's lease expired: its process died mid-call.
+            yield* orDie(Claims.takeOver(sql, key, row.owner, owner, now + leaseMillis))
+            const taken = yield* orDie(Claims.find(sql, key))
+            if (taken?.owner !== owner) continue // someone else took it over first
+            if (!claim.idempotent) return yield* runAsOwner(key, owner, run)
+            const unknown = Invocation.ToolResult.failure(outcomeUnknown(claim.toolName))
+            yield* orDie(Claims.complete(sql, key, owner, encodeOutcome(unknown)))
+            return { result: unknown, reused: false }
+          }
+        }),
+      size: orDie(Claims.count(sql))
+    })
+  })

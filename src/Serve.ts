@@ -21,7 +21,7 @@ import {
   Stream
 } from "effect"
 import { createHash, randomUUID } from "node:crypto"
-import { Idempotency, layerMemory } from "./Idempotency.js"
+import { Idempotency, layerMemory, layerSql, type StoreUnavailable } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
 import * as Json from "./internal/json.js"
 import type {
@@ -40,6 +40,7 @@ import type * as Toolkit from "./Toolkit.js"
 /** Why serving failed. */
 export type ServeError =
   | MissingSetting
+  | StoreUnavailable
   | Unauthorized
   | ManifestRejected
   | LifecycleBudgetExceeded
@@ -69,9 +70,32 @@ export class Serve extends Context.Tag("agent-tools/Serve")<Serve, {
   readonly submitTask: (prompt: string) => Stream.Stream<TaskEvent, ServeError>
   /** Submits a task and returns its output. */
   readonly runTask: (prompt: string) => Effect.Effect<string, ServeError | TaskFailedError>
+  /**
+   * Attaches to a task submitted earlier (by this process before a restart, say): its pending calls
+   * are delivered again and run here.
+   */
+  readonly attachTask: (taskId: string) => Stream.Stream<TaskEvent, ServeError>
+  /** Attaches to a task and returns its output. */
+  readonly runAttached: (taskId: string) => Effect.Effect<string, ServeError | TaskFailedError>
   /** Fails when serving has failed for good (3 heartbeats in a row); never succeeds. */
   readonly failed: Effect.Effect<never, ServeError>
 }>() {}
+
+/**
+ * The delivery-dedupe store: the `Idempotency` service when one is provided; else SQLite when
+ * `IDEMPOTENCY_DB=path.sqlite` is set (failing, naming the path, if it cannot be opened); else memory.
+ */
+const storeFromConfig = Effect.flatMap(Effect.serviceOption(Idempotency), (provided) => {
+  if (Option.isSome(provided)) return Effect.succeed(provided.value)
+  return Effect.flatMap(
+    Config.option(Config.string("IDEMPOTENCY_DB")).pipe(Effect.orElseSucceed(() => Option.none<string>())),
+    (path) =>
+      Effect.map(
+        Layer.build(Option.isSome(path) && path.value !== "" ? layerSql({ filename: path.value }) : layerMemory),
+        Context.get(Idempotency)
+      )
+  )
+})
 
 /** The manifest's hash: SHA-256 of its canonical JSON. */
 export const manifestHash = (toolkit: Toolkit.Toolkit<any>): string =>
@@ -89,13 +113,7 @@ export const make = <R>(
     const agentId = yield* required("AGENT_ID", Config.string("AGENT_ID"))
     const client = yield* PlatformClient
     const policy = yield* RetryPolicy
-    const store = yield* Effect.serviceOption(Idempotency).pipe(
-      // The memory store is the default (S10); provide `Idempotency` to choose another.
-      Effect.flatMap(Option.match({
-        onSome: Effect.succeed,
-        onNone: () => Effect.map(Layer.build(layerMemory), Context.get(Idempotency))
-      }))
-    )
+    const store = yield* storeFromConfig
     const context = yield* Effect.context<Exclude<R, ToolContext>>()
     const processId = randomUUID()
     const caller = { agentId, processId }
@@ -160,14 +178,19 @@ export const make = <R>(
             toolCallId: event.toolCallId,
             deadlineAt: event.deadlineAt
           }).pipe(Effect.provide(context)) as Effect.Effect<Invocation.ToolResult>
-        const { result } = yield* store.once(event, tool?.timeout ?? Duration.seconds(1), call)
+        const { result } = yield* store.once(event, {
+          toolName: event.name,
+          timeout: tool?.timeout ?? Duration.seconds(1),
+          idempotent: tool?.idempotent ?? false
+        }, call)
         yield* Queue.offer(answers, { taskId: event.taskId, toolCallId: event.toolCallId, result })
       })
 
-    const submitTask = (prompt: string): Stream.Stream<TaskEvent, ServeError> =>
+    /** A task's events, its delivered calls run here; submitted (`prompt`) or attached (`known`). */
+    const taskEvents = (prompt: string, known: string | undefined): Stream.Stream<TaskEvent, ServeError> =>
       Stream.unwrapScoped(Effect.gen(function*() {
         const calls = yield* FiberSet.make()
-        let taskId: string | undefined
+        let taskId: string | undefined = known
         // After a dropped connection the same task is attached again; its pending calls come again.
         const events = Stream.suspend(() =>
           taskId === undefined
@@ -183,8 +206,8 @@ export const make = <R>(
         )
       }))
 
-    const runTask = (prompt: string): Effect.Effect<string, ServeError | TaskFailedError> =>
-      submitTask(prompt).pipe(
+    const outcome = (events: Stream.Stream<TaskEvent, ServeError>): Effect.Effect<string, ServeError | TaskFailedError> =>
+      events.pipe(
         Stream.runLast,
         Effect.flatMap((last): Effect.Effect<string, ServeError | TaskFailedError> => {
           if (Option.isSome(last) && last.value._tag === "TaskCompleted") return Effect.succeed(last.value.output)
@@ -201,8 +224,10 @@ export const make = <R>(
       manifestHash: Effect.map(Ref.get(current), ({ hash }) => hash),
       republish: (next) =>
         Effect.zipRight(Ref.set(current, { toolkit: next, hash: manifestHash(next) }), Effect.asVoid(register)),
-      submitTask,
-      runTask,
+      submitTask: (prompt) => taskEvents(prompt, undefined),
+      runTask: (prompt) => outcome(taskEvents(prompt, undefined)),
+      attachTask: (taskId) => taskEvents("", taskId),
+      runAttached: (taskId) => outcome(taskEvents("", taskId)),
       failed: Deferred.await(failed)
     })
   })

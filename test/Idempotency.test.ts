@@ -1,12 +1,16 @@
 // @effect-diagnostics globalErrorInEffectFailure:off
+import { SqlClient } from "@effect/sql"
+import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, Layer, Schedule, Schema, TestClock } from "effect"
+import { Context, Duration, Effect, Fiber, Layer, Schedule, Schema, TestClock } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { Idempotency, Invocation, RetryPolicy, Tool, ToolContext } from "../src/index.js"
 
 const store = Idempotency.Idempotency
-const layer = Idempotency.layerMemory
 const key = { taskId: "task-1", toolCallId: "call-1" }
-const ttl = Duration.seconds(30)
+const claim = { toolName: "count", timeout: Duration.seconds(30), idempotent: false }
 
 const counter = () => {
   const runs = { count: 0 }
@@ -15,83 +19,191 @@ const counter = () => {
   return { runs, tool }
 }
 
-describe("Idempotency.layerMemory (S10)", () => {
-  it.effect("a redelivered (taskId, toolCallId) runs once; both deliveries get the same result", () =>
-    Effect.gen(function*() {
-      const { runs, tool } = counter()
-      const dedupe = yield* store
-      const first = yield* dedupe.once(key, ttl, Invocation.run(tool, "{}", key))
-      const second = yield* dedupe.once(key, ttl, Invocation.run(tool, "{}", key))
-      assert.strictEqual(runs.count, 1)
-      assert.deepStrictEqual([first.reused, second.reused], [false, true])
-      assert.strictEqual(second.result, first.result)
-      assert.strictEqual(first.result.value, 1)
-    }).pipe(Effect.provide(layer)))
+/** A fresh SQLite file in a temp folder, removed after the test. */
+const tempDb = Effect.acquireRelease(
+  Effect.sync(() => {
+    const dir = mkdtempSync(join(tmpdir(), "agent-tools-claims-"))
+    return { dir, file: join(dir, "claims.sqlite") }
+  }),
+  ({ dir }) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+).pipe(Effect.map(({ file }) => file))
 
-  it.effect("the key is the pair, never either half", () =>
-    Effect.gen(function*() {
-      const { runs, tool } = counter()
-      const dedupe = yield* store
-      yield* dedupe.once(key, ttl, Invocation.run(tool, "{}"))
-      yield* dedupe.once({ ...key, taskId: "task-2" }, ttl, Invocation.run(tool, "{}"))
-      yield* dedupe.once({ ...key, toolCallId: "call-2" }, ttl, Invocation.run(tool, "{}"))
-      assert.strictEqual(runs.count, 3)
-    }).pipe(Effect.provide(layer)))
+/** The SQLite store on a temp file, lease 1 s. */
+const sqlStore = (file: string) => Idempotency.layerSql({ filename: file, lease: "1 second", poll: "50 millis" })
 
-  it.effect("a delivery arriving while the first still runs joins it", () =>
-    Effect.gen(function*() {
-      let runs = 0
-      const slow = Tool.make("slow", { description: "Slow.", input: {}, timeout: "30 seconds" }, () =>
-        Effect.suspend(() => Effect.as(Effect.sleep("5 seconds"), ++runs)))
-      const dedupe = yield* store
-      const first = yield* Effect.fork(dedupe.once(key, ttl, Invocation.run(slow, "{}", key)))
-      yield* TestClock.adjust("1 second")
-      const second = yield* Effect.fork(dedupe.once(key, ttl, Invocation.run(slow, "{}", key)))
-      yield* TestClock.adjust("4 seconds")
-      const [a, b] = [yield* Fiber.join(first), yield* Fiber.join(second)]
-      assert.strictEqual(runs, 1)
-      assert.deepStrictEqual([a.reused, b.reused, a.result.value, b.result.value], [false, true, 1, 1])
-    }).pipe(Effect.provide(layer)))
+const stores: ReadonlyArray<readonly [string, Effect.Effect<Layer.Layer<Idempotency.Idempotency, Idempotency.StoreUnavailable>, never, import("effect").Scope.Scope>]> = [
+  ["memory", Effect.succeed(Idempotency.layerMemory)],
+  ["SQLite", Effect.map(tempDb, sqlStore)]
+]
 
-  it.effect("an expired redelivery is refused unrun", () =>
-    Effect.gen(function*() {
-      const { runs, tool } = counter()
-      yield* TestClock.adjust("1 minute")
-      const { result } = yield* (yield* store).once(key, ttl, Invocation.run(tool, "{}", { ...key, deadlineAt: 30_000 }))
-      assert.strictEqual(result.error, "count: its deadline passed before it started; it did not run")
-      assert.strictEqual(runs.count, 0)
-    }).pipe(Effect.provide(layer)))
+/** Runs `body` with the store built in this scope. */
+const withStore = <A, E>(
+  make: (typeof stores)[number][1],
+  body: Effect.Effect<A, E, Idempotency.Idempotency>
+) => Effect.scoped(Effect.flatMap(make, (layer) => Effect.provide(body, layer)))
 
+for (const [name, make] of stores) {
+  describe(`Idempotency (S10), ${name} store`, () => {
+    it.effect("claim, complete, reuse: a redelivery runs nothing and gets the same result", () =>
+      withStore(make, Effect.gen(function*() {
+        const { runs, tool } = counter()
+        const dedupe = yield* store
+        const first = yield* dedupe.once(key, claim, Invocation.run(tool, "{}", key))
+        const second = yield* dedupe.once(key, claim, Invocation.run(tool, "{}", key))
+        assert.strictEqual(runs.count, 1)
+        assert.deepStrictEqual([first.reused, second.reused], [false, true])
+        assert.deepStrictEqual([first.result.value, second.result.value], [1, 1])
+      })))
+
+    it.effect("the key is the pair, never either half", () =>
+      withStore(make, Effect.gen(function*() {
+        const { runs, tool } = counter()
+        const dedupe = yield* store
+        yield* dedupe.once(key, claim, Invocation.run(tool, "{}"))
+        yield* dedupe.once({ ...key, taskId: "task-2" }, claim, Invocation.run(tool, "{}"))
+        yield* dedupe.once({ ...key, toolCallId: "call-2" }, claim, Invocation.run(tool, "{}"))
+        assert.strictEqual(runs.count, 3)
+      })))
+
+    it.effect("two fibers claiming the same key run the handler once", () =>
+      withStore(make, Effect.gen(function*() {
+        let runs = 0
+        const slow = Tool.make("slow", { description: "Slow.", input: {}, timeout: "30 seconds" }, () =>
+          Effect.suspend(() => Effect.as(Effect.sleep("5 seconds"), ++runs)))
+        const dedupe = yield* store
+        const first = yield* Effect.fork(dedupe.once(key, claim, Invocation.run(slow, "{}", key)))
+        yield* TestClock.adjust("1 second")
+        const second = yield* Effect.fork(dedupe.once(key, claim, Invocation.run(slow, "{}", key)))
+        yield* TestClock.adjust("5 seconds")
+        const [a, b] = [yield* Fiber.join(first), yield* Fiber.join(second)]
+        assert.strictEqual(runs, 1)
+        assert.deepStrictEqual([a.reused, b.reused, a.result.value, b.result.value], [false, true, 1, 1])
+      })))
+
+    it.effect("an expired redelivery is refused unrun", () =>
+      withStore(make, Effect.gen(function*() {
+        const { runs, tool } = counter()
+        yield* TestClock.adjust("1 minute")
+        const { result } = yield* (yield* store).once(key, claim, Invocation.run(tool, "{}", { ...key, deadlineAt: 30_000 }))
+        assert.strictEqual(result.error, "count: its deadline passed before it started; it did not run")
+        assert.strictEqual(runs.count, 0)
+      })))
+
+    it.effect("entries are removed once their tool's timeout has passed", () =>
+      withStore(make, Effect.gen(function*() {
+        const dedupe = yield* store
+        const done = Effect.succeed(Invocation.ToolResult.failure("x"))
+        for (let i = 0; i < 50; i++) yield* dedupe.once({ taskId: "t", toolCallId: `c${i}` }, claim, done)
+        assert.strictEqual(yield* dedupe.size, 50)
+        yield* TestClock.adjust("29 seconds")
+        assert.strictEqual(yield* dedupe.size, 50)
+        yield* TestClock.adjust("2 seconds")
+        assert.strictEqual(yield* dedupe.size, 0)
+      })))
+
+    it.effect("retries see attempt 1..n, back to 1 on a redelivery that runs again", () =>
+      withStore(make, Effect.gen(function*() {
+        const attempts: Array<number> = []
+        const flaky = Tool.make("flaky", { description: "Flaky.", input: {}, timeout: "30 seconds", retries: 2 }, () =>
+          Effect.flatMap(ToolContext.ToolContext, (ctx) => {
+            attempts.push(ctx.attempt)
+            return ctx.attempt < 3 ? Effect.fail(new Error("not yet")) : Effect.succeed("ok")
+          }))
+        const dedupe = yield* store
+        // The first delivery is interrupted mid-way (its stream went away): its claim is dropped.
+        const first = yield* Effect.fork(dedupe.once(key, claim, Invocation.run(flaky, "{}", key)))
+        yield* TestClock.adjust("150 millis")
+        yield* Fiber.interrupt(first)
+        assert.deepStrictEqual(attempts, [1, 2])
+        const second = yield* Effect.fork(dedupe.once(key, claim, Invocation.run(flaky, "{}", key)))
+        yield* TestClock.adjust("1 second")
+        const { result, reused } = yield* Fiber.join(second)
+        assert.deepStrictEqual([result.value, reused], ["ok", false])
+        assert.deepStrictEqual(attempts, [1, 2, 1, 2, 3])
+      }).pipe(Effect.provide(RetryPolicy.layer({ toolRetry: Schedule.spaced("100 millis") })))))
+  })
+}
+
+describe("Idempotency.layerMemory", () => {
   it.effect("100,000 completed calls leave the store empty once their timeouts pass", () =>
-    Effect.gen(function*() {
+    withStore(Effect.succeed(Idempotency.layerMemory), Effect.gen(function*() {
       const dedupe = yield* store
       const done = Effect.succeed(Invocation.ToolResult.failure("x"))
-      for (let i = 0; i < 100_000; i++) yield* dedupe.once({ taskId: "t", toolCallId: `c${i}` }, ttl, done)
+      for (let i = 0; i < 100_000; i++) yield* dedupe.once({ taskId: "t", toolCallId: `c${i}` }, claim, done)
       assert.strictEqual(yield* dedupe.size, 100_000)
-      yield* TestClock.adjust("29 seconds")
-      assert.strictEqual(yield* dedupe.size, 100_000)
-      yield* TestClock.adjust("2 seconds")
+      yield* TestClock.adjust("31 seconds")
       assert.strictEqual(yield* dedupe.size, 0)
-    }).pipe(Effect.provide(layer)), 60_000)
+    })), 60_000)
+})
 
-  it.effect("retries see attempt 1..n, back to 1 on a redelivery that runs again", () =>
+/** Writes the pending claim of a process that died mid-call, straight into the file. */
+const deadClaim = (file: string, leaseUntil: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`INSERT INTO tool_claims (task_id, tool_call_id, tool_name, owner, state, lease_expires_at, expires_at, outcome)
+      VALUES (${key.taskId}, ${key.toolCallId}, 'count', 'dead-process', 'pending', ${leaseUntil}, 30000, NULL)`
+  }).pipe(Effect.provide(Layer.map(SqliteClient.layer({ filename: file }), (ctx) => Context.omit(SqliteClient.SqliteClient)(ctx))), Effect.orDie)
+
+describe("Idempotency.layerSql", () => {
+  it.effect("a claim whose owner died is re-run after its lease for a tool that is not idempotent", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* tempDb
+      const { runs, tool } = counter()
+      const { result, reused } = yield* Effect.gen(function*() {
+        yield* deadClaim(file, 1_000)
+        const dedupe = yield* store
+        const fiber = yield* Effect.fork(dedupe.once(key, claim, Invocation.run(tool, "{}", key)))
+        yield* TestClock.adjust("900 millis")
+        assert.strictEqual(runs.count, 0, "the lease is still live")
+        yield* TestClock.adjust("200 millis")
+        return yield* Fiber.join(fiber)
+      }).pipe(Effect.provide(sqlStore(file)))
+      assert.deepStrictEqual([result.value, reused, runs.count], [1, false, 1])
+    })))
+
+  it.effect("for an idempotent tool the answer is \"outcome unknown\", and it stays the answer", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* tempDb
+      const { runs, tool } = counter()
+      yield* Effect.gen(function*() {
+        yield* deadClaim(file, 1_000)
+        const dedupe = yield* store
+        const idempotent = { ...claim, idempotent: true }
+        const fiber = yield* Effect.fork(dedupe.once(key, idempotent, Invocation.run(tool, "{}", key)))
+        yield* TestClock.adjust("1100 millis")
+        const first = yield* Fiber.join(fiber)
+        const again = yield* dedupe.once(key, idempotent, Invocation.run(tool, "{}", key))
+        assert.strictEqual(first.result.error, "count: the earlier attempt did not finish; its outcome is unknown")
+        assert.deepStrictEqual([again.result.error, again.reused], [first.result.error, true])
+      }).pipe(Effect.provide(sqlStore(file)))
+      assert.strictEqual(runs.count, 0)
+    })))
+
+  it.effect("a lease is renewed while its call runs: another process waits instead of taking over", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* tempDb
+      let runs = 0
+      const slow = Tool.make("slow", { description: "Slow.", input: {}, timeout: "30 seconds" }, () =>
+        Effect.suspend(() => Effect.as(Effect.sleep("10 seconds"), ++runs)))
+      // Two stores on one file: two processes.
+      const [a, b] = yield* Effect.all([
+        Effect.map(Layer.build(sqlStore(file)), Context.get(store)),
+        Effect.map(Layer.build(sqlStore(file)), Context.get(store))
+      ])
+      const first = yield* Effect.fork(a.once(key, claim, Invocation.run(slow, "{}", key)))
+      yield* TestClock.adjust("100 millis")
+      const second = yield* Effect.fork(b.once(key, claim, Invocation.run(slow, "{}", key)))
+      for (let i = 0; i < 10; i++) yield* TestClock.adjust("1 second")
+      const [x, y] = [yield* Fiber.join(first), yield* Fiber.join(second)]
+      assert.strictEqual(runs, 1)
+      assert.deepStrictEqual([x.result.value, y.result.value, y.reused], [1, 1, true])
+    })))
+
+  it.effect("a store that cannot be opened fails, naming the path", () =>
     Effect.gen(function*() {
-      const attempts: Array<number> = []
-      const flaky = Tool.make("flaky", { description: "Flaky.", input: {}, timeout: "30 seconds", retries: 2 }, () =>
-        Effect.flatMap(ToolContext.ToolContext, (ctx) => {
-          attempts.push(ctx.attempt)
-          return ctx.attempt < 3 ? Effect.fail(new Error("not yet")) : Effect.succeed("ok")
-        }))
-      const dedupe = yield* store
-      // The first delivery dies mid-way (its process lost the connection): its claim is dropped.
-      const first = yield* Effect.fork(dedupe.once(key, ttl, Invocation.run(flaky, "{}", key)))
-      yield* TestClock.adjust("150 millis")
-      yield* Fiber.interrupt(first)
-      assert.deepStrictEqual(attempts, [1, 2])
-      const second = yield* Effect.fork(dedupe.once(key, ttl, Invocation.run(flaky, "{}", key)))
-      yield* TestClock.adjust("1 second")
-      const { result, reused } = yield* Fiber.join(second)
-      assert.deepStrictEqual([result.value, reused], ["ok", false])
-      assert.deepStrictEqual(attempts, [1, 2, 1, 2, 3])
-    }).pipe(Effect.provide(Layer.merge(layer, RetryPolicy.layer({ toolRetry: Schedule.spaced("100 millis") })))))
+      const path = join(tmpdir(), "no-such-dir-agent-tools", "claims.sqlite")
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(Idempotency.layerSql({ filename: path }))))
+      assert.strictEqual(error._tag, "StoreUnavailable")
+      assert.include(error.message, path)
+    }))
 })

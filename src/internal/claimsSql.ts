@@ -1,0 +1,87 @@
+/**
+ * Every SQL statement of the durable claims (S10), in one module. Plain, portable SQL (SQLite now,
+ * PostgreSQL's `@effect/sql-pg` later): `ON CONFLICT ... DO NOTHING`, integers for times, text for
+ * the outcome's JSON. Times come from the Effect `Clock`, never from the database.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+
+/** The migrations, in order, for `@effect/sql`'s migrator. */
+export const migrations = {
+  "0001_create_tool_claims": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`CREATE TABLE tool_claims (
+      task_id TEXT NOT NULL,
+      tool_call_id TEXT NOT NULL,
+      tool_name TEXT NOT NULL,
+      owner TEXT NOT NULL,
+      state TEXT NOT NULL,
+      lease_expires_at BIGINT NOT NULL,
+      expires_at BIGINT NOT NULL,
+      outcome TEXT,
+      PRIMARY KEY (task_id, tool_call_id)
+    )`.pipe(Effect.zipRight(sql`CREATE INDEX tool_claims_expires_at ON tool_claims (expires_at)`)))
+}
+
+/** A claim row. `state` is `pending` until the outcome is written, then `completed`. */
+export interface ClaimRow {
+  readonly task_id: string
+  readonly tool_call_id: string
+  readonly tool_name: string
+  readonly owner: string
+  readonly state: "pending" | "completed"
+  readonly lease_expires_at: number
+  readonly expires_at: number
+  readonly outcome: string | null
+}
+
+/** The key of a claim. */
+export interface Key {
+  readonly taskId: string
+  readonly toolCallId: string
+}
+
+/** Writes a pending claim unless one exists for the key (whoever wrote it first owns the call). */
+export const insert = (
+  sql: SqlClient.SqlClient,
+  key: Key,
+  claim: { readonly toolName: string; readonly owner: string; readonly leaseUntil: number; readonly expiresAt: number }
+) =>
+  sql`INSERT INTO tool_claims (task_id, tool_call_id, tool_name, owner, state, lease_expires_at, expires_at, outcome)
+    VALUES (${key.taskId}, ${key.toolCallId}, ${claim.toolName}, ${claim.owner}, 'pending', ${claim.leaseUntil},
+      ${claim.expiresAt}, NULL)
+    ON CONFLICT (task_id, tool_call_id) DO NOTHING`
+
+/** The claim of a key, if any. */
+export const find = (sql: SqlClient.SqlClient, key: Key) =>
+  Effect.map(
+    sql<ClaimRow>`SELECT task_id, tool_call_id, tool_name, owner, state, lease_expires_at, expires_at, outcome
+      FROM tool_claims WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId}`,
+    (rows) => rows[0]
+  )
+
+/** Takes over a pending claim whose lease expired, if `from` still owns it. */
+export const takeOver = (sql: SqlClient.SqlClient, key: Key, from: string, to: string, leaseUntil: number) =>
+  sql`UPDATE tool_claims SET owner = ${to}, lease_expires_at = ${leaseUntil}
+    WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND owner = ${from} AND state = 'pending'`
+
+/** Extends the owner's lease while its call runs. */
+export const renew = (sql: SqlClient.SqlClient, key: Key, owner: string, leaseUntil: number) =>
+  sql`UPDATE tool_claims SET lease_expires_at = ${leaseUntil}
+    WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND owner = ${owner} AND state = 'pending'`
+
+/** Writes the outcome: the claim is completed. */
+export const complete = (sql: SqlClient.SqlClient, key: Key, owner: string, outcome: string) =>
+  sql`UPDATE tool_claims SET state = 'completed', outcome = ${outcome}
+    WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND owner = ${owner}`
+
+/** Drops a pending claim its owner gave up (the call was interrupted, not crashed). */
+export const release = (sql: SqlClient.SqlClient, key: Key, owner: string) =>
+  sql`DELETE FROM tool_claims
+    WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND owner = ${owner} AND state = 'pending'`
+
+/** Deletes claims past their tool's timeout. */
+export const sweep = (sql: SqlClient.SqlClient, now: number) => sql`DELETE FROM tool_claims WHERE expires_at <= ${now}`
+
+/** How many claims are stored. */
+export const count = (sql: SqlClient.SqlClient) =>
+  Effect.map(sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM tool_claims`, (rows) => Number(rows[0]?.n ?? 0))
