@@ -172,6 +172,20 @@ describe("Serve: lifecycle (S14)", () => {
     }))
 })
 
+describe("Serve: the store from IDEMPOTENCY_DB (S10)", () => {
+  it.effect("a store that cannot be opened fails serve before registration, naming the path", () => {
+    const path = "/no-such-dir-agent-tools/claims.sqlite"
+    return Effect.gen(function*() {
+      const error = yield* Effect.flip(Serve.serve(yield* Toolkit.make(lookup)))
+      assert.strictEqual(error._tag, "StoreUnavailable")
+      assert.include(error.message, path)
+      assert.strictEqual((yield* calls()).register, 0)
+    }).pipe(
+      Effect.provide(inProcess([], settings({ AGENT_ID: "agent-1", PLATFORM_TOKEN: "tok-1", IDEMPOTENCY_DB: path })))
+    )
+  })
+})
+
 describe("Platform rules (S15)", () => {
   it.effect("a token used for another agent is refused", () =>
     Effect.gen(function*() {
