@@ -1,10 +1,14 @@
 /**
  * The main program. Until the demo lands, a small real example: two tools, each called through
  * `Invocation` (one success, one failure), and what the model would read printed.
+ *
+ *   tsx src/main.ts                       the example
+ *   tsx src/main.ts mcp                   the example tools over MCP on stdio
+ *   tsx src/main.ts mcp --http --port N   ... over Streamable HTTP at http://127.0.0.1:N/mcp
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Schema } from "effect"
-import { Invocation, Tool, Toolkit } from "./index.js"
+import { Console, Effect, Layer, Logger, Schema } from "effect"
+import { Invocation, Mcp, Tool, Toolkit } from "./index.js"
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
 
@@ -48,4 +52,21 @@ const program = Effect.gen(function*() {
   }
 })
 
-NodeRuntime.runMain(program)
+const argv = process.argv.slice(2)
+const option = (name: string): string | undefined => {
+  const at = argv.indexOf(name)
+  return at === -1 ? undefined : argv[at + 1]
+}
+
+const mcp = Effect.gen(function*() {
+  const toolkit = yield* Toolkit.make(lookupOrder, addNumbers)
+  if (!argv.includes("--http")) return yield* Mcp.serveStdio(toolkit)
+  const port = Number(option("--port") ?? "8788")
+  yield* Effect.logInfo(`MCP over Streamable HTTP at http://127.0.0.1:${port}/mcp`)
+  return yield* Layer.launch(Mcp.layerHttp(toolkit, { port }))
+}).pipe(
+  // stdout carries only protocol messages: logs go to stderr.
+  Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger)))
+)
+
+NodeRuntime.runMain(argv[0] === "mcp" ? mcp : program)

@@ -1,0 +1,207 @@
+// @effect-diagnostics globalErrorInEffectFailure:off
+import { assert, describe, it } from "@effect/vitest"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import {
+  CallToolResultSchema,
+  ListToolsResultSchema,
+  McpError,
+  SUPPORTED_PROTOCOL_VERSIONS
+} from "@modelcontextprotocol/sdk/types.js"
+import { HttpServer } from "@effect/platform"
+import { Deferred, Effect, Layer, Schema } from "effect"
+import { fileURLToPath } from "node:url"
+import { Mcp, Tool, Toolkit } from "../src/index.js"
+
+class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
+
+const lookupOrder = Tool.make("lookup_order", {
+  description: "Return the order record for order_id.",
+  input: { order_id: Schema.String, include_history: Schema.optionalWith(Schema.Boolean, { default: () => false }) },
+  output: Schema.Struct({ id: Schema.String, total: Schema.Number.pipe(Schema.between(0, 1e6)) }),
+  timeout: "5 seconds"
+}, ({ order_id }) =>
+  order_id === "ord-4821"
+    ? Effect.succeed({ id: order_id, total: 42 })
+    : Effect.fail(new NotFound({ message: `no order with id=${order_id}` })))
+
+const listOrders = Tool.make("list_orders", {
+  description: "List order ids.",
+  input: {},
+  output: Schema.Array(Schema.String),
+  timeout: "5 seconds"
+}, () => Effect.succeed(["ord-1", "ord-2"]))
+
+const crash = Tool.make("crash", { description: "Dies.", input: {}, timeout: "5 seconds" }, () =>
+  Effect.die(new Error("internal invariant broken at /srv/app/secret.ts:12")))
+
+const finalized = { count: 0 }
+const started = Effect.runSync(Deferred.make<void>())
+const slow = Tool.make("slow", { description: "Slow.", input: {}, timeout: "60 seconds" }, () =>
+  Deferred.succeed(started, undefined).pipe(
+    Effect.zipRight(Effect.never),
+    Effect.ensuring(Effect.sync(() => finalized.count++))
+  ))
+
+const toolkit = Effect.runSync(Toolkit.make(lookupOrder, listOrders, crash, slow))
+
+/** An official MCP client on the toolkit over Streamable HTTP on 127.0.0.1. */
+const httpClient = Effect.gen(function*() {
+  const context = yield* Layer.build(Mcp.layerHttp(toolkit, { port: 0 }))
+  const address = (yield* Effect.provide(HttpServer.HttpServer, context)).address
+  const port = address._tag === "TcpAddress" ? address.port : 0
+  const url = `http://127.0.0.1:${port}/mcp`
+  const client = new Client({ name: "test", version: "1.0.0" })
+  const transport = new StreamableHTTPClientTransport(new URL(url))
+  yield* Effect.acquireRelease(
+    Effect.promise(() => client.connect(transport)),
+    () => Effect.promise(() => client.close())
+  )
+  return { client, transport, url, port }
+})
+
+describe("Mcp over Streamable HTTP, with the official client", () => {
+  it.live("initialize negotiates a supported version with the tools capability", () =>
+    Effect.gen(function*() {
+      const { client, transport } = yield* httpClient
+      assert.include(SUPPORTED_PROTOCOL_VERSIONS, transport.protocolVersion)
+      assert.isDefined(client.getServerCapabilities()?.tools)
+      assert.strictEqual(client.getServerVersion()?.name, "agent-tools")
+    }).pipe(Effect.scoped))
+
+  it.live("tools/list parses under the SDK's schema; inputSchema is S2's parameters; output schemas are present", () =>
+    Effect.gen(function*() {
+      const { client } = yield* httpClient
+      const raw = yield* Effect.promise(() => client.request({ method: "tools/list" }, ListToolsResultSchema))
+      assert.deepStrictEqual(raw.tools.map((t) => t.name), ["lookup_order", "list_orders", "crash", "slow"])
+      for (const listed of raw.tools) {
+        const tool = toolkit.byName.get(listed.name)!
+        assert.deepStrictEqual(listed.inputSchema, Tool.jsonSchema(tool).parameters as unknown)
+        assert.strictEqual(listed.inputSchema.type, "object")
+        assert.strictEqual(listed.outputSchema?.type, "object")
+      }
+      assert.deepStrictEqual(raw.tools[1]!.outputSchema, {
+        type: "object",
+        properties: { result: { type: "array", items: { type: "string" } } },
+        required: ["result"]
+      })
+    }).pipe(Effect.scoped))
+
+  it.live("a valid call: structuredContent is the encoded output, with a text block of the same JSON", () =>
+    Effect.gen(function*() {
+      const { client } = yield* httpClient
+      const result = yield* Effect.promise(() => client.callTool({ name: "lookup_order", arguments: { order_id: "ord-4821" } }))
+      assert.notStrictEqual(result.isError, true)
+      assert.deepStrictEqual(result.structuredContent, { id: "ord-4821", total: 42 })
+      assert.deepStrictEqual(result.content, [{ type: "text", text: "{\"id\":\"ord-4821\",\"total\":42}" }])
+      // An array comes back wrapped, and passes the client's output-schema validation.
+      const list = yield* Effect.promise(() => client.callTool({ name: "list_orders", arguments: {} }))
+      assert.deepStrictEqual(list.structuredContent, { result: ["ord-1", "ord-2"] })
+    }).pipe(Effect.scoped))
+
+  it.live("invalid input, a domain failure and a defect are isError results with the S5 text; ping still works", () =>
+    Effect.gen(function*() {
+      const { client } = yield* httpClient
+      const call = (name: string, args: Record<string, unknown>) =>
+        Effect.promise(() => client.request({ method: "tools/call", params: { name, arguments: args } }, CallToolResultSchema))
+      const invalid = yield* call("lookup_order", { order_id: 7, extra: true })
+      assert.isTrue(invalid.isError)
+      assert.deepStrictEqual(invalid.content, [{
+        type: "text",
+        text: "lookup_order: invalid input: extra: is unexpected, expected: \"order_id\" | \"include_history\"; " +
+          "order_id: Expected string, actual 7"
+      }])
+      const failed = yield* call("lookup_order", { order_id: "ord-1" })
+      assert.isTrue(failed.isError)
+      assert.deepStrictEqual(failed.content, [{ type: "text", text: "NotFound: no order with id=ord-1" }])
+      const died = yield* call("crash", {})
+      assert.isTrue(died.isError)
+      const text = (died.content[0] as { text: string }).text
+      assert.strictEqual(text, "Error: internal invariant broken at /srv/app/secret.ts:12")
+      assert.notInclude(JSON.stringify(died), "    at ")
+      yield* Effect.promise(() => client.ping())
+    }).pipe(Effect.scoped))
+
+  it.live("an unknown tool is a protocol error with code -32602", () =>
+    Effect.gen(function*() {
+      const { client } = yield* httpClient
+      const error = yield* Effect.flip(Effect.tryPromise(() => client.callTool({ name: "nope", arguments: {} })))
+      const cause = error.cause
+      assert.instanceOf(cause, McpError)
+      assert.strictEqual((cause as McpError).code, -32602)
+    }).pipe(Effect.scoped))
+
+  it.live("a request with a foreign Host or Origin header gets a 4xx", () =>
+    Effect.gen(function*() {
+      const { port } = yield* httpClient
+      // An initialize request: what a new client sends first.
+      const initialize = {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: SUPPORTED_PROTOCOL_VERSIONS[0], capabilities: {}, clientInfo: { name: "raw", version: "1" } }
+      }
+      const post = (headers: Record<string, string>) =>
+        Effect.promise(() =>
+          new Promise<number>((resolve, reject) => {
+            import("node:http").then(({ request }) => {
+              const req = request({
+                host: "127.0.0.1",
+                port,
+                path: "/mcp",
+                method: "POST",
+                headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers }
+              }, (res) => {
+                res.resume()
+                resolve(res.statusCode ?? 0)
+              })
+              req.on("error", reject)
+              req.end(JSON.stringify(initialize))
+            })
+          })
+        )
+      const foreignHost = yield* post({ host: "evil.example:80" })
+      const foreignOrigin = yield* post({ host: `127.0.0.1:${port}`, origin: "http://evil.example" })
+      const local = yield* post({ host: `localhost:${port}`, origin: `http://localhost:${port}` })
+      assert.isTrue(foreignHost >= 400 && foreignHost < 500, `Host: ${foreignHost}`)
+      assert.isTrue(foreignOrigin >= 400 && foreignOrigin < 500, `Origin: ${foreignOrigin}`)
+      assert.isBelow(local, 400)
+    }).pipe(Effect.scoped))
+
+  it.live("cancelling a slow call interrupts the handler: its finalizer runs", () =>
+    Effect.gen(function*() {
+      const { client } = yield* httpClient
+      const before = finalized.count
+      const abort = new AbortController()
+      const pending = client.callTool({ name: "slow", arguments: {} }, undefined, { signal: abort.signal }).catch(() => "cancelled")
+      yield* Deferred.await(started)
+      abort.abort("the user gave up")
+      assert.strictEqual(yield* Effect.promise(() => pending), "cancelled")
+      yield* Effect.repeat(Effect.sleep("10 millis"), { until: () => finalized.count > before }).pipe(Effect.timeout("5 seconds"))
+      assert.strictEqual(finalized.count, before + 1)
+    }).pipe(Effect.scoped))
+})
+
+describe("Mcp over stdio, with the official client spawning tsx src/main.ts mcp", () => {
+  it.live("initialize, tools/list and a call", () =>
+    Effect.gen(function*() {
+      const client = new Client({ name: "test", version: "1.0.0" })
+      const transport = new StdioClientTransport({
+        command: process.execPath,
+        args: ["--import", "tsx", "src/main.ts", "mcp"],
+        cwd: fileURLToPath(new URL("..", import.meta.url)),
+        stderr: "pipe"
+      })
+      yield* Effect.acquireRelease(Effect.promise(() => client.connect(transport)), () => Effect.promise(() => client.close()))
+      assert.isDefined(client.getServerCapabilities()?.tools)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      assert.deepStrictEqual(tools.map((t) => t.name), ["lookup_order", "add_numbers"])
+      for (const tool of tools) assert.strictEqual(tool.inputSchema.type, "object")
+      const sum = yield* Effect.promise(() => client.callTool({ name: "add_numbers", arguments: { a: 2, b: 3 } }))
+      assert.deepStrictEqual(sum.structuredContent, { result: 5 })
+      const missing = yield* Effect.promise(() => client.callTool({ name: "lookup_order", arguments: { order_id: "ord-0" } }))
+      assert.isTrue(missing.isError)
+      assert.deepStrictEqual(missing.content, [{ type: "text", text: "NotFound: no order with id=ord-0" }])
+    }).pipe(Effect.scoped), 30_000)
+})
