@@ -59,6 +59,22 @@ export class InvocationConfig extends Context.Reference<InvocationConfig>()("age
 export const layerConfig = (config: Partial<Config>): Layer.Layer<InvocationConfig> =>
   Layer.succeed(InvocationConfig, { ...defaultConfig, ...config })
 
+/** A retry about to happen (S7), for progress views and logs. */
+export interface RetryEvent {
+  readonly tool: string
+  readonly toolCallId: string
+  /** The attempt that will run next (2, 3, ...). */
+  readonly attempt: number
+  readonly delayMillis: number
+  /** The S5 text of the failure being retried. */
+  readonly error: string
+}
+
+/** Observers of the pipeline: a `Context.Reference` whose default observes nothing. */
+export class InvocationObserver extends Context.Reference<InvocationObserver>()("agent-tools/InvocationObserver", {
+  defaultValue: (): { readonly onRetry: (event: RetryEvent) => void } => ({ onRetry: () => {} })
+}) {}
+
 /** Who is calling, and by when the call must be done. */
 export interface Options {
   /** Default `"local"`. */
@@ -449,6 +465,13 @@ const withRetries = (
       // A retry that cannot start before the deadline is skipped: the last failure stands.
       if (retryAt >= info.deadlineAt) return outcome
       state = next
+      Context.get(caller.context, InvocationObserver).onRetry({
+        tool: tool.name,
+        toolCallId: info.toolCallId,
+        attempt: info.attempt + 1,
+        delayMillis: retryAt - now,
+        error: failureText(tool, outcome.cause)
+      })
       yield* caller.clock.sleep(Duration.millis(retryAt - now))
       info = { ...info, attempt: info.attempt + 1 }
     }

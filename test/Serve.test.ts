@@ -261,15 +261,23 @@ describe("Serve: delivery dedupe (S10) and retries", () => {
       assert.strictEqual(runs, 1)
       assert.deepStrictEqual(events.map((e) => e._tag), [
         "TaskStarted",
+        "TurnStarted",
         "ToolCallRequested",
         "ToolCallRequested",
         "ToolCallRequested",
         "ToolCallCompleted",
+        "TurnStarted",
         "ModelText",
         "TaskCompleted"
       ])
       const last = events[events.length - 1]!
-      assert.deepStrictEqual(last, { _tag: "TaskCompleted", taskId: last.taskId, output: "\"run 1\"" })
+      assert.deepStrictEqual(last, {
+        _tag: "TaskCompleted",
+        taskId: last.taskId,
+        output: "\"run 1\"",
+        steps: 2,
+        usage: { inputTokens: 0, outputTokens: 0 }
+      })
     }).pipe(Effect.scoped, Effect.provide(inProcess(script)))
   })
 

@@ -49,6 +49,8 @@ export class UnknownTask extends Schema.TaggedError<UnknownTask>("agent-tools/Un
 
 /** The task exists; its id is what `AttachTask` needs after a reconnect. */
 export const TaskStarted = Schema.TaggedStruct("TaskStarted", { taskId: Schema.String })
+/** The platform asks the model for turn `step`. */
+export const TurnStarted = Schema.TaggedStruct("TurnStarted", { taskId: Schema.String, step: Schema.Number })
 /** Text the model wrote. */
 export const ModelText = Schema.TaggedStruct("ModelText", { taskId: Schema.String, text: Schema.String })
 /** Run this call and answer with `CompleteToolCall`; it may come again (at least once). */
@@ -59,20 +61,36 @@ export const ToolCallRequested = Schema.TaggedStruct("ToolCallRequested", {
   arguments: Schema.String,
   deadlineAt: Schema.Number
 })
-/** A call's outcome, as the model will see it. */
+/** A call's outcome, as the model will see it; `cached` when an earlier outcome was reused (S9). */
 export const ToolCallCompleted = Schema.TaggedStruct("ToolCallCompleted", {
   taskId: Schema.String,
   toolCallId: Schema.String,
   name: Schema.String,
-  result: Invocation.ToolResultFromJson
+  result: Invocation.ToolResultFromJson,
+  cached: Schema.optionalWith(Schema.Boolean, { default: () => false })
 })
-/** The task is done. */
-export const TaskCompleted = Schema.TaggedStruct("TaskCompleted", { taskId: Schema.String, output: Schema.String })
+/** The task is done; `usage` sums the model's tokens. */
+export const TaskCompleted = Schema.TaggedStruct("TaskCompleted", {
+  taskId: Schema.String,
+  output: Schema.String,
+  steps: Schema.optionalWith(Schema.Number, { default: () => 0 }),
+  usage: Schema.optionalWith(Schema.Struct({ inputTokens: Schema.Number, outputTokens: Schema.Number }), {
+    default: () => ({ inputTokens: 0, outputTokens: 0 })
+  })
+})
 /** The task failed; `reason` says why. */
 export const TaskFailed = Schema.TaggedStruct("TaskFailed", { taskId: Schema.String, reason: Schema.String })
 
 /** What a task's stream carries. */
-export const TaskEvent = Schema.Union(TaskStarted, ModelText, ToolCallRequested, ToolCallCompleted, TaskCompleted, TaskFailed)
+export const TaskEvent = Schema.Union(
+  TaskStarted,
+  TurnStarted,
+  ModelText,
+  ToolCallRequested,
+  ToolCallCompleted,
+  TaskCompleted,
+  TaskFailed
+)
 /** What a task's stream carries. */
 export type TaskEvent = typeof TaskEvent.Type
 

@@ -89,6 +89,8 @@ export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageMo
   })
   return Agent.runWithEvents(agent, options.prompt, (event) => {
     switch (event._tag) {
+      case "TurnStarted":
+        return emit({ _tag: "TurnStarted", taskId, step: event.step })
       case "Text":
         return emit({ _tag: "ModelText", taskId, text: event.text })
       case "ToolCallFinished":
@@ -97,10 +99,17 @@ export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageMo
           taskId,
           toolCallId: event.call.id,
           name: event.call.name,
-          result: event.call.result
+          result: event.call.result,
+          cached: event.call.cached
         })
       case "Done":
-        return emit({ _tag: "TaskCompleted", taskId, output: event.result.output })
+        return emit({
+          _tag: "TaskCompleted",
+          taskId,
+          output: event.result.output,
+          steps: event.result.steps,
+          usage: event.result.usage
+        })
     }
   }).pipe(
     Effect.asVoid,

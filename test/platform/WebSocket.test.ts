@@ -66,6 +66,8 @@ const describeEvent = (event: Protocol.TaskEvent): string => {
       return `failed ${event.reason}`
     case "TaskStarted":
       return "started"
+    case "TurnStarted":
+      return `turn ${event.step}`
   }
 }
 
@@ -93,12 +95,15 @@ describe("platform over a real WebSocket", () => {
       }).pipe(Effect.scoped, Effect.provide(client(url)))
       assert.deepStrictEqual([...events].map(describeEvent), [
         "started",
+        "turn 1",
         "requested a",
         "requested b",
         "completed a",
         "completed b",
+        "turn 2",
         "requested c",
         "completed c",
+        "turn 3",
         "text a:\"fast\" b:\"slow\" c:5",
         "done a:\"fast\" b:\"slow\" c:5"
       ])
