@@ -3,8 +3,9 @@
  * first outcome for an input is reused for the rest of the run (`RunCache`). S10: a served call
  * delivered more than once, keyed by (task id, tool call id), runs once (`Idempotency`).
  */
-import { Migrator, SqlClient } from "@effect/sql"
-import { SqliteClient } from "@effect/sql-sqlite-node"
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import {
   Clock,
   Context,

@@ -4,8 +4,10 @@
  * checks. `tools/call` goes through `Invocation`; every failure is a result with `isError: true`
  * and the S5 text; a cancelled request interrupts the call.
  */
-import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
+import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"

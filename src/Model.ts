@@ -3,7 +3,7 @@
  * (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) or `"openai:<model>"` (`OPENAI_API_KEY`,
  * `OPENAI_BASE_URL`, for OpenAI and any compatible server).
  */
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Layer, Schema } from "effect"
 import * as LanguageModel from "./LanguageModel.js"
 import * as Anthropic from "./providers/Anthropic.js"

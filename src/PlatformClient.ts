@@ -3,16 +3,14 @@
  * transport failures typed. `layer` speaks WebSocket to `PLATFORM_URL`; `layerTest` runs the
  * platform's handlers in the same process, with no sockets, for tests and single-process setups.
  */
-import { NodeSocket } from "@effect/platform-node"
-import {
-  type Rpc,
-  RpcClient,
-  type RpcClientError,
-  type RpcGroup,
-  RpcMiddleware,
-  RpcSerialization,
-  RpcTest
-} from "@effect/rpc"
+import * as NodeSocket from "@effect/platform-node/NodeSocket"
+import type * as Rpc from "@effect/rpc/Rpc"
+import * as RpcClient from "@effect/rpc/RpcClient"
+import type * as RpcClientError from "@effect/rpc/RpcClientError"
+import type * as RpcGroup from "@effect/rpc/RpcGroup"
+import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as RpcTest from "@effect/rpc/RpcTest"
 import { Config, Context, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
 import {
   Authentication,

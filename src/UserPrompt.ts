@@ -2,7 +2,7 @@
  * Asking the user a question (`ask_user`, S13). Optional: without it, `ask_user` answers that no
  * user is available. `layerTerminal` asks on the terminal; `layerTest` answers from a list.
  */
-import { Terminal } from "@effect/platform"
+import * as Terminal from "@effect/platform/Terminal"
 import { Context, Effect, Layer, Ref, Schema } from "effect"
 
 /** The question could not be answered. */

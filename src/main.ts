@@ -1,72 +1,215 @@
 /**
- * The main program. Until the demo lands, a small real example: two tools, each called through
- * `Invocation` (one success, one failure), and what the model would read printed.
+ * The one main program (DESIGN section 5): every piece a Layer, wired here, behind a CLI.
  *
- *   tsx src/main.ts                       the example
- *   tsx src/main.ts mcp                   the example tools over MCP on stdio
- *   tsx src/main.ts mcp --http --port N   ... over Streamable HTTP at http://127.0.0.1:N/mcp
+ *   tsx src/main.ts [demo]              the demo, end to end on embedded defaults
+ *   tsx src/main.ts platform            the platform alone (--port, --host, --tokens)
+ *   tsx src/main.ts serve               the demo tools, served to PLATFORM_URL
+ *   tsx src/main.ts mcp [--http]        the demo tools over MCP (stdio, or HTTP with --port)
+ *   tsx src/main.ts run "<prompt>"      an agent run in this process with the demo tools
  */
-import { NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Layer, Logger, Schema } from "effect"
-import { Invocation, Mcp, Tool, Toolkit } from "./index.js"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import {
+  ConfigProvider,
+  Console,
+  Effect,
+  Layer,
+  Logger,
+  LogLevel,
+  Option,
+  Stream
+} from "effect"
+import { randomUUID } from "node:crypto"
+import * as Backend from "./demo/Backend.js"
+import * as Demo from "./demo/script.js"
+import * as DemoTools from "./demo/tools.js"
+import { LiveView } from "./demo/view.js"
+import { Agent, Invocation, Mcp, Model, PlatformClient, PlatformServer, Serve, Toolkit } from "./index.js"
 
-class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
+// ---------------------------------------------------------------------------------------------
+// Shared options.
 
-const Order = Schema.Struct({ id: Schema.String, status: Schema.Literal("paid", "shipped"), total: Schema.Number })
-
-const orders: ReadonlyMap<string, typeof Order.Type> = new Map([
-  ["ord-4821", { id: "ord-4821", status: "shipped", total: 42 }]
-])
-
-const lookupOrder = Tool.make("lookup_order", {
-  description: "Return the order record for order_id. Use it when the user asks about an order.",
-  input: { order_id: Schema.String.annotations({ description: "The order id, like ord-4821" }) },
-  output: Order,
-  timeout: "10 seconds"
-}, ({ order_id }) => {
-  const order = orders.get(order_id)
-  return order === undefined ? Effect.fail(new NotFound({ message: `no order with id=${order_id}` })) : Effect.succeed(order)
-})
-
-const addNumbers = Tool.make("add_numbers", {
-  description: "Add two numbers.",
-  input: { a: Schema.Number, b: Schema.Number },
-  output: Schema.Number,
-  timeout: "1 second"
-}, ({ a, b }) => Effect.succeed(a + b))
-
-const program = Effect.gen(function*() {
-  const toolkit = yield* Toolkit.make(lookupOrder, addNumbers)
-  yield* Console.log("Tools, as a model sees them:")
-  for (const definition of toolkit.definitions) yield* Console.log(`  ${JSON.stringify(definition)}`)
-  const calls = [
-    [lookupOrder, "{\"order_id\":\"ord-4821\"}"],
-    [lookupOrder, "{\"order_id\":\"ord-0000\"}"],
-    [addNumbers, "{\"a\":2,\"b\":\"3\",\"c\":4}"]
-  ] as const
-  yield* Console.log("\nCalls through Invocation.run:")
-  for (const [tool, args] of calls) {
-    const result = yield* Invocation.run(tool, args)
-    const shown = result.success ? `value ${JSON.stringify(result.value)}` : `error ${JSON.stringify(result.error)}`
-    yield* Console.log(`  ${tool.name}(${args})\n    -> ${shown}`)
-  }
-})
-
-const argv = process.argv.slice(2)
-const option = (name: string): string | undefined => {
-  const at = argv.indexOf(name)
-  return at === -1 ? undefined : argv[at + 1]
-}
-
-const mcp = Effect.gen(function*() {
-  const toolkit = yield* Toolkit.make(lookupOrder, addNumbers)
-  if (!argv.includes("--http")) return yield* Mcp.serveStdio(toolkit)
-  const port = Number(option("--port") ?? "8788")
-  yield* Effect.logInfo(`MCP over Streamable HTTP at http://127.0.0.1:${port}/mcp`)
-  return yield* Layer.launch(Mcp.layerHttp(toolkit, { port }))
-}).pipe(
-  // stdout carries only protocol messages: logs go to stderr.
-  Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger)))
+const modelOption = Options.text("model").pipe(
+  Options.withDescription(
+    "scripted | anthropic:<model> | openai:<model>. Default: anthropic:claude-sonnet-4-5 with ANTHROPIC_API_KEY, " +
+      "openai:gpt-4.1 with OPENAI_API_KEY or OPENAI_BASE_URL, else the scripted stand-in"
+  ),
+  Options.optional
 )
 
-NodeRuntime.runMain(argv[0] === "mcp" ? mcp : program)
+/** The model string to use, and whether it was chosen for lack of a key. */
+const chooseModel = (option: Option.Option<string>): { readonly model: string; readonly note: string } => {
+  if (Option.isSome(option)) return { model: option.value, note: "" }
+  if ((process.env.ANTHROPIC_API_KEY ?? "") !== "") return { model: "anthropic:claude-sonnet-4-5", note: "ANTHROPIC_API_KEY is set" }
+  if ((process.env.OPENAI_API_KEY ?? "") !== "" || (process.env.OPENAI_BASE_URL ?? "") !== "") {
+    return { model: `openai:${process.env.OPENAI_MODEL ?? "gpt-4.1"}`, note: "OPENAI_API_KEY or OPENAI_BASE_URL is set" }
+  }
+  return {
+    model: "scripted",
+    note: "no ANTHROPIC_API_KEY or OPENAI_API_KEY: a scripted stand-in plays the model, not a real one"
+  }
+}
+
+const modelLayer = (model: string) => Model.layer(model, { script: Demo.script })
+
+const demoToolkit = Toolkit.make(...DemoTools.tools)
+
+// ---------------------------------------------------------------------------------------------
+// demo
+
+const jsonOption = Options.boolean("json").pipe(Options.withDescription("print the events as NDJSON instead of lines"))
+
+const runDemo = (options: { readonly model: Option.Option<string>; readonly json: boolean }) =>
+  Effect.gen(function*() {
+    const { model, note } = chooseModel(options.model)
+    const view = new LiveView({
+      json: options.json,
+      tty: process.stdout.isTTY === true,
+      write: (text) => void process.stdout.write(text)
+    })
+    view.line(`model: ${model}${note === "" ? "" : ` (${note})`}`)
+    const agentId = "demo-agent"
+    const token = randomUUID()
+    const platform = yield* Layer.build(
+      PlatformServer.layerWebSocket({ port: 0 }).pipe(
+        Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([[token, agentId]]) })),
+        Layer.provide(modelLayer(model))
+      )
+    )
+    const url = yield* Effect.provide(PlatformServer.url, platform)
+    view.line(`platform listening on ${url}`)
+    const settings = Layer.setConfigProvider(ConfigProvider.fromMap(
+      new Map([["AGENT_ID", agentId], ["PLATFORM_TOKEN", token], ["PLATFORM_URL", url]])
+    ))
+    const observer = Layer.succeed(Invocation.InvocationObserver, { onRetry: (event) => view.retry(event) })
+    const backend = yield* Layer.build(Backend.layer)
+    const toolkit = yield* demoToolkit
+    let output = ""
+    yield* Effect.gen(function*() {
+      const served = yield* Serve.make(toolkit)
+      view.line(`serving ${toolkit.tools.length} tools for ${agentId}: ${toolkit.tools.map((t) => t.name).join(", ")}`)
+      view.line(`task: ${Demo.prompt}`)
+      view.startSpinner()
+      yield* Stream.runForEach(served.submitTask(Demo.prompt), (event) =>
+        Effect.sync(() => {
+          view.event(event)
+          if (event._tag === "TaskCompleted") output = event.output
+        }))
+      view.stopSpinner()
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Layer.mergeAll(PlatformClient.layer, observer).pipe(Layer.provideMerge(settings))),
+      Effect.provide(backend)
+    )
+    view.line("deregistered from the platform; connection closed")
+    const refunds = yield* Effect.flatMap(Effect.provide(Backend.Billing, backend), (billing) => billing.refunds)
+    if (!options.json) yield* Console.log(`\nanswer: ${output}`)
+    view.finish([["refunds made", `${refunds.length} (issue_refund requested ${requestedRefunds(view)} times)`]])
+  }).pipe(Effect.scoped)
+
+const requestedRefunds = (view: LiveView) => view.summary.reused + 1
+
+const demo = Command.make("demo", { model: modelOption, json: jsonOption }, runDemo).pipe(
+  Command.withDescription("Run the demo: platform, serving and a task, end to end in this process (the default)")
+)
+
+// ---------------------------------------------------------------------------------------------
+// platform
+
+const platform = Command.make("platform", {
+  port: Options.integer("port").pipe(Options.withDefault(8787), Options.withDescription("the port to listen on")),
+  host: Options.text("host").pipe(Options.withDefault("127.0.0.1"), Options.withDescription("the address to bind")),
+  tokens: Options.text("tokens").pipe(
+    Options.withDescription("token:agent pairs, comma-separated (default: PLATFORM_TOKENS)"),
+    Options.optional
+  ),
+  model: modelOption
+}, ({ host, model, port, tokens }) =>
+  Effect.gen(function*() {
+    const pairs = PlatformServer.parseTokens(Option.getOrElse(tokens, () => process.env.PLATFORM_TOKENS ?? ""))
+    // No tokens, no agents: refuse to start rather than serve nobody.
+    if (pairs.size === 0) return yield* new PlatformClient.MissingSetting({ variable: "PLATFORM_TOKENS (or --tokens)" })
+    const chosen = chooseModel(model)
+    yield* Effect.logInfo(`platform on ws://${host}:${port}${PlatformServer.path}, model ${chosen.model}`)
+    return yield* Layer.launch(
+      PlatformServer.layerWebSocket({ port, host }).pipe(
+        Layer.provide(PlatformServer.layerHandlers({ tokens: pairs })),
+        Layer.provide(modelLayer(chosen.model))
+      )
+    )
+  })).pipe(Command.withDescription("Run the platform alone, on a WebSocket"))
+
+// ---------------------------------------------------------------------------------------------
+// serve
+
+const serve = Command.make("serve", {}, () =>
+  Effect.gen(function*() {
+    const toolkit = yield* demoToolkit
+    yield* Effect.logInfo(`serving ${toolkit.tools.length} demo tools to ${process.env.PLATFORM_URL ?? "(PLATFORM_URL unset)"}`)
+    return yield* Serve.serve(toolkit)
+  }).pipe(Effect.provide(Layer.merge(PlatformClient.layer, Backend.layer)))).pipe(
+    Command.withDescription("Serve the demo tools to the platform at PLATFORM_URL as AGENT_ID (PLATFORM_TOKEN)")
+  )
+
+// ---------------------------------------------------------------------------------------------
+// mcp
+
+const mcp = Command.make("mcp", {
+  http: Options.boolean("http").pipe(Options.withDescription("serve over Streamable HTTP instead of stdio")),
+  port: Options.integer("port").pipe(Options.withDefault(8788), Options.withDescription("the HTTP port (with --http)"))
+}, ({ http, port }) =>
+  Effect.gen(function*() {
+    const toolkit = yield* demoToolkit
+    if (!http) return yield* Mcp.serveStdio(toolkit)
+    yield* Effect.logInfo(`MCP over Streamable HTTP at http://127.0.0.1:${port}/mcp`)
+    return yield* Layer.launch(Mcp.layerHttp(toolkit, { port }))
+  }).pipe(Effect.provide(Backend.layer))).pipe(Command.withDescription("Serve the demo tools over MCP"))
+
+// ---------------------------------------------------------------------------------------------
+// run
+
+const run = Command.make("run", {
+  prompt: Args.text({ name: "prompt" }).pipe(Args.withDescription("what to ask the agent")),
+  model: modelOption
+}, ({ model, prompt }) =>
+  Effect.gen(function*() {
+    const chosen = chooseModel(model)
+    yield* Console.log(`model: ${chosen.model}${chosen.note === "" ? "" : ` (${chosen.note})`}`)
+    const agent = Agent.make({ name: "demo", tools: DemoTools.tools })
+    const result = yield* Agent.run(agent, prompt).pipe(Effect.provide(modelLayer(chosen.model)))
+    for (const call of result.toolCalls) {
+      yield* Console.log(
+        `${call.result.success ? "✓" : "✗"} ${call.name} ${JSON.stringify(call.input)}${call.cached ? " (reused)" : ""}`
+      )
+    }
+    yield* Console.log(`\nanswer: ${result.output}\n(${result.steps} model turns, ${result.toolCalls.length} tool calls)`)
+  }).pipe(Effect.provide(Backend.layer))).pipe(Command.withDescription("Run an agent in this process with the demo tools"))
+
+// ---------------------------------------------------------------------------------------------
+
+const root = Command.make("agent-tools", { model: modelOption, json: jsonOption }, runDemo).pipe(
+  Command.withDescription("Tools for language-model agents: one definition, run by agents, served to a platform, over MCP"),
+  Command.withSubcommands([demo, platform, serve, mcp, run])
+)
+
+const cli = Command.run(root, { name: "agent-tools", version: "0.1.0" })
+
+const logLevel = LogLevel.allLevels.find((level) => level.label.toLowerCase() === (process.env.LOG_LEVEL ?? "info").toLowerCase())
+
+cli(process.argv).pipe(
+  // A bad command line: @effect/cli has printed what is wrong and the usage; exit 2, no stack.
+  Effect.catchIf(ValidationError.isValidationError, () =>
+    // @effect-diagnostics-next-line lazyPromiseInEffectSync:off
+    Effect.sync(() => {
+      process.exit(2)
+    })),
+  // stdout is the demo's view, or MCP's protocol messages: logs go to stderr.
+  Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))),
+  Logger.withMinimumLogLevel(logLevel ?? LogLevel.Info),
+  Effect.provide(NodeContext.layer),
+  NodeRuntime.runMain
+)

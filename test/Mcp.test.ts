@@ -196,10 +196,16 @@ describe("Mcp over stdio, with the official client spawning tsx src/main.ts mcp"
       yield* Effect.acquireRelease(Effect.promise(() => client.connect(transport)), () => Effect.promise(() => client.close()))
       assert.isDefined(client.getServerCapabilities()?.tools)
       const { tools } = yield* Effect.promise(() => client.listTools())
-      assert.deepStrictEqual(tools.map((t) => t.name), ["lookup_order", "add_numbers"])
+      assert.deepStrictEqual(tools.map((t) => t.name), [
+        "lookup_order",
+        "lookup_customer",
+        "issue_refund",
+        "close_security_gate",
+        "get_today_date"
+      ])
       for (const tool of tools) assert.strictEqual(tool.inputSchema.type, "object")
-      const sum = yield* Effect.promise(() => client.callTool({ name: "add_numbers", arguments: { a: 2, b: 3 } }))
-      assert.deepStrictEqual(sum.structuredContent, { result: 5 })
+      const customer = yield* Effect.promise(() => client.callTool({ name: "lookup_customer", arguments: { customer_id: "cus-1207" } }))
+      assert.deepStrictEqual(customer.structuredContent, { id: "cus-1207", name: "Ada Moreau", tier: "gold" })
       const missing = yield* Effect.promise(() => client.callTool({ name: "lookup_order", arguments: { order_id: "ord-0" } }))
       assert.isTrue(missing.isError)
       assert.deepStrictEqual(missing.content, [{ type: "text", text: "NotFound: no order with id=ord-0" }])

@@ -1,13 +1,123 @@
 import { assert, describe, it } from "@effect/vitest"
-import { execFileSync } from "node:child_process"
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { createServer } from "node:net"
 import { fileURLToPath } from "node:url"
 
-describe("main", () => {
-  it("runs the example: one call succeeds, the others fail with the S5 text", () => {
-    const root = fileURLToPath(new URL("..", import.meta.url))
-    const out = execFileSync(process.execPath, ["--import", "tsx", "src/main.ts"], { cwd: root, encoding: "utf8" })
-    assert.include(out, "-> value {\"id\":\"ord-4821\",\"status\":\"shipped\",\"total\":42}")
-    assert.include(out, "-> error \"NotFound: no order with id=ord-0000\"")
-    assert.include(out, "add_numbers: invalid input: c: is unexpected")
-  }, 30_000)
+const root = fileURLToPath(new URL("..", import.meta.url))
+
+/** Runs `tsx src/main.ts ...args` to its end (stdout not a TTY), with the keys of real models unset. */
+const main = (args: ReadonlyArray<string>) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const env = { ...process.env, ANTHROPIC_API_KEY: "", OPENAI_API_KEY: "", OPENAI_BASE_URL: "" }
+    execFile(process.execPath, ["--import", "tsx", "src/main.ts", ...args], { cwd: root, env, timeout: 60_000 }, (error, stdout, stderr) =>
+      resolve({ code: error === null ? 0 : (error as { code?: number }).code ?? 1, stdout, stderr }))
+  })
+
+describe("main: the demo", () => {
+  it("runs end to end: the refund ran once although requested twice, after one retry", async () => {
+    const { code, stdout } = await main([])
+    assert.strictEqual(code, 0)
+    assert.notInclude(stdout, "\x1b", "no escape codes when stdout is not a terminal")
+    assert.include(stdout, "model: scripted (no ANTHROPIC_API_KEY or OPENAI_API_KEY")
+    assert.include(
+      stdout,
+      "answer: Order ord-4821 for Ada Moreau was charged twice. I refunded the duplicate charge: refund re-1 of 59.9."
+    )
+    assert.match(stdout, /model turns\s+3\n/)
+    assert.match(stdout, /tool calls\s+4\n/)
+    assert.match(stdout, /reused\s+1\n/)
+    assert.match(stdout, /retries\s+1\n/)
+    assert.match(stdout, /refunds made\s+1 \(issue_refund requested 2 times\)\n/)
+    assert.include(stdout, "deregistered from the platform")
+  }, 60_000)
+
+  it("--json prints the same events as NDJSON", async () => {
+    const { code, stdout } = await main(["--json"])
+    assert.strictEqual(code, 0)
+    const events = stdout.trim().split("\n").map((line) => JSON.parse(line) as { kind: string; [k: string]: unknown })
+    const kinds = events.map((e) => e.kind)
+    assert.deepStrictEqual(kinds.filter((k) => k === "turn").length, 3)
+    assert.deepStrictEqual(kinds.filter((k) => k === "call_started").length, 3)
+    assert.deepStrictEqual(kinds.filter((k) => k === "call_finished").length, 4)
+    assert.deepStrictEqual(kinds.filter((k) => k === "retry").length, 1)
+    const summary = events.find((e) => e.kind === "summary")!
+    assert.deepStrictEqual([summary.reused, summary.retries, summary.toolCalls], [1, 1, 4])
+    assert.include(String(events.find((e) => e.kind === "task_completed")?.output), "refund re-1")
+  }, 60_000)
+})
+
+describe("main: the CLI", () => {
+  it("--help describes the commands, and each command's --help its options", async () => {
+    const top = await main(["--help"])
+    assert.strictEqual(top.code, 0)
+    for (const command of ["demo", "platform", "serve", "mcp", "run"]) assert.include(top.stdout, command)
+    const platform = await main(["platform", "--help"])
+    assert.strictEqual(platform.code, 0)
+    for (const option of ["--port", "--host", "--tokens", "--model"]) assert.include(platform.stdout, option)
+    const mcp = await main(["mcp", "--help"])
+    assert.include(mcp.stdout, "--http")
+  }, 60_000)
+
+  it("an unknown command or a bad flag is a clear message and a non-zero exit", async () => {
+    const unknown = await main(["deploy"])
+    assert.strictEqual(unknown.code, 2)
+    assert.include(unknown.stdout + unknown.stderr, "Invalid subcommand for agent-tools - use one of 'demo', 'platform', 'serve', 'mcp', 'run'")
+    assert.notInclude(unknown.stdout + unknown.stderr, "_tag")
+    const badFlag = await main(["platform", "--port", "not-a-number"])
+    assert.strictEqual(badFlag.code, 2)
+    assert.include(badFlag.stdout + badFlag.stderr, "'not-a-number' is not a integer")
+  }, 60_000)
+})
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const server = createServer()
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+const watch = (child: ChildProcess) => {
+  let text = ""
+  child.stdout?.on("data", (d) => (text += String(d)))
+  child.stderr?.on("data", (d) => (text += String(d)))
+  return {
+    text: () => text,
+    until: (pattern: RegExp, timeoutMillis: number) =>
+      new Promise<boolean>((resolve) => {
+        const started = Date.now()
+        const check = () => {
+          if (pattern.test(text)) return resolve(true)
+          if (Date.now() - started > timeoutMillis) return resolve(false)
+          setTimeout(check, 50)
+        }
+        check()
+      })
+  }
+}
+
+describe("main: platform and serve as two processes", () => {
+  it("SIGINT to serve makes the platform record the deregistration before serve exits", async () => {
+    const port = await freePort()
+    const env = { ...process.env, ANTHROPIC_API_KEY: "", OPENAI_API_KEY: "", LOG_LEVEL: "debug" }
+    const platform = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "platform", "--port", String(port), "--tokens", "tok-demo:demo-agent"], { cwd: root, env })
+    const platformLog = watch(platform)
+    try {
+      assert.isTrue(await platformLog.until(/platform on ws:/, 20_000), platformLog.text())
+      const serve = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve"], {
+        cwd: root,
+        env: { ...env, AGENT_ID: "demo-agent", PLATFORM_TOKEN: "tok-demo", PLATFORM_URL: `ws://127.0.0.1:${port}/rpc` }
+      })
+      const serveLog = watch(serve)
+      assert.isTrue(await platformLog.until(/registered 5 tools/, 20_000), platformLog.text() + serveLog.text())
+      const exited = new Promise<number | null>((resolve) => serve.on("exit", (code) => resolve(code)))
+      serve.kill("SIGINT")
+      assert.isTrue(await platformLog.until(/deregistered/, 10_000), platformLog.text())
+      await exited
+    } finally {
+      platform.kill("SIGTERM")
+    }
+  }, 60_000)
 })

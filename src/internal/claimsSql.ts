@@ -3,7 +3,7 @@
  * PostgreSQL's `@effect/sql-pg` later): `ON CONFLICT ... DO NOTHING`, integers for times, text for
  * the outcome's JSON. Times come from the Effect `Clock`, never from the database.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 
 /** The migrations, in order, for `@effect/sql`'s migrator. */

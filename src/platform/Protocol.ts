@@ -3,7 +3,9 @@
  * Apart from any transport: the WebSocket server, the in-process test client and any faster
  * transport later all speak this group.
  */
-import { Rpc, RpcGroup, RpcMiddleware } from "@effect/rpc"
+import * as Rpc from "@effect/rpc/Rpc"
+import * as RpcGroup from "@effect/rpc/RpcGroup"
+import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
 import { Context, Schema } from "effect"
 import * as Invocation from "../Invocation.js"
 import * as Toolkit from "../Toolkit.js"

@@ -4,9 +4,11 @@
  * at least once. Everything in memory. `layerHandlers` is the protocol's implementation, whatever
  * the transport; `layerWebSocket` serves it on a real WebSocket.
  */
-import { HttpLayerRouter, HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
-import { RpcSerialization, RpcServer } from "@effect/rpc"
+import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as RpcServer from "@effect/rpc/RpcServer"
 import {
   Clock,
   Context,

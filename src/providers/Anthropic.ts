@@ -3,7 +3,7 @@
  * `{ name, description, input_schema }`; `tool_use` blocks come back as tool calls; tool results go
  * back as `tool_result` blocks (with `is_error`), consecutive ones in one user message.
  */
-import { HttpClient } from "@effect/platform"
+import * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { MissingApiKey, optionalSecret, optionalString, postJson } from "./Http.js"

@@ -4,7 +4,9 @@
  * other 4xx rejected with the provider's message. Keys live only in headers; no error, log or span
  * here carries a header (the platform's tracer redacts `authorization` and `x-api-key`).
  */
-import { HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Config, Duration, Effect, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 

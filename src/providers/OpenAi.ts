@@ -4,7 +4,7 @@
  * `{ type: "function", function: { name, description, parameters } }`; `tool_calls` come back;
  * results go back as `role: "tool"` messages with `tool_call_id`.
  */
-import { HttpClient } from "@effect/platform"
+import * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { MissingApiKey, optionalSecret, optionalString, postJson } from "./Http.js"

@@ -1,0 +1,52 @@
+/**
+ * The offline demo's scripted model: a stand-in, not a real model. It looks up the order and the
+ * customer at once, asks for the refund twice in one turn (the second is reused), then answers from
+ * what the tools returned.
+ */
+import type * as LanguageModel from "../LanguageModel.js"
+
+/** The demo's task. */
+export const prompt = "Order ord-4821 was charged twice; check it and refund the duplicate charge"
+
+const resultOf = (request: LanguageModel.ModelRequest, id: string): any => {
+  for (const message of request.messages) {
+    if (message._tag === "ToolResultMessage" && message.toolCallId === id) {
+      return message.isError ? { error: message.content } : JSON.parse(message.content)
+    }
+  }
+  return undefined
+}
+
+/** The turns: they read the tool results in the request, as a model would. */
+export const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+  {
+    text: "I'll look up the order and its customer.",
+    toolCalls: [
+      { id: "call-order", name: "lookup_order", arguments: "{\"order_id\":\"ord-4821\"}" },
+      { id: "call-customer", name: "lookup_customer", arguments: "{\"customer_id\":\"cus-1207\"}" }
+    ]
+  },
+  (request) => {
+    const order = resultOf(request, "call-order")
+    const duplicate = order?.charges?.[1]
+    const args = JSON.stringify({ order_id: "ord-4821", amount: duplicate?.amount ?? 0 })
+    return {
+      text: `The order has two identical charges of ${duplicate?.amount}; refunding the second one.`,
+      // The same refund twice in one turn, as models do: the idempotent tool runs it once.
+      toolCalls: [
+        { id: "call-refund-1", name: "issue_refund", arguments: args },
+        { id: "call-refund-2", name: "issue_refund", arguments: args }
+      ]
+    }
+  },
+  (request) => {
+    const customer = resultOf(request, "call-customer")
+    const refund = resultOf(request, "call-refund-1")
+    return {
+      text: refund?.refund_id === undefined
+        ? `I could not refund order ord-4821: ${refund?.error ?? "no result"}.`
+        : `Order ord-4821 for ${customer?.name ?? "the customer"} was charged twice. ` +
+          `I refunded the duplicate charge: refund ${refund.refund_id} of ${refund.amount}.`
+    }
+  }
+]

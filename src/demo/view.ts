@@ -1,0 +1,180 @@
+/**
+ * The demo's live view: one line per event with the elapsed time, a spinner for calls in flight
+ * when stdout is a terminal, NDJSON with `--json`, and a summary at the end.
+ */
+import type { RetryEvent } from "../Invocation.js"
+import type { TaskEvent } from "../platform/Protocol.js"
+
+/** What the summary counts. */
+export interface Summary {
+  turns: number
+  toolCalls: number
+  reused: number
+  retries: number
+  redelivered: number
+  failures: number
+  inputTokens: number
+  outputTokens: number
+}
+
+const frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
+
+/** Renders a task's events as they come. */
+export class LiveView {
+  readonly summary: Summary = {
+    turns: 0,
+    toolCalls: 0,
+    reused: 0,
+    retries: 0,
+    redelivered: 0,
+    failures: 0,
+    inputTokens: 0,
+    outputTokens: 0
+  }
+  private readonly started = performance.now()
+  private readonly inFlight = new Map<string, { readonly name: string; readonly at: number }>()
+  private readonly seen = new Set<string>()
+  private spinner: ReturnType<typeof setInterval> | undefined
+  private frame = 0
+
+  constructor(
+    private readonly options: {
+      readonly json: boolean
+      /** Spinner and colours only on a terminal; plain lines otherwise. */
+      readonly tty: boolean
+      readonly write: (text: string) => void
+    }
+  ) {}
+
+  private elapsed(): string {
+    return `${((performance.now() - this.started) / 1000).toFixed(3)}s`
+  }
+
+  /** A line of the view (the spinner's line is cleared first). */
+  line(text: string): void {
+    if (this.options.json) return
+    this.clearSpinner()
+    this.options.write(`[${this.elapsed()}] ${text}\n`)
+    this.drawSpinner()
+  }
+
+  private record(kind: string, data: object): void {
+    if (this.options.json) {
+      this.options.write(`${JSON.stringify({ elapsedMillis: Math.round(performance.now() - this.started), kind, ...data })}\n`)
+    }
+  }
+
+  /** A task event. */
+  event(event: TaskEvent): void {
+    switch (event._tag) {
+      case "TaskStarted":
+        this.record("task_started", { taskId: event.taskId })
+        return this.line(`task ${event.taskId} submitted`)
+      case "TurnStarted":
+        this.summary.turns++
+        this.record("turn", { step: event.step })
+        return this.line(`model turn ${event.step}`)
+      case "ModelText":
+        this.record("text", { text: event.text })
+        return this.line(`model: ${event.text}`)
+      case "ToolCallRequested": {
+        if (this.seen.has(event.toolCallId)) {
+          this.summary.redelivered++
+          this.record("redelivered", { toolCallId: event.toolCallId, name: event.name })
+          return this.line(`↻ ${event.name} (${event.toolCallId}) delivered again`)
+        }
+        this.seen.add(event.toolCallId)
+        this.inFlight.set(event.toolCallId, { name: event.name, at: performance.now() })
+        this.record("call_started", { toolCallId: event.toolCallId, name: event.name, arguments: event.arguments })
+        return this.line(`→ ${event.name} ${event.arguments}`)
+      }
+      case "ToolCallCompleted": {
+        this.summary.toolCalls++
+        const started = this.inFlight.get(event.toolCallId)
+        this.inFlight.delete(event.toolCallId)
+        const millis = started === undefined ? 0 : Math.round(performance.now() - started.at)
+        if (event.cached) this.summary.reused++
+        if (event.result.error !== undefined) this.summary.failures++
+        this.record("call_finished", {
+          toolCallId: event.toolCallId,
+          name: event.name,
+          durationMillis: millis,
+          reused: event.cached,
+          ...(event.result.error === undefined ? { value: event.result.value } : { error: event.result.error })
+        })
+        if (event.cached) return this.line(`↺ ${event.name} (${event.toolCallId}) reused the earlier outcome, not run again`)
+        return this.line(
+          event.result.error === undefined
+            ? `✓ ${event.name} (${event.toolCallId}) ${millis} ms`
+            : `✗ ${event.name} (${event.toolCallId}) ${millis} ms: ${event.result.error}`
+        )
+      }
+      case "TaskCompleted":
+        this.summary.inputTokens = event.usage.inputTokens
+        this.summary.outputTokens = event.usage.outputTokens
+        this.record("task_completed", { output: event.output, steps: event.steps, usage: event.usage })
+        return this.line("task completed")
+      case "TaskFailed":
+        this.record("task_failed", { reason: event.reason })
+        return this.line(`task failed: ${event.reason}`)
+    }
+  }
+
+  /** A retry inside a served call. */
+  retry(event: RetryEvent): void {
+    this.summary.retries++
+    this.record("retry", { ...event })
+    this.line(`⟳ ${event.tool} failed (${event.error}); attempt ${event.attempt} in ${Math.round(event.delayMillis)} ms`)
+  }
+
+  /** The summary table, or its NDJSON line. */
+  finish(extra: ReadonlyArray<readonly [string, string]>): void {
+    this.stopSpinner()
+    const wall = `${((performance.now() - this.started) / 1000).toFixed(2)} s`
+    const s = this.summary
+    const rows: ReadonlyArray<readonly [string, string]> = [
+      ["model turns", String(s.turns)],
+      ["tool calls", String(s.toolCalls)],
+      ["reused", String(s.reused)],
+      ["retries", String(s.retries)],
+      ["redelivered", String(s.redelivered)],
+      ["failures", String(s.failures)],
+      ["tokens", `${s.inputTokens} in, ${s.outputTokens} out`],
+      ...extra,
+      ["wall time", wall]
+    ]
+    if (this.options.json) {
+      this.record("summary", { ...s, wallTime: wall, ...Object.fromEntries(extra) })
+      return
+    }
+    const width = Math.max(...rows.map(([k]) => k.length))
+    this.options.write("\nsummary\n")
+    for (const [k, v] of rows) this.options.write(`  ${k.padEnd(width)}  ${v}\n`)
+  }
+
+  /** Starts the spinner (terminals only). */
+  startSpinner(): void {
+    if (!this.options.tty || this.options.json || this.spinner !== undefined) return
+    this.spinner = setInterval(() => {
+      this.clearSpinner()
+      this.frame = (this.frame + 1) % frames.length
+      this.drawSpinner()
+    }, 80)
+  }
+
+  stopSpinner(): void {
+    if (this.spinner !== undefined) clearInterval(this.spinner)
+    this.spinner = undefined
+    this.clearSpinner()
+  }
+
+  private drawSpinner(): void {
+    if (this.spinner === undefined || this.inFlight.size === 0) return
+    const names = [...this.inFlight.values()].map((c) => c.name).join(", ")
+    this.options.write(`${frames[this.frame]} ${this.inFlight.size} in flight: ${names}`)
+  }
+
+  private clearSpinner(): void {
+    if (this.spinner !== undefined) this.options.write("\r\x1b[2K")
+  }
+}
