@@ -174,7 +174,9 @@ const traced = <A, E, R>(agent: Agent<any>, effect: Effect.Effect<A, E, R>): Eff
   Effect.flatMap(FiberRef.get(FiberRef.currentTracerEnabled), (on) =>
     on
       ? Effect.withSpan(effect, `invoke_agent ${agent.name}`, {
-        attributes: { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name }
+        attributes: { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name },
+        // A stack trace per span costs more than the rest of the span: the names say where.
+        captureStackTrace: false
       })
       : effect)
 
@@ -295,7 +297,8 @@ class Run {
     if (!this.tracing) return turn
     return Effect.withSpan(turn, "chat", {
       kind: "client",
-      attributes: { "gen_ai.operation.name": "chat", "agent_tools.step": step }
+      attributes: { "gen_ai.operation.name": "chat", "agent_tools.step": step },
+      captureStackTrace: false
     })
   }
 

@@ -123,7 +123,7 @@ export const make = <R>(
     const register = Effect.flatMap(Ref.get(current), ({ hash, toolkit }) =>
       client.register({ ...caller, manifest: toolkit.manifest, manifestHash: hash })).pipe(
         Effect.tap(() => Effect.logDebug(`agent ${agentId}: registered`)),
-        Effect.withSpan("Serve.register", { attributes: { agentId } })
+        Effect.withSpan("Serve.register", { attributes: { agentId }, captureStackTrace: false })
       )
 
     yield* register

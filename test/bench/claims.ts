@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Idempotency, Invocation, Tool } from "../../src/index.js"
+import { report } from "./report.js"
 
 const calls = 20_000
 const warmup = 2_000
@@ -43,9 +44,13 @@ const main = Effect.gen(function*() {
   const memory = yield* measure(Idempotency.layerMemory, "memory")
   const sqlite = yield* measure(Idempotency.layerSql({ filename: join(dir, "claims.sqlite") }), "sqlite")
   rmSync(dir, { recursive: true, force: true })
-  console.log(`memory store: ${memory.callsPerSecond.toFixed(0)} calls/s, p50 ${memory.p50.toFixed(1)} us`)
-  console.log(`SQLite store: ${sqlite.callsPerSecond.toFixed(0)} calls/s, p50 ${sqlite.p50.toFixed(1)} us`)
-  console.log(`SQLite adds ${(sqlite.p50 - memory.p50).toFixed(1)} us at p50 (${(memory.callsPerSecond / sqlite.callsPerSecond).toFixed(1)}x fewer calls/s)`)
+  report({
+    bench: "claims",
+    measure: "Idempotency.once around a trivial call, SQLite file (WAL)",
+    value: `${sqlite.callsPerSecond.toFixed(0)} calls/s, p50 ${sqlite.p50.toFixed(1)} us`,
+    baseline: `${memory.callsPerSecond.toFixed(0)} calls/s, p50 ${memory.p50.toFixed(1)} us (memory store)`,
+    ratio: `+${(sqlite.p50 - memory.p50).toFixed(1)} us at p50`
+  })
 }).pipe(Effect.withTracerEnabled(false))
 
 Effect.runPromise(main)

@@ -2,10 +2,12 @@
  * Microseconds per `Invocation.run` of a trivial two-number tool with JSON-text arguments, beside
  * a hand-written baseline doing the least the same job needs (JSON.parse, typeof checks, the
  * call, JSON.stringify), both in this process. Prints the figures and the ratio (target: <= 10).
- * Run with `npm run bench`.
+ * Run with `npm run bench` (all variants), or `tsx test/bench/invocation.ts --variant=untraced`.
  */
 import { Effect, Schema } from "effect"
-import { Invocation, Tool } from "../../src/index.js"
+import * as Invocation from "../../src/Invocation.js"
+import * as Tool from "../../src/Tool.js"
+import { report } from "./report.js"
 
 const add = Tool.make("add", {
   description: "Add two numbers.",
@@ -70,38 +72,43 @@ const direct = Effect.gen(function*() {
 
 const median = (xs: Array<number>): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
+// One variant per process (`--variant=`): measured alone, one variant's JIT state cannot slow another's.
+const variant = process.argv.find((a) => a.startsWith("--variant="))?.slice("--variant=".length) ?? "untraced"
+
+const variants = {
+  untraced: {
+    measure: "Invocation.run, Effect.succeed handler, tracing disabled",
+    run: Effect.withTracerEnabled(invocation(add), false),
+    target: "ratio <= 10"
+  },
+  "parent-span": { measure: "... spans on, inside a parent span", run: Effect.withSpan(invocation(add), "bench"), target: undefined },
+  "root-span": { measure: "... spans on, each call a root span", run: invocation(add), target: undefined },
+  gen: { measure: "... Effect.gen handler (own fiber), tracing disabled", run: Effect.withTracerEnabled(invocation(addGen), false), target: undefined },
+  direct: { measure: "(the Effect.gen handler alone, no pipeline)", run: Effect.withTracerEnabled(direct, false), target: undefined }
+} as const
+
 const main = Effect.gen(function*() {
-  // Warm up both paths (JIT) before measuring. Tracing is on (Effect's default) unless a line says otherwise.
+  const chosen = variants[variant as keyof typeof variants]
+  if (chosen === undefined) throw new Error(`unknown variant ${variant}; one of ${Object.keys(variants).join(", ")}`)
+  // Warm up both (JIT) before measuring; alternate the rounds so that both see the same machine.
   baseline()
-  yield* invocation(add)
-  yield* invocation(addGen)
+  yield* chosen.run
   const base: Array<number> = []
-  const ready: Array<number> = []
-  const forked: Array<number> = []
-  const bare: Array<number> = []
+  const measured: Array<number> = []
   for (let round = 0; round < rounds; round++) {
     base.push(baseline())
-    ready.push(yield* invocation(add))
-    forked.push(yield* invocation(addGen))
-    bare.push(yield* direct)
+    measured.push(yield* chosen.run)
   }
   const b = median(base)
-  const r = median(ready)
-  const f = median(forked)
-  const d = median(bare)
-  const untraced: Array<number> = []
-  for (let round = 0; round < rounds; round++) untraced.push(yield* Effect.withTracerEnabled(invocation(add), false))
-  const u = median(untraced)
-  const nested: Array<number> = []
-  for (let round = 0; round < rounds; round++) nested.push(yield* Effect.withSpan(invocation(add), "bench"))
-  const n = median(nested)
-  console.log(`calls per round: ${calls}, rounds: ${rounds} (medians)`)
-  console.log(`baseline (JSON.parse + typeof + call + JSON.stringify):   ${b.toFixed(3)} us/call`)
-  console.log(`Invocation.run, handler Effect.succeed(a + b):             ${r.toFixed(3)} us/call  ratio ${(r / b).toFixed(2)} (target <= 10)`)
-  console.log(`Invocation.run, handler Effect.gen (runs in its own fiber): ${f.toFixed(3)} us/call  ratio ${(f / b).toFixed(2)}`)
-  console.log(`Invocation.run, handler Effect.succeed, tracing disabled:    ${u.toFixed(3)} us/call  ratio ${(u / b).toFixed(2)}`)
-  console.log(`Invocation.run, handler Effect.succeed, inside a parent span: ${n.toFixed(3)} us/call  ratio ${(n / b).toFixed(2)}`)
-  console.log(`  the same Effect.gen handler yielded directly, no pipeline:  ${d.toFixed(3)} us/call`)
+  const m = median(measured)
+  report({
+    bench: "invocation",
+    measure: chosen.measure,
+    value: `${m.toFixed(2)} us/call`,
+    baseline: `${b.toFixed(2)} us/call (JSON.parse, typeof, call, JSON.stringify)`,
+    ratio: (m / b).toFixed(1),
+    target: chosen.target
+  })
 })
 
 Effect.runPromise(main)

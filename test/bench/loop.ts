@@ -6,6 +6,7 @@
  */
 import { Effect, Schema } from "effect"
 import { Agent, LanguageModel, Tool } from "../../src/index.js"
+import { report } from "./report.js"
 
 const add = Tool.make("add", {
   description: "Add two numbers.",
@@ -95,15 +96,19 @@ const measure = (tracing: boolean) =>
     }
     const h = median(hand)
     const l = median(loop)
-    const label = tracing ? "spans on        " : "tracing disabled"
-    console.log(`${label}: Agent.run ${l.toFixed(1)} us/run, hand-written loop ${h.toFixed(2)} us/run, ratio ${(l / h).toFixed(1)}`)
+    report({
+      bench: "agent loop",
+      measure: `Agent.run, 2 turns x 3 concurrent calls, ${tracing ? "spans on" : "tracing disabled"}`,
+      value: `${l.toFixed(1)} us/run`,
+      baseline: `${h.toFixed(2)} us/run (hand-written loop)`,
+      ratio: (l / h).toFixed(1),
+      target: tracing ? "<= 100 us/run" : "<= 50 us/run, ratio <= 15"
+    })
   }).pipe(Effect.withTracerEnabled(tracing))
 
-const main = Effect.gen(function*() {
-  console.log(`runs per round: ${runs}, rounds: ${rounds} (medians), warm-up: ${warmup} runs`)
-  yield* measure(false)
-  yield* measure(true)
-  console.log("targets: tracing disabled <= 50 us/run and ratio <= 15; spans on <= 100 us/run")
-}).pipe(Effect.provide(model))
+// One mode per process (`--tracing=on|off`), so that one cannot warm or slow the other.
+const tracing = process.argv.includes("--tracing=on")
+
+const main = measure(tracing).pipe(Effect.provide(model))
 
 Effect.runPromise(main)

@@ -6,6 +6,7 @@
 import { ConfigProvider, Effect, Layer, Schema } from "effect"
 import { WebSocket, WebSocketServer } from "ws"
 import { LanguageModel, PlatformClient, PlatformServer, Serve, Tool, Toolkit } from "../../src/index.js"
+import { report } from "./report.js"
 
 const inFlight = 64
 const wideTurns = 40 // 40 turns of 64 calls
@@ -110,10 +111,22 @@ const echoRun = () =>
 const main = Effect.gen(function*() {
   const echo = yield* Effect.promise(echoRun)
   const platform = yield* platformRun
-  console.log(`raw ws JSON echo:              ${echo.callsPerSecond.toFixed(0)} calls/s with ${inFlight} in flight, sequential p50 ${echo.sequentialP50.toFixed(0)} us`)
-  console.log(`platform + WebSocket + Serve:  ${platform.callsPerSecond.toFixed(0)} calls/s with ${inFlight} in flight, sequential p50 ${platform.sequentialP50.toFixed(0)} us`)
-  console.log(`ratios (echo / platform): throughput ${(echo.callsPerSecond / platform.callsPerSecond).toFixed(1)}x, latency ${(platform.sequentialP50 / echo.sequentialP50).toFixed(1)}x`)
-  console.log("targets: >= 5,000 calls/s with 64 in flight; sequential p50 < 500 us")
+  report({
+    bench: "serve",
+    measure: `delivered calls, ${inFlight} in flight (platform + WebSocket + Serve)`,
+    value: `${platform.callsPerSecond.toFixed(0)} calls/s`,
+    baseline: `${echo.callsPerSecond.toFixed(0)} calls/s (raw ws JSON echo)`,
+    ratio: `${(echo.callsPerSecond / platform.callsPerSecond).toFixed(1)}x fewer`,
+    target: ">= 5,000 calls/s"
+  })
+  report({
+    bench: "serve",
+    measure: "sequential round trip, p50",
+    value: `${platform.sequentialP50.toFixed(0)} us`,
+    baseline: `${echo.sequentialP50.toFixed(0)} us (raw ws JSON echo)`,
+    ratio: `${(platform.sequentialP50 / echo.sequentialP50).toFixed(1)}x`,
+    target: "< 500 us"
+  })
 })
 
 Effect.runPromise(main).then(() => process.exit(0))

@@ -1,0 +1,39 @@
+/**
+ * `npm run bench`: every benchmark, each variant in a process of its own (so that none warms or
+ * slows another), then one table of all the figures.
+ */
+import { execFileSync } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import type { Row } from "./report.js"
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
+const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
+  ["invocation.ts", "--variant=untraced"],
+  ["invocation.ts", "--variant=parent-span"],
+  ["invocation.ts", "--variant=root-span"],
+  ["invocation.ts", "--variant=gen"],
+  ["invocation.ts", "--variant=direct"],
+  ["loop.ts", "--tracing=off"],
+  ["loop.ts", "--tracing=on"],
+  ["serve.ts"],
+  ["claims.ts"]
+]
+
+const rows: Array<Row> = []
+for (const [file, ...args] of runs) {
+  process.stderr.write(`running ${file} ${args.join(" ")}\n`)
+  const out = execFileSync(process.execPath, ["--import", "tsx", `test/bench/${file}`, ...args], {
+    cwd: root,
+    env: { ...process.env, BENCH_JSON: "1" },
+    encoding: "utf8"
+  })
+  for (const line of out.split("\n")) if (line.startsWith("{")) rows.push(JSON.parse(line) as Row)
+}
+
+const columns = ["bench", "measure", "value", "baseline", "ratio", "target"] as const
+const cells = rows.map((row) => columns.map((c) => row[c] ?? ""))
+const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i]!.length)))
+const line = (values: ReadonlyArray<string>) => `| ${values.map((v, i) => v.padEnd(widths[i]!)).join(" | ")} |`
+console.log(line(columns))
+console.log(line(widths.map((w) => "-".repeat(w))))
+for (const row of cells) console.log(line(row))
