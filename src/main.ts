@@ -100,15 +100,17 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
           if (event._tag === "TaskCompleted") output = event.output
         }))
       view.stopSpinner()
+      const refunds = yield* Effect.flatMap(Effect.provide(Backend.Billing, backend), (billing) => billing.refunds)
+      if (!options.json) yield* Console.log(`\nanswer: ${output}`)
+      view.finish([["refunds made", `${refunds.length} (issue_refund requested ${requestedRefunds(view)} times)`]])
+      if (!options.json) yield* Console.log("")
+      // Leaving this scope deregisters from the platform.
     }).pipe(
       Effect.scoped,
       Effect.provide(Layer.mergeAll(PlatformClient.layer, observer).pipe(Layer.provideMerge(settings))),
       Effect.provide(backend)
     )
     view.line("deregistered from the platform; connection closed")
-    const refunds = yield* Effect.flatMap(Effect.provide(Backend.Billing, backend), (billing) => billing.refunds)
-    if (!options.json) yield* Console.log(`\nanswer: ${output}`)
-    view.finish([["refunds made", `${refunds.length} (issue_refund requested ${requestedRefunds(view)} times)`]])
   }).pipe(Effect.scoped)
 
 const requestedRefunds = (view: LiveView) => view.summary.reused + 1
