@@ -4,6 +4,7 @@
  */
 import { Data, Duration, Effect, Either, FiberRef, type Layer, Mailbox, Schema, Stream } from "effect"
 import * as Builtins from "./Builtins.js"
+import * as Hooks from "./Hooks.js"
 import { RunCache } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
 import * as LanguageModel from "./LanguageModel.js"
@@ -205,7 +206,8 @@ const loop = (
     const model = yield* LanguageModel.LanguageModel
     const policy = yield* RetryPolicy
     const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
-    const state = new Run(agent, toolkit, model, policy.modelRetry, tracing, prompt, emit)
+    const hooks = yield* Hooks.Hooks
+    const state = new Run(agent, toolkit, model, policy.modelRetry, tracing, hooks.turn, prompt, emit)
     for (let step = 1; step <= agent.maxSteps; step++) {
       emit?.(AgentEvent.TurnStarted({ step }))
       const turn = yield* state.ask(step)
@@ -246,6 +248,8 @@ const parseInput = (text: string): unknown => {
   }
 }
 
+let runs = 0
+
 /** The state of one run: its messages, records, usage and idempotency cache (S9), owned by the run. */
 class Run {
   messages: ReadonlyArray<LanguageModel.Message>
@@ -259,11 +263,15 @@ class Run {
     readonly model: LanguageModel.LanguageModel["Type"],
     readonly modelRetry: RetryPolicy["Type"]["modelRetry"],
     readonly tracing: boolean,
+    readonly turnHooks: ReadonlyArray<Hooks.TurnHook>,
     prompt: string,
     readonly emit: Emit | undefined
   ) {
     this.messages = [{ _tag: "UserMessage", text: prompt }]
   }
+
+  /** The run's id: the task id its tool calls carry (per-run budgets and logs key on it). */
+  readonly runId = `run-${++runs}`
 
   result(output: string, steps: number): RunResult {
     return { output, steps, toolCalls: this.records, usage: this.usage }
@@ -275,15 +283,29 @@ class Run {
     return result
   }
 
-  /** One model turn: transient failures retried on the `modelRetry` schedule; a span when tracing. */
+  /** One model turn: turn hooks around it (S18), transient failures retried on `modelRetry`, a span when tracing. */
   ask(step: number): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> {
-    const request: LanguageModel.ModelRequest = {
-      instructions: this.agent.instructions,
-      messages: this.messages,
-      tools: this.toolkit.definitions
-    }
-    const generate = this.model.generate(request)
-    const turn = Effect.catchIf(
+    const turn = this.turnHooks.length === 0
+      ? this.generate(this.agent.instructions, this.toolkit.definitions)
+      : Hooks.runTurnHooks(
+        this.turnHooks,
+        { step, instructions: this.agent.instructions, tools: this.toolkit.definitions },
+        (adjusted) => this.generate(adjusted.instructions, adjusted.tools)
+      )
+    if (!this.tracing) return turn
+    return Effect.withSpan(turn, "chat", {
+      kind: "client",
+      attributes: { "gen_ai.operation.name": "chat", "agent_tools.step": step },
+      captureStackTrace: false
+    })
+  }
+
+  private generate(
+    instructions: string | undefined,
+    tools: ReadonlyArray<LanguageModel.ToolDefinition>
+  ): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> {
+    const generate = this.model.generate({ instructions, messages: this.messages, tools })
+    return Effect.catchIf(
       generate,
       LanguageModel.isTransient,
       (first) =>
@@ -294,12 +316,6 @@ class Run {
             Effect.logWarning(`model request failed (${error.message}); retrying in ${Duration.format(delay)}`)
         })
     )
-    if (!this.tracing) return turn
-    return Effect.withSpan(turn, "chat", {
-      kind: "client",
-      attributes: { "gen_ai.operation.name": "chat", "agent_tools.step": step },
-      captureStackTrace: false
-    })
   }
 
   /** Runs the calls of one turn (S11); records come back in call order. */
@@ -375,7 +391,7 @@ class Run {
       const names = this.toolkit.tools.map((t) => t.name).join(", ")
       return { started: Invocation.ToolResult.failure(`${call.name}: no such tool; the available tools are ${names}`), cached: false }
     }
-    const options = { toolCallId: call.id }
+    const options = { taskId: this.runId, toolCallId: call.id }
     if (!tool.idempotent) return { started: Invocation.start(caller, tool, call.arguments, options), cached: false }
     const decoded = Invocation.decode(caller, tool, call.arguments)
     if (decoded instanceof Invocation.ToolResult) return { started: decoded, cached: false }

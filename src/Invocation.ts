@@ -25,13 +25,14 @@ import {
   Schedule,
   ScheduleDecision,
   ScheduleIntervals,
-  Schema,
   Tracer
 } from "effect"
+import * as Hooks from "./Hooks.js"
 import * as Json from "./internal/json.js"
 import { RetryPolicy } from "./RetryPolicy.js"
 import type * as Tool from "./Tool.js"
 import { ToolContext, type ToolCallInfo } from "./ToolContext.js"
+import { ToolResult } from "./ToolResult.js"
 
 /** Limits of the pipeline. */
 export interface Config {
@@ -85,39 +86,12 @@ export interface Options {
   readonly deadlineAt?: number | Date | undefined
 }
 
-/** The outcome of one call: the encoded output in `value`, or the S5 text in `error`. */
-export class ToolResult {
-  /** A failed result whose text is `error`. */
-  static failure(error: string): ToolResult {
-    return new ToolResult(undefined, error)
-  }
-
-  constructor(
-    /** The encoded output (plain JSON), when the call succeeded. */
-    readonly value: unknown,
-    /** The S5 error text the model reads, when it did not. */
-    readonly error: string | undefined
-  ) {}
-  /** True when the call produced a value: derived, never set. */
-  get success(): boolean {
-    return this.error === undefined
-  }
-}
-
-/** `ToolResult` on the wire: `{ value }` or `{ error }`. */
-export const ToolResultFromJson: Schema.Schema<ToolResult, { readonly value?: unknown; readonly error?: string }> =
-  Schema.transform(
-    Schema.Struct({
-      value: Schema.optionalWith(Schema.Unknown, { exact: true }),
-      error: Schema.optionalWith(Schema.String, { exact: true })
-    }),
-    Schema.instanceOf(ToolResult),
-    {
-      strict: true,
-      decode: ({ error, value }) => new ToolResult(error === undefined ? value : undefined, error),
-      encode: (result) => result.error === undefined ? { value: result.value } : { error: result.error }
-    }
-  )
+export {
+  /** The outcome of one call: the encoded output in `value`, or the S5 text in `error`. */
+  ToolResult,
+  /** `ToolResult` on the wire: `{ value }` or `{ error }`. */
+  ToolResultFromJson
+} from "./ToolResult.js"
 
 const succeeded = (value: unknown): ToolResult => new ToolResult(value, undefined)
 const failed = (error: string): ToolResult => new ToolResult(undefined, error)
@@ -312,18 +286,42 @@ const pipeline = (
     deadlineAt: deadline,
     expiringThresholdMillis: expiringThresholdMillis(config)
   }
+  const hooks = Context.get(caller.context, Hooks.Hooks).tool
+  if (hooks.length === 0) return execute(caller, tool, compiled, input, info, start, span, undefined)
+  // Hooks installed (S18): they wrap the run of the call; `proceed` may run it again, or not at all.
+  const progress = { attempt: 1 }
+  return Hooks.runToolHooks(
+    hooks,
+    { tool, input, context: info, attempts: () => progress.attempt },
+    Effect.suspend(() => lift(execute(caller, tool, compiled, input, info, start, span, progress)))
+  )
+}
+
+/** Runs the handler (retries and all) and turns the outcome into the result. */
+const execute = (
+  caller: Caller,
+  tool: Tool.Any,
+  compiled: Compiled,
+  input: unknown,
+  info: ToolCallInfo,
+  start: number,
+  span: Tracer.Span | undefined,
+  progress: { attempt: number } | undefined
+): Started => {
+  const config = caller.config
+  const allowed = info.deadlineAt - start
   if (tool.retries <= 0) {
     const outcome = attempt(caller, tool, input, info, span)
     // The common case, a handler that completed synchronously, allocates no closure and no timer.
-    if (Exit.isExit(outcome)) return toResult(tool, compiled, outcome, config, deadline - start)
-    return Effect.map(outcome, (outcome) => toResult(tool, compiled, outcome, config, deadline - start))
+    if (Exit.isExit(outcome)) return toResult(tool, compiled, outcome, config, allowed)
+    return Effect.map(outcome, (outcome) => toResult(tool, compiled, outcome, config, allowed))
   }
   return Effect.map(
     // The retries run on whichever fiber awaits them: take its context there, not the starter's.
     Effect.withFiberRuntime<Outcome>((fiber, status) =>
-      withRetries(new Caller(fiber, status.runtimeFlags), tool, input, info, start, span)
+      withRetries(new Caller(fiber, status.runtimeFlags), tool, input, info, start, span, progress)
     ),
-    (outcome) => toResult(tool, compiled, outcome, config, deadline - start)
+    (outcome) => toResult(tool, compiled, outcome, config, allowed)
   )
 }
 
@@ -445,7 +443,8 @@ const withRetries = (
   input: unknown,
   first: ToolCallInfo,
   start: number,
-  span: Tracer.Span | undefined
+  span: Tracer.Span | undefined,
+  progress: { attempt: number } | undefined
 ): Effect.Effect<Outcome> =>
   Effect.gen(function*() {
     const schedule = Context.get(caller.context, RetryPolicy).toolRetry
@@ -474,6 +473,7 @@ const withRetries = (
       })
       yield* caller.clock.sleep(Duration.millis(retryAt - now))
       info = { ...info, attempt: info.attempt + 1 }
+      if (progress !== undefined) progress.attempt = info.attempt
     }
   })
 

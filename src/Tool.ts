@@ -38,6 +38,8 @@ export interface Tool<Name extends string, Input, Output, E = never, R = never> 
   readonly timeout: Duration.Duration
   readonly retries: number
   readonly idempotent: boolean
+  /** Ask a person before each call (`Hooks.approval`). */
+  readonly needsApproval: boolean
   readonly errorTransform: ErrorTransform | undefined
   /** The handler, callable directly in a unit test: no `ToolContext` is provided then (S8). */
   readonly handler: (input: Input) => Effect.Effect<Output, E, R>
@@ -76,6 +78,8 @@ export interface Options<I, O> {
   readonly retries?: number | undefined
   /** The same input may reuse an earlier outcome instead of running again (S9, S10). Default false. */
   readonly idempotent?: boolean | undefined
+  /** With `Hooks.approval` installed, each call waits for a person's yes (S18). Default false. */
+  readonly needsApproval?: boolean | undefined
   /** Replaces the S5 text of handler failures and defects; fails closed to `tool <name> failed`. */
   readonly errorTransform?: ErrorTransform | undefined
 }
@@ -110,6 +114,7 @@ export const make = <
     timeout: Duration.decodeUnknown(options.timeout).pipe((o) => o._tag === "Some" ? o.value : Duration.zero),
     retries: options.retries ?? 0,
     idempotent: options.idempotent ?? false,
+    needsApproval: options.needsApproval ?? false,
     errorTransform: options.errorTransform,
     handler,
     schemas: computeSchemas(input, output)

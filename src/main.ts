@@ -28,7 +28,18 @@ import * as Backend from "./demo/Backend.js"
 import * as Demo from "./demo/script.js"
 import * as DemoTools from "./demo/tools.js"
 import { LiveView } from "./demo/view.js"
-import { Agent, Invocation, Mcp, Model, PlatformClient, PlatformServer, Serve, Toolkit } from "./index.js"
+import {
+  Agent,
+  Hooks,
+  Invocation,
+  Mcp,
+  Model,
+  PlatformClient,
+  PlatformServer,
+  Serve,
+  Toolkit,
+  UserPrompt
+} from "./index.js"
 
 // ---------------------------------------------------------------------------------------------
 // Shared options.
@@ -86,6 +97,18 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       new Map([["AGENT_ID", agentId], ["PLATFORM_TOKEN", token], ["PLATFORM_URL", url]])
     ))
     const observer = Layer.succeed(Invocation.InvocationObserver, { onRetry: (event) => view.retry(event) })
+    // Hooks on the serving side (S18): a log line per call, and approval for issue_refund, which
+    // this non-interactive demo grants itself, and says so.
+    const hooks = Layer.merge(
+      Hooks.layer({ tool: [Hooks.logging, Hooks.approval] }),
+      Layer.succeed(UserPrompt.UserPrompt, {
+        ask: (question) =>
+          Effect.sync(() => {
+            view.approval(question)
+            return "yes"
+          })
+      })
+    )
     const backend = yield* Layer.build(Backend.layer)
     const toolkit = yield* demoToolkit
     let output = ""
@@ -107,7 +130,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       // Leaving this scope deregisters from the platform.
     }).pipe(
       Effect.scoped,
-      Effect.provide(Layer.mergeAll(PlatformClient.layer, observer).pipe(Layer.provideMerge(settings))),
+      Effect.provide(Layer.mergeAll(PlatformClient.layer, observer, hooks).pipe(Layer.provideMerge(settings))),
       Effect.provide(backend)
     )
     view.line("deregistered from the platform; connection closed")
@@ -213,5 +236,5 @@ cli(process.argv).pipe(
   Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))),
   Logger.withMinimumLogLevel(logLevel ?? LogLevel.Info),
   Effect.provide(NodeContext.layer),
-  NodeRuntime.runMain
+  (program) => NodeRuntime.runMain(program, { disablePrettyLogger: true })
 )

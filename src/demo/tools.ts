@@ -34,7 +34,8 @@ export const issueRefund = Tool.make("issue_refund", {
   output: Refund,
   timeout: "30 seconds",
   idempotent: true,
-  retries: 2
+  retries: 2,
+  needsApproval: true
 }, ({ amount, order_id }) => Effect.flatMap(Billing, (billing) => billing.refund(order_id, amount)))
 
 /** Refuses to start when its deadline is close: a half-closed gate is worse than an open one. */

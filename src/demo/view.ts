@@ -120,6 +120,12 @@ export class LiveView {
     }
   }
 
+  /** An approval asked and granted without a person (the demo is not interactive). */
+  approval(question: string): void {
+    this.record("approval", { question, answer: "yes", auto: true })
+    this.line(`? ${question} yes (auto-approved: this demo is not interactive)`)
+  }
+
   /** A retry inside a served call. */
   retry(event: RetryEvent): void {
     this.summary.retries++

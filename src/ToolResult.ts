@@ -1,0 +1,37 @@
+/** The outcome of one tool call (S5): the encoded output in `value`, or the error text in `error`. */
+import { Schema } from "effect"
+
+/** The outcome of one call: the encoded output in `value`, or the S5 text in `error`. */
+export class ToolResult {
+  /** A failed result whose text is `error`. */
+  static failure(error: string): ToolResult {
+    return new ToolResult(undefined, error)
+  }
+
+  constructor(
+    /** The encoded output (plain JSON), when the call succeeded. */
+    readonly value: unknown,
+    /** The S5 error text the model reads, when it did not. */
+    readonly error: string | undefined
+  ) {}
+  /** True when the call produced a value: derived, never set. */
+  get success(): boolean {
+    return this.error === undefined
+  }
+}
+
+/** `ToolResult` on the wire: `{ value }` or `{ error }`. */
+export const ToolResultFromJson: Schema.Schema<ToolResult, { readonly value?: unknown; readonly error?: string }> =
+  Schema.transform(
+    Schema.Struct({
+      value: Schema.optionalWith(Schema.Unknown, { exact: true }),
+      error: Schema.optionalWith(Schema.String, { exact: true })
+    }),
+    Schema.instanceOf(ToolResult),
+    {
+      strict: true,
+      decode: ({ error, value }) => new ToolResult(error === undefined ? value : undefined, error),
+      encode: (result) => result.error === undefined ? { value: result.value } : { error: result.error }
+    }
+  )
+

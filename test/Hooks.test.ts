@@ -1,0 +1,245 @@
+// @effect-diagnostics globalErrorInEffectFailure:off
+import { HttpServer } from "@effect/platform"
+import { assert, describe, it } from "@effect/vitest"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { ConfigProvider, Effect, Layer, Logger, Schema, Stream } from "effect"
+import {
+  Agent,
+  Hooks,
+  Invocation,
+  LanguageModel,
+  Mcp,
+  PlatformClient,
+  PlatformServer,
+  Serve,
+  Tool,
+  Toolkit,
+  UserPrompt
+} from "../src/index.js"
+
+type Outcome = { readonly value?: unknown; readonly error?: string }
+const outcome = (result: Invocation.ToolResult): Outcome =>
+  result.error === undefined ? { value: result.value } : { error: result.error }
+
+const script = (name: string, args: unknown): ReadonlyArray<LanguageModel.ScriptedTurn> => [
+  { toolCalls: [{ id: "c1", name, arguments: JSON.stringify(args) }] },
+  { text: "done" }
+]
+
+/** One call of `name` through an agent run, with `hooks` installed. */
+const viaAgent = (toolkit: Toolkit.Toolkit<never>, hooks: Layer.Layer<never>, name: string, args: unknown) =>
+  Effect.gen(function*() {
+    // The toolkit was made from tools needing nothing: so does the agent.
+    const result = yield* Agent.run(Agent.make({ tools: toolkit.tools }) as Agent.Agent<never>, "go")
+    assert.strictEqual(result.output, "done", "the run goes on")
+    return outcome(result.toolCalls[0]!.result)
+  }).pipe(Effect.provide(Layer.merge(LanguageModel.layerScripted(script(name, args)), hooks)))
+
+/** The same call delivered by the platform (in process) to a serving process with `hooks`. */
+const viaServe = (toolkit: Toolkit.Toolkit<never>, hooks: Layer.Layer<never>, name: string, args: unknown) =>
+  Effect.gen(function*() {
+    const served = yield* Serve.make(toolkit)
+    const events = yield* Stream.runCollect(served.submitTask("go"))
+    const completed = [...events].find((e) => e._tag === "ToolCallCompleted")
+    assert.isDefined(completed)
+    return outcome((completed as { result: Invocation.ToolResult }).result)
+  }).pipe(
+    Effect.scoped,
+    Effect.provide(Layer.mergeAll(
+      PlatformClient.layerTest.pipe(
+        Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok", "agent-1"]]) })),
+        Layer.provide(LanguageModel.layerScripted(script(name, args)))
+      ),
+      hooks
+    ).pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok"]]))))))
+  )
+
+/** The same call from the official MCP client, over HTTP, to a server with `hooks`. */
+const viaMcp = (toolkit: Toolkit.Toolkit<never>, hooks: Layer.Layer<never>, name: string, args: unknown) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(Mcp.layerHttp(toolkit, { port: 0 }).pipe(Layer.provide(hooks)))
+    const address = (yield* Effect.provide(HttpServer.HttpServer, context)).address
+    const port = address._tag === "TcpAddress" ? address.port : 0
+    const client = new Client({ name: "test", version: "1.0.0" })
+    yield* Effect.acquireRelease(
+      Effect.promise(() => client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)))),
+      () => Effect.promise(() => client.close())
+    )
+    const result = yield* Effect.promise(() => client.callTool({ name, arguments: args as Record<string, unknown> }))
+    if (result.isError === true) return { error: (result.content as Array<{ text: string }>)[0]!.text }
+    const structured = result.structuredContent as Record<string, unknown>
+    return { value: Object.keys(structured).length === 1 && "result" in structured ? structured.result : structured }
+  }).pipe(Effect.scoped)
+
+/** The outcome of the call through each path, in order: agent, serve, MCP. */
+const throughAllPaths = (toolkit: Toolkit.Toolkit<never>, hooks: Layer.Layer<never>, name: string, args: unknown) =>
+  Effect.all([viaAgent(toolkit, hooks, name, args), viaServe(toolkit, hooks, name, args), viaMcp(toolkit, hooks, name, args)])
+
+const counted = () => {
+  const runs = { count: 0 }
+  const person = Tool.make("person", {
+    description: "A person record.",
+    input: { id: Schema.String },
+    output: Schema.Struct({ id: Schema.String, name: Schema.String, ssn: Schema.String }),
+    timeout: "5 seconds"
+  }, ({ id }) => Effect.sync(() => (runs.count++, { id, name: "Ada", ssn: "123-45-6789" })))
+  return { runs, person }
+}
+
+describe("Hooks: the same hook through an agent run, a served call and an MCP call (S18)", () => {
+  it.live("a hook that denies: an error result with its reason, the handler never ran", () =>
+    Effect.gen(function*() {
+      const { person, runs } = counted()
+      const toolkit = yield* Toolkit.make(person)
+      const deny = Hooks.layer({
+        tool: [(call, proceed) =>
+          call.tool.name === "person"
+            ? Effect.succeed(Invocation.ToolResult.failure("person: denied by policy"))
+            : proceed]
+      })
+      const outcomes = yield* throughAllPaths(toolkit, deny, "person", { id: "p1" })
+      assert.deepStrictEqual(outcomes, [
+        { error: "person: denied by policy" },
+        { error: "person: denied by policy" },
+        { error: "person: denied by policy" }
+      ])
+      assert.strictEqual(runs.count, 0)
+    }))
+
+  it.live("a hook that rewrites the result: a field redacted", () =>
+    Effect.gen(function*() {
+      const { person, runs } = counted()
+      const toolkit = yield* Toolkit.make(person)
+      const redact = Hooks.layer({
+        tool: [(_, proceed) =>
+          Effect.map(proceed, (result) =>
+            result.success
+              ? new Invocation.ToolResult({ ...(result.value as object), ssn: "***" }, undefined)
+              : result)]
+      })
+      const outcomes = yield* throughAllPaths(toolkit, redact, "person", { id: "p1" })
+      for (const o of outcomes) assert.deepStrictEqual(o, { value: { id: "p1", name: "Ada", ssn: "***" } })
+      assert.strictEqual(runs.count, 3)
+    }))
+
+  it.live("a hook that retries: the call runs again after a failure", () =>
+    Effect.gen(function*() {
+      let calls = 0
+      const flaky = Tool.make("flaky", { description: "Fails every other call.", input: {}, timeout: "5 seconds" }, () =>
+        Effect.suspend(() => ++calls % 2 === 1 ? Effect.fail(new Error(`call ${calls} failed`)) : Effect.succeed(`call ${calls}`)))
+      const toolkit = yield* Toolkit.make(flaky)
+      const retryOnce = Hooks.layer({
+        tool: [(_, proceed) => Effect.flatMap(proceed, (result) => result.success ? Effect.succeed(result) : proceed)]
+      })
+      const outcomes = yield* throughAllPaths(toolkit, retryOnce, "flaky", {})
+      assert.deepStrictEqual(outcomes, [{ value: "call 2" }, { value: "call 4" }, { value: "call 6" }])
+    }))
+
+  it.live("a hook that itself fails: the call gets an error result, the run goes on", () =>
+    Effect.gen(function*() {
+      const { person, runs } = counted()
+      const toolkit = yield* Toolkit.make(person)
+      const broken = Hooks.layer({ tool: [() => Effect.fail(new Error("the audit log is down"))] })
+      const outcomes = yield* throughAllPaths(toolkit, broken, "person", { id: "p1" })
+      for (const o of outcomes) assert.deepStrictEqual(o, { error: "person: a hook failed: Error: the audit log is down" })
+      assert.strictEqual(runs.count, 0)
+    }))
+})
+
+describe("Hooks shipped with the runtime", () => {
+  it.effect("logging: one structured line per call", () =>
+    Effect.gen(function*() {
+      const lines: Array<Record<string, unknown>> = []
+      const capture = Logger.replace(Logger.defaultLogger, Logger.make(({ annotations, message }) => {
+        if (String(message) === "tool call") lines.push(Object.fromEntries(annotations))
+      }))
+      const { person } = counted()
+      yield* Agent.run(Agent.make({ tools: [person] }), "go").pipe(
+        Effect.provide(Layer.mergeAll(
+          LanguageModel.layerScripted([
+            { toolCalls: [{ id: "a", name: "person", arguments: "{\"id\":\"p1\"}" }, { id: "b", name: "person", arguments: "{}" }] },
+            { text: "done" }
+          ]),
+          Hooks.layer({ tool: [Hooks.logging] }),
+          capture
+        ))
+      )
+      // The second call's input is invalid: the pipeline refuses it before any hook.
+      assert.strictEqual(lines.length, 1)
+      const [line] = lines
+      assert.deepStrictEqual(
+        [line!.tool, line!.toolCallId, line!.attempts, line!.outcome, line!.reused],
+        ["person", "a", 1, "success", false]
+      )
+      assert.strictEqual(typeof line!.durationMillis, "number")
+      assert.match(String(line!.taskId), /^run-\d+$/)
+    }))
+
+  it.effect("approval: needsApproval tools ask the UserPrompt; a refusal is an error result the model sees", () =>
+    Effect.gen(function*() {
+      let refunds = 0
+      const refund = Tool.make("refund", {
+        description: "Refund.",
+        input: { amount: Schema.Number },
+        timeout: "5 seconds",
+        needsApproval: true
+      }, () => Effect.sync(() => ++refunds))
+      const agent = Agent.make({ tools: [refund] })
+      const run = (answers: ReadonlyArray<string>) =>
+        Agent.run(agent, "refund").pipe(Effect.provide(Layer.mergeAll(
+          LanguageModel.layerScripted(script("refund", { amount: 5 })),
+          Hooks.layer({ tool: [Hooks.approval] }),
+          UserPrompt.layerTest(answers)
+        )))
+      const refused = yield* run(["no"])
+      assert.strictEqual(refused.toolCalls[0]!.result.error, "refund: the user did not approve this call; it did not run")
+      assert.strictEqual(refunds, 0)
+      const approved = yield* run(["yes"])
+      assert.strictEqual(approved.toolCalls[0]!.result.value, 1)
+      const nobody = yield* Agent.run(agent, "refund").pipe(Effect.provide(Layer.merge(
+        LanguageModel.layerScripted(script("refund", { amount: 5 })),
+        Hooks.layer({ tool: [Hooks.approval] })
+      )))
+      assert.strictEqual(nobody.toolCalls[0]!.result.error, "refund: needs approval, and no user is available to give it")
+      assert.strictEqual(refunds, 1)
+    }))
+
+  it.effect("callBudget: at most N calls per tool per run; past it an error result; a new run starts afresh", () =>
+    Effect.gen(function*() {
+      const { person, runs } = counted()
+      const agent = Agent.make({ tools: [person] })
+      const threeCalls: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+        { toolCalls: ["a", "b", "c"].map((id) => ({ id, name: "person", arguments: `{"id":"${id}"}` })) },
+        { text: "done" }
+      ]
+      const budget = Hooks.layer({ tool: [Hooks.callBudget(2)] })
+      const first = yield* Agent.run(agent, "go").pipe(Effect.provide(Layer.merge(LanguageModel.layerScripted(threeCalls), budget)))
+      assert.deepStrictEqual(first.toolCalls.map((c) => c.result.success), [true, true, false])
+      assert.strictEqual(first.toolCalls[2]!.result.error, "person: the budget of 2 calls for this run is spent; it did not run")
+      assert.strictEqual(runs.count, 2)
+      const second = yield* Agent.run(agent, "go").pipe(Effect.provide(Layer.merge(LanguageModel.layerScripted(threeCalls), budget)))
+      assert.deepStrictEqual(second.toolCalls.map((c) => c.result.success), [true, true, false])
+    }))
+
+  it.effect("a turn hook changes the instructions and the tools offered, and sees the turn", () =>
+    Effect.gen(function*() {
+      const { person } = counted()
+      const other = Tool.make("other", { description: "Other.", input: {}, timeout: "1 second" }, () => Effect.void)
+      const seen: Array<string> = []
+      const focus: Hooks.TurnHook = (turn, proceed) =>
+        Effect.tap(
+          proceed({ ...turn, instructions: `${turn.instructions ?? ""} Be brief.`, tools: turn.tools.filter((t) => t.name !== "other") }),
+          (result) => Effect.sync(() => seen.push(`${turn.step}:${result.finishReason}`))
+        )
+      const requests = yield* Effect.gen(function*() {
+        yield* Agent.run(Agent.make({ tools: [person, other], instructions: "Help." }), "go")
+        return yield* Effect.flatMap(LanguageModel.Scripted, (s) => s.requests)
+      }).pipe(Effect.provide(Layer.merge(LanguageModel.layerScripted(script("person", { id: "p" })), Hooks.layer({ turn: [focus] }))))
+      for (const request of requests) {
+        assert.strictEqual(request.instructions, "Help. Be brief.")
+        assert.deepStrictEqual(request.tools.map((t) => t.name), ["person"])
+      }
+      assert.deepStrictEqual(seen, ["1:tool_calls", "2:stop"])
+    }))
+})
