@@ -3,21 +3,16 @@
  * `Idempotency.once` around a trivial call, SQLite file (WAL) against memory, in one run.
  * Run with `npm run bench`.
  */
-import { Context, Duration, Effect, Layer, Schema } from "effect"
+import { Context, Duration, Effect, Layer } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Idempotency, Invocation, Tool } from "../../src/index.js"
+import { Idempotency, Invocation } from "../../src/index.js"
 import { report } from "./report.js"
+import { add } from "./tools.js"
 
 const calls = 20_000
 const warmup = 2_000
-const add = Tool.make("add", {
-  description: "Add two numbers.",
-  input: { a: Schema.Number, b: Schema.Number },
-  output: Schema.Number,
-  timeout: "10 seconds"
-}, ({ a, b }) => Effect.succeed(a + b))
 const claim = { toolName: "add", timeout: Duration.seconds(10), idempotent: true }
 
 const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!

@@ -8,13 +8,8 @@ import { Effect, Schema } from "effect"
 import * as Invocation from "../../src/Invocation.js"
 import * as Tool from "../../src/Tool.js"
 import { report } from "./report.js"
+import { add } from "./tools.js"
 
-const add = Tool.make("add", {
-  description: "Add two numbers.",
-  input: { a: Schema.Number, b: Schema.Number },
-  output: Schema.Number,
-  timeout: "10 seconds"
-}, ({ a, b }) => Effect.succeed(a + b))
 
 // The same tool with a handler that is a program rather than a ready value: it runs in a fiber.
 const addGen = Tool.make("add_gen", {

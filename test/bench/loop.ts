@@ -4,16 +4,11 @@
  * hand-written minimal loop doing the same work in this process, and the ratio. Once with tracing
  * disabled, once with the spans on. Run with `npm run bench`.
  */
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import { Agent, LanguageModel, Tool } from "../../src/index.js"
 import { report } from "./report.js"
+import { add } from "./tools.js"
 
-const add = Tool.make("add", {
-  description: "Add two numbers.",
-  input: { a: Schema.Number, b: Schema.Number },
-  output: Schema.Number,
-  timeout: "10 seconds"
-}, ({ a, b }) => Effect.succeed(a + b))
 
 const calls: ReadonlyArray<LanguageModel.ToolCall> = [
   { id: "c1", name: "add", arguments: "{\"a\":1,\"b\":2}" },

@@ -3,21 +3,16 @@
  * `ws` JSON echo in the same run: calls per second with 64 in flight, and sequential round-trip
  * microseconds (p50). Tracing disabled. Run with `npm run bench`.
  */
-import { ConfigProvider, Effect, Layer, Schema } from "effect"
+import { ConfigProvider, Effect, Layer } from "effect"
 import { WebSocket, WebSocketServer } from "ws"
-import { LanguageModel, PlatformClient, PlatformServer, Serve, Tool, Toolkit } from "../../src/index.js"
+import { LanguageModel, PlatformClient, PlatformServer, Serve, Toolkit } from "../../src/index.js"
 import { report } from "./report.js"
+import { add } from "./tools.js"
 
 const inFlight = 64
 const wideTurns = 40 // 40 turns of 64 calls
 const sequentialCalls = 1_000
 
-const add = Tool.make("add", {
-  description: "Add two numbers.",
-  input: { a: Schema.Number, b: Schema.Number },
-  output: Schema.Number,
-  timeout: "10 seconds"
-}, ({ a, b }) => Effect.succeed(a + b))
 
 const argumentsText = "{\"a\":1,\"b\":2}"
 const turnsSoFar = (request: LanguageModel.ModelRequest) =>
