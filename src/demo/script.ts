@@ -8,14 +8,20 @@ import type * as LanguageModel from "../LanguageModel.js"
 /** The demo's task. */
 export const prompt = "Order ord-4821 was charged twice; check it and refund the duplicate charge"
 
-const resultOf = (request: LanguageModel.ModelRequest, id: string): any => {
+/** A tool result of the request, as loose JSON (a model reads it the same way: as text). */
+const resultOf = (request: LanguageModel.ModelRequest, id: string): Record<string, unknown> => {
   for (const message of request.messages) {
     if (message._tag === "ToolResultMessage" && message.toolCallId === id) {
-      return message.isError ? { error: message.content } : JSON.parse(message.content)
+      if (message.isError) return { error: message.content }
+      const value: unknown = JSON.parse(message.content)
+      return typeof value === "object" && value !== null ? value as Record<string, unknown> : { value }
     }
   }
-  return undefined
+  return {}
 }
+
+const field = (record: unknown, key: string): unknown =>
+  typeof record === "object" && record !== null ? (record as Record<string, unknown>)[key] : undefined
 
 /** The turns: they read the tool results in the request, as a model would. */
 export const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
@@ -27,11 +33,11 @@ export const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
     ]
   },
   (request) => {
-    const order = resultOf(request, "call-order")
-    const duplicate = order?.charges?.[1]
-    const args = JSON.stringify({ order_id: "ord-4821", amount: duplicate?.amount ?? 0 })
+    const charges = field(resultOf(request, "call-order"), "charges")
+    const amount = field(Array.isArray(charges) ? charges[1] : undefined, "amount") ?? 0
+    const args = JSON.stringify({ order_id: "ord-4821", amount })
     return {
-      text: `The order has two identical charges of ${duplicate?.amount}; refunding the second one.`,
+      text: `The order has two identical charges of ${amount}; refunding the second one.`,
       // The same refund twice in one turn, as models do: the idempotent tool runs it once.
       toolCalls: [
         { id: "call-refund-1", name: "issue_refund", arguments: args },
@@ -43,10 +49,10 @@ export const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
     const customer = resultOf(request, "call-customer")
     const refund = resultOf(request, "call-refund-1")
     return {
-      text: refund?.refund_id === undefined
-        ? `I could not refund order ord-4821: ${refund?.error ?? "no result"}.`
-        : `Order ord-4821 for ${customer?.name ?? "the customer"} was charged twice. ` +
-          `I refunded the duplicate charge: refund ${refund.refund_id} of ${refund.amount}.`
+      text: refund.refund_id === undefined
+        ? `I could not refund order ord-4821: ${String(refund.error ?? "no result")}.`
+        : `Order ord-4821 for ${String(customer.name ?? "the customer")} was charged twice. ` +
+          `I refunded the duplicate charge: refund ${String(refund.refund_id)} of ${String(refund.amount)}.`
     }
   }
 ]
