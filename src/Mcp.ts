@@ -142,6 +142,13 @@ export interface HttpOptions extends Options {
   readonly path?: HttpLayerRouter.PathInput | undefined
 }
 
+/** The ids of the JSON-RPC requests in a body (one message or a batch). */
+const requestIds = (body: unknown): Array<string | number> =>
+  (Array.isArray(body) ? body : [body]).flatMap((message) => {
+    const id = typeof message === "object" && message !== null && "method" in message ? (message as { id?: unknown }).id : undefined
+    return typeof id === "string" || typeof id === "number" ? [id] : []
+  })
+
 const loopbackHosts = new Set(["127.0.0.1", "localhost", "[::1]", "::1"])
 
 /** The hostname of a Host header or Origin URL, lowercased, or undefined if it has none. */
@@ -187,7 +194,33 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
         return HttpServerResponse.text("unknown or closed MCP session", { status: 404 })
       }
       if (known !== undefined) {
-        return HttpServerResponse.fromWeb(yield* Effect.promise(() => known.transport.handleRequest(web)))
+        let parsedBody: unknown = undefined
+        if (request.method === "POST") {
+          const parsed = yield* Effect.either(Effect.flatMap(request.text, (text) => Effect.try(() => JSON.parse(text) as unknown)))
+          if (parsed._tag === "Left") {
+            return HttpServerResponse.unsafeJson(
+              { jsonrpc: "2.0", error: { code: -32700, message: "Parse error: the body is not JSON" }, id: null },
+              { status: 400 }
+            )
+          }
+          parsedBody = parsed.right
+        }
+        const transport = known.transport
+        return yield* Effect.promise(() => transport.handleRequest(web, { parsedBody })).pipe(
+          Effect.map(HttpServerResponse.fromWeb),
+          // The HTTP request closed before its answer: cancel its calls, as notifications/cancelled would.
+          Effect.onInterrupt(() =>
+            Effect.sync(() => {
+              for (const requestId of requestIds(parsedBody)) {
+                transport.onmessage?.({
+                  jsonrpc: "2.0",
+                  method: "notifications/cancelled",
+                  params: { requestId, reason: "the HTTP request closed" }
+                })
+              }
+            })
+          )
+        )
       }
       // A new session: its first request must be `initialize` (the transport answers 400 otherwise).
       const runtime = yield* Effect.runtime<Exclude<R, ToolContext>>()

@@ -183,6 +183,56 @@ describe("Mcp over Streamable HTTP, with the official client", () => {
     }).pipe(Effect.scoped))
 })
 
+describe("Mcp over Streamable HTTP: an HTTP request that closes early", () => {
+  it.live("interrupts its call: the handler's finalizer runs", () =>
+    Effect.gen(function*() {
+      const held = { started: 0, finalized: 0 }
+      const hold = Tool.make("hold", { description: "Holds.", input: {}, timeout: "60 seconds" }, () =>
+        Effect.sync(() => held.started++).pipe(
+          Effect.zipRight(Effect.never),
+          Effect.ensuring(Effect.sync(() => held.finalized++))
+        ))
+      const context = yield* Layer.build(Mcp.layerHttp(yield* Toolkit.make(hold), { port: 0 }))
+      const address = (yield* Effect.provide(HttpServer.HttpServer, context)).address
+      const port = address._tag === "TcpAddress" ? address.port : 0
+      const { request } = yield* Effect.promise(() => import("node:http"))
+      const post = (body: unknown, headers: Record<string, string> = {}) => {
+        const req = request({
+          host: "127.0.0.1",
+          port,
+          path: "/mcp",
+          method: "POST",
+          headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers }
+        })
+        const response = new Promise<{ status: number; session: string | undefined }>((resolve, reject) => {
+          req.on("response", (res) => {
+            res.resume()
+            resolve({ status: res.statusCode ?? 0, session: res.headers["mcp-session-id"] as string | undefined })
+          })
+          req.on("error", reject)
+        })
+        req.end(JSON.stringify(body))
+        return { req, response }
+      }
+      const init = yield* Effect.promise(() =>
+        post({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: { protocolVersion: SUPPORTED_PROTOCOL_VERSIONS[0], capabilities: {}, clientInfo: { name: "raw", version: "1" } }
+        }).response
+      )
+      const session = { "mcp-session-id": init.session! }
+      yield* Effect.promise(() => post({ jsonrpc: "2.0", method: "notifications/initialized" }, session).response)
+      const call = post({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "hold", arguments: {} } }, session)
+      call.response.catch(() => undefined)
+      yield* Effect.repeat(Effect.sleep("10 millis"), { until: () => held.started === 1 }).pipe(Effect.timeout("5 seconds"))
+      call.req.destroy()
+      yield* Effect.repeat(Effect.sleep("10 millis"), { until: () => held.finalized === 1 }).pipe(Effect.timeout("5 seconds"))
+      assert.deepStrictEqual(held, { started: 1, finalized: 1 })
+    }).pipe(Effect.scoped))
+})
+
 describe("Mcp over stdio, with the official client spawning tsx src/main.ts mcp", () => {
   it.live("initialize, tools/list and a call", () =>
     Effect.gen(function*() {
