@@ -243,7 +243,13 @@ describe("Mcp over stdio, with the official client spawning tsx src/main.ts mcp"
         cwd: fileURLToPath(new URL("..", import.meta.url)),
         stderr: "pipe"
       })
+      // The client hands the negotiated version to a transport that asks for it.
+      let negotiated: string | undefined
+      ;(transport as { setProtocolVersion?: (version: string) => void }).setProtocolVersion = (version) => {
+        negotiated = version
+      }
       yield* Effect.acquireRelease(Effect.promise(() => client.connect(transport)), () => Effect.promise(() => client.close()))
+      assert.include(SUPPORTED_PROTOCOL_VERSIONS, negotiated)
       assert.isDefined(client.getServerCapabilities()?.tools)
       const { tools } = yield* Effect.promise(() => client.listTools())
       assert.deepStrictEqual(tools.map((t) => t.name), [
