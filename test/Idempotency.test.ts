@@ -124,6 +124,31 @@ for (const [name, make] of stores) {
   })
 }
 
+for (const [name, make, unique] of [
+  ["memory", stores[0]![1], 10_000],
+  ["SQLite", stores[1]![1], 1_000]
+] as const) {
+  describe(`duplicate storm, ${name} store`, () => {
+    it.live(`${unique} calls, 30% delivered again (some while the first still runs): side effects = unique calls`, () =>
+      withStore(make, Effect.gen(function*() {
+        let effects = 0
+        const tool = Tool.make("charge", { description: "Charges.", input: { n: Schema.Number }, timeout: "30 seconds" }, ({ n }) =>
+          // Yield mid-way, so that redeliveries arrive while the first delivery is still running.
+          Effect.zipRight(Effect.yieldNow(), Effect.sync(() => (effects++, `charged ${n}`))))
+        const dedupe = yield* store
+        const deliveries: Array<number> = Array.from({ length: unique }, (_, i) => i)
+        for (let i = 0; i < unique * 0.3; i++) deliveries.push(Math.floor(Math.random() * unique))
+        deliveries.sort(() => Math.random() - 0.5)
+        const results = yield* Effect.forEach(deliveries, (n) =>
+          dedupe.once({ taskId: "storm", toolCallId: `c${n}` }, { ...claim, toolName: "charge" }, Invocation.run(tool, { n }))
+            .pipe(Effect.map(({ result }) => [n, result.value] as const)), { concurrency: 64 })
+        assert.strictEqual(effects, unique)
+        for (const [n, value] of results) assert.strictEqual(value, `charged ${n}`)
+        assert.strictEqual(results.length, Math.ceil(unique * 1.3))
+      })), 60_000)
+  })
+}
+
 describe("Idempotency.layerMemory", () => {
   it.effect("100,000 completed calls leave the store empty once their timeouts pass", () =>
     withStore(Effect.succeed(Idempotency.layerMemory), Effect.gen(function*() {
