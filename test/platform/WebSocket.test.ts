@@ -12,6 +12,7 @@ import {
   Tool,
   Toolkit
 } from "../../src/index.js"
+import { WebSocket } from "ws"
 import { tcpProxy } from "../support/tcpProxy.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
@@ -171,6 +172,41 @@ describe("platform over a real WebSocket", () => {
           assert.isBelow(Date.now() - started, 5_000)
         }).pipe(Effect.scoped, Effect.provide(client(url)))
       }).pipe(Effect.scoped, Effect.provide(client(url)))
+    }).pipe(Effect.scoped))
+
+  it.live("malformed frames and unknown messages get an error; the server keeps serving other connections", () =>
+    Effect.gen(function*() {
+      const url = yield* platform([])
+      const frames = [
+        "not json",
+        "{}",
+        JSON.stringify({ _tag: "Request", id: "1", tag: "Nope", payload: {}, headers: [] }),
+        JSON.stringify({ _tag: "Request", id: "2", tag: "Register", payload: { bad: 1 }, headers: [["authorization", "Bearer tok-1"]] }),
+        "x".repeat(2_000_000)
+      ]
+      const replies = yield* Effect.promise(() =>
+        new Promise<Array<string>>((resolve) => {
+          const got: Array<string> = []
+          const socket = new WebSocket(url)
+          socket.on("open", () => frames.forEach((frame) => socket.send(frame)))
+          socket.on("message", (data) => {
+            got.push(String(data))
+            if (got.length === frames.length) {
+              socket.close()
+              resolve(got)
+            }
+          })
+          socket.on("error", () => resolve(got))
+        })
+      )
+      assert.strictEqual(replies.length, frames.length, "every bad frame got an answer")
+      assert.match(replies[0]!, /"_tag":"Defect".*not valid JSON/)
+      assert.match(replies[2]!, /Unknown request tag: Nope/)
+      assert.match(replies[3]!, /"requestId":"2".*"_tag":"Failure"/)
+      // Another connection, and a proper call on it, still work.
+      const answer = yield* Effect.flatMap(PlatformClient.PlatformClient, (c) =>
+        c.heartbeat({ agentId: "agent-1", processId: "p", manifestHash: "h" })).pipe(Effect.provide(client(url)))
+      assert.deepStrictEqual(answer, { known: false })
     }).pipe(Effect.scoped))
 
   it.live("a serving process in another OS process runs a task through the platform", () =>
