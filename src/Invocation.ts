@@ -170,6 +170,8 @@ interface Compiled {
   readonly encode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
   readonly timeoutMillis: number
   readonly spanName: string
+  /** `Schema.Struct({})`: Effect's `{}` accepts any value, so its strictness is checked here. */
+  readonly emptyInput: boolean
 }
 
 const compiledTools = new WeakMap<Tool.Any, Compiled>()
@@ -182,7 +184,9 @@ const compile = (tool: Tool.Any): Compiled => {
     encodeInput: ParseResult.encodeUnknownEither(tool.input),
     encode: ParseResult.encodeUnknownEither(tool.output, { errors: "all" }),
     timeoutMillis: Duration.toMillis(tool.timeout),
-    spanName: `execute_tool ${tool.name}`
+    spanName: `execute_tool ${tool.name}`,
+    emptyInput: tool.input.ast._tag === "TypeLiteral" && tool.input.ast.propertySignatures.length === 0 &&
+      tool.input.ast.indexSignatures.length === 0
   }
   compiledTools.set(tool, compiled)
   return compiled
@@ -355,6 +359,14 @@ const decodeArgs = (
     const refused = Json.refusedKeyIn(args)
     if (refused !== undefined) return `${tool.name}: invalid input: ${refused}`
     value = args
+  }
+  // Arguments are a JSON object (S2: the parameters' type is object), whatever the input Schema says.
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return `${tool.name}: invalid input: (root): Expected an object, actual ${Array.isArray(value) ? "an array" : JSON.stringify(value)}`
+  }
+  if (compiled.emptyInput) {
+    const keys = Object.keys(value)
+    if (keys.length > 0) return `${tool.name}: invalid input: ${keys.map((key) => `${key}: is unexpected`).join("; ")}`
   }
   const decoded = compiled.decode(value)
   if (Either.isRight(decoded)) return { value: decoded.right }

@@ -187,24 +187,29 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
     Effect.gen(function*() {
       const refused = foreignRequest(request, host)
       if (refused !== undefined) return HttpServerResponse.text(refused, { status: 403 })
-      const web = yield* HttpServerRequest.toWeb(request)
+      // The body is read once, here, and handed to the transport parsed: the web Request has none.
+      let parsedBody: unknown = undefined
+      if (request.method === "POST") {
+        const parsed = yield* Effect.either(Effect.flatMap(request.text, (text) => Effect.try(() => JSON.parse(text) as unknown)))
+        if (parsed._tag === "Left") {
+          return HttpServerResponse.unsafeJson(
+            { jsonrpc: "2.0", error: { code: -32700, message: "Parse error: the body is not JSON" }, id: null },
+            { status: 400 }
+          )
+        }
+        parsedBody = parsed.right
+      }
+      const url = HttpServerRequest.toURL(request)
+      const web = new Request(url._tag === "Some" ? url.value : "http://127.0.0.1/mcp", {
+        method: request.method,
+        headers: request.headers
+      })
       const sessionId = request.headers["mcp-session-id"]
       const known = sessionId === undefined ? undefined : sessions.get(sessionId)
       if (sessionId !== undefined && known === undefined) {
         return HttpServerResponse.text("unknown or closed MCP session", { status: 404 })
       }
       if (known !== undefined) {
-        let parsedBody: unknown = undefined
-        if (request.method === "POST") {
-          const parsed = yield* Effect.either(Effect.flatMap(request.text, (text) => Effect.try(() => JSON.parse(text) as unknown)))
-          if (parsed._tag === "Left") {
-            return HttpServerResponse.unsafeJson(
-              { jsonrpc: "2.0", error: { code: -32700, message: "Parse error: the body is not JSON" }, id: null },
-              { status: 400 }
-            )
-          }
-          parsedBody = parsed.right
-        }
         const transport = known.transport
         return yield* Effect.promise(() => transport.handleRequest(web, { parsedBody })).pipe(
           Effect.map(HttpServerResponse.fromWeb),
@@ -232,7 +237,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
         onsessionclosed: (id) => void sessions.delete(id)
       })
       yield* Effect.promise(() => server.connect(transport))
-      const response = yield* Effect.promise(() => transport.handleRequest(web))
+      const response = yield* Effect.promise(() => transport.handleRequest(web, { parsedBody }))
       if (transport.sessionId === undefined) yield* Effect.promise(() => server.close())
       return HttpServerResponse.fromWeb(response)
     }))

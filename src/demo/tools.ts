@@ -29,7 +29,7 @@ export const issueRefund = Tool.make("issue_refund", {
   description: "Refund amount against the order's duplicate charge. Idempotent: the same refund requested twice is made once.",
   input: {
     order_id: Schema.String,
-    amount: Schema.Number.pipe(Schema.positive()).annotations({ description: "The amount to refund" })
+    amount: Schema.Number.pipe(Schema.finite(), Schema.positive()).annotations({ description: "The amount to refund" })
   },
   output: Refund,
   timeout: "30 seconds",

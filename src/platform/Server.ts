@@ -150,7 +150,9 @@ export const layerHandlers = (options: Options) =>
     const counts = new Map<string, { register: number; heartbeat: number; deregister: number }>()
     const runners = yield* FiberSet.make()
     const policy = yield* RetryPolicy
-    const context = yield* Effect.context<LanguageModel.LanguageModel>()
+    // Tasks run in the platform's own context, never the caller's (an in-process caller's services
+    // and hooks must not leak into the platform's loop).
+    const runTask = yield* FiberSet.runtime(runners)<LanguageModel.LanguageModel>()
     let taskCount = 0
 
     const agentOf = (agentId: string): AgentEntry => {
@@ -278,19 +280,16 @@ export const layerHandlers = (options: Options) =>
           const mailbox = yield* Mailbox.make<TaskEvent>()
           task.attach(mailbox)
           const now = yield* Clock.currentTimeMillis
-          yield* FiberSet.run(
-            runners,
-            TaskRunner.run({
-              taskId,
-              agentId,
-              prompt,
-              instructions: options.instructions,
-              maxSteps: options.maxSteps,
-              tools: visible(agentId, processId, now),
-              deliver: deliver(task),
-              emit: (event) => task.emit(event)
-            }).pipe(Effect.provide(context))
-          )
+          runTask(TaskRunner.run({
+            taskId,
+            agentId,
+            prompt,
+            instructions: options.instructions,
+            maxSteps: options.maxSteps,
+            tools: visible(agentId, processId, now),
+            deliver: deliver(task),
+            emit: (event) => task.emit(event)
+          }))
           return streamOf(task, mailbox)
         }).pipe(Stream.unwrap),
       AttachTask: ({ agentId, taskId }) =>
