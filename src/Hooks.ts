@@ -9,7 +9,7 @@ import { Cause, Context, Duration, Effect, Layer, Option } from "effect"
 import type * as LanguageModel from "./LanguageModel.js"
 import type * as Tool from "./Tool.js"
 import type { ToolCallInfo } from "./ToolContext.js"
-import { ToolResult } from "./ToolResult.js"
+import { errorText, ToolResult } from "./ToolResult.js"
 import { UserPrompt } from "./UserPrompt.js"
 
 /** A call as a tool hook sees it. */
@@ -73,17 +73,9 @@ export const runToolHooks = (
       // An interruption stays one (the call was cancelled).
       Cause.isInterruptedOnly(cause)
         ? Effect.interrupt
-        : Effect.succeed(ToolResult.failure(`${call.tool.name}: a hook failed: ${describe(Cause.squash(cause))}`)))
+        : Effect.succeed(ToolResult.failure(`${call.tool.name}: a hook failed: ${errorText(Cause.squash(cause))}`)))
   }
   return wrapped
-}
-
-const describe = (error: unknown): string => {
-  if (typeof error !== "object" || error === null) return String(error)
-  const tag = (error as { _tag?: unknown })._tag
-  const name = typeof tag === "string" ? tag : (error as { constructor?: { name?: string } }).constructor?.name ?? "Error"
-  const message = (error as { message?: unknown }).message
-  return typeof message === "string" && message !== "" ? `${name}: ${message}` : name
 }
 
 /** Runs a model turn through `hooks`. */

@@ -32,7 +32,7 @@ import * as Json from "./internal/json.js"
 import { RetryPolicy } from "./RetryPolicy.js"
 import type * as Tool from "./Tool.js"
 import { ToolContext, type ToolCallInfo } from "./ToolContext.js"
-import { ToolResult } from "./ToolResult.js"
+import { errorText, ToolResult } from "./ToolResult.js"
 
 /** Limits of the pipeline. */
 export interface Config {
@@ -87,6 +87,8 @@ export interface Options {
 }
 
 export {
+  /** The S5 text of an error value or defect: `<Name>: <message>`. */
+  errorText,
   /** The outcome of one call: the encoded output in `value`, or the S5 text in `error`. */
   ToolResult,
   /** `ToolResult` on the wire: `{ value }` or `{ error }`. */
@@ -551,37 +553,6 @@ const failureText = (tool: Tool.Any, cause: Cause.Cause<unknown>): string => {
     return `tool ${tool.name} failed`
   }
   return errorText(defect.value)
-}
-
-/** The S5 text of an error value or defect: `<Name>: <message>`. */
-export const errorText = (error: unknown): string => {
-  if (typeof error !== "object" || error === null) return `Error: ${String(error)}`
-  const record = error as Record<string, unknown>
-  const ctor = (error as { constructor?: { name?: unknown } }).constructor
-  const name = typeof record._tag === "string" ? record._tag
-    : typeof ctor?.name === "string" && ctor.name !== "" && ctor !== Object ? ctor.name
-    : "Error"
-  const message = typeof record.message === "string" ? record.message : ""
-  if (message !== "") return `${name}: ${message}`
-  const fields = fieldsJson(record)
-  return fields === undefined ? name : `${name}: ${fields}`
-}
-
-// A tagged error with no message still says something useful through its fields.
-const fieldsJson = (record: Record<string, unknown>): string | undefined => {
-  const fields: Record<string, unknown> = {}
-  let any = false
-  for (const key of Object.keys(record)) {
-    if (key === "_tag" || key === "message" || key === "stack" || key === "name" || key === "cause") continue
-    fields[key] = record[key]
-    any = true
-  }
-  if (!any) return undefined
-  try {
-    return JSON.stringify(fields)
-  } catch {
-    return undefined
-  }
 }
 
 const errorMessage = (error: unknown): string => error instanceof Error ? error.message : String(error)

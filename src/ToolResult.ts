@@ -35,3 +35,34 @@ export const ToolResultFromJson: Schema.Schema<ToolResult, { readonly value?: un
     }
   )
 
+
+/** The S5 text of an error value or defect: `<Name>: <message>`. */
+export const errorText = (error: unknown): string => {
+  if (typeof error !== "object" || error === null) return `Error: ${String(error)}`
+  const record = error as Record<string, unknown>
+  const ctor = (error as { constructor?: { name?: unknown } }).constructor
+  const name = typeof record._tag === "string" ? record._tag
+    : typeof ctor?.name === "string" && ctor.name !== "" && ctor !== Object ? ctor.name
+    : "Error"
+  const message = typeof record.message === "string" ? record.message : ""
+  if (message !== "") return `${name}: ${message}`
+  const fields = fieldsJson(record)
+  return fields === undefined ? name : `${name}: ${fields}`
+}
+
+// A tagged error with no message still says something useful through its fields.
+const fieldsJson = (record: Record<string, unknown>): string | undefined => {
+  const fields: Record<string, unknown> = {}
+  let any = false
+  for (const key of Object.keys(record)) {
+    if (key === "_tag" || key === "message" || key === "stack" || key === "name" || key === "cause") continue
+    fields[key] = record[key]
+    any = true
+  }
+  if (!any) return undefined
+  try {
+    return JSON.stringify(fields)
+  } catch {
+    return undefined
+  }
+}
