@@ -23,6 +23,7 @@ import {
   type Unauthorized,
   type UnknownTask
 } from "./platform/Protocol.js"
+import * as Settings from "./internal/settings.js"
 import type * as Toolkit from "./Toolkit.js"
 
 /** A setting the serving side needs is not set. */
@@ -93,15 +94,8 @@ type PlatformRpcsRpcs = RpcGroup.Rpcs<typeof PlatformRpcs>
 
 /** A required setting, or `MissingSetting` naming it. */
 export const required = <A>(variable: string, config: Config.Config<A>): Effect.Effect<A, MissingSetting> =>
-  Config.option(config).pipe(
-    Effect.orElseSucceed(() => Option.none<A>()),
-    Effect.flatMap((value) =>
-      Option.isSome(value) && value.value !== "" &&
-        !(Redacted.isRedacted(value.value) && Redacted.value(value.value as Redacted.Redacted<string>) === "")
-        ? Effect.succeed(value.value)
-        : Effect.fail(new MissingSetting({ variable }))
-    )
-  )
+  Effect.flatMap(Settings.optional(config), (value) =>
+    Option.isSome(value) ? Effect.succeed(value.value) : Effect.fail(new MissingSetting({ variable })))
 
 /** Attaches `authorization: Bearer <PLATFORM_TOKEN>` to every call. */
 const authenticationClient = Layer.unwrapEffect(

@@ -24,6 +24,7 @@ import { createHash, randomUUID } from "node:crypto"
 import { Idempotency, layerMemory, layerSql, type StoreUnavailable } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
 import * as Json from "./internal/json.js"
+import * as Settings from "./internal/settings.js"
 import type {
   LifecycleBudgetExceeded,
   ManifestRejected,
@@ -87,14 +88,11 @@ export class Serve extends Context.Tag("agent-tools/Serve")<Serve, {
  */
 const storeFromConfig = Effect.flatMap(Effect.serviceOption(Idempotency), (provided) => {
   if (Option.isSome(provided)) return Effect.succeed(provided.value)
-  return Effect.flatMap(
-    Config.option(Config.string("IDEMPOTENCY_DB")).pipe(Effect.orElseSucceed(() => Option.none<string>())),
-    (path) =>
-      Effect.map(
-        Layer.build(Option.isSome(path) && path.value !== "" ? layerSql({ filename: path.value }) : layerMemory),
-        Context.get(Idempotency)
-      )
-  )
+  return Effect.flatMap(Settings.optionalString("IDEMPOTENCY_DB"), (path) =>
+    Effect.map(
+      Layer.build(Option.isSome(path) ? layerSql({ filename: path.value }) : layerMemory),
+      Context.get(Idempotency)
+    ))
 })
 
 /** The manifest's hash: SHA-256 of its canonical JSON. */

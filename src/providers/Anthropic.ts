@@ -6,7 +6,8 @@
 import * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
-import { MissingApiKey, optionalSecret, optionalString, postJson } from "./Http.js"
+import { optionalSecret, optionalString } from "../internal/settings.js"
+import { endpoint, layerModel, MissingApiKey } from "./Http.js"
 
 /** How to reach the API. */
 export interface Options {
@@ -24,30 +25,21 @@ export interface Options {
 export const defaultBaseUrl = "https://api.anthropic.com"
 
 /** The Messages API as a `LanguageModel`, on the `HttpClient` in context. */
-export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
-  Layer.effect(
-    LanguageModel.LanguageModel,
-    Effect.map(HttpClient.HttpClient, (client) => {
-      const url = `${(options.baseUrl ?? defaultBaseUrl).replace(/\/+$/, "")}/v1/messages`
-      const headers = {
-        "x-api-key": Redacted.value(options.apiKey),
-        "anthropic-version": "2023-06-01",
-        "content-type": "application/json"
-      }
-      const timeout = Duration.decode(options.timeout ?? "2 minutes")
-      const maxTokens = options.maxTokens ?? 4096
-      return LanguageModel.LanguageModel.of({
-        generate: (request) =>
-          postJson(client, {
-            provider: "anthropic",
-            url,
-            headers,
-            body: toBody(options.model, maxTokens, request),
-            timeout
-          }).pipe(Effect.flatMap(fromBody))
-      })
-    })
-  )
+export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> => {
+  const maxTokens = options.maxTokens ?? 4096
+  return layerModel({
+    name: "anthropic",
+    url: endpoint(options.baseUrl ?? defaultBaseUrl, "/v1/messages"),
+    headers: {
+      "x-api-key": Redacted.value(options.apiKey),
+      "anthropic-version": "2023-06-01",
+      "content-type": "application/json"
+    },
+    timeout: options.timeout,
+    toBody: (request) => toBody(options.model, maxTokens, request),
+    fromBody
+  })
+}
 
 /** `layer` from the environment: `ANTHROPIC_API_KEY` (required) and `ANTHROPIC_BASE_URL`. */
 export const layerConfig = (

@@ -7,7 +7,7 @@
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Config, Duration, Effect, Option, Redacted, Schema } from "effect"
+import { Duration, Effect, Layer, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 
 /** A provider's API key is not configured. */
@@ -19,20 +19,6 @@ export class MissingApiKey extends Schema.TaggedError<MissingApiKey>("agent-tool
     return `${this.variable} is not set: ${this.provider} models need an API key`
   }
 }
-
-/** A secret setting (an API key), `None` when unset or empty. */
-export const optionalSecret = (name: string): Effect.Effect<Option.Option<Redacted.Redacted<string>>> =>
-  Config.option(Config.redacted(name)).pipe(
-    Effect.map(Option.filter((value) => Redacted.value(value) !== "")),
-    Effect.orElseSucceed(() => Option.none())
-  )
-
-/** A plain setting (a base URL), `None` when unset or empty. */
-export const optionalString = (name: string): Effect.Effect<Option.Option<string>> =>
-  Config.option(Config.string(name)).pipe(
-    Effect.map(Option.filter((value) => value !== "")),
-    Effect.orElseSucceed(() => Option.none())
-  )
 
 /** One POST of a provider. */
 export interface Post {
@@ -141,3 +127,32 @@ const retryAfter = (headers: Readonly<Record<string, string>>): number | undefin
   const date = Date.parse(value)
   return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now())
 }
+
+/** A provider's `LanguageModel`: each request is a JSON POST to `url`, its body from `toBody`, its answer read by `fromBody`. */
+export const layerModel = (provider: {
+  readonly name: string
+  readonly url: string
+  readonly headers: Record<string, string>
+  readonly timeout: Duration.DurationInput | undefined
+  readonly toBody: (request: LanguageModel.ModelRequest) => unknown
+  readonly fromBody: (body: unknown) => Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError>
+}): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
+  Layer.effect(
+    LanguageModel.LanguageModel,
+    Effect.map(HttpClient.HttpClient, (client) => {
+      const timeout = Duration.decode(provider.timeout ?? "2 minutes")
+      return LanguageModel.LanguageModel.of({
+        generate: (request) =>
+          postJson(client, {
+            provider: provider.name,
+            url: provider.url,
+            headers: provider.headers,
+            body: provider.toBody(request),
+            timeout
+          }).pipe(Effect.flatMap(provider.fromBody))
+      })
+    })
+  )
+
+/** `base` without trailing slashes, then `path`. */
+export const endpoint = (base: string, path: string): string => `${base.replace(/\/+$/, "")}${path}`

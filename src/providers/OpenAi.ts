@@ -7,7 +7,8 @@
 import * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
-import { MissingApiKey, optionalSecret, optionalString, postJson } from "./Http.js"
+import { optionalSecret, optionalString } from "../internal/settings.js"
+import { endpoint, layerModel, MissingApiKey } from "./Http.js"
 
 /** How to reach the API. */
 export interface Options {
@@ -27,21 +28,17 @@ export const defaultBaseUrl = "https://api.openai.com/v1"
 
 /** Chat Completions as a `LanguageModel`, on the `HttpClient` in context. */
 export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
-  Layer.effect(
-    LanguageModel.LanguageModel,
-    Effect.map(HttpClient.HttpClient, (client) => {
-      const url = `${(options.baseUrl ?? defaultBaseUrl).replace(/\/+$/, "")}/chat/completions`
-      const headers: Record<string, string> = { "content-type": "application/json" }
-      if (options.apiKey !== undefined) headers.authorization = `Bearer ${Redacted.value(options.apiKey)}`
-      const timeout = Duration.decode(options.timeout ?? "2 minutes")
-      return LanguageModel.LanguageModel.of({
-        generate: (request) =>
-          postJson(client, { provider: "openai", url, headers, body: toBody(options, request), timeout }).pipe(
-            Effect.flatMap(fromBody)
-          )
-      })
-    })
-  )
+  layerModel({
+    name: "openai",
+    url: endpoint(options.baseUrl ?? defaultBaseUrl, "/chat/completions"),
+    headers: {
+      "content-type": "application/json",
+      ...(options.apiKey === undefined ? {} : { authorization: `Bearer ${Redacted.value(options.apiKey)}` })
+    },
+    timeout: options.timeout,
+    toBody: (request) => toBody(options, request),
+    fromBody
+  })
 
 /**
  * `layer` from the environment: `OPENAI_API_KEY` and `OPENAI_BASE_URL`. The key is required for the

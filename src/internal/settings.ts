@@ -1,0 +1,18 @@
+/** Reading settings (environment variables through Effect's Config): one rule for "unset". */
+import { Config, Effect, Option, Redacted } from "effect"
+
+/** A setting, `None` when it is unset, unreadable or empty (a secret's empty value too). */
+export const optional = <A>(config: Config.Config<A>): Effect.Effect<Option.Option<A>> =>
+  Config.option(config).pipe(
+    Effect.map(Option.filter((value) =>
+      value !== "" && !(Redacted.isRedacted(value) && Redacted.value(value as Redacted.Redacted<string>) === "")
+    )),
+    Effect.orElseSucceed(() => Option.none<A>())
+  )
+
+/** A secret setting (an API key, a token). */
+export const optionalSecret = (name: string): Effect.Effect<Option.Option<Redacted.Redacted<string>>> =>
+  optional(Config.redacted(name))
+
+/** A plain setting (a URL, an id). */
+export const optionalString = (name: string): Effect.Effect<Option.Option<string>> => optional(Config.string(name))
