@@ -1,15 +1,12 @@
 // @effect-diagnostics globalErrorInEffectFailure:off
-import { HttpServer } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { mcpClient } from "./support/mcpHttp.js"
 import { ConfigProvider, Effect, Layer, Logger, Schema, Stream } from "effect"
 import {
   Agent,
   Hooks,
   Invocation,
   LanguageModel,
-  Mcp,
   PlatformClient,
   PlatformServer,
   Serve,
@@ -58,14 +55,7 @@ const viaServe = (toolkit: Toolkit.Toolkit<never>, hooks: Layer.Layer<never>, na
 /** The same call from the official MCP client, over HTTP, to a server with `hooks`. */
 const viaMcp = (toolkit: Toolkit.Toolkit<never>, hooks: Layer.Layer<never>, name: string, args: unknown) =>
   Effect.gen(function*() {
-    const context = yield* Layer.build(Mcp.layerHttp(toolkit, { port: 0 }).pipe(Layer.provide(hooks)))
-    const address = (yield* Effect.provide(HttpServer.HttpServer, context)).address
-    const port = address._tag === "TcpAddress" ? address.port : 0
-    const client = new Client({ name: "test", version: "1.0.0" })
-    yield* Effect.acquireRelease(
-      Effect.promise(() => client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)))),
-      () => Effect.promise(() => client.close())
-    )
+    const { client } = yield* mcpClient(toolkit, hooks)
     const result = yield* Effect.promise(() => client.callTool({ name, arguments: args as Record<string, unknown> }))
     if (result.isError === true) return { error: (result.content as Array<{ text: string }>)[0]!.text }
     const structured = result.structuredContent as Record<string, unknown>

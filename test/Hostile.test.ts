@@ -3,18 +3,15 @@
  * through the platform (a model emitting the arguments): valid inputs from Schema's Arbitrary, and
  * mutations of them. Invalid input never reaches a handler; nothing escapes as a defect.
  */
-import { HttpServer } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { Arbitrary, ConfigProvider, Effect, Exit, FastCheck as fc, Layer, Schema, Stream } from "effect"
 import * as Backend from "../src/demo/Backend.js"
+import { mcpClient } from "./support/mcpHttp.js"
 import * as DemoTools from "../src/demo/tools.js"
 import {
   Hooks,
   Invocation,
   LanguageModel,
-  Mcp,
   PlatformClient,
   PlatformServer,
   Serve,
@@ -108,14 +105,7 @@ describe("hostile input (short run; the long one is a later soak)", () => {
     Effect.gen(function*() {
       const { layer, reached } = counter()
       const toolkit = yield* Toolkit.make(...DemoTools.tools)
-      const context = yield* Layer.build(Mcp.layerHttp(toolkit, { port: 0 }).pipe(Layer.provide(Layer.merge(layer, backend))))
-      const address = (yield* Effect.provide(HttpServer.HttpServer, context)).address
-      const port = address._tag === "TcpAddress" ? address.port : 0
-      const client = new Client({ name: "hostile", version: "1.0.0" })
-      yield* Effect.acquireRelease(
-        Effect.promise(() => client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)))),
-        () => Effect.promise(() => client.close())
-      )
+      const { client } = yield* mcpClient(toolkit, Layer.merge(layer, backend))
       // MCP carries arguments as an object: the object-shaped mutations apply.
       const objects = hostile.filter(({ args }) => typeof args === "object" && args !== null && !Array.isArray(args))
       yield* Effect.promise(() =>

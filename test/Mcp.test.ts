@@ -2,17 +2,16 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import {
   CallToolResultSchema,
   ListToolsResultSchema,
   McpError,
   SUPPORTED_PROTOCOL_VERSIONS
 } from "@modelcontextprotocol/sdk/types.js"
-import { HttpServer } from "@effect/platform"
-import { Deferred, Effect, Layer, Schema } from "effect"
+import { Deferred, Effect, Schema } from "effect"
 import { fileURLToPath } from "node:url"
-import { Mcp, Tool, Toolkit } from "../src/index.js"
+import { mcpClient, mcpServer } from "./support/mcpHttp.js"
+import { Tool, Toolkit } from "../src/index.js"
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
 
@@ -47,19 +46,7 @@ const slow = Tool.make("slow", { description: "Slow.", input: {}, timeout: "60 s
 const toolkit = Effect.runSync(Toolkit.make(lookupOrder, listOrders, crash, slow))
 
 /** An official MCP client on the toolkit over Streamable HTTP on 127.0.0.1. */
-const httpClient = Effect.gen(function*() {
-  const context = yield* Layer.build(Mcp.layerHttp(toolkit, { port: 0 }))
-  const address = (yield* Effect.provide(HttpServer.HttpServer, context)).address
-  const port = address._tag === "TcpAddress" ? address.port : 0
-  const url = `http://127.0.0.1:${port}/mcp`
-  const client = new Client({ name: "test", version: "1.0.0" })
-  const transport = new StreamableHTTPClientTransport(new URL(url))
-  yield* Effect.acquireRelease(
-    Effect.promise(() => client.connect(transport)),
-    () => Effect.promise(() => client.close())
-  )
-  return { client, transport, url, port }
-})
+const httpClient = mcpClient(toolkit)
 
 describe("Mcp over Streamable HTTP, with the official client", () => {
   it.live("initialize negotiates a supported version with the tools capability", () =>
@@ -192,9 +179,7 @@ describe("Mcp over Streamable HTTP: an HTTP request that closes early", () => {
           Effect.zipRight(Effect.never),
           Effect.ensuring(Effect.sync(() => held.finalized++))
         ))
-      const context = yield* Layer.build(Mcp.layerHttp(yield* Toolkit.make(hold), { port: 0 }))
-      const address = (yield* Effect.provide(HttpServer.HttpServer, context)).address
-      const port = address._tag === "TcpAddress" ? address.port : 0
+      const port = yield* mcpServer(yield* Toolkit.make(hold))
       const { request } = yield* Effect.promise(() => import("node:http"))
       const post = (body: unknown, headers: Record<string, string> = {}) => {
         const req = request({

@@ -1,0 +1,27 @@
+/** An MCP server for a toolkit over Streamable HTTP on 127.0.0.1, and the official client connected to it. */
+import { HttpServer } from "@effect/platform"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { Effect, Layer } from "effect"
+import { Mcp, type Toolkit } from "../../src/index.js"
+
+/** The server (the tools' services come from `services`); its port. */
+export const mcpServer = <A = never>(toolkit: Toolkit.Toolkit<any>, services?: Layer.Layer<A>) =>
+  Effect.gen(function*() {
+    // The caller provides, in `services`, what the toolkit's handlers need.
+    const served = Mcp.layerHttp(toolkit as Toolkit.Toolkit<never>, { port: 0 })
+    const context = yield* Layer.build(Layer.provide(served, services ?? Layer.empty))
+    const address = (yield* Effect.provide(HttpServer.HttpServer, context)).address
+    return address._tag === "TcpAddress" ? address.port : 0
+  })
+
+/** The server and a connected client, both closed with the scope. */
+export const mcpClient = <A = never>(toolkit: Toolkit.Toolkit<any>, services?: Layer.Layer<A>) =>
+  Effect.gen(function*() {
+    const port = yield* mcpServer(toolkit, services)
+    const url = `http://127.0.0.1:${port}/mcp`
+    const client = new Client({ name: "test", version: "1.0.0" })
+    const transport = new StreamableHTTPClientTransport(new URL(url))
+    yield* Effect.acquireRelease(Effect.promise(() => client.connect(transport)), () => Effect.promise(() => client.close()))
+    return { client, transport, url, port }
+  })
