@@ -129,17 +129,21 @@ export const providerSuite = (c: ProviderCase) => {
         assert.strictEqual(result.output, "Order ord-4821 has shipped; there is no order ord-0000.")
       }))
 
-    it.scoped("transient server errors twice are retried and the run succeeds", () =>
+    it.scoped("500 twice (and Anthropic's 529) are retried and the run succeeds", () =>
       Effect.gen(function*() {
-        const second = c.overloaded === undefined ? reply(500, c.fixtures.server) : reply(c.overloaded.status, c.overloaded.fixture)
-        const server = yield* fixtureServer([reply(500, c.fixtures.server), second, ok(c.fixtures.text)])
+        const transient = [
+          reply(500, c.fixtures.server),
+          reply(500, c.fixtures.server),
+          ...(c.overloaded === undefined ? [] : [reply(c.overloaded.status, c.overloaded.fixture)])
+        ]
+        const server = yield* fixtureServer([...transient, ok(c.fixtures.text)])
         const fiber = yield* Effect.fork(Agent.run(agent, prompt).pipe(Effect.provide(modelLayer(c.env(server.url)))))
-        for (const n of [1, 2]) {
+        for (let n = 1; n <= transient.length; n++) {
           yield* arrived(server, n)
           yield* TestClock.adjust("1 second")
         }
         const result = yield* Fiber.join(fiber)
-        assert.strictEqual(server.received.length, 3)
+        assert.strictEqual(server.received.length, transient.length + 1)
         assert.strictEqual(result.steps, 1)
       }))
 
