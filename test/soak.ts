@@ -1,0 +1,44 @@
+/**
+ * `npm run soak`: the reliability suite's long versions (more cases, more rounds, the full load),
+ * then one table of the figures the tests recorded (test/support/figures.ts). Exits non-zero if
+ * any test failed.
+ */
+import { spawnSync } from "node:child_process"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import type { Figure } from "./support/figures.js"
+
+/** The test files that record figures. */
+export const files = [
+  "test/Hostile.test.ts",
+  "test/Idempotency.test.ts",
+  "test/platform/Crash.test.ts"
+]
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const dir = mkdtempSync(join(tmpdir(), "agent-tools-soak-"))
+const figuresFile = join(dir, "figures.ndjson")
+const run = spawnSync(process.execPath, [join(root, "node_modules/vitest/vitest.mjs"), "run", ...files, "--testTimeout=1800000", "--hookTimeout=600000"], {
+  cwd: root,
+  stdio: "inherit",
+  env: { ...process.env, SOAK: "1", FIGURES_FILE: figuresFile }
+})
+
+let figures: Array<Figure> = []
+try {
+  figures = readFileSync(figuresFile, "utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as Figure)
+} catch {
+  // No test recorded a figure.
+}
+rmSync(dir, { recursive: true, force: true })
+
+const columns = ["suite", "measure", "value", "expected"] as const
+const cells = figures.map((f) => columns.map((c) => String(f[c] ?? "")))
+const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i]!.length)))
+const line = (values: ReadonlyArray<string>) => `| ${values.map((v, i) => v.padEnd(widths[i]!)).join(" | ")} |`
+console.log("\n" + line(columns))
+console.log(line(widths.map((w) => "-".repeat(w))))
+for (const row of cells) console.log(line(row))
+process.exit(run.status ?? 1)
