@@ -9,7 +9,6 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import {
   Clock,
   Context,
-  Deferred,
   Duration,
   Effect,
   Exit,
@@ -24,6 +23,7 @@ import {
 import { randomUUID } from "node:crypto"
 import * as Claims from "./internal/claimsSql.js"
 import * as Invocation from "./Invocation.js"
+import { Signal } from "./internal/signal.js"
 import { RetryPolicy } from "./RetryPolicy.js"
 
 /**
@@ -43,16 +43,18 @@ export class RunCache {
       this.entries.set(key, started)
       return { started, cached: false }
     }
-    const done = Deferred.unsafeMake<Invocation.ToolResult>(FiberId.none)
-    this.entries.set(key, Deferred.await(done))
+    const done = new Signal<Invocation.ToolResult>()
+    this.entries.set(key, done.await)
     return {
       started: started.pipe(
-        Effect.tap((result) => {
-          this.entries.set(key, result)
-          return Deferred.done(done, Exit.succeed(result))
-        }),
+        Effect.tap((result) =>
+          Effect.sync(() => {
+            this.entries.set(key, result)
+            done.succeed(result)
+          })
+        ),
         // The first call was interrupted (its run is ending): so are the duplicates waiting on it.
-        Effect.onInterrupt(() => Deferred.interrupt(done))
+        Effect.onInterrupt(() => Effect.sync(() => done.complete(Exit.interrupt(FiberId.none))))
       ),
       cached: false
     }
@@ -99,7 +101,7 @@ export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempote
 
 interface Entry {
   readonly expiresAt: number
-  readonly done: Deferred.Deferred<Invocation.ToolResult>
+  readonly done: Signal<Invocation.ToolResult>
 }
 
 const keyOf = (key: DeliveryKey): string => `${key.taskId}\u0000${key.toolCallId}`
@@ -127,18 +129,21 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
               if (found._tag === "Some" && found.value.expiresAt > now) return [[found.value, true], map]
               const entry: Entry = {
                 expiresAt: now + Duration.toMillis(claim.timeout),
-                done: Deferred.unsafeMake(FiberId.none)
+                done: new Signal<Invocation.ToolResult>()
               }
               return [[entry, false], HashMap.set(map, id, entry)]
             }),
             ([entry, reused]): Effect.Effect<{ readonly result: Invocation.ToolResult; readonly reused: boolean }> =>
               reused
-                ? Effect.map(Deferred.await(entry.done), (result) => ({ result, reused }))
+                ? Effect.map(entry.done.await, (result) => ({ result, reused }))
                 : run.pipe(
-                  Effect.tap((result) => Deferred.succeed(entry.done, result)),
+                  Effect.tap((result) => Effect.sync(() => entry.done.succeed(result))),
                   // An interrupted first delivery leaves no claim: the next one runs.
                   Effect.onInterrupt(() =>
-                    Effect.zipRight(Ref.update(entries, HashMap.remove(id)), Deferred.interrupt(entry.done))
+                    Effect.zipRight(
+                      Ref.update(entries, HashMap.remove(id)),
+                      Effect.sync(() => entry.done.complete(Exit.interrupt(FiberId.none)))
+                    )
                   ),
                   Effect.map((result) => ({ result, reused }))
                 )

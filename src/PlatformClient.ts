@@ -3,15 +3,14 @@
  * transport failures typed. `layer` speaks WebSocket to `PLATFORM_URL`; `layerTest` runs the
  * platform's handlers in the same process, with no sockets, for tests and single-process setups.
  */
-import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import type * as Rpc from "@effect/rpc/Rpc"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import type * as RpcClientError from "@effect/rpc/RpcClientError"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
-import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcTest from "@effect/rpc/RpcTest"
-import { Config, Context, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
+import { Config, Context, Duration, Effect, Layer, Mailbox, Option, Redacted, Schema, type Scope, Stream } from "effect"
+import { WebSocket } from "ws"
 import {
   Authentication,
   authorizationHeader,
@@ -24,6 +23,7 @@ import {
   type UnknownTask
 } from "./platform/Protocol.js"
 import * as Settings from "./internal/settings.js"
+import * as Wire from "./platform/Wire.js"
 import type * as Toolkit from "./Toolkit.js"
 
 /** A setting the serving side needs is not set. */
@@ -59,12 +59,21 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
     payload: Caller & { readonly manifestHash: string }
   ) => Effect.Effect<{ readonly known: boolean }, LifecycleBudgetExceeded | Unauthorized | PlatformUnavailable>
   readonly deregister: (payload: Caller) => Effect.Effect<void, LifecycleBudgetExceeded | Unauthorized | PlatformUnavailable>
+  /**
+   * Submits a task. Its events arrive in the mailbox for as long as the scope lives (closing it
+   * stops them); the mailbox ends after the task's last event, or fails.
+   */
   readonly submitTask: (
     payload: Caller & { readonly prompt: string }
-  ) => Stream.Stream<TaskEvent, Unauthorized | PlatformUnavailable>
+  ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent, Unauthorized | PlatformUnavailable>, never, Scope.Scope>
+  /** Attaches to a task again (after a reconnect): its pending calls come again. */
   readonly attachTask: (
     payload: Caller & { readonly taskId: string }
-  ) => Stream.Stream<TaskEvent, UnknownTask | Unauthorized | PlatformUnavailable>
+  ) => Effect.Effect<
+    Mailbox.ReadonlyMailbox<TaskEvent, UnknownTask | Unauthorized | PlatformUnavailable>,
+    never,
+    Scope.Scope
+  >
   /** Answers one or more delivered calls. */
   readonly completeToolCall: (
     payload: Caller & { readonly results: ReadonlyArray<ToolCallResult> }
@@ -85,8 +94,8 @@ const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientEr
     register: (payload) => Effect.mapError(client.Register(payload), typed),
     heartbeat: (payload) => Effect.mapError(client.Heartbeat(payload), typed),
     deregister: (payload) => Effect.mapError(client.Deregister(payload), typed),
-    submitTask: (payload) => Stream.mapError(client.SubmitTask(payload), typed),
-    attachTask: (payload) => Stream.mapError(client.AttachTask(payload), typed),
+    submitTask: (payload) => Mailbox.fromStream(Stream.mapError(client.SubmitTask(payload), typed)),
+    attachTask: (payload) => Mailbox.fromStream(Stream.mapError(client.AttachTask(payload), typed)),
     completeToolCall: (payload) => Effect.mapError(client.CompleteToolCall(payload), typed)
   })
 
@@ -107,18 +116,96 @@ const authenticationClient = Layer.unwrapEffect(
       })))
 )
 
-/** The platform at `PLATFORM_URL` (`ws://host:port/rpc`) over WebSocket; reconnects by itself. */
-export const layer: Layer.Layer<PlatformClient, MissingSetting> = Layer.unwrapScoped(
-  Effect.gen(function*() {
-    const url = yield* required("PLATFORM_URL", Config.string("PLATFORM_URL"))
-    return Layer.scoped(PlatformClient, Effect.map(RpcClient.make(PlatformRpcs), fromRpcClient)).pipe(
-      Layer.provide(authenticationClient),
-      Layer.provide(RpcClient.layerProtocolSocket({ retryTransientErrors: true })),
-      Layer.provide(RpcSerialization.layerJson),
-      Layer.provide(NodeSocket.layerWebSocket(url))
-    )
-  })
-)
+/** Options of `layer`. */
+export interface LayerOptions {
+  /** The largest frame accepted from the platform. Default 16 MiB. */
+  readonly maxFrameBytes?: number | undefined
+  /** How long opening the WebSocket may take. Default 10 s. */
+  readonly connectTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * The platform at `PLATFORM_URL` (`ws://host:port/rpc`) over WebSocket, on the protocol's own
+ * wire (platform/Wire.ts), the token sent once with the upgrade. The connection opens with the
+ * first call and again with the first call after it dropped; calls in flight when it drops fail
+ * with `PlatformUnavailable` (Serve retries them on `RetryPolicy.reconnect`).
+ */
+export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, MissingSetting> =>
+  Layer.scoped(
+    PlatformClient,
+    Effect.gen(function*() {
+      const url = yield* required("PLATFORM_URL", Config.string("PLATFORM_URL"))
+      const token = yield* required("PLATFORM_TOKEN", Config.redacted("PLATFORM_TOKEN"))
+      const handshakeTimeout = Duration.toMillis(Duration.decode(options?.connectTimeout ?? "10 seconds"))
+      const unavailable = (reason: string) => new PlatformUnavailable({ message: `the platform is unreachable (${reason})` })
+
+      interface Connection {
+        readonly socket: WebSocket
+        readonly opened: Promise<Wire.Link>
+        link: Wire.Link | undefined
+      }
+      let current: Connection | undefined
+      let closed = false
+
+      const connect = (): Connection => {
+        const socket = new WebSocket(url, {
+          headers: { [authorizationHeader]: `Bearer ${Redacted.value(token)}` },
+          maxPayload: options?.maxFrameBytes ?? Wire.defaultMaxFrameBytes,
+          handshakeTimeout,
+          perMessageDeflate: false
+        })
+        let settle: { resolve: (link: Wire.Link) => void; reject: (error: Error) => void } | undefined
+        const connection: Connection = {
+          socket,
+          link: undefined,
+          opened: new Promise<Wire.Link>((resolve, reject) => void (settle = { resolve, reject }))
+        }
+        // Nobody may be waiting when it fails: the failure still counts as handled.
+        connection.opened.catch(() => undefined)
+        socket.on("open", () => {
+          connection.link = { send: (frame) => socket.send(frame) }
+          settle?.resolve(connection.link)
+        })
+        socket.on("message", (data) => client.receive(String(data)))
+        socket.on("error", (error) => settle?.reject(error))
+        socket.on("close", (code, reason) => {
+          if (current === connection) current = undefined
+          const why = `connection closed, code ${code}${reason.length > 0 ? `: ${String(reason)}` : ""}`
+          settle?.reject(new Error(why))
+          client.dropped(why)
+        })
+        return connection
+      }
+
+      const open: Effect.Effect<Wire.Link, PlatformUnavailable> = Effect.suspend(() => {
+        if (closed) return Effect.fail(unavailable("the client is closed"))
+        const connection = current ??= connect()
+        if (connection.link !== undefined) return Effect.succeed(connection.link)
+        return Effect.tryPromise({ try: () => connection.opened, catch: (error) => unavailable(String((error as Error).message ?? error)) })
+      })
+
+      const client = Wire.makeClient({ group: PlatformRpcs, open, unavailable })
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          closed = true
+          current?.socket.close()
+          current = undefined
+        })
+      )
+      type Call = PlatformClient["Type"]
+      return PlatformClient.of({
+        register: (payload) => client.call("Register", payload) as ReturnType<Call["register"]>,
+        heartbeat: (payload) => client.call("Heartbeat", payload) as ReturnType<Call["heartbeat"]>,
+        deregister: (payload) => client.call("Deregister", payload) as ReturnType<Call["deregister"]>,
+        submitTask: (payload) => client.stream("SubmitTask", payload) as ReturnType<Call["submitTask"]>,
+        attachTask: (payload) => client.stream("AttachTask", payload) as ReturnType<Call["attachTask"]>,
+        completeToolCall: (payload) => client.call("CompleteToolCall", payload) as ReturnType<Call["completeToolCall"]>
+      })
+    })
+  )
+
+/** `layerWith()`: the platform at `PLATFORM_URL` over WebSocket, default options. */
+export const layer: Layer.Layer<PlatformClient, MissingSetting> = layerWith()
 
 /**
  * The platform's handlers in this process, no sockets (the same protocol and middleware, no

@@ -4,17 +4,18 @@
  * tool calls the platform delivers on their streams, at least once, deduplicated, inside deadlines.
  */
 import {
-  Chunk,
   Config,
   Context,
   Deferred,
   Duration,
   Effect,
-  FiberSet,
+  Exit,
+  Fiber,
   Layer,
+  Mailbox,
   Option,
-  Queue,
   Ref,
+  Runtime,
   Schedule,
   Schema,
   type Scope,
@@ -112,7 +113,6 @@ export const make = <R>(
     const client = yield* PlatformClient
     const policy = yield* RetryPolicy
     const store = yield* storeFromConfig
-    const context = yield* Effect.context<Exclude<R, ToolContext>>()
     const processId = randomUUID()
     const caller = { agentId, processId }
     const current = yield* Ref.make({ toolkit: toolkit as Toolkit.Toolkit<any>, hash: manifestHash(toolkit) })
@@ -154,20 +154,35 @@ export const make = <R>(
       (error: ServeError) => error._tag === "PlatformUnavailable"
     )
 
-    // Answers ready at the same moment go to the platform in one call.
-    const answers = yield* Queue.unbounded<ToolCallResult>()
-    yield* Effect.forkScoped(Effect.forever(
-      Effect.flatMap(Queue.takeBetween(answers, 1, 512), (results) =>
-        client.completeToolCall({ ...caller, results: Chunk.toReadonlyArray(results) }).pipe(
-          Effect.retry(retryWhileAway),
-          Effect.catchAll((error) => Effect.logWarning(`could not answer ${results.length} call(s): ${error.message}`))
-        ))
-    ))
+    // Answers ready at the same moment go to the platform in one call: the first answer starts a
+    // sender, which takes every answer waiting each time round, until none is left.
+    const scope = yield* Effect.scope
+    let waiting: Array<ToolCallResult> = []
+    let sending = false
+    const sendWaiting: Effect.Effect<void> = Effect.suspend(() => {
+      if (waiting.length === 0) {
+        sending = false
+        return Effect.void
+      }
+      const results = waiting.length > 512 ? waiting.splice(0, 512) : waiting
+      if (results === waiting) waiting = []
+      return client.completeToolCall({ ...caller, results }).pipe(
+        Effect.retry(retryWhileAway),
+        Effect.catchAll((error) => Effect.logWarning(`could not answer ${results.length} call(s): ${error.message}`)),
+        Effect.zipRight(sendWaiting)
+      )
+    })
+    const answer = (result: ToolCallResult): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        waiting.push(result)
+        if (sending) return Effect.void
+        sending = true
+        return Effect.asVoid(Effect.forkIn(sendWaiting, scope))
+      })
 
     /** Runs one delivered call through dedupe (S10) and Invocation, and answers the platform. */
-    const handle = (event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>) =>
-      Effect.gen(function*() {
-        const { toolkit } = yield* Ref.get(current)
+    const handle = (event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>): Effect.Effect<void> =>
+      Effect.flatMap(Ref.get(current), ({ toolkit }) => {
         const tool = toolkit.byName.get(event.name)
         const call = tool === undefined
           ? Effect.succeed(Invocation.ToolResult.failure(`${event.name}: this process does not serve this tool`))
@@ -175,46 +190,74 @@ export const make = <R>(
             taskId: event.taskId,
             toolCallId: event.toolCallId,
             deadlineAt: event.deadlineAt
-          }).pipe(Effect.provide(context)) as Effect.Effect<Invocation.ToolResult>
-        const { result } = yield* store.once(event, {
-          toolName: event.name,
-          timeout: tool?.timeout ?? Duration.seconds(1),
-          idempotent: tool?.idempotent ?? false
-        }, call)
-        yield* Queue.offer(answers, { taskId: event.taskId, toolCallId: event.toolCallId, result })
+          }) as Effect.Effect<Invocation.ToolResult>
+        return Effect.flatMap(
+          store.once(event, {
+            toolName: event.name,
+            timeout: tool?.timeout ?? Duration.seconds(1),
+            idempotent: tool?.idempotent ?? false
+          }, call),
+          ({ result }) => answer({ taskId: event.taskId, toolCallId: event.toolCallId, result })
+        )
       })
 
-    /** A task's events, its delivered calls run here; submitted (`prompt`) or attached (`known`). */
-    const taskEvents = (prompt: string, known: string | undefined): Stream.Stream<TaskEvent, ServeError> =>
-      Stream.unwrapScoped(Effect.gen(function*() {
-        const calls = yield* FiberSet.make()
+    // Delivered calls run in fibers of their own, in the context `make` was given (the tools'
+    // services, hooks, the clock). Forked from one runtime: cheaper than a FiberSet per call.
+    const runCall = Runtime.runFork(yield* Effect.runtime<Exclude<R, ToolContext>>())
+
+    /**
+     * Follows a task to its last event, running its delivered calls here; `onEvent` sees every
+     * event. Submitted (`prompt`) or attached (`known`). After a dropped connection the same task
+     * is attached again, and its pending calls come again. Gives the last event (none if the
+     * platform ended the stream first).
+     */
+    const follow = (
+      prompt: string,
+      known: string | undefined,
+      onEvent: ((event: TaskEvent) => void) | undefined
+    ): Effect.Effect<TaskEvent | undefined, ServeError> =>
+      Effect.scoped(Effect.gen(function*() {
+        // The task's calls still running: interrupted when following ends.
+        const calls = new Set<Fiber.RuntimeFiber<void>>()
+        yield* Effect.addFinalizer(() => Fiber.interruptAll(calls))
         let taskId: string | undefined = known
-        // After a dropped connection the same task is attached again; its pending calls come again.
-        const events = Stream.suspend(() =>
-          taskId === undefined
+        const attached = Effect.scoped(Effect.gen(function*() {
+          const events = yield* (taskId === undefined
             ? client.submitTask({ ...caller, prompt })
-            : client.attachTask({ ...caller, taskId })
-        ).pipe(Stream.retry(retryWhileAway))
-        return events.pipe(
-          Stream.tap((event) => {
-            if (event._tag === "TaskStarted") taskId = event.taskId
-            return event._tag === "ToolCallRequested" ? FiberSet.run(calls, handle(event)) : Effect.void
-          }),
-          Stream.takeUntil((event) => event._tag === "TaskCompleted" || event._tag === "TaskFailed")
-        )
+            : client.attachTask({ ...caller, taskId }))
+          while (true) {
+            const [chunk, done] = yield* events.takeAll
+            for (const event of chunk) {
+              if (event._tag === "TaskStarted") taskId = event.taskId
+              else if (event._tag === "ToolCallRequested") {
+                const fiber = runCall(handle(event))
+                calls.add(fiber)
+                fiber.addObserver(() => calls.delete(fiber))
+              }
+              onEvent?.(event)
+              if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") return event
+            }
+            if (done) return undefined
+          }
+        }))
+        return yield* Effect.retry(attached, retryWhileAway)
       }))
 
-    const outcome = (events: Stream.Stream<TaskEvent, ServeError>): Effect.Effect<string, ServeError | TaskFailedError> =>
-      events.pipe(
-        Stream.runLast,
-        Effect.flatMap((last): Effect.Effect<string, ServeError | TaskFailedError> => {
-          if (Option.isSome(last) && last.value._tag === "TaskCompleted") return Effect.succeed(last.value.output)
-          if (Option.isSome(last) && last.value._tag === "TaskFailed") {
-            return Effect.fail(new TaskFailedError({ taskId: last.value.taskId, reason: last.value.reason }))
-          }
-          return Effect.fail(new TaskFailedError({ taskId: "", reason: "the task's stream ended before the task did" }))
-        })
-      )
+    /** `follow` as a Stream of the task's events. */
+    const taskEvents = (prompt: string, known: string | undefined): Stream.Stream<TaskEvent, ServeError> =>
+      Stream.unwrapScoped(Effect.gen(function*() {
+        const out = yield* Mailbox.make<TaskEvent, ServeError>()
+        yield* Effect.forkScoped(
+          Effect.onExit(follow(prompt, known, (event) => out.unsafeOffer(event)), (exit) => out.done(Exit.asVoid(exit)))
+        )
+        return Mailbox.toStream(out)
+      }))
+
+    const outcome = (last: TaskEvent | undefined): Effect.Effect<string, TaskFailedError> => {
+      if (last?._tag === "TaskCompleted") return Effect.succeed(last.output)
+      if (last?._tag === "TaskFailed") return Effect.fail(new TaskFailedError({ taskId: last.taskId, reason: last.reason }))
+      return Effect.fail(new TaskFailedError({ taskId: "", reason: "the task's stream ended before the task did" }))
+    }
 
     return Serve.of({
       agentId,
@@ -223,9 +266,9 @@ export const make = <R>(
       republish: (next) =>
         Effect.zipRight(Ref.set(current, { toolkit: next, hash: manifestHash(next) }), Effect.asVoid(register)),
       submitTask: (prompt) => taskEvents(prompt, undefined),
-      runTask: (prompt) => outcome(taskEvents(prompt, undefined)),
+      runTask: (prompt) => Effect.flatMap(follow(prompt, undefined, undefined), outcome),
       attachTask: (taskId) => taskEvents("", taskId),
-      runAttached: (taskId) => outcome(taskEvents("", taskId)),
+      runAttached: (taskId) => Effect.flatMap(follow("", taskId, undefined), outcome),
       failed: Deferred.await(failed)
     })
   })

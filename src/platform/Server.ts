@@ -4,24 +4,23 @@
  * at least once. Everything in memory. `layerHandlers` is the protocol's implementation, whatever
  * the transport; `layerWebSocket` serves it on a real WebSocket.
  */
-import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
-import * as HttpServer from "@effect/platform/HttpServer"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import * as RpcSerialization from "@effect/rpc/RpcSerialization"
-import * as RpcServer from "@effect/rpc/RpcServer"
+import type * as Rpc from "@effect/rpc/Rpc"
+import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import {
   Clock,
   Context,
-  Deferred,
   Duration,
   Effect,
   Exit,
   FiberSet,
   Layer,
   Mailbox,
-  Stream
+  Runtime,
+  Schema
 } from "effect"
 import { createServer } from "node:http"
+import { WebSocketServer } from "ws"
+import { Signal } from "../internal/signal.js"
 import * as Invocation from "../Invocation.js"
 import type * as LanguageModel from "../LanguageModel.js"
 import { RetryPolicy } from "../RetryPolicy.js"
@@ -39,6 +38,7 @@ import {
   UnknownTask
 } from "./Protocol.js"
 import * as TaskRunner from "./TaskRunner.js"
+import * as Wire from "./Wire.js"
 
 /** How the platform runs. */
 export interface Options {
@@ -83,7 +83,7 @@ interface AgentEntry {
 
 interface PendingCall {
   readonly event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>
-  readonly done: Deferred.Deferred<Invocation.ToolResult>
+  readonly done: Signal<Invocation.ToolResult>
   /** When it was last delivered. */
   sentAt: number
 }
@@ -228,21 +228,27 @@ export const layerHandlers = (options: Options) =>
     yield* Effect.forkScoped(Effect.schedule(redeliver, policy.redelivery))
 
     const deliver = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<Invocation.ToolResult> =>
-      Effect.gen(function*() {
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const event = { _tag: "ToolCallRequested" as const, taskId: task.taskId, ...call }
-        const done = yield* Deferred.make<Invocation.ToolResult>()
-        task.pending.set(call.toolCallId, { event, done, sentAt: yield* Clock.currentTimeMillis })
+        const done = new Signal<Invocation.ToolResult>()
+        task.pending.set(call.toolCallId, { event, done, sentAt: now })
         task.emit(event)
-        return yield* Deferred.await(done).pipe(Effect.ensuring(Effect.sync(() => task.pending.delete(call.toolCallId))))
+        return Effect.ensuring(done.await, Effect.sync(() => task.pending.delete(call.toolCallId)))
       })
 
-    const streamOf = (task: Task, mailbox: Mailbox.Mailbox<TaskEvent>) =>
-      Mailbox.toStream(mailbox).pipe(
-        // The stream's end is how the platform learns the client went away: its calls wait for a re-attach.
-        Stream.ensuring(Effect.sync(() => {
-          if (task.attachment === mailbox) task.attachment = undefined
-        }))
-      )
+    /** A new attachment to the task; the scope's end is how the platform learns the client went away. */
+    const attachTo = (task: Task) =>
+      Effect.gen(function*() {
+        const mailbox = yield* Mailbox.make<TaskEvent>()
+        task.attach(mailbox)
+        // Its calls then wait for a re-attach.
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            if (task.attachment === mailbox) task.attachment = undefined
+          })
+        )
+        return mailbox
+      })
 
     const handlers = PlatformRpcs.toLayer({
       Register: ({ agentId, manifest, manifestHash, processId }) =>
@@ -277,8 +283,7 @@ export const layerHandlers = (options: Options) =>
           const taskId = `task-${++taskCount}-${Math.random().toString(36).slice(2, 10)}`
           const task = new Task(taskId, agentId, processId)
           tasks.set(taskId, task)
-          const mailbox = yield* Mailbox.make<TaskEvent>()
-          task.attach(mailbox)
+          const mailbox = yield* attachTo(task)
           const now = yield* Clock.currentTimeMillis
           runTask(TaskRunner.run({
             taskId,
@@ -290,20 +295,17 @@ export const layerHandlers = (options: Options) =>
             deliver: deliver(task),
             emit: (event) => task.emit(event)
           }))
-          return streamOf(task, mailbox)
-        }).pipe(Stream.unwrap),
+          return mailbox
+        }),
       AttachTask: ({ agentId, taskId }) =>
         Effect.gen(function*() {
           yield* authorize(agentId)
           const task = tasks.get(taskId)
           if (task === undefined || task.agentId !== agentId) return yield* new UnknownTask({ taskId })
-          const mailbox = yield* Mailbox.make<TaskEvent>()
-          task.attach(mailbox)
-          return streamOf(task, mailbox)
-        }).pipe(Stream.unwrap),
+          return yield* attachTo(task)
+        }),
       CompleteToolCall: ({ agentId, results }) =>
-        Effect.gen(function*() {
-          yield* authorize(agentId)
+        Effect.flatMap(authorize(agentId), () => {
           let unknown: string | undefined
           for (const { result, taskId, toolCallId } of results) {
             const task = tasks.get(taskId)
@@ -312,10 +314,9 @@ export const layerHandlers = (options: Options) =>
               continue
             }
             // A late or repeated answer (at least once) is fine: the first one counts.
-            const pending = task.pending.get(toolCallId)
-            if (pending !== undefined) Deferred.unsafeDone(pending.done, Exit.succeed(result))
+            task.pending.get(toolCallId)?.done.succeed(result)
           }
-          if (unknown !== undefined) return yield* new UnknownTask({ taskId: unknown })
+          return unknown === undefined ? Effect.void : Effect.fail(new UnknownTask({ taskId: unknown }))
         })
     })
 
@@ -351,33 +352,79 @@ export interface ListenOptions {
   readonly host?: string | undefined
   /** 0 picks a free port. */
   readonly port: number
+  /** The largest frame accepted from a client; a larger one closes its connection (1009). Default 16 MiB. */
+  readonly maxFrameBytes?: number | undefined
 }
 
 /** The path of the protocol's WebSocket. */
 export const path = "/rpc"
 
+/** Where a platform served by `layerWebSocket` listens (the port picked for `port: 0`). */
+export class Listening extends Context.Tag("agent-tools/platform/Listening")<Listening, {
+  readonly host: string
+  readonly port: number
+}>() {}
+
+/** The platform could not listen (the port is taken, say). */
+export class ListenError extends Schema.TaggedError<ListenError>("agent-tools/platform/ListenError")("ListenError", {
+  message: Schema.String
+}) {}
+
 /**
- * The platform on a real WebSocket (`ws://host:port/rpc`), JSON-serialized, tracing off. Also
- * gives the `HttpServer`, whose `address` tells the port picked for `port: 0`.
+ * The platform on a real WebSocket (`ws://host:port/rpc`), on the protocol's own wire
+ * (platform/Wire.ts). Needs the handlers: `Layer.provide(layerHandlers(options))`.
  */
-export const layerWebSocket = (listen: ListenOptions) =>
-  HttpLayerRouter.serve(
-    RpcServer.layerHttpRouter({
-      group: PlatformRpcs,
-      path,
-      protocol: "websocket",
-      disableTracing: true,
-      // Task streams live long: a bounded concurrency would let them hold every permit.
-      concurrency: "unbounded"
-    }),
-    { disableLogger: true, disableListenLog: true }
-  ).pipe(
-    Layer.provide(RpcSerialization.layerJson),
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: listen.port, host: listen.host ?? "127.0.0.1" }))
+export const layerWebSocket = (
+  listen: ListenOptions
+): Layer.Layer<Listening, ListenError, Rpc.ToHandler<RpcGroup.Rpcs<typeof PlatformRpcs>> | Authentication> =>
+  Layer.scoped(
+    Listening,
+    Effect.gen(function*() {
+      const runtime = yield* Effect.runtime<never>()
+      const host = listen.host ?? "127.0.0.1"
+      const maxPayload = listen.maxFrameBytes ?? Wire.defaultMaxFrameBytes
+      const warn = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
+      const server = createServer((_, response) => {
+        response.writeHead(426, { "content-type": "text/plain" })
+        response.end(`the platform speaks WebSocket at ${path}\n`)
+      })
+      const sockets = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false })
+      server.on("upgrade", (request, socket, head) => {
+        if (new URL(request.url ?? "/", "http://platform").pathname !== path) {
+          socket.end("HTTP/1.1 404 Not Found\r\n\r\n")
+          return
+        }
+        sockets.handleUpgrade(request, socket, head, (ws) => {
+          const connection = Wire.serveConnection({ group: PlatformRpcs, runtime }, request.headers, (frame) => ws.send(frame))
+          ws.on("message", (data) => connection.receive(String(data)))
+          ws.on("error", (error: Error & { code?: string }) =>
+            warn(
+              error.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH"
+                ? `a client sent a frame over ${maxPayload} bytes; its connection is closed (1009)`
+                : `a platform connection failed: ${error.message}; it is closed`
+            ))
+          ws.on("close", () => connection.close())
+        })
+      })
+      const port = yield* Effect.async<number, ListenError>((resume) => {
+        server.once("error", (error) =>
+          resume(Effect.fail(new ListenError({ message: `the platform cannot listen on ${host}:${listen.port}: ${error.message}` }))))
+        server.listen(listen.port, host, () => {
+          const address = server.address()
+          resume(Effect.succeed(typeof address === "object" && address !== null ? address.port : listen.port))
+        })
+      })
+      yield* Effect.addFinalizer(() =>
+        Effect.async<void>((resume) => {
+          for (const client of sockets.clients) client.terminate()
+          sockets.close()
+          server.close(() => resume(Effect.void))
+          server.closeAllConnections()
+        })
+      )
+      return { host, port }
+    })
   )
 
 /** The WebSocket URL of a platform served by `layerWebSocket`. */
-export const url = Effect.map(HttpServer.HttpServer, (server) => {
-  const address = server.address
-  return address._tag === "TcpAddress" ? `ws://${address.hostname}:${address.port}${path}` : `ws+unix://${address.path}`
-})
+export const url = Effect.map(Listening, ({ host, port }) => `ws://${host.includes(":") ? `[${host}]` : host}:${port}${path}`)

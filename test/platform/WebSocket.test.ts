@@ -44,6 +44,24 @@ const client = (url: string) =>
     )))
   )
 
+/** Sends `frames` on a raw WebSocket (with `headers`) and collects one reply per frame. */
+const rawExchange = (url: string, frames: ReadonlyArray<string>, headers: Record<string, string>) =>
+  Effect.promise(() =>
+    new Promise<Array<string>>((resolve) => {
+      const got: Array<string> = []
+      const socket = new WebSocket(url, { headers })
+      socket.on("open", () => frames.forEach((frame) => socket.send(frame)))
+      socket.on("message", (data) => {
+        got.push(String(data))
+        if (got.length === frames.length) {
+          socket.close()
+          resolve(got)
+        }
+      })
+      socket.on("error", () => resolve(got))
+    })
+  )
+
 const call = (id: string, name: string, args: unknown = {}): LanguageModel.ToolCall => ({
   id,
   name,
@@ -179,34 +197,71 @@ describe("platform over a real WebSocket", () => {
       const url = yield* platform([])
       const frames = [
         "not json",
+        "[1,2]",
         "{}",
-        JSON.stringify({ _tag: "Request", id: "1", tag: "Nope", payload: {}, headers: [] }),
-        JSON.stringify({ _tag: "Request", id: "2", tag: "Register", payload: { bad: 1 }, headers: [["authorization", "Bearer tok-1"]] }),
+        JSON.stringify({ id: 1, call: "Nope", payload: {} }),
+        JSON.stringify({ id: 2, call: "Register", payload: { bad: 1 } }),
+        JSON.stringify({ id: 3, call: "Heartbeat", payload: { agentId: "agent-1", processId: "p", manifestHash: "h" } }),
         "x".repeat(2_000_000)
       ]
-      const replies = yield* Effect.promise(() =>
-        new Promise<Array<string>>((resolve) => {
-          const got: Array<string> = []
-          const socket = new WebSocket(url)
-          socket.on("open", () => frames.forEach((frame) => socket.send(frame)))
-          socket.on("message", (data) => {
-            got.push(String(data))
-            if (got.length === frames.length) {
-              socket.close()
-              resolve(got)
-            }
-          })
-          socket.on("error", () => resolve(got))
-        })
-      )
+      const replies = yield* rawExchange(url, frames, {})
       assert.strictEqual(replies.length, frames.length, "every bad frame got an answer")
-      assert.match(replies[0]!, /"_tag":"Defect".*not valid JSON/)
-      assert.match(replies[2]!, /Unknown request tag: Nope/)
-      assert.match(replies[3]!, /"requestId":"2".*"_tag":"Failure"/)
+      assert.deepStrictEqual(JSON.parse(replies[0]!), { defect: "the frame is not valid JSON" })
+      assert.match(replies[1]!, /must be a JSON object/)
+      assert.match(replies[2]!, /must have a numeric id/)
+      assert.match(replies[3]!, /"id":1,"defect":"unknown call \\"Nope\\"; the calls are Register, Heartbeat/)
+      assert.match(replies[4]!, /"id":2,"defect":"invalid Register payload:.*agentId/)
+      // No token on this connection: a typed Unauthorized, not a defect.
+      assert.deepStrictEqual(JSON.parse(replies[5]!), {
+        id: 3,
+        error: { _tag: "Unauthorized", message: "missing or unknown platform token" }
+      })
+      assert.deepStrictEqual(JSON.parse(replies[6]!), { defect: "the frame is not valid JSON" })
       // Another connection, and a proper call on it, still work.
       const answer = yield* Effect.flatMap(PlatformClient.PlatformClient, (c) =>
         c.heartbeat({ agentId: "agent-1", processId: "p", manifestHash: "h" })).pipe(Effect.provide(client(url)))
       assert.deepStrictEqual(answer, { known: false })
+    }).pipe(Effect.scoped))
+
+  it.live("a frame over the size limit closes that connection (1009) and no other", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(
+        PlatformServer.layerWebSocket({ port: 0, maxFrameBytes: 64 * 1024 }).pipe(
+          Layer.provide(PlatformServer.layerHandlers({ tokens })),
+          Layer.provide(LanguageModel.layerScripted([])),
+          Layer.provide(policy)
+        )
+      )
+      const url = yield* Effect.provide(PlatformServer.url, context)
+      const heartbeat = Effect.flatMap(PlatformClient.PlatformClient, (c) =>
+        c.heartbeat({ agentId: "agent-1", processId: "p", manifestHash: "h" }))
+      yield* Effect.gen(function*() {
+        assert.deepStrictEqual(yield* heartbeat, { known: false })
+        const closed = yield* Effect.promise(() =>
+          new Promise<number>((resolve) => {
+            const socket = new WebSocket(url, { headers: { authorization: "Bearer tok-1" } })
+            socket.on("open", () => socket.send("x".repeat(65 * 1024)))
+            socket.on("close", (code) => resolve(code))
+            socket.on("error", () => undefined)
+          })
+        )
+        assert.strictEqual(closed, 1009)
+        // The first client's connection is still the one it had, and still answers.
+        assert.deepStrictEqual(yield* heartbeat, { known: false })
+      }).pipe(Effect.provide(client(url)))
+    }).pipe(Effect.scoped))
+
+  it.live("a wrong token is a typed Unauthorized on every call", () =>
+    Effect.gen(function*() {
+      const url = yield* platform([])
+      const error = yield* Effect.flip(Effect.flatMap(PlatformClient.PlatformClient, (c) =>
+        c.register({ agentId: "agent-1", processId: "p", manifest: [], manifestHash: "h" })).pipe(
+          Effect.provide(PlatformClient.layer.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
+            new Map([["PLATFORM_TOKEN", "not-a-token"], ["PLATFORM_URL", url]])
+          ))))))
+      )
+      assert.strictEqual(error._tag, "Unauthorized")
+      assert.notInclude(error.message, "not-a-token")
     }).pipe(Effect.scoped))
 
   it.live("a serving process in another OS process runs a task through the platform", () =>

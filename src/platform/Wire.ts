@@ -1,0 +1,417 @@
+/**
+ * The platform protocol's own wire (S14, S15): the calls of `PlatformRpcs` as JSON text frames on
+ * a WebSocket, with no more machinery than a delivered call needs. The Schemas, handlers and
+ * middleware are the protocol's (platform/Protocol.ts); this module only moves them.
+ *
+ * Frames, client to platform:
+ *   `{ "id": 7, "call": "Register", "payload": { ... } }`   a call (a stream call too)
+ *   `{ "id": 7, "cancel": true }`                            stop a call or stream
+ * Platform to client:
+ *   `{ "id": 7, "ok": <success> }`        a call's success (no `ok` for a void success; a stream's end)
+ *   `{ "id": 7, "events": [ ... ] }`      a stream's next events
+ *   `{ "id": 7, "error": <typed error> }` a call's typed failure
+ *   `{ "id": 7, "defect": "text" }`       the call could not run (unknown call, invalid payload, a bug)
+ *   `{ "defect": "text" }`                a frame that could not be read at all
+ *
+ * The token travels once, as the `authorization` header of the WebSocket upgrade, and the
+ * protocol's authentication middleware reads it for every call.
+ */
+import * as Headers from "@effect/platform/Headers"
+import type * as Rpc from "@effect/rpc/Rpc"
+import type * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
+import * as RpcSchema from "@effect/rpc/RpcSchema"
+import {
+  Cause,
+  Context,
+  Effect,
+  Either,
+  Exit,
+  Fiber,
+  Mailbox,
+  Option,
+  ParseResult,
+  Runtime,
+  Schema,
+  type Scope,
+  Stream
+} from "effect"
+
+/** The largest frame either side accepts, by default: 16 MiB. */
+export const defaultMaxFrameBytes = 16 * 1024 * 1024
+
+// ---------------------------------------------------------------------------------------------
+// Codecs, one per call, built once.
+
+interface Codec {
+  readonly rpc: Rpc.AnyWithProps
+  readonly stream: boolean
+  readonly decodePayload: (input: unknown) => Either.Either<unknown, ParseResult.ParseError>
+  readonly encodePayload: (value: unknown) => Either.Either<unknown, ParseResult.ParseError>
+  /** A call's success, or one event of a stream. */
+  readonly encodeSuccess: (value: unknown) => Either.Either<unknown, ParseResult.ParseError>
+  readonly decodeSuccess: (input: unknown) => Either.Either<unknown, ParseResult.ParseError>
+  readonly encodeFailure: (error: unknown) => Either.Either<unknown, ParseResult.ParseError>
+  readonly decodeFailure: (input: unknown) => Either.Either<unknown, ParseResult.ParseError>
+}
+
+/** An `RpcGroup`, whatever its calls. */
+export interface AnyGroup {
+  readonly requests: ReadonlyMap<string, unknown>
+}
+
+const codecsCache = new WeakMap<object, ReadonlyMap<string, Codec>>()
+
+/** The codec of every call in the group. */
+export const codecs = (group: AnyGroup): ReadonlyMap<string, Codec> => {
+  const cached = codecsCache.get(group)
+  if (cached !== undefined) return cached
+  const map = new Map<string, Codec>()
+  for (const [tag, rpc] of group.requests as ReadonlyMap<string, Rpc.AnyWithProps>) {
+    const streamSchemas = RpcSchema.getStreamSchemas(rpc.successSchema.ast)
+    const stream = Option.isSome(streamSchemas)
+    const success = stream ? streamSchemas.value.success : rpc.successSchema
+    const failures = new Set<Schema.Schema.All>([rpc.errorSchema])
+    if (stream) failures.add(streamSchemas.value.failure)
+    for (const middleware of rpc.middlewares) failures.add(middleware.failure)
+    const failure = Schema.Union(...failures) as Schema.Schema<unknown, unknown>
+    const payload = rpc.payloadSchema as Schema.Schema<unknown, unknown>
+    const successSchema = success as Schema.Schema<unknown, unknown>
+    map.set(tag, {
+      rpc,
+      stream,
+      decodePayload: Schema.decodeUnknownEither(payload, { onExcessProperty: "error" }),
+      encodePayload: Schema.encodeUnknownEither(payload),
+      encodeSuccess: Schema.encodeUnknownEither(successSchema),
+      decodeSuccess: Schema.decodeUnknownEither(successSchema),
+      encodeFailure: Schema.encodeUnknownEither(failure),
+      decodeFailure: Schema.decodeUnknownEither(failure)
+    })
+  }
+  codecsCache.set(group, map)
+  return map
+}
+
+const parseErrorText = (error: ParseResult.ParseError): string => ParseResult.TreeFormatter.formatErrorSync(error)
+
+const defectText = (defect: unknown): string =>
+  defect instanceof Error ? defect.message : typeof defect === "string" ? defect : String(defect)
+
+// ---------------------------------------------------------------------------------------------
+// The platform's side: one connection.
+
+/** What the platform's side needs to answer a connection. */
+export interface ServerOptions {
+  readonly group: AnyGroup
+  /** Holds the handlers (`Rpc.ToHandler`) and the middleware services. */
+  readonly runtime: Runtime.Runtime<never>
+}
+
+/** A live connection on the platform's side. */
+export interface ServerConnection {
+  /** A frame from the client. */
+  readonly receive: (text: string) => void
+  /** The client went away: every running call and stream is interrupted. */
+  readonly close: () => void
+}
+
+let nextClientId = 0
+
+/**
+ * Answers one client: decodes each frame, applies the protocol's middleware with the upgrade's
+ * headers, runs the handler in its own fiber, and sends the outcome with `send`.
+ */
+export const serveConnection = (
+  options: ServerOptions,
+  upgradeHeaders: Headers.Input,
+  send: (frame: string) => void
+): ServerConnection => {
+  const table = codecs(options.group)
+  const context = options.runtime.context as Context.Context<never>
+  const headers = Headers.fromInput(upgradeHeaders)
+  const clientId = ++nextClientId
+  const running = new Map<number, Fiber.RuntimeFiber<void, never>>()
+  const runFork = Runtime.runFork(options.runtime)
+  // Per call, a runtime whose context also holds what its handler captured (built once).
+  const forks = new Map<string, <A, E>(effect: Effect.Effect<A, E>) => Fiber.RuntimeFiber<A, E>>()
+  const forkFor = (codec: Codec, entry: Rpc.Handler<string>) => {
+    let fork = forks.get(codec.rpc._tag)
+    if (fork === undefined) {
+      fork = Runtime.runFork(Runtime.make({
+        context: Context.merge(options.runtime.context, entry.context),
+        fiberRefs: options.runtime.fiberRefs,
+        runtimeFlags: options.runtime.runtimeFlags
+      }))
+      forks.set(codec.rpc._tag, fork)
+    }
+    return fork
+  }
+  let closed = false
+
+  const write = (frame: object) => {
+    if (!closed) send(JSON.stringify(frame))
+  }
+
+  const run = (id: number, codec: Codec, payload: unknown) => {
+    const entry = context.unsafeMap.get(codec.rpc.key) as Rpc.Handler<string> | undefined
+    if (entry === undefined) return write({ id, defect: `the platform has no handler for ${codec.rpc._tag}` })
+    const result = entry.handler(payload, { clientId, headers })
+    const writeEvents = (chunk: Iterable<unknown>) => {
+      const events: Array<unknown> = []
+      for (const event of chunk) {
+        const encoded = codec.encodeSuccess(event)
+        if (Either.isLeft(encoded)) throw new Error(`an event could not be encoded: ${parseErrorText(encoded.left)}`)
+        events.push(encoded.right)
+      }
+      if (events.length > 0) write({ id, events })
+    }
+    let effect: Effect.Effect<unknown, unknown, any> = !codec.stream
+      ? result as Effect.Effect<unknown, unknown>
+      : Effect.isEffect(result)
+      // A stream handler may give a mailbox (fewer steps per event than a Stream).
+      ? Effect.scoped(Effect.flatMap(result as Effect.Effect<Mailbox.ReadonlyMailbox<unknown, unknown>, unknown, Scope.Scope>, (mailbox) => {
+        const next: Effect.Effect<void, unknown> = Effect.flatMap(mailbox.takeAll, ([chunk, done]) => {
+          writeEvents(chunk)
+          return done ? Effect.void : next
+        })
+        return next
+      }))
+      : Stream.runForEachChunk(result as Stream.Stream<unknown, unknown>, (chunk) => Effect.sync(() => writeEvents(chunk)))
+    for (const tag of codec.rpc.middlewares) effect = withMiddleware(tag, context, { clientId, rpc: codec.rpc, payload, headers }, effect)
+    const fiber = forkFor(codec, entry)(
+      // What the handler still needs is in the runtime (the platform's layer).
+      Effect.matchCauseEffect(effect as Effect.Effect<unknown, unknown>, {
+        onSuccess: (value) =>
+          Effect.sync(() => {
+            if (codec.stream || value === undefined) return write({ id })
+            const encoded = codec.encodeSuccess(value)
+            write(Either.isRight(encoded) ? { id, ok: encoded.right } : { id, defect: parseErrorText(encoded.left) })
+          }),
+        onFailure: (cause) =>
+          Effect.sync(() => {
+            if (Cause.isInterruptedOnly(cause)) return
+            const failure = Cause.failureOption(cause)
+            if (Option.isSome(failure)) {
+              const encoded = codec.encodeFailure(failure.value)
+              if (Either.isRight(encoded)) return write({ id, error: encoded.right })
+            }
+            write({ id, defect: defectText(Cause.squash(cause)) })
+          })
+      })
+    )
+    running.set(id, fiber)
+    fiber.addObserver(() => running.delete(id))
+  }
+
+  const receive = (text: string) => {
+    let frame: unknown
+    try {
+      frame = JSON.parse(text)
+    } catch {
+      return write({ defect: "the frame is not valid JSON" })
+    }
+    if (typeof frame !== "object" || frame === null || Array.isArray(frame)) {
+      return write({ defect: "a frame must be a JSON object with an id and a call" })
+    }
+    const { call, cancel, id, payload } = frame as Record<string, unknown>
+    if (typeof id !== "number" || !Number.isSafeInteger(id)) {
+      return write({ defect: "a frame must have a numeric id" })
+    }
+    if (cancel === true) {
+      const fiber = running.get(id)
+      if (fiber !== undefined) runFork(Fiber.interrupt(fiber))
+      return
+    }
+    const codec = typeof call === "string" ? table.get(call) : undefined
+    if (codec === undefined) {
+      return write({ id, defect: `unknown call ${JSON.stringify(call)}; the calls are ${[...table.keys()].join(", ")}` })
+    }
+    if (running.has(id)) return write({ id, defect: `call id ${id} is already running` })
+    const decoded = codec.decodePayload(payload)
+    if (Either.isLeft(decoded)) return write({ id, defect: `invalid ${call} payload: ${parseErrorText(decoded.left)}` })
+    run(id, codec, decoded.right)
+  }
+
+  const close = () => {
+    if (closed) return
+    closed = true
+    for (const fiber of running.values()) runFork(Fiber.interrupt(fiber))
+    running.clear()
+  }
+
+  return { receive, close }
+}
+
+/** One of the protocol's middlewares around a handler, as `RpcServer` applies them. */
+const withMiddleware = (
+  tag: RpcMiddleware.TagClassAny,
+  context: Context.Context<never>,
+  options: { clientId: number; rpc: Rpc.AnyWithProps; payload: unknown; headers: Headers.Headers },
+  handler: Effect.Effect<unknown, unknown, any>
+): Effect.Effect<unknown, unknown, any> => {
+  const middleware = context.unsafeMap.get(tag.key)
+  if (middleware === undefined) return Effect.dieMessage(`the platform has no ${tag.key} middleware`)
+  if (tag.wrap) return (middleware as RpcMiddleware.RpcMiddlewareWrap<any, any>)({ ...options, next: handler as any })
+  const provided = (middleware as RpcMiddleware.RpcMiddleware<any, any>)(options)
+  if (tag.optional) {
+    return Effect.matchEffect(provided, {
+      onFailure: () => handler,
+      onSuccess: (value) => tag.provides === undefined ? handler : Effect.provideService(handler, tag.provides, value)
+    })
+  }
+  return tag.provides === undefined
+    ? Effect.zipRight(provided, handler)
+    : Effect.flatMap(provided, (value) => Effect.provideService(handler, tag.provides!, value))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The client's side.
+
+/** A connection the client sends frames on. */
+export interface Link {
+  readonly send: (frame: string) => void
+}
+
+/** The client's side of the wire, over links it opens when needed. */
+export interface Client {
+  /** A call; `unavailable` is the error for a link that could not be opened or dropped. */
+  readonly call: (tag: string, payload: unknown) => Effect.Effect<unknown, unknown>
+  /** A stream call: its events in a mailbox while the scope lives. */
+  readonly stream: (tag: string, payload: unknown) => Effect.Effect<Mailbox.ReadonlyMailbox<unknown, unknown>, never, Scope.Scope>
+  /** A frame from the platform, on the link currently open. */
+  readonly receive: (text: string) => void
+  /** The link dropped: every call and stream on it fails with `unavailable`. */
+  readonly dropped: (reason: string) => void
+}
+
+interface Waiting {
+  readonly codec: Codec
+  readonly onFrame: (frame: Record<string, unknown>) => void
+  readonly onDropped: (reason: string) => void
+}
+
+/**
+ * The client: `open` gives the link to send on (opening it if needed, failing with the
+ * transport's error), `unavailable` turns a reason into that error.
+ */
+export const makeClient = <E>(options: {
+  readonly group: AnyGroup
+  readonly open: Effect.Effect<Link, E>
+  readonly unavailable: (reason: string) => E
+}): Client => {
+  const table = codecs(options.group)
+  const waiting = new Map<number, Waiting>()
+  let nextId = 0
+
+  const codecOf = (tag: string): Codec => {
+    const codec = table.get(tag)
+    if (codec === undefined) throw new Error(`the protocol has no call ${tag}`)
+    return codec
+  }
+
+  /** Sends a call on `link`, its frames going to `onFrame` until it ends. */
+  const send = (link: Link, codec: Codec, payload: unknown, onFrame: Waiting["onFrame"], onDropped: Waiting["onDropped"]) => {
+    const id = ++nextId
+    const encoded = codec.encodePayload(payload)
+    if (Either.isLeft(encoded)) throw new Error(`invalid ${codec.rpc._tag} payload: ${parseErrorText(encoded.left)}`)
+    waiting.set(id, { codec, onFrame, onDropped })
+    link.send(JSON.stringify({ id, call: codec.rpc._tag, payload: encoded.right }))
+    return id
+  }
+
+  const cancel = (id: number, link: Link) =>
+    Effect.sync(() => {
+      if (!waiting.delete(id)) return
+      try {
+        link.send(JSON.stringify({ id, cancel: true }))
+      } catch {
+        // The link is gone: so is the call.
+      }
+    })
+
+  const failureOf = (codec: Codec, frame: Record<string, unknown>): Exit.Exit<never, unknown> => {
+    if ("error" in frame) {
+      const decoded = codec.decodeFailure(frame.error)
+      return Either.isRight(decoded)
+        ? Exit.fail(decoded.right)
+        : Exit.die(new Error(`the platform sent an unreadable ${codec.rpc._tag} error: ${parseErrorText(decoded.left)}`))
+    }
+    return Exit.die(new Error(`the platform could not run ${codec.rpc._tag}: ${String(frame.defect)}`))
+  }
+
+  const call = (tag: string, payload: unknown): Effect.Effect<unknown, unknown> => {
+    const codec = codecOf(tag)
+    return Effect.flatMap(options.open, (link) =>
+      Effect.async<unknown, unknown>((resume) => {
+        const onFrame = (frame: Record<string, unknown>) => {
+          if ("error" in frame || "defect" in frame) return resume(failureOf(codec, frame))
+          if (!("ok" in frame)) return resume(Exit.void)
+          const decoded = codec.decodeSuccess(frame.ok)
+          resume(
+            Either.isRight(decoded)
+              ? Exit.succeed(decoded.right)
+              : Exit.die(new Error(`the platform sent an unreadable ${tag} answer: ${parseErrorText(decoded.left)}`))
+          )
+        }
+        const id = send(link, codec, payload, onFrame, (reason) => resume(Exit.fail(options.unavailable(reason))))
+        return cancel(id, link)
+      }))
+  }
+
+  const stream = (tag: string, payload: unknown): Effect.Effect<Mailbox.ReadonlyMailbox<unknown, unknown>, never, Scope.Scope> => {
+    const codec = codecOf(tag)
+    return Effect.gen(function*() {
+      const mailbox = yield* Mailbox.make<unknown, unknown>()
+      const onFrame = (frame: Record<string, unknown>) => {
+        if ("events" in frame && Array.isArray(frame.events)) {
+          for (const event of frame.events) {
+            const decoded = codec.decodeSuccess(event)
+            if (Either.isLeft(decoded)) {
+              mailbox.unsafeDone(
+                Exit.die(new Error(`the platform sent an unreadable ${tag} event: ${parseErrorText(decoded.left)}`))
+              )
+              return
+            }
+            mailbox.unsafeOffer(decoded.right)
+          }
+          return
+        }
+        if ("error" in frame || "defect" in frame) mailbox.unsafeDone(failureOf(codec, frame))
+        else mailbox.unsafeDone(Exit.void)
+      }
+      const link = yield* Effect.either(options.open)
+      if (Either.isLeft(link)) {
+        mailbox.unsafeDone(Exit.fail(link.left))
+        return mailbox
+      }
+      const id = send(link.right, codec, payload, onFrame, (reason) => mailbox.unsafeDone(Exit.fail(options.unavailable(reason))))
+      yield* Effect.addFinalizer(() => cancel(id, link.right))
+      return mailbox
+    })
+  }
+
+  const receive = (text: string) => {
+    let frame: unknown
+    try {
+      frame = JSON.parse(text)
+    } catch {
+      return
+    }
+    if (typeof frame !== "object" || frame === null) return
+    const id = (frame as { id?: unknown }).id
+    if (typeof id !== "number") return
+    const entry = waiting.get(id)
+    if (entry === undefined) return
+    const record = frame as Record<string, unknown>
+    // A stream's events leave it waiting; anything else ends the call.
+    if (!(entry.codec.stream && "events" in record)) waiting.delete(id)
+    entry.onFrame(record)
+  }
+
+  const dropped = (reason: string) => {
+    const entries = [...waiting.values()]
+    waiting.clear()
+    for (const entry of entries) entry.onDropped(reason)
+  }
+
+  return { call, stream, receive, dropped }
+}
