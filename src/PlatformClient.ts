@@ -14,6 +14,7 @@ import { WebSocket } from "ws"
 import {
   Authentication,
   authorizationHeader,
+  type EventsWanted,
   type LifecycleBudgetExceeded,
   type ManifestRejected,
   PlatformRpcs,
@@ -64,11 +65,11 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
    * stops them); the mailbox ends after the task's last event, or fails.
    */
   readonly submitTask: (
-    payload: Caller & { readonly prompt: string }
+    payload: Caller & { readonly prompt: string; readonly events?: EventsWanted | undefined }
   ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent, Unauthorized | PlatformUnavailable>, never, Scope.Scope>
   /** Attaches to a task again (after a reconnect): its pending calls come again. */
   readonly attachTask: (
-    payload: Caller & { readonly taskId: string }
+    payload: Caller & { readonly taskId: string; readonly events?: EventsWanted | undefined }
   ) => Effect.Effect<
     Mailbox.ReadonlyMailbox<TaskEvent, UnknownTask | Unauthorized | PlatformUnavailable>,
     never,

@@ -215,18 +215,20 @@ export const make = <R>(
       prompt: string,
       known: string | undefined,
       onEvent: ((event: TaskEvent) => void) | undefined
-    ): Effect.Effect<TaskEvent | undefined, ServeError> =>
-      Effect.scoped(Effect.gen(function*() {
+    ): Effect.Effect<TaskEvent | undefined, ServeError> => {
+      // Without a listener, the stream needs only the calls and the end.
+      const events = onEvent === undefined ? "calls" as const : "all" as const
+      return Effect.scoped(Effect.gen(function*() {
         // The task's calls still running: interrupted when following ends.
         const calls = new Set<Fiber.RuntimeFiber<void>>()
         yield* Effect.addFinalizer(() => Fiber.interruptAll(calls))
         let taskId: string | undefined = known
         const attached = Effect.scoped(Effect.gen(function*() {
-          const events = yield* (taskId === undefined
-            ? client.submitTask({ ...caller, prompt })
-            : client.attachTask({ ...caller, taskId }))
+          const mailbox = yield* (taskId === undefined
+            ? client.submitTask({ ...caller, prompt, events })
+            : client.attachTask({ ...caller, taskId, events }))
           while (true) {
-            const [chunk, done] = yield* events.takeAll
+            const [chunk, done] = yield* mailbox.takeAll
             for (const event of chunk) {
               if (event._tag === "TaskStarted") taskId = event.taskId
               else if (event._tag === "ToolCallRequested") {
@@ -242,6 +244,7 @@ export const make = <R>(
         }))
         return yield* Effect.retry(attached, retryWhileAway)
       }))
+    }
 
     /** `follow` as a Stream of the task's events. */
     const taskEvents = (prompt: string, known: string | undefined): Stream.Stream<TaskEvent, ServeError> =>

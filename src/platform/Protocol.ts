@@ -115,6 +115,14 @@ export class Authentication extends RpcMiddleware.Tag<Authentication>()("agent-t
   requiredForClient: true
 }) {}
 
+/**
+ * Which events a task's stream carries: `"all"` (the default), or `"calls"`: only what a serving
+ * process needs to run the task (`TaskStarted`, `ToolCallRequested`, and the last event).
+ */
+export const EventsWanted = Schema.Literal("all", "calls")
+/** Which events a task's stream carries. */
+export type EventsWanted = typeof EventsWanted.Type
+
 /** The result of one delivered call. */
 export const ToolCallResult = Schema.Struct({
   taskId: Schema.String,
@@ -142,13 +150,13 @@ export class PlatformRpcs extends RpcGroup.make(
     error: Schema.Union(LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("SubmitTask", {
-    payload: { ...Caller, prompt: Schema.String },
+    payload: { ...Caller, prompt: Schema.String, events: Schema.optional(EventsWanted) },
     success: TaskEvent,
     error: Unauthorized,
     stream: true
   }),
   Rpc.make("AttachTask", {
-    payload: { ...Caller, taskId: Schema.String },
+    payload: { ...Caller, taskId: Schema.String, events: Schema.optional(EventsWanted) },
     success: TaskEvent,
     error: Schema.Union(UnknownTask, Unauthorized),
     stream: true

@@ -30,6 +30,7 @@ import {
   AuthenticatedAgent,
   Authentication,
   authorizationHeader,
+  type EventsWanted,
   LifecycleBudgetExceeded,
   ManifestRejected,
   PlatformRpcs,
@@ -88,8 +89,13 @@ interface PendingCall {
   sentAt: number
 }
 
+/** The events a `"calls"` stream leaves out. */
+const progressOnly = new Set<TaskEvent["_tag"]>(["TurnStarted", "ModelText", "ToolCallCompleted"])
+
 class Task {
   attachment: Mailbox.Mailbox<TaskEvent> | undefined
+  /** What the attachment wants: every event, or only what running the calls needs. */
+  wanted: EventsWanted = "all"
   final: TaskEvent | undefined
   /** When the task ended, for forgetting it a while later. */
   endedAt: number | undefined
@@ -105,13 +111,15 @@ class Task {
       this.attachment = undefined
       return
     }
+    if (this.wanted === "calls" && progressOnly.has(event._tag)) return
     this.attachment?.unsafeOffer(event)
   }
 
   /** A new stream for this task: `TaskStarted`, then the end if it ended, else every pending call again. */
-  attach(mailbox: Mailbox.Mailbox<TaskEvent>): void {
+  attach(mailbox: Mailbox.Mailbox<TaskEvent>, wanted: EventsWanted): void {
     this.attachment?.unsafeDone(Exit.void)
     this.attachment = mailbox
+    this.wanted = wanted
     mailbox.unsafeOffer({ _tag: "TaskStarted", taskId: this.taskId })
     if (this.final !== undefined) {
       mailbox.unsafeOffer(this.final)
@@ -237,10 +245,10 @@ export const layerHandlers = (options: Options) =>
       })
 
     /** A new attachment to the task; the scope's end is how the platform learns the client went away. */
-    const attachTo = (task: Task) =>
+    const attachTo = (task: Task, wanted: EventsWanted | undefined) =>
       Effect.gen(function*() {
         const mailbox = yield* Mailbox.make<TaskEvent>()
-        task.attach(mailbox)
+        task.attach(mailbox, wanted ?? "all")
         // Its calls then wait for a re-attach.
         yield* Effect.addFinalizer(() =>
           Effect.sync(() => {
@@ -277,13 +285,13 @@ export const layerHandlers = (options: Options) =>
           agent.processes.delete(processId)
           yield* Effect.logDebug(`agent ${agentId}: process ${processId} deregistered`)
         }),
-      SubmitTask: ({ agentId, processId, prompt }) =>
+      SubmitTask: ({ agentId, events, processId, prompt }) =>
         Effect.gen(function*() {
           yield* authorize(agentId)
           const taskId = `task-${++taskCount}-${Math.random().toString(36).slice(2, 10)}`
           const task = new Task(taskId, agentId, processId)
           tasks.set(taskId, task)
-          const mailbox = yield* attachTo(task)
+          const mailbox = yield* attachTo(task, events)
           const now = yield* Clock.currentTimeMillis
           runTask(TaskRunner.run({
             taskId,
@@ -297,12 +305,12 @@ export const layerHandlers = (options: Options) =>
           }))
           return mailbox
         }),
-      AttachTask: ({ agentId, taskId }) =>
+      AttachTask: ({ agentId, events, taskId }) =>
         Effect.gen(function*() {
           yield* authorize(agentId)
           const task = tasks.get(taskId)
           if (task === undefined || task.agentId !== agentId) return yield* new UnknownTask({ taskId })
-          return yield* attachTo(task)
+          return yield* attachTo(task, events)
         }),
       CompleteToolCall: ({ agentId, results }) =>
         Effect.flatMap(authorize(agentId), () => {

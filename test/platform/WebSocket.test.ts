@@ -3,6 +3,7 @@ import { ConfigProvider, Deferred, Effect, Fiber, Layer, Schedule, Schema, Strea
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import {
+  Invocation,
   LanguageModel,
   PlatformClient,
   PlatformServer,
@@ -126,6 +127,46 @@ describe("platform over a real WebSocket", () => {
         "text a:\"fast\" b:\"slow\" c:5",
         "done a:\"fast\" b:\"slow\" c:5"
       ])
+    }).pipe(Effect.scoped))
+
+  it.live("a stream asked for events: \"calls\" carries the calls and the end only", () =>
+    Effect.gen(function*() {
+      const url = yield* platform([
+        { text: "thinking", toolCalls: [call("a", "add", { a: 1, b: 2 })] },
+        (request) => ({ text: resultsText(request) })
+      ])
+      const add = Tool.make("add", {
+        description: "Add.",
+        input: { a: Schema.Number, b: Schema.Number },
+        timeout: "5 seconds"
+      }, ({ a, b }) => Effect.succeed(a + b))
+      const events = yield* Effect.gen(function*() {
+        const served = yield* Serve.make(yield* Toolkit.make(add))
+        const platformClient = yield* PlatformClient.PlatformClient
+        const mailbox = yield* platformClient.submitTask({
+          agentId: "agent-1",
+          processId: served.processId,
+          prompt: "go",
+          events: "calls"
+        })
+        const seen: Array<Protocol.TaskEvent> = []
+        while (true) {
+          const [chunk, done] = yield* mailbox.takeAll
+          for (const event of chunk) {
+            seen.push(event)
+            // Answer the call as a serving process would.
+            if (event._tag === "ToolCallRequested") {
+              yield* platformClient.completeToolCall({
+                agentId: "agent-1",
+                processId: served.processId,
+                results: [{ taskId: event.taskId, toolCallId: event.toolCallId, result: new Invocation.ToolResult(3, undefined) }]
+              })
+            }
+          }
+          if (done) return seen
+        }
+      }).pipe(Effect.scoped, Effect.provide(client(url)))
+      assert.deepStrictEqual(events.map(describeEvent), ["started", "requested a", "done a:3"])
     }).pipe(Effect.scoped))
 
   it.live("a dropped connection mid-call: re-attached, the call comes again with the same id and deadline; it lands once", () =>
