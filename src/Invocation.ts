@@ -9,6 +9,7 @@
 import {
   Cause,
   Clock,
+  DefaultServices,
   Context,
   Duration,
   Effect,
@@ -429,26 +430,36 @@ const attempt = (
   const fiber = Runtime.runFork(runtime, effect, { immediate: true })
   const done = fiber.unsafePoll()
   if (done !== null) return done
-  // It suspended: arm the deadline. One timer fiber on the caller's clock interrupts the handler at
-  // the deadline (its finalizers run before Fiber.await returns); no race, no second fork per call.
+  // It suspended: arm the deadline, on the caller's clock. On the live clock a plain timer;
+  // on any other (TestClock) a timer fiber. Either interrupts the handler at the deadline (its
+  // finalizers run before Fiber.await returns); no race, no second fork per call.
   let timedOut = false
-  const wait = Duration.millis(Math.max(0, info.deadlineAt - caller.clock.unsafeCurrentTimeMillis()))
-  const timer = Runtime.runFork(
-    runtime,
-    Effect.flatMap(caller.clock.sleep(wait), () =>
-      Effect.sync(() => {
-        timedOut = true
-        fiber.unsafeInterruptAsFork(FiberId.none)
-      }))
-  )
+  const expire = () => {
+    timedOut = true
+    fiber.unsafeInterruptAsFork(FiberId.none)
+  }
+  const wait = Math.max(0, info.deadlineAt - caller.clock.unsafeCurrentTimeMillis())
+  let cancel: () => void
+  if (caller.clock === liveClock) {
+    const handle = setTimeout(expire, Math.min(wait, maxTimerMillis))
+    cancel = () => clearTimeout(handle)
+  } else {
+    const timer = Runtime.runFork(runtime, Effect.flatMap(caller.clock.sleep(Duration.millis(wait)), () => Effect.sync(expire)))
+    cancel = () => timer.unsafeInterruptAsFork(FiberId.none)
+  }
   return Fiber.await(fiber).pipe(
     Effect.map((exit): Outcome => {
-      timer.unsafeInterruptAsFork(FiberId.none)
+      cancel()
       return timedOut && Exit.isInterrupted(exit) ? TimedOut : exit
     }),
-    Effect.onInterrupt(() => Effect.zipRight(Fiber.interrupt(timer), Fiber.interrupt(fiber)))
+    Effect.onInterrupt(() => Effect.zipRight(Effect.sync(cancel), Fiber.interrupt(fiber)))
   )
 }
+
+/** The clock fibers have unless one is provided (a TestClock, say). */
+const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
+/** Node's timers hold at most 2^31 - 1 ms. */
+const maxTimerMillis = 2 ** 31 - 1
 
 /** S7: re-run a failed handler up to `tool.retries` times, each retry starting before the deadline. */
 const withRetries = (

@@ -1,69 +1,95 @@
 /**
  * Delivered tool calls through the platform, a real WebSocket on 127.0.0.1 and Serve, beside a raw
  * `ws` JSON echo in the same run: calls per second with 64 in flight, and sequential round-trip
- * microseconds (p50). Tracing disabled. Run with `npm run bench`.
+ * microseconds (p50: the time from one delivered call to the next, in tasks of 20 turns of one
+ * call). Two topologies: the platform in this process, and (as deployed) in a process of its own.
+ * Tracing disabled. Run with `npm run bench`.
  */
 import { ConfigProvider, Effect, Layer } from "effect"
+import { spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import { WebSocket, WebSocketServer } from "ws"
-import { LanguageModel, PlatformClient, PlatformServer, Serve, Toolkit } from "../../src/index.js"
+import { PlatformClient, PlatformServer, Serve, Tool, Toolkit } from "../../src/index.js"
 import { report } from "./report.js"
+import { argumentsText, layer as platformLayer } from "./servePlatform.js"
 import { add } from "./tools.js"
 
 const inFlight = 64
-const wideTurns = 40 // 40 turns of 64 calls
-const sequentialCalls = 1_000
-
-
-const argumentsText = "{\"a\":1,\"b\":2}"
-const turnsSoFar = (request: LanguageModel.ModelRequest) =>
-  request.messages.reduce((n, m) => n + (m._tag === "AssistantMessage" ? 1 : 0), 0)
-
-// The platform's model: a task asks for `turns` turns of `width` calls, then answers.
-let turnStarts: Array<number> = []
-const script: LanguageModel.ScriptedTurn = (request) => {
-  turnStarts.push(performance.now())
-  const [width, turns] = (request.messages[0] as { text: string }).text.split("x").map(Number) as [number, number]
-  const turn = turnsSoFar(request)
-  if (turn >= turns) return { text: "done" }
-  return {
-    toolCalls: Array.from({ length: width }, (_, i) => ({ id: `c${turn}-${i}`, name: "add", arguments: argumentsText }))
-  }
-}
+const wideTurns = 10 // tasks of 10 turns of 64 calls
+const wideTasks = 8
+const sequentialTurns = 20 // tasks of 20 turns of one call
+const sequentialTasks = 60
 
 const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
-const platformRun = Effect.gen(function*() {
-  const context = yield* Layer.build(
-    PlatformServer.layerWebSocket({ port: 0 }).pipe(
-      Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok", "bench"]]), maxSteps: 100_000 })),
-      Layer.provide(LanguageModel.layerScripted([script], { repeat: true, keepRequests: false }))
-    )
-  )
-  const url = yield* Effect.provide(PlatformServer.url, context)
+interface Figures {
+  readonly callsPerSecond: number
+  readonly sequentialP50: number
+}
+
+/** Serve's side: the calls per second of wide tasks, and the gaps between sequential calls. */
+const serveRun = (url: string): Effect.Effect<Figures, unknown> => {
+  let stamps: Array<number> = []
+  const stamped = Tool.make("add", { ...add, timeout: add.timeout }, (input) => {
+    stamps.push(performance.now())
+    return add.handler(input)
+  })
   const settings = Layer.setConfigProvider(
     ConfigProvider.fromMap(new Map([["AGENT_ID", "bench"], ["PLATFORM_TOKEN", "tok"], ["PLATFORM_URL", url]]))
   )
-  return yield* Effect.gen(function*() {
-    const served = yield* Serve.make(yield* Toolkit.make(add))
+  return Effect.gen(function*() {
+    const served = yield* Serve.make(yield* Toolkit.make(stamped))
     // Warm-up.
-    yield* served.runTask(`${inFlight}x5`)
-    yield* served.runTask("1x200")
+    for (let i = 0; i < 4; i++) yield* served.runTask(`${inFlight}x5`)
+    for (let i = 0; i < 30; i++) yield* served.runTask(`1x${sequentialTurns}`)
 
     const t0 = performance.now()
-    yield* served.runTask(`${inFlight}x${wideTurns}`)
-    const wideSeconds = (performance.now() - t0) / 1000
-    const callsPerSecond = (inFlight * wideTurns) / wideSeconds
+    yield* Effect.forEach(Array.from({ length: wideTasks }), () => served.runTask(`${inFlight}x${wideTurns}`), {
+      concurrency: 1
+    })
+    const callsPerSecond = (inFlight * wideTurns * wideTasks) / ((performance.now() - t0) / 1000)
 
-    turnStarts = []
-    yield* served.runTask(`1x${sequentialCalls}`)
-    const gaps = turnStarts.slice(1).map((t, i) => (t - turnStarts[i]!) * 1000)
+    const gaps: Array<number> = []
+    for (let i = 0; i < sequentialTasks; i++) {
+      stamps = []
+      yield* served.runTask(`1x${sequentialTurns}`)
+      for (let k = 1; k < stamps.length; k++) gaps.push((stamps[k]! - stamps[k - 1]!) * 1000)
+    }
     return { callsPerSecond, sequentialP50: median(gaps) }
   }).pipe(Effect.scoped, Effect.provide(Layer.provideMerge(PlatformClient.layer, settings)))
-}).pipe(Effect.scoped, Effect.withTracerEnabled(false))
+}
+
+/** The platform in this process. */
+const inProcess = Effect.gen(function*() {
+  const context = yield* Layer.build(platformLayer)
+  return yield* serveRun(yield* Effect.provide(PlatformServer.url, context))
+}).pipe(Effect.scoped)
+
+/** The platform in a child process (test/bench/servePlatform.ts). */
+const twoProcesses = Effect.acquireUseRelease(
+  Effect.sync(() =>
+    spawn(process.execPath, ["--import", "tsx", "test/bench/servePlatform.ts"], {
+      cwd: fileURLToPath(new URL("../..", import.meta.url)),
+      stdio: ["pipe", "pipe", "inherit"]
+    })
+  ),
+  (child) =>
+    Effect.flatMap(
+      Effect.async<string>((resume) => {
+        let out = ""
+        child.stdout!.on("data", (data) => {
+          out += String(data)
+          if (out.includes("\n")) resume(Effect.succeed(out.trim()))
+        })
+      }),
+      serveRun
+    ),
+  (child) => Effect.sync(() => child.stdin!.end())
+)
 
 // The baseline: a ws server echoing JSON, the same message shapes in and out.
 const echoRun = () =>
-  new Promise<{ callsPerSecond: number; sequentialP50: number }>((resolve) => {
+  new Promise<Figures>((resolve) => {
     const server = new WebSocketServer({ host: "127.0.0.1", port: 0 }, () => {
       const address = server.address()
       const port = typeof address === "object" && address !== null ? address.port : 0
@@ -82,12 +108,12 @@ const echoRun = () =>
       socket.on("open", async () => {
         for (let i = 0; i < 2_000; i++) await call(`w${i}`)
         const t0 = performance.now()
-        for (let turn = 0; turn < wideTurns * 4; turn++) {
+        for (let turn = 0; turn < 160; turn++) {
           await Promise.all(Array.from({ length: inFlight }, (_, i) => call(`x${turn}-${i}`)))
         }
-        const callsPerSecond = (inFlight * wideTurns * 4) / ((performance.now() - t0) / 1000)
+        const callsPerSecond = (inFlight * 160) / ((performance.now() - t0) / 1000)
         const gaps: Array<number> = []
-        for (let i = 0; i < sequentialCalls; i++) {
+        for (let i = 0; i < 1_000; i++) {
           const start = performance.now()
           await call(`s${i}`)
           gaps.push((performance.now() - start) * 1000)
@@ -105,23 +131,28 @@ const echoRun = () =>
 
 const main = Effect.gen(function*() {
   const echo = yield* Effect.promise(echoRun)
-  const platform = yield* platformRun
-  report({
-    bench: "serve",
-    measure: `delivered calls, ${inFlight} in flight (platform + WebSocket + Serve)`,
-    value: `${platform.callsPerSecond.toFixed(0)} calls/s`,
-    baseline: `${echo.callsPerSecond.toFixed(0)} calls/s (raw ws JSON echo)`,
-    ratio: `${(echo.callsPerSecond / platform.callsPerSecond).toFixed(1)}x fewer`,
-    target: ">= 5,000 calls/s"
-  })
-  report({
-    bench: "serve",
-    measure: "sequential round trip, p50",
-    value: `${platform.sequentialP50.toFixed(0)} us`,
-    baseline: `${echo.sequentialP50.toFixed(0)} us (raw ws JSON echo)`,
-    ratio: `${(platform.sequentialP50 / echo.sequentialP50).toFixed(1)}x`,
-    target: "< 500 us"
-  })
-})
+  const topologies = [
+    ["platform in its own process", yield* twoProcesses],
+    ["platform in the same process", yield* inProcess]
+  ] as const
+  for (const [where, figures] of topologies) {
+    report({
+      bench: "serve",
+      measure: `delivered calls, ${inFlight} in flight, ${where}`,
+      value: `${figures.callsPerSecond.toFixed(0)} calls/s`,
+      baseline: `${echo.callsPerSecond.toFixed(0)} calls/s (raw ws JSON echo)`,
+      ratio: `${(echo.callsPerSecond / figures.callsPerSecond).toFixed(1)}x fewer`,
+      target: ">= 5,000 calls/s"
+    })
+    report({
+      bench: "serve",
+      measure: `sequential round trip p50, ${where}`,
+      value: `${figures.sequentialP50.toFixed(0)} us`,
+      baseline: `${echo.sequentialP50.toFixed(0)} us (raw ws JSON echo)`,
+      ratio: `${(figures.sequentialP50 / echo.sequentialP50).toFixed(1)}x`,
+      target: "< 500 us"
+    })
+  }
+}).pipe(Effect.withTracerEnabled(false))
 
 Effect.runPromise(main).then(() => process.exit(0))
