@@ -7,7 +7,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { optionalSecret, optionalString } from "../internal/settings.js"
-import { endpoint, layerModel, MissingApiKey } from "./Http.js"
+import { endpoint, layerModel, MissingApiKey, unexpectedBody } from "./Http.js"
 
 /** How to reach the API. */
 export interface Options {
@@ -135,7 +135,7 @@ const ResponseBody = Schema.Struct({
   usage: Schema.Struct({ input_tokens: Schema.Number, output_tokens: Schema.Number })
 })
 
-const decodeBody = Schema.decodeUnknownEither(ResponseBody)
+const decodeBody = Schema.decodeUnknownEither(ResponseBody, { errors: "all" })
 
 const finishReasons: Record<string, LanguageModel.FinishReason> = {
   end_turn: "stop",
@@ -149,9 +149,7 @@ const finishReasons: Record<string, LanguageModel.FinishReason> = {
 export const fromBody = (body: unknown): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError> => {
   const decoded = decodeBody(body)
   if (decoded._tag === "Left") {
-    return Effect.fail(
-      new LanguageModel.ModelError({ message: `anthropic: unexpected response (${decoded.left.message})`, transient: false })
-    )
+    return Effect.fail(unexpectedBody("anthropic", body, decoded.left))
   }
   const { content, stop_reason, usage } = decoded.right
   const texts: Array<string> = []

@@ -5,9 +5,10 @@
  * here carries a header (the platform's tracer redacts `authorization` and `x-api-key`).
  */
 import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Duration, Effect, Layer, Schema } from "effect"
+import { Duration, Effect, Layer, ParseResult, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 
 /** A provider's API key is not configured. */
@@ -35,14 +36,9 @@ export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effe
     HttpClientRequest.setHeaders(post.headers),
     HttpClientRequest.bodyUnsafeJson(post.body),
     client.execute,
-    Effect.flatMap((response): Effect.Effect<unknown, LanguageModel.ModelFailure> =>
+    Effect.flatMap((response): Effect.Effect<unknown, LanguageModel.ModelFailure | HttpClientError.ResponseError> =>
       response.status >= 200 && response.status < 300
-        ? Effect.mapError(response.json, () =>
-          new LanguageModel.ModelError({
-            message: `${post.provider}: the response body is not JSON`,
-            transient: false,
-            status: response.status
-          }))
+        ? Effect.flatMap(response.text, (text) => parseBody(post.provider, response.status, text))
         : Effect.flatMap(failureOf(post.provider, response), Effect.fail)
     ),
     Effect.catchTag("RequestError", (error) =>
@@ -70,6 +66,42 @@ export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effe
         })
     })
   )
+
+/** The JSON of a 2xx answer; an empty body or one that is not JSON is a non-transient `ModelError` saying which. */
+const parseBody = (provider: string, status: number, text: string): Effect.Effect<unknown, LanguageModel.ModelError> => {
+  if (text.trim() === "") {
+    return Effect.fail(new LanguageModel.ModelError({ message: `${provider}: HTTP ${status} with an empty body`, transient: false, status }))
+  }
+  try {
+    return Effect.succeed(JSON.parse(text))
+  } catch (error) {
+    // The parser's words say where it broke ("Unexpected end of JSON input" for a cut body).
+    const reason = error instanceof Error ? error.message : String(error)
+    return Effect.fail(
+      new LanguageModel.ModelError({
+        message: `${provider}: HTTP ${status} with a body that is not JSON (${reason.slice(0, 200)})`,
+        transient: false,
+        status
+      })
+    )
+  }
+}
+
+/**
+ * A 2xx body that is JSON but not the API's shape: a non-transient `ModelError` listing what is
+ * wrong, field by field (`content: is missing`), instead of the Schema's whole type.
+ */
+export const unexpectedBody = (provider: string, body: unknown, error: ParseResult.ParseError): LanguageModel.ModelError => {
+  const problems = typeof body !== "object" || body === null || Array.isArray(body)
+    ? `expected a JSON object, got ${body === null ? "null" : Array.isArray(body) ? "an array" : typeof body}`
+    : ParseResult.ArrayFormatter.formatErrorSync(error)
+      .map((issue) => `${issue.path.length === 0 ? "body" : issue.path.join(".")}: ${issue.message}`)
+      .join("; ")
+  return new LanguageModel.ModelError({
+    message: `${provider}: unexpected response body: ${problems.slice(0, 500)}`,
+    transient: false
+  })
+}
 
 const transportReason = (cause: unknown): string => {
   if (typeof cause === "object" && cause !== null) {
@@ -103,8 +135,14 @@ const failureOf = (
     return new LanguageModel.ModelRequestRejected({ message, status })
   })
 
-/** `{ error: { message } }` (both APIs), else the body's start. */
+/** `{ error: { message } }` (both APIs), an HTML page's title (a proxy's error page), else the body's start. */
 const providerMessage = (text: string): string => {
+  if (/^\s*<(!doctype|html|head|body|\?xml)/i.test(text)) {
+    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(text)?.[1]
+    const words = (title ?? text.replace(/<(script|style)[^>]*>[\s\S]*?<\/\1>/gi, " ").replace(/<[^>]*>/g, " "))
+      .replace(/\s+/g, " ").trim().slice(0, 200)
+    return words === "" ? "(an HTML page)" : `${words} (an HTML page)`
+  }
   try {
     const body = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown }
     if (typeof body.error === "object" && typeof body.error?.message === "string") return body.error.message

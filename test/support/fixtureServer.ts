@@ -1,7 +1,8 @@
 /**
  * A real HTTP server on 127.0.0.1 for provider tests: it answers each request with the next
  * scripted reply (status, headers, body) and records what it received, headers and JSON body.
- * A reply of "hang" never answers, so a test can see the client close the socket.
+ * A reply of "hang" never answers, so a test can see the client close the socket. A reply with
+ * `text` sends it verbatim (garbage, HTML, an empty body) instead of `body` as JSON.
  */
 import { Effect } from "effect"
 import { readFileSync } from "node:fs"
@@ -11,7 +12,9 @@ import type { AddressInfo } from "node:net"
 export interface Reply {
   readonly status: number
   readonly headers?: Record<string, string>
-  readonly body: unknown
+  readonly body?: unknown
+  /** Sent as is, instead of `body` as JSON. */
+  readonly text?: string
 }
 
 export interface Received {
@@ -66,7 +69,7 @@ export const fixtureServer = (replies: ReadonlyArray<Reply | "hang">) =>
               })
             } else {
               res.writeHead(reply.status, { "content-type": "application/json", ...reply.headers })
-              res.end(JSON.stringify(reply.body))
+              res.end(reply.text ?? JSON.stringify(reply.body))
             }
           })
         })
