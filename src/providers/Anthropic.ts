@@ -30,11 +30,8 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
   return layerModel({
     name: "anthropic",
     url: endpoint(options.baseUrl ?? defaultBaseUrl, "/v1/messages"),
-    headers: {
-      "x-api-key": Redacted.value(options.apiKey),
-      "anthropic-version": "2023-06-01",
-      "content-type": "application/json"
-    },
+    headers: { "anthropic-version": "2023-06-01", "content-type": "application/json" },
+    secretHeaders: { "x-api-key": options.apiKey },
     timeout: options.timeout,
     toBody: (request) => toBody(options.model, maxTokens, request),
     fromBody

@@ -1,14 +1,15 @@
 /**
  * What the HTTP providers share: one JSON POST with a per-request timeout, and the mapping of
  * HTTP failures to the typed model failures (S12): 429/5xx/529/resets transient, 401/403 auth,
- * other 4xx rejected with the provider's message. Keys live only in headers; no error, log or span
- * here carries a header (the platform's tracer redacts `authorization` and `x-api-key`).
+ * other 4xx rejected with the provider's message. A key stays `Redacted` until it is written into
+ * the request itself; the POST's span is made here, showing it as `<redacted>`, and no error, log or
+ * span carries the request.
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Duration, Effect, Layer, ParseResult, Schema } from "effect"
+import { Duration, Effect, Layer, ParseResult, Record, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 
 /** A provider's API key is not configured. */
@@ -26,16 +27,23 @@ export interface Post {
   readonly provider: string
   readonly url: string
   readonly headers: Record<string, string>
+  /** Headers that carry a secret (the API key): unwrapped only into the request. */
+  readonly secretHeaders: Record<string, Redacted.Redacted<string>>
   readonly body: unknown
   readonly timeout: Duration.Duration
 }
 
-/** POSTs `body` as JSON and returns the parsed JSON of a 2xx answer; anything else is a `ModelFailure`. */
+/**
+ * POSTs `body` as JSON and returns the parsed JSON of a 2xx answer; anything else is a `ModelFailure`.
+ * The span `http.client POST` is this function's: the HTTP client's own span would end with the
+ * response, whose request holds the key in clear for any tracer that records a span's exit.
+ */
 export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effect<unknown, LanguageModel.ModelFailure> =>
   HttpClientRequest.post(post.url).pipe(
-    HttpClientRequest.setHeaders(post.headers),
+    HttpClientRequest.setHeaders({ ...post.headers, ...Record.map(post.secretHeaders, Redacted.value) }),
     HttpClientRequest.bodyUnsafeJson(post.body),
-    client.execute,
+    HttpClient.withTracerDisabledWhen(client, () => true).execute,
+    Effect.tap((response) => Effect.annotateCurrentSpan("http.response.status_code", response.status)),
     Effect.flatMap((response): Effect.Effect<unknown, LanguageModel.ModelFailure | HttpClientError.ResponseError> =>
       response.status >= 200 && response.status < 300
         ? Effect.flatMap(response.text, (text) => parseBody(post.provider, response.status, text))
@@ -64,8 +72,24 @@ export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effe
           message: `${post.provider}: no response within ${Duration.format(post.timeout)}`,
           transient: true
         })
-    })
+    }),
+    Effect.withSpan("http.client POST", { kind: "client", attributes: spanAttributes(post), captureStackTrace: false })
   )
+
+/** The POST's span attributes (OpenTelemetry's names); secret headers show as `<redacted>`. */
+const spanAttributes = (post: Post): Record<string, unknown> => {
+  const url = new URL(post.url)
+  const attributes: Record<string, unknown> = {
+    "http.request.method": "POST",
+    "server.address": url.hostname,
+    "url.full": post.url,
+    "gen_ai.system": post.provider
+  }
+  if (url.port !== "") attributes["server.port"] = Number(url.port)
+  for (const name of Object.keys(post.headers)) attributes[`http.request.header.${name}`] = post.headers[name]
+  for (const name of Object.keys(post.secretHeaders)) attributes[`http.request.header.${name}`] = "<redacted>"
+  return attributes
+}
 
 /** The JSON of a 2xx answer; an empty body or one that is not JSON is a non-transient `ModelError` saying which. */
 const parseBody = (provider: string, status: number, text: string): Effect.Effect<unknown, LanguageModel.ModelError> => {
@@ -171,6 +195,7 @@ export const layerModel = (provider: {
   readonly name: string
   readonly url: string
   readonly headers: Record<string, string>
+  readonly secretHeaders: Record<string, Redacted.Redacted<string>>
   readonly timeout: Duration.DurationInput | undefined
   readonly toBody: (request: LanguageModel.ModelRequest) => unknown
   readonly fromBody: (body: unknown) => Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError>
@@ -185,6 +210,7 @@ export const layerModel = (provider: {
             provider: provider.name,
             url: provider.url,
             headers: provider.headers,
+            secretHeaders: provider.secretHeaders,
             body: provider.toBody(request),
             timeout
           }).pipe(Effect.flatMap(provider.fromBody))

@@ -31,10 +31,8 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
   layerModel({
     name: "openai",
     url: endpoint(options.baseUrl ?? defaultBaseUrl, "/chat/completions"),
-    headers: {
-      "content-type": "application/json",
-      ...(options.apiKey === undefined ? {} : { authorization: `Bearer ${Redacted.value(options.apiKey)}` })
-    },
+    headers: { "content-type": "application/json" },
+    secretHeaders: options.apiKey === undefined ? {} : { authorization: Redacted.make(`Bearer ${Redacted.value(options.apiKey)}`) },
     timeout: options.timeout,
     toBody: (request) => toBody(options, request),
     fromBody
