@@ -15,6 +15,7 @@ export const files = [
   "test/Hostile.test.ts",
   "test/Idempotency.test.ts",
   "test/Faults.test.ts",
+  "test/Secrets.test.ts",
   "test/platform/Crash.test.ts"
 ]
 
