@@ -49,6 +49,7 @@ afterAll(() => {
   record({ suite: "faults", measure: "faults injected (429, 5xx, garbage, a hanging tool)", value: tally.injected })
   record({ suite: "faults", measure: "faults survived as the contract says", value: tally.survived, expected: `${tally.injected}` })
   record({ suite: "faults", measure: "lost calls (emitted by the model, no result)", value: tally.emitted - tally.ended, expected: "0" })
+  assert.strictEqual(tally.emitted - tally.ended, 0, "lost calls")
 })
 
 /** Counts the tool calls of a finished run: each one emitted must have ended with a value or an error text. */
@@ -176,6 +177,7 @@ for (const p of providers) {
         const error = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
         assert.strictEqual(error?._tag, "ModelError")
         assert.strictEqual(error?.message, `${p.name}: HTTP 502: 502 Bad Gateway (an HTML page)`)
+        assert.notInclude(error?.message ?? "", p.key)
         assert.isTrue(error?._tag === "ModelError" && error.transient)
         assert.strictEqual(server.received.length, 5)
         tally.survived++

@@ -2,7 +2,7 @@
  * Secrets scan (S17, issue 9): with known secret values (an Anthropic key, an OpenAI key, platform
  * tokens) configured, representative flows run while everything is captured: every log line at
  * every level (annotations, spans and causes included), every span (name, attributes, events,
- * links, exit), whatever reached stdout or stderr, every result and error, and every model request
+ * links, exit), whatever reached stdout, stderr or the console, every result and error, and every model request
  * the fixture server received (all but the one header that must carry the key). No secret may
  * appear in any of it, as itself, base64 (any alignment), URL-encoded or cut.
  */
@@ -148,23 +148,31 @@ class Capture {
 
   /** Runs `effect` with everything captured: logs at all levels, spans, stdout and stderr, its exit. */
   run<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<Exit.Exit<A, E>, never, R> {
+    // Anything written around Effect's logger: the streams and the console.
     const writes = Effect.acquireRelease(
       Effect.sync(() => {
-        const originals = { out: process.stdout.write, err: process.stderr.write }
-        const tap = (original: typeof process.stdout.write) =>
-          ((chunk: unknown, ...rest: Array<any>) => {
+        const streams = [process.stdout, process.stderr] as const
+        const originals = streams.map((stream) => stream.write)
+        streams.forEach((stream, i) => {
+          stream.write = ((chunk: unknown, ...rest: Array<any>) => {
             this.output.push(String(chunk))
-            return original.call(process.stdout, chunk as string, ...rest)
-          }) as typeof process.stdout.write
-        process.stdout.write = tap(originals.out)
-        process.stderr.write = tap(originals.err)
-        return originals
-      }),
-      (originals) =>
-        Effect.sync(() => {
-          process.stdout.write = originals.out
-          process.stderr.write = originals.err
+            return originals[i]!.call(stream, chunk as string, ...rest)
+          }) as typeof stream.write
         })
+        const methods = ["log", "info", "warn", "error", "debug", "trace"] as const
+        const consoleOriginals = methods.map((m) => console[m])
+        methods.forEach((m, i) => {
+          console[m] = (...args: Array<unknown>) => {
+            this.output.push(args.map(show).join(" "))
+            consoleOriginals[i]!.apply(console, args)
+          }
+        })
+        return () => {
+          streams.forEach((stream, i) => (stream.write = originals[i]!))
+          methods.forEach((m, i) => (console[m] = consoleOriginals[i]!))
+        }
+      }),
+      (restore) => Effect.sync(restore)
     )
     return Effect.scoped(Effect.zipRight(
       writes,
@@ -206,7 +214,7 @@ afterAll(() => {
   record({ suite: "secrets", measure: "spans searched", value: totals.spans })
   record({ suite: "secrets", measure: "model HTTP requests searched (auth header aside)", value: totals.requests })
   record({ suite: "secrets", measure: "results and error texts searched", value: totals.outcomes })
-  record({ suite: "secrets", measure: "stdout/stderr writes searched", value: totals.output })
+  record({ suite: "secrets", measure: "stdout/stderr/console writes searched", value: totals.output })
   record({ suite: "secrets", measure: "secrets found (raw, base64, URL-encoded, cut)", value: totals.found, expected: "0" })
 })
 
