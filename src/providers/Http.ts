@@ -9,7 +9,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Duration, Effect, Layer, ParseResult, Record, Redacted, Schema } from "effect"
+import { Duration, Effect, Layer, ParseResult, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 
 /** A provider's API key is not configured. */
@@ -36,11 +36,13 @@ export interface Post {
 /**
  * POSTs `body` as JSON and returns the parsed JSON of a 2xx answer; anything else is a `ModelFailure`.
  * The span `http.client POST` is this function's: the HTTP client's own span would end with the
- * response, whose request holds the key in clear for any tracer that records a span's exit.
+ * response, whose request holds the key in clear for any tracer that records a span's exit (so no
+ * `traceparent` goes to the provider either).
  */
 export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effect<unknown, LanguageModel.ModelFailure> =>
   HttpClientRequest.post(post.url).pipe(
-    HttpClientRequest.setHeaders({ ...post.headers, ...Record.map(post.secretHeaders, Redacted.value) }),
+    HttpClientRequest.setHeaders(post.headers),
+    HttpClientRequest.setHeaders(Object.fromEntries(Object.entries(post.secretHeaders).map(([name, value]) => [name, Redacted.value(value)]))),
     HttpClientRequest.bodyUnsafeJson(post.body),
     HttpClient.withTracerDisabledWhen(client, () => true).execute,
     Effect.tap((response) => Effect.annotateCurrentSpan("http.response.status_code", response.status)),
