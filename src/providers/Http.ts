@@ -42,7 +42,9 @@ export interface Post {
 export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effect<unknown, LanguageModel.ModelFailure> =>
   HttpClientRequest.post(post.url).pipe(
     HttpClientRequest.setHeaders(post.headers),
-    HttpClientRequest.setHeaders(Object.fromEntries(Object.entries(post.secretHeaders).map(([name, value]) => [name, Redacted.value(value)]))),
+    HttpClientRequest.setHeaders(
+      Object.fromEntries(Object.entries(post.secretHeaders).map(([name, value]) => [name, Redacted.value(value)]))
+    ),
     HttpClientRequest.bodyUnsafeJson(post.body),
     HttpClient.withTracerDisabledWhen(client, () => true).execute,
     Effect.tap((response) => Effect.annotateCurrentSpan("http.response.status_code", response.status)),
@@ -94,9 +96,15 @@ const spanAttributes = (post: Post): Record<string, unknown> => {
 }
 
 /** The JSON of a 2xx answer; an empty body or one that is not JSON is a non-transient `ModelError` saying which. */
-const parseBody = (provider: string, status: number, text: string): Effect.Effect<unknown, LanguageModel.ModelError> => {
+const parseBody = (
+  provider: string,
+  status: number,
+  text: string
+): Effect.Effect<unknown, LanguageModel.ModelError> => {
   if (text.trim() === "") {
-    return Effect.fail(new LanguageModel.ModelError({ message: `${provider}: HTTP ${status} with an empty body`, transient: false, status }))
+    return Effect.fail(
+      new LanguageModel.ModelError({ message: `${provider}: HTTP ${status} with an empty body`, transient: false, status })
+    )
   }
   try {
     return Effect.succeed(JSON.parse(text))
@@ -117,7 +125,11 @@ const parseBody = (provider: string, status: number, text: string): Effect.Effec
  * A 2xx body that is JSON but not the API's shape: a non-transient `ModelError` listing what is
  * wrong, field by field (`content: is missing`), instead of the Schema's whole type.
  */
-export const unexpectedBody = (provider: string, body: unknown, error: ParseResult.ParseError): LanguageModel.ModelError => {
+export const unexpectedBody = (
+  provider: string,
+  body: unknown,
+  error: ParseResult.ParseError
+): LanguageModel.ModelError => {
   const problems = typeof body !== "object" || body === null || Array.isArray(body)
     ? `expected a JSON object, got ${body === null ? "null" : Array.isArray(body) ? "an array" : typeof body}`
     : ParseResult.ArrayFormatter.formatErrorSync(error)

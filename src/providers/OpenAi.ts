@@ -32,7 +32,9 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
     name: "openai",
     url: endpoint(options.baseUrl ?? defaultBaseUrl, "/chat/completions"),
     headers: { "content-type": "application/json" },
-    secretHeaders: options.apiKey === undefined ? {} : { authorization: Redacted.make(`Bearer ${Redacted.value(options.apiKey)}`) },
+    secretHeaders: options.apiKey === undefined
+      ? {}
+      : { authorization: Redacted.make(`Bearer ${Redacted.value(options.apiKey)}`) },
     timeout: options.timeout,
     toBody: (request) => toBody(options, request),
     fromBody
