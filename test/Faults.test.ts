@@ -7,7 +7,7 @@
  * never a hang, never a lost call.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, ConfigProvider, Effect, Exit, Fiber, Layer, Option, Schema, TestClock } from "effect"
+import { Cause, ConfigProvider, Effect, Exit, Fiber, Layer, Logger, Option, Schema, TestClock } from "effect"
 import { afterAll } from "vitest"
 import { Agent, LanguageModel, Model, Tool } from "../src/index.js"
 import { record } from "./support/figures.js"
@@ -156,6 +156,24 @@ for (const p of providers) {
           tally.survived++
         }))
     }
+
+    it.scoped("a 200 whose connection closes mid-body: transient, retried, the run completes", () =>
+      Effect.gen(function*() {
+        const server = yield* fixtureServer([{ ...reply(200, p.fixtures.text), cut: true }, reply(200, p.fixtures.text)])
+        tally.injected++
+        const logs: Array<string> = []
+        const fiber = yield* Effect.fork(runOn(p, server).pipe(
+          Effect.provide(Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => logs.push(String(message)))))
+        ))
+        yield* arrived(server, 1)
+        yield* TestClock.adjust("1 second")
+        const exit = yield* settle(fiber)
+        if (exit === "hung" || Exit.isFailure(exit)) return assert.fail(`the run failed: ${String(exit)}`)
+        assert.strictEqual(exit.value.output, "Order ord-4821 has shipped; there is no order ord-0000.")
+        assert.strictEqual(server.received.length, 2)
+        assert.match(logs.join("\n"), new RegExp(`model request failed \\(${p.name}: HTTP 200: reading the body failed \\(\\w+`))
+        tally.survived++
+      }))
 
     it.scoped("a 502 HTML error page: transient, retried, then a typed failure whose message is the page's title", () =>
       Effect.gen(function*() {

@@ -64,7 +64,8 @@ export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effe
     Effect.catchTag("ResponseError", (error) =>
       Effect.fail(
         new LanguageModel.ModelError({
-          message: `${post.provider}: reading the response failed (${error.reason})`,
+          // A body cut off mid-way (the connection closed): the transport's words, not just "Decode".
+          message: `${post.provider}: HTTP ${error.response.status}: reading the body failed (${transportReason(error.cause)})`,
           transient: true,
           status: error.response.status
         })

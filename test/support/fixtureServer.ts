@@ -15,6 +15,8 @@ export interface Reply {
   readonly body?: unknown
   /** Sent as is, instead of `body` as JSON. */
   readonly text?: string
+  /** Announce the whole body, send half of it, then close the connection. */
+  readonly cut?: boolean
 }
 
 export interface Received {
@@ -68,8 +70,15 @@ export const fixtureServer = (replies: ReadonlyArray<Reply | "hang">) =>
                 notify()
               })
             } else {
-              res.writeHead(reply.status, { "content-type": "application/json", ...reply.headers })
-              res.end(reply.text ?? JSON.stringify(reply.body))
+              const text = reply.text ?? JSON.stringify(reply.body)
+              if (reply.cut === true) {
+                const length = String(Buffer.byteLength(text))
+                res.writeHead(reply.status, { "content-type": "application/json", "content-length": length, ...reply.headers })
+                res.write(text.slice(0, Math.floor(text.length / 2)), () => res.destroy())
+              } else {
+                res.writeHead(reply.status, { "content-type": "application/json", ...reply.headers })
+                res.end(text)
+              }
             }
           })
         })
