@@ -304,6 +304,12 @@ describe("secrets never reach a log, a span, an error text, a result or a model 
       `${secret.slice(0, 24)}...`,
       `...${secret.slice(-24)}`
     ]) assert.isAbove(findSecrets(text).length, 0, text)
+    for (const prefix of ["", "a", "ab", "abc"]) {
+      for (const encoding of ["base64", "base64url"] as const) {
+        const text = Buffer.from(`${prefix}${secret}!`).toString(encoding)
+        assert.isAbove(findSecrets(text).length, 0, `${encoding} after ${prefix.length} bytes`)
+      }
+    }
     assert.deepStrictEqual(findSecrets("sk-proj-*****zZ <redacted>"), [])
   })
 
