@@ -1,19 +1,21 @@
 /**
  * Hostile input against every demo tool, through Invocation, through MCP (the official client) and
  * through the platform (a model emitting the arguments): valid inputs from Schema's Arbitrary, and
- * mutations of them. Invalid input never reaches a handler; nothing escapes as a defect.
+ * mutations of them. Invalid input never reaches a handler; nothing escapes as a defect. The
+ * number of cases is 10x under `npm run soak`; each path records its figures.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Arbitrary, ConfigProvider, Effect, Exit, FastCheck as fc, Layer, Schema, Stream } from "effect"
+import { Arbitrary, ConfigProvider, Effect, Exit, FastCheck as fc, Layer, Schedule, Schema, Stream } from "effect"
 import * as Backend from "../src/demo/Backend.js"
-import { mcpClient } from "./support/mcpHttp.js"
 import * as DemoTools from "../src/demo/tools.js"
+import { record, scale } from "./support/figures.js"
+import { mcpClient } from "./support/mcpHttp.js"
 import {
-  Hooks,
   Invocation,
   LanguageModel,
   PlatformClient,
   PlatformServer,
+  RetryPolicy,
   Serve,
   type Tool,
   Toolkit,
@@ -36,7 +38,28 @@ const mutations: ReadonlyArray<readonly [string, (valid: Record<string, unknown>
   ["a huge string", (valid) => ({ ...valid, huge: "x".repeat(1024 * 1024 + 1) })]
 ]
 
+/**
+ * The demo tools with each handler wrapped to count its runs: the count is of handlers actually
+ * entered, not of calls that got past some earlier stage.
+ */
+const counted = () => {
+  const runs = { count: 0 }
+  const wrap = <T extends Tool.Any>(tool: T): T => ({
+    ...tool,
+    handler: (input: unknown) => Effect.suspend(() => (runs.count++, tool.handler(input)))
+  })
+  const tools = DemoTools.tools.map(wrap)
+  return { runs, tools }
+}
+
 const tools = DemoTools.tools as ReadonlyArray<Tool.Any>
+
+/** The figures of one path: payloads tried, handler runs on them, defects that escaped. */
+const recordPath = (path: string, tried: number, handlerRuns: number, defects: number) => {
+  record({ suite: "hostile input", measure: `${path}: hostile payloads tried`, value: tried })
+  record({ suite: "hostile input", measure: `${path}: handler runs on invalid input`, value: handlerRuns, expected: "0" })
+  record({ suite: "hostile input", measure: `${path}: escaped defects`, value: defects, expected: "0" })
+}
 
 /**
  * Valid wire arguments (JSON text) for a tool, from its input Schema. Values JSON cannot carry
@@ -59,73 +82,88 @@ const hostile = fc.constantFrom(...tools).chain((tool) =>
   )
 )
 
-/** Counts the calls that get past decoding (hooks run after it): none may for invalid input. */
-const counter = () => {
-  const reached = { count: 0 }
-  const layer = Hooks.layer({ tool: [(_, proceed) => Effect.suspend(() => (reached.count++, proceed))] })
-  return { reached, layer }
-}
+// Retries without the real backoff: valid refunds fail transiently or with NotFound and are retried.
+const backend = Layer.mergeAll(Backend.layer, UserPrompt.layerTest([]), RetryPolicy.layer({ toolRetry: Schedule.spaced("1 millis") }))
 
-const backend = Layer.merge(Backend.layer, UserPrompt.layerTest([]))
+/** The counted twin of a demo tool. */
+const twin = (counted: ReadonlyArray<Tool.Any>, tool: Tool.Any): Tool.Any => counted.find((t) => t.name === tool.name)!
 
-describe("hostile input (short run; the long one is a later soak)", () => {
+describe("hostile input (10x under npm run soak)", () => {
   it.live("through Invocation: invalid input never reaches a handler, valid input always decodes, no defect", () =>
     Effect.gen(function*() {
-      const { layer, reached } = counter()
-      let cases = 0
+      const { runs, tools: countedTools } = counted()
+      const figures = { tried: 0, defects: 0 }
       yield* Effect.promise(() =>
         fc.assert(
           fc.asyncProperty(hostile, async ({ args, tool }) => {
-            cases++
+            figures.tried++
             const exit = await Effect.runPromiseExit(
-              Invocation.run(tool, args).pipe(Effect.provide(Layer.merge(layer, backend))) as Effect.Effect<Invocation.ToolResult>
+              Invocation.run(twin(countedTools, tool), args).pipe(Effect.provide(backend)) as Effect.Effect<Invocation.ToolResult>
             )
-            if (!Exit.isSuccess(exit)) return false
+            if (!Exit.isSuccess(exit)) {
+              figures.defects++
+              return false
+            }
             return exit.value.error !== undefined && exit.value.error.startsWith(`${tool.name}: invalid input`)
           }),
-          { numRuns: 120 }
+          { numRuns: scale(120, 1200) }
         )
       )
-      assert.strictEqual(reached.count, 0, `handlers reached by ${cases} hostile payloads`)
-      // And every valid input passes the decoder.
+      recordPath("Invocation", figures.tried, runs.count, figures.defects)
+      assert.strictEqual(runs.count, 0, `handlers run on ${figures.tried} hostile payloads`)
+      assert.strictEqual(figures.defects, 0)
+      // And every valid input passes the decoder and runs its handler (retries may run it again): the counter counts.
       yield* Effect.promise(() =>
         fc.assert(
           fc.asyncProperty(fc.constantFrom(...tools).chain((tool) => validArguments(tool).map((text) => ({ tool, text }))), async ({ text, tool }) => {
+            const before = runs.count
             const exit = await Effect.runPromiseExit(
-              Invocation.run(tool, text).pipe(Effect.provide(backend)) as Effect.Effect<Invocation.ToolResult>
+              Invocation.run(twin(countedTools, tool), text).pipe(Effect.provide(backend)) as Effect.Effect<Invocation.ToolResult>
             )
-            return Exit.isSuccess(exit) && !(exit.value.error ?? "").includes("invalid input")
+            return Exit.isSuccess(exit) && !(exit.value.error ?? "").includes("invalid input") && runs.count > before
           }),
-          { numRuns: 100 }
+          { numRuns: scale(100, 1000) }
         )
       )
-    }), 60_000)
+    }), scale(60_000, 600_000))
 
   it.live("through MCP: an isError result with the S5 text, the handler never reached, the server still answers", () =>
     Effect.gen(function*() {
-      const { layer, reached } = counter()
-      const toolkit = yield* Toolkit.make(...DemoTools.tools)
-      const { client } = yield* mcpClient(toolkit, Layer.merge(layer, backend))
+      const { runs, tools: countedTools } = counted()
+      const figures = { tried: 0, defects: 0 }
+      const toolkit = yield* Toolkit.make(...countedTools)
+      const { client } = yield* mcpClient(toolkit, backend)
       // MCP carries arguments as an object: the object-shaped mutations apply.
       const objects = hostile.filter(({ args }) => typeof args === "object" && args !== null && !Array.isArray(args))
       yield* Effect.promise(() =>
         fc.assert(
           fc.asyncProperty(objects, async ({ args, tool }) => {
-            const result = await client.callTool({ name: tool.name, arguments: args as Record<string, unknown> })
+            figures.tried++
+            // A protocol error or a dropped connection is what a defect looks like from the client.
+            const result = await client.callTool({ name: tool.name, arguments: args as Record<string, unknown> }).catch(() => undefined)
+            if (result === undefined) {
+              figures.defects++
+              return false
+            }
             const text = (result.content as Array<{ text?: string }>)[0]?.text ?? ""
             return result.isError === true && text.startsWith(`${tool.name}: invalid input`) && !text.includes("    at ")
           }),
-          { numRuns: 40 }
+          { numRuns: scale(40, 400) }
         )
       )
       yield* Effect.promise(() => client.ping())
-      assert.strictEqual(reached.count, 0)
-    }).pipe(Effect.scoped), 120_000)
+      recordPath("MCP", figures.tried, runs.count, figures.defects)
+      assert.strictEqual(runs.count, 0)
+      assert.strictEqual(figures.defects, 0)
+      // The server still runs a valid call.
+      const ok = yield* Effect.promise(() => client.callTool({ name: "lookup_order", arguments: { order_id: "ord-4821" } }))
+      assert.deepStrictEqual([ok.isError ?? false, runs.count], [false, 1])
+    }).pipe(Effect.scoped), scale(120_000, 600_000))
 
   it.live("through the platform: a model's hostile arguments come back as error results; the task completes", () =>
     Effect.gen(function*() {
-      const { layer, reached } = counter()
-      const cases = fc.sample(hostile.filter(({ args }) => typeof args !== "string" || args.length < 100_000), 40)
+      const { runs, tools: countedTools } = counted()
+      const cases = fc.sample(hostile.filter(({ args }) => typeof args !== "string" || args.length < 100_000), scale(40, 400))
       const script: Array<LanguageModel.ScriptedTurn> = [
         { toolCalls: cases.map(({ args, tool }, i) => ({ id: `h${i}`, name: tool.name, arguments: typeof args === "string" ? args : JSON.stringify(args) })) },
         (request) => ({
@@ -133,16 +171,13 @@ describe("hostile input (short run; the long one is a later soak)", () => {
         })
       ]
       const settings = Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok"]])))
-      const output = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(yield* Toolkit.make(...DemoTools.tools))
+      const last = yield* Effect.gen(function*() {
+        const served = yield* Serve.make(yield* Toolkit.make(...countedTools))
         const events = yield* Stream.runCollect(served.submitTask("hostile"))
-        const last = [...events].pop()
-        return last?._tag === "TaskCompleted" ? last.output : `ended with ${last?._tag}`
+        return [...events].pop()
       }).pipe(
         Effect.scoped,
-        // The platform runs its tasks in its own context: the counting hook sees the serving side only.
         Effect.provide(Layer.mergeAll(
-          layer,
           backend,
           PlatformClient.layerTest.pipe(
             Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok", "agent-1"]]), maxSteps: 3 })),
@@ -150,7 +185,9 @@ describe("hostile input (short run; the long one is a later soak)", () => {
           )
         ).pipe(Layer.provideMerge(settings)))
       )
+      const output = last?._tag === "TaskCompleted" ? last.output : `ended with ${last?._tag}`
+      recordPath("platform", cases.length, runs.count, last?._tag === "TaskCompleted" ? 0 : 1)
       assert.strictEqual(output, String(cases.length), "every hostile call came back as an error result")
-      assert.strictEqual(reached.count, 0)
-    }))
+      assert.strictEqual(runs.count, 0)
+    }), scale(5_000, 120_000))
 })

@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Idempotency, Invocation, RetryPolicy, Tool, ToolContext } from "../src/index.js"
+import { record, scale } from "./support/figures.js"
 
 const store = Idempotency.Idempotency
 const key = { taskId: "task-1", toolCallId: "call-1" }
@@ -126,7 +127,7 @@ for (const [name, make] of stores) {
 
 for (const [name, make, unique] of [
   ["memory", stores[0]![1], 10_000],
-  ["SQLite", stores[1]![1], 1_000]
+  ["SQLite", stores[1]![1], scale(1_000, 10_000)]
 ] as const) {
   describe(`duplicate storm, ${name} store`, () => {
     it.live(`${unique} calls, 30% delivered again (some while the first still runs): side effects = unique calls`, () =>
@@ -142,10 +143,13 @@ for (const [name, make, unique] of [
         const results = yield* Effect.forEach(deliveries, (n) =>
           dedupe.once({ taskId: "storm", toolCallId: `c${n}` }, { ...claim, toolName: "charge" }, Invocation.run(tool, { n }))
             .pipe(Effect.map(({ result }) => [n, result.value] as const)), { concurrency: 64 })
+        record({ suite: "duplicate storm", measure: `${name} store: delivered calls`, value: deliveries.length })
+        record({ suite: "duplicate storm", measure: `${name} store: unique calls`, value: unique })
+        record({ suite: "duplicate storm", measure: `${name} store: side effects`, value: effects, expected: `= unique calls (${unique})` })
         assert.strictEqual(effects, unique)
         for (const [n, value] of results) assert.strictEqual(value, `charged ${n}`)
         assert.strictEqual(results.length, Math.ceil(unique * 1.3))
-      })), 60_000)
+      })), scale(60_000, 600_000))
   })
 }
 

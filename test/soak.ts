@@ -14,6 +14,8 @@ import type { Figure } from "./support/figures.js"
 export const files = [
   "test/Hostile.test.ts",
   "test/Idempotency.test.ts",
+  "test/Faults.test.ts",
+  "test/Secrets.test.ts",
   "test/platform/Crash.test.ts"
 ]
 

@@ -7,7 +7,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { optionalSecret, optionalString } from "../internal/settings.js"
-import { endpoint, layerModel, MissingApiKey } from "./Http.js"
+import { endpoint, layerModel, MissingApiKey, unexpectedBody } from "./Http.js"
 
 /** How to reach the API. */
 export interface Options {
@@ -30,11 +30,8 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
   return layerModel({
     name: "anthropic",
     url: endpoint(options.baseUrl ?? defaultBaseUrl, "/v1/messages"),
-    headers: {
-      "x-api-key": Redacted.value(options.apiKey),
-      "anthropic-version": "2023-06-01",
-      "content-type": "application/json"
-    },
+    headers: { "anthropic-version": "2023-06-01", "content-type": "application/json" },
+    secretHeaders: { "x-api-key": options.apiKey },
     timeout: options.timeout,
     toBody: (request) => toBody(options.model, maxTokens, request),
     fromBody
@@ -135,7 +132,7 @@ const ResponseBody = Schema.Struct({
   usage: Schema.Struct({ input_tokens: Schema.Number, output_tokens: Schema.Number })
 })
 
-const decodeBody = Schema.decodeUnknownEither(ResponseBody)
+const decodeBody = Schema.decodeUnknownEither(ResponseBody, { errors: "all" })
 
 const finishReasons: Record<string, LanguageModel.FinishReason> = {
   end_turn: "stop",
@@ -149,9 +146,7 @@ const finishReasons: Record<string, LanguageModel.FinishReason> = {
 export const fromBody = (body: unknown): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError> => {
   const decoded = decodeBody(body)
   if (decoded._tag === "Left") {
-    return Effect.fail(
-      new LanguageModel.ModelError({ message: `anthropic: unexpected response (${decoded.left.message})`, transient: false })
-    )
+    return Effect.fail(unexpectedBody("anthropic", body, decoded.left))
   }
   const { content, stop_reason, usage } = decoded.right
   const texts: Array<string> = []

@@ -1,13 +1,15 @@
 /**
  * What the HTTP providers share: one JSON POST with a per-request timeout, and the mapping of
  * HTTP failures to the typed model failures (S12): 429/5xx/529/resets transient, 401/403 auth,
- * other 4xx rejected with the provider's message. Keys live only in headers; no error, log or span
- * here carries a header (the platform's tracer redacts `authorization` and `x-api-key`).
+ * other 4xx rejected with the provider's message. A key stays `Redacted` until it is written into
+ * the request itself; the POST's span is made here, showing it as `<redacted>`, and no error, log or
+ * span carries the request.
  */
 import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Duration, Effect, Layer, Schema } from "effect"
+import { Duration, Effect, Layer, ParseResult, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 
 /** A provider's API key is not configured. */
@@ -25,24 +27,30 @@ export interface Post {
   readonly provider: string
   readonly url: string
   readonly headers: Record<string, string>
+  /** Headers that carry a secret (the API key): unwrapped only into the request. */
+  readonly secretHeaders: Record<string, Redacted.Redacted<string>>
   readonly body: unknown
   readonly timeout: Duration.Duration
 }
 
-/** POSTs `body` as JSON and returns the parsed JSON of a 2xx answer; anything else is a `ModelFailure`. */
+/**
+ * POSTs `body` as JSON and returns the parsed JSON of a 2xx answer; anything else is a `ModelFailure`.
+ * The span `http.client POST` is this function's: the HTTP client's own span would end with the
+ * response, whose request holds the key in clear for any tracer that records a span's exit (so no
+ * `traceparent` goes to the provider either).
+ */
 export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effect<unknown, LanguageModel.ModelFailure> =>
   HttpClientRequest.post(post.url).pipe(
     HttpClientRequest.setHeaders(post.headers),
+    HttpClientRequest.setHeaders(
+      Object.fromEntries(Object.entries(post.secretHeaders).map(([name, value]) => [name, Redacted.value(value)]))
+    ),
     HttpClientRequest.bodyUnsafeJson(post.body),
-    client.execute,
-    Effect.flatMap((response): Effect.Effect<unknown, LanguageModel.ModelFailure> =>
+    HttpClient.withTracerDisabledWhen(client, () => true).execute,
+    Effect.tap((response) => Effect.annotateCurrentSpan("http.response.status_code", response.status)),
+    Effect.flatMap((response): Effect.Effect<unknown, LanguageModel.ModelFailure | HttpClientError.ResponseError> =>
       response.status >= 200 && response.status < 300
-        ? Effect.mapError(response.json, () =>
-          new LanguageModel.ModelError({
-            message: `${post.provider}: the response body is not JSON`,
-            transient: false,
-            status: response.status
-          }))
+        ? Effect.flatMap(response.text, (text) => parseBody(post.provider, response.status, text))
         : Effect.flatMap(failureOf(post.provider, response), Effect.fail)
     ),
     Effect.catchTag("RequestError", (error) =>
@@ -56,7 +64,8 @@ export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effe
     Effect.catchTag("ResponseError", (error) =>
       Effect.fail(
         new LanguageModel.ModelError({
-          message: `${post.provider}: reading the response failed (${error.reason})`,
+          // A body cut off mid-way (the connection closed): the transport's words, not just "Decode".
+          message: `${post.provider}: HTTP ${error.response.status}: reading the body failed (${transportReason(error.cause)})`,
           transient: true,
           status: error.response.status
         })
@@ -68,8 +77,70 @@ export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effe
           message: `${post.provider}: no response within ${Duration.format(post.timeout)}`,
           transient: true
         })
-    })
+    }),
+    Effect.withSpan("http.client POST", { kind: "client", attributes: spanAttributes(post), captureStackTrace: false })
   )
+
+/** The POST's span attributes (OpenTelemetry's names); secret headers show as `<redacted>`. */
+const spanAttributes = (post: Post): Record<string, unknown> => {
+  const url = new URL(post.url)
+  const attributes: Record<string, unknown> = {
+    "http.request.method": "POST",
+    "server.address": url.hostname,
+    "url.full": post.url,
+    "gen_ai.system": post.provider
+  }
+  if (url.port !== "") attributes["server.port"] = Number(url.port)
+  for (const name of Object.keys(post.headers)) attributes[`http.request.header.${name}`] = post.headers[name]
+  for (const name of Object.keys(post.secretHeaders)) attributes[`http.request.header.${name}`] = "<redacted>"
+  return attributes
+}
+
+/** The JSON of a 2xx answer; an empty body or one that is not JSON is a non-transient `ModelError` saying which. */
+const parseBody = (
+  provider: string,
+  status: number,
+  text: string
+): Effect.Effect<unknown, LanguageModel.ModelError> => {
+  if (text.trim() === "") {
+    return Effect.fail(
+      new LanguageModel.ModelError({ message: `${provider}: HTTP ${status} with an empty body`, transient: false, status })
+    )
+  }
+  try {
+    return Effect.succeed(JSON.parse(text))
+  } catch (error) {
+    // The parser's words say where it broke ("Unexpected end of JSON input" for a cut body).
+    const reason = error instanceof Error ? error.message : String(error)
+    return Effect.fail(
+      new LanguageModel.ModelError({
+        message: `${provider}: HTTP ${status} with a body that is not JSON (${reason.slice(0, 200)})`,
+        transient: false,
+        status
+      })
+    )
+  }
+}
+
+/**
+ * A 2xx body that is JSON but not the API's shape: a non-transient `ModelError` listing what is
+ * wrong, field by field (`content: is missing`), instead of the Schema's whole type.
+ */
+export const unexpectedBody = (
+  provider: string,
+  body: unknown,
+  error: ParseResult.ParseError
+): LanguageModel.ModelError => {
+  const problems = typeof body !== "object" || body === null || Array.isArray(body)
+    ? `expected a JSON object, got ${body === null ? "null" : Array.isArray(body) ? "an array" : typeof body}`
+    : ParseResult.ArrayFormatter.formatErrorSync(error)
+      .map((issue) => `${issue.path.length === 0 ? "body" : issue.path.join(".")}: ${issue.message}`)
+      .join("; ")
+  return new LanguageModel.ModelError({
+    message: `${provider}: unexpected response body: ${problems.slice(0, 500)}`,
+    transient: false
+  })
+}
 
 const transportReason = (cause: unknown): string => {
   if (typeof cause === "object" && cause !== null) {
@@ -103,8 +174,14 @@ const failureOf = (
     return new LanguageModel.ModelRequestRejected({ message, status })
   })
 
-/** `{ error: { message } }` (both APIs), else the body's start. */
+/** `{ error: { message } }` (both APIs), an HTML page's title (a proxy's error page), else the body's start. */
 const providerMessage = (text: string): string => {
+  if (/^\s*<(!doctype|html|head|body|\?xml)/i.test(text)) {
+    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(text)?.[1]
+    const words = (title ?? text.replace(/<(script|style)[^>]*>[\s\S]*?<\/\1>/gi, " ").replace(/<[^>]*>/g, " "))
+      .replace(/\s+/g, " ").trim().slice(0, 200)
+    return words === "" ? "(an HTML page)" : `${words} (an HTML page)`
+  }
   try {
     const body = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown }
     if (typeof body.error === "object" && typeof body.error?.message === "string") return body.error.message
@@ -133,6 +210,7 @@ export const layerModel = (provider: {
   readonly name: string
   readonly url: string
   readonly headers: Record<string, string>
+  readonly secretHeaders: Record<string, Redacted.Redacted<string>>
   readonly timeout: Duration.DurationInput | undefined
   readonly toBody: (request: LanguageModel.ModelRequest) => unknown
   readonly fromBody: (body: unknown) => Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError>
@@ -147,6 +225,7 @@ export const layerModel = (provider: {
             provider: provider.name,
             url: provider.url,
             headers: provider.headers,
+            secretHeaders: provider.secretHeaders,
             body: provider.toBody(request),
             timeout
           }).pipe(Effect.flatMap(provider.fromBody))

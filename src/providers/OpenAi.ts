@@ -8,7 +8,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { optionalSecret, optionalString } from "../internal/settings.js"
-import { endpoint, layerModel, MissingApiKey } from "./Http.js"
+import { endpoint, layerModel, MissingApiKey, unexpectedBody } from "./Http.js"
 
 /** How to reach the API. */
 export interface Options {
@@ -31,10 +31,10 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
   layerModel({
     name: "openai",
     url: endpoint(options.baseUrl ?? defaultBaseUrl, "/chat/completions"),
-    headers: {
-      "content-type": "application/json",
-      ...(options.apiKey === undefined ? {} : { authorization: `Bearer ${Redacted.value(options.apiKey)}` })
-    },
+    headers: { "content-type": "application/json" },
+    secretHeaders: options.apiKey === undefined
+      ? {}
+      : { authorization: Redacted.make(`Bearer ${Redacted.value(options.apiKey)}`) },
     timeout: options.timeout,
     toBody: (request) => toBody(options, request),
     fromBody
@@ -115,7 +115,7 @@ const ResponseBody = Schema.Struct({
   usage: Schema.optional(Schema.NullOr(Schema.Struct({ prompt_tokens: Schema.Number, completion_tokens: Schema.Number })))
 })
 
-const decodeBody = Schema.decodeUnknownEither(ResponseBody)
+const decodeBody = Schema.decodeUnknownEither(ResponseBody, { errors: "all" })
 
 const finishReasons: Record<string, LanguageModel.FinishReason> = {
   stop: "stop",
@@ -129,9 +129,7 @@ const finishReasons: Record<string, LanguageModel.FinishReason> = {
 export const fromBody = (body: unknown): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError> => {
   const decoded = decodeBody(body)
   if (decoded._tag === "Left") {
-    return Effect.fail(
-      new LanguageModel.ModelError({ message: `openai: unexpected response (${decoded.left.message})`, transient: false })
-    )
+    return Effect.fail(unexpectedBody("openai", body, decoded.left))
   }
   const [choice] = decoded.right.choices
   const usage = decoded.right.usage

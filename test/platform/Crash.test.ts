@@ -11,9 +11,10 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { LanguageModel, PlatformServer, RetryPolicy } from "../../src/index.js"
+import { record, scale } from "../support/figures.js"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
-const rounds = 20
+const rounds = scale(20, 50)
 const points = ["before", "after-effect", "returning"] as const
 
 // Each task: call append_line once (the call id names the round), then report its result.
@@ -95,16 +96,16 @@ describe("durable claims under SIGKILL", () => {
         CLAIMS_DB: join(dir, "claims.sqlite"),
         EFFECT_FILE: effectFile
       }
-      const counts = { killed: 0, finishedBeforeKill: 0, result: 0, unknown: 0 }
+      const counts = { killed: 0, finishedBeforeKill: 0, result: 0, unknown: 0, secondEffects: 0 }
       const byPoint: Record<string, number> = {}
       for (let round = 1; round <= rounds; round++) {
         const callId = `round-${round}`
         const point = points[Math.floor(Math.random() * points.length)]!
         const delay = Math.floor(Math.random() * 10)
         const first = startChild({ ...env, MODE: "submit", PROMPT: callId })
-        const task = yield* Effect.promise(() => first.waitFor("task:", 20_000))
+        const task = yield* Effect.promise(() => first.waitFor("task:", 60_000))
         assert.isDefined(task, `round ${round}: the task started`)
-        const reached = yield* Effect.promise(() => first.waitFor(`point:${point}`, 20_000))
+        const reached = yield* Effect.promise(() => first.waitFor(`point:${point}`, 60_000))
         if (reached !== undefined) {
           yield* Effect.sleep(delay)
           first.process.kill("SIGKILL")
@@ -116,7 +117,7 @@ describe("durable claims under SIGKILL", () => {
         byPoint[point] = (byPoint[point] ?? 0) + 1
 
         const second = startChild({ ...env, MODE: "attach", TASK_ID: task!.slice("task:".length) })
-        const output = yield* Effect.promise(() => second.waitFor("output:", 30_000))
+        const output = yield* Effect.promise(() => second.waitFor("output:", 90_000))
         second.process.kill("SIGTERM")
         yield* Effect.promise(() => second.exited)
         assert.isDefined(output, `round ${round} (${point} +${delay} ms): the task ended, nothing hung`)
@@ -126,6 +127,7 @@ describe("durable claims under SIGKILL", () => {
         else assert.fail(`round ${round}: unexpected output ${text}`)
 
         const lines = readFileSync(effectFile, "utf8").split("\n").filter((l) => l === callId)
+        if (lines.length > 1) counts.secondEffects++
         assert.isAtMost(lines.length, 1, `round ${round} (${point} +${delay} ms): the side effect ran twice`)
         // "outcome unknown" is honest only when the effect may have happened: never after a stored result.
         if (text === "\"appended\"") assert.strictEqual(lines.length, 1)
@@ -136,6 +138,13 @@ describe("durable claims under SIGKILL", () => {
           `ended with the result ${counts.result}, with "outcome unknown" ${counts.unknown}; ` +
           `a second side effect: never`
       )
+      const figure = (measure: string, value: string | number, expected?: string) =>
+        record({ suite: "crash (SIGKILL)", measure, value, expected })
+      figure("rounds", rounds)
+      figure("kill points", Object.entries(byPoint).map(([point, n]) => `${point} ${n}`).join(", "))
+      figure("killed mid-call / finished before the kill", `${counts.killed} / ${counts.finishedBeforeKill}`)
+      figure("calls ended (result / outcome unknown)", `${counts.result + counts.unknown} (${counts.result} / ${counts.unknown})`, `${rounds}`)
+      figure("second side effects", counts.secondEffects, "0")
       assert.strictEqual(counts.result + counts.unknown, rounds)
-    }).pipe(Effect.scoped), 240_000)
+    }).pipe(Effect.scoped), scale(900_000, 1_800_000))
 })

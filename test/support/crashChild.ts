@@ -14,7 +14,8 @@ const say = (line: string) => Effect.sync(() => process.stdout.write(`${line}\n`
 const appendLine = Tool.make("append_line", {
   description: "Append this call's id to the file.",
   input: {},
-  timeout: "20 seconds",
+  // Long enough for a new process to start on a loaded machine before the platform gives up on the call.
+  timeout: "90 seconds",
   idempotent: true
 }, () =>
   Effect.gen(function*() {

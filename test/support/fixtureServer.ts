@@ -1,7 +1,8 @@
 /**
  * A real HTTP server on 127.0.0.1 for provider tests: it answers each request with the next
  * scripted reply (status, headers, body) and records what it received, headers and JSON body.
- * A reply of "hang" never answers, so a test can see the client close the socket.
+ * A reply of "hang" never answers, so a test can see the client close the socket. A reply with
+ * `text` sends it verbatim (garbage, HTML, an empty body) instead of `body` as JSON.
  */
 import { Effect } from "effect"
 import { readFileSync } from "node:fs"
@@ -11,7 +12,11 @@ import type { AddressInfo } from "node:net"
 export interface Reply {
   readonly status: number
   readonly headers?: Record<string, string>
-  readonly body: unknown
+  readonly body?: unknown
+  /** Sent as is, instead of `body` as JSON. */
+  readonly text?: string
+  /** Announce the whole body, send half of it, then close the connection. */
+  readonly cut?: boolean
 }
 
 export interface Received {
@@ -65,8 +70,15 @@ export const fixtureServer = (replies: ReadonlyArray<Reply | "hang">) =>
                 notify()
               })
             } else {
-              res.writeHead(reply.status, { "content-type": "application/json", ...reply.headers })
-              res.end(JSON.stringify(reply.body))
+              const text = reply.text ?? JSON.stringify(reply.body)
+              if (reply.cut === true) {
+                const length = String(Buffer.byteLength(text))
+                res.writeHead(reply.status, { "content-type": "application/json", "content-length": length, ...reply.headers })
+                res.write(text.slice(0, Math.floor(text.length / 2)), () => res.destroy())
+              } else {
+                res.writeHead(reply.status, { "content-type": "application/json", ...reply.headers })
+                res.end(text)
+              }
             }
           })
         })
