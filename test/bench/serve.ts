@@ -5,14 +5,13 @@
  * call). Two topologies: the platform in this process, and (as deployed) in a process of its own.
  * Tracing disabled. Run with `npm run bench`.
  */
-import { ConfigProvider, Effect, Layer } from "effect"
+import { ConfigProvider, Effect, Layer, Schema } from "effect"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { WebSocket, WebSocketServer } from "ws"
 import { PlatformClient, PlatformServer, Serve, Tool, Toolkit } from "../../src/index.js"
 import { report } from "./report.js"
 import { argumentsText, layer as platformLayer } from "./servePlatform.js"
-import { add } from "./tools.js"
 
 const inFlight = 64
 const wideTurns = 10 // tasks of 10 turns of 64 calls
@@ -30,9 +29,15 @@ interface Figures {
 /** Serve's side: the calls per second of wide tasks, and the gaps between sequential calls. */
 const serveRun = (url: string): Effect.Effect<Figures, unknown> => {
   let stamps: Array<number> = []
-  const stamped = Tool.make("add", { ...add, timeout: add.timeout }, (input) => {
+  // The benchmark's tool, stamping the time each delivered call reaches it.
+  const stamped = Tool.make("add", {
+    description: "Add two numbers.",
+    input: { a: Schema.Number, b: Schema.Number },
+    output: Schema.Number,
+    timeout: "10 seconds"
+  }, ({ a, b }) => {
     stamps.push(performance.now())
-    return add.handler(input)
+    return Effect.succeed(a + b)
   })
   const settings = Layer.setConfigProvider(
     ConfigProvider.fromMap(new Map([["AGENT_ID", "bench"], ["PLATFORM_TOKEN", "tok"], ["PLATFORM_URL", url]]))
