@@ -46,7 +46,21 @@ export type ServeError =
   | ManifestRejected
   | LifecycleBudgetExceeded
   | UnknownTask
+  | TaskLost
   | PlatformUnavailable
+
+/**
+ * The platform no longer knows a task this process was following (it restarted without a journal,
+ * or forgot the task): the task and its pending calls are lost.
+ */
+export class TaskLost extends Schema.TaggedError<TaskLost>("agent-tools/TaskLost")("TaskLost", {
+  taskId: Schema.String
+}) {
+  override get message(): string {
+    return `the platform no longer knows task ${this.taskId} (it restarted without a journal, or forgot the task): ` +
+      `the task and its pending calls are lost; submit it again`
+  }
+}
 
 /** A task ended with `TaskFailed`. */
 export class TaskFailedError extends Schema.TaggedError<TaskFailedError>("agent-tools/TaskFailedError")("TaskFailedError", {
@@ -189,15 +203,22 @@ export const make = <R>(
       Stream.unwrapScoped(Effect.gen(function*() {
         const calls = yield* FiberSet.make()
         let taskId: string | undefined = known
+        let started = false
         // After a dropped connection the same task is attached again; its pending calls come again.
-        const events = Stream.suspend(() =>
-          taskId === undefined
-            ? client.submitTask({ ...caller, prompt })
-            : client.attachTask({ ...caller, taskId })
-        ).pipe(Stream.retry(retryWhileAway))
+        const events = Stream.suspend((): Stream.Stream<TaskEvent, ServeError> => {
+          if (taskId === undefined) return client.submitTask({ ...caller, prompt })
+          const id = taskId
+          return client.attachTask({ ...caller, taskId: id }).pipe(
+            // The platform knew the task a moment ago: it restarted and lost it, say so.
+            Stream.mapError((error): ServeError => error._tag === "UnknownTask" && started ? new TaskLost({ taskId: id }) : error)
+          )
+        }).pipe(Stream.retry(retryWhileAway))
         return events.pipe(
           Stream.tap((event) => {
-            if (event._tag === "TaskStarted") taskId = event.taskId
+            if (event._tag === "TaskStarted") {
+              taskId = event.taskId
+              started = true
+            }
             return event._tag === "ToolCallRequested" ? FiberSet.run(calls, handle(event)) : Effect.void
           }),
           Stream.takeUntil((event) => event._tag === "TaskCompleted" || event._tag === "TaskFailed")
