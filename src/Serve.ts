@@ -210,7 +210,9 @@ export const make = <R>(
           const id = taskId
           return client.attachTask({ ...caller, taskId: id }).pipe(
             // The platform knew the task a moment ago: it restarted and lost it, say so.
-            Stream.mapError((error): ServeError => error._tag === "UnknownTask" && started ? new TaskLost({ taskId: id }) : error)
+            Stream.mapError((error): ServeError =>
+              error._tag === "UnknownTask" && started ? new TaskLost({ taskId: id }) : error
+            )
           )
         }).pipe(Stream.retry(retryWhileAway))
         return events.pipe(

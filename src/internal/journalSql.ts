@@ -70,7 +70,13 @@ export interface CallRow {
 /** Writes a new task, running. */
 export const insertTask = (
   sql: SqlClient.SqlClient,
-  task: { readonly taskId: string; readonly agentId: string; readonly processId: string; readonly prompt: string; readonly tools: string }
+  task: {
+    readonly taskId: string
+    readonly agentId: string
+    readonly processId: string
+    readonly prompt: string
+    readonly tools: string
+  }
 ) =>
   sql`INSERT INTO journal_tasks (task_id, agent_id, process_id, prompt, tools, status, final, ended_at)
     VALUES (${task.taskId}, ${task.agentId}, ${task.processId}, ${task.prompt}, ${task.tools}, 'running', NULL, NULL)`
@@ -126,5 +132,9 @@ export const counts = (sql: SqlClient.SqlClient) =>
       (SELECT COUNT(*) FROM journal_tasks) AS tasks,
       (SELECT COUNT(*) FROM journal_turns) AS turns,
       (SELECT COUNT(*) FROM journal_calls) AS calls`,
-    (rows) => ({ tasks: Number(rows[0]?.tasks ?? 0), turns: Number(rows[0]?.turns ?? 0), calls: Number(rows[0]?.calls ?? 0) })
+    (rows) => ({
+      tasks: Number(rows[0]?.tasks ?? 0),
+      turns: Number(rows[0]?.turns ?? 0),
+      calls: Number(rows[0]?.calls ?? 0)
+    })
   )

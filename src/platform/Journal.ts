@@ -137,7 +137,8 @@ export const make = (filename: string): Effect.Effect<Journal, JournalUnavailabl
               calls: calls.get(row.task_id) ?? new Map()
             })
           } else if (row.final !== null) {
-            ended.push({ ...base, final: yield* Schema.decode(EventJson)(row.final), endedAt: Number(row.ended_at ?? 0) })
+            const final = yield* Schema.decode(EventJson)(row.final)
+            ended.push({ ...base, final, endedAt: Number(row.ended_at ?? 0) })
           }
         }
         return { open, ended }
@@ -154,7 +155,8 @@ export const make = (filename: string): Effect.Effect<Journal, JournalUnavailabl
       delivered: (taskId, call) => Effect.orDie(Sql.insertCall(sql, taskId, call)),
       answered: (taskId, toolCallId, result) =>
         Effect.orDie(Sql.answerCall(sql, taskId, toolCallId, Schema.encodeSync(ResultJson)(result))),
-      ended: (taskId, final, endedAt) => Effect.orDie(Sql.endTask(sql, taskId, Schema.encodeSync(EventJson)(final), endedAt)),
+      ended: (taskId, final, endedAt) =>
+        Effect.orDie(Sql.endTask(sql, taskId, Schema.encodeSync(EventJson)(final), endedAt)),
       load,
       counts: Effect.orDie(Sql.counts(sql))
     } satisfies Journal

@@ -4,7 +4,21 @@
  * task completes with the right output; every call's side effect happens once and none is lost.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Context, Deferred, Effect, Exit, Fiber, Layer, Logger, LogLevel, Schedule, Schema, Scope, Stream } from "effect"
+import {
+  ConfigProvider,
+  Context,
+  Deferred,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Logger,
+  LogLevel,
+  Schedule,
+  Schema,
+  Scope,
+  Stream
+} from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { createServer, type AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
@@ -14,8 +28,8 @@ import {
   LanguageModel,
   PlatformClient,
   PlatformServer,
-  RetryPolicy,
   type Protocol,
+  RetryPolicy,
   Serve,
   Tool,
   Toolkit
@@ -66,7 +80,9 @@ const reply = (turns: number, request: LanguageModel.ModelRequest): LanguageMode
 }
 
 const expectedOutput = (turns: number) =>
-  Array.from({ length: turns }, (_, i) => [`t${i + 1}-a:"done t${i + 1}-a"`, `t${i + 1}-b:"done t${i + 1}-b"`]).flat().join(" ")
+  Array.from({ length: turns }, (_, i) => ["a", "b"].map((half) => `t${i + 1}-${half}:"done t${i + 1}-${half}"`))
+    .flat()
+    .join(" ")
 
 /** A platform on `port` with the journal; `model` is its instance's script. Closed by closing `scope`. */
 const startPlatform = (port: number, journal: string | undefined, model: LanguageModel.ScriptedTurn) =>
@@ -74,7 +90,9 @@ const startPlatform = (port: number, journal: string | undefined, model: Languag
     const scope = yield* Scope.make()
     const context = yield* Layer.buildWithScope(
       PlatformServer.layerWebSocket({ port }).pipe(
-        Layer.provideMerge(PlatformServer.layerHandlers({ tokens, journal, lifecycleBudget: 1_000_000, maxSteps: 200 })),
+        Layer.provideMerge(
+          PlatformServer.layerHandlers({ tokens, journal, lifecycleBudget: 1_000_000, maxSteps: 200 })
+        ),
         Layer.provide(LanguageModel.layerScripted([model], { repeat: true, keepRequests: false })),
         Layer.provide(policy)
       ),
@@ -88,7 +106,11 @@ const client = (port: number) =>
   PlatformClient.layer.pipe(
     Layer.provideMerge(policy),
     Layer.provideMerge(Layer.setConfigProvider(ConfigProvider.fromMap(
-      new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"], ["PLATFORM_URL", `ws://127.0.0.1:${port}${PlatformServer.path}`]])
+      new Map([
+        ["AGENT_ID", "agent-1"],
+        ["PLATFORM_TOKEN", "tok-1"],
+        ["PLATFORM_URL", `ws://127.0.0.1:${port}${PlatformServer.path}`]
+      ])
     )))
   )
 
@@ -131,7 +153,9 @@ describe("platform restarted mid-serve", () => {
       // Instance 2 keeps the model "thinking" on turn 4: the platform goes down between turns 3 and 4.
       const model = (me: number): LanguageModel.ScriptedTurn => (request) => {
         asked.push({ instance: me, step: stepOf(request) })
-        if (me === 2 && stepOf(request) === 4) return Effect.zipRight(Deferred.succeed(thinking, undefined), Effect.never)
+        if (me === 2 && stepOf(request) === 4) {
+          return Effect.zipRight(Deferred.succeed(thinking, undefined), Effect.never)
+        }
         return reply(turns, request)
       }
       const hold = (key: string) =>
@@ -149,7 +173,8 @@ describe("platform restarted mid-serve", () => {
       platform = yield* startPlatform(port, journal, model(++instance))
       // The serving process notices (heartbeat: unknown manifest) and registers again.
       const state = platform.state
-      yield* eventually(() => Effect.map(state.manifestHashes("agent-1"), (hashes) => hashes.length === 1), "re-registration")
+      const registered = Effect.map(state.manifestHashes("agent-1"), (hashes) => hashes.length === 1)
+      yield* eventually(() => registered, "re-registration")
       yield* Deferred.succeed(release, undefined)
 
       // Restart 2: between turns 3 and 4 (the model was asked for turn 4 and had not answered).
@@ -167,8 +192,9 @@ describe("platform restarted mid-serve", () => {
       // Instance 2 replayed turns 1 and 2 from the journal and asked only for 3 and 4; instance 3 for 4 and 5.
       assert.deepStrictEqual(asked.filter((a) => a.instance === 2).map((a) => a.step), [3, 4])
       assert.deepStrictEqual(asked.filter((a) => a.instance === 3).map((a) => a.step), [4, 5])
-      record({ suite: "platform restart", measure: "restarts survived (in flight, between turns)", value: 2, expected: "2" })
-      record({ suite: "platform restart", measure: "calls lost", value: keys.length - effects.size, expected: "0" })
+      const suite = "platform restart"
+      record({ suite, measure: "restarts survived (in flight, between turns)", value: 2, expected: "2" })
+      record({ suite, measure: "calls lost", value: keys.length - effects.size, expected: "0" })
     }).pipe(Effect.scoped, quiet), 30_000)
 
   it.live(`${scale(3, 30)} restarts at random points of a ${scale(6, 40)}-turn task: side effects = unique calls`, () =>
@@ -180,8 +206,13 @@ describe("platform restarted mid-serve", () => {
       const turns = scale(6, 40)
       const effects = new Map<string, number>()
       const model: LanguageModel.ScriptedTurn = (request) => reply(turns, request)
-      // Each call takes 0-15 ms: restarts land before, during and after calls and turns.
-      const hold = () => Effect.flatMap(Effect.sync(() => Math.floor(Math.random() * 15)), (ms) => Effect.sleep(ms))
+      // Each call takes 10-60 ms: restarts land during calls, and between them.
+      let running = 0
+      const hold = () =>
+        Effect.suspend(() => {
+          running++
+          return Effect.ensuring(Effect.sleep(10 + Math.floor(Math.random() * 50)), Effect.sync(() => running--))
+        })
 
       let platform = yield* startPlatform(port, journal, model)
       const task = yield* Effect.gen(function*() {
@@ -190,12 +221,16 @@ describe("platform restarted mid-serve", () => {
       }).pipe(Effect.scoped, Effect.provide(client(port)), Effect.fork)
 
       let survived = 0
+      let whileRunning = 0
       for (let i = 0; i < restarts; i++) {
         // Spread the restarts over the task: wait for progress, then a random moment.
         const target = Math.floor(((i + 1) * turns * 2) / (restarts + 1))
         yield* eventually(() => Effect.sync(() => effects.size >= target), `${target} calls`)
-        yield* Effect.sleep(Math.floor(Math.random() * 20))
+        // Half the time a random moment (a call mostly still runs), else once no call runs (between turns).
+        if (Math.random() < 0.5) yield* Effect.sleep(Math.floor(Math.random() * 30))
+        else yield* eventually(() => Effect.sync(() => running === 0), "a moment with no call running")
         if (task.unsafePoll() !== null) break
+        if (running > 0) whileRunning++
         yield* Scope.close(platform.scope, Exit.void)
         platform = yield* startPlatform(port, journal, model)
         survived++
@@ -208,9 +243,12 @@ describe("platform restarted mid-serve", () => {
       assert.strictEqual(effects.size, turns * 2, "every call ran: none lost")
       assert.strictEqual(duplicated, 0, "no call ran twice")
       assert.isAtLeast(survived, 1)
-      record({ suite: "platform restart", measure: "restarts survived (random points)", value: survived, expected: `${restarts}` })
-      record({ suite: "platform restart", measure: "side effects = unique calls", value: `${[...effects.values()].reduce((a, b) => a + b, 0)} = ${effects.size}` })
-      record({ suite: "platform restart", measure: "calls lost (random points)", value: turns * 2 - effects.size, expected: "0" })
+      const suite = "platform restart"
+      const sideEffects = [...effects.values()].reduce((a, b) => a + b, 0)
+      record({ suite, measure: "restarts survived (random points)", value: survived, expected: `${restarts}` })
+      record({ suite, measure: "... of which with a call running", value: whileRunning })
+      record({ suite, measure: "side effects = unique calls", value: `${sideEffects} = ${effects.size}` })
+      record({ suite, measure: "calls lost (random points)", value: turns * 2 - effects.size, expected: "0" })
     }).pipe(Effect.scoped, quiet), scale(60_000, 600_000))
 
   it.live("without a journal the restarted platform has lost the task: runTask fails saying so", () =>
@@ -236,22 +274,29 @@ describe("platform restarted mid-serve", () => {
 })
 
 describe("journal replay", () => {
-  it.live("replays journaled turns and answers, delivers the unanswered call again, asks the model only beyond the journal", () =>
+  it.live("replays journaled turns and answers, delivers the unanswered call again, asks the model only after", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
       const file = join(dir, "journal.sqlite")
       const entry = (yield* Toolkit.make(workTool(new Map(), () => Effect.void))).manifest[0]!
       const deadlineAt = Date.now() + 60_000
       const callsOf = (step: number) =>
-        ["a", "b"].map((half) => ({ id: `t${step}-${half}`, name: "work", arguments: JSON.stringify({ key: `t${step}-${half}` }) }))
+        ["a", "b"].map((half) => ({
+          id: `t${step}-${half}`,
+          name: "work",
+          arguments: JSON.stringify({ key: `t${step}-${half}` })
+        }))
       // What a platform had journaled when it stopped: 2 turns; t1-a, t1-b and t2-a answered; t2-b only delivered.
       yield* Effect.scoped(Effect.gen(function*() {
         const journal = yield* Journal.make(file)
-        yield* journal.started({ taskId: "task-x", agentId: "agent-1", processId: "p-old", prompt: "go", tools: [{ entry, own: true }] })
+        const tools = [{ entry, own: true }]
+        yield* journal.started({ taskId: "task-x", agentId: "agent-1", processId: "p-old", prompt: "go", tools })
         for (const step of [1, 2]) {
-          yield* journal.turn("task-x", step, { toolCalls: callsOf(step), finishReason: "tool_calls", usage: { inputTokens: 10, outputTokens: 5 } })
+          const usage = { inputTokens: 10, outputTokens: 5 }
+          yield* journal.turn("task-x", step, { toolCalls: callsOf(step), finishReason: "tool_calls", usage })
           for (const call of callsOf(step)) {
-            yield* journal.delivered("task-x", { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt })
+            const delivery = { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt }
+            yield* journal.delivered("task-x", delivery)
             if (call.id !== "t2-b") {
               yield* journal.answered("task-x", call.id, new Invocation.ToolResult(`done ${call.id}`, undefined))
             }
@@ -262,7 +307,9 @@ describe("journal replay", () => {
       // The platform starting again on that journal, in process; a client attaches to the task.
       const platform = PlatformClient.layerTest.pipe(
         Layer.provideMerge(PlatformServer.layerHandlers({ tokens, journal: file })),
-        Layer.provideMerge(LanguageModel.layerScripted([(request) => ({ text: resultsText(request), usage: { inputTokens: 1, outputTokens: 1 } })])),
+        Layer.provideMerge(LanguageModel.layerScripted([
+          (request) => ({ text: resultsText(request), usage: { inputTokens: 1, outputTokens: 1 } })
+        ])),
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["PLATFORM_TOKEN", "tok-1"]]))))
       )
       const events = yield* Effect.gen(function*() {
@@ -273,7 +320,11 @@ describe("journal replay", () => {
             event._tag === "ToolCallRequested"
               ? platformClient.completeToolCall({
                 ...caller,
-                results: [{ taskId: "task-x", toolCallId: event.toolCallId, result: new Invocation.ToolResult("answered now", undefined) }]
+                results: [{
+                  taskId: "task-x",
+                  toolCallId: event.toolCallId,
+                  result: new Invocation.ToolResult("answered now", undefined)
+                }]
               })
               : Effect.void
           ),
