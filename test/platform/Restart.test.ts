@@ -349,4 +349,34 @@ describe("journal replay", () => {
       assert.deepStrictEqual(done.usage, { inputTokens: 21, outputTokens: 11 })
       assert.strictEqual(done.steps, 3)
     }).pipe(Effect.scoped, quiet))
+
+  it.live("a journaled call whose deadline passed while the platform was down reads as timed out, and is not sent", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const file = join(dir, "journal.sqlite")
+      const entry = (yield* Toolkit.make(workTool(new Map(), () => Effect.void))).manifest[0]!
+      const call = { id: "t1-a", name: "work", arguments: JSON.stringify({ key: "t1-a" }) }
+      yield* Effect.scoped(Effect.gen(function*() {
+        const journal = yield* Journal.make(file)
+        const tools = [{ entry, own: true }]
+        yield* journal.started({ taskId: "task-y", agentId: "agent-1", processId: "p-old", prompt: "go", tools })
+        const usage = { inputTokens: 0, outputTokens: 0 }
+        yield* journal.turn("task-y", 1, { toolCalls: [call], finishReason: "tool_calls", usage })
+        const delivery = { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt: Date.now() - 1 }
+        yield* journal.delivered("task-y", delivery)
+      }))
+      const platform = PlatformClient.layerTest.pipe(
+        Layer.provideMerge(PlatformServer.layerHandlers({ tokens, journal: file })),
+        Layer.provideMerge(LanguageModel.layerScripted([(request) => ({ text: resultsText(request) })])),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["PLATFORM_TOKEN", "tok-1"]]))))
+      )
+      const events = yield* Effect.flatMap(PlatformClient.PlatformClient, (platformClient) =>
+        platformClient.attachTask({ agentId: "agent-1", processId: "p-new", taskId: "task-y" }).pipe(
+          Stream.takeUntil((event) => event._tag === "TaskCompleted" || event._tag === "TaskFailed"),
+          Stream.runCollect
+        )).pipe(Effect.provide(platform))
+      assert.deepStrictEqual([...events].filter((e) => e._tag === "ToolCallRequested"), [])
+      const done = [...events].pop() as Extract<Protocol.TaskEvent, { _tag: "TaskCompleted" }>
+      assert.strictEqual(done.output, "t1-a:work timed out after 30s; its outcome is unknown")
+    }).pipe(Effect.scoped, quiet))
 })
