@@ -529,6 +529,10 @@ const warnIfRetriesCannotFit = (
 // ---------------------------------------------------------------------------------------------
 // Outcome -> ToolResult, and the S5 texts.
 
+/** The S5 text of a call stopped at its deadline, `allowedMillis` after it started. */
+export const timedOutText = (toolName: string, allowedMillis: number): string =>
+  `${toolName} timed out after ${Duration.format(Duration.millis(allowedMillis))}; its outcome is unknown`
+
 const toResult = (
   tool: Tool.Any,
   compiled: Compiled,
@@ -537,7 +541,7 @@ const toResult = (
   allowedMillis: number
 ): ToolResult => {
   if (outcome === TimedOut) {
-    return failed(`${tool.name} timed out after ${Duration.format(Duration.millis(allowedMillis))}; its outcome is unknown`)
+    return failed(timedOutText(tool.name, allowedMillis))
   }
   if (Exit.isFailure(outcome)) return failed(cut(failureText(tool, outcome.cause), config.maxErrorLength))
   const value = outcome.value === undefined ? null : outcome.value

@@ -47,7 +47,21 @@ export type ServeError =
   | ManifestRejected
   | LifecycleBudgetExceeded
   | UnknownTask
+  | TaskLost
   | PlatformUnavailable
+
+/**
+ * The platform no longer knows a task this process was following (it restarted without a journal,
+ * or forgot the task): the task and its pending calls are lost.
+ */
+export class TaskLost extends Schema.TaggedError<TaskLost>("agent-tools/TaskLost")("TaskLost", {
+  taskId: Schema.String
+}) {
+  override get message(): string {
+    return `the platform no longer knows task ${this.taskId} (it restarted without a journal, or forgot the task): ` +
+      `the task and its pending calls are lost; submit it again`
+  }
+}
 
 /** A task ended with `TaskFailed`. */
 export class TaskFailedError extends Schema.TaggedError<TaskFailedError>("agent-tools/TaskFailedError")("TaskFailedError", {
@@ -223,14 +237,21 @@ export const make = <R>(
         const calls = new Set<Fiber.RuntimeFiber<void>>()
         yield* Effect.addFinalizer(() => Fiber.interruptAll(calls))
         let taskId: string | undefined = known
+        let started = false
         const attached = Effect.scoped(Effect.gen(function*() {
-          const mailbox = yield* (taskId === undefined
+          const id = taskId
+          const mailbox = yield* (id === undefined
             ? client.submitTask({ ...caller, prompt, events })
-            : client.attachTask({ ...caller, taskId, events }))
+            : client.attachTask({ ...caller, taskId: id, events }))
           while (true) {
-            const [chunk, done] = yield* mailbox.takeAll
+            const [chunk, done] = yield* Effect.mapError(mailbox.takeAll, (error): ServeError =>
+              // The platform knew the task a moment ago: it restarted and lost it, say so.
+              error._tag === "UnknownTask" && started && id !== undefined ? new TaskLost({ taskId: id }) : error)
             for (const event of chunk) {
-              if (event._tag === "TaskStarted") taskId = event.taskId
+              if (event._tag === "TaskStarted") {
+                taskId = event.taskId
+                started = true
+              }
               else if (event._tag === "ToolCallRequested") {
                 const fiber = runCall(handle(event))
                 calls.add(fiber)

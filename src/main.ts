@@ -2,7 +2,7 @@
  * The one main program (DESIGN section 5): every piece a Layer, wired here, behind a CLI.
  *
  *   tsx src/main.ts [demo]              the demo, end to end on embedded defaults
- *   tsx src/main.ts platform            the platform alone (--port, --host, --tokens)
+ *   tsx src/main.ts platform            the platform alone (--port, --host, --tokens, --journal)
  *   tsx src/main.ts serve               the demo tools, served to PLATFORM_URL
  *   tsx src/main.ts mcp [--http]        the demo tools over MCP (stdio, or HTTP with --port)
  *   tsx src/main.ts run "<prompt>"      an agent run in this process with the demo tools
@@ -152,17 +152,28 @@ const platform = Command.make("platform", {
     Options.withDescription("token:agent pairs, comma-separated (default: PLATFORM_TOKENS)"),
     Options.optional
   ),
+  journal: Options.text("journal").pipe(
+    Options.withDescription(
+      "a SQLite file journaling the tasks, so that a restarted platform resumes the unfinished ones " +
+        "(default: PLATFORM_JOURNAL; unset: in memory)"
+    ),
+    Options.optional
+  ),
   model: modelOption
-}, ({ host, model, port, tokens }) =>
+}, ({ host, journal, model, port, tokens }) =>
   Effect.gen(function*() {
     const pairs = PlatformServer.parseTokens(Option.getOrElse(tokens, () => process.env.PLATFORM_TOKENS ?? ""))
     // No tokens, no agents: refuse to start rather than serve nobody.
     if (pairs.size === 0) return yield* new PlatformClient.MissingSetting({ variable: "PLATFORM_TOKENS (or --tokens)" })
     const chosen = chooseModel(model)
-    yield* Effect.logInfo(`platform on ws://${host}:${port}${PlatformServer.path}, model ${chosen.model}`)
+    const file = Option.getOrElse(journal, () => process.env.PLATFORM_JOURNAL ?? "")
+    yield* Effect.logInfo(
+      `platform on ws://${host}:${port}${PlatformServer.path}, model ${chosen.model}, ` +
+        (file === "" ? "tasks in memory" : `journal ${file}`)
+    )
     return yield* Layer.launch(
       PlatformServer.layerWebSocket({ port, host }).pipe(
-        Layer.provide(PlatformServer.layerHandlers({ tokens: pairs })),
+        Layer.provide(PlatformServer.layerHandlers({ tokens: pairs, journal: file === "" ? undefined : file })),
         Layer.provide(modelLayer(chosen.model))
       )
     )

@@ -53,7 +53,7 @@ describe("main: the CLI", () => {
     for (const command of ["demo", "platform", "serve", "mcp", "run"]) assert.include(top.stdout, command)
     const platform = await main(["platform", "--help"])
     assert.strictEqual(platform.code, 0)
-    for (const option of ["--port", "--host", "--tokens", "--model"]) assert.include(platform.stdout, option)
+    for (const option of ["--port", "--host", "--tokens", "--journal", "--model"]) assert.include(platform.stdout, option)
     const mcp = await main(["mcp", "--help"])
     assert.include(mcp.stdout, "--http")
   }, 60_000)

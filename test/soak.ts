@@ -16,7 +16,8 @@ export const files = [
   "test/Idempotency.test.ts",
   "test/Faults.test.ts",
   "test/Secrets.test.ts",
-  "test/platform/Crash.test.ts"
+  "test/platform/Crash.test.ts",
+  "test/platform/Restart.test.ts"
 ]
 
 const root = fileURLToPath(new URL("..", import.meta.url))

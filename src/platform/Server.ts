@@ -1,8 +1,9 @@
 /**
  * The platform (S15): agents and their registered tools, tokens bound to agent ids, a lifecycle
  * budget per agent, and tasks run by the agent loop whose tool calls go out on the task's stream,
- * at least once. Everything in memory. `layerHandlers` is the protocol's implementation, whatever
- * the transport; `layerWebSocket` serves it on a real WebSocket.
+ * at least once. In memory, or with a journal (a SQLite file) from which a restarted platform
+ * takes its unfinished tasks back. `layerHandlers` is the protocol's implementation, whatever the
+ * transport; `layerWebSocket` serves it on a real WebSocket.
  */
 import type * as Rpc from "@effect/rpc/Rpc"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
@@ -22,10 +23,11 @@ import { createServer } from "node:http"
 import { WebSocketServer } from "ws"
 import { Signal } from "../internal/signal.js"
 import * as Invocation from "../Invocation.js"
-import type * as LanguageModel from "../LanguageModel.js"
+import * as LanguageModel from "../LanguageModel.js"
 import { RetryPolicy } from "../RetryPolicy.js"
 import * as RetryPolicyModule from "../RetryPolicy.js"
 import * as Toolkit from "../Toolkit.js"
+import * as Journal from "./Journal.js"
 import {
   AuthenticatedAgent,
   Authentication,
@@ -55,7 +57,17 @@ export interface Options {
   readonly instructions?: string | undefined
   /** Model turns per task. Default 20. */
   readonly maxSteps?: number | undefined
+  /**
+   * A SQLite file (created if missing) journaling tasks, model turns, delivered calls and answers:
+   * on start, the tasks that had not ended run again from it. Default: none, everything in memory.
+   */
+  readonly journal?: string | undefined
 }
+
+export {
+  /** The journal's file could not be opened, prepared or read. */
+  JournalUnavailable
+} from "./Journal.js"
 
 /** Parses `PLATFORM_TOKENS` (`token:agent,token:agent`) into `Options.tokens`. */
 export const parseTokens = (text: string): ReadonlyMap<string, string> =>
@@ -147,7 +159,10 @@ export class PlatformState extends Context.Tag("agent-tools/platform/PlatformSta
 // ---------------------------------------------------------------------------------------------
 // The protocol's handlers.
 
-/** The platform: protocol handlers, authentication and state. Needs the tasks' `LanguageModel`. */
+/**
+ * The platform: protocol handlers, authentication and state. Needs the tasks' `LanguageModel`.
+ * With `journal`, fails with `JournalUnavailable` if the file cannot be opened or read.
+ */
 export const layerHandlers = (options: Options) =>
   Layer.scopedContext(Effect.gen(function*() {
     const heartbeatMillis = Duration.toMillis(Duration.decode(options.heartbeatInterval ?? RetryPolicyModule.heartbeatInterval))
@@ -156,6 +171,8 @@ export const layerHandlers = (options: Options) =>
     const agents = new Map<string, AgentEntry>()
     const tasks = new Map<string, Task>()
     const counts = new Map<string, { register: number; heartbeat: number; deregister: number }>()
+    // Opened before the tasks' fibers exist, so closed after they have stopped.
+    const journal = options.journal === undefined ? undefined : yield* Journal.make(options.journal)
     const runners = yield* FiberSet.make()
     const policy = yield* RetryPolicy
     // Tasks run in the platform's own context, never the caller's (an in-process caller's services
@@ -258,6 +275,45 @@ export const layerHandlers = (options: Options) =>
         return mailbox
       })
 
+    /** Runs a task's loop: a new one, or with a journal, one taken back (`replay`) after a restart. */
+    const start = (
+      task: Task,
+      prompt: string,
+      tools: Journal.TaskTools,
+      replay: Journal.OpenTask | undefined
+    ): void => {
+      const { taskId } = task
+      const runOptions = {
+        taskId,
+        agentId: task.agentId,
+        prompt,
+        instructions: options.instructions,
+        maxSteps: options.maxSteps,
+        tools,
+        deliver: deliver(task),
+        emit: (event: TaskEvent) => task.emit(event)
+      }
+      if (journal === undefined) {
+        runTask(TaskRunner.run(runOptions))
+        return
+      }
+      const journaled = TaskRunner.run({
+        ...runOptions,
+        deliver: Journal.journaledDeliver(journal, taskId, replay?.calls ?? new Map(), tools, runOptions.deliver)
+      }).pipe(
+        Effect.updateService(
+          LanguageModel.LanguageModel,
+          (model) => Journal.replayingModel(journal, taskId, replay?.turns ?? [], model)
+        ),
+        // The end is journaled after the final event went out: a restart in between replays to the same end.
+        Effect.zipRight(Effect.suspend(() =>
+          task.final === undefined ? Effect.void : journal.ended(taskId, task.final, task.endedAt ?? Date.now())
+        ))
+      )
+      runTask(journaled)
+    }
+
+
     const handlers = PlatformRpcs.toLayer({
       Register: ({ agentId, manifest, manifestHash, processId }) =>
         Effect.gen(function*() {
@@ -291,18 +347,12 @@ export const layerHandlers = (options: Options) =>
           const taskId = `task-${++taskCount}-${Math.random().toString(36).slice(2, 10)}`
           const task = new Task(taskId, agentId, processId)
           tasks.set(taskId, task)
-          const mailbox = yield* attachTo(task, events)
           const now = yield* Clock.currentTimeMillis
-          runTask(TaskRunner.run({
-            taskId,
-            agentId,
-            prompt,
-            instructions: options.instructions,
-            maxSteps: options.maxSteps,
-            tools: visible(agentId, processId, now),
-            deliver: deliver(task),
-            emit: (event) => task.emit(event)
-          }))
+          const tools = visible(agentId, processId, now)
+          // Journaled before anyone learns the task's id: a restart cannot lose a task a client knows.
+          if (journal !== undefined) yield* journal.started({ taskId, agentId, processId, prompt, tools })
+          const mailbox = yield* attachTo(task, events)
+          start(task, prompt, tools, undefined)
           return mailbox
         }),
       AttachTask: ({ agentId, events, taskId }) =>
@@ -327,6 +377,26 @@ export const layerHandlers = (options: Options) =>
           return unknown === undefined ? Effect.void : Effect.fail(new UnknownTask({ taskId: unknown }))
         })
     })
+
+    if (journal !== undefined) {
+      // Take back what the journal holds: recently ended tasks (for their final event) and every
+      // task that had not ended, whose loop runs again from its journaled turns and answers.
+      const { ended, open } = yield* journal.load(Date.now() - keepEndedTasksMillis)
+      for (const entry of ended) {
+        const task = new Task(entry.taskId, entry.agentId, entry.processId)
+        task.final = entry.final
+        task.endedAt = entry.endedAt
+        tasks.set(entry.taskId, task)
+      }
+      for (const entry of open) {
+        const task = new Task(entry.taskId, entry.agentId, entry.processId)
+        tasks.set(entry.taskId, task)
+        start(task, entry.prompt, entry.tools, entry)
+      }
+      if (open.length > 0) {
+        yield* Effect.logInfo(`journal ${journal.path}: resumed ${open.length} unfinished task(s)`)
+      }
+    }
 
     const authentication = Layer.succeed(
       Authentication,

@@ -1,0 +1,235 @@
+/**
+ * The platform's journal (S15, issue 9): what a restarted platform needs to take its tasks back.
+ * Each task (who holds it, its prompt, the tools it was given), each model turn, each delivered
+ * call and each answer go to a SQLite file as they happen. On start, every task that had not ended
+ * runs again: the model's journaled turns are replayed instead of asked again, a journaled answer
+ * is reused, and a call still unanswered is delivered again with its id and deadline. The loop is
+ * deterministic given the same turns and results, so the replay reaches the point the task was at.
+ */
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import { Clock, Context, Duration, Effect, Layer, Schema, type Scope } from "effect"
+import * as Sql from "../internal/journalSql.js"
+import * as Invocation from "../Invocation.js"
+import * as LanguageModel from "../LanguageModel.js"
+import * as Toolkit from "../Toolkit.js"
+import { TaskEvent } from "./Protocol.js"
+import type * as TaskRunner from "./TaskRunner.js"
+
+/** The journal's file could not be opened, prepared or read. */
+export class JournalUnavailable extends Schema.TaggedError<JournalUnavailable>("agent-tools/JournalUnavailable")(
+  "JournalUnavailable",
+  { path: Schema.String, reason: Schema.String }
+) {
+  override get message(): string {
+    return `the platform journal ${this.path} cannot be used: ${this.reason}`
+  }
+}
+
+/** The tools a task was given at submission; `own` marks the task holder's. */
+export const TaskTools = Schema.Array(Schema.Struct({ entry: Toolkit.ManifestEntry, own: Schema.Boolean }))
+/** The tools a task was given at submission. */
+export type TaskTools = typeof TaskTools.Type
+
+/** A task as submitted. */
+export interface TaskRecord {
+  readonly taskId: string
+  readonly agentId: string
+  readonly processId: string
+  readonly prompt: string
+  readonly tools: TaskTools
+}
+
+/** A delivered call as journaled; `result` once it was answered. */
+export interface JournaledCall {
+  readonly name: string
+  readonly arguments: string
+  readonly deadlineAt: number
+  readonly result: Invocation.ToolResult | undefined
+}
+
+/** A task that had not ended: what its replay needs. */
+export interface OpenTask extends TaskRecord {
+  readonly turns: ReadonlyArray<LanguageModel.ModelTurn>
+  readonly calls: ReadonlyMap<string, JournaledCall>
+}
+
+/** A task that ended recently: its final event, for a late re-attach. */
+export interface EndedTask {
+  readonly taskId: string
+  readonly agentId: string
+  readonly processId: string
+  readonly final: TaskEvent
+  readonly endedAt: number
+}
+
+/** The journal's writes and its one read. A write that fails is a defect: the task fails, saying why. */
+export interface Journal {
+  readonly path: string
+  readonly started: (task: TaskRecord) => Effect.Effect<void>
+  readonly turn: (taskId: string, step: number, turn: LanguageModel.ModelTurn) => Effect.Effect<void>
+  readonly delivered: (taskId: string, call: TaskRunner.Delivery) => Effect.Effect<void>
+  readonly answered: (taskId: string, toolCallId: string, result: Invocation.ToolResult) => Effect.Effect<void>
+  readonly ended: (taskId: string, final: TaskEvent, endedAt: number) => Effect.Effect<void>
+  /** The tasks to take back: those still running, and those ended after `endedSince` (older ones are deleted). */
+  readonly load: (endedSince: number) => Effect.Effect<
+    { readonly open: ReadonlyArray<OpenTask>; readonly ended: ReadonlyArray<EndedTask> },
+    JournalUnavailable
+  >
+  /** Rows per table, for tests. */
+  readonly counts: Effect.Effect<{ readonly tasks: number; readonly turns: number; readonly calls: number }>
+}
+
+const ToolsJson = Schema.parseJson(TaskTools)
+const TurnJson = Schema.parseJson(LanguageModel.ModelTurn)
+const ResultJson = Schema.parseJson(Invocation.ToolResultFromJson)
+const EventJson = Schema.parseJson(TaskEvent)
+
+/** Opens (creating if missing, WAL mode) the journal in `filename`, for as long as the scope lives. */
+export const make = (filename: string): Effect.Effect<Journal, JournalUnavailable, Scope.Scope> =>
+  Effect.gen(function*() {
+    const unavailable = (error: unknown) => new JournalUnavailable({ path: filename, reason: describe(error) })
+    const sql = yield* Layer.build(SqliteClient.layer({ filename })).pipe(
+      Effect.map(Context.get(SqlClient.SqlClient)),
+      Effect.tap((client) =>
+        Migrator.make({})({ loader: Migrator.fromRecord(Sql.migrations) }).pipe(
+          Effect.provideService(SqlClient.SqlClient, client)
+        )
+      ),
+      Effect.mapError(unavailable),
+      // The driver throws (a defect) when the file cannot be opened at all.
+      Effect.catchAllDefect((defect) => Effect.fail(unavailable(defect)))
+    )
+
+    const load = (endedSince: number) =>
+      Effect.gen(function*() {
+        yield* Sql.purgeEnded(sql, endedSince)
+        const rows = yield* Sql.tasks(sql)
+        const turns = new Map<string, Array<LanguageModel.ModelTurn>>()
+        for (const row of yield* Sql.turns(sql)) {
+          const list = turns.get(row.task_id) ?? []
+          // Steps are 1, 2, ...: a gap would replay the wrong turn, so the replay stops before it.
+          if (Number(row.step) === list.length + 1) list.push(yield* Schema.decode(TurnJson)(row.turn))
+          turns.set(row.task_id, list)
+        }
+        const calls = new Map<string, Map<string, JournaledCall>>()
+        for (const row of yield* Sql.calls(sql)) {
+          const byId = calls.get(row.task_id) ?? new Map<string, JournaledCall>()
+          byId.set(row.tool_call_id, {
+            name: row.name,
+            arguments: row.arguments,
+            deadlineAt: Number(row.deadline_at),
+            result: row.result === null ? undefined : yield* Schema.decode(ResultJson)(row.result)
+          })
+          calls.set(row.task_id, byId)
+        }
+        const open: Array<OpenTask> = []
+        const ended: Array<EndedTask> = []
+        for (const row of rows) {
+          const base = { taskId: row.task_id, agentId: row.agent_id, processId: row.process_id }
+          if (row.status === "running") {
+            open.push({
+              ...base,
+              prompt: row.prompt,
+              tools: yield* Schema.decode(ToolsJson)(row.tools),
+              turns: turns.get(row.task_id) ?? [],
+              calls: calls.get(row.task_id) ?? new Map()
+            })
+          } else if (row.final !== null) {
+            const final = yield* Schema.decode(EventJson)(row.final)
+            ended.push({ ...base, final, endedAt: Number(row.ended_at ?? 0) })
+          }
+        }
+        return { open, ended }
+      }).pipe(
+        Effect.mapError(unavailable),
+        Effect.catchAllDefect((defect) => Effect.fail(unavailable(defect)))
+      )
+
+    return {
+      path: filename,
+      started: (task) =>
+        Effect.orDie(Sql.insertTask(sql, { ...task, tools: Schema.encodeSync(ToolsJson)(task.tools) })),
+      turn: (taskId, step, turn) => Effect.orDie(Sql.insertTurn(sql, taskId, step, Schema.encodeSync(TurnJson)(turn))),
+      delivered: (taskId, call) => Effect.orDie(Sql.insertCall(sql, taskId, call)),
+      answered: (taskId, toolCallId, result) =>
+        Effect.orDie(Sql.answerCall(sql, taskId, toolCallId, Schema.encodeSync(ResultJson)(result))),
+      ended: (taskId, final, endedAt) =>
+        Effect.orDie(Sql.endTask(sql, taskId, Schema.encodeSync(EventJson)(final), endedAt)),
+      load,
+      counts: Effect.orDie(Sql.counts(sql))
+    } satisfies Journal
+  })
+
+const describe = (error: unknown): string => {
+  const cause = (error as { cause?: unknown }).cause
+  if (cause instanceof Error) return cause.message
+  return error instanceof Error ? error.message : String(error)
+}
+
+// ---------------------------------------------------------------------------------------------
+// One task's run, journaled.
+
+/**
+ * The model of one task: the journaled turns first, in order, without asking; each later turn
+ * asks `model` and is journaled before the loop sees it (so its calls are never delivered unjournaled).
+ */
+export const replayingModel = (
+  journal: Journal,
+  taskId: string,
+  journaled: ReadonlyArray<LanguageModel.ModelTurn>,
+  model: LanguageModel.LanguageModel["Type"]
+): LanguageModel.LanguageModel["Type"] => {
+  // Successful turns so far: a failed request (retried by the loop) is not a step.
+  let step = 0
+  return LanguageModel.LanguageModel.of({
+    generate: (request) =>
+      Effect.suspend(() => {
+        const replayed = journaled[step]
+        if (replayed !== undefined) {
+          step++
+          return Effect.succeed(replayed)
+        }
+        return Effect.tap(model.generate(request), (turn) => journal.turn(taskId, ++step, turn))
+      })
+  })
+}
+
+/**
+ * The delivery of one task's calls: a new call is journaled before it goes out, and its answer
+ * before the loop sees it. A journaled call is not asked twice: its answer is reused; without one,
+ * it goes out again with its journaled deadline, and past that deadline it reads as timed out, as
+ * the first run's would have.
+ */
+export const journaledDeliver = (
+  journal: Journal,
+  taskId: string,
+  journaled: ReadonlyMap<string, JournaledCall>,
+  tools: TaskTools,
+  deliver: TaskRunner.TaskOptions["deliver"]
+): TaskRunner.TaskOptions["deliver"] =>
+(call) =>
+  Effect.gen(function*() {
+    const known = journaled.get(call.toolCallId)
+    if (known === undefined) {
+      yield* journal.delivered(taskId, call)
+      return yield* Effect.tap(deliver(call), (result) => journal.answered(taskId, call.toolCallId, result))
+    }
+    if (known.result !== undefined) return known.result
+    const timeoutMillis = tools.find((t) => t.entry.name === call.name)?.entry.timeoutMillis ?? 0
+    // The first run's own deadline was its start + the tool's timeout: the same text.
+    const timedOut = Invocation.ToolResult.failure(Invocation.timedOutText(call.name, timeoutMillis))
+    const now = yield* Clock.currentTimeMillis
+    if (known.deadlineAt <= now) return timedOut
+    const result = yield* deliver({ ...call, deadlineAt: known.deadlineAt }).pipe(
+      Effect.timeoutTo({
+        duration: Duration.millis(known.deadlineAt - now),
+        onSuccess: (result): Invocation.ToolResult | undefined => result,
+        onTimeout: () => undefined
+      })
+    )
+    if (result === undefined) return timedOut
+    yield* journal.answered(taskId, call.toolCallId, result)
+    return result
+  })

@@ -1,0 +1,386 @@
+/**
+ * The platform restarted mid-serve (issue 9): with a journal, a restarted platform takes its
+ * unfinished tasks back; the serving process reconnects, registers again and re-attaches; the
+ * task completes with the right output; every call's side effect happens once and none is lost.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import {
+  ConfigProvider,
+  Context,
+  Deferred,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Mailbox,
+  Logger,
+  LogLevel,
+  Schedule,
+  Schema,
+  Scope,
+  Stream
+} from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { createServer, type AddressInfo } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import {
+  Invocation,
+  LanguageModel,
+  PlatformClient,
+  PlatformServer,
+  type Protocol,
+  RetryPolicy,
+  Serve,
+  Tool,
+  Toolkit
+} from "../../src/index.js"
+import * as Journal from "../../src/platform/Journal.js"
+import { record, scale } from "../support/figures.js"
+
+const tokens = new Map([["tok-1", "agent-1"]])
+
+const policy = RetryPolicy.layer({
+  heartbeat: Schedule.spaced("100 millis"),
+  redelivery: Schedule.spaced("200 millis"),
+  reconnect: Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(400)))
+})
+
+const tempDir = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "agent-tools-journal-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
+
+/** A port free a moment ago: the platform is restarted on the same one. */
+const freePort = Effect.async<number>((resume) => {
+  const server = createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const { port } = server.address() as AddressInfo
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+const resultsText = (request: LanguageModel.ModelRequest) =>
+  request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [`${m.toolCallId}:${m.content}`] : []).join(" ")
+
+/** The step a request asks for: one more than the assistant turns it carries. */
+const stepOf = (request: LanguageModel.ModelRequest) =>
+  request.messages.filter((m) => m._tag === "AssistantMessage").length + 1
+
+/** The task's script: `turns` turns of two `work` calls each, then the text of every result. */
+const reply = (turns: number, request: LanguageModel.ModelRequest): LanguageModel.ScriptedReply => {
+  const step = stepOf(request)
+  if (step > turns) return { text: resultsText(request) }
+  return {
+    toolCalls: ["a", "b"].map((half) => ({
+      id: `t${step}-${half}`,
+      name: "work",
+      arguments: JSON.stringify({ key: `t${step}-${half}` })
+    }))
+  }
+}
+
+const expectedOutput = (turns: number) =>
+  Array.from({ length: turns }, (_, i) => ["a", "b"].map((half) => `t${i + 1}-${half}:"done t${i + 1}-${half}"`))
+    .flat()
+    .join(" ")
+
+/** A platform on `port` with the journal; `model` is its instance's script. Closed by closing `scope`. */
+const startPlatform = (port: number, journal: string | undefined, model: LanguageModel.ScriptedTurn) =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    const context = yield* Layer.buildWithScope(
+      PlatformServer.layerWebSocket({ port }).pipe(
+        Layer.provideMerge(
+          PlatformServer.layerHandlers({ tokens, journal, lifecycleBudget: 1_000_000, maxSteps: 200 })
+        ),
+        Layer.provide(LanguageModel.layerScripted([model], { repeat: true, keepRequests: false })),
+        Layer.provide(policy)
+      ),
+      scope
+    )
+    return { scope, state: Context.get(context, PlatformServer.PlatformState) }
+  })
+
+/** A serving process's client layer for `port`. */
+const client = (port: number) =>
+  PlatformClient.layer.pipe(
+    Layer.provideMerge(policy),
+    Layer.provideMerge(Layer.setConfigProvider(ConfigProvider.fromMap(
+      new Map([
+        ["AGENT_ID", "agent-1"],
+        ["PLATFORM_TOKEN", "tok-1"],
+        ["PLATFORM_URL", `ws://127.0.0.1:${port}${PlatformServer.path}`]
+      ])
+    )))
+  )
+
+/** Each call's side effect, by key; `hold(key)` lets a test keep a call in flight. */
+const workTool = (effects: Map<string, number>, hold: (key: string) => Effect.Effect<void>) =>
+  Tool.make("work", {
+    description: "Does one unit of work, with a side effect.",
+    input: { key: Schema.String },
+    output: Schema.String,
+    timeout: "30 seconds"
+  }, ({ key }) =>
+    Effect.gen(function*() {
+      effects.set(key, (effects.get(key) ?? 0) + 1)
+      yield* hold(key)
+      return `done ${key}`
+    }))
+
+/** Polls until `check` holds (real time, short waits: sockets are involved). */
+const eventually = <E>(check: () => Effect.Effect<boolean, E>, what: string) =>
+  Effect.repeat(Effect.zipRight(Effect.sleep("20 millis"), Effect.suspend(check)), { until: (ok) => ok }).pipe(
+    Effect.timeout("10 seconds"),
+    Effect.orDieWith(() => new Error(`timed out waiting for ${what}`))
+  )
+
+const quiet = Logger.withMinimumLogLevel(LogLevel.Error)
+
+describe("platform restarted mid-serve", () => {
+  it.live("restarted while a call is in flight, then between two turns: the task completes, each call ran once", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const journal = join(dir, "journal.sqlite")
+      const port = yield* freePort
+      const turns = 4
+      const effects = new Map<string, number>()
+      const inFlight = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const thinking = yield* Deferred.make<void>()
+      const asked: Array<{ readonly instance: number; readonly step: number }> = []
+      let instance = 1
+      // Instance 2 keeps the model "thinking" on turn 4: the platform goes down between turns 3 and 4.
+      const model = (me: number): LanguageModel.ScriptedTurn => (request) => {
+        asked.push({ instance: me, step: stepOf(request) })
+        if (me === 2 && stepOf(request) === 4) {
+          return Effect.zipRight(Deferred.succeed(thinking, undefined), Effect.never)
+        }
+        return reply(turns, request)
+      }
+      const hold = (key: string) =>
+        key === "t2-a" ? Effect.zipRight(Deferred.succeed(inFlight, undefined), Deferred.await(release)) : Effect.void
+
+      let platform = yield* startPlatform(port, journal, model(instance))
+      const task = yield* Effect.gen(function*() {
+        const served = yield* Serve.make(yield* Toolkit.make(workTool(effects, hold)))
+        return yield* served.runTask("go")
+      }).pipe(Effect.scoped, Effect.provide(client(port)), Effect.fork)
+
+      // Restart 1: while t2-a runs in the serving process.
+      yield* Deferred.await(inFlight)
+      yield* Scope.close(platform.scope, Exit.void)
+      platform = yield* startPlatform(port, journal, model(++instance))
+      // The serving process notices (heartbeat: unknown manifest) and registers again.
+      const state = platform.state
+      const registered = Effect.map(state.manifestHashes("agent-1"), (hashes) => hashes.length === 1)
+      yield* eventually(() => registered, "re-registration")
+      yield* Deferred.succeed(release, undefined)
+
+      // Restart 2: between turns 3 and 4 (the model was asked for turn 4 and had not answered).
+      yield* Deferred.await(thinking)
+      yield* Scope.close(platform.scope, Exit.void)
+      platform = yield* startPlatform(port, journal, model(++instance))
+
+      const output = yield* Fiber.join(task).pipe(Effect.timeout("20 seconds"))
+      yield* Scope.close(platform.scope, Exit.void)
+
+      assert.strictEqual(output, expectedOutput(turns))
+      const keys = Array.from({ length: turns }, (_, i) => [`t${i + 1}-a`, `t${i + 1}-b`]).flat()
+      assert.deepStrictEqual([...effects.keys()].sort(), keys.sort(), "every call ran: none lost")
+      assert.deepStrictEqual([...effects.values()].filter((n) => n !== 1), [], "no call ran twice")
+      // Instance 2 replayed turns 1 and 2 from the journal and asked only for 3 and 4; instance 3 for 4 and 5.
+      assert.deepStrictEqual(asked.filter((a) => a.instance === 2).map((a) => a.step), [3, 4])
+      assert.deepStrictEqual(asked.filter((a) => a.instance === 3).map((a) => a.step), [4, 5])
+      const suite = "platform restart"
+      record({ suite, measure: "restarts survived (in flight, between turns)", value: 2, expected: "2" })
+      record({ suite, measure: "calls lost", value: keys.length - effects.size, expected: "0" })
+    }).pipe(Effect.scoped, quiet), 30_000)
+
+  it.live(`${scale(3, 30)} restarts at random points of a ${scale(6, 40)}-turn task: side effects = unique calls`, () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const journal = join(dir, "journal.sqlite")
+      const port = yield* freePort
+      const restarts = scale(3, 30)
+      const turns = scale(6, 40)
+      const effects = new Map<string, number>()
+      const model: LanguageModel.ScriptedTurn = (request) => reply(turns, request)
+      // Each call takes 10-60 ms: restarts land during calls, and between them.
+      let running = 0
+      const hold = () =>
+        Effect.suspend(() => {
+          running++
+          return Effect.ensuring(Effect.sleep(10 + Math.floor(Math.random() * 50)), Effect.sync(() => running--))
+        })
+
+      let platform = yield* startPlatform(port, journal, model)
+      const task = yield* Effect.gen(function*() {
+        const served = yield* Serve.make(yield* Toolkit.make(workTool(effects, hold)))
+        return yield* served.runTask("go")
+      }).pipe(Effect.scoped, Effect.provide(client(port)), Effect.fork)
+
+      let survived = 0
+      let whileRunning = 0
+      for (let i = 0; i < restarts; i++) {
+        // Spread the restarts over the task: wait for progress, then a random moment.
+        const target = Math.floor(((i + 1) * turns * 2) / (restarts + 1))
+        yield* eventually(() => Effect.sync(() => effects.size >= target), `${target} calls`)
+        // Half the time a random moment (a call mostly still runs), else once no call runs (between turns).
+        if (Math.random() < 0.5) yield* Effect.sleep(Math.floor(Math.random() * 30))
+        else yield* eventually(() => Effect.sync(() => running === 0), "a moment with no call running")
+        if (task.unsafePoll() !== null) break
+        if (running > 0) whileRunning++
+        yield* Scope.close(platform.scope, Exit.void)
+        platform = yield* startPlatform(port, journal, model)
+        survived++
+      }
+      const output = yield* Fiber.join(task).pipe(Effect.timeout("60 seconds"))
+      yield* Scope.close(platform.scope, Exit.void)
+
+      assert.strictEqual(output, expectedOutput(turns))
+      const duplicated = [...effects.values()].filter((n) => n > 1).length
+      assert.strictEqual(effects.size, turns * 2, "every call ran: none lost")
+      assert.strictEqual(duplicated, 0, "no call ran twice")
+      assert.isAtLeast(survived, 1)
+      const suite = "platform restart"
+      const sideEffects = [...effects.values()].reduce((a, b) => a + b, 0)
+      record({ suite, measure: "restarts survived (random points)", value: survived, expected: `${restarts}` })
+      record({ suite, measure: "... of which with a call running", value: whileRunning })
+      record({ suite, measure: "side effects = unique calls", value: `${sideEffects} = ${effects.size}` })
+      record({ suite, measure: "calls lost (random points)", value: turns * 2 - effects.size, expected: "0" })
+    }).pipe(Effect.scoped, quiet), scale(60_000, 600_000))
+
+  it.live("without a journal the restarted platform has lost the task: runTask fails saying so", () =>
+    Effect.gen(function*() {
+      const port = yield* freePort
+      const effects = new Map<string, number>()
+      const inFlight = yield* Deferred.make<void>()
+      const hold = () => Effect.zipRight(Deferred.succeed(inFlight, undefined), Effect.sleep("100 millis"))
+      const model: LanguageModel.ScriptedTurn = (request) => reply(1, request)
+      let platform = yield* startPlatform(port, undefined, model)
+      const task = yield* Effect.gen(function*() {
+        const served = yield* Serve.make(yield* Toolkit.make(workTool(effects, hold)))
+        return yield* served.runTask("go")
+      }).pipe(Effect.scoped, Effect.provide(client(port)), Effect.fork)
+      yield* Deferred.await(inFlight)
+      yield* Scope.close(platform.scope, Exit.void)
+      platform = yield* startPlatform(port, undefined, model)
+      const error = yield* Effect.flip(Fiber.join(task)).pipe(Effect.timeout("10 seconds"))
+      yield* Scope.close(platform.scope, Exit.void)
+      assert.strictEqual(error._tag, "TaskLost")
+      assert.match(error.message, /^the platform no longer knows task task-1-\w+ \(it restarted without a journal/)
+    }).pipe(Effect.scoped, quiet), 20_000)
+})
+
+describe("journal replay", () => {
+  it.live("replays journaled turns and answers, delivers the unanswered call again, asks the model only after", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const file = join(dir, "journal.sqlite")
+      const entry = (yield* Toolkit.make(workTool(new Map(), () => Effect.void))).manifest[0]!
+      const deadlineAt = Date.now() + 60_000
+      const callsOf = (step: number) =>
+        ["a", "b"].map((half) => ({
+          id: `t${step}-${half}`,
+          name: "work",
+          arguments: JSON.stringify({ key: `t${step}-${half}` })
+        }))
+      // What a platform had journaled when it stopped: 2 turns; t1-a, t1-b and t2-a answered; t2-b only delivered.
+      yield* Effect.scoped(Effect.gen(function*() {
+        const journal = yield* Journal.make(file)
+        const tools = [{ entry, own: true }]
+        yield* journal.started({ taskId: "task-x", agentId: "agent-1", processId: "p-old", prompt: "go", tools })
+        for (const step of [1, 2]) {
+          const usage = { inputTokens: 10, outputTokens: 5 }
+          yield* journal.turn("task-x", step, { toolCalls: callsOf(step), finishReason: "tool_calls", usage })
+          for (const call of callsOf(step)) {
+            const delivery = { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt }
+            yield* journal.delivered("task-x", delivery)
+            if (call.id !== "t2-b") {
+              yield* journal.answered("task-x", call.id, new Invocation.ToolResult(`done ${call.id}`, undefined))
+            }
+          }
+        }
+      }))
+
+      // The platform starting again on that journal, in process; a client attaches to the task.
+      const platform = PlatformClient.layerTest.pipe(
+        Layer.provideMerge(PlatformServer.layerHandlers({ tokens, journal: file })),
+        Layer.provideMerge(LanguageModel.layerScripted([
+          (request) => ({ text: resultsText(request), usage: { inputTokens: 1, outputTokens: 1 } })
+        ])),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["PLATFORM_TOKEN", "tok-1"]]))))
+      )
+      const events = yield* Effect.gen(function*() {
+        const platformClient = yield* PlatformClient.PlatformClient
+        const caller = { agentId: "agent-1", processId: "p-new" }
+        const events = yield* Stream.unwrapScoped(Effect.map(platformClient.attachTask({ ...caller, taskId: "task-x" }), Mailbox.toStream)).pipe(
+          Stream.tap((event) =>
+            event._tag === "ToolCallRequested"
+              ? platformClient.completeToolCall({
+                ...caller,
+                results: [{
+                  taskId: "task-x",
+                  toolCallId: event.toolCallId,
+                  result: new Invocation.ToolResult("answered now", undefined)
+                }]
+              })
+              : Effect.void
+          ),
+          Stream.takeUntil((event) => event._tag === "TaskCompleted" || event._tag === "TaskFailed"),
+          Stream.runCollect
+        )
+        const requests = yield* Effect.flatMap(LanguageModel.Scripted, (scripted) => scripted.requests)
+        assert.deepStrictEqual(requests.map(stepOf), [3], "the model was asked for turn 3 only")
+        // Once ended, only the task's final event stays in the journal (for a late re-attach).
+        yield* eventually(() =>
+          Effect.scoped(Effect.map(Effect.flatMap(Journal.make(file), (journal) => journal.counts), (counts) =>
+            counts.tasks === 1 && counts.turns === 0 && counts.calls === 0)), "the ended task's rows to go")
+        return [...events]
+      }).pipe(Effect.provide(platform))
+
+      const requested = events.flatMap((e) => e._tag === "ToolCallRequested" ? [[e.toolCallId, e.deadlineAt]] : [])
+      assert.deepStrictEqual(requested, [["t2-b", deadlineAt]], "only the unanswered call, with its id and deadline")
+      const done = events[events.length - 1] as Extract<Protocol.TaskEvent, { _tag: "TaskCompleted" }>
+      assert.strictEqual(done._tag, "TaskCompleted")
+      assert.strictEqual(done.output, 't1-a:"done t1-a" t1-b:"done t1-b" t2-a:"done t2-a" t2-b:"answered now"')
+      // Replayed turns count: 2 journaled turns and the new one.
+      assert.deepStrictEqual(done.usage, { inputTokens: 21, outputTokens: 11 })
+      assert.strictEqual(done.steps, 3)
+    }).pipe(Effect.scoped, quiet))
+
+  it.live("a journaled call whose deadline passed while the platform was down reads as timed out, and is not sent", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const file = join(dir, "journal.sqlite")
+      const entry = (yield* Toolkit.make(workTool(new Map(), () => Effect.void))).manifest[0]!
+      const call = { id: "t1-a", name: "work", arguments: JSON.stringify({ key: "t1-a" }) }
+      yield* Effect.scoped(Effect.gen(function*() {
+        const journal = yield* Journal.make(file)
+        const tools = [{ entry, own: true }]
+        yield* journal.started({ taskId: "task-y", agentId: "agent-1", processId: "p-old", prompt: "go", tools })
+        const usage = { inputTokens: 0, outputTokens: 0 }
+        yield* journal.turn("task-y", 1, { toolCalls: [call], finishReason: "tool_calls", usage })
+        const delivery = { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt: Date.now() - 1 }
+        yield* journal.delivered("task-y", delivery)
+      }))
+      const platform = PlatformClient.layerTest.pipe(
+        Layer.provideMerge(PlatformServer.layerHandlers({ tokens, journal: file })),
+        Layer.provideMerge(LanguageModel.layerScripted([(request) => ({ text: resultsText(request) })])),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["PLATFORM_TOKEN", "tok-1"]]))))
+      )
+      const events = yield* Effect.flatMap(PlatformClient.PlatformClient, (platformClient) =>
+        Stream.unwrapScoped(Effect.map(
+          platformClient.attachTask({ agentId: "agent-1", processId: "p-new", taskId: "task-y" }),
+          Mailbox.toStream
+        )).pipe(
+          Stream.takeUntil((event) => event._tag === "TaskCompleted" || event._tag === "TaskFailed"),
+          Stream.runCollect
+        )).pipe(Effect.provide(platform))
+      assert.deepStrictEqual([...events].filter((e) => e._tag === "ToolCallRequested"), [])
+      const done = [...events].pop() as Extract<Protocol.TaskEvent, { _tag: "TaskCompleted" }>
+      assert.strictEqual(done.output, "t1-a:work timed out after 30s; its outcome is unknown")
+    }).pipe(Effect.scoped, quiet))
+})
