@@ -169,8 +169,11 @@ export const make = <R>(
     )
 
     // Answers ready at the same moment go to the platform in one call: the first answer starts a
-    // sender, which takes every answer waiting each time round, until none is left.
-    const scope = yield* Effect.scope
+    // sender (on this stack, so a lone answer leaves at once), which takes every answer waiting each
+    // time round until none is left; the others only wait in line. It lives as long as serving.
+    const runSender = Runtime.runFork(yield* Effect.runtime<never>())
+    let sender: Fiber.RuntimeFiber<void> | undefined
+    yield* Effect.addFinalizer(() => sender === undefined ? Effect.void : Fiber.interrupt(sender))
     let waiting: Array<ToolCallResult> = []
     let sending = false
     const sendWaiting: Effect.Effect<void> = Effect.suspend(() => {
@@ -189,9 +192,11 @@ export const make = <R>(
     const answer = (result: ToolCallResult): Effect.Effect<void> =>
       Effect.suspend(() => {
         waiting.push(result)
-        if (sending) return Effect.void
-        sending = true
-        return Effect.asVoid(Effect.forkIn(sendWaiting, scope))
+        if (!sending) {
+          sending = true
+          sender = runSender(sendWaiting, { immediate: true })
+        }
+        return Effect.void
       })
 
     /** Runs one delivered call through dedupe (S10) and Invocation, and answers the platform. */
@@ -253,7 +258,8 @@ export const make = <R>(
                 started = true
               }
               else if (event._tag === "ToolCallRequested") {
-                const fiber = runCall(handle(event))
+                // Started on this stack: a call that completes at once is answered at once.
+                const fiber = runCall(handle(event), { immediate: true })
                 calls.add(fiber)
                 fiber.addObserver(() => calls.delete(fiber))
               }

@@ -132,7 +132,10 @@ export const serveConnection = (
   const running = new Map<number, Fiber.RuntimeFiber<void, never>>()
   const runFork = Runtime.runFork(options.runtime)
   // Per call, a runtime whose context also holds what its handler captured (built once).
-  const forks = new Map<string, <A, E>(effect: Effect.Effect<A, E>) => Fiber.RuntimeFiber<A, E>>()
+  const forks = new Map<
+    string,
+    <A, E>(effect: Effect.Effect<A, E>, options?: Runtime.RunForkOptions) => Fiber.RuntimeFiber<A, E>
+  >()
   const forkFor = (codec: Codec, entry: Rpc.Handler<string>) => {
     let fork = forks.get(codec.rpc._tag)
     if (fork === undefined) {
@@ -177,6 +180,7 @@ export const serveConnection = (
       }))
       : Stream.runForEachChunk(result as Stream.Stream<unknown, unknown>, (chunk) => Effect.sync(() => writeEvents(chunk)))
     for (const tag of codec.rpc.middlewares) effect = withMiddleware(tag, context, { clientId, rpc: codec.rpc, payload, headers }, effect)
+    // Started on this stack: a handler that completes at once is answered at once.
     const fiber = forkFor(codec, entry)(
       // What the handler still needs is in the runtime (the platform's layer).
       Effect.matchCauseEffect(effect as Effect.Effect<unknown, unknown>, {
@@ -196,8 +200,10 @@ export const serveConnection = (
             }
             write({ id, defect: defectText(Cause.squash(cause)) })
           })
-      })
+      }),
+      { immediate: true }
     )
+    if (fiber.unsafePoll() !== null) return
     running.set(id, fiber)
     fiber.addObserver(() => running.delete(id))
   }
