@@ -14,7 +14,8 @@ import type { Figure } from "./support/figures.js"
 export const files = [
   "test/Hostile.test.ts",
   "test/Idempotency.test.ts",
-  "test/platform/Crash.test.ts"
+  "test/platform/Crash.test.ts",
+  "test/platform/Load.test.ts"
 ]
 
 const root = fileURLToPath(new URL("..", import.meta.url))
