@@ -93,13 +93,15 @@ class Task {
   final: TaskEvent | undefined
   /** When the task ended, for forgetting it a while later. */
   endedAt: number | undefined
-  readonly pending = new Map<string, PendingCall>()
+  /** Calls delivered and not answered yet; let go when the task ends, after which a re-attach needs only `final`. */
+  pending: Map<string, PendingCall> | undefined = new Map()
   constructor(readonly taskId: string, readonly agentId: string, readonly processId: string) {}
 
   emit(event: TaskEvent): void {
     if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
       this.final = event
       this.endedAt = Date.now()
+      this.pending = undefined
       this.attachment?.unsafeOffer(event)
       this.attachment?.unsafeDone(Exit.void)
       this.attachment = undefined
@@ -119,7 +121,7 @@ class Task {
       this.attachment = undefined
       return
     }
-    for (const call of this.pending.values()) mailbox.unsafeOffer(call.event)
+    for (const call of this.pending?.values() ?? []) mailbox.unsafeOffer(call.event)
   }
 }
 
@@ -216,7 +218,7 @@ export const layerHandlers = (options: Options) =>
         for (const task of tasks.values()) {
           // An ended task stays a while for a client re-attaching after a reconnect; then it goes.
           if (task.endedAt !== undefined && task.endedAt < forgetBefore) tasks.delete(task.taskId)
-          for (const call of task.pending.values()) {
+          for (const call of task.pending?.values() ?? []) {
             if (call.sentAt <= previousTick) {
               call.sentAt = now
               task.emit(call.event)
@@ -231,9 +233,9 @@ export const layerHandlers = (options: Options) =>
       Effect.gen(function*() {
         const event = { _tag: "ToolCallRequested" as const, taskId: task.taskId, ...call }
         const done = yield* Deferred.make<Invocation.ToolResult>()
-        task.pending.set(call.toolCallId, { event, done, sentAt: yield* Clock.currentTimeMillis })
+        task.pending?.set(call.toolCallId, { event, done, sentAt: yield* Clock.currentTimeMillis })
         task.emit(event)
-        return yield* Deferred.await(done).pipe(Effect.ensuring(Effect.sync(() => task.pending.delete(call.toolCallId))))
+        return yield* Deferred.await(done).pipe(Effect.ensuring(Effect.sync(() => task.pending?.delete(call.toolCallId))))
       })
 
     const streamOf = (task: Task, mailbox: Mailbox.Mailbox<TaskEvent>) =>
@@ -312,7 +314,7 @@ export const layerHandlers = (options: Options) =>
               continue
             }
             // A late or repeated answer (at least once) is fine: the first one counts.
-            const pending = task.pending.get(toolCallId)
+            const pending = task.pending?.get(toolCallId)
             if (pending !== undefined) Deferred.unsafeDone(pending.done, Exit.succeed(result))
           }
           if (unknown !== undefined) return yield* new UnknownTask({ taskId: unknown })
