@@ -23,7 +23,8 @@ import {
   Serve,
   Tool,
   ToolContext,
-  Toolkit
+  Toolkit,
+  ToolResult
 } from "../src/index.js"
 
 const tokens = new Map([["tok-1", "agent-1"], ["tok-2", "agent-2"]])
@@ -236,6 +237,28 @@ describe("Platform rules (S15)", () => {
       yield* TestClock.adjust("1 second")
       yield* submitter.runTask("three")
       assert.deepStrictEqual(offered, [["other", "lookup"], ["other"], ["other"]])
+    }).pipe(Effect.scoped, Effect.provide(inProcess(script)))
+  })
+
+  it.effect("an ended task can still be attached: its start and its end, no call again; a late answer is accepted", () => {
+    const script: Array<LanguageModel.ScriptedTurn> = [
+      { toolCalls: [{ id: "c1", name: "lookup", arguments: "{\"id\":\"x\"}" }] },
+      (request) => ({ text: request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : []).join() })
+    ]
+    return Effect.gen(function*() {
+      const served = yield* Serve.make(yield* Toolkit.make(lookup))
+      const first = [...yield* Stream.runCollect(served.submitTask("go"))]
+      const taskId = first[0]!.taskId
+      const again = [...yield* Stream.runCollect(served.attachTask(taskId))]
+      assert.deepStrictEqual(again.map((e) => e._tag), ["TaskStarted", "TaskCompleted"])
+      assert.deepStrictEqual(again[1], first[first.length - 1])
+      assert.strictEqual(yield* served.runAttached(taskId), "\"found x\"")
+      const client = yield* PlatformClient.PlatformClient
+      yield* client.completeToolCall({
+        agentId: "agent-1",
+        processId: served.processId,
+        results: [{ taskId, toolCallId: "c1", result: ToolResult.ToolResult.failure("late") }]
+      })
     }).pipe(Effect.scoped, Effect.provide(inProcess(script)))
   })
 })

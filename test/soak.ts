@@ -17,7 +17,8 @@ export const files = [
   "test/Faults.test.ts",
   "test/Secrets.test.ts",
   "test/platform/Crash.test.ts",
-  "test/platform/Restart.test.ts"
+  "test/platform/Restart.test.ts",
+  "test/platform/Load.test.ts"
 ]
 
 const root = fileURLToPath(new URL("..", import.meta.url))

@@ -111,13 +111,15 @@ class Task {
   final: TaskEvent | undefined
   /** When the task ended, for forgetting it a while later. */
   endedAt: number | undefined
-  readonly pending = new Map<string, PendingCall>()
+  /** Calls delivered and not answered yet; let go when the task ends, after which a re-attach needs only `final`. */
+  pending: Map<string, PendingCall> | undefined = new Map()
   constructor(readonly taskId: string, readonly agentId: string, readonly processId: string) {}
 
   emit(event: TaskEvent): void {
     if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
       this.final = event
       this.endedAt = Date.now()
+      this.pending = undefined
       this.attachment?.unsafeOffer(event)
       this.attachment?.unsafeDone(Exit.void)
       this.attachment = undefined
@@ -139,7 +141,7 @@ class Task {
       this.attachment = undefined
       return
     }
-    for (const call of this.pending.values()) mailbox.unsafeOffer(call.event)
+    for (const call of this.pending?.values() ?? []) mailbox.unsafeOffer(call.event)
   }
 }
 
@@ -241,7 +243,7 @@ export const layerHandlers = (options: Options) =>
         for (const task of tasks.values()) {
           // An ended task stays a while for a client re-attaching after a reconnect; then it goes.
           if (task.endedAt !== undefined && task.endedAt < forgetBefore) tasks.delete(task.taskId)
-          for (const call of task.pending.values()) {
+          for (const call of task.pending?.values() ?? []) {
             if (call.sentAt <= previousTick) {
               call.sentAt = now
               task.emit(call.event)
@@ -256,9 +258,9 @@ export const layerHandlers = (options: Options) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const event = { _tag: "ToolCallRequested" as const, taskId: task.taskId, ...call }
         const done = new Signal<Invocation.ToolResult>()
-        task.pending.set(call.toolCallId, { event, done, sentAt: now })
+        task.pending?.set(call.toolCallId, { event, done, sentAt: now })
         task.emit(event)
-        return Effect.ensuring(done.await, Effect.sync(() => task.pending.delete(call.toolCallId)))
+        return Effect.ensuring(done.await, Effect.sync(() => task.pending?.delete(call.toolCallId)))
       })
 
     /** A new attachment to the task; the scope's end is how the platform learns the client went away. */
@@ -372,7 +374,7 @@ export const layerHandlers = (options: Options) =>
               continue
             }
             // A late or repeated answer (at least once) is fine: the first one counts.
-            task.pending.get(toolCallId)?.done.succeed(result)
+            task.pending?.get(toolCallId)?.done.succeed(result)
           }
           return unknown === undefined ? Effect.void : Effect.fail(new UnknownTask({ taskId: unknown }))
         })
