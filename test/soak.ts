@@ -18,7 +18,9 @@ export const files = [
   "test/Secrets.test.ts",
   "test/platform/Crash.test.ts",
   "test/platform/Restart.test.ts",
-  "test/platform/Load.test.ts"
+  "test/platform/Load.test.ts",
+  "test/platform/WebSocket.test.ts",
+  "test/Security.test.ts"
 ]
 
 const root = fileURLToPath(new URL("..", import.meta.url))

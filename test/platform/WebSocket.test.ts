@@ -14,6 +14,7 @@ import {
   Toolkit
 } from "../../src/index.js"
 import { WebSocket } from "ws"
+import { record } from "../support/figures.js"
 import { tcpProxy } from "../support/tcpProxy.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
@@ -262,6 +263,12 @@ describe("platform over a real WebSocket", () => {
       const answer = yield* Effect.flatMap(PlatformClient.PlatformClient, (c) =>
         c.heartbeat({ agentId: "agent-1", processId: "p", manifestHash: "h" })).pipe(Effect.provide(client(url)))
       assert.deepStrictEqual(answer, { known: false })
+      record({
+        suite: "hostile input",
+        measure: "malformed platform frames answered with a clear error (other connections kept serving)",
+        value: `${replies.length} of ${frames.length}`,
+        expected: `${frames.length} of ${frames.length}`
+      })
     }).pipe(Effect.scoped))
 
   it.live("a frame over the size limit closes that connection (1009) and no other", () =>
@@ -289,6 +296,7 @@ describe("platform over a real WebSocket", () => {
         assert.strictEqual(closed, 1009)
         // The first client's connection is still the one it had, and still answers.
         assert.deepStrictEqual(yield* heartbeat, { known: false })
+        record({ suite: "hostile input", measure: "oversized platform frame: that connection closed with", value: closed, expected: "1009" })
       }).pipe(Effect.provide(client(url)))
     }).pipe(Effect.scoped))
 
