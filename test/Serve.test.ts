@@ -26,6 +26,7 @@ import {
   Toolkit,
   ToolResult
 } from "../src/index.js"
+import { record } from "./support/figures.js"
 
 const tokens = new Map([["tok-1", "agent-1"], ["tok-2", "agent-2"]])
 
@@ -146,6 +147,7 @@ describe("Serve: lifecycle (S14)", () => {
       yield* TestClock.adjust("60 seconds")
       const error = yield* Effect.flip(Fiber.join(fiber))
       assert.strictEqual(error._tag, "PlatformUnavailable")
+      record({ suite: "faults", measure: "heartbeat failures in a row survived (twice), the third fails serve", value: "2, 2, then failed", expected: "2, 2, then failed" })
     }).pipe(Effect.scoped, Effect.provide(Layer.provideMerge(flaky, inProcess())))
   })
 

@@ -20,7 +20,8 @@ export const files = [
   "test/platform/Restart.test.ts",
   "test/platform/Load.test.ts",
   "test/platform/WebSocket.test.ts",
-  "test/Security.test.ts"
+  "test/Security.test.ts",
+  "test/Serve.test.ts"
 ]
 
 const root = fileURLToPath(new URL("..", import.meta.url))
