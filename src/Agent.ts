@@ -358,6 +358,8 @@ class Run {
         }
       }
       if (pending === undefined) return Effect.succeed(records)
+      // One call left to wait for: wait in this fiber, no fork.
+      if (pending.length === 1) return Effect.as(pending[0]!, records)
       return Effect.as(Effect.all(pending, { concurrency: "unbounded", discard: true }), records)
     })
   }
