@@ -153,6 +153,16 @@ export const serveConnection = (
   const write = (frame: object) => {
     if (!closed) send(JSON.stringify(frame))
   }
+  let soon: Array<object> = []
+  const writeSoon = (frame: object) => {
+    soon.push(frame)
+    if (soon.length > 1) return
+    setImmediate(() => {
+      const frames = soon
+      soon = []
+      for (const frame of frames) write(frame)
+    })
+  }
 
   const run = (id: number, codec: Codec, payload: unknown) => {
     const entry = context.unsafeMap.get(codec.rpc.key) as Rpc.Handler<string> | undefined
@@ -186,9 +196,12 @@ export const serveConnection = (
       Effect.matchCauseEffect(effect as Effect.Effect<unknown, unknown>, {
         onSuccess: (value) =>
           Effect.sync(() => {
-            if (codec.stream || value === undefined) return write({ id })
+            if (codec.stream) return write({ id })
+            // A call's success goes out once this turn of the event loop is done: the answer to a
+            // CompleteToolCall must not go before the next call that answer lets out.
+            if (value === undefined) return writeSoon({ id })
             const encoded = codec.encodeSuccess(value)
-            write(Either.isRight(encoded) ? { id, ok: encoded.right } : { id, defect: parseErrorText(encoded.left) })
+            writeSoon(Either.isRight(encoded) ? { id, ok: encoded.right } : { id, defect: parseErrorText(encoded.left) })
           }),
         onFailure: (cause) =>
           Effect.sync(() => {
