@@ -167,6 +167,9 @@ export const make = <R>(
       policy.reconnect as Schedule.Schedule<unknown, ServeError>,
       (error: ServeError) => error._tag === "PlatformUnavailable"
     )
+    /** Retried on `RetryPolicy.reconnect` while the platform is away (no schedule set up until then). */
+    const awayRetried = <A, E extends ServeError>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      Effect.catchIf(effect, (error) => error._tag === "PlatformUnavailable", () => Effect.retry(effect, retryWhileAway)) as Effect.Effect<A, E>
 
     // Answers ready at the same moment go to the platform in one call: the first answer starts a
     // sender (on this stack, so a lone answer leaves at once), which takes every answer waiting each
@@ -183,8 +186,7 @@ export const make = <R>(
       }
       const results = waiting.length > 512 ? waiting.splice(0, 512) : waiting
       if (results === waiting) waiting = []
-      return client.completeToolCall({ ...caller, results }).pipe(
-        Effect.retry(retryWhileAway),
+      return awayRetried(client.completeToolCall({ ...caller, results })).pipe(
         Effect.catchAll((error) => Effect.logWarning(`could not answer ${results.length} call(s): ${error.message}`)),
         Effect.zipRight(sendWaiting)
       )
@@ -269,7 +271,7 @@ export const make = <R>(
             if (done) return undefined
           }
         }))
-        return yield* Effect.retry(attached, retryWhileAway)
+        return yield* awayRetried(attached)
       }))
     }
 
