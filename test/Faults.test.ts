@@ -7,11 +7,12 @@
  * never a hang, never a lost call.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, ConfigProvider, Effect, Exit, Fiber, Layer, Logger, Option, Schema, TestClock } from "effect"
+import { Cause, ConfigProvider, Effect, Exit, Fiber, Layer, Logger, Option, TestClock } from "effect"
 import { afterAll } from "vitest"
 import { Agent, LanguageModel, Model, Tool } from "../src/index.js"
 import { record } from "./support/figures.js"
 import { type FixtureServer, fixture, fixtureServer, type Reply } from "./support/fixtureServer.js"
+import { agent, lookupOrder, prompt } from "./support/supportAgent.js"
 
 interface Provider {
   readonly name: "anthropic" | "openai"
@@ -58,20 +59,6 @@ const countCalls = (result: Agent.RunResult) => {
   tally.ended += result.toolCalls.filter((call) => call.result.value !== undefined || call.result.error !== undefined).length
 }
 
-class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
-
-const lookupOrder = Tool.make("lookup_order", {
-  description: "Return the order record for order_id.",
-  input: { order_id: Schema.String },
-  output: Schema.Struct({ id: Schema.String, status: Schema.String, total: Schema.Number }),
-  timeout: "10 seconds"
-}, ({ order_id }) =>
-  order_id === "ord-4821"
-    ? Effect.succeed({ id: order_id, status: "shipped", total: 42 })
-    : Effect.fail(new NotFound({ message: `no order with id=${order_id}` })))
-
-const agent = Agent.make({ name: "support", tools: [lookupOrder] })
-const prompt = "Check orders ord-4821 and ord-0000"
 
 const live = (millis: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))
 const arrived = (server: FixtureServer, n: number) => Effect.promise(() => server.waitFor(n))

@@ -28,6 +28,7 @@ import { Agent, Model, PlatformClient, PlatformServer, RetryPolicy, Serve, Tool,
 import { record } from "./support/figures.js"
 import { type FixtureServer, fixture, fixtureServer, type Reply } from "./support/fixtureServer.js"
 import { mcpClient } from "./support/mcpHttp.js"
+import { agent, lookupOrder, prompt } from "./support/supportAgent.js"
 
 const secrets = {
   anthropicKey: "sk-ant-api03-Q7xSECRETanthropic9LmN4pV8rT1wZ6yK3bH5cJ0dF2gA",
@@ -242,20 +243,6 @@ const assertClean = (capture: Capture) => {
 // ---------------------------------------------------------------------------------------------
 // The flows.
 
-class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
-
-const lookupOrder = Tool.make("lookup_order", {
-  description: "Return the order record for order_id.",
-  input: { order_id: Schema.String },
-  output: Schema.Struct({ id: Schema.String, status: Schema.String, total: Schema.Number }),
-  timeout: "10 seconds"
-}, ({ order_id }) =>
-  order_id === "ord-4821"
-    ? Effect.succeed({ id: order_id, status: "shipped", total: 42 })
-    : Effect.fail(new NotFound({ message: `no order with id=${order_id}` })))
-
-const agent = Agent.make({ name: "support", tools: [lookupOrder] })
-const prompt = "Check orders ord-4821 and ord-0000"
 
 const fastRetry = RetryPolicy.layer({ modelRetry: Schedule.spaced("10 millis").pipe(Schedule.intersect(Schedule.recurs(4))) })
 
