@@ -234,6 +234,44 @@ describe("platform over a real WebSocket", () => {
       }).pipe(Effect.scoped, Effect.provide(client(url)))
     }).pipe(Effect.scoped))
 
+  it.live("another agent's task is offered none of this agent's tools, and a call naming one never reaches it", () =>
+    Effect.gen(function*() {
+      const offered: Array<Array<string>> = []
+      const context = yield* Layer.build(
+        PlatformServer.layerWebSocket({ port: 0 }).pipe(
+          Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"], ["tok-2", "agent-2"]]) })),
+          Layer.provide(LanguageModel.layerScripted([
+            (request) => {
+              offered.push(request.tools.map((t) => t.name))
+              return { toolCalls: [call("x", "lookup", { id: "1" })] }
+            },
+            (request) => ({ text: resultsText(request) })
+          ])),
+          Layer.provide(policy)
+        )
+      )
+      const url = yield* Effect.provide(PlatformServer.url, context)
+      let lookups = 0
+      const lookup = Tool.make("lookup", { description: "Look up.", input: { id: Schema.String }, timeout: "5 seconds" }, ({ id }) =>
+        Effect.sync(() => (lookups++, `found ${id}`)))
+      const other = Tool.make("other", { description: "Other.", input: {}, timeout: "5 seconds" }, () => Effect.succeed("other"))
+      // agent-1 serves lookup; agent-2, with a token of its own, serves `other` and submits a task.
+      const agentOne = yield* Layer.build(client(url))
+      yield* Serve.make(yield* Toolkit.make(lookup)).pipe(Effect.provide(agentOne))
+      const agentTwo = PlatformClient.layer.pipe(
+        Layer.provideMerge(policy),
+        Layer.provideMerge(Layer.setConfigProvider(ConfigProvider.fromMap(
+          new Map([["AGENT_ID", "agent-2"], ["PLATFORM_TOKEN", "tok-2"], ["PLATFORM_URL", url]])
+        )))
+      )
+      const output = yield* Effect.flatMap(Serve.make(yield* Toolkit.make(other)), (served) => served.runTask("go")).pipe(
+        Effect.provide(agentTwo)
+      )
+      assert.deepStrictEqual(offered, [["other"]])
+      assert.strictEqual(output, "x:lookup: no such tool; the available tools are other")
+      assert.strictEqual(lookups, 0)
+    }).pipe(Effect.scoped))
+
   it.live("malformed frames and unknown messages get an error; the server keeps serving other connections", () =>
     Effect.gen(function*() {
       const url = yield* platform([])
