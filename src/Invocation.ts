@@ -18,6 +18,7 @@ import {
   Fiber,
   FiberId,
   FiberRef,
+  FiberRefs,
   Layer,
   Option,
   ParseResult,
@@ -423,7 +424,12 @@ const attempt = (
   const context = Context.add(caller.context, ToolContext, info)
   const runtime = Runtime.make({
     context: span === undefined ? context : Context.add(context, Tracer.ParentSpan, span),
-    fiberRefs: caller.fiber.getFiberRefs(),
+    // Its failure is the call's outcome, reported as such: not an "unhandled error" log line.
+    fiberRefs: FiberRefs.updateAs(caller.fiber.getFiberRefs(), {
+      fiberId: FiberId.none,
+      fiberRef: FiberRef.unhandledErrorLogLevel,
+      value: Option.none()
+    }),
     // The caller may be in an uninterruptible region; the handler must still be stoppable.
     runtimeFlags: RuntimeFlags.enable(caller.runtimeFlags, RuntimeFlags.Interruption)
   })

@@ -1,7 +1,7 @@
 // These tests fail with plain Errors on purpose: S5 says what the model reads for them.
 // @effect-diagnostics globalErrorInEffectFailure:off lazyPromiseInEffectSync:off
 import { assert, describe, it } from "@effect/vitest"
-import { Data, Effect, Exit, Fiber, Logger, Option, Schedule, Schema, TestClock } from "effect"
+import { Data, Effect, Exit, Fiber, Logger, LogLevel, Option, Schedule, Schema, TestClock } from "effect"
 import * as fc from "fast-check"
 import { Invocation, RetryPolicy, Tool, ToolContext } from "../src/index.js"
 
@@ -382,6 +382,26 @@ describe("Invocation.run: retries (S7)", () => {
       assert.strictEqual(warnings.length, 1)
       assert.match(warnings[0]!, /^tight: 5 retries do not fit before the deadline \(1s away\); retry 4 and later/)
     }).pipe(Effect.provide(noJitter)))
+
+  it.effect("a handler's failure is the call's result, not an \"unhandled error\" log line, at any log level", () =>
+    Effect.gen(function*() {
+      const lines: Array<string> = []
+      const capture = Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ message }) => void lines.push(String(message)))
+      )
+      // It suspends first: it runs in a fiber of its own, whose failure the pipeline reports.
+      const tool = failing("later", Effect.zipRight(Effect.sleep("1 second"), Effect.fail(new Error("no"))), {
+        timeout: "10 seconds"
+      })
+      const result = yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(Invocation.run(tool, "{}"))
+        yield* TestClock.adjust("2 seconds")
+        return yield* Fiber.join(fiber)
+      }).pipe(Effect.provide(capture), Logger.withMinimumLogLevel(LogLevel.All))
+      assert.strictEqual(result.error, "Error: no")
+      assert.deepStrictEqual(lines.filter((line) => line.includes("unhandled error")), [])
+    }))
 
   it.effect("the default policy backs off with jitter", () =>
     Effect.gen(function*() {

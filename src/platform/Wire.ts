@@ -27,6 +27,9 @@ import {
   Either,
   Exit,
   Fiber,
+  FiberId,
+  FiberRef,
+  FiberRefs,
   Mailbox,
   Option,
   ParseResult,
@@ -141,7 +144,12 @@ export const serveConnection = (
     if (fork === undefined) {
       fork = Runtime.runFork(Runtime.make({
         context: Context.merge(options.runtime.context, entry.context),
-        fiberRefs: options.runtime.fiberRefs,
+        // A handler's failure goes back to the client as its answer: not an "unhandled error" log line.
+        fiberRefs: FiberRefs.updateAs(options.runtime.fiberRefs, {
+          fiberId: FiberId.none,
+          fiberRef: FiberRef.unhandledErrorLogLevel,
+          value: Option.none()
+        }),
         runtimeFlags: options.runtime.runtimeFlags
       }))
       forks.set(codec.rpc._tag, fork)
