@@ -37,6 +37,7 @@ import {
 } from "../../src/index.js"
 import * as Journal from "../../src/platform/Journal.js"
 import { record, scale } from "../support/figures.js"
+import { clientLayer, resultsText } from "../support/platform.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
 
@@ -59,9 +60,6 @@ const freePort = Effect.async<number>((resume) => {
     server.close(() => resume(Effect.succeed(port)))
   })
 })
-
-const resultsText = (request: LanguageModel.ModelRequest) =>
-  request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [`${m.toolCallId}:${m.content}`] : []).join(" ")
 
 /** The step a request asks for: one more than the assistant turns it carries. */
 const stepOf = (request: LanguageModel.ModelRequest) =>
@@ -102,18 +100,8 @@ const startPlatform = (port: number, journal: string | undefined, model: Languag
     return { scope, state: Context.get(context, PlatformServer.PlatformState) }
   })
 
-/** A serving process's client layer for `port`. */
-const client = (port: number) =>
-  PlatformClient.layer.pipe(
-    Layer.provideMerge(policy),
-    Layer.provideMerge(Layer.setConfigProvider(ConfigProvider.fromMap(
-      new Map([
-        ["AGENT_ID", "agent-1"],
-        ["PLATFORM_TOKEN", "tok-1"],
-        ["PLATFORM_URL", `ws://127.0.0.1:${port}${PlatformServer.path}`]
-      ])
-    )))
-  )
+/** A serving process's client layer for `port`, as agent-1. */
+const client = (port: number) => clientLayer({ url: `ws://127.0.0.1:${port}${PlatformServer.path}` }, policy)
 
 /** Each call's side effect, by key; `hold(key)` lets a test keep a call in flight. */
 const workTool = (effects: Map<string, number>, hold: (key: string) => Effect.Effect<void>) =>

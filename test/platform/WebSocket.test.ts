@@ -15,6 +15,7 @@ import {
 } from "../../src/index.js"
 import { WebSocket } from "ws"
 import { record } from "../support/figures.js"
+import { clientLayer, resultsText } from "../support/platform.js"
 import { tcpProxy } from "../support/tcpProxy.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
@@ -37,14 +38,8 @@ const platform = (script: ReadonlyArray<LanguageModel.ScriptedTurn>) =>
     (context) => Effect.provide(PlatformServer.url, context)
   )
 
-/** A serving process's client layer for `url`. */
-const client = (url: string) =>
-  PlatformClient.layer.pipe(
-    Layer.provideMerge(policy),
-    Layer.provideMerge(Layer.setConfigProvider(ConfigProvider.fromMap(
-      new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"], ["PLATFORM_URL", url]])
-    )))
-  )
+/** A serving process's client layer for `url`, as agent-1. */
+const client = (url: string) => clientLayer({ url }, policy)
 
 /** Sends `frames` on a raw WebSocket (with `headers`) and collects one reply per frame. */
 const rawExchange = (url: string, frames: ReadonlyArray<string>, headers: Record<string, string>) =>
@@ -69,9 +64,6 @@ const call = (id: string, name: string, args: unknown = {}): LanguageModel.ToolC
   name,
   arguments: JSON.stringify(args)
 })
-
-const resultsText = (request: LanguageModel.ModelRequest) =>
-  request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [`${m.toolCallId}:${m.content}`] : []).join(" ")
 
 const describeEvent = (event: Protocol.TaskEvent): string => {
   switch (event._tag) {
@@ -258,12 +250,7 @@ describe("platform over a real WebSocket", () => {
       // agent-1 serves lookup; agent-2, with a token of its own, serves `other` and submits a task.
       const agentOne = yield* Layer.build(client(url))
       yield* Serve.make(yield* Toolkit.make(lookup)).pipe(Effect.provide(agentOne))
-      const agentTwo = PlatformClient.layer.pipe(
-        Layer.provideMerge(policy),
-        Layer.provideMerge(Layer.setConfigProvider(ConfigProvider.fromMap(
-          new Map([["AGENT_ID", "agent-2"], ["PLATFORM_TOKEN", "tok-2"], ["PLATFORM_URL", url]])
-        )))
-      )
+      const agentTwo = clientLayer({ url, agentId: "agent-2", token: "tok-2" }, policy)
       const output = yield* Effect.flatMap(Serve.make(yield* Toolkit.make(other)), (served) => served.runTask("go")).pipe(
         Effect.provide(agentTwo)
       )
