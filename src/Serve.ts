@@ -167,14 +167,23 @@ export const make = <R>(
       policy.reconnect as Schedule.Schedule<unknown, ServeError>,
       (error: ServeError) => error._tag === "PlatformUnavailable"
     )
-    /** Retried on `RetryPolicy.reconnect` while the platform is away (no schedule set up until then). */
+    /**
+     * Retried on `RetryPolicy.reconnect` while the platform is away; the schedule is set up only
+     * then, the failed attempt counting as its first (the same delays as retrying from the start).
+     */
     const awayRetried = <A, E extends ServeError>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-      Effect.catchIf(effect, (error) => error._tag === "PlatformUnavailable", () => Effect.retry(effect, retryWhileAway)) as Effect.Effect<A, E>
+      Effect.catchIf(effect, (error) => error._tag === "PlatformUnavailable", (error) => {
+        let first = true
+        const again = Effect.suspend(() => first ? (first = false, Effect.fail(error)) : effect)
+        return Effect.retry(again, retryWhileAway)
+      }) as Effect.Effect<A, E>
 
     // Answers ready at the same moment go to the platform in one call: the first answer starts a
     // sender (on this stack, so a lone answer leaves at once), which takes every answer waiting each
     // time round until none is left; the others only wait in line. It lives as long as serving.
-    const runSender = Runtime.runFork(yield* Effect.runtime<never>())
+    // Fibers of serving (the answers' sender, each delivered call) run in the context `make` was
+    // given (the tools' services, hooks, the clock), forked from one runtime.
+    const runFork = Runtime.runFork(yield* Effect.runtime<Exclude<R, ToolContext>>())
     let sender: Fiber.RuntimeFiber<void> | undefined
     yield* Effect.addFinalizer(() => sender === undefined ? Effect.void : Fiber.interrupt(sender))
     let waiting: Array<ToolCallResult> = []
@@ -196,7 +205,7 @@ export const make = <R>(
         waiting.push(result)
         if (!sending) {
           sending = true
-          sender = runSender(sendWaiting, { immediate: true })
+          sender = runFork(sendWaiting, { immediate: true })
         }
         return Effect.void
       })
@@ -221,10 +230,6 @@ export const make = <R>(
           ({ result }) => answer({ taskId: event.taskId, toolCallId: event.toolCallId, result })
         )
       })
-
-    // Delivered calls run in fibers of their own, in the context `make` was given (the tools'
-    // services, hooks, the clock). Forked from one runtime: cheaper than a FiberSet per call.
-    const runCall = Runtime.runFork(yield* Effect.runtime<Exclude<R, ToolContext>>())
 
     /**
      * Follows a task to its last event, running its delivered calls here; `onEvent` sees every
@@ -261,7 +266,7 @@ export const make = <R>(
               }
               else if (event._tag === "ToolCallRequested") {
                 // Started on this stack: a call that completes at once is answered at once.
-                const fiber = runCall(handle(event), { immediate: true })
+                const fiber = runFork(handle(event), { immediate: true })
                 calls.add(fiber)
                 fiber.addObserver(() => calls.delete(fiber))
               }
