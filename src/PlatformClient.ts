@@ -117,7 +117,7 @@ const authenticationClient = Layer.unwrapEffect(
       })))
 )
 
-/** Options of `layer`. */
+/** Options of `layerWith`. */
 export interface LayerOptions {
   /** The largest frame accepted from the platform. Default 16 MiB. */
   readonly maxFrameBytes?: number | undefined
@@ -168,7 +168,11 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, M
           settle?.resolve(connection.link)
         })
         socket.on("message", (data) => client.receive(String(data)))
-        socket.on("error", (error) => settle?.reject(error))
+        socket.on("error", (error) => {
+          // Failing to open: the next call tries a new connection (ws also emits "close" after this).
+          if (connection.link === undefined && current === connection) current = undefined
+          settle?.reject(error)
+        })
         socket.on("close", (code, reason) => {
           if (current === connection) current = undefined
           const why = `connection closed, code ${code}${reason.length > 0 ? `: ${String(reason)}` : ""}`
