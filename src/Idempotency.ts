@@ -82,6 +82,12 @@ export interface ClaimOptions {
   readonly timeout: Duration.Duration
   /** An idempotent tool is not re-run after a crash: its outcome is declared unknown instead. */
   readonly idempotent: boolean
+  /**
+   * Whether the handler has started (S19). An interrupted call whose handler had not started is
+   * released (the next delivery runs it); one whose handler had started may have had its effect, so
+   * it is treated like a crash. Without it, an interrupted call counts as started.
+   */
+  readonly started?: (() => boolean) | undefined
 }
 
 /** The delivery-dedupe store. */
@@ -97,7 +103,25 @@ export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempote
   ) => Effect.Effect<{ readonly result: Invocation.ToolResult; readonly reused: boolean }>
   /** Entries held now (in flight or completed, not yet evicted). */
   readonly size: Effect.Effect<number>
+  /** Whether claims and held tasks outlive the process (SQLite: yes; memory: no). */
+  readonly durable: boolean
+  /** Records that this agent's serving process holds the task (S19: re-attached after a restart). */
+  readonly holdTask: (agentId: string, taskId: string) => Effect.Effect<void>
+  /** The task ended (or the platform forgot it): no longer held. */
+  readonly releaseTask: (agentId: string, taskId: string) => Effect.Effect<void>
+  /** The tasks of this agent still held, oldest first: a restarted process attaches them again. */
+  readonly heldTasks: (agentId: string) => Effect.Effect<ReadonlyArray<string>>
 }>() {}
+
+/** The S19 text of an idempotent call whose earlier attempt was interrupted after its handler started. */
+export const interruptedUnknown = (toolName: string): string =>
+  `${toolName}: the earlier attempt was interrupted; its outcome is unknown`
+
+/** What an interrupted first delivery leaves behind (S19): a released claim, or the "unknown" outcome. */
+const afterInterrupt = (claim: ClaimOptions): Invocation.ToolResult | undefined =>
+  claim.idempotent && (claim.started?.() ?? true)
+    ? Invocation.ToolResult.failure(interruptedUnknown(claim.toolName))
+    : undefined
 
 interface Entry {
   readonly expiresAt: number
@@ -138,18 +162,26 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
                 ? Effect.map(entry.done.await, (result) => ({ result, reused }))
                 : run.pipe(
                   Effect.tap((result) => Effect.sync(() => entry.done.succeed(result))),
-                  // An interrupted first delivery leaves no claim: the next one runs.
-                  Effect.onInterrupt(() =>
-                    Effect.zipRight(
+                  // Interrupted (S19): an idempotent call whose handler started keeps its entry, with
+                  // the "outcome unknown" result; otherwise no claim is left and the next delivery runs.
+                  Effect.onInterrupt(() => {
+                    const unknown = afterInterrupt(claim)
+                    if (unknown !== undefined) return Effect.sync(() => entry.done.succeed(unknown))
+                    return Effect.zipRight(
                       Ref.update(entries, HashMap.remove(id)),
                       Effect.sync(() => entry.done.complete(Exit.interrupt(FiberId.none)))
                     )
-                  ),
+                  }),
                   Effect.map((result) => ({ result, reused }))
                 )
           )
         }),
-      size: Effect.map(Ref.get(entries), HashMap.size)
+      size: Effect.map(Ref.get(entries), HashMap.size),
+      // Nothing outlives the process: a restarted one has no tasks to take back.
+      durable: false,
+      holdTask: () => Effect.void,
+      releaseTask: () => Effect.void,
+      heldTasks: () => Effect.succeed([])
     })
   })
 )
@@ -235,7 +267,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
     ))
 
     /** Runs the call as the claim's owner: lease renewed meanwhile, outcome written after. */
-    const runAsOwner = (key: DeliveryKey, owner: string, run: Effect.Effect<Invocation.ToolResult>) =>
+    const runAsOwner = (key: DeliveryKey, owner: string, claim: ClaimOptions, run: Effect.Effect<Invocation.ToolResult>) =>
       Effect.gen(function*() {
         const renewing = yield* Effect.fork(Effect.schedule(
           Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.ignoreLogged(Claims.renew(sql, key, owner, now + leaseMillis))),
@@ -243,7 +275,17 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
         ))
         const result = yield* run.pipe(
           Effect.ensuring(Fiber.interrupt(renewing)),
-          Effect.onInterrupt(() => Effect.ignoreLogged(Claims.release(sql, key, owner)))
+          // Interrupted (S19): an idempotent call whose handler started is completed "outcome
+          // unknown" (if that write fails the claim stays pending, and reads so once its lease ends);
+          // any other is released, so that the next delivery runs it.
+          Effect.onInterrupt(() => {
+            const unknown = afterInterrupt(claim)
+            return Effect.ignoreLogged(
+              unknown === undefined
+                ? Claims.release(sql, key, owner)
+                : Claims.complete(sql, key, owner, encodeOutcome(unknown))
+            )
+          })
         )
         yield* orDie(Claims.complete(sql, key, owner, encodeOutcome(result)))
         return { result, reused: false }
@@ -263,7 +305,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
             }))
             const row = yield* orDie(Claims.find(sql, key))
             if (row === undefined) continue // swept between the two statements: claim again
-            if (row.owner === owner) return yield* runAsOwner(key, owner, run)
+            if (row.owner === owner) return yield* runAsOwner(key, owner, claim, run)
             if (row.state === "completed" && row.outcome !== null) {
               return { result: decodeOutcome(row.outcome), reused: true }
             }
@@ -275,12 +317,17 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
             yield* orDie(Claims.takeOver(sql, key, row.owner, owner, now + leaseMillis))
             const taken = yield* orDie(Claims.find(sql, key))
             if (taken?.owner !== owner) continue // someone else took it over first
-            if (!claim.idempotent) return yield* runAsOwner(key, owner, run)
+            if (!claim.idempotent) return yield* runAsOwner(key, owner, claim, run)
             const unknown = Invocation.ToolResult.failure(outcomeUnknown(claim.toolName))
             yield* orDie(Claims.complete(sql, key, owner, encodeOutcome(unknown)))
             return { result: unknown, reused: false }
           }
         }),
-      size: orDie(Claims.count(sql))
+      size: orDie(Claims.count(sql)),
+      durable: true,
+      holdTask: (agentId, taskId) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.ignoreLogged(Claims.holdTask(sql, agentId, taskId, now))),
+      releaseTask: (agentId, taskId) => Effect.ignoreLogged(Claims.releaseTask(sql, agentId, taskId)),
+      heldTasks: (agentId) => Effect.orElseSucceed(Claims.heldTasks(sql, agentId), () => [])
     })
   })

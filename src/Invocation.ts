@@ -86,6 +86,11 @@ export interface Options {
   readonly toolCallId?: string | undefined
   /** The delivered deadline (epoch milliseconds or a Date): the call ends at the earlier of this and its timeout. */
   readonly deadlineAt?: number | Date | undefined
+  /**
+   * Called just before the handler runs (after decoding, the deadline check and the hooks that
+   * come first): a call interrupted before it never had an effect (S19).
+   */
+  readonly onStart?: (() => void) | undefined
 }
 
 export {
@@ -295,13 +300,20 @@ const pipeline = (
     expiringThresholdMillis: expiringThresholdMillis(config)
   }
   const hooks = Context.get(caller.context, Hooks.Hooks).tool
-  if (hooks.length === 0) return execute(caller, tool, compiled, input, info, start, span, undefined)
+  const onStart = options?.onStart
+  if (hooks.length === 0) {
+    onStart?.()
+    return execute(caller, tool, compiled, input, info, start, span, undefined)
+  }
   // Hooks installed (S18): they wrap the run of the call; `proceed` may run it again, or not at all.
   const progress = { attempt: 1 }
   return Hooks.runToolHooks(
     hooks,
     { tool, input, context: info, attempts: () => progress.attempt },
-    Effect.suspend(() => lift(execute(caller, tool, compiled, input, info, start, span, progress)))
+    Effect.suspend(() => {
+      onStart?.()
+      return lift(execute(caller, tool, compiled, input, info, start, span, progress))
+    })
   )
 }
 

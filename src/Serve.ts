@@ -4,6 +4,7 @@
  * tool calls the platform delivers on their streams, at least once, deduplicated, inside deadlines.
  */
 import {
+  Cause,
   Config,
   Context,
   Deferred,
@@ -110,23 +111,56 @@ const storeFromConfig = Effect.flatMap(Effect.serviceOption(Idempotency), (provi
     ))
 })
 
+/**
+ * `effect` within `limit`, from a finalizer: in a fiber of its own, since the closing fiber may be
+ * interrupted already (an interruptible region there would end at once), and interruptible in it, so
+ * that the limit can stop it.
+ */
+const boundedInFinalizer = <A, E>(
+  effect: Effect.Effect<A, E>,
+  limit: Duration.DurationInput
+): Effect.Effect<Exit.Exit<A, E | Cause.TimeoutException>> =>
+  Effect.flatMap(Effect.forkDaemon(Effect.interruptible(Effect.timeout(effect, limit))), Fiber.await)
+
+const causeText = (cause: Cause.Cause<unknown>): string =>
+  Cause.isInterruptedOnly(cause) ? "interrupted (the platform is gone)" : String(Cause.squash(cause))
+
 /** The manifest's hash: SHA-256 of its canonical JSON. */
 export const manifestHash = (toolkit: Toolkit.Toolkit<any>): string =>
   createHash("sha256").update(Json.canonical(toolkit.manifest)).digest("hex")
 
+/** The default of `MakeOptions.shutdownGrace`. */
+export const defaultShutdownGrace: Duration.Duration = Duration.seconds(30)
+
+/** Options of `make`, `layer` and `serve`. */
+export interface MakeOptions {
+  /**
+   * At shutdown (interruption, `stop`, the scope closing), how long the calls still running may go
+   * on before they are interrupted; a call's own deadline ends it earlier. Default 30 s.
+   */
+  readonly shutdownGrace?: Duration.DurationInput | undefined
+  /** With a durable store, attach the unfinished tasks this agent held when the process starts. Default true. */
+  readonly resumeTasks?: boolean | undefined
+}
+
 /**
  * Registers `toolkit` and keeps it registered for as long as the scope lives: a heartbeat fiber
- * on `RetryPolicy`'s `heartbeat` schedule, and a best-effort deregistration when the scope closes.
- * Reads `AGENT_ID`; the `PlatformClient` beneath reads `PLATFORM_TOKEN` (and `PLATFORM_URL`).
+ * on `RetryPolicy`'s `heartbeat` schedule; with a durable store, the unfinished tasks held before a
+ * restart attached again. When the scope closes (S19): no new delivery is started, the calls still
+ * running get `shutdownGrace`, what is left is interrupted, their answers go out, then a
+ * best-effort deregistration. Reads `AGENT_ID`; the `PlatformClient` beneath reads `PLATFORM_TOKEN`
+ * (and `PLATFORM_URL`).
  */
 export const make = <R>(
-  toolkit: Toolkit.Toolkit<R>
+  toolkit: Toolkit.Toolkit<R>,
+  options?: MakeOptions
 ): Effect.Effect<Serve["Type"], ServeError, PlatformClient | Scope.Scope | Exclude<R, ToolContext>> =>
   Effect.gen(function*() {
     const agentId = yield* required("AGENT_ID", Config.string("AGENT_ID"))
     const client = yield* PlatformClient
     const policy = yield* RetryPolicy
     const store = yield* storeFromConfig
+    const grace = Duration.decode(options?.shutdownGrace ?? defaultShutdownGrace)
     const processId = randomUUID()
     const caller = { agentId, processId }
     const current = yield* Ref.make({ toolkit: toolkit as Toolkit.Toolkit<any>, hash: manifestHash(toolkit) })
@@ -137,6 +171,15 @@ export const make = <R>(
         Effect.tap(() => Effect.logDebug(`agent ${agentId}: registered`)),
         Effect.withSpan("Serve.register", { attributes: { agentId }, captureStackTrace: false })
       )
+
+    const idempotentTools = toolkit.tools.filter((tool) => tool.idempotent).map((tool) => tool.name)
+    if (!store.durable && idempotentTools.length > 0) {
+      yield* Effect.logWarning(
+        `agent ${agentId}: the idempotent tools ${idempotentTools.join(", ")} are deduplicated in memory only: ` +
+          `a restarted process forgets their claims and may run a call again; set IDEMPOTENCY_DB=path.sqlite ` +
+          `(or provide Idempotency.layerSql) to keep them`
+      )
+    }
 
     yield* register
 
@@ -155,11 +198,15 @@ export const make = <R>(
     )
     yield* Effect.forkScoped(Effect.schedule(beat, policy.heartbeat))
 
+    // Best effort, bounded: a platform already gone (a closed connection, an in-process platform
+    // whose scope ended first) neither fails nor interrupts the scope that is closing.
     yield* Effect.addFinalizer(() =>
-      client.deregister(caller).pipe(
-        Effect.timeout("5 seconds"),
-        Effect.tap(() => Effect.logDebug(`agent ${agentId}: deregistered`)),
-        Effect.catchAll((error) => Effect.logWarning(`agent ${agentId}: deregistration failed: ${String(error)}`))
+      boundedInFinalizer(client.deregister(caller), "5 seconds").pipe(
+        Effect.flatMap((exit) =>
+          Exit.isSuccess(exit)
+            ? Effect.logDebug(`agent ${agentId}: deregistered`)
+            : Effect.logWarning(`agent ${agentId}: deregistration failed: ${causeText(exit.cause)}`)
+        )
       )
     )
 
@@ -214,22 +261,48 @@ export const make = <R>(
     const handle = (event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>): Effect.Effect<void> =>
       Effect.flatMap(Ref.get(current), ({ toolkit }) => {
         const tool = toolkit.byName.get(event.name)
+        // Whether the handler started: an interruption before it leaves nothing behind (S19).
+        let started = false
         const call = tool === undefined
           ? Effect.succeed(Invocation.ToolResult.failure(`${event.name}: this process does not serve this tool`))
           : Invocation.run(tool, event.arguments, {
             taskId: event.taskId,
             toolCallId: event.toolCallId,
-            deadlineAt: event.deadlineAt
+            deadlineAt: event.deadlineAt,
+            onStart: () => void (started = true)
           }) as Effect.Effect<Invocation.ToolResult>
         return Effect.flatMap(
           store.once(event, {
             toolName: event.name,
             timeout: tool?.timeout ?? Duration.seconds(1),
-            idempotent: tool?.idempotent ?? false
+            idempotent: tool?.idempotent ?? false,
+            started: () => started
           }, call),
           ({ result }) => answer({ taskId: event.taskId, toolCallId: event.toolCallId, result })
         )
       })
+
+    // The delivered calls running now, whichever task they are of: they outlive the follower that
+    // started them (it may be interrupted first at shutdown) and are drained when serving stops.
+    const inFlight = new Set<Fiber.RuntimeFiber<void>>()
+    let draining = false
+    let notStarted = 0
+    const deliver = (event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>): void => {
+      // Stopping: a new delivery is left to the platform, which delivers it again after a re-attach.
+      if (draining) {
+        notStarted++
+        return
+      }
+      // Started on this stack: a call that completes at once is answered at once.
+      const fiber = runFork(handle(event), { immediate: true })
+      if (fiber.unsafePoll() !== null) return
+      inFlight.add(fiber)
+      fiber.addObserver(() => inFlight.delete(fiber))
+    }
+
+    // One follower per task here: an explicit attach takes a task over from its re-attach at start.
+    const resumed = new Map<string, Fiber.RuntimeFiber<unknown, unknown>>()
+    const explicit = new Set<string>()
 
     /**
      * Follows a task to its last event, running its delivered calls here; `onEvent` sees every
@@ -245,9 +318,6 @@ export const make = <R>(
       // Without a listener, the stream needs only the calls and the end.
       const events = onEvent === undefined ? "calls" as const : "all" as const
       return Effect.scoped(Effect.gen(function*() {
-        // The task's calls still running: interrupted when following ends.
-        const calls = new Set<Fiber.RuntimeFiber<void>>()
-        yield* Effect.addFinalizer(() => Fiber.interruptAll(calls))
         let taskId: string | undefined = known
         let started = false
         const attached = Effect.scoped(Effect.gen(function*() {
@@ -262,30 +332,55 @@ export const make = <R>(
             for (const event of chunk) {
               if (event._tag === "TaskStarted") {
                 taskId = event.taskId
+                if (!started) yield* store.holdTask(agentId, event.taskId)
                 started = true
               }
-              else if (event._tag === "ToolCallRequested") {
-                // Started on this stack: a call that completes at once is answered at once.
-                const fiber = runFork(handle(event), { immediate: true })
-                calls.add(fiber)
-                fiber.addObserver(() => calls.delete(fiber))
-              }
+              else if (event._tag === "ToolCallRequested") deliver(event)
               onEvent?.(event)
-              if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") return event
+              if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
+                yield* store.releaseTask(agentId, event.taskId)
+                return event
+              }
             }
             if (done) return undefined
           }
         }))
-        return yield* awayRetried(attached)
+        return yield* awayRetried(attached).pipe(
+          // The platform does not know the task (any more): nothing is left to take back.
+          Effect.tapError((error) =>
+            (error._tag === "TaskLost" || error._tag === "UnknownTask") && taskId !== undefined
+              ? store.releaseTask(agentId, taskId)
+              : Effect.void
+          )
+        )
       }))
     }
+
+    /** `follow` of a task known by id, by the caller: a re-attach of it from the start gives way first. */
+    const followKnown = (
+      taskId: string,
+      onEvent: ((event: TaskEvent) => void) | undefined
+    ): Effect.Effect<TaskEvent | undefined, ServeError> =>
+      Effect.suspend(() => {
+        explicit.add(taskId)
+        const earlier = resumed.get(taskId)
+        resumed.delete(taskId)
+        return Effect.zipRight(
+          earlier === undefined ? Effect.void : Fiber.interrupt(earlier),
+          follow("", taskId, onEvent)
+        ).pipe(Effect.ensuring(Effect.sync(() => explicit.delete(taskId))))
+      })
 
     /** `follow` as a Stream of the task's events. */
     const taskEvents = (prompt: string, known: string | undefined): Stream.Stream<TaskEvent, ServeError> =>
       Stream.unwrapScoped(Effect.gen(function*() {
         const out = yield* Mailbox.make<TaskEvent, ServeError>()
+        const onEvent = (event: TaskEvent) => void out.unsafeOffer(event)
         yield* Effect.forkScoped(
-          Effect.onExit(follow(prompt, known, (event) => out.unsafeOffer(event)), (exit) => out.done(Exit.asVoid(exit)))
+          Effect.onExit(
+            known === undefined ? follow(prompt, undefined, onEvent) : followKnown(known, onEvent),
+            (exit) => out.done(Exit.asVoid(exit))
+          )
         )
         return Mailbox.toStream(out)
       }))
@@ -296,6 +391,50 @@ export const make = <R>(
       return Effect.fail(new TaskFailedError({ taskId: "", reason: "the task's stream ended before the task did" }))
     }
 
+    // With a durable store: the tasks this agent held when a process stopped are attached again.
+    if (options?.resumeTasks !== false && store.durable) {
+      const held = yield* store.heldTasks(agentId)
+      if (held.length > 0) {
+        yield* Effect.logInfo(`agent ${agentId}: attaching ${held.length} unfinished task(s) again: ${held.join(", ")}`)
+      }
+      for (const taskId of held) {
+        const fiber = yield* Effect.forkScoped(Effect.suspend(() =>
+          explicit.has(taskId) ? Effect.void : follow("", taskId, undefined).pipe(
+            Effect.flatMap((last) =>
+              last === undefined
+                ? Effect.logDebug(`task ${taskId}: its stream ended before the task did`)
+                : Effect.logInfo(`task ${taskId}: ${last._tag === "TaskCompleted" ? "completed" : "failed"}`)
+            ),
+            Effect.catchAll((error) => Effect.logWarning(`task ${taskId}: could not be taken back: ${error.message}`))
+          )
+        ))
+        resumed.set(taskId, fiber)
+        fiber.addObserver(() => {
+          if (resumed.get(taskId) === fiber) resumed.delete(taskId)
+        })
+      }
+    }
+
+    // Runs first when the scope closes (S19): drain, then (finalizers above) deregister and close.
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        draining = true
+        const running = [...inFlight]
+        if (running.length > 0) {
+          yield* boundedInFinalizer(Fiber.awaitAll(running), grace)
+        }
+        const left = [...inFlight]
+        if (left.length > 0) yield* Fiber.interruptAll(left)
+        // The drained calls' answers go out before the deregistration.
+        if (sending && sender !== undefined) {
+          yield* boundedInFinalizer(Fiber.await(sender), "5 seconds")
+        }
+        const line = `agent ${agentId}: stopping: ${running.length - left.length} call(s) drained, ` +
+          `${left.length} interrupted, ${notStarted} delivery(ies) not started (delivered again after a re-attach)`
+        yield* running.length > 0 || notStarted > 0 ? Effect.logInfo(line) : Effect.logDebug(line)
+      })
+    )
+
     return Serve.of({
       agentId,
       processId,
@@ -305,18 +444,19 @@ export const make = <R>(
       submitTask: (prompt) => taskEvents(prompt, undefined),
       runTask: (prompt) => Effect.flatMap(follow(prompt, undefined, undefined), outcome),
       attachTask: (taskId) => taskEvents("", taskId),
-      runAttached: (taskId) => Effect.flatMap(follow("", taskId, undefined), outcome),
+      runAttached: (taskId) => Effect.flatMap(followKnown(taskId, undefined), outcome),
       failed: Deferred.await(failed)
     })
   })
 
 /** `make` as a scoped layer: registered while the layer lives. */
 export const layer = <R>(
-  toolkit: Toolkit.Toolkit<R>
-): Layer.Layer<Serve, ServeError, PlatformClient | Exclude<R, ToolContext>> => Layer.scoped(Serve, make(toolkit))
+  toolkit: Toolkit.Toolkit<R>,
+  options?: MakeOptions
+): Layer.Layer<Serve, ServeError, PlatformClient | Exclude<R, ToolContext>> => Layer.scoped(Serve, make(toolkit, options))
 
 /** Options of `serve`. */
-export interface ServeOptions {
+export interface ServeOptions extends MakeOptions {
   /** Completes when serving should stop: deregistration follows, then `serve` returns. */
   readonly stop?: Effect.Effect<void> | undefined
 }
@@ -329,5 +469,5 @@ export const serve = <R>(
   toolkit: Toolkit.Toolkit<R>,
   options?: ServeOptions
 ): Effect.Effect<void, ServeError, PlatformClient | Exclude<R, ToolContext>> =>
-  Effect.scoped(Effect.flatMap(make(toolkit), (served) =>
+  Effect.scoped(Effect.flatMap(make(toolkit, options), (served) =>
     options?.stop === undefined ? served.failed : Effect.raceFirst(served.failed, options.stop)))

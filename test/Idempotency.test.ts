@@ -102,6 +102,39 @@ for (const [name, make] of stores) {
         assert.strictEqual(yield* dedupe.size, 0)
       })))
 
+    it.effect("an idempotent call interrupted inside its handler keeps its claim: later deliveries read outcome unknown", () =>
+      withStore(make, Effect.gen(function*() {
+        let runs = 0
+        const refund = Tool.make("refund", { description: "Refunds.", input: {}, timeout: "30 seconds", idempotent: true }, () =>
+          Effect.suspend(() => (runs++, Effect.as(Effect.sleep("5 seconds"), "refunded"))))
+        const dedupe = yield* store
+        const delivery = () => {
+          let started = false
+          const run = Invocation.run(refund, "{}", { ...key, onStart: () => void (started = true) })
+          return dedupe.once(key, { ...claim, toolName: "refund", idempotent: true, started: () => started }, run)
+        }
+        const first = yield* Effect.fork(delivery())
+        yield* TestClock.adjust("1 second")
+        yield* Fiber.interrupt(first)
+        const again = yield* delivery()
+        assert.strictEqual(runs, 1)
+        assert.strictEqual(again.result.error, "refund: the earlier attempt was interrupted; its outcome is unknown")
+        assert.strictEqual(again.result.error, Idempotency.interruptedUnknown("refund"))
+      })))
+
+    it.effect("a call interrupted before its handler started is released: the next delivery runs it", () =>
+      withStore(make, Effect.gen(function*() {
+        const { runs, tool } = counter()
+        const dedupe = yield* store
+        const idempotent = { ...claim, idempotent: true }
+        // Interrupted while a hook (an approval, say) held it: the handler never started.
+        const first = yield* Effect.fork(dedupe.once(key, { ...idempotent, started: () => false }, Effect.never))
+        yield* TestClock.adjust("1 second")
+        yield* Fiber.interrupt(first)
+        const second = yield* dedupe.once(key, { ...idempotent, started: () => true }, Invocation.run(tool, "{}", key))
+        assert.deepStrictEqual([runs.count, second.result.value, second.reused], [1, 1, false])
+      })))
+
     it.effect("retries see attempt 1..n, back to 1 on a redelivery that runs again", () =>
       withStore(make, Effect.gen(function*() {
         const attempts: Array<number> = []

@@ -1,12 +1,15 @@
 // @effect-diagnostics globalErrorInEffectFailure:off
 import { assert, describe, it } from "@effect/vitest"
 import {
+  Clock,
   ConfigProvider,
   Deferred,
+  Duration,
   Effect,
   Exit,
   Fiber,
   Layer,
+  Logger,
   Option,
   Schedule,
   Schema,
@@ -14,7 +17,11 @@ import {
   Stream,
   TestClock
 } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import {
+  Idempotency,
   LanguageModel,
   PlatformClient,
   PlatformServer,
@@ -27,6 +34,16 @@ import {
   ToolResult
 } from "../src/index.js"
 import { record } from "./support/figures.js"
+import { resultsText } from "./support/platform.js"
+
+/** A fresh SQLite file in a temp folder, removed with the scope. */
+const tempFile = Effect.map(
+  Effect.acquireRelease(
+    Effect.sync(() => mkdtempSync(join(tmpdir(), "agent-tools-serve-"))),
+    (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+  ),
+  (dir) => join(dir, "claims.sqlite")
+)
 
 const tokens = new Map([["tok-1", "agent-1"], ["tok-2", "agent-2"]])
 
@@ -338,4 +355,155 @@ describe("Serve: delivery dedupe (S10) and retries", () => {
       )
     }).pipe(Effect.scoped, Effect.provide(inProcess(script)))
   })
+})
+
+describe("Serve: shutdown and restarts (S19)", () => {
+  /** A refund whose body takes `body`; records when it started, ended or was interrupted (Clock ms). */
+  const slowRefund = (options: { readonly body: Duration.DurationInput; readonly timeout: Duration.DurationInput }) => {
+    const log: Array<string> = []
+    const tool = Tool.make("refund", {
+      description: "Refund.",
+      input: {},
+      timeout: options.timeout,
+      idempotent: true
+    }, () =>
+      Effect.gen(function*() {
+        log.push(`start ${yield* Clock.currentTimeMillis}`)
+        yield* Effect.sleep(options.body)
+        log.push(`done ${yield* Clock.currentTimeMillis}`)
+        return "refunded"
+      }).pipe(Effect.onInterrupt(() => Effect.map(Clock.currentTimeMillis, (now) => void log.push(`interrupted ${now}`)))))
+    return { log, tool }
+  }
+
+  /** A script: the calls of turn 1, then of turn 2..., then an answer listing every result it saw. */
+  const turns = (calls: ReadonlyArray<ReadonlyArray<string>>, seen: { final?: string }) => [
+    ...calls.map((names, turn) => ({
+      toolCalls: names.map((name, i) => ({ id: `t${turn + 1}-${name}-${i}`, name, arguments: "{}" }))
+    })),
+    (request: LanguageModel.ModelRequest) => {
+      seen.final = resultsText(request)
+      return { text: "done" }
+    }
+  ]
+
+  /** Closes `scope` in a fiber, to watch it drain on the TestClock. */
+  const closing = (scope: Scope.CloseableScope) => Effect.fork(Scope.close(scope, Exit.void))
+
+  it.effect("a call still running gets the grace period, then is interrupted; a later delivery reads outcome unknown", () => {
+    const { log, tool } = slowRefund({ body: "20 seconds", timeout: "60 seconds" })
+    const seen: { final?: string } = {}
+    return Effect.gen(function*() {
+      const toolkit = yield* Toolkit.make(tool)
+      const scope = yield* Scope.make()
+      const first = yield* Serve.make(toolkit, { shutdownGrace: "5 seconds" }).pipe(Scope.extend(scope))
+      const events: Array<Protocol.TaskEvent> = []
+      yield* Effect.forkDaemon(Stream.runForEach(first.submitTask("refund"), (e) => Effect.sync(() => events.push(e))))
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(log, ["start 0"])
+      const stopping = yield* closing(scope)
+      yield* TestClock.adjust("4 seconds")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(stopping)), "still draining inside the grace period")
+      assert.deepStrictEqual(log, ["start 0"])
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(stopping)
+      assert.deepStrictEqual(log, ["start 0", "interrupted 6000"])
+      assert.deepStrictEqual((yield* calls()).deregister, 1)
+      // Another process (same store: it is in memory here) attaches: the call comes again, runs nothing.
+      const second = yield* Serve.make(toolkit)
+      assert.strictEqual(yield* second.runAttached(events[0]!.taskId), "done")
+      assert.strictEqual(seen.final, "t1-refund-0:refund: the earlier attempt was interrupted; its outcome is unknown")
+      assert.deepStrictEqual(log, ["start 0", "interrupted 6000"])
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Layer.merge(inProcess(turns([["refund"]], seen)), Idempotency.layerMemory))
+    )
+  })
+
+  it.effect("a call's earlier deadline ends the drain before the grace period does", () => {
+    const { log, tool } = slowRefund({ body: "20 seconds", timeout: "3 seconds" })
+    const seen: { final?: string } = {}
+    return Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const served = yield* Serve.make(yield* Toolkit.make(tool)).pipe(Scope.extend(scope))
+      const task = yield* Effect.forkDaemon(served.runTask("refund"))
+      yield* TestClock.adjust("1 second")
+      const stopping = yield* closing(scope)
+      yield* TestClock.adjust("1900 millis")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(stopping)))
+      yield* TestClock.adjust("100 millis")
+      yield* Fiber.join(stopping)
+      // Timed out at its deadline (3 s), not cut at the grace period's end (31 s); its answer went out.
+      assert.deepStrictEqual(log, ["start 0", "interrupted 3000"])
+      assert.strictEqual(yield* Fiber.join(task), "done")
+      assert.strictEqual(seen.final, "t1-refund-0:refund timed out after 3s; its outcome is unknown")
+    }).pipe(Effect.scoped, Effect.provide(inProcess(turns([["refund"]], seen))))
+  })
+
+  it.effect("a delivery arriving while draining is not started; a restarted process re-attaches by itself and runs it", () => {
+    const { log, tool } = slowRefund({ body: "10 seconds", timeout: "60 seconds" })
+    let notes = 0
+    const note = Tool.make("note", { description: "Note.", input: {}, timeout: "30 seconds" }, () =>
+      Effect.sync(() => `note ${++notes}`))
+    const seen: { final?: string } = {}
+    return Effect.gen(function*() {
+      const file = yield* tempFile
+      const toolkit = yield* Toolkit.make(tool, note)
+      const serving = (scope: Scope.Scope) =>
+        Effect.flatMap(
+          Layer.buildWithScope(Idempotency.layerSql({ filename: file }), scope),
+          (store) => Serve.make(toolkit).pipe(Effect.provide(store), Scope.extend(scope))
+        )
+      const scope = yield* Scope.make()
+      const first = yield* serving(scope)
+      const follower = yield* Effect.forkDaemon(first.runTask("refund, then note"))
+      yield* TestClock.adjust("1 second")
+      const stopping = yield* closing(scope)
+      // The refund completes inside the grace period and its answer goes out; the model's next
+      // call (note) arrives while draining: not started.
+      yield* TestClock.adjust("10 seconds")
+      yield* Fiber.join(stopping)
+      yield* Fiber.interrupt(follower)
+      assert.deepStrictEqual([log, notes], [["start 0", "done 10000"], 0])
+      assert.isUndefined(seen.final)
+      // The next process has the same store: it takes the task back with no task id given.
+      yield* serving(yield* Effect.scope)
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(notes, 1)
+      assert.strictEqual(seen.final, "t1-refund-0:\"refunded\" t2-note-0:\"note 1\"")
+      assert.deepStrictEqual(log, ["start 0", "done 10000"])
+    }).pipe(Effect.scoped, Effect.provide(inProcess(turns([["refund"], ["note"]], seen))))
+  })
+
+  it.effect("idempotent tools on the memory store: one warning at start naming IDEMPOTENCY_DB", () => {
+    const lines: Array<string> = []
+    const logger = Logger.replace(Logger.defaultLogger, Logger.make(({ logLevel, message }) => {
+      if (logLevel._tag === "Warning") lines.push(String(message))
+    }))
+    return Effect.gen(function*() {
+      yield* Serve.make(yield* Toolkit.make(slowRefund({ body: "1 second", timeout: "5 seconds" }).tool, lookup))
+      yield* Serve.make(yield* Toolkit.make(lookup))
+      assert.strictEqual(lines.length, 1)
+      assert.include(lines[0], "refund")
+      assert.include(lines[0], "IDEMPOTENCY_DB")
+    }).pipe(Effect.scoped, Effect.provide(Layer.merge(inProcess(), logger)))
+  })
+})
+
+describe("Serve in a test, as the README shows it", () => {
+  it.scoped("Serve.make under it.scoped with PlatformClient.layerTest: the task runs, the scope closes cleanly", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.make(yield* Toolkit.make(lookup))
+      assert.strictEqual(yield* served.runTask("Look up x"), "\"found x\"")
+    }).pipe(Effect.provide(
+      PlatformClient.layerTest.pipe(
+        Layer.provideMerge(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
+        Layer.provide(LanguageModel.layerScripted([
+          { toolCalls: [{ id: "c1", name: "lookup", arguments: "{\"id\":\"x\"}" }] },
+          (request) => ({ text: request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : []).join() })
+        ])),
+        // What a serving process reads from its environment (layerTest: the token; Serve.make: the agent).
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]]))))
+      )
+    )))
 })

@@ -19,7 +19,14 @@ export const migrations = {
       expires_at BIGINT NOT NULL,
       outcome TEXT,
       PRIMARY KEY (task_id, tool_call_id)
-    )`.pipe(Effect.zipRight(sql`CREATE INDEX tool_claims_expires_at ON tool_claims (expires_at)`)))
+    )`.pipe(Effect.zipRight(sql`CREATE INDEX tool_claims_expires_at ON tool_claims (expires_at)`))),
+  "0002_create_held_tasks": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`CREATE TABLE IF NOT EXISTS held_tasks (
+      agent_id TEXT NOT NULL,
+      task_id TEXT NOT NULL,
+      held_since BIGINT NOT NULL,
+      PRIMARY KEY (agent_id, task_id)
+    )`)
 }
 
 /** A claim row. `state` is `pending` until the outcome is written, then `completed`. */
@@ -74,7 +81,7 @@ export const complete = (sql: SqlClient.SqlClient, key: Key, owner: string, outc
   sql`UPDATE tool_claims SET state = 'completed', outcome = ${outcome}
     WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND owner = ${owner}`
 
-/** Drops a pending claim its owner gave up (the call was interrupted, not crashed). */
+/** Drops a pending claim its owner gave up (interrupted before its handler started, or a tool that may run again). */
 export const release = (sql: SqlClient.SqlClient, key: Key, owner: string) =>
   sql`DELETE FROM tool_claims
     WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND owner = ${owner} AND state = 'pending'`
@@ -85,3 +92,20 @@ export const sweep = (sql: SqlClient.SqlClient, now: number) => sql`DELETE FROM 
 /** How many claims are stored. */
 export const count = (sql: SqlClient.SqlClient) =>
   Effect.map(sql<{ readonly n: number }>`SELECT COUNT(*) AS n FROM tool_claims`, (rows) => Number(rows[0]?.n ?? 0))
+
+/** Records a task the agent's serving process holds (kept until it ends). */
+export const holdTask = (sql: SqlClient.SqlClient, agentId: string, taskId: string, now: number) =>
+  sql`INSERT INTO held_tasks (agent_id, task_id, held_since) VALUES (${agentId}, ${taskId}, ${now})
+    ON CONFLICT (agent_id, task_id) DO NOTHING`
+
+/** Forgets a held task. */
+export const releaseTask = (sql: SqlClient.SqlClient, agentId: string, taskId: string) =>
+  sql`DELETE FROM held_tasks WHERE agent_id = ${agentId} AND task_id = ${taskId}`
+
+/** The tasks an agent holds, oldest first. */
+export const heldTasks = (sql: SqlClient.SqlClient, agentId: string) =>
+  Effect.map(
+    sql<{ readonly task_id: string }>`SELECT task_id FROM held_tasks WHERE agent_id = ${agentId}
+      ORDER BY held_since, task_id`,
+    (rows) => rows.map((row) => row.task_id)
+  )
