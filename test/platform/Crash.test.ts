@@ -5,15 +5,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schedule } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { LanguageModel, PlatformServer, RetryPolicy } from "../../src/index.js"
+import { startChild } from "../support/childProcess.js"
 import { record, scale } from "../support/figures.js"
 
-const root = fileURLToPath(new URL("../..", import.meta.url))
 const rounds = scale(20, 50)
 const points = ["before", "after-effect", "returning"] as const
 
@@ -26,52 +24,7 @@ const script: LanguageModel.ScriptedTurn = (request) => {
   return { toolCalls: [{ id: prompt, name: "append_line", arguments: "{}" }] }
 }
 
-interface Child {
-  readonly lines: Array<string>
-  readonly process: ChildProcess
-  readonly exited: Promise<number | null>
-  readonly waitFor: (prefix: string, timeoutMillis: number) => Promise<string | undefined>
-}
-
-const startChild = (env: Record<string, string>): Child => {
-  const child = spawn(process.execPath, ["--import", "tsx", "test/support/crashChild.ts"], {
-    cwd: root,
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "inherit"]
-  })
-  const lines: Array<string> = []
-  const listeners = new Set<() => void>()
-  let buffer = ""
-  child.stdout!.on("data", (chunk) => {
-    buffer += String(chunk)
-    const parts = buffer.split("\n")
-    buffer = parts.pop() ?? ""
-    lines.push(...parts)
-    for (const listener of listeners) listener()
-  })
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => {
-    resolve(code)
-    for (const listener of listeners) listener()
-  }))
-  const waitFor = (prefix: string, timeoutMillis: number) =>
-    new Promise<string | undefined>((resolve) => {
-      const check = () => {
-        const line = lines.find((l) => l.startsWith(prefix))
-        if (line !== undefined || child.exitCode !== null || child.signalCode !== null) {
-          listeners.delete(check)
-          clearTimeout(timer)
-          resolve(line)
-        }
-      }
-      const timer = setTimeout(() => {
-        listeners.delete(check)
-        resolve(undefined)
-      }, timeoutMillis)
-      listeners.add(check)
-      check()
-    })
-  return { lines, process: child, exited, waitFor }
-}
+const startCrashChild = (env: Record<string, string>) => startChild("test/support/crashChild.ts", env)
 
 describe("durable claims under SIGKILL", () => {
   it.live(`${rounds} rounds: an idempotent call's side effect never happens twice; every call ends`, () =>
@@ -102,7 +55,7 @@ describe("durable claims under SIGKILL", () => {
         const callId = `round-${round}`
         const point = points[Math.floor(Math.random() * points.length)]!
         const delay = Math.floor(Math.random() * 10)
-        const first = startChild({ ...env, MODE: "submit", PROMPT: callId })
+        const first = startCrashChild({ ...env, MODE: "submit", PROMPT: callId })
         const task = yield* Effect.promise(() => first.waitFor("task:", 60_000))
         assert.isDefined(task, `round ${round}: the task started`)
         const reached = yield* Effect.promise(() => first.waitFor(`point:${point}`, 60_000))
@@ -116,7 +69,7 @@ describe("durable claims under SIGKILL", () => {
         else counts.killed++
         byPoint[point] = (byPoint[point] ?? 0) + 1
 
-        const second = startChild({ ...env, MODE: "attach", TASK_ID: task!.slice("task:".length) })
+        const second = startCrashChild({ ...env, MODE: "attach", TASK_ID: task!.slice("task:".length) })
         const output = yield* Effect.promise(() => second.waitFor("output:", 90_000))
         second.process.kill("SIGTERM")
         yield* Effect.promise(() => second.exited)

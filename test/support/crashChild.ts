@@ -1,8 +1,10 @@
 /**
- * A serving process for the crash test. It serves `append_line` (idempotent: appends the call id
- * to EFFECT_FILE) with its claims in the SQLite file CLAIMS_DB, and either submits PROMPT as a task
- * (MODE=submit) or attaches to TASK_ID (MODE=attach). It prints `task:<id>`, the handler's
- * `point:<name>` markers (so the test can kill it at a chosen moment) and `output:<json>`.
+ * A serving process for the crash and shutdown tests. It serves `append_line` (idempotent: appends
+ * the call id to EFFECT_FILE, BEFORE_MS into its body; returns AFTER_MS later) with its claims in the
+ * SQLite file CLAIMS_DB, and submits PROMPT as a task (MODE=submit), attaches to TASK_ID
+ * (MODE=attach), or only serves, taking back the tasks it held by itself (MODE=resume). GRACE_MS is
+ * its shutdown grace period. It prints `task:<id>`, the handler's `point:<name>` markers (so the
+ * test can stop it at a chosen moment), `output:<json>` and `serving` once registered.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer, Stream } from "effect"
@@ -21,16 +23,21 @@ const appendLine = Tool.make("append_line", {
   Effect.gen(function*() {
     const { toolCallId } = yield* ToolContext.ToolContext
     yield* say("point:before")
-    yield* Effect.sleep("15 millis")
+    yield* Effect.sleep(Number(process.env.BEFORE_MS ?? 15))
     appendFileSync(process.env.EFFECT_FILE!, `${toolCallId}\n`)
     yield* say("point:after-effect")
-    yield* Effect.sleep("15 millis")
+    yield* Effect.sleep(Number(process.env.AFTER_MS ?? 15))
     yield* say("point:returning")
     return "appended"
   }))
 
 const program = Effect.gen(function*() {
-  const served = yield* Serve.make(yield* Toolkit.make(appendLine))
+  const grace = process.env.GRACE_MS
+  const served = yield* Serve.make(yield* Toolkit.make(appendLine), {
+    shutdownGrace: grace === undefined ? undefined : Number(grace)
+  })
+  yield* say("serving")
+  if (process.env.MODE === "resume") return yield* Effect.never
   const events = process.env.MODE === "attach"
     ? served.attachTask(process.env.TASK_ID!)
     : served.submitTask(process.env.PROMPT!)
