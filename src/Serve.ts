@@ -100,14 +100,15 @@ export class Serve extends Context.Tag("agent-tools/Serve")<Serve, {
 
 /**
  * The delivery-dedupe store: the `Idempotency` service when one is provided; else SQLite when
- * `IDEMPOTENCY_DB=path.sqlite` is set (failing, naming the path, if it cannot be opened); else memory.
+ * `IDEMPOTENCY_DB=path.sqlite` is set (failing, naming the path, if it cannot be opened); else memory,
+ * `byDefault` (nobody chose it).
  */
 const storeFromConfig = Effect.flatMap(Effect.serviceOption(Idempotency), (provided) => {
-  if (Option.isSome(provided)) return Effect.succeed(provided.value)
+  if (Option.isSome(provided)) return Effect.succeed({ store: provided.value, byDefault: false })
   return Effect.flatMap(Settings.optionalString("IDEMPOTENCY_DB"), (path) =>
     Effect.map(
       Layer.build(Option.isSome(path) ? layerSql({ filename: path.value }) : layerMemory),
-      Context.get(Idempotency)
+      (context) => ({ store: Context.get(context, Idempotency), byDefault: Option.isNone(path) })
     ))
 })
 
@@ -159,7 +160,7 @@ export const make = <R>(
     const agentId = yield* required("AGENT_ID", Config.string("AGENT_ID"))
     const client = yield* PlatformClient
     const policy = yield* RetryPolicy
-    const store = yield* storeFromConfig
+    const { byDefault, store } = yield* storeFromConfig
     const grace = Duration.decode(options?.shutdownGrace ?? defaultShutdownGrace)
     const processId = randomUUID()
     const caller = { agentId, processId }
@@ -173,7 +174,8 @@ export const make = <R>(
       )
 
     const idempotentTools = toolkit.tools.filter((tool) => tool.idempotent).map((tool) => tool.name)
-    if (!store.durable && idempotentTools.length > 0) {
+    // Said once, when nobody chose the memory store: a restart is when it matters, and then it is too late.
+    if (byDefault && idempotentTools.length > 0) {
       yield* Effect.logWarning(
         `agent ${agentId}: the idempotent tools ${idempotentTools.join(", ")} are deduplicated in memory only: ` +
           `a restarted process forgets their claims and may run a call again; set IDEMPOTENCY_DB=path.sqlite ` +

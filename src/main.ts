@@ -16,6 +16,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import {
   ConfigProvider,
   Console,
+  Duration,
   Effect,
   Layer,
   Logger,
@@ -31,6 +32,7 @@ import { LiveView } from "./demo/view.js"
 import {
   Agent,
   Hooks,
+  Idempotency,
   Invocation,
   Mcp,
   Model,
@@ -130,7 +132,10 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       // Leaving this scope deregisters from the platform.
     }).pipe(
       Effect.scoped,
-      Effect.provide(Layer.mergeAll(PlatformClient.layer, observer, hooks).pipe(Layer.provideMerge(settings))),
+      // The platform is in this process too, in memory: the claims need outlive it no more than its tasks do.
+      Effect.provide(
+        Layer.mergeAll(PlatformClient.layer, observer, hooks, Idempotency.layerMemory).pipe(Layer.provideMerge(settings))
+      ),
       Effect.provide(backend)
     )
     view.line("deregistered from the platform; connection closed")
@@ -182,11 +187,18 @@ const platform = Command.make("platform", {
 // ---------------------------------------------------------------------------------------------
 // serve
 
-const serve = Command.make("serve", {}, () =>
+const serve = Command.make("serve", {
+  grace: Options.integer("grace").pipe(
+    Options.withDefault(Duration.toSeconds(Serve.defaultShutdownGrace)),
+    Options.withDescription(
+      "on SIGTERM or SIGINT, the seconds the calls still running may go on before they are interrupted"
+    )
+  )
+}, ({ grace }) =>
   Effect.gen(function*() {
     const toolkit = yield* demoToolkit
     yield* Effect.logInfo(`serving ${toolkit.tools.length} demo tools to ${process.env.PLATFORM_URL ?? "(PLATFORM_URL unset)"}`)
-    return yield* Serve.serve(toolkit)
+    return yield* Serve.serve(toolkit, { shutdownGrace: Duration.seconds(grace) })
   }).pipe(Effect.provide(Layer.merge(PlatformClient.layer, Backend.layer)))).pipe(
     Command.withDescription("Serve the demo tools to the platform at PLATFORM_URL as AGENT_ID (PLATFORM_TOKEN)")
   )

@@ -112,10 +112,15 @@ describe("main: platform and serve as two processes", () => {
       })
       const serveLog = watch(serve)
       assert.isTrue(await platformLog.until(/registered 5 tools/, 20_000), platformLog.text() + serveLog.text())
+      // No IDEMPOTENCY_DB: said once, at start, since issue_refund is idempotent.
+      const warnings = serveLog.text().split("\n").filter((line) => line.includes("level=WARN"))
+      assert.strictEqual(warnings.length, 1, serveLog.text())
+      assert.include(warnings[0], "IDEMPOTENCY_DB")
       const exited = new Promise<number | null>((resolve) => serve.on("exit", (code) => resolve(code)))
       serve.kill("SIGINT")
       assert.isTrue(await platformLog.until(/deregistered/, 10_000), platformLog.text())
       await exited
+      assert.match(serveLog.text(), /stopping: 0 call\(s\) drained, 0 interrupted/)
     } finally {
       platform.kill("SIGTERM")
     }
