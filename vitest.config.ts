@@ -1,8 +1,13 @@
 import { defineConfig } from "vitest/config"
 
+/** Suites that start real processes again and again: `npm run test:slow` (and CI) runs them. */
+const slow = ["test/platform/Crash.test.ts", "test/platform/Shutdown.test.ts", "test/main.test.ts"]
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
-    exclude: ["test/bench/**", "node_modules/**"]
+    projects: [
+      { test: { name: "fast", include: ["test/**/*.test.ts"], exclude: ["test/bench/**", "node_modules/**", ...slow] } },
+      { test: { name: "slow", include: slow } }
+    ]
   }
 })
