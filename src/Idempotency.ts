@@ -202,9 +202,11 @@ export const layerSql = (options: SqlOptions): Layer.Layer<Idempotency, StoreUna
     Effect.gen(function*() {
       const client = yield* Layer.build(SqliteClient.layer({ filename: options.filename })).pipe(
         Effect.map(Context.get(SqlClient.SqlClient)),
-        Effect.tap((client) => Migrator.make({})({ loader: Migrator.fromRecord(Claims.migrations) }).pipe(
-          Effect.provideService(SqlClient.SqlClient, client)
-        )),
+        Effect.tap((client) =>
+          Migrator.make({})({ loader: Migrator.fromRecord(Claims.migrations), table: Claims.migrationsTable }).pipe(
+            Effect.provideService(SqlClient.SqlClient, client)
+          )
+        ),
         Effect.mapError((error) => new StoreUnavailable({ path: options.filename, reason: describe(error) })),
         // The driver throws (a defect) when the file cannot be opened at all.
         Effect.catchAllDefect((defect) => new StoreUnavailable({ path: options.filename, reason: describe(defect) }))

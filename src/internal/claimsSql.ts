@@ -6,10 +6,19 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 
-/** The migrations, in order, for `@effect/sql`'s migrator. */
+/**
+ * The migrator's own table for these migrations: not the default one, which another module's
+ * migrations (the platform journal's) may share the file with and also number from 1.
+ */
+export const migrationsTable = "agent_tools_claims_migrations"
+
+/**
+ * The migrations, in order, for `@effect/sql`'s migrator. `IF NOT EXISTS`: a file made before the
+ * migrations had their own table already holds these tables, and must still open.
+ */
 export const migrations = {
   "0001_create_tool_claims": Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql`CREATE TABLE tool_claims (
+    sql`CREATE TABLE IF NOT EXISTS tool_claims (
       task_id TEXT NOT NULL,
       tool_call_id TEXT NOT NULL,
       tool_name TEXT NOT NULL,
@@ -19,7 +28,7 @@ export const migrations = {
       expires_at BIGINT NOT NULL,
       outcome TEXT,
       PRIMARY KEY (task_id, tool_call_id)
-    )`.pipe(Effect.zipRight(sql`CREATE INDEX tool_claims_expires_at ON tool_claims (expires_at)`)))
+    )`.pipe(Effect.zipRight(sql`CREATE INDEX IF NOT EXISTS tool_claims_expires_at ON tool_claims (expires_at)`)))
 }
 
 /** A claim row. `state` is `pending` until the outcome is written, then `completed`. */
