@@ -10,6 +10,7 @@ import { Idempotency, Invocation, RetryPolicy, Tool, ToolContext } from "../src/
 import * as ClaimsSql from "../src/internal/claimsSql.js"
 import * as JournalSql from "../src/internal/journalSql.js"
 import * as Journal from "../src/platform/Journal.js"
+import { claimsFile, dropClaimsTable, readOnly } from "./support/claimsFile.js"
 import { record, scale } from "./support/figures.js"
 
 const store = Idempotency.Idempotency
@@ -238,6 +239,37 @@ describe("Idempotency.layerSql", () => {
       assert.strictEqual(error._tag, "StoreUnavailable")
       assert.include(error.message, path)
     }))
+
+  // Both files open and migrate (the migration is recorded as done): before the start-up probe,
+  // each store started, and every call then died at its first claim.
+  it.effect("a read-only file fails at start-up, naming the file and why", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* claimsFile
+      const open = Effect.scoped(Layer.build(Idempotency.layerSql({ filename: file })))
+      const error = yield* readOnly(file, Effect.flip(open))
+      assert.strictEqual(error._tag, "StoreUnavailable")
+      assert.strictEqual(
+        error.message,
+        `the idempotency store ${file} cannot be used: a claim cannot be written: attempt to write a readonly database`
+      )
+    })))
+
+  it.effect("a file whose claims table was dropped fails at start-up, naming the file and why", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* claimsFile
+      yield* dropClaimsTable(file)
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(Idempotency.layerSql({ filename: file }))))
+      assert.strictEqual(
+        error.message,
+        `the idempotency store ${file} cannot be used: a claim cannot be written: no such table: tool_claims`
+      )
+    })))
+
+  it.effect("the start-up probe leaves no claim behind", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* claimsFile
+      assert.strictEqual(yield* Effect.flatMap(store, (dedupe) => dedupe.size).pipe(Effect.provide(sqlStore(file))), 0)
+    })))
 })
 
 /** Runs `body` on a connection of its own to `file`: another module, or the code of an older version. */

@@ -88,6 +88,20 @@ export const release = (sql: SqlClient.SqlClient, key: Key, owner: string) =>
   sql`DELETE FROM tool_claims
     WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND owner = ${owner} AND state = 'pending'`
 
+/**
+ * Writes a claim, reads it back and removes it: whether it was read back. Fails when claims cannot
+ * be written (a read-only file, a dropped table). Its task id is one no platform mints; it expires
+ * at once, so a sweep removes it if the process dies in between.
+ */
+export const probe = (sql: SqlClient.SqlClient, owner: string, now: number) =>
+  Effect.gen(function*() {
+    const key = { taskId: "agent-tools/probe", toolCallId: owner }
+    yield* insert(sql, key, { toolName: "agent-tools/probe", owner, leaseUntil: now, expiresAt: now })
+    const row = yield* find(sql, key)
+    yield* release(sql, key, owner)
+    return row?.owner === owner
+  })
+
 /** Deletes claims past their tool's timeout. */
 export const sweep = (sql: SqlClient.SqlClient, now: number) => sql`DELETE FROM tool_claims WHERE expires_at <= ${now}`
 
