@@ -5,6 +5,7 @@
 import { Data, Duration, Effect, Either, FiberRef, type Layer, Mailbox, Schema, Stream } from "effect"
 import * as Builtins from "./Builtins.js"
 import * as Hooks from "./Hooks.js"
+import { Ids } from "./Ids.js"
 import { RunCache } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
 import * as LanguageModel from "./LanguageModel.js"
@@ -207,7 +208,8 @@ const loop = (
     const policy = yield* RetryPolicy
     const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
     const hooks = yield* Hooks.Hooks
-    const state = new Run(agent, toolkit, model, policy.modelRetry, tracing, hooks.turn, prompt, emit)
+    const runId = (yield* Ids).make("run")
+    const state = new Run(runId, agent, toolkit, model, policy.modelRetry, tracing, hooks.turn, prompt, emit)
     for (let step = 1; step <= agent.maxSteps; step++) {
       emit?.(AgentEvent.TurnStarted({ step }))
       const turn = yield* state.ask(step)
@@ -248,8 +250,6 @@ const parseInput = (text: string): unknown => {
   }
 }
 
-let runs = 0
-
 /** The state of one run: its messages, records, usage and idempotency cache (S9), owned by the run. */
 class Run {
   messages: ReadonlyArray<LanguageModel.Message>
@@ -258,6 +258,8 @@ class Run {
   readonly cache = new RunCache()
 
   constructor(
+    /** The run's id: the task id its tool calls carry (per-run budgets and logs key on it). */
+    readonly runId: string,
     readonly agent: Agent<any>,
     readonly toolkit: Toolkit.Toolkit,
     readonly model: LanguageModel.LanguageModel["Type"],
@@ -269,9 +271,6 @@ class Run {
   ) {
     this.messages = [{ _tag: "UserMessage", text: prompt }]
   }
-
-  /** The run's id: the task id its tool calls carry (per-run budgets and logs key on it). */
-  readonly runId = `run-${++runs}`
 
   result(output: string, steps: number): RunResult {
     return { output, steps, toolCalls: this.records, usage: this.usage }

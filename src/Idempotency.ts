@@ -20,7 +20,7 @@ import {
   Schedule,
   Schema
 } from "effect"
-import { randomUUID } from "node:crypto"
+import * as Ids from "./Ids.js"
 import * as Claims from "./internal/claimsSql.js"
 import * as Invocation from "./Invocation.js"
 import { Signal } from "./internal/signal.js"
@@ -189,13 +189,13 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
 // ---------------------------------------------------------------------------------------------
 // Durable claims in SQLite.
 
-/** The store's database could not be opened or prepared. */
+/** The store's database could not be opened, prepared or written. */
 export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>("agent-tools/StoreUnavailable")(
   "StoreUnavailable",
   { path: Schema.String, reason: Schema.String }
 ) {
   override get message(): string {
-    return `the idempotency store ${this.path} cannot be opened: ${this.reason}`
+    return `the idempotency store ${this.path} cannot be used: ${this.reason}`
   }
 }
 
@@ -232,15 +232,27 @@ export const layerSql = (options: SqlOptions): Layer.Layer<Idempotency, StoreUna
   Layer.scoped(
     Idempotency,
     Effect.gen(function*() {
+      const unavailable = (reason: string) => new StoreUnavailable({ path: options.filename, reason })
       const client = yield* Layer.build(SqliteClient.layer({ filename: options.filename })).pipe(
         Effect.map(Context.get(SqlClient.SqlClient)),
-        Effect.tap((client) => Migrator.make({})({ loader: Migrator.fromRecord(Claims.migrations) }).pipe(
-          Effect.provideService(SqlClient.SqlClient, client)
-        )),
-        Effect.mapError((error) => new StoreUnavailable({ path: options.filename, reason: describe(error) })),
+        Effect.tap((client) =>
+          Migrator.make({})({ loader: Migrator.fromRecord(Claims.migrations), table: Claims.migrationsTable }).pipe(
+            Effect.provideService(SqlClient.SqlClient, client)
+          )
+        ),
+        Effect.mapError((error) => unavailable(describe(error))),
         // The driver throws (a defect) when the file cannot be opened at all.
-        Effect.catchAllDefect((defect) => new StoreUnavailable({ path: options.filename, reason: describe(defect) }))
+        Effect.catchAllDefect((defect) => unavailable(describe(defect)))
       )
+      // Opening and migrating only read a file already set up: a read-only file, or one whose table
+      // was dropped, would pass them and fail every call at its first claim. Written once, now.
+      const now = yield* Clock.currentTimeMillis
+      const owner = yield* Ids.make("process")
+      const written = yield* Claims.probe(client, owner, now).pipe(
+        Effect.mapError((error) => unavailable(`a claim cannot be written: ${describe(error)}`)),
+        Effect.catchAllDefect((defect) => unavailable(`a claim cannot be written: ${describe(defect)}`))
+      )
+      if (!written) return yield* unavailable("a claim written was not read back")
       return yield* makeSqlStore(client, options)
     })
   )
@@ -256,7 +268,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
     const policy = yield* RetryPolicy
     const leaseMillis = Duration.toMillis(Duration.decode(options.lease ?? "10 seconds"))
     const poll = Duration.decode(options.poll ?? "50 millis")
-    const instance = randomUUID()
+    const instance = yield* Ids.make("process")
     let claims = 0
     // A store error is a defect here: the call cannot be deduplicated, so it must not run.
     const orDie = <A, E>(effect: Effect.Effect<A, E>) => Effect.orDie(effect)

@@ -20,8 +20,8 @@ import {
   type Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Exit, Layer, Runtime } from "effect"
-import { randomUUID } from "node:crypto"
 import { createServer } from "node:http"
+import { Ids } from "./Ids.js"
 import * as Invocation from "./Invocation.js"
 import * as Tool from "./Tool.js"
 import type { ToolContext } from "./ToolContext.js"
@@ -229,9 +229,10 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
       }
       // A new session: its first request must be `initialize` (the transport answers 400 otherwise).
       const runtime = yield* Effect.runtime<Exclude<R, ToolContext>>()
+      const ids = yield* Ids
       const server = makeServer(toolkit, listed, runtime, options)
       const transport = new WebStandardStreamableHTTPServerTransport({
-        sessionIdGenerator: () => randomUUID(),
+        sessionIdGenerator: () => ids.make("session"),
         enableJsonResponse: true,
         onsessioninitialized: (id) => void sessions.set(id, { server, transport }),
         onsessionclosed: (id) => void sessions.delete(id)

@@ -22,7 +22,8 @@ import {
   type Scope,
   Stream
 } from "effect"
-import { createHash, randomUUID } from "node:crypto"
+import { createHash } from "node:crypto"
+import * as Ids from "./Ids.js"
 import { Idempotency, layerMemory, layerSql, type StoreUnavailable } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
 import * as Json from "./internal/json.js"
@@ -162,7 +163,7 @@ export const make = <R>(
     const policy = yield* RetryPolicy
     const { byDefault, store } = yield* storeFromConfig
     const grace = Duration.decode(options?.shutdownGrace ?? defaultShutdownGrace)
-    const processId = randomUUID()
+    const processId = yield* Ids.make("process")
     const caller = { agentId, processId }
     const current = yield* Ref.make({ toolkit: toolkit as Toolkit.Toolkit<any>, hash: manifestHash(toolkit) })
     const failed = yield* Deferred.make<never, ServeError>()

@@ -1,5 +1,5 @@
 // @effect-diagnostics globalErrorInEffectFailure:off
-import { SqlClient } from "@effect/sql"
+import { Migrator, SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Fiber, Layer, Schedule, Schema, TestClock } from "effect"
@@ -7,6 +7,10 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Idempotency, Invocation, RetryPolicy, Tool, ToolContext } from "../src/index.js"
+import * as ClaimsSql from "../src/internal/claimsSql.js"
+import * as JournalSql from "../src/internal/journalSql.js"
+import * as Journal from "../src/platform/Journal.js"
+import { claimsFile, dropClaimsTable, readOnly } from "./support/claimsFile.js"
 import { record, scale } from "./support/figures.js"
 
 const store = Idempotency.Idempotency
@@ -268,4 +272,122 @@ describe("Idempotency.layerSql", () => {
       assert.strictEqual(error._tag, "StoreUnavailable")
       assert.include(error.message, path)
     }))
+
+  // Both files open and migrate (the migration is recorded as done): before the start-up probe,
+  // each store started, and every call then died at its first claim.
+  it.effect("a read-only file fails at start-up, naming the file and why", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* claimsFile
+      const open = Effect.scoped(Layer.build(Idempotency.layerSql({ filename: file })))
+      const error = yield* readOnly(file, Effect.flip(open))
+      assert.strictEqual(error._tag, "StoreUnavailable")
+      assert.strictEqual(
+        error.message,
+        `the idempotency store ${file} cannot be used: a claim cannot be written: attempt to write a readonly database`
+      )
+    })))
+
+  it.effect("a file whose claims table was dropped fails at start-up, naming the file and why", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* claimsFile
+      yield* dropClaimsTable(file)
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(Idempotency.layerSql({ filename: file }))))
+      assert.strictEqual(
+        error.message,
+        `the idempotency store ${file} cannot be used: a claim cannot be written: no such table: tool_claims`
+      )
+    })))
+
+  it.effect("the start-up probe leaves no claim behind", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* claimsFile
+      assert.strictEqual(yield* Effect.flatMap(store, (dedupe) => dedupe.size).pipe(Effect.provide(sqlStore(file))), 0)
+    })))
+})
+
+/** Runs `body` on a connection of its own to `file`: another module, or the code of an older version. */
+const onFile = <A, E>(file: string, body: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+  body.pipe(
+    Effect.provide(Layer.map(SqliteClient.layer({ filename: file }), Context.omit(SqliteClient.SqliteClient))),
+    Effect.orDie
+  )
+
+const tablesOf = (file: string) =>
+  onFile(
+    file,
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ readonly name: string }>`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
+  ).pipe(Effect.map((rows) => rows.map((row) => row.name)))
+
+/** A claim stored and read back: [first outcome, second delivery reused, handler runs]. */
+const claimRoundTrip = (file: string) =>
+  Effect.gen(function*() {
+    const { runs, tool } = counter()
+    const dedupe = yield* store
+    const first = yield* dedupe.once(key, claim, Invocation.run(tool, "{}", key))
+    const second = yield* dedupe.once(key, claim, Invocation.run(tool, "{}", key))
+    return [first.result.value, second.reused, runs.count]
+  }).pipe(Effect.provide(sqlStore(file)))
+
+/** A task journaled and read back: the ids and prompts of the open tasks. */
+const journalRoundTrip = (file: string, taskId: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const journal = yield* Journal.make(file)
+    const task = { taskId, agentId: "agent-1", processId: "process-1", prompt: `prompt of ${taskId}`, tools: [] }
+    yield* journal.started(task)
+    const { open } = yield* journal.load(0)
+    return open.map((task) => [task.taskId, task.prompt])
+  }))
+
+describe("claims and the platform journal in one SQLite file", () => {
+  for (const first of ["claims", "journal"] as const) {
+    it.effect(`${first} opened first, the other beside it: both modules' tables exist and work`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const file = yield* tempDb
+        // Each keeps the file open while the other migrates, as two modules of one process would.
+        if (first === "claims") yield* Layer.build(sqlStore(file))
+        else yield* Journal.make(file)
+        assert.deepStrictEqual(yield* claimRoundTrip(file), [1, true, 1])
+        assert.deepStrictEqual(yield* journalRoundTrip(file, "task-a"), [["task-a", "prompt of task-a"]])
+        const tables = yield* tablesOf(file)
+        for (const table of ["tool_claims", "journal_tasks", "journal_turns", "journal_calls"]) {
+          assert.include(tables, table)
+        }
+        assert.includeMembers(tables, [ClaimsSql.migrationsTable, JournalSql.migrationsTable])
+        assert.notInclude(tables, "effect_sql_migrations")
+      })))
+  }
+
+  for (const old of ["claims", "journal"] as const) {
+    it.effect(`a file whose ${old} were migrated by the old code, in the default migrations table, still opens`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const file = yield* tempDb
+        // What the old code left: its migration 1 in `effect_sql_migrations`, its tables, a row.
+        yield* onFile(file, Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const migrations = old === "claims" ? ClaimsSql.migrations : JournalSql.migrations
+          yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations) })
+          if (old === "claims") {
+            yield* sql`INSERT INTO tool_claims
+              (task_id, tool_call_id, tool_name, owner, state, lease_expires_at, expires_at, outcome)
+              VALUES (${key.taskId}, ${key.toolCallId}, 'count', 'old-process', 'completed', 0, 30000, '{"value":7}')`
+          } else {
+            yield* sql`INSERT INTO journal_tasks (task_id, agent_id, process_id, prompt, tools, status, final, ended_at)
+              VALUES ('task-old', 'agent-1', 'process-0', 'prompt of task-old', '[]', 'running', NULL, NULL)`
+          }
+        }))
+        if (old === "claims") {
+          // The old claim is still there: its outcome is reused, the handler never runs.
+          assert.deepStrictEqual(yield* claimRoundTrip(file), [7, true, 0])
+          assert.deepStrictEqual(yield* journalRoundTrip(file, "task-a"), [["task-a", "prompt of task-a"]])
+        } else {
+          assert.deepStrictEqual(yield* claimRoundTrip(file), [1, true, 1])
+          assert.deepStrictEqual(
+            yield* journalRoundTrip(file, "task-a"),
+            [["task-old", "prompt of task-old"], ["task-a", "prompt of task-a"]]
+          )
+        }
+        assert.includeMembers(yield* tablesOf(file), ["tool_claims", "journal_tasks", "effect_sql_migrations"])
+      })))
+  }
 })

@@ -33,6 +33,7 @@ import {
   Toolkit,
   ToolResult
 } from "../src/index.js"
+import { claimsFile, dropClaimsTable, readOnly } from "./support/claimsFile.js"
 import { record } from "./support/figures.js"
 import { resultsText } from "./support/platform.js"
 
@@ -50,7 +51,8 @@ const tokens = new Map([["tok-1", "agent-1"], ["tok-2", "agent-2"]])
 const settings = (values: Record<string, string>) =>
   Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(values))))
 
-const agentOne = settings({ AGENT_ID: "agent-1", PLATFORM_TOKEN: "tok-1" })
+const agentOneSettings = { AGENT_ID: "agent-1", PLATFORM_TOKEN: "tok-1" }
+const agentOne = settings(agentOneSettings)
 
 // Deterministic timing: heartbeats every 60 s exactly, redelivery every 10 s.
 const policy = RetryPolicy.layer({
@@ -204,6 +206,28 @@ describe("Serve: the store from IDEMPOTENCY_DB (S10)", () => {
       Effect.provide(inProcess([], settings({ AGENT_ID: "agent-1", PLATFORM_TOKEN: "tok-1", IDEMPOTENCY_DB: path })))
     )
   })
+
+  type Spoil = <A, E, R>(file: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  const spoiled: ReadonlyArray<readonly [string, Spoil]> = [
+    ["read-only", readOnly],
+    ["whose claims table was dropped", (file, effect) => Effect.zipRight(dropClaimsTable(file), effect)]
+  ]
+  for (const [what, spoil] of spoiled) {
+    it.effect(`a store file ${what} fails serve before registration, naming it`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const file = yield* claimsFile
+        const { error, registrations } = yield* spoil(
+          file,
+          Effect.gen(function*() {
+            const error = yield* Effect.flip(Serve.serve(yield* Toolkit.make(lookup)))
+            return { error, registrations: (yield* calls()).register }
+          }).pipe(Effect.provide(inProcess([], settings({ ...agentOneSettings, IDEMPOTENCY_DB: file }))))
+        )
+        assert.strictEqual(error._tag, "StoreUnavailable")
+        assert.include(error.message, `the idempotency store ${file} cannot be used: a claim cannot be written`)
+        assert.strictEqual(registrations, 0)
+      })))
+  }
 })
 
 describe("Platform rules (S15)", () => {

@@ -6,10 +6,19 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 
-/** The migrations, in order, for `@effect/sql`'s migrator. */
+/**
+ * The migrator's own table for these migrations: not the default one, which another module's
+ * migrations (the platform journal's) may share the file with and also number from 1.
+ */
+export const migrationsTable = "agent_tools_claims_migrations"
+
+/**
+ * The migrations, in order, for `@effect/sql`'s migrator. `IF NOT EXISTS`: a file made before the
+ * migrations had their own table already holds these tables, and must still open.
+ */
 export const migrations = {
   "0001_create_tool_claims": Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql`CREATE TABLE tool_claims (
+    sql`CREATE TABLE IF NOT EXISTS tool_claims (
       task_id TEXT NOT NULL,
       tool_call_id TEXT NOT NULL,
       tool_name TEXT NOT NULL,
@@ -19,7 +28,7 @@ export const migrations = {
       expires_at BIGINT NOT NULL,
       outcome TEXT,
       PRIMARY KEY (task_id, tool_call_id)
-    )`.pipe(Effect.zipRight(sql`CREATE INDEX tool_claims_expires_at ON tool_claims (expires_at)`))),
+    )`.pipe(Effect.zipRight(sql`CREATE INDEX IF NOT EXISTS tool_claims_expires_at ON tool_claims (expires_at)`))),
   "0002_create_held_tasks": Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql`CREATE TABLE IF NOT EXISTS held_tasks (
       agent_id TEXT NOT NULL,
@@ -85,6 +94,20 @@ export const complete = (sql: SqlClient.SqlClient, key: Key, owner: string, outc
 export const release = (sql: SqlClient.SqlClient, key: Key, owner: string) =>
   sql`DELETE FROM tool_claims
     WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND owner = ${owner} AND state = 'pending'`
+
+/**
+ * Writes a claim, reads it back and removes it: whether it was read back. Fails when claims cannot
+ * be written (a read-only file, a dropped table). Its task id is one no platform mints; it expires
+ * at once, so a sweep removes it if the process dies in between.
+ */
+export const probe = (sql: SqlClient.SqlClient, owner: string, now: number) =>
+  Effect.gen(function*() {
+    const key = { taskId: "agent-tools/probe", toolCallId: owner }
+    yield* insert(sql, key, { toolName: "agent-tools/probe", owner, leaseUntil: now, expiresAt: now })
+    const row = yield* find(sql, key)
+    yield* release(sql, key, owner)
+    return row?.owner === owner
+  })
 
 /** Deletes claims past their tool's timeout. */
 export const sweep = (sql: SqlClient.SqlClient, now: number) => sql`DELETE FROM tool_claims WHERE expires_at <= ${now}`

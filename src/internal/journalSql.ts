@@ -6,11 +6,20 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 
-/** The migrations, in order, for `@effect/sql`'s migrator. */
+/**
+ * The migrator's own table for these migrations: not the default one, which another module's
+ * migrations (the claims store's) may share the file with and also number from 1.
+ */
+export const migrationsTable = "agent_tools_journal_migrations"
+
+/**
+ * The migrations, in order, for `@effect/sql`'s migrator. `IF NOT EXISTS`: a file made before the
+ * migrations had their own table may already hold these tables, and must still open.
+ */
 export const migrations = {
   "0001_create_journal": Effect.flatMap(SqlClient.SqlClient, (sql) =>
     Effect.all([
-      sql`CREATE TABLE journal_tasks (
+      sql`CREATE TABLE IF NOT EXISTS journal_tasks (
         task_id TEXT PRIMARY KEY,
         agent_id TEXT NOT NULL,
         process_id TEXT NOT NULL,
@@ -20,13 +29,13 @@ export const migrations = {
         final TEXT,
         ended_at BIGINT
       )`,
-      sql`CREATE TABLE journal_turns (
+      sql`CREATE TABLE IF NOT EXISTS journal_turns (
         task_id TEXT NOT NULL,
         step INTEGER NOT NULL,
         turn TEXT NOT NULL,
         PRIMARY KEY (task_id, step)
       )`,
-      sql`CREATE TABLE journal_calls (
+      sql`CREATE TABLE IF NOT EXISTS journal_calls (
         task_id TEXT NOT NULL,
         tool_call_id TEXT NOT NULL,
         name TEXT NOT NULL,

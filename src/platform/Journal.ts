@@ -93,7 +93,7 @@ export const make = (filename: string): Effect.Effect<Journal, JournalUnavailabl
     const sql = yield* Layer.build(SqliteClient.layer({ filename })).pipe(
       Effect.map(Context.get(SqlClient.SqlClient)),
       Effect.tap((client) =>
-        Migrator.make({})({ loader: Migrator.fromRecord(Sql.migrations) }).pipe(
+        Migrator.make({})({ loader: Migrator.fromRecord(Sql.migrations), table: Sql.migrationsTable }).pipe(
           Effect.provideService(SqlClient.SqlClient, client)
         )
       ),

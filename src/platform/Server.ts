@@ -21,6 +21,7 @@ import {
 } from "effect"
 import { createServer } from "node:http"
 import { WebSocketServer } from "ws"
+import { Ids } from "../Ids.js"
 import { Signal } from "../internal/signal.js"
 import * as Invocation from "../Invocation.js"
 import * as LanguageModel from "../LanguageModel.js"
@@ -177,10 +178,10 @@ export const layerHandlers = (options: Options) =>
     const journal = options.journal === undefined ? undefined : yield* Journal.make(options.journal)
     const runners = yield* FiberSet.make()
     const policy = yield* RetryPolicy
+    const ids = yield* Ids
     // Tasks run in the platform's own context, never the caller's (an in-process caller's services
     // and hooks must not leak into the platform's loop).
     const runTask = yield* FiberSet.runtime(runners)<LanguageModel.LanguageModel>()
-    let taskCount = 0
 
     const agentOf = (agentId: string): AgentEntry => {
       let agent = agents.get(agentId)
@@ -346,7 +347,8 @@ export const layerHandlers = (options: Options) =>
       SubmitTask: ({ agentId, events, processId, prompt }) =>
         Effect.gen(function*() {
           yield* authorize(agentId)
-          const taskId = `task-${++taskCount}-${Math.random().toString(36).slice(2, 10)}`
+          // Unguessable as well as unique: knowing one task's id tells nothing of another's.
+          const taskId = ids.make("task")
           const task = new Task(taskId, agentId, processId)
           tasks.set(taskId, task)
           const now = yield* Clock.currentTimeMillis
