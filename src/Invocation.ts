@@ -32,7 +32,7 @@ import {
 import * as Hooks from "./Hooks.js"
 import * as Json from "./internal/json.js"
 import { RetryPolicy } from "./RetryPolicy.js"
-import type * as Tool from "./Tool.js"
+import * as Tool from "./Tool.js"
 import { ToolContext, type ToolCallInfo } from "./ToolContext.js"
 import { errorText, ToolResult } from "./ToolResult.js"
 
@@ -479,7 +479,10 @@ const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
 /** Node's timers hold at most 2^31 - 1 ms. */
 const maxTimerMillis = 2 ** 31 - 1
 
-/** S7: re-run a failed handler up to `tool.retries` times, each retry starting before the deadline. */
+/**
+ * S7: re-run a failed handler up to `tool.retries` times while the tool's rules call the failure
+ * retryable (`mayRetry`), each retry starting before the deadline.
+ */
 const withRetries = (
   caller: Caller,
   tool: Tool.Any,
@@ -499,7 +502,7 @@ const withRetries = (
       const step = attempt(caller, tool, input, info, span)
       const outcome = Exit.isExit(step) ? step : yield* step
       if (outcome === TimedOut || Exit.isSuccess(outcome) || info.attempt > tool.retries) return outcome
-      if (Cause.isInterruptedOnly(outcome.cause)) return outcome
+      if (Cause.isInterruptedOnly(outcome.cause) || !mayRetry(tool, outcome.cause)) return outcome
       const now = caller.clock.unsafeCurrentTimeMillis()
       const [next, , decision] = yield* schedule.step(now, Cause.squash(outcome.cause), state)
       if (ScheduleDecision.isDone(decision)) return outcome
@@ -519,6 +522,32 @@ const withRetries = (
       if (progress !== undefined) progress.attempt = info.attempt
     }
   })
+
+/**
+ * The tool's rules for a failed attempt (S7): every failure and defect of the cause must be
+ * retryable. A `permanent` `_tag` never is; `retryable` judges failures of the error channel (not
+ * defects, which are not of its type) and only `true` retries. Malformed rules retry nothing.
+ */
+const mayRetry = (tool: Tool.Any, cause: Cause.Cause<unknown>): boolean => {
+  const { permanent, retryable } = tool
+  // Toolkit.make refuses these; a tool run without one fails closed: its side effect is not repeated.
+  if (!Tool.isPermanentList(permanent) || (retryable !== undefined && typeof retryable !== "function")) return false
+  const isPermanent = (u: unknown) => {
+    const tag = typeof u === "object" && u !== null && "_tag" in u ? u._tag : undefined
+    return typeof tag === "string" && permanent.includes(tag)
+  }
+  for (const defect of Cause.defects(cause)) if (isPermanent(defect)) return false
+  for (const failure of Cause.failures(cause)) {
+    if (isPermanent(failure)) return false
+    if (retryable === undefined) continue
+    try {
+      if (retryable(failure) !== true) return false
+    } catch {
+      return false
+    }
+  }
+  return true
+}
 
 /** Logs once, at the start, when the nominal backoff of every retry does not fit before the deadline. */
 const warnIfRetriesCannotFit = (

@@ -26,6 +26,9 @@ export interface SchemaProblem {
 /** Turns a handler failure or defect into the text the model reads instead of the default S5 text. */
 export type ErrorTransform = (error: unknown) => string
 
+/** Says whether a handler failure may be retried: only `true` retries; a throw counts as `false` (S7). */
+export type Retryable<E> = (error: E) => boolean
+
 /** A tool whose handler takes `Input`, yields `Output`, fails with `E` and needs `R`. */
 export interface Tool<Name extends string, Input, Output, E = never, R = never> {
   readonly [TypeId]: typeof TypeId
@@ -37,6 +40,13 @@ export interface Tool<Name extends string, Input, Output, E = never, R = never> 
   readonly output: Schema.Schema<Output, unknown>
   readonly timeout: Duration.Duration
   readonly retries: number
+  /** `_tag`s of failures and defects that are never retried (S7). Default empty. */
+  readonly permanent: ReadonlyArray<string>
+  /**
+   * Which failures of the error channel may be retried (S7); `undefined`: all but `permanent`. Typed
+   * over `unknown` so that a tool stays covariant in `E`: it is only ever given the handler's failures.
+   */
+  readonly retryable: Retryable<unknown> | undefined
   readonly idempotent: boolean
   /** Ask a person before each call (`Hooks.approval`). */
   readonly needsApproval: boolean
@@ -64,8 +74,8 @@ export type InputOf<I> = I extends Schema.Schema.Any ? Schema.Schema.Type<I>
   : I extends Schema.Struct.Fields ? Schema.Struct.Type<I>
   : never
 
-/** Options of `Tool.make` (S1). */
-export interface Options<I, O> {
+/** Options of `Tool.make` (S1); `E` is the handler's failure type, which `retryable` is given. */
+export interface Options<I, O, E = unknown> {
   /** What the tool does and when to use it: the model reads this (1..1024 characters). */
   readonly description: string
   /** A `Schema.Struct` (without requirements) or its fields. */
@@ -76,6 +86,18 @@ export interface Options<I, O> {
   readonly timeout: Duration.DurationInput
   /** Re-runs of a failed handler, inside the deadline (S7). Default 0. */
   readonly retries?: number | undefined
+  /**
+   * `_tag`s of failures never retried, like `["NotFound", "Declined"]`: such a failure ends the call
+   * at once whatever `retries` says. Also matches a defect with that `_tag` (an `orDie`d error).
+   */
+  readonly permanent?: ReadonlyArray<string> | undefined
+  /**
+   * Which failures of the error channel (`Effect.fail`) may be retried; asked only when `retries` > 0,
+   * not for `permanent` tags nor for defects. Only `true` retries; a predicate that throws does not.
+   * Default: every failure is retryable. With a handler that takes its input untyped, annotate the
+   * parameter (`(error: NotFound | Busy) => ...`): TypeScript types the options before the handler.
+   */
+  readonly retryable?: Retryable<NoInfer<E>> | undefined
   /** The same input may reuse an earlier outcome instead of running again (S9, S10). Default false. */
   readonly idempotent?: boolean | undefined
   /** With `Hooks.approval` installed, each call waits for a person's yes (S18). Default false. */
@@ -96,7 +118,7 @@ export const make = <
   R = never
 >(
   name: Name,
-  options: Options<I, O>,
+  options: Options<I, O, E>,
   // The output type comes from the output Schema alone (unknown without one), never from the handler.
   handler: (input: InputOf<I>) => Effect.Effect<NoInfer<O>, E, R>
 ): Tool<Name, InputOf<I>, O, E, R> => {
@@ -113,6 +135,9 @@ export const make = <
     output,
     timeout: Duration.decodeUnknown(options.timeout).pipe((o) => o._tag === "Some" ? o.value : Duration.zero),
     retries: options.retries ?? 0,
+    // Kept as given (null included): Toolkit.make reports a wrong one instead of it vanishing here.
+    permanent: options.permanent === undefined ? [] : options.permanent,
+    retryable: options.retryable as Retryable<unknown> | undefined,
     idempotent: options.idempotent ?? false,
     needsApproval: options.needsApproval ?? false,
     errorTransform: options.errorTransform,
@@ -120,6 +145,10 @@ export const make = <
     schemas: computeSchemas(input, output)
   }
 }
+
+/** What `permanent` must be: an array of non-empty strings (`Toolkit.make` reports anything else). */
+export const isPermanentList = (u: unknown): u is ReadonlyArray<string> =>
+  Array.isArray(u) && u.every((tag) => typeof tag === "string" && tag.length > 0)
 
 /** True for values made by `Tool.make`. */
 export const isTool = (u: unknown): u is Any => typeof u === "object" && u !== null && TypeId in u

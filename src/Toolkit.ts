@@ -36,6 +36,8 @@ export class Violation extends Schema.Class<Violation>("agent-tools/Violation")(
     "description-length",
     "timeout-range",
     "retries-whole",
+    "permanent-tags",
+    "retryable-function",
     "input-json",
     "output-json",
     "input-object"
@@ -115,6 +117,26 @@ export const validate = (tools: ReadonlyArray<Tool.Any>): Array<Violation> => {
     retries: tool.retries
   })))
   for (const tool of tools) {
+    const label = JSON.stringify(tool.name)
+    const permanent: unknown = tool.permanent
+    if (!Tool.isPermanentList(permanent)) {
+      const entries: ReadonlyArray<unknown> | undefined = Array.isArray(permanent) ? permanent : undefined
+      const bad = entries?.findIndex((tag) => typeof tag !== "string" || tag === "") ?? -1
+      const got = entries === undefined ? shown(permanent) : `[${bad}] = ${shown(entries[bad])}`
+      violations.push(new Violation({
+        tool: tool.name,
+        rule: "permanent-tags",
+        message: `${label}: permanent must be an array of non-empty strings (the _tags never retried), got ${got}`
+      }))
+    }
+    const retryable: unknown = tool.retryable
+    if (retryable !== undefined && typeof retryable !== "function") {
+      violations.push(new Violation({
+        tool: tool.name,
+        rule: "retryable-function",
+        message: `${label}: retryable must be a function (error) => boolean, got ${shown(retryable)}`
+      }))
+    }
     if (Either.isLeft(tool.schemas)) {
       for (const problem of tool.schemas.left) {
         violations.push(new Violation({ tool: tool.name, rule: problem.rule, message: `${JSON.stringify(tool.name)}: ${problem.message}` }))
@@ -164,4 +186,12 @@ export const checkEntries = (
     }
   }
   return out
+}
+
+/** A value in a violation's message: short, and never a throw (a cycle, a bigint). */
+const shown = (u: unknown): string => {
+  if (typeof u === "string") return u.length > 40 ? `${JSON.stringify(u.slice(0, 40))}...` : JSON.stringify(u)
+  if (Array.isArray(u)) return "an array"
+  if (typeof u === "function") return "a function"
+  return typeof u === "object" && u !== null ? "an object" : String(u)
 }

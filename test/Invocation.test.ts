@@ -1,9 +1,9 @@
 // These tests fail with plain Errors on purpose: S5 says what the model reads for them.
 // @effect-diagnostics globalErrorInEffectFailure:off lazyPromiseInEffectSync:off
 import { assert, describe, it } from "@effect/vitest"
-import { Data, Effect, Exit, Fiber, Logger, LogLevel, Option, Schedule, Schema, TestClock } from "effect"
+import { Data, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Schedule, Schema, TestClock } from "effect"
 import * as fc from "fast-check"
-import { Invocation, RetryPolicy, Tool, ToolContext } from "../src/index.js"
+import { Hooks, Invocation, RetryPolicy, Tool, ToolContext } from "../src/index.js"
 
 /** A tool whose handler counts its runs. */
 const counting = <I extends Schema.Struct.Fields>(name: string, input: I) => {
@@ -422,6 +422,127 @@ describe("Invocation.run: retries (S7)", () => {
       assert.isTrue(starts[1]! >= 160 && starts[1]! <= 240, `first retry at ${starts[1]}`)
       assert.isTrue(starts[2]! - starts[1]! >= 320 && starts[2]! - starts[1]! <= 480, `second at ${starts[2]}`)
     }))
+})
+
+class Busy extends Schema.TaggedError<Busy>()("Busy", { message: Schema.String }) {}
+
+/** A refund tool whose handler counts its runs and fails with `failures[run - 1]`, then succeeds. */
+const refund = (
+  failures: ReadonlyArray<Effect.Effect<never, NotFound | Busy>>,
+  options: Pick<Tool.Options<any, unknown, NotFound | Busy>, "permanent" | "retryable">
+) => {
+  const runs = { count: 0 }
+  const tool = Tool.make("issue_refund", {
+    description: "Refunds a charge.",
+    input: {},
+    timeout: "10 seconds",
+    retries: 2,
+    ...options
+  }, () => Effect.suspend(() => failures[runs.count++] ?? Effect.succeed("refunded")))
+  return { runs, tool }
+}
+
+const notFound = Effect.fail(new NotFound({ message: "no charge ch-1" }))
+const busy = Effect.fail(new Busy({ message: "billing is busy" }))
+
+/** Runs `tool` to its end on the TestClock, with the retry events it announced. */
+const runToEnd = (tool: Tool.Any) =>
+  Effect.gen(function*() {
+    const retries: Array<Invocation.RetryEvent> = []
+    const observer = Layer.succeed(Invocation.InvocationObserver, { onRetry: (event) => void retries.push(event) })
+    const fiber = yield* Effect.fork(Invocation.run(tool, "{}").pipe(Effect.provide(observer)))
+    yield* TestClock.adjust("10 seconds")
+    return { result: yield* Fiber.join(fiber), retries }
+  })
+
+describe("Invocation.run: which failures are retried (S7)", () => {
+  it.effect("a _tag listed in permanent runs once, whatever retries says", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = refund([notFound, notFound, notFound], { permanent: ["NotFound"] })
+      const { result, retries } = yield* runToEnd(tool)
+      assert.strictEqual(runs.count, 1)
+      assert.strictEqual(result.error, "NotFound: no charge ch-1")
+      assert.deepStrictEqual(retries, [])
+    }).pipe(Effect.provide(noJitter)))
+
+  it.effect("a failure that retryable calls not retryable runs once", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const { runs, tool } = refund([notFound, notFound, notFound], {
+        retryable: (error) => (seen.push(error._tag), error._tag !== "NotFound")
+      })
+      const { result } = yield* runToEnd(tool)
+      assert.strictEqual(runs.count, 1)
+      assert.strictEqual(result.error, "NotFound: no charge ch-1")
+      assert.deepStrictEqual(seen, ["NotFound"])
+    }).pipe(Effect.provide(noJitter)))
+
+  it.effect("a transient failure is retried as before, announced to the observer and the hooks", () =>
+    Effect.gen(function*() {
+      const attempts: Array<number> = []
+      const recordAttempts = Hooks.layer({
+        tool: [(call, proceed) => Effect.ensuring(proceed, Effect.sync(() => void attempts.push(call.attempts())))]
+      })
+      const byTag = refund([busy, busy], { permanent: ["NotFound"] })
+      const byPredicate = refund([busy, busy], { retryable: (error) => error._tag === "Busy" })
+      for (const { runs, tool } of [byTag, byPredicate]) {
+        const { result, retries } = yield* runToEnd(tool).pipe(Effect.provide(recordAttempts))
+        assert.strictEqual(result.value, "refunded")
+        assert.strictEqual(runs.count, 3)
+        assert.deepStrictEqual(retries.map((r) => [r.attempt, r.delayMillis, r.error]), [
+          [2, 100, "Busy: billing is busy"],
+          [3, 200, "Busy: billing is busy"]
+        ])
+      }
+      assert.deepStrictEqual(attempts, [3, 3])
+    }).pipe(Effect.provide(noJitter)))
+
+  it.effect("stops at the first permanent failure after transient ones", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = refund([busy, notFound, busy], { permanent: ["NotFound"] })
+      const { result } = yield* runToEnd(tool)
+      assert.strictEqual(runs.count, 2)
+      assert.strictEqual(result.error, "NotFound: no charge ch-1")
+    }).pipe(Effect.provide(noJitter)))
+
+  it.effect("a predicate that throws, or answers anything but true, does not retry", () =>
+    Effect.gen(function*() {
+      const throws = refund([busy, busy], {
+        retryable: () => {
+          throw new Error("predicate broke")
+        }
+      })
+      const truthy = refund([busy, busy], { retryable: (() => "yes") as any })
+      for (const { runs, tool } of [throws, truthy]) {
+        const { result } = yield* runToEnd(tool)
+        assert.strictEqual(runs.count, 1)
+        assert.strictEqual(result.error, "Busy: billing is busy")
+      }
+    }).pipe(Effect.provide(noJitter)))
+
+  it.effect("defects are retried as before, unless permanent lists their _tag; retryable is not asked", () =>
+    Effect.gen(function*() {
+      const asked: Array<unknown> = []
+      const died = refund([Effect.die(new Error("socket reset")) as Effect.Effect<never, Busy>], {
+        retryable: (error) => (asked.push(error), false)
+      })
+      const orDied = refund([Effect.orDie(notFound), Effect.orDie(notFound)], { permanent: ["NotFound"] })
+      assert.strictEqual((yield* runToEnd(died.tool)).result.value, "refunded")
+      assert.strictEqual(died.runs.count, 2)
+      assert.deepStrictEqual(asked, [])
+      assert.strictEqual((yield* runToEnd(orDied.tool)).result.error, "NotFound: no charge ch-1")
+      assert.strictEqual(orDied.runs.count, 1)
+    }).pipe(Effect.provide(noJitter)))
+
+  it.effect("malformed rules on a tool run without Toolkit.make retry nothing (fail closed)", () =>
+    Effect.gen(function*() {
+      const tag = refund([busy, busy], { permanent: "NotFound" as any })
+      const flag = refund([busy, busy], { retryable: true as any })
+      for (const { runs, tool } of [tag, flag]) {
+        assert.strictEqual((yield* runToEnd(tool)).result.error, "Busy: billing is busy")
+        assert.strictEqual(runs.count, 1)
+      }
+    }).pipe(Effect.provide(noJitter)))
 })
 
 describe("Invocation.run: ToolContext (S8)", () => {

@@ -116,6 +116,8 @@ describe("Tool.make", () => {
   it("applies the S1 defaults", () => {
     const tool = Tool.make("defaults", { description: "Defaults.", input: {}, timeout: "2 seconds" }, () => Effect.void)
     assert.strictEqual(tool.retries, 0)
+    assert.deepStrictEqual(tool.permanent, [])
+    assert.strictEqual(tool.retryable, undefined)
     assert.strictEqual(tool.idempotent, false)
     assert.strictEqual(tool.errorTransform, undefined)
     assert.strictEqual((Tool.outputJsonSchema(tool) as { $id?: string }).$id, "/schemas/unknown")

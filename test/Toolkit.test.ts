@@ -99,6 +99,45 @@ describe("Toolkit.make", () => {
       assert.deepStrictEqual(yield* violationsOf(tool("frac", { retries: 1.5 })), ["frac/retries-whole"])
     }))
 
+  it.effect("permanent is an array of non-empty strings, retryable a function, each naming tool and field", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(Toolkit.make(
+        tool("one_tag", { permanent: "NotFound" as any }),
+        tool("empty_tag", { permanent: ["NotFound", ""] }),
+        tool("number_tag", { permanent: [404] as any }),
+        tool("null_tags", { permanent: null as any }),
+        tool("flag", { retryable: true as any }),
+        tool("list", { retryable: ["Busy"] as any })
+      ))
+      // Not Effect.flip alone: a toolkit in the failure report takes vitest minutes to print.
+      if (Exit.isSuccess(exit)) return assert.fail("expected a ManifestError")
+      const error = yield* Effect.flip(exit)
+      const tags = (name: string, got: string) =>
+        `${name}/permanent-tags: "${name}": permanent must be an array of non-empty strings ` +
+        `(the _tags never retried), got ${got}`
+      const predicate = (name: string, got: string) =>
+        `${name}/retryable-function: "${name}": retryable must be a function (error) => boolean, got ${got}`
+      assert.deepStrictEqual(error.violations.map((v) => `${v.tool}/${v.rule}: ${v.message}`), [
+        tags("one_tag", "\"NotFound\""),
+        tags("empty_tag", "[1] = \"\""),
+        tags("number_tag", "[0] = 404"),
+        tags("null_tags", "null"),
+        predicate("flag", "true"),
+        predicate("list", "an array")
+      ])
+      const toolkit = yield* Toolkit.make(tool("rules", { permanent: ["NotFound"], retryable: () => true, retries: 2 }))
+      // The rules run in the serving process: the manifest the platform receives carries neither.
+      assert.deepStrictEqual(Object.keys(toolkit.manifest[0]!).sort(), [
+        "description",
+        "idempotent",
+        "name",
+        "output",
+        "parameters",
+        "retries",
+        "timeoutMillis"
+      ])
+    }))
+
   it.effect("input and output Schemas must be JSON-representable, naming the field", () =>
     Effect.gen(function*() {
       const mapInput = Tool.make("map_input", {
