@@ -19,6 +19,8 @@ export interface Policies {
   readonly reconnect: Schedule.Schedule<unknown, unknown>
   /** How often the delivery-dedupe store drops entries past their tool's timeout (S10). */
   readonly dedupeSweep: Schedule.Schedule<unknown, unknown>
+  /** How often the platform forgets ended tasks (memory and journal) and silent processes (S20). */
+  readonly platformSweep: Schedule.Schedule<unknown, unknown>
 }
 
 /** Exponential from 200 ms, doubling, each delay jittered to 80-120 %. */
@@ -46,7 +48,8 @@ export const defaults: Policies = {
     Schedule.union(Schedule.spaced("5 seconds")),
     Schedule.upTo("2 minutes")
   ),
-  dedupeSweep: Schedule.spaced("1 second")
+  dedupeSweep: Schedule.spaced("1 second"),
+  platformSweep: Schedule.spaced("1 minute")
 }
 
 /** The policies in force: a `Context.Reference`, so code that provides nothing gets `defaults`. */

@@ -18,6 +18,7 @@ export const files = [
   "test/Secrets.test.ts",
   "test/platform/Crash.test.ts",
   "test/platform/Shutdown.test.ts",
+  "test/platform/Retention.test.ts",
   "test/platform/Restart.test.ts",
   "test/platform/Load.test.ts",
   "test/platform/WebSocket.test.ts",

@@ -110,10 +110,14 @@ export const answerCall = (sql: SqlClient.SqlClient, taskId: string, toolCallId:
   sql`UPDATE journal_calls SET result = ${result}
     WHERE task_id = ${taskId} AND tool_call_id = ${toolCallId} AND result IS NULL`
 
-/** Ends a task: its final event stays (for a late re-attach); its turns and calls are no longer needed. */
+/**
+ * Ends a task: only its final event stays (for a late re-attach); its prompt, tools, turns and calls
+ * are no longer needed.
+ */
 export const endTask = (sql: SqlClient.SqlClient, taskId: string, final: string, endedAt: number) =>
   sql.withTransaction(Effect.all([
-    sql`UPDATE journal_tasks SET status = 'ended', final = ${final}, ended_at = ${endedAt} WHERE task_id = ${taskId}`,
+    sql`UPDATE journal_tasks SET status = 'ended', final = ${final}, ended_at = ${endedAt}, prompt = '', tools = '[]'
+      WHERE task_id = ${taskId}`,
     sql`DELETE FROM journal_turns WHERE task_id = ${taskId}`,
     sql`DELETE FROM journal_calls WHERE task_id = ${taskId}`
   ], { discard: true }))

@@ -77,6 +77,8 @@ export interface Journal {
     { readonly open: ReadonlyArray<OpenTask>; readonly ended: ReadonlyArray<EndedTask> },
     JournalUnavailable
   >
+  /** Deletes the tasks that ended at or before `before` (epoch ms). */
+  readonly purge: (before: number) => Effect.Effect<void>
   /** Rows per table, for tests. */
   readonly counts: Effect.Effect<{ readonly tasks: number; readonly turns: number; readonly calls: number }>
 }
@@ -158,6 +160,7 @@ export const make = (filename: string): Effect.Effect<Journal, JournalUnavailabl
       ended: (taskId, final, endedAt) =>
         Effect.orDie(Sql.endTask(sql, taskId, Schema.encodeSync(EventJson)(final), endedAt)),
       load,
+      purge: (before) => Effect.ignoreLogged(Sql.purgeEnded(sql, before)),
       counts: Effect.orDie(Sql.counts(sql))
     } satisfies Journal
   })

@@ -63,6 +63,10 @@ export interface Options {
    * on start, the tasks that had not ended run again from it. Default: none, everything in memory.
    */
   readonly journal?: string | undefined
+  /** How long an ended task can still be attached for its final event, in memory and in the journal. Default 10 minutes. */
+  readonly keepEndedTasks?: Duration.DurationInput | undefined
+  /** A process silent for this many heartbeat intervals is forgotten (its manifest freed). Default 10. */
+  readonly evictSilentAfter?: number | undefined
 }
 
 export {
@@ -114,12 +118,18 @@ class Task {
   endedAt: number | undefined
   /** Calls delivered and not answered yet; let go when the task ends, after which a re-attach needs only `final`. */
   pending: Map<string, PendingCall> | undefined = new Map()
-  constructor(readonly taskId: string, readonly agentId: string, readonly processId: string) {}
+  constructor(
+    readonly taskId: string,
+    readonly agentId: string,
+    readonly processId: string,
+    /** The platform's Clock (so that a TestClock drives when ended tasks are forgotten). */
+    private readonly clock: Clock.Clock
+  ) {}
 
   emit(event: TaskEvent): void {
     if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
       this.final = event
-      this.endedAt = Date.now()
+      this.endedAt = this.clock.unsafeCurrentTimeMillis()
       this.pending = undefined
       this.attachment?.unsafeOffer(event)
       this.attachment?.unsafeDone(Exit.void)
@@ -146,8 +156,8 @@ class Task {
   }
 }
 
-/** How long an ended task can still be attached (for its final event). */
-const keepEndedTasksMillis = 10 * 60 * 1000
+/** The default of `Options.keepEndedTasks`. */
+const defaultKeepEndedTasks = Duration.minutes(10)
 
 /** What the platform holds, for inspection (tests, an admin view). */
 export class PlatformState extends Context.Tag("agent-tools/platform/PlatformState")<PlatformState, {
@@ -155,6 +165,10 @@ export class PlatformState extends Context.Tag("agent-tools/platform/PlatformSta
   readonly manifestHashes: (agentId: string) => Effect.Effect<ReadonlyArray<string>>
   /** The tool names models of `agentId` are offered now. */
   readonly visibleTools: (agentId: string) => Effect.Effect<ReadonlyArray<string>>
+  /** The processes of `agentId` the platform holds an entry for (live or silent, not yet evicted). */
+  readonly processCount: (agentId: string) => Effect.Effect<number>
+  /** The tasks held in memory (running, or ended and still attachable for their final event). */
+  readonly taskCount: Effect.Effect<number>
   /** Lifecycle calls seen per agent, all time. */
   readonly lifecycleCalls: (agentId: string) => Effect.Effect<{ register: number; heartbeat: number; deregister: number }>
 }>() {}
@@ -171,6 +185,8 @@ export const layerHandlers = (options: Options) =>
     const heartbeatMillis = Duration.toMillis(Duration.decode(options.heartbeatInterval ?? RetryPolicyModule.heartbeatInterval))
     const budget = options.lifecycleBudget ?? 30
     const windowMillis = Duration.toMillis(Duration.decode(options.lifecycleWindow ?? "1 minute"))
+    const keepEndedTasksMillis = Duration.toMillis(Duration.decode(options.keepEndedTasks ?? defaultKeepEndedTasks))
+    const evictAfterMillis = (options.evictSilentAfter ?? 10) * heartbeatMillis
     const agents = new Map<string, AgentEntry>()
     const tasks = new Map<string, Task>()
     const counts = new Map<string, { register: number; heartbeat: number; deregister: number }>()
@@ -179,6 +195,7 @@ export const layerHandlers = (options: Options) =>
     const runners = yield* FiberSet.make()
     const policy = yield* RetryPolicy
     const ids = yield* Ids
+    const clock = yield* Effect.clock
     // Tasks run in the platform's own context, never the caller's (an in-process caller's services
     // and hooks must not leak into the platform's loop).
     const runTask = yield* FiberSet.runtime(runners)<LanguageModel.LanguageModel>()
@@ -240,10 +257,7 @@ export const layerHandlers = (options: Options) =>
     let previousTick = yield* Clock.currentTimeMillis
     const redeliver = Effect.flatMap(Clock.currentTimeMillis, (now) =>
       Effect.sync(() => {
-        const forgetBefore = Date.now() - keepEndedTasksMillis
         for (const task of tasks.values()) {
-          // An ended task stays a while for a client re-attaching after a reconnect; then it goes.
-          if (task.endedAt !== undefined && task.endedAt < forgetBefore) tasks.delete(task.taskId)
           for (const call of task.pending?.values() ?? []) {
             if (call.sentAt <= previousTick) {
               call.sentAt = now
@@ -254,6 +268,26 @@ export const layerHandlers = (options: Options) =>
         previousTick = now
       }))
     yield* Effect.forkScoped(Effect.schedule(redeliver, policy.redelivery))
+
+    // What the platform keeps stays bounded (S20): an ended task stays a while for a client
+    // re-attaching after a reconnect, then goes, from memory and from the journal; a process silent
+    // for `evictSilentAfter` intervals is forgotten (were it to come back, its heartbeat reads
+    // unknown and it registers again).
+    const sweep = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.suspend(() => {
+        const forgetBefore = now - keepEndedTasksMillis
+        for (const task of tasks.values()) {
+          if (task.endedAt !== undefined && task.endedAt <= forgetBefore) tasks.delete(task.taskId)
+        }
+        for (const [agentId, agent] of agents) {
+          for (const process of agent.processes.values()) {
+            if (now - process.lastSeen > evictAfterMillis) agent.processes.delete(process.processId)
+          }
+          if (agent.processes.size === 0 && agent.lifecycle.every((at) => at <= now - windowMillis)) agents.delete(agentId)
+        }
+        return journal === undefined ? Effect.void : journal.purge(forgetBefore)
+      }))
+    yield* Effect.forkScoped(Effect.schedule(sweep, policy.platformSweep))
 
     const deliver = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<Invocation.ToolResult> =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
@@ -310,7 +344,7 @@ export const layerHandlers = (options: Options) =>
         ),
         // The end is journaled after the final event went out: a restart in between replays to the same end.
         Effect.zipRight(Effect.suspend(() =>
-          task.final === undefined ? Effect.void : journal.ended(taskId, task.final, task.endedAt ?? Date.now())
+          task.final === undefined ? Effect.void : journal.ended(taskId, task.final, task.endedAt ?? clock.unsafeCurrentTimeMillis())
         ))
       )
       runTask(journaled)
@@ -349,7 +383,7 @@ export const layerHandlers = (options: Options) =>
           yield* authorize(agentId)
           // Unguessable as well as unique: knowing one task's id tells nothing of another's.
           const taskId = ids.make("task")
-          const task = new Task(taskId, agentId, processId)
+          const task = new Task(taskId, agentId, processId, clock)
           tasks.set(taskId, task)
           const now = yield* Clock.currentTimeMillis
           const tools = visible(agentId, processId, now)
@@ -385,15 +419,15 @@ export const layerHandlers = (options: Options) =>
     if (journal !== undefined) {
       // Take back what the journal holds: recently ended tasks (for their final event) and every
       // task that had not ended, whose loop runs again from its journaled turns and answers.
-      const { ended, open } = yield* journal.load(Date.now() - keepEndedTasksMillis)
+      const { ended, open } = yield* journal.load(clock.unsafeCurrentTimeMillis() - keepEndedTasksMillis)
       for (const entry of ended) {
-        const task = new Task(entry.taskId, entry.agentId, entry.processId)
+        const task = new Task(entry.taskId, entry.agentId, entry.processId, clock)
         task.final = entry.final
         task.endedAt = entry.endedAt
         tasks.set(entry.taskId, task)
       }
       for (const entry of open) {
-        const task = new Task(entry.taskId, entry.agentId, entry.processId)
+        const task = new Task(entry.taskId, entry.agentId, entry.processId, clock)
         tasks.set(entry.taskId, task)
         start(task, entry.prompt, entry.tools, entry)
       }
@@ -419,7 +453,9 @@ export const layerHandlers = (options: Options) =>
         Effect.map(Clock.currentTimeMillis, (now) => liveProcesses(agentId, now).map((p) => p.manifestHash)),
       visibleTools: (agentId) =>
         Effect.map(Clock.currentTimeMillis, (now) => visible(agentId, "", now).map((t) => t.entry.name)),
-      lifecycleCalls: (agentId) => Effect.sync(() => ({ ...(counts.get(agentId) ?? { register: 0, heartbeat: 0, deregister: 0 }) }))
+      lifecycleCalls: (agentId) => Effect.sync(() => ({ ...(counts.get(agentId) ?? { register: 0, heartbeat: 0, deregister: 0 }) })),
+      processCount: (agentId) => Effect.sync(() => agents.get(agentId)?.processes.size ?? 0),
+      taskCount: Effect.sync(() => tasks.size)
     })
 
     return yield* Layer.build(Layer.mergeAll(handlers, authentication, state))
