@@ -129,8 +129,14 @@ export class Scripted extends Context.Tag("agent-tools/LanguageModel/Scripted")<
 export interface ScriptedOptions {
   /** Start over after the last turn instead of failing (a script that serves many runs). Default false. */
   readonly repeat?: boolean | undefined
-  /** Keep every request for `Scripted.requests`. Default true; turn off for long benchmarks. */
+  /** Keep every request for `Scripted.requests`. Default true; turn off for long benchmarks and servers. */
   readonly keepRequests?: boolean | undefined
+  /**
+   * Each conversation follows the script from its start: turn n answers a request carrying n - 1
+   * assistant messages, whatever other conversations asked (a platform's many tasks). Default false:
+   * turn n answers the n-th request the layer received.
+   */
+  readonly perConversation?: boolean | undefined
 }
 
 const noUsage: Usage = { inputTokens: 0, outputTokens: 0 }
@@ -159,10 +165,16 @@ export const layerScripted = (
     const received: Array<ModelRequest> = []
     const keep = options?.keepRequests ?? true
     let next = 0
+    const stepOf = (request: ModelRequest): number => {
+      let assistant = 0
+      for (const message of request.messages) if (message._tag === "AssistantMessage") assistant++
+      return assistant
+    }
     const generate = (request: ModelRequest): Effect.Effect<ModelTurn, ModelFailure> =>
       Effect.suspend(() => {
         if (keep) received.push(request)
-        if (next >= turns.length && options?.repeat === true && turns.length > 0) next = 0
+        if (options?.perConversation === true) next = stepOf(request)
+        if (next >= turns.length && options?.repeat === true && turns.length > 0) next = next % turns.length
         const index = next++
         const turn = turns[index]
         if (turn === undefined) {

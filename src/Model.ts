@@ -30,7 +30,10 @@ export class UnknownModel extends Schema.TaggedError<UnknownModel>("agent-tools/
 
 /** Options for `layer`. */
 export interface Options {
-  /** The script of `"scripted"` (empty by default: its first request fails and says so). */
+  /**
+   * The script of `"scripted"` (empty by default: its first request fails and says so). Each
+   * conversation (a run, a platform's task) follows it from its first turn; no request is kept.
+   */
   readonly script?: ReadonlyArray<LanguageModel.ScriptedTurn> | undefined
 }
 
@@ -42,7 +45,10 @@ export const layer = (
   model: string,
   options?: Options
 ): Layer.Layer<LanguageModel.LanguageModel, UnknownModel | MissingApiKey> => {
-  if (model === "scripted") return LanguageModel.layerScripted(options?.script ?? [])
+  // Each task from the script's start, and no request kept: a platform serves many tasks, for long.
+  if (model === "scripted") {
+    return LanguageModel.layerScripted(options?.script ?? [], { perConversation: true, keepRequests: false })
+  }
   const colon = model.indexOf(":")
   const provider = colon === -1 ? model : model.slice(0, colon)
   const name = colon === -1 ? "" : model.slice(colon + 1)

@@ -475,6 +475,31 @@ describe("Model.layer", () => {
     }))
 })
 
+describe("the scripted model, per conversation", () => {
+  const echo = Tool.make("echo", { description: "Echo.", input: { x: Schema.String }, timeout: "5 seconds" }, ({ x }) =>
+    Effect.succeed(x))
+  const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+    { toolCalls: [call("c1", "echo", { x: "once" })] },
+    (request) => ({ text: request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : []).join() })
+  ]
+
+  it.effect("Model.layer(\"scripted\"): every run follows the script from its first turn, many runs, interleaved too", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ tools: [echo] })
+      const outputs = yield* Effect.all(Array.from({ length: 5 }, () => Agent.run(agent, "go")), { concurrency: 5 })
+      assert.deepStrictEqual(outputs.map((r) => r.output), Array.from({ length: 5 }, () => "\"once\""))
+      const again = yield* Agent.run(agent, "go")
+      assert.strictEqual(again.output, "\"once\"")
+    }).pipe(Effect.provide(Model.layer("scripted", { script }))))
+
+  it.effect("layerScripted with perConversation and keepRequests: false keeps no request", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ tools: [echo] })
+      for (let i = 0; i < 3; i++) assert.strictEqual((yield* Agent.run(agent, "go")).output, "\"once\"")
+      assert.strictEqual((yield* (yield* LanguageModel.Scripted).requests).length, 0)
+    }).pipe(Effect.provide(LanguageModel.layerScripted(script, { perConversation: true, keepRequests: false }))))
+})
+
 describe("Agent.runPromise", () => {
   it("runs outside Effect", async () => {
     const result = await Agent.runPromise(Agent.make({ tools: [] }), "hi", LanguageModel.layerScripted([{ text: "hello" }]))
