@@ -32,7 +32,7 @@ export class MissingSetting extends Schema.TaggedError<MissingSetting>("agent-to
   variable: Schema.String
 }) {
   override get message(): string {
-    return `${this.variable} is not set`
+    return `${this.variable} ${this.variable.includes(", ") ? "are" : "is"} not set`
   }
 }
 
@@ -106,6 +106,16 @@ type PlatformRpcsRpcs = RpcGroup.Rpcs<typeof PlatformRpcs>
 export const required = <A>(variable: string, config: Config.Config<A>): Effect.Effect<A, MissingSetting> =>
   Effect.flatMap(Settings.optional(config), (value) =>
     Option.isSome(value) ? Effect.succeed(value.value) : Effect.fail(new MissingSetting({ variable })))
+
+/** Fails with one `MissingSetting` naming every one of `variables` that is not set. */
+export const requireAll = (variables: ReadonlyArray<string>): Effect.Effect<void, MissingSetting> =>
+  Effect.flatMap(
+    Effect.forEach(variables, (variable) => Effect.map(Settings.optionalString(variable), Option.isNone)),
+    (missing) => {
+      const names = variables.filter((_, i) => missing[i])
+      return names.length === 0 ? Effect.void : Effect.fail(new MissingSetting({ variable: names.join(", ") }))
+    }
+  )
 
 /** Attaches `authorization: Bearer <PLATFORM_TOKEN>` to every call. */
 const authenticationClient = Layer.unwrapEffect(

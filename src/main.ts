@@ -14,6 +14,7 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import {
+  Cause,
   ConfigProvider,
   Console,
   Duration,
@@ -25,7 +26,10 @@ import {
   Stream
 } from "effect"
 import { randomUUID } from "node:crypto"
+import { readFileSync } from "node:fs"
 import * as Backend from "./demo/Backend.js"
+import * as Settings from "./internal/settings.js"
+import { errorText } from "./ToolResult.js"
 import * as Demo from "./demo/script.js"
 import * as DemoTools from "./demo/tools.js"
 import { LiveView } from "./demo/view.js"
@@ -154,7 +158,14 @@ const platform = Command.make("platform", {
   port: Options.integer("port").pipe(Options.withDefault(8787), Options.withDescription("the port to listen on")),
   host: Options.text("host").pipe(Options.withDefault("127.0.0.1"), Options.withDescription("the address to bind")),
   tokens: Options.text("tokens").pipe(
-    Options.withDescription("token:agent pairs, comma-separated (default: PLATFORM_TOKENS)"),
+    Options.withDescription(
+      "token:agent pairs, comma-separated (default: PLATFORM_TOKENS; every local user sees a command line: " +
+        "prefer PLATFORM_TOKENS or --tokens-file)"
+    ),
+    Options.optional
+  ),
+  tokensFile: Options.file("tokens-file", { exists: "yes" }).pipe(
+    Options.withDescription("a file of token:agent pairs, one a line or comma-separated"),
     Options.optional
   ),
   journal: Options.text("journal").pipe(
@@ -165,11 +176,23 @@ const platform = Command.make("platform", {
     Options.optional
   ),
   model: modelOption
-}, ({ host, journal, model, port, tokens }) =>
+}, ({ host, journal, model, port, tokens, tokensFile }) =>
   Effect.gen(function*() {
-    const pairs = PlatformServer.parseTokens(Option.getOrElse(tokens, () => process.env.PLATFORM_TOKENS ?? ""))
+    if (Option.isSome(tokens)) {
+      yield* Effect.logWarning("--tokens puts secrets on the command line, where every local user can read them; " +
+        "prefer PLATFORM_TOKENS or --tokens-file")
+    }
+    const text = Option.isSome(tokensFile)
+      ? yield* Effect.try({
+        try: () => readFileSync(tokensFile.value, "utf8"),
+        catch: (error) => new PlatformClient.MissingSetting({ variable: `a readable --tokens-file (${String(error)})` })
+      })
+      : Option.getOrElse(tokens, () => process.env.PLATFORM_TOKENS ?? "")
+    const pairs = PlatformServer.parseTokens(text)
     // No tokens, no agents: refuse to start rather than serve nobody.
-    if (pairs.size === 0) return yield* new PlatformClient.MissingSetting({ variable: "PLATFORM_TOKENS (or --tokens)" })
+    if (pairs.size === 0) {
+      return yield* new PlatformClient.MissingSetting({ variable: "PLATFORM_TOKENS (or --tokens-file or --tokens)" })
+    }
     const chosen = chooseModel(model)
     const file = Option.getOrElse(journal, () => process.env.PLATFORM_JOURNAL ?? "")
     yield* Effect.logInfo(
@@ -196,10 +219,14 @@ const serve = Command.make("serve", {
   )
 }, ({ grace }) =>
   Effect.gen(function*() {
+    // Every missing setting at once, before anything connects.
+    yield* PlatformClient.requireAll(["AGENT_ID", "PLATFORM_TOKEN", "PLATFORM_URL"])
     const toolkit = yield* demoToolkit
-    yield* Effect.logInfo(`serving ${toolkit.tools.length} demo tools to ${process.env.PLATFORM_URL ?? "(PLATFORM_URL unset)"}`)
-    return yield* Serve.serve(toolkit, { shutdownGrace: Duration.seconds(grace) })
-  }).pipe(Effect.provide(Layer.merge(PlatformClient.layer, Backend.layer)))).pipe(
+    yield* Effect.logInfo(`serving ${toolkit.tools.length} demo tools to ${Settings.redactUrl(process.env.PLATFORM_URL ?? "")}`)
+    return yield* Serve.serve(toolkit, { shutdownGrace: Duration.seconds(grace) }).pipe(
+      Effect.provide(Layer.merge(PlatformClient.layer, Backend.layer))
+    )
+  })).pipe(
     Command.withDescription("Serve the demo tools to the platform at PLATFORM_URL as AGENT_ID (PLATFORM_TOKEN)")
   )
 
@@ -248,6 +275,18 @@ const cli = Command.run(root, { name: "agent-tools", version: "0.1.0" })
 
 const logLevel = LogLevel.allLevels.find((level) => level.label.toLowerCase() === (process.env.LOG_LEVEL ?? "info").toLowerCase())
 
+/** A command that failed: one line on stderr (`agent-tools: <error>`), exit 1; the cause in full at debug. */
+const reportFatal = (cause: Cause.Cause<unknown>): Effect.Effect<void> =>
+  Effect.sync(() => {
+    const failure = Cause.failureOption(cause)
+    const error = Option.isSome(failure) ? failure.value : Cause.squash(cause)
+    process.stderr.write(`agent-tools: ${errorText(error)}\n`)
+    if (logLevel === LogLevel.Debug || logLevel === LogLevel.Trace || logLevel === LogLevel.All) {
+      process.stderr.write(`${Cause.pretty(cause)}\n`)
+    }
+    process.exitCode = 1
+  })
+
 cli(process.argv).pipe(
   // A bad command line: @effect/cli has printed what is wrong and the usage; exit 2, no stack.
   Effect.catchIf(ValidationError.isValidationError, () =>
@@ -255,6 +294,8 @@ cli(process.argv).pipe(
     Effect.sync(() => {
       process.exit(2)
     })),
+  // Stopped by a signal: runMain ends the process; any other failure is reported, one line.
+  Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : reportFatal(cause)),
   // stdout is the demo's view, or MCP's protocol messages: logs go to stderr.
   Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))),
   Logger.withMinimumLogLevel(logLevel ?? LogLevel.Info),

@@ -1,14 +1,17 @@
 import { assert, describe, it } from "@effect/vitest"
 import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 
 /** Runs `tsx src/main.ts ...args` to its end (stdout not a TTY), with the keys of real models unset. */
-const main = (args: ReadonlyArray<string>) =>
+const main = (args: ReadonlyArray<string>, extraEnv: Record<string, string> = {}) =>
   new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const env = { ...process.env, ANTHROPIC_API_KEY: "", OPENAI_API_KEY: "", OPENAI_BASE_URL: "" }
+    const env = { ...process.env, ANTHROPIC_API_KEY: "", OPENAI_API_KEY: "", OPENAI_BASE_URL: "", ...extraEnv }
     execFile(process.execPath, ["--import", "tsx", "src/main.ts", ...args], { cwd: root, env, timeout: 60_000 }, (error, stdout, stderr) =>
       resolve({ code: error === null ? 0 : (error as { code?: number }).code ?? 1, stdout, stderr }))
   })
@@ -67,6 +70,64 @@ describe("main: the CLI", () => {
     assert.strictEqual(badFlag.code, 2)
     assert.include(badFlag.stdout + badFlag.stderr, "'not-a-number' is not a integer")
   }, 60_000)
+})
+
+describe("main: fatal errors and secrets (S20)", () => {
+  const unset = { AGENT_ID: "", PLATFORM_TOKEN: "", PLATFORM_URL: "", PLATFORM_TOKENS: "", LOG_LEVEL: "" }
+
+  it("a fatal error is one line on stderr naming every missing setting, exit 1; the stack only at LOG_LEVEL=debug", async () => {
+    const plain = await main(["serve"], unset)
+    assert.strictEqual(plain.code, 1)
+    assert.strictEqual(plain.stdout, "")
+    assert.strictEqual(plain.stderr, "agent-tools: MissingSetting: AGENT_ID, PLATFORM_TOKEN, PLATFORM_URL are not set\n")
+    const debug = await main(["serve"], { ...unset, AGENT_ID: "a", LOG_LEVEL: "debug" })
+    assert.strictEqual(debug.code, 1)
+    assert.include(debug.stderr, "agent-tools: MissingSetting: PLATFORM_TOKEN, PLATFORM_URL are not set\n")
+    assert.include(debug.stderr, "    at ", "the stack, at debug")
+    const platform = await main(["platform", "--port", "0"], unset)
+    assert.strictEqual(platform.code, 1)
+    assert.strictEqual(platform.stderr, "agent-tools: MissingSetting: PLATFORM_TOKENS (or --tokens-file or --tokens) is not set\n")
+  }, 60_000)
+
+  it("serve logs the platform's URL without its userinfo or query; --tokens-file is read, --tokens warned about", async () => {
+    const port = await freePort()
+    const url = `ws://user:s3cret-pw@127.0.0.1:${port}/rpc?token=s3cret-q`
+    const served = await main(["serve"], { ...unset, AGENT_ID: "a", PLATFORM_TOKEN: "t", PLATFORM_URL: url })
+    assert.strictEqual(served.code, 1, "nothing listens there")
+    assert.include(served.stderr, `serving 5 demo tools to ws://***:***@127.0.0.1:${port}/rpc?token=***`)
+    assert.notInclude(served.stdout + served.stderr, "s3cret")
+
+    const dir = mkdtempSync(join(tmpdir(), "agent-tools-tokens-"))
+    try {
+      const file = join(dir, "tokens")
+      writeFileSync(file, "tok-a:agent-a\ntok-b:agent-b\n")
+      const platform = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "platform", "--port", String(port), "--tokens-file", file], {
+        cwd: root,
+        env: { ...process.env, ...unset }
+      })
+      const log = watch(platform)
+      try {
+        // No PLATFORM_TOKENS, no --tokens: it started on the file's pairs.
+        assert.isTrue(await log.until(/platform on ws:/, 20_000), log.text())
+      } finally {
+        platform.kill("SIGTERM")
+      }
+      assert.notInclude(log.text(), "tok-a")
+      const flagged = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "platform", "--port", "0", "--tokens", "tok-c:agent-c"], {
+        cwd: root,
+        env: { ...process.env, ...unset }
+      })
+      const flaggedLog = watch(flagged)
+      try {
+        assert.isTrue(await flaggedLog.until(/platform on ws:/, 20_000), flaggedLog.text())
+        assert.match(flaggedLog.text(), /level=WARN .*--tokens puts secrets on the command line/)
+      } finally {
+        flagged.kill("SIGTERM")
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 90_000)
 })
 
 const freePort = () =>

@@ -16,3 +16,17 @@ export const optionalSecret = (name: string): Effect.Effect<Option.Option<Redact
 
 /** A plain setting (a URL, an id). */
 export const optionalString = (name: string): Effect.Effect<Option.Option<string>> => optional(Config.string(name))
+
+/** A URL fit for a log line: a password, a user name and query values (a token, say) replaced by `***`. */
+export const redactUrl = (text: string): string => {
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    return text === "" ? "(unset)" : "(not a URL)"
+  }
+  if (url.username !== "") url.username = "***"
+  if (url.password !== "") url.password = "***"
+  for (const key of [...url.searchParams.keys()]) url.searchParams.set(key, "***")
+  return url.toString()
+}

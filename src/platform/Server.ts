@@ -74,10 +74,10 @@ export {
   JournalUnavailable
 } from "./Journal.js"
 
-/** Parses `PLATFORM_TOKENS` (`token:agent,token:agent`) into `Options.tokens`. */
+/** Parses `PLATFORM_TOKENS` (`token:agent,token:agent`, or one pair a line) into `Options.tokens`. */
 export const parseTokens = (text: string): ReadonlyMap<string, string> =>
   new Map(
-    text.split(",").map((pair) => pair.trim()).filter((pair) => pair !== "").map((pair) => {
+    text.split(/[,\n]/).map((pair) => pair.trim()).filter((pair) => pair !== "").map((pair) => {
       const colon = pair.indexOf(":")
       return [pair.slice(0, colon), pair.slice(colon + 1)] as const
     }).filter(([token, agent]) => token !== "" && agent !== "")
