@@ -35,6 +35,8 @@ export const issueRefund = Tool.make("issue_refund", {
   timeout: "30 seconds",
   idempotent: true,
   retries: 2,
+  // A missing order stays missing: only the billing provider's hiccups are worth another attempt.
+  permanent: ["NotFound"],
   needsApproval: true
 }, ({ amount, order_id }) => Effect.flatMap(Billing, (billing) => billing.refund(order_id, amount)))
 
