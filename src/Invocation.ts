@@ -38,8 +38,10 @@ import { errorText, ToolResult } from "./ToolResult.js"
 
 /** Limits of the pipeline. */
 export interface Config {
-  /** Arguments larger than this (UTF-8 bytes of the JSON) are refused. Default 1 MiB. */
+  /** Arguments, and outputs, larger than this (UTF-8 bytes of the JSON) are refused. Default 1 MiB. */
   readonly maxPayloadBytes: number
+  /** Outputs nested deeper than this (arrays and objects) are refused. Default 128. */
+  readonly maxDepth: number
   /** Error texts are cut to this many characters. Default 2,048. */
   readonly maxErrorLength: number
   /** `ToolContext.isExpiring` turns true when this little time is left. Default 1 second. */
@@ -49,6 +51,7 @@ export interface Config {
 /** The defaults of `Config`. */
 export const defaultConfig: Config = {
   maxPayloadBytes: 1024 * 1024,
+  maxDepth: 128,
   maxErrorLength: 2048,
   expiringThreshold: "1 second"
 }
@@ -384,9 +387,41 @@ const decodeArgs = (
     const keys = Object.keys(value)
     if (keys.length > 0) return `${tool.name}: invalid input: ${keys.map((key) => `${key}: is unexpected`).join("; ")}`
   }
-  const decoded = compiled.decode(value)
-  if (Either.isRight(decoded)) return { value: decoded.right }
-  return `${tool.name}: invalid input: ${formatIssues(decoded.left)}`
+  try {
+    const decoded = compiled.decode(value)
+    if (Either.isRight(decoded)) return { value: decoded.right }
+    return `${tool.name}: invalid input: ${formatIssues(decoded.left)}`
+  } catch (error) {
+    // A recursive Schema or the issue formatter on a deeply nested value can exhaust the stack.
+    return `${tool.name}: invalid input: ${tooDeep(value, config) ?? `the arguments could not be checked (${errorMessage(error)})`}`
+  }
+}
+
+/** The S5 reason a value is refused for its nesting, or undefined. */
+const tooDeep = (value: unknown, config: Config): string | undefined =>
+  Json.deeperThan(value, config.maxDepth) ? `the value is nested deeper than ${config.maxDepth} levels` : undefined
+
+const limitsCache = new WeakMap<Config, Json.Limits>()
+/** The output limits of `config`, made once per config. */
+const outputLimits = (config: Config): Json.Limits => {
+  let limits = limitsCache.get(config)
+  if (limits === undefined) {
+    limits = { maxDepth: config.maxDepth ?? defaultConfig.maxDepth, maxBytes: config.maxPayloadBytes }
+    limitsCache.set(config, limits)
+  }
+  return limits
+}
+
+/**
+ * `result` as the platform may accept it from a serving process for a call of `toolName`: a value
+ * past `config`'s output limits becomes the S5 invalid-output result, an error text is cut.
+ */
+export const checkResult = (toolName: string, result: ToolResult, config: Config = defaultConfig): ToolResult => {
+  if (result.error !== undefined) {
+    return result.error.length <= config.maxErrorLength ? result : failed(cut(result.error, config.maxErrorLength))
+  }
+  const problem = Json.problemIn(result.value, outputLimits(config))
+  return problem === undefined ? result : failed(cut(`${toolName}: invalid output: ${problem}`, config.maxErrorLength))
 }
 
 /** Every issue of a parse error, `path: message`, joined with "; ". */
@@ -592,11 +627,19 @@ const toResult = (
   }
   if (Exit.isFailure(outcome)) return failed(cut(failureText(tool, outcome.cause), config.maxErrorLength))
   const value = outcome.value === undefined ? null : outcome.value
-  const encoded = compiled.encode(value)
-  if (Either.isLeft(encoded)) {
-    return failed(cut(`${tool.name}: invalid output: ${formatIssues(encoded.left)}`, config.maxErrorLength))
+  let encoded: Either.Either<unknown, ParseResult.ParseIssue>
+  try {
+    encoded = compiled.encode(value)
+    if (Either.isLeft(encoded)) {
+      return failed(cut(`${tool.name}: invalid output: ${formatIssues(encoded.left)}`, config.maxErrorLength))
+    }
+  } catch (error) {
+    // A recursive Schema or the issue formatter on a deeply nested value can exhaust the stack.
+    const reason = tooDeep(value, config) ?? `the output could not be encoded (${errorMessage(error)})`
+    return failed(cut(`${tool.name}: invalid output: ${reason}`, config.maxErrorLength))
   }
-  const problem = Json.problemIn(encoded.right)
+  // Bounded in depth and size, so a served answer always fits the platform's frames (S20).
+  const problem = Json.problemIn(encoded.right, outputLimits(config))
   if (problem !== undefined) return failed(cut(`${tool.name}: invalid output: ${problem}`, config.maxErrorLength))
   return succeeded(encoded.right)
 }

@@ -9,7 +9,7 @@ import type * as RpcClientError from "@effect/rpc/RpcClientError"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
 import * as RpcTest from "@effect/rpc/RpcTest"
-import { Config, Context, Duration, Effect, Layer, Mailbox, Option, Redacted, Schema, type Scope, Stream } from "effect"
+import { Config, Context, Duration, Effect, Exit, Layer, Mailbox, Option, Redacted, Schema, type Scope, Stream } from "effect"
 import { WebSocket } from "ws"
 import {
   Authentication,
@@ -20,12 +20,13 @@ import {
   PlatformRpcs,
   type TaskEvent,
   type ToolCallResult,
-  type Unauthorized,
+  Unauthorized,
   type UnknownTask
 } from "./platform/Protocol.js"
 import * as Settings from "./internal/settings.js"
 import * as Wire from "./platform/Wire.js"
 import type * as Toolkit from "./Toolkit.js"
+import { ToolResult } from "./ToolResult.js"
 
 /** A setting the serving side needs is not set. */
 export class MissingSetting extends Schema.TaggedError<MissingSetting>("agent-tools/MissingSetting")("MissingSetting", {
@@ -129,8 +130,13 @@ const authenticationClient = Layer.unwrapEffect(
 
 /** Options of `layerWith`. */
 export interface LayerOptions {
-  /** The largest frame accepted from the platform. Default 16 MiB. */
+  /** The largest frame accepted from the platform. Default 16 MiB (a task's events can carry a model's long text). */
   readonly maxFrameBytes?: number | undefined
+  /**
+   * The largest frame sent: the platform's own limit (`PlatformServer.ListenOptions.maxFrameBytes`).
+   * Answers ready together are split into calls under it. Default 2 MiB, as the platform's.
+   */
+  readonly maxSendBytes?: number | undefined
   /** How long opening the WebSocket may take. Default 10 s. */
   readonly connectTimeout?: Duration.DurationInput | undefined
 }
@@ -161,7 +167,7 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, M
       const connect = (): Connection => {
         const socket = new WebSocket(url, {
           headers: { [authorizationHeader]: `Bearer ${Redacted.value(token)}` },
-          maxPayload: options?.maxFrameBytes ?? Wire.defaultMaxFrameBytes,
+          maxPayload: options?.maxFrameBytes ?? Wire.defaultClientMaxFrameBytes,
           handshakeTimeout,
           perMessageDeflate: false
         })
@@ -176,6 +182,18 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, M
         socket.on("open", () => {
           connection.link = { send: (frame) => socket.send(frame) }
           settle?.resolve(connection.link)
+        })
+        // The platform checks the token at the upgrade: a 401 is the protocol's Unauthorized, not an outage.
+        socket.on("unexpected-response", (request, response) => {
+          const status = response.statusCode ?? 0
+          response.resume()
+          request.destroy()
+          if (current === connection) current = undefined
+          settle?.reject(
+            status === 401
+              ? new Unauthorized({ message: "missing or unknown platform token" })
+              : new Error(`the platform refused the connection (${status} ${response.statusMessage ?? ""})`)
+          )
         })
         socket.on("message", (data) => client.receive(String(data)))
         socket.on("error", (error) => {
@@ -192,14 +210,22 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, M
         return connection
       }
 
-      const open: Effect.Effect<Wire.Link, PlatformUnavailable> = Effect.suspend(() => {
+      const open: Effect.Effect<Wire.Link, PlatformUnavailable | Unauthorized> = Effect.suspend(() => {
         if (closed) return Effect.fail(unavailable("the client is closed"))
         const connection = current ??= connect()
         if (connection.link !== undefined) return Effect.succeed(connection.link)
-        return Effect.tryPromise({ try: () => connection.opened, catch: (error) => unavailable(String((error as Error).message ?? error)) })
+        return Effect.tryPromise({
+          try: () => connection.opened,
+          catch: (error) => error instanceof Unauthorized ? error : unavailable(String((error as Error).message ?? error))
+        })
       })
 
-      const client = Wire.makeClient({ group: PlatformRpcs, open, unavailable })
+      const client = Wire.makeClient<PlatformUnavailable | Unauthorized>({
+        group: PlatformRpcs,
+        open,
+        unavailable,
+        maxSendBytes: options?.maxSendBytes
+      })
       yield* Effect.addFinalizer(() =>
         Effect.sync(() => {
           closed = true
@@ -208,13 +234,42 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, M
         })
       )
       type Call = PlatformClient["Type"]
+      // Over the platform's frame limit: halves, each sent on its own (an error of either is the answer's);
+      // a single result that alone is over it becomes the error result the model reads instead.
+      const completeToolCall: Call["completeToolCall"] = (payload) =>
+        Effect.catchIf(
+          client.call("CompleteToolCall", payload),
+          (error) => error instanceof Wire.FrameTooLarge,
+          (error): Effect.Effect<unknown, unknown> => {
+            const tooLarge = error as Wire.FrameTooLarge
+            const { results } = payload
+            if (results.length > 1) {
+              const half = Math.ceil(results.length / 2)
+              return Effect.flatMap(
+                Effect.zipWith(
+                  Effect.exit(completeToolCall({ ...payload, results: results.slice(0, half) })),
+                  Effect.exit(completeToolCall({ ...payload, results: results.slice(half) })),
+                  Exit.zipRight
+                ),
+                (exit) => exit
+              )
+            }
+            return completeToolCall({
+              ...payload,
+              results: results.map((r) => ({
+                ...r,
+                result: ToolResult.failure(`invalid output: the result is ${tooLarge.bytes} bytes, over the platform's frame limit of ${tooLarge.limit}`)
+              }))
+            })
+          }
+        ) as ReturnType<Call["completeToolCall"]>
       return PlatformClient.of({
         register: (payload) => client.call("Register", payload) as ReturnType<Call["register"]>,
         heartbeat: (payload) => client.call("Heartbeat", payload) as ReturnType<Call["heartbeat"]>,
         deregister: (payload) => client.call("Deregister", payload) as ReturnType<Call["deregister"]>,
         submitTask: (payload) => client.stream("SubmitTask", payload) as ReturnType<Call["submitTask"]>,
         attachTask: (payload) => client.stream("AttachTask", payload) as ReturnType<Call["attachTask"]>,
-        completeToolCall: (payload) => client.call("CompleteToolCall", payload) as ReturnType<Call["completeToolCall"]>
+        completeToolCall
       })
     })
   )

@@ -641,4 +641,34 @@ describe("Invocation.run: output", () => {
         "raw: invalid output: a Map is not JSON"
       ])
     }))
+
+  it.effect("an output nested 100,000 deep, or over maxPayloadBytes, is an invalid-output result (S5, S20)", () =>
+    Effect.gen(function*() {
+      let deep: unknown = []
+      for (let i = 0; i < 100_000; i++) deep = [deep]
+      const tool = (name: string, output: unknown, schema: Schema.Schema<any, any> = Schema.Unknown) =>
+        Tool.make(name, { description: "Raw.", input: {}, output: schema, timeout: "1 second" }, () => Effect.succeed(output))
+      const nested = yield* Invocation.run(tool("deep", deep), "{}")
+      assert.match(nested.error ?? "", /^deep: invalid output: the value is nested deeper than 128 levels at \[0\]\[0\]/)
+      assert.isAtMost(nested.error!.length, 2048)
+      // In a typed field the Schema's own formatter would recurse into it.
+      const typed = yield* Invocation.run(tool("typed", { id: deep }, Schema.Struct({ id: Schema.String })), "{}")
+      assert.strictEqual(typed.error, "typed: invalid output: the value is nested deeper than 128 levels")
+      const big = yield* Invocation.run(tool("big", { text: "x".repeat(1024 * 1024) }), "{}")
+      assert.strictEqual(big.error, "big: invalid output: the value exceeds 1048576 bytes of JSON")
+      // Just under both limits passes.
+      let ok: unknown = 1
+      for (let i = 0; i < 127; i++) ok = [ok]
+      assert.isTrue((yield* Invocation.run(tool("ok", ok), "{}")).success)
+      assert.isTrue((yield* Invocation.run(tool("fits", { text: "x".repeat(1024 * 1024 - 20) }), "{}")).success)
+    }))
+
+  it.effect("arguments nested 100,000 deep in a typed field are an invalid-input result, never a RangeError", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = counting("typed", { id: Schema.String })
+      const text = `{"id":${"[".repeat(100_000)}${"]".repeat(100_000)}}`
+      const result = yield* Invocation.run(tool, text)
+      assert.strictEqual(result.error, "typed: invalid input: the value is nested deeper than 128 levels")
+      assert.strictEqual(runs.count, 0)
+    }))
 })

@@ -22,6 +22,7 @@ export const files = [
   "test/platform/Restart.test.ts",
   "test/platform/Load.test.ts",
   "test/platform/WebSocket.test.ts",
+  "test/platform/HostileWire.test.ts",
   "test/Security.test.ts",
   "test/Serve.test.ts"
 ]

@@ -51,21 +51,78 @@ export const refusedKeyIn = (value: unknown): string | undefined => {
   return undefined
 }
 
+/** How deep and how large a value may be (S20): past either, it is refused, never walked further. */
+export interface Limits {
+  /** Nesting of arrays and objects; the value itself is depth 0. */
+  readonly maxDepth: number
+  /** UTF-8 bytes of its JSON text. */
+  readonly maxBytes: number
+}
+
+/** The default `Limits`: 128 levels, 1 MiB (Invocation's argument limit). */
+export const defaultLimits: Limits = { maxDepth: 128, maxBytes: 1024 * 1024 }
+
 /**
- * Why `value` is not plain JSON (naming where), or undefined when it is. Plain JSON: null, booleans,
- * finite numbers, strings, arrays and plain objects of those, without cycles. An `undefined`
- * property is allowed (JSON leaves it out); an `undefined` array item is not.
+ * Why `value` is not plain JSON within `limits` (naming where), or undefined when it is. Plain JSON:
+ * null, booleans, finite numbers, strings, arrays and plain objects of those, without cycles. An
+ * `undefined` property is allowed (JSON leaves it out); an `undefined` array item is not. The walk
+ * never goes deeper than `limits.maxDepth`, so no value can exhaust the stack.
  */
-export const problemIn = (value: unknown): string | undefined => check(value, "", undefined)
+export const problemIn = (value: unknown, limits: Limits = defaultLimits): string | undefined => {
+  const walk = { limits, upperBytes: 0 }
+  const problem = check(value, "", undefined, 0, walk)
+  if (problem !== undefined) return problem
+  // The walk's count is an upper bound (every character escaped); only a large value pays for the exact text.
+  if (walk.upperBytes > limits.maxBytes && Buffer.byteLength(JSON.stringify(value) ?? "", "utf8") > limits.maxBytes) {
+    return `the value exceeds ${limits.maxBytes} bytes of JSON`
+  }
+  return undefined
+}
+
+/** True when `value` nests arrays or objects deeper than `maxDepth`; never walks past it. */
+export const deeperThan = (value: unknown, maxDepth: number): boolean => {
+  if (typeof value !== "object" || value === null) return false
+  if (maxDepth <= 0) return true
+  for (const item of Array.isArray(value) ? value : Object.values(value)) {
+    if (deeperThan(item, maxDepth - 1)) return true
+  }
+  return false
+}
+
+/**
+ * `value` as short text for an error message: JSON cut to `maxLength` characters, with nesting past
+ * a few levels elided, so a hostile value can make neither a deep recursion nor a long text.
+ */
+export const preview = (value: unknown, maxLength = 100): string => {
+  let text: string
+  try {
+    text = deeperThan(value, 8) ? `${Array.isArray(value) ? "an array" : "an object"} nested deeper than 8 levels`
+      : JSON.stringify(value) ?? String(value)
+  } catch {
+    text = typeof value
+  }
+  return text.length <= maxLength ? text : text.slice(0, maxLength - 1) + "…"
+}
 
 const where = (path: string): string => path === "" ? "" : ` at ${path}`
 
-const check = (value: unknown, path: string, ancestors: Set<object> | undefined): string | undefined => {
+interface Walk {
+  readonly limits: Limits
+  /** An upper bound of the JSON text's bytes so far. */
+  upperBytes: number
+}
+
+const check = (value: unknown, path: string, ancestors: Set<object> | undefined, depth: number, walk: Walk): string | undefined => {
   switch (typeof value) {
     case "string":
+      // A UTF-16 unit is at most 3 UTF-8 bytes, an escaped one 6 (\u0000).
+      walk.upperBytes += value.length * 6 + 2
+      return undefined
     case "boolean":
+      walk.upperBytes += 5
       return undefined
     case "number":
+      walk.upperBytes += 24
       return Number.isFinite(value) ? undefined : `the number ${value}${where(path)} is not JSON`
     case "bigint":
       return `a bigint${where(path)} is not JSON`
@@ -76,14 +133,19 @@ const check = (value: unknown, path: string, ancestors: Set<object> | undefined)
     case "undefined":
       return `undefined${where(path)} is not JSON`
   }
-  if (value === null) return undefined
+  if (value === null) {
+    walk.upperBytes += 4
+    return undefined
+  }
   const object = value as object
+  if (depth >= walk.limits.maxDepth) return `the value is nested deeper than ${walk.limits.maxDepth} levels${where(path)}`
   const seen = ancestors ?? new Set<object>()
   if (seen.has(object)) return `a cycle${where(path)} is not JSON`
   if (Array.isArray(object)) {
     seen.add(object)
+    walk.upperBytes += 2 + object.length
     for (let i = 0; i < object.length; i++) {
-      const problem = check(object[i], `${path}[${i}]`, seen)
+      const problem = check(object[i], `${path}[${i}]`, seen, depth + 1, walk)
       if (problem !== undefined) return problem
     }
     seen.delete(object)
@@ -95,10 +157,12 @@ const check = (value: unknown, path: string, ancestors: Set<object> | undefined)
     return `${typeof name === "string" && name !== "" ? `a ${name}` : "a class instance"}${where(path)} is not JSON`
   }
   seen.add(object)
+  walk.upperBytes += 2
   for (const key of Object.keys(object)) {
     const item = (object as Record<string, unknown>)[key]
     if (item === undefined) continue
-    const problem = check(item, path === "" ? key : `${path}.${key}`, seen)
+    walk.upperBytes += key.length * 6 + 4
+    const problem = check(item, path === "" ? key : `${path}.${key}`, seen, depth + 1, walk)
     if (problem !== undefined) return problem
   }
   seen.delete(object)

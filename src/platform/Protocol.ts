@@ -83,6 +83,12 @@ export const TaskCompleted = Schema.TaggedStruct("TaskCompleted", {
 /** The task failed; `reason` says why. */
 export const TaskFailed = Schema.TaggedStruct("TaskFailed", { taskId: Schema.String, reason: Schema.String })
 
+/**
+ * The last event of a stream whose task another attachment of the same agent took over (a process
+ * re-attaching after a reconnect or a restart): the task goes on, on the other stream; this one ends.
+ */
+export const TaskTakenOver = Schema.TaggedStruct("TaskTakenOver", { taskId: Schema.String, reason: Schema.String })
+
 /** What a task's stream carries. */
 export const TaskEvent = Schema.Union(
   TaskStarted,
@@ -91,7 +97,8 @@ export const TaskEvent = Schema.Union(
   ToolCallRequested,
   ToolCallCompleted,
   TaskCompleted,
-  TaskFailed
+  TaskFailed,
+  TaskTakenOver
 )
 /** What a task's stream carries. */
 export type TaskEvent = typeof TaskEvent.Type

@@ -5,6 +5,7 @@
  * takes its unfinished tasks back. `layerHandlers` is the protocol's implementation, whatever the
  * transport; `layerWebSocket` serves it on a real WebSocket.
  */
+import * as Headers from "@effect/platform/Headers"
 import type * as Rpc from "@effect/rpc/Rpc"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import {
@@ -19,8 +20,9 @@ import {
   Runtime,
   Schema
 } from "effect"
-import { createServer } from "node:http"
-import { WebSocketServer } from "ws"
+import { createServer, STATUS_CODES } from "node:http"
+import type { Duplex } from "node:stream"
+import { type WebSocket, WebSocketServer } from "ws"
 import { Ids } from "../Ids.js"
 import { Signal } from "../internal/signal.js"
 import * as Invocation from "../Invocation.js"
@@ -140,9 +142,19 @@ class Task {
     this.attachment?.unsafeOffer(event)
   }
 
-  /** A new stream for this task: `TaskStarted`, then the end if it ended, else every pending call again. */
+  /**
+   * A new stream for this task: `TaskStarted`, then the end if it ended, else every pending call
+   * again. A stream still attached is taken over: it ends with `TaskTakenOver`, never silently.
+   */
   attach(mailbox: Mailbox.Mailbox<TaskEvent>, wanted: EventsWanted): void {
-    this.attachment?.unsafeDone(Exit.void)
+    if (this.attachment !== undefined) {
+      this.attachment.unsafeOffer({
+        _tag: "TaskTakenOver",
+        taskId: this.taskId,
+        reason: `another attachment of agent ${this.agentId} took task ${this.taskId} over; it goes on there`
+      })
+      this.attachment.unsafeDone(Exit.void)
+    }
     this.attachment = mailbox
     this.wanted = wanted
     mailbox.unsafeOffer({ _tag: "TaskStarted", taskId: this.taskId })
@@ -194,6 +206,7 @@ export const layerHandlers = (options: Options) =>
     const journal = options.journal === undefined ? undefined : yield* Journal.make(options.journal)
     const runners = yield* FiberSet.make()
     const policy = yield* RetryPolicy
+    const config = yield* Invocation.InvocationConfig
     const ids = yield* Ids
     const clock = yield* Effect.clock
     // Tasks run in the platform's own context, never the caller's (an in-process caller's services
@@ -409,8 +422,10 @@ export const layerHandlers = (options: Options) =>
               unknown ??= taskId
               continue
             }
-            // A late or repeated answer (at least once) is fine: the first one counts.
-            task.pending?.get(toolCallId)?.done.succeed(result)
+            // A late or repeated answer (at least once) is fine: the first one counts. One past the
+            // output limits is the invalid-output result the model reads (S5, S20), never a failed task.
+            const pending = task.pending?.get(toolCallId)
+            pending?.done.succeed(Invocation.checkResult(pending.event.name, result, config))
           }
           return unknown === undefined ? Effect.void : Effect.fail(new UnknownTask({ taskId: unknown }))
         })
@@ -464,15 +479,35 @@ export const layerHandlers = (options: Options) =>
 // ---------------------------------------------------------------------------------------------
 // Serving it.
 
-/** Where the WebSocket server listens. */
+/** Where the WebSocket server listens, and the limits each connection is held to (S20). */
 export interface ListenOptions {
   /** Default 127.0.0.1. */
   readonly host?: string | undefined
   /** 0 picks a free port. */
   readonly port: number
-  /** The largest frame accepted from a client; a larger one closes its connection (1009). Default 16 MiB. */
+  /** The largest frame accepted from a client; a larger one closes its connection (1009). Default 2 MiB. */
   readonly maxFrameBytes?: number | undefined
+  /** Open connections (and upgrades being checked) at most; the upgrade over it gets 503. Default 256. */
+  readonly maxConnections?: number | undefined
+  /**
+   * Each connection is pinged this often; one that answered neither the last ping nor sent a frame
+   * since is closed (a client gone without a word, a half-open connection). Default 30 s.
+   */
+  readonly pingInterval?: Duration.DurationInput | undefined
+  /**
+   * Bytes queued for a client that does not read: past this the platform stops reading its frames
+   * until the queue is below half of it (and its unread pong then closes it). Default 1 MiB.
+   */
+  readonly maxBufferedBytes?: number | undefined
 }
+
+/** The defaults of `ListenOptions`' limits. */
+export const defaultListenLimits = {
+  maxFrameBytes: Wire.defaultMaxFrameBytes,
+  maxConnections: 256,
+  pingInterval: Duration.seconds(30),
+  maxBufferedBytes: 1024 * 1024
+} as const
 
 /** The path of the protocol's WebSocket. */
 export const path = "/rpc"
@@ -499,31 +534,98 @@ export const layerWebSocket = (
     Listening,
     Effect.gen(function*() {
       const runtime = yield* Effect.runtime<never>()
+      const authentication = yield* Authentication
       const host = listen.host ?? "127.0.0.1"
-      const maxPayload = listen.maxFrameBytes ?? Wire.defaultMaxFrameBytes
+      const maxPayload = listen.maxFrameBytes ?? defaultListenLimits.maxFrameBytes
+      const maxConnections = listen.maxConnections ?? defaultListenLimits.maxConnections
+      const pingMillis = Duration.toMillis(Duration.decode(listen.pingInterval ?? defaultListenLimits.pingInterval))
+      const maxBuffered = listen.maxBufferedBytes ?? defaultListenLimits.maxBufferedBytes
       const warn = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
+      const runCallback = Runtime.runCallback(runtime)
       const server = createServer((_, response) => {
         response.writeHead(426, { "content-type": "text/plain" })
         response.end(`the platform speaks WebSocket at ${path}\n`)
       })
-      const sockets = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false })
+      // One message per turn of the event loop: a client flooding small frames cannot starve the others.
+      const sockets = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false, allowSynchronousEvents: false })
+      /** Live connections: whether each was heard from since the last ping. */
+      const live = new Map<WebSocket, { heard: boolean }>()
+      let upgrading = 0
+      // Refused before the socket is a WebSocket: nothing the client sends after is read.
+      const refuse = (socket: Duplex, status: number, text: string) => {
+        socket.end(
+          `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nconnection: close\r\ncontent-type: text/plain\r\n` +
+            `content-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`
+        )
+        socket.destroy()
+      }
+      // The rpc the upgrade's check names to the middleware: any call carries the same token.
+      const anyRpc = PlatformRpcs.requests.values().next().value as unknown as Rpc.AnyWithProps
       server.on("upgrade", (request, socket, head) => {
-        if (new URL(request.url ?? "/", "http://platform").pathname !== path) {
-          socket.end("HTTP/1.1 404 Not Found\r\n\r\n")
-          return
+        // A client resetting mid-upgrade must not be an uncaught error.
+        socket.on("error", () => socket.destroy())
+        if (new URL(request.url ?? "/", "http://platform").pathname !== path) return refuse(socket, 404, "not found\n")
+        if (live.size + upgrading >= maxConnections) {
+          warn(`a connection was refused: ${maxConnections} are open (maxConnections)`)
+          return refuse(socket, 503, `the platform holds ${maxConnections} connections already\n`)
         }
-        sockets.handleUpgrade(request, socket, head, (ws) => {
-          const connection = Wire.serveConnection({ group: PlatformRpcs, runtime }, request.headers, (frame) => ws.send(frame))
-          ws.on("message", (data) => connection.receive(String(data)))
-          ws.on("error", (error: Error & { code?: string }) =>
-            warn(
-              error.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH"
-                ? `a client sent a frame over ${maxPayload} bytes; its connection is closed (1009)`
-                : `a platform connection failed: ${error.message}; it is closed`
-            ))
-          ws.on("close", () => connection.close())
+        upgrading++
+        // The token is checked here, once more per call by the middleware (which binds the agent).
+        runCallback(authentication({ clientId: 0, rpc: anyRpc, payload: undefined, headers: Headers.fromInput(request.headers) }), {
+          onExit: (exit) => {
+            upgrading--
+            if (Exit.isFailure(exit)) return refuse(socket, 401, "missing or unknown platform token\n")
+            if (socket.destroyed) return
+            sockets.handleUpgrade(request, socket, head, (ws) => accept(ws, request.headers))
+          }
         })
       })
+      const accept = (ws: WebSocket, headers: Headers.Input) => {
+        const state = { heard: true }
+        live.set(ws, state)
+        let paused: ReturnType<typeof setInterval> | undefined
+        // A client that does not read: stop reading it until what it was sent has gone out.
+        const send = (frame: string) => {
+          ws.send(frame)
+          if (paused === undefined && ws.bufferedAmount > maxBuffered) {
+            ws.pause()
+            paused = setInterval(() => {
+              if (ws.bufferedAmount > maxBuffered / 2) return
+              clearInterval(paused)
+              paused = undefined
+              ws.resume()
+            }, 10)
+          }
+        }
+        const connection = Wire.serveConnection({ group: PlatformRpcs, runtime }, headers, send)
+        ws.on("message", (data) => {
+          state.heard = true
+          connection.receive(String(data))
+        })
+        ws.on("pong", () => void (state.heard = true))
+        ws.on("error", (error: Error & { code?: string }) =>
+          warn(
+            error.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH"
+              ? `a client sent a frame over ${maxPayload} bytes; its connection is closed (1009)`
+              : `a platform connection failed: ${error.message}; it is closed`
+          ))
+        ws.on("close", () => {
+          live.delete(ws)
+          if (paused !== undefined) clearInterval(paused)
+          connection.close()
+        })
+      }
+      const pinger = setInterval(() => {
+        for (const [ws, state] of live) {
+          if (!state.heard) {
+            ws.terminate()
+            continue
+          }
+          state.heard = false
+          ws.ping()
+        }
+      }, pingMillis)
+      pinger.unref()
       const port = yield* Effect.async<number, ListenError>((resume) => {
         server.once("error", (error) =>
           resume(Effect.fail(new ListenError({ message: `the platform cannot listen on ${host}:${listen.port}: ${error.message}` }))))
@@ -534,6 +636,7 @@ export const layerWebSocket = (
       })
       yield* Effect.addFinalizer(() =>
         Effect.async<void>((resume) => {
+          clearInterval(pinger)
           for (const client of sockets.clients) client.terminate()
           sockets.close()
           server.close(() => resume(Effect.void))

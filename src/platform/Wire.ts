@@ -23,6 +23,7 @@ import * as RpcSchema from "@effect/rpc/RpcSchema"
 import {
   Cause,
   Context,
+  Data,
   Effect,
   Either,
   Exit,
@@ -38,9 +39,22 @@ import {
   type Scope,
   Stream
 } from "effect"
+import * as Json from "../internal/json.js"
 
-/** The largest frame either side accepts, by default: 16 MiB. */
-export const defaultMaxFrameBytes = 16 * 1024 * 1024
+/**
+ * The largest frame the platform accepts, by default: 2 MiB, room for a call's 1 MiB of arguments or
+ * a 1 MiB result (Invocation's limits) with the frame around it.
+ */
+export const defaultMaxFrameBytes = 2 * 1024 * 1024
+
+/** The largest frame a client accepts from the platform, by default: 16 MiB (a model's long text). */
+export const defaultClientMaxFrameBytes = 16 * 1024 * 1024
+
+/** Frames nested deeper than this are refused before they are decoded (results are held to 128). */
+export const maxFrameDepth = 512
+
+/** Error texts in frames are cut to this many characters. */
+const maxTextLength = 2048
 
 // ---------------------------------------------------------------------------------------------
 // Codecs, one per call, built once.
@@ -94,10 +108,25 @@ export const codecs = (group: AnyGroup): ReadonlyMap<string, Codec> => {
   return map
 }
 
-const parseErrorText = (error: ParseResult.ParseError): string => ParseResult.TreeFormatter.formatErrorSync(error)
+/** Cuts `text` to the frames' limit. */
+const bounded = (text: string): string => text.length <= maxTextLength ? text : text.slice(0, maxTextLength - 1) + "…"
 
-const defectText = (defect: unknown): string =>
-  defect instanceof Error ? defect.message : typeof defect === "string" ? defect : String(defect)
+// Total: the formatter recurses into the actual value; a value too deep for it is still described.
+const parseErrorText = (error: ParseResult.ParseError): string => {
+  try {
+    return bounded(ParseResult.TreeFormatter.formatErrorSync(error))
+  } catch {
+    return "the value is too deeply nested to describe"
+  }
+}
+
+const defectText = (defect: unknown): string => {
+  try {
+    return bounded(defect instanceof Error ? defect.message : typeof defect === "string" ? defect : String(defect))
+  } catch {
+    return "a defect that cannot be described"
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // The platform's side: one connection.
@@ -159,7 +188,16 @@ export const serveConnection = (
   let closed = false
 
   const write = (frame: object) => {
-    if (!closed) send(JSON.stringify(frame))
+    if (closed) return
+    let text: string
+    try {
+      text = JSON.stringify(frame)
+    } catch (error) {
+      // Only a value the platform built itself could be too deep; say so rather than die.
+      const id = (frame as { id?: unknown }).id
+      text = JSON.stringify({ ...(typeof id === "number" ? { id } : {}), defect: `the answer could not be written: ${defectText(error)}` })
+    }
+    send(text)
   }
   let soon: Array<object> = []
   const writeSoon = (frame: object) => {
@@ -229,9 +267,19 @@ export const serveConnection = (
     fiber.addObserver(() => running.delete(id))
   }
 
+  // Total (S20): whatever a frame holds, the worst it gets is a defect answer.
   const receive = (text: string) => {
+    try {
+      receiveFrame(text)
+    } catch (error) {
+      write({ defect: `the frame could not be handled: ${defectText(error)}` })
+    }
+  }
+
+  const receiveFrame = (text: string) => {
     let frame: unknown
     try {
+      // V8's parser does not recurse: any depth parses; the depth check comes next.
       frame = JSON.parse(text)
     } catch {
       return write({ defect: "the frame is not valid JSON" })
@@ -250,9 +298,13 @@ export const serveConnection = (
     }
     const codec = typeof call === "string" ? table.get(call) : undefined
     if (codec === undefined) {
-      return write({ id, defect: `unknown call ${JSON.stringify(call)}; the calls are ${[...table.keys()].join(", ")}` })
+      return write({ id, defect: `unknown call ${Json.preview(call)}; the calls are ${[...table.keys()].join(", ")}` })
     }
     if (running.has(id)) return write({ id, defect: `call id ${id} is already running` })
+    // Nothing deeper reaches a decoder, a formatter or a handler.
+    if (Json.deeperThan(payload, maxFrameDepth)) {
+      return write({ id, defect: `invalid ${call} payload: nested deeper than ${maxFrameDepth} levels` })
+    }
     const decoded = codec.decodePayload(payload)
     if (Either.isLeft(decoded)) return write({ id, defect: `invalid ${call} payload: ${parseErrorText(decoded.left)}` })
     run(id, codec, decoded.right)
@@ -310,6 +362,17 @@ export interface Client {
   readonly dropped: (reason: string) => void
 }
 
+/** A call's frame would be over the platform's frame limit: it was not sent. */
+export class FrameTooLarge extends Data.TaggedError("FrameTooLarge")<{
+  readonly tag: string
+  readonly bytes: number
+  readonly limit: number
+}> {
+  override get message(): string {
+    return `the ${this.tag} frame is ${this.bytes} bytes, over the platform's limit of ${this.limit}`
+  }
+}
+
 interface Waiting {
   readonly codec: Codec
   readonly onFrame: (frame: Record<string, unknown>) => void
@@ -324,7 +387,10 @@ export const makeClient = <E>(options: {
   readonly group: AnyGroup
   readonly open: Effect.Effect<Link, E>
   readonly unavailable: (reason: string) => E
+  /** A call whose frame is larger fails with `FrameTooLarge`, unsent. Default `defaultMaxFrameBytes`. */
+  readonly maxSendBytes?: number | undefined
 }): Client => {
+  const maxSendBytes = options.maxSendBytes ?? defaultMaxFrameBytes
   const table = codecs(options.group)
   const waiting = new Map<number, Waiting>()
   let nextId = 0
@@ -335,14 +401,25 @@ export const makeClient = <E>(options: {
     return codec
   }
 
-  /** Sends a call on `link`, its frames going to `onFrame` until it ends. */
-  const send = (link: Link, codec: Codec, payload: unknown, onFrame: Waiting["onFrame"], onDropped: Waiting["onDropped"]) => {
+  /** A call's frame: its id and text, or the frame's size when it is over the limit. */
+  const frameOf = (codec: Codec, payload: unknown): { readonly id: number; readonly text: string } | FrameTooLarge => {
     const id = ++nextId
     const encoded = codec.encodePayload(payload)
     if (Either.isLeft(encoded)) throw new Error(`invalid ${codec.rpc._tag} payload: ${parseErrorText(encoded.left)}`)
-    waiting.set(id, { codec, onFrame, onDropped })
-    link.send(JSON.stringify({ id, call: codec.rpc._tag, payload: encoded.right }))
-    return id
+    const text = JSON.stringify({ id, call: codec.rpc._tag, payload: encoded.right })
+    // A character is one to three UTF-8 bytes: only a long text is measured.
+    if (text.length * 3 > maxSendBytes) {
+      const bytes = Buffer.byteLength(text, "utf8")
+      if (bytes > maxSendBytes) return new FrameTooLarge({ tag: codec.rpc._tag, bytes, limit: maxSendBytes })
+    }
+    return { id, text }
+  }
+
+  /** Sends a call's frame on `link`, its frames going to `onFrame` until it ends. */
+  const send = (link: Link, codec: Codec, frame: { readonly id: number; readonly text: string }, onFrame: Waiting["onFrame"], onDropped: Waiting["onDropped"]) => {
+    waiting.set(frame.id, { codec, onFrame, onDropped })
+    link.send(frame.text)
+    return frame.id
   }
 
   const cancel = (id: number, link: Link) =>
@@ -367,21 +444,26 @@ export const makeClient = <E>(options: {
 
   const call = (tag: string, payload: unknown): Effect.Effect<unknown, unknown> => {
     const codec = codecOf(tag)
-    return Effect.flatMap(options.open, (link) =>
-      Effect.async<unknown, unknown>((resume) => {
-        const onFrame = (frame: Record<string, unknown>) => {
-          if ("error" in frame || "defect" in frame) return resume(failureOf(codec, frame))
-          if (!("ok" in frame)) return resume(Exit.void)
-          const decoded = codec.decodeSuccess(frame.ok)
-          resume(
-            Either.isRight(decoded)
-              ? Exit.succeed(decoded.right)
-              : Exit.die(new Error(`the platform sent an unreadable ${tag} answer: ${parseErrorText(decoded.left)}`))
-          )
-        }
-        const id = send(link, codec, payload, onFrame, (reason) => resume(Exit.fail(options.unavailable(reason))))
-        return cancel(id, link)
-      }))
+    // Encoded at each run: a retried call gets a new id.
+    return Effect.suspend(() => {
+      const frame = frameOf(codec, payload)
+      if (frame instanceof FrameTooLarge) return Effect.fail(frame)
+      return Effect.flatMap(options.open, (link) =>
+        Effect.async<unknown, unknown>((resume) => {
+          const onFrame = (frame: Record<string, unknown>) => {
+            if ("error" in frame || "defect" in frame) return resume(failureOf(codec, frame))
+            if (!("ok" in frame)) return resume(Exit.void)
+            const decoded = codec.decodeSuccess(frame.ok)
+            resume(
+              Either.isRight(decoded)
+                ? Exit.succeed(decoded.right)
+                : Exit.die(new Error(`the platform sent an unreadable ${tag} answer: ${parseErrorText(decoded.left)}`))
+            )
+          }
+          const id = send(link, codec, frame, onFrame, (reason) => resume(Exit.fail(options.unavailable(reason))))
+          return cancel(id, link)
+        }))
+    })
   }
 
   const stream = (tag: string, payload: unknown): Effect.Effect<Mailbox.ReadonlyMailbox<unknown, unknown>, never, Scope.Scope> => {
@@ -405,12 +487,17 @@ export const makeClient = <E>(options: {
         if ("error" in frame || "defect" in frame) mailbox.unsafeDone(failureOf(codec, frame))
         else mailbox.unsafeDone(Exit.void)
       }
+      const frame = frameOf(codec, payload)
+      if (frame instanceof FrameTooLarge) {
+        mailbox.unsafeDone(Exit.die(frame))
+        return mailbox
+      }
       const link = yield* Effect.either(options.open)
       if (Either.isLeft(link)) {
         mailbox.unsafeDone(Exit.fail(link.left))
         return mailbox
       }
-      const id = send(link.right, codec, payload, onFrame, (reason) => mailbox.unsafeDone(Exit.fail(options.unavailable(reason))))
+      const id = send(link.right, codec, frame, onFrame, (reason) => mailbox.unsafeDone(Exit.fail(options.unavailable(reason))))
       yield* Effect.addFinalizer(() => cancel(id, link.right))
       return mailbox
     })
@@ -431,7 +518,12 @@ export const makeClient = <E>(options: {
     const record = frame as Record<string, unknown>
     // A stream's events leave it waiting; anything else ends the call.
     if (!(entry.codec.stream && "events" in record)) waiting.delete(id)
-    entry.onFrame(record)
+    try {
+      entry.onFrame(record)
+    } catch (error) {
+      waiting.delete(id)
+      entry.onFrame({ id, defect: `a frame from the platform could not be read: ${defectText(error)}` })
+    }
   }
 
   const dropped = (reason: string) => {

@@ -81,6 +81,8 @@ const describeEvent = (event: Protocol.TaskEvent): string => {
       return "started"
     case "TurnStarted":
       return `turn ${event.step}`
+    case "TaskTakenOver":
+      return `taken over ${event.taskId}`
   }
 }
 
@@ -268,20 +270,20 @@ describe("platform over a real WebSocket", () => {
         "{}",
         JSON.stringify({ id: 1, call: "Nope", payload: {} }),
         JSON.stringify({ id: 2, call: "Register", payload: { bad: 1 } }),
-        JSON.stringify({ id: 3, call: "Heartbeat", payload: { agentId: "agent-1", processId: "p", manifestHash: "h" } }),
+        JSON.stringify({ id: 3, call: "Heartbeat", payload: { agentId: "agent-2", processId: "p", manifestHash: "h" } }),
         "x".repeat(2_000_000)
       ]
-      const replies = yield* rawExchange(url, frames, {})
+      const replies = yield* rawExchange(url, frames, { authorization: "Bearer tok-1" })
       assert.strictEqual(replies.length, frames.length, "every bad frame got an answer")
       assert.deepStrictEqual(JSON.parse(replies[0]!), { defect: "the frame is not valid JSON" })
       assert.match(replies[1]!, /must be a JSON object/)
       assert.match(replies[2]!, /must have a numeric id/)
       assert.match(replies[3]!, /"id":1,"defect":"unknown call \\"Nope\\"; the calls are Register, Heartbeat/)
       assert.match(replies[4]!, /"id":2,"defect":"invalid Register payload:.*agentId/)
-      // No token on this connection: a typed Unauthorized, not a defect.
+      // Another agent's call on this token: a typed Unauthorized, not a defect.
       assert.deepStrictEqual(JSON.parse(replies[5]!), {
         id: 3,
-        error: { _tag: "Unauthorized", message: "missing or unknown platform token" }
+        error: { _tag: "Unauthorized", message: "the token is not valid for agent agent-2" }
       })
       assert.deepStrictEqual(JSON.parse(replies[6]!), { defect: "the frame is not valid JSON" })
       // Another connection, and a proper call on it, still work.
