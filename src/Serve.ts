@@ -75,6 +75,16 @@ export class TaskFailedError extends Schema.TaggedError<TaskFailedError>("agent-
   }
 }
 
+/** Another attach of the task (by this agent, another process or connection) took it over: it goes on there. */
+export class TaskTakenOverError extends Schema.TaggedError<TaskTakenOverError>("agent-tools/TaskTakenOverError")(
+  "TaskTakenOverError",
+  { taskId: Schema.String, reason: Schema.String }
+) {
+  override get message(): string {
+    return `task ${this.taskId} was taken over: ${this.reason}`
+  }
+}
+
 /** A serving process. */
 export class Serve extends Context.Tag("agent-tools/Serve")<Serve, {
   readonly agentId: string
@@ -87,14 +97,14 @@ export class Serve extends Context.Tag("agent-tools/Serve")<Serve, {
   /** Submits a task; its events stream back, and the tool calls on it run in this process. */
   readonly submitTask: (prompt: string) => Stream.Stream<TaskEvent, ServeError>
   /** Submits a task and returns its output. */
-  readonly runTask: (prompt: string) => Effect.Effect<string, ServeError | TaskFailedError>
+  readonly runTask: (prompt: string) => Effect.Effect<string, ServeError | TaskFailedError | TaskTakenOverError>
   /**
    * Attaches to a task submitted earlier (by this process before a restart, say): its pending calls
    * are delivered again and run here.
    */
   readonly attachTask: (taskId: string) => Stream.Stream<TaskEvent, ServeError>
   /** Attaches to a task and returns its output. */
-  readonly runAttached: (taskId: string) => Effect.Effect<string, ServeError | TaskFailedError>
+  readonly runAttached: (taskId: string) => Effect.Effect<string, ServeError | TaskFailedError | TaskTakenOverError>
   /** Fails when serving has failed for good (3 heartbeats in a row); never succeeds. */
   readonly failed: Effect.Effect<never, ServeError>
 }>() {}
@@ -344,6 +354,8 @@ export const make = <R>(
                 yield* store.releaseTask(agentId, event.taskId)
                 return event
               }
+              // Another attach has the task now (its holder keeps it held): this follower stops.
+              if (event._tag === "TaskTakenOver") return event
             }
             if (done) return undefined
           }
@@ -388,9 +400,12 @@ export const make = <R>(
         return Mailbox.toStream(out)
       }))
 
-    const outcome = (last: TaskEvent | undefined): Effect.Effect<string, TaskFailedError> => {
+    const outcome = (last: TaskEvent | undefined): Effect.Effect<string, TaskFailedError | TaskTakenOverError> => {
       if (last?._tag === "TaskCompleted") return Effect.succeed(last.output)
       if (last?._tag === "TaskFailed") return Effect.fail(new TaskFailedError({ taskId: last.taskId, reason: last.reason }))
+      if (last?._tag === "TaskTakenOver") {
+        return Effect.fail(new TaskTakenOverError({ taskId: last.taskId, reason: last.reason }))
+      }
       return Effect.fail(new TaskFailedError({ taskId: "", reason: "the task's stream ended before the task did" }))
     }
 
@@ -406,7 +421,9 @@ export const make = <R>(
             Effect.flatMap((last) =>
               last === undefined
                 ? Effect.logDebug(`task ${taskId}: its stream ended before the task did`)
-                : Effect.logInfo(`task ${taskId}: ${last._tag === "TaskCompleted" ? "completed" : "failed"}`)
+                : Effect.logInfo(`task ${taskId}: ${
+                  last._tag === "TaskCompleted" ? "completed" : last._tag === "TaskFailed" ? "failed" : "taken over elsewhere"
+                }`)
             ),
             Effect.catchAll((error) => Effect.logWarning(`task ${taskId}: could not be taken back: ${error.message}`))
           )

@@ -499,6 +499,32 @@ describe("Serve: shutdown and restarts (S19)", () => {
     }).pipe(Effect.scoped, Effect.provide(inProcess(turns([["refund"], ["note"]], seen))))
   })
 
+  it.effect("a second attach takes the task over: the first follower stops with TaskTakenOver, the task goes on", () => {
+    const { tool } = slowRefund({ body: "10 seconds", timeout: "60 seconds" })
+    const seen: { final?: string } = {}
+    return Effect.gen(function*() {
+      const toolkit = yield* Toolkit.make(tool)
+      const first = yield* Serve.make(toolkit)
+      const second = yield* Serve.make(toolkit)
+      const events: Array<Protocol.TaskEvent> = []
+      const following = yield* Effect.fork(Stream.runForEach(first.submitTask("refund"), (e) => Effect.sync(() => events.push(e))))
+      yield* TestClock.adjust("1 second")
+      const taskId = events[0]!.taskId
+      const taking = yield* Effect.fork(second.runAttached(taskId))
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(following)
+      assert.deepStrictEqual(events[events.length - 1]?._tag, "TaskTakenOver")
+      // And back: the second follower's run fails with the typed error; the third sees the end.
+      const third = yield* Effect.fork(first.runAttached(taskId))
+      yield* TestClock.adjust("1 second")
+      const error = yield* Effect.flip(Fiber.join(taking))
+      assert.strictEqual(error._tag, "TaskTakenOverError")
+      yield* TestClock.adjust("10 seconds")
+      assert.strictEqual(yield* Fiber.join(third), "done")
+      assert.strictEqual(seen.final, "t1-refund-0:\"refunded\"")
+    }).pipe(Effect.scoped, Effect.provide(inProcess(turns([["refund"]], seen))))
+  })
+
   it.effect("idempotent tools on the memory store: one warning at start naming IDEMPOTENCY_DB", () => {
     const lines: Array<string> = []
     const logger = Logger.replace(Logger.defaultLogger, Logger.make(({ logLevel, message }) => {
