@@ -22,7 +22,8 @@ export const files = [
   "test/platform/Load.test.ts",
   "test/platform/WebSocket.test.ts",
   "test/Security.test.ts",
-  "test/Serve.test.ts"
+  "test/Serve.test.ts",
+  "test/McpHttpLimits.test.ts"
 ]
 
 const root = fileURLToPath(new URL("..", import.meta.url))
