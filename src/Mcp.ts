@@ -3,7 +3,8 @@
  * JSON Schema, no zod of ours): stdio, and Streamable HTTP bound to 127.0.0.1 with Host/Origin
  * checks. `tools/call` goes through `Invocation`; every failure is a result with `isError: true`
  * and the S5 text; a cancelled request interrupts the call. Limits (S20): over HTTP a body limit
- * counted while reading, a session cap and an idle expiry.
+ * counted while reading, a session cap and an idle expiry; over stdio the SDK's message limit, and
+ * an end when stdin closes (success) or the transport fails (the reason logged, a failure).
  */
 import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
@@ -13,6 +14,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
+import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js"
 import {
   CallToolRequestSchema,
   type CallToolResult,
@@ -23,8 +25,9 @@ import {
   type Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
-import { Duration, Effect, Exit, Layer, Runtime } from "effect"
+import { Deferred, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
 import { createServer } from "node:http"
+import type { Readable, Writable } from "node:stream"
 import { Ids } from "./Ids.js"
 import * as Invocation from "./Invocation.js"
 import * as Tool from "./Tool.js"
@@ -140,22 +143,86 @@ const makeServer = (
 /** The toolkit's `tools/list`, computed once. */
 const listOf = (toolkit: Toolkit.Toolkit<any>) => toolkit.tools.map(describe)
 
+/** MCP over stdio stopped for a reason other than stdin closing: the process should exit non-zero. */
+export class McpStdioError extends Schema.TaggedError<McpStdioError>("agent-tools/McpStdioError")("McpStdioError", {
+  reason: Schema.String
+}) {
+  override get message() {
+    return `MCP over stdio failed: ${this.reason}`
+  }
+}
+
+/** Options of the stdio transport. */
+export interface StdioOptions extends Options {
+  /** Default `process.stdin`. */
+  readonly stdin?: Readable | undefined
+  /** Default `process.stdout`. */
+  readonly stdout?: Writable | undefined
+  /** Unread input at most, in bytes (one message must fit): over it, the transport fails. Default the SDK's 10 MiB. */
+  readonly maxMessageBytes?: number | undefined
+}
+
+// A reason goes to a log line: the client's text inside a parse error must not make it unbounded.
+const reasonOf = (error: unknown): string => {
+  const text = error instanceof Error ? error.message : String(error)
+  return text.length > 300 ? `${text.slice(0, 300)}...` : text
+}
+
 /**
- * Serves the toolkit over stdio until interrupted. Only protocol messages go to stdout: send logs
- * to stderr (main.ts does).
+ * Serves the toolkit over stdio until stdin closes (calls in flight are interrupted, then it
+ * succeeds) or the transport fails (a message over `maxMessageBytes`, a stream error: the reason is
+ * logged and it fails with `McpStdioError`). Only protocol messages go to stdout: send logs to
+ * stderr (main.ts does).
  */
 export const serveStdio = <R>(
   toolkit: Toolkit.Toolkit<R>,
-  options?: Options
-): Effect.Effect<never, never, Exclude<R, ToolContext>> =>
+  options?: StdioOptions
+): Effect.Effect<void, McpStdioError, Exclude<R, ToolContext>> =>
   Effect.scoped(Effect.gen(function*() {
     const runtime = yield* Effect.runtime<Exclude<R, ToolContext>>()
+    const stdin = options?.stdin ?? process.stdin
+    const stdout = options?.stdout ?? process.stdout
     const served = makeServer(toolkit, listOf(toolkit), runtime, new AjvJsonSchemaValidator(), options)
+    const ended = yield* Deferred.make<void, McpStdioError>()
+    // The SDK reports an error, then closes the transport on a fatal one: the last error is the reason.
+    let lastError: string | undefined
+    served.server.onerror = (error) => {
+      lastError = reasonOf(error)
+      Runtime.runFork(runtime)(Effect.logWarning(`MCP over stdio: ${lastError}`))
+    }
+    served.server.onclose = () =>
+      Deferred.unsafeDone(ended, Exit.fail(new McpStdioError({ reason: lastError ?? "the transport closed" })))
+    // The first of these wins: a client that closes stdin and then our stdout is not a failure.
+    const onEnd = () => Deferred.unsafeDone(ended, Exit.void)
+    const onStdinError = (error: unknown) =>
+      Deferred.unsafeDone(ended, Exit.fail(new McpStdioError({ reason: `stdin: ${reasonOf(error)}` })))
+    const onStdoutError = (error: unknown) =>
+      Deferred.unsafeDone(ended, Exit.fail(new McpStdioError({ reason: `stdout: ${reasonOf(error)}` })))
     yield* Effect.acquireRelease(
-      Effect.promise(() => served.server.connect(new StdioServerTransport())),
+      Effect.sync(() => {
+        stdin.once("end", onEnd)
+        stdin.once("close", onEnd)
+        stdin.once("error", onStdinError)
+        stdout.once("error", onStdoutError)
+      }),
+      () =>
+        Effect.sync(() => {
+          stdin.off("end", onEnd)
+          stdin.off("close", onEnd)
+          stdin.off("error", onStdinError)
+          stdout.off("error", onStdoutError)
+        })
+    )
+    const maxBufferSize = options?.maxMessageBytes ?? STDIO_DEFAULT_MAX_BUFFER_SIZE
+    yield* Effect.acquireRelease(
+      Effect.promise(() => served.server.connect(new StdioServerTransport(stdin, stdout, { maxBufferSize }))),
       () => served.close
     )
-    return yield* Effect.never
+    if (stdin.readableEnded) onEnd()
+    yield* Effect.logDebug(`MCP over stdio: serving ${toolkit.tools.length} tools`)
+    yield* Deferred.await(ended).pipe(
+      Effect.tapError((error) => Effect.logError(`${error.message}; the server stops`))
+    )
   }))
 
 /** Where the HTTP transport listens, and its limits (S20). */

@@ -23,7 +23,8 @@ export const files = [
   "test/platform/WebSocket.test.ts",
   "test/Security.test.ts",
   "test/Serve.test.ts",
-  "test/McpHttpLimits.test.ts"
+  "test/McpHttpLimits.test.ts",
+  "test/McpStdio.test.ts"
 ]
 
 const root = fileURLToPath(new URL("..", import.meta.url))
