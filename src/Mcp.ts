@@ -2,25 +2,32 @@
  * Any toolkit over the Model Context Protocol (S16), on the official SDK's low-level `Server` (raw
  * JSON Schema, no zod of ours): stdio, and Streamable HTTP bound to 127.0.0.1 with Host/Origin
  * checks. `tools/call` goes through `Invocation`; every failure is a result with `isError: true`
- * and the S5 text; a cancelled request interrupts the call.
+ * and the S5 text; a cancelled request interrupts the call. Limits (S20): over HTTP a body limit
+ * counted while reading, a session cap and an idle expiry; over stdio the SDK's message limit, and
+ * an end when stdin closes (success) or the transport fails (the reason logged, a failure).
  */
 import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
+import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js"
 import {
   CallToolRequestSchema,
   type CallToolResult,
   ErrorCode,
+  isInitializeRequest,
   ListToolsRequestSchema,
   McpError,
   type Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
-import { Effect, Exit, Layer, Runtime } from "effect"
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
+import { Deferred, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
 import { createServer } from "node:http"
+import type { Readable, Writable } from "node:stream"
 import { Ids } from "./Ids.js"
 import * as Invocation from "./Invocation.js"
 import * as Tool from "./Tool.js"
@@ -83,14 +90,29 @@ const toCallResult = (result: Invocation.ToolResult, wrapped: boolean): CallTool
   return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured }
 }
 
+/** A server of one connection (stdio) or one session (HTTP), and how to close it. */
+interface Served {
+  readonly server: Server
+  /** Closes the transport (which aborts the calls in flight) and waits for those calls' finalizers. */
+  readonly close: Effect.Effect<void>
+}
+
 /** A low-level MCP `Server` for the toolkit, running calls on `runtime`. */
-const makeServer = (toolkit: Toolkit.Toolkit<any>, listed: ReadonlyArray<Listed>, runtime: Runtime.Runtime<any>, options?: Options) => {
+const makeServer = (
+  toolkit: Toolkit.Toolkit<any>,
+  listed: ReadonlyArray<Listed>,
+  runtime: Runtime.Runtime<any>,
+  // One validator for every session: the SDK's default builds an Ajv instance (~100 KB) per server.
+  validator: AjvJsonSchemaValidator,
+  options?: Options
+): Served => {
   const server = new Server(
     { name: options?.name ?? "agent-tools", version: options?.version ?? "0.1.0" },
-    { capabilities: { tools: {} } }
+    { capabilities: { tools: {} }, jsonSchemaValidator: validator }
   )
   const wrappedByName = new Map(listed.map((l) => [l.entry.name, l.wrapped]))
   const tools = listed.map((l) => l.entry)
+  const inFlight = new Set<Promise<unknown>>()
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }))
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = toolkit.byName.get(request.params.name)
@@ -100,39 +122,110 @@ const makeServer = (toolkit: Toolkit.Toolkit<any>, listed: ReadonlyArray<Listed>
         `unknown tool ${JSON.stringify(request.params.name)}; the available tools are ${tools.map((t) => t.name).join(", ")}`
       )
     }
-    const exit = await Runtime.runPromiseExit(runtime)(
+    // The SDK aborts `extra.signal` on notifications/cancelled and when the transport closes.
+    const running = Runtime.runPromiseExit(runtime)(
       Invocation.run(tool, request.params.arguments ?? {}, { toolCallId: `mcp-${String(extra.requestId)}` }),
       { signal: extra.signal }
     )
+    inFlight.add(running)
+    const exit = await running.finally(() => inFlight.delete(running))
     // Only a cancelled request ends without a result; the SDK sends nothing for it.
     if (Exit.isFailure(exit)) throw new McpError(ErrorCode.RequestTimeout, "the request was cancelled")
     return toCallResult(exit.value, wrappedByName.get(tool.name) ?? true)
   })
-  return server
+  const close = Effect.promise(async () => {
+    await server.close()
+    await Promise.allSettled([...inFlight])
+  })
+  return { server, close }
 }
 
 /** The toolkit's `tools/list`, computed once. */
 const listOf = (toolkit: Toolkit.Toolkit<any>) => toolkit.tools.map(describe)
 
+/** MCP over stdio stopped for a reason other than stdin closing: the process should exit non-zero. */
+export class McpStdioError extends Schema.TaggedError<McpStdioError>("agent-tools/McpStdioError")("McpStdioError", {
+  reason: Schema.String
+}) {
+  override get message() {
+    return `MCP over stdio failed: ${this.reason}`
+  }
+}
+
+/** Options of the stdio transport. */
+export interface StdioOptions extends Options {
+  /** Default `process.stdin`. */
+  readonly stdin?: Readable | undefined
+  /** Default `process.stdout`. */
+  readonly stdout?: Writable | undefined
+  /** Unread input at most, in bytes (one message must fit): over it, the transport fails. Default the SDK's 10 MiB. */
+  readonly maxMessageBytes?: number | undefined
+}
+
+// A reason goes to a log line: the client's text inside a parse error must not make it unbounded.
+const reasonOf = (error: unknown): string => {
+  const text = error instanceof Error ? error.message : String(error)
+  return text.length > 300 ? `${text.slice(0, 300)}...` : text
+}
+
 /**
- * Serves the toolkit over stdio until interrupted. Only protocol messages go to stdout: send logs
- * to stderr (main.ts does).
+ * Serves the toolkit over stdio until stdin closes (calls in flight are interrupted, then it
+ * succeeds) or the transport fails (a message over `maxMessageBytes`, a stream error: the reason is
+ * logged and it fails with `McpStdioError`). Only protocol messages go to stdout: send logs to
+ * stderr (main.ts does).
  */
 export const serveStdio = <R>(
   toolkit: Toolkit.Toolkit<R>,
-  options?: Options
-): Effect.Effect<never, never, Exclude<R, ToolContext>> =>
+  options?: StdioOptions
+): Effect.Effect<void, McpStdioError, Exclude<R, ToolContext>> =>
   Effect.scoped(Effect.gen(function*() {
     const runtime = yield* Effect.runtime<Exclude<R, ToolContext>>()
-    const server = makeServer(toolkit, listOf(toolkit), runtime, options)
+    const stdin = options?.stdin ?? process.stdin
+    const stdout = options?.stdout ?? process.stdout
+    const served = makeServer(toolkit, listOf(toolkit), runtime, new AjvJsonSchemaValidator(), options)
+    const ended = yield* Deferred.make<void, McpStdioError>()
+    // The SDK reports an error, then closes the transport on a fatal one: the last error is the reason.
+    let lastError: string | undefined
+    served.server.onerror = (error) => {
+      lastError = reasonOf(error)
+      Runtime.runFork(runtime)(Effect.logWarning(`MCP over stdio: ${lastError}`))
+    }
+    served.server.onclose = () =>
+      Deferred.unsafeDone(ended, Exit.fail(new McpStdioError({ reason: lastError ?? "the transport closed" })))
+    // The first of these wins: a client that closes stdin and then our stdout is not a failure.
+    const onEnd = () => Deferred.unsafeDone(ended, Exit.void)
+    const onStdinError = (error: unknown) =>
+      Deferred.unsafeDone(ended, Exit.fail(new McpStdioError({ reason: `stdin: ${reasonOf(error)}` })))
+    const onStdoutError = (error: unknown) =>
+      Deferred.unsafeDone(ended, Exit.fail(new McpStdioError({ reason: `stdout: ${reasonOf(error)}` })))
     yield* Effect.acquireRelease(
-      Effect.promise(() => server.connect(new StdioServerTransport())),
-      () => Effect.promise(() => server.close())
+      Effect.sync(() => {
+        stdin.once("end", onEnd)
+        stdin.once("close", onEnd)
+        stdin.once("error", onStdinError)
+        stdout.once("error", onStdoutError)
+      }),
+      () =>
+        Effect.sync(() => {
+          stdin.off("end", onEnd)
+          stdin.off("close", onEnd)
+          stdin.off("error", onStdinError)
+          stdout.off("error", onStdoutError)
+        })
     )
-    return yield* Effect.never
+    const maxBufferSize = options?.maxMessageBytes ?? STDIO_DEFAULT_MAX_BUFFER_SIZE
+    yield* Effect.acquireRelease(
+      Effect.promise(() => served.server.connect(new StdioServerTransport(stdin, stdout, { maxBufferSize }))),
+      () => served.close
+    )
+    if (stdin.readableEnded) onEnd()
+    yield* Effect.logDebug(`MCP over stdio: serving ${toolkit.tools.length} tools`)
+    yield* Deferred.await(ended).pipe(
+      Effect.tapError((error) => Effect.logError(`${error.message}; the server stops`))
+    )
   }))
 
-/** Where the HTTP transport listens. */
+/** Where the HTTP transport listens, and its limits (S20). */
 export interface HttpOptions extends Options {
   /** Default 127.0.0.1: only this machine. */
   readonly host?: string | undefined
@@ -140,7 +233,21 @@ export interface HttpOptions extends Options {
   readonly port: number
   /** Default `/mcp`. */
   readonly path?: HttpLayerRouter.PathInput | undefined
+  /** The largest request body, counted while it is read: one byte over, and the answer is 413. Default 4 MiB. */
+  readonly maxBodyBytes?: number | undefined
+  /** Open sessions at most: past it, `initialize` is answered 503 with a JSON-RPC error. Default 1,000. */
+  readonly maxSessions?: number | undefined
+  /** A session without a request (none in flight, no GET stream open) for this long is closed. Default 10 minutes. */
+  readonly sessionIdleTimeout?: Duration.DurationInput | undefined
 }
+
+/** The defaults of `HttpOptions`' limits. */
+export const httpDefaults = {
+  // The 1 MiB argument limit (Invocation) plus JSON-RPC framing, with room to spare; the SDK's own default.
+  maxBodyBytes: 4 * 1024 * 1024,
+  maxSessions: 1_000,
+  sessionIdleTimeout: Duration.minutes(10)
+} as const
 
 /** The ids of the JSON-RPC requests in a body (one message or a batch). */
 const requestIds = (body: unknown): Array<string | number> =>
@@ -174,79 +281,243 @@ const foreignRequest = (request: HttpServerRequest.HttpServerRequest, host: stri
   return undefined
 }
 
+type Body = { readonly _tag: "Read"; readonly text: string } | { readonly _tag: "TooLarge" }
+
+/**
+ * The request body, or TooLarge as soon as more than `maxBytes` arrived (or were declared): a
+ * client cannot make the server hold more than the limit. The rest of the body is not read; the 413
+ * closes the connection.
+ */
+const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number): Effect.Effect<Body, Error> => {
+  if (Number(request.headers["content-length"]) > maxBytes) return Effect.succeed({ _tag: "TooLarge" })
+  const source = NodeHttpServerRequest.toIncomingMessage(request)
+  return Effect.async<Body, Error>((resume) => {
+    const chunks: Array<Buffer> = []
+    let received = 0
+    const stop = () => {
+      source.off("data", onData)
+      source.off("end", onEnd)
+      source.off("error", onError)
+    }
+    const onData = (chunk: Buffer) => {
+      received += chunk.length
+      if (received <= maxBytes) return void chunks.push(chunk)
+      stop()
+      chunks.length = 0
+      source.pause()
+      resume(Effect.succeed({ _tag: "TooLarge" }))
+    }
+    const onEnd = () => {
+      stop()
+      resume(Effect.succeed({ _tag: "Read", text: Buffer.concat(chunks).toString("utf8") }))
+    }
+    const onError = (error: Error) => {
+      stop()
+      resume(Effect.fail(error))
+    }
+    source.on("data", onData)
+    source.once("end", onEnd)
+    source.once("error", onError)
+    return Effect.sync(stop)
+  })
+}
+
+const jsonRpcError = (status: number, code: number, message: string, headers: Record<string, string> = {}) =>
+  HttpServerResponse.unsafeJson({ jsonrpc: "2.0", error: { code, message }, id: null }, { status, headers })
+
+/** One session's server and transport, and what its expiry looks at. */
+interface Session {
+  readonly served: Served
+  readonly transport: WebStandardStreamableHTTPServerTransport
+  /** Requests being answered and GET streams open: a busy session never expires. */
+  busy: number
+  /** When the last request began or ended (Clock millis). */
+  lastActive: number
+}
+
+// The first bytes of a GET stream: Node holds the headers back until a body chunk, and the SDK sends none
+// until there is a message or its first keep-alive (15 s); a client waiting for the headers would hang.
+const streamOpened = new TextEncoder().encode(": stream open\n\n")
+
+/** The SSE body with `streamOpened` first, and `onEnd` once when it ends or the client goes away. */
+const openedStream = (body: ReadableStream<Uint8Array>, onEnd: () => void): ReadableStream<Uint8Array> => {
+  const reader = body.getReader()
+  let ended = false
+  const end = () => {
+    if (ended) return
+    ended = true
+    onEnd()
+  }
+  return new ReadableStream<Uint8Array>({
+    start: (controller) => controller.enqueue(streamOpened),
+    pull: async (controller) => {
+      const next = await reader.read().catch(() => ({ done: true as const, value: undefined }))
+      if (next.done) {
+        end()
+        controller.close()
+      } else {
+        controller.enqueue(next.value)
+      }
+    },
+    cancel: (reason) => {
+      end()
+      return reader.cancel(reason)
+    }
+  })
+}
+
 /**
  * Serves the toolkit over Streamable HTTP at `http://host:port/mcp`, with sessions (so that a
- * `notifications/cancelled` reaches the server running the call, and interrupts it) and JSON
- * responses. Host and Origin must name this machine.
+ * `notifications/cancelled` reaches the server running the call, and interrupts it), JSON responses
+ * to POSTs and one SSE stream per session on GET. Host and Origin must name this machine. Limits
+ * (`httpDefaults`): a body limit counted while reading (413), a session cap (503 to `initialize`)
+ * and an idle expiry, which closes the session and frees it.
  */
 export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) => {
   const host = options.host ?? "127.0.0.1"
+  const maxBodyBytes = options.maxBodyBytes ?? httpDefaults.maxBodyBytes
+  const maxSessions = options.maxSessions ?? httpDefaults.maxSessions
+  const idleMillis = Duration.toMillis(options.sessionIdleTimeout ?? httpDefaults.sessionIdleTimeout)
   const listed = listOf(toolkit)
-  const sessions = new Map<string, { readonly server: Server; readonly transport: WebStandardStreamableHTTPServerTransport }>()
-  const route = HttpLayerRouter.add("*", options.path ?? "/mcp", (request) =>
+  const route = HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
-      const refused = foreignRequest(request, host)
-      if (refused !== undefined) return HttpServerResponse.text(refused, { status: 403 })
-      // The body is read once, here, and handed to the transport parsed: the web Request has none.
-      let parsedBody: unknown = undefined
-      if (request.method === "POST") {
-        const parsed = yield* Effect.either(Effect.flatMap(request.text, (text) => Effect.try(() => JSON.parse(text) as unknown)))
-        if (parsed._tag === "Left") {
-          return HttpServerResponse.unsafeJson(
-            { jsonrpc: "2.0", error: { code: -32700, message: "Parse error: the body is not JSON" }, id: null },
-            { status: 400 }
-          )
-        }
-        parsedBody = parsed.right
-      }
-      const url = HttpServerRequest.toURL(request)
-      const web = new Request(url._tag === "Some" ? url.value : "http://127.0.0.1/mcp", {
-        method: request.method,
-        headers: request.headers
-      })
-      const sessionId = request.headers["mcp-session-id"]
-      const known = sessionId === undefined ? undefined : sessions.get(sessionId)
-      if (sessionId !== undefined && known === undefined) {
-        return HttpServerResponse.text("unknown or closed MCP session", { status: 404 })
-      }
-      if (known !== undefined) {
-        const transport = known.transport
-        return yield* Effect.promise(() => transport.handleRequest(web, { parsedBody })).pipe(
-          Effect.map(HttpServerResponse.fromWeb),
-          // The HTTP request closed before its answer: cancel its calls, as notifications/cancelled would.
-          Effect.onInterrupt(() =>
-            Effect.sync(() => {
-              for (const requestId of requestIds(parsedBody)) {
-                transport.onmessage?.({
-                  jsonrpc: "2.0",
-                  method: "notifications/cancelled",
-                  params: { requestId, reason: "the HTTP request closed" }
-                })
-              }
-            })
-          )
-        )
-      }
-      // A new session: its first request must be `initialize` (the transport answers 400 otherwise).
       const runtime = yield* Effect.runtime<Exclude<R, ToolContext>>()
       const ids = yield* Ids
-      const server = makeServer(toolkit, listed, runtime, options)
-      const transport = new WebStandardStreamableHTTPServerTransport({
-        sessionIdGenerator: () => ids.make("session"),
-        enableJsonResponse: true,
-        onsessioninitialized: (id) => void sessions.set(id, { server, transport }),
-        onsessionclosed: (id) => void sessions.delete(id)
+      const clock = yield* Effect.clock
+      const validator = new AjvJsonSchemaValidator()
+      const sessions = new Map<string, Session>()
+      // Sessions being created (an `initialize` in progress) count towards the cap too.
+      let opening = 0
+
+      const begin = (session: Session) => {
+        session.busy++
+        session.lastActive = clock.unsafeCurrentTimeMillis()
+      }
+      const done = (session: Session) => {
+        session.busy--
+        session.lastActive = clock.unsafeCurrentTimeMillis()
+      }
+
+      const closeAll = (all: Iterable<Session>) =>
+        Effect.forEach(all, (session) => session.served.close, { concurrency: "unbounded", discard: true })
+
+      // Checked every tenth of the timeout (at most a minute): a session ends between 1x and 1.1x the timeout idle.
+      const expire = Effect.suspend(() => {
+        const now = clock.unsafeCurrentTimeMillis()
+        const idle: Array<Session> = []
+        for (const [id, session] of sessions) {
+          if (session.busy === 0 && now - session.lastActive >= idleMillis) {
+            sessions.delete(id)
+            idle.push(session)
+          }
+        }
+        return closeAll(idle)
       })
-      yield* Effect.promise(() => server.connect(transport))
-      const response = yield* Effect.promise(() => transport.handleRequest(web, { parsedBody }))
-      if (transport.sessionId === undefined) yield* Effect.promise(() => server.close())
-      return HttpServerResponse.fromWeb(response)
-    }))
-  const closeSessions = Layer.scopedDiscard(Effect.addFinalizer(() =>
-    Effect.promise(() => Promise.all([...sessions.values()].map(({ server }) => server.close())))
-  ))
+      const period = Duration.millis(Math.max(1, Math.min(idleMillis / 10, 60_000)))
+      yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(period), expire)))
+      yield* Effect.addFinalizer(() => closeAll(sessions.values()))
+
+      const handle = (request: HttpServerRequest.HttpServerRequest) =>
+        Effect.gen(function*() {
+          const refused = foreignRequest(request, host)
+          if (refused !== undefined) return HttpServerResponse.text(refused, { status: 403 })
+          // The body is read once, here, and handed to the transport parsed: the web Request has none.
+          let parsedBody: unknown = undefined
+          if (request.method === "POST") {
+            const body = yield* Effect.either(readBody(request, maxBodyBytes))
+            if (body._tag === "Right" && body.right._tag === "TooLarge") {
+              // The unread rest of the body is not worth reading: the connection closes after the answer.
+              return jsonRpcError(413, -32600, `the request body is over the limit of ${maxBodyBytes} bytes`, {
+                connection: "close"
+              })
+            }
+            const text = body._tag === "Right" && body.right._tag === "Read" ? body.right.text : undefined
+            const parsed = text === undefined
+              ? undefined
+              : yield* Effect.option(Effect.try(() => JSON.parse(text) as unknown))
+            if (parsed === undefined || parsed._tag === "None") {
+              return jsonRpcError(400, -32700, "Parse error: the body is not JSON")
+            }
+            parsedBody = parsed.value
+          }
+          const url = HttpServerRequest.toURL(request)
+          const web = new Request(url._tag === "Some" ? url.value : "http://127.0.0.1/mcp", {
+            method: request.method,
+            headers: request.headers
+          })
+          const sessionId = request.headers["mcp-session-id"]
+          const known = sessionId === undefined ? undefined : sessions.get(sessionId)
+          if (sessionId !== undefined && known === undefined) {
+            return HttpServerResponse.text("unknown or closed MCP session", { status: 404 })
+          }
+          if (known !== undefined) return yield* inSession(known, web, parsedBody)
+          if (isInitializeRequest(parsedBody) && sessions.size + opening >= maxSessions) {
+            return jsonRpcError(
+              503,
+              -32000,
+              `the server has its maximum of ${maxSessions} MCP sessions open; close one (DELETE) or retry later`,
+              { "retry-after": String(Math.ceil(idleMillis / 1000)) }
+            )
+          }
+          // A new session: its first request must be `initialize` (the transport answers 400 otherwise).
+          opening++
+          return yield* Effect.ensuring(openSession(web, parsedBody), Effect.sync(() => opening--))
+        })
+
+      const inSession = (session: Session, web: Request, parsedBody: unknown) =>
+        Effect.gen(function*() {
+          begin(session)
+          const transport = session.transport
+          const response = yield* Effect.promise(() => transport.handleRequest(web, { parsedBody })).pipe(
+            // The HTTP request closed before its answer: cancel its calls, as notifications/cancelled would.
+            Effect.onInterrupt(() =>
+              Effect.sync(() => {
+                done(session)
+                for (const requestId of requestIds(parsedBody)) {
+                  transport.onmessage?.({
+                    jsonrpc: "2.0",
+                    method: "notifications/cancelled",
+                    params: { requestId, reason: "the HTTP request closed" }
+                  })
+                }
+              })
+            )
+          )
+          const stream = web.method === "GET" && response.body !== null &&
+            (response.headers.get("content-type") ?? "").startsWith("text/event-stream")
+          // A GET stream keeps the session busy until it ends.
+          if (!stream) {
+            done(session)
+            return HttpServerResponse.fromWeb(response)
+          }
+          return HttpServerResponse.fromWeb(
+            new Response(openedStream(response.body!, () => done(session)), {
+              status: response.status,
+              headers: response.headers
+            })
+          )
+        })
+
+      const openSession = (web: Request, parsedBody: unknown) =>
+        Effect.gen(function*() {
+          const served = makeServer(toolkit, listed, runtime, validator, options)
+          const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
+            sessionIdGenerator: () => ids.make("session"),
+            enableJsonResponse: true,
+            onsessioninitialized: (id) =>
+              void sessions.set(id, { served, transport, busy: 0, lastActive: clock.unsafeCurrentTimeMillis() }),
+            onsessionclosed: (id) => void sessions.delete(id)
+          })
+          yield* Effect.promise(() => served.server.connect(transport))
+          const response = yield* Effect.promise(() => transport.handleRequest(web, { parsedBody }))
+          if (transport.sessionId === undefined) yield* served.close
+          return HttpServerResponse.fromWeb(response)
+        })
+
+      yield* router.add("*", options.path ?? "/mcp", handle)
+    })
+  )
   return HttpLayerRouter.serve(route, { disableLogger: true, disableListenLog: true }).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: options.port, host })),
-    Layer.merge(closeSessions)
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: options.port, host }))
   )
 }

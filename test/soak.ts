@@ -24,7 +24,9 @@ export const files = [
   "test/platform/WebSocket.test.ts",
   "test/platform/HostileWire.test.ts",
   "test/Security.test.ts",
-  "test/Serve.test.ts"
+  "test/Serve.test.ts",
+  "test/McpHttpLimits.test.ts",
+  "test/McpStdio.test.ts"
 ]
 
 const root = fileURLToPath(new URL("..", import.meta.url))

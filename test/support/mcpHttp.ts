@@ -5,11 +5,15 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { Effect, Layer } from "effect"
 import { Mcp, type Toolkit } from "../../src/index.js"
 
-/** The server (the tools' services come from `services`); its port. */
-export const mcpServer = <A = never>(toolkit: Toolkit.Toolkit<any>, services?: Layer.Layer<A>) =>
+/** The server (the tools' services come from `services`, its limits from `options`); its port. */
+export const mcpServer = <A = never>(
+  toolkit: Toolkit.Toolkit<any>,
+  services?: Layer.Layer<A>,
+  options?: Partial<Mcp.HttpOptions>
+) =>
   Effect.gen(function*() {
     // The caller provides, in `services`, what the toolkit's handlers need.
-    const served = Mcp.layerHttp(toolkit as Toolkit.Toolkit<never>, { port: 0 })
+    const served = Mcp.layerHttp(toolkit as Toolkit.Toolkit<never>, { ...options, port: 0 })
     const context = yield* Layer.build(Layer.provide(served, services ?? Layer.empty))
     const address = (yield* Effect.provide(HttpServer.HttpServer, context)).address
     return address._tag === "TcpAddress" ? address.port : 0

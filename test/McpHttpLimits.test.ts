@@ -1,0 +1,302 @@
+// @effect-diagnostics globalErrorInEffectFailure:off
+/** MCP over Streamable HTTP against hostile clients (issue 15, item 5; S20): body limit, session cap, expiry, GET. */
+import { assert, describe, it } from "@effect/vitest"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js"
+import { Effect, Schema, TestClock } from "effect"
+import { request } from "node:http"
+import { Mcp, Tool, Toolkit } from "../src/index.js"
+import { record, scale, soak } from "./support/figures.js"
+import { mcpClient, mcpServer } from "./support/mcpHttp.js"
+import { memoryAfterGc } from "./support/mcpMemory.js"
+
+const echo = Tool.make("echo", {
+  description: "Echo the text.",
+  input: { text: Schema.String },
+  output: Schema.String,
+  timeout: "5 seconds"
+}, ({ text }) => Effect.succeed(text))
+
+const toolkit = Effect.runSync(Toolkit.make(echo))
+
+const initialize = {
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: {
+    protocolVersion: SUPPORTED_PROTOCOL_VERSIONS[0],
+    capabilities: {},
+    clientInfo: { name: "raw", version: "1" }
+  }
+}
+
+const accept = "application/json, text/event-stream"
+
+/** A POST with fetch: status, body text, session header. */
+const post = (port: number, body: unknown, headers: Record<string, string> = {}) =>
+  Effect.promise(async () => {
+    const response = await fetch(`http://127.0.0.1:${port}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept, ...headers },
+      body: JSON.stringify(body)
+    })
+    return { status: response.status, text: await response.text(), session: response.headers.get("mcp-session-id") }
+  })
+
+/** A new session by hand (no GET stream, unlike the official client): its id. */
+const openSession = (port: number) =>
+  Effect.gen(function*() {
+    const init = yield* post(port, initialize)
+    assert.strictEqual(init.status, 200, init.text)
+    const session = { "mcp-session-id": init.session! }
+    yield* post(port, { jsonrpc: "2.0", method: "notifications/initialized" }, session)
+    return session
+  })
+
+const ping = (port: number, session: Record<string, string>) =>
+  post(port, { jsonrpc: "2.0", id: 9, method: "ping" }, session)
+
+/**
+ * POSTs `total` bytes in 64 KiB chunks, with or without a Content-Length, never holding more than
+ * a chunk, and stops writing at the answer: its status and how much was written by then.
+ */
+const postHuge = (port: number, total: number, declare: boolean) =>
+  new Promise<{ status: number; sent: number }>((resolve, reject) => {
+    const req = request({
+      host: "127.0.0.1",
+      port,
+      path: "/mcp",
+      method: "POST",
+      headers: { "content-type": "application/json", accept, ...(declare ? { "content-length": String(total) } : {}) }
+    })
+    const chunk = Buffer.alloc(64 * 1024, "a")
+    let sent = 0
+    let answered = false
+    req.on("response", (res) => {
+      answered = true
+      res.resume()
+      resolve({ status: res.statusCode ?? 0, sent })
+    })
+    // Once answered, the server closes the connection under the rest of the body: EPIPE or ECONNRESET.
+    req.on("error", (error) => answered ? undefined : reject(error))
+    const pump = () => {
+      while (!answered && sent < total) {
+        const piece = chunk.subarray(0, Math.min(chunk.length, total - sent))
+        sent += piece.length
+        if (!req.write(piece)) return void req.once("drain", pump)
+      }
+      if (!answered) req.end()
+    }
+    pump()
+  })
+
+const MiB = 1024 * 1024
+
+describe("Mcp over HTTP: the body limit", () => {
+  it.live("a body over the limit is answered 413 while it is read, and the server does not hold it", () =>
+    Effect.gen(function*() {
+      const port = yield* mcpServer(toolkit)
+      const total = scale(24, 100) * MiB
+      const before = memoryAfterGc().rss
+      const chunked = yield* Effect.promise(() => postHuge(port, total, false))
+      // Without a collection first: what the server held while reading counts.
+      const growth = process.memoryUsage().rss / MiB - before
+      assert.strictEqual(chunked.status, 413)
+      // The answer came after about the limit (4 MiB) and the sockets' buffers, not after the whole body.
+      assert.isBelow(chunked.sent, 16 * MiB, `written before the answer: ${chunked.sent}`)
+      assert.isBelow(growth, 20, `RSS growth ${growth.toFixed(1)} MB`)
+      // A declared length over the limit is refused before any of it is read.
+      const declared = yield* Effect.promise(() => postHuge(port, total, true))
+      assert.strictEqual(declared.status, 413)
+      assert.isBelow(declared.sent, 16 * MiB)
+      // The server goes on serving.
+      yield* openSession(port)
+      record({
+        suite: "hostile input",
+        measure: `a ${total / MiB} MB MCP body answered 413 with RSS growth under 20 MB`,
+        value: `413 after ${(chunked.sent / MiB).toFixed(1)} MB written; RSS +${growth.toFixed(1)} MB`,
+        expected: "413; < 20 MB"
+      })
+    }).pipe(Effect.scoped), 120_000)
+
+  it.live("the answer to a big body is a JSON-RPC error naming the limit; the limit is an option", () =>
+    Effect.gen(function*() {
+      const port = yield* mcpServer(toolkit, undefined, { maxBodyBytes: 1000 })
+      const over = yield* post(port, { ...initialize, params: { ...initialize.params, padding: "x".repeat(1000) } })
+      assert.strictEqual(over.status, 413)
+      assert.deepStrictEqual(JSON.parse(over.text), {
+        jsonrpc: "2.0",
+        error: { code: -32600, message: "the request body is over the limit of 1000 bytes" },
+        id: null
+      })
+      assert.strictEqual((yield* post(port, initialize)).status, 200)
+    }).pipe(Effect.scoped))
+
+  it.live("the default limit is above the 1 MiB argument limit: a 1.5 MiB argument reaches Invocation's check", () =>
+    Effect.gen(function*() {
+      const { client } = yield* mcpClient(toolkit)
+      const text = "x".repeat(1.5 * MiB)
+      const result = yield* Effect.promise(() => client.callTool({ name: "echo", arguments: { text } }))
+      assert.isTrue(result.isError)
+      assert.deepStrictEqual(result.content, [{
+        type: "text",
+        text: "echo: invalid input: the arguments exceed 1048576 bytes"
+      }])
+      assert.strictEqual(Mcp.httpDefaults.maxBodyBytes, 4 * MiB)
+    }).pipe(Effect.scoped))
+})
+
+describe("Mcp over HTTP: the session cap", () => {
+  it.live("the official client's initialize past the cap is refused with a clear error; a DELETE frees a place", () =>
+    Effect.gen(function*() {
+      const port = yield* mcpServer(toolkit, undefined, { maxSessions: 2 })
+      const connect = Effect.gen(function*() {
+        const client = new Client({ name: "test", version: "1.0.0" })
+        const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`))
+        yield* Effect.acquireRelease(
+          Effect.tryPromise(() => client.connect(transport)),
+          () => Effect.promise(() => client.close())
+        )
+        return transport
+      })
+      const first = yield* connect
+      yield* connect
+      const refused = yield* Effect.flip(connect)
+      assert.strictEqual((refused.cause as { code?: unknown }).code, 503)
+      assert.include(String(refused.cause), "the server has its maximum of 2 MCP sessions open")
+      yield* Effect.promise(() => first.terminateSession())
+      const third = yield* connect
+      assert.isDefined(third.sessionId)
+    }).pipe(Effect.scoped))
+
+  it.live("initialize calls past the cap are refused, and memory stops growing at the cap", () =>
+    Effect.gen(function*() {
+      const cap = scale(200, Mcp.httpDefaults.maxSessions)
+      const calls = scale(1_000, 5_000)
+      const port = yield* mcpServer(toolkit, undefined, { maxSessions: cap })
+      const statuses = new Map<number, number>()
+      const start = memoryAfterGc()
+      let atCap = start
+      for (let i = 0; i < calls; i++) {
+        const { status } = yield* post(port, initialize)
+        statuses.set(status, (statuses.get(status) ?? 0) + 1)
+        if (i === cap - 1) atCap = memoryAfterGc()
+      }
+      const end = memoryAfterGc()
+      assert.deepStrictEqual(Object.fromEntries(statuses), { 200: cap, 503: calls - cap })
+      const mb = (n: number) => `${n >= 0 ? "+" : ""}${n.toFixed(1)} MB`
+      const growth = `heap ${mb(atCap.heap - start.heap)} to the cap, ${mb(end.heap - atCap.heap)} past it; ` +
+        `RSS ${mb(atCap.rss - start.rss)}, ${mb(end.rss - atCap.rss)}`
+      // Refused calls keep nothing: past the cap the heap (after a collection) stays where it was.
+      assert.isBelow(end.heap - atCap.heap, 5, growth)
+      record({
+        suite: "hostile input",
+        measure: `${calls.toLocaleString("en")} MCP initialize calls: RSS growth bounded by the session cap`,
+        value: `${cap} sessions, ${calls - cap} refused (503); ${growth}`,
+        expected: `${cap} sessions; heap past the cap < 5 MB`
+      })
+    }).pipe(Effect.scoped), soak ? 600_000 : 120_000)
+})
+
+/** Real time for the server's own promises (closing a session) to settle while TestClock holds Effect's time. */
+const settle = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+
+describe("Mcp over HTTP: the idle expiry", () => {
+  it.scoped("a session without a request for the timeout is closed and frees its place", () =>
+    Effect.gen(function*() {
+      const port = yield* mcpServer(toolkit, undefined, { maxSessions: 1, sessionIdleTimeout: "1 minute" })
+      const session = yield* openSession(port)
+      assert.strictEqual((yield* post(port, initialize)).status, 503)
+      // A request counts as activity.
+      yield* TestClock.adjust("50 seconds")
+      yield* settle
+      assert.strictEqual((yield* ping(port, session)).status, 200)
+      yield* TestClock.adjust("50 seconds")
+      yield* settle
+      assert.strictEqual((yield* ping(port, session)).status, 200)
+      // A minute and a tenth without one: gone, and its place is free.
+      yield* TestClock.adjust("66 seconds")
+      yield* settle
+      assert.strictEqual((yield* ping(port, session)).status, 404)
+      yield* openSession(port)
+    }))
+
+  it.scoped("an open GET stream keeps its session; once the stream is gone, the session expires", () =>
+    Effect.gen(function*() {
+      const port = yield* mcpServer(toolkit, undefined, { maxSessions: 1, sessionIdleTimeout: "1 minute" })
+      const session = yield* openSession(port)
+      const stream = yield* getStream(port, session)
+      assert.isTrue(stream !== "no headers" && stream.status === 200)
+      yield* TestClock.adjust("10 minutes")
+      yield* settle
+      assert.strictEqual((yield* ping(port, session)).status, 200)
+      if (stream !== "no headers") stream.close()
+      yield* settle
+      yield* TestClock.adjust("66 seconds")
+      yield* settle
+      assert.strictEqual((yield* ping(port, session)).status, 404)
+    }))
+})
+
+/** What a GET got within `millis`: status, content type, the first bytes, and how to close it; or "no headers". */
+const getStream = (port: number, session: Record<string, string>, millis = 2_000) =>
+  Effect.promise(() =>
+    new Promise<{ status: number; type: string | undefined; first: string; close: () => void } | "no headers">(
+      (resolve) => {
+        const headers = { accept: "text/event-stream", ...session }
+        const req = request({ host: "127.0.0.1", port, path: "/mcp", headers })
+        const close = () => void req.destroy()
+        const timer = setTimeout(() => {
+          close()
+          resolve("no headers")
+        }, millis)
+        req.on("response", (res) => {
+          clearTimeout(timer)
+          res.once("data", (chunk) =>
+            resolve({ status: res.statusCode ?? 0, type: res.headers["content-type"], first: String(chunk), close }))
+        })
+        req.on("error", () => undefined)
+        req.end()
+      }
+    )
+  )
+
+describe("Mcp over HTTP: GET, the server's SSE stream", () => {
+  it.live("headers at once, the stream kept; a second GET for the session is 409; after the first closes, 200", () =>
+    Effect.gen(function*() {
+      const port = yield* mcpServer(toolkit)
+      const session = yield* openSession(port)
+      const opened = yield* getStream(port, session)
+      assert.notStrictEqual(opened, "no headers")
+      if (opened === "no headers") return
+      assert.strictEqual(opened.status, 200)
+      assert.strictEqual(opened.type, "text/event-stream")
+      assert.strictEqual(opened.first, ": stream open\n\n")
+      const refused = yield* getStream(port, session)
+      assert.notStrictEqual(refused, "no headers")
+      if (refused === "no headers") return
+      assert.strictEqual(refused.status, 409)
+      assert.include(refused.first, "Only one SSE stream is allowed per session")
+      // Still open: requests of the session go on meanwhile.
+      assert.strictEqual((yield* ping(port, session)).status, 200)
+      opened.close()
+      // The server sees the stream end when the connection closes.
+      let again = yield* getStream(port, session)
+      for (let i = 0; i < 40 && (again === "no headers" || again.status !== 200); i++) {
+        yield* Effect.sleep("50 millis")
+        again = yield* getStream(port, session)
+      }
+      assert.strictEqual(again !== "no headers" && again.status, 200)
+      if (again !== "no headers") again.close()
+    }).pipe(Effect.scoped))
+
+  it.live("a GET without a session, or for an unknown one, is refused", () =>
+    Effect.gen(function*() {
+      const port = yield* mcpServer(toolkit)
+      const none = yield* getStream(port, {})
+      const unknown = yield* getStream(port, { "mcp-session-id": "session-nope" })
+      assert.strictEqual(none !== "no headers" && none.status, 400)
+      assert.strictEqual(unknown !== "no headers" && unknown.status, 404)
+    }).pipe(Effect.scoped))
+})
