@@ -275,8 +275,12 @@ const cli = Command.run(root, { name: "agent-tools", version: "0.1.0" })
 
 const logLevel = LogLevel.allLevels.find((level) => level.label.toLowerCase() === (process.env.LOG_LEVEL ?? "info").toLowerCase())
 
-/** A command that failed: one line on stderr (`agent-tools: <error>`), exit 1; the cause in full at debug. */
+/**
+ * A command that failed: one line on stderr (`agent-tools: <error>`), exit 1 (at once: an open stdin
+ * must not keep the process), the cause in full at debug. Its scopes have closed by then.
+ */
 const reportFatal = (cause: Cause.Cause<unknown>): Effect.Effect<void> =>
+  // @effect-diagnostics-next-line lazyPromiseInEffectSync:off
   Effect.sync(() => {
     const failure = Cause.failureOption(cause)
     const error = Option.isSome(failure) ? failure.value : Cause.squash(cause)
@@ -284,7 +288,7 @@ const reportFatal = (cause: Cause.Cause<unknown>): Effect.Effect<void> =>
     if (logLevel === LogLevel.Debug || logLevel === LogLevel.Trace || logLevel === LogLevel.All) {
       process.stderr.write(`${Cause.pretty(cause)}\n`)
     }
-    process.exitCode = 1
+    process.exit(1)
   })
 
 cli(process.argv).pipe(
