@@ -211,6 +211,14 @@ export const make = <R>(
     )
     yield* Effect.forkScoped(Effect.schedule(beat, policy.heartbeat))
 
+    // What shutdown did, said last (deliveries arriving during the deregistration counted too).
+    const stopped = { drained: 0, interrupted: 0, notStarted: 0 }
+    yield* Effect.addFinalizer(() => {
+      const line = `agent ${agentId}: stopping: ${stopped.drained} call(s) drained, ${stopped.interrupted} interrupted, ` +
+        `${stopped.notStarted} delivery(ies) not started (delivered again after a re-attach)`
+      return stopped.drained + stopped.interrupted + stopped.notStarted > 0 ? Effect.logInfo(line) : Effect.logDebug(line)
+    })
+
     // Best effort, bounded: a platform already gone (a closed connection, an in-process platform
     // whose scope ended first) neither fails nor interrupts the scope that is closing.
     yield* Effect.addFinalizer(() =>
@@ -298,19 +306,25 @@ export const make = <R>(
     // The delivered calls running now, whichever task they are of: they outlive the follower that
     // started them (it may be interrupted first at shutdown) and are drained when serving stops.
     const inFlight = new Set<Fiber.RuntimeFiber<void>>()
+    const inFlightKeys = new Set<string>()
     let draining = false
-    let notStarted = 0
     const deliver = (event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>): void => {
-      // Stopping: a new delivery is left to the platform, which delivers it again after a re-attach.
+      const key = `${event.taskId}\u0000${event.toolCallId}`
+      // Stopping: a new delivery is left to the platform, which delivers it again after a re-attach
+      // (a redelivery of a call still running is not one: that call answers).
       if (draining) {
-        notStarted++
+        if (!inFlightKeys.has(key)) stopped.notStarted++
         return
       }
       // Started on this stack: a call that completes at once is answered at once.
       const fiber = runFork(handle(event), { immediate: true })
       if (fiber.unsafePoll() !== null) return
       inFlight.add(fiber)
-      fiber.addObserver(() => inFlight.delete(fiber))
+      inFlightKeys.add(key)
+      fiber.addObserver(() => {
+        inFlight.delete(fiber)
+        inFlightKeys.delete(key)
+      })
     }
 
     // One follower per task here: an explicit attach takes a task over from its re-attach at start.
@@ -449,9 +463,8 @@ export const make = <R>(
         if (sending && sender !== undefined) {
           yield* boundedInFinalizer(Fiber.await(sender), "5 seconds")
         }
-        const line = `agent ${agentId}: stopping: ${running.length - left.length} call(s) drained, ` +
-          `${left.length} interrupted, ${notStarted} delivery(ies) not started (delivered again after a re-attach)`
-        yield* running.length > 0 || notStarted > 0 ? Effect.logInfo(line) : Effect.logDebug(line)
+        stopped.drained = running.length - left.length
+        stopped.interrupted = left.length
       })
     )
 

@@ -470,6 +470,8 @@ describe("Serve: shutdown and restarts (S19)", () => {
     const note = Tool.make("note", { description: "Note.", input: {}, timeout: "30 seconds" }, () =>
       Effect.sync(() => `note ${++notes}`))
     const seen: { final?: string } = {}
+    const lines: Array<string> = []
+    const logger = Logger.add(Logger.make(({ message }) => void lines.push(String(message))))
     return Effect.gen(function*() {
       const file = yield* tempFile
       const toolkit = yield* Toolkit.make(tool, note)
@@ -490,13 +492,15 @@ describe("Serve: shutdown and restarts (S19)", () => {
       yield* Fiber.interrupt(follower)
       assert.deepStrictEqual([log, notes], [["start 0", "done 10000"], 0])
       assert.isUndefined(seen.final)
+      assert.include(lines, "agent agent-1: stopping: 1 call(s) drained, 0 interrupted, 1 delivery(ies) not started " +
+        "(delivered again after a re-attach)")
       // The next process has the same store: it takes the task back with no task id given.
       yield* serving(yield* Effect.scope)
       yield* TestClock.adjust("1 second")
       assert.strictEqual(notes, 1)
       assert.strictEqual(seen.final, "t1-refund-0:\"refunded\" t2-note-0:\"note 1\"")
       assert.deepStrictEqual(log, ["start 0", "done 10000"])
-    }).pipe(Effect.scoped, Effect.provide(inProcess(turns([["refund"], ["note"]], seen))))
+    }).pipe(Effect.scoped, Effect.provide(Layer.merge(inProcess(turns([["refund"], ["note"]], seen)), logger)))
   })
 
   it.effect("a second attach takes the task over: the first follower stops with TaskTakenOver, the task goes on", () => {
