@@ -95,7 +95,8 @@ describe("graceful shutdown under SIGTERM (S19)", () => {
       assert.isDefined(yield* wait(first, "point:before"))
       yield* Effect.sleep("1500 millis")
       const tookMillis = yield* Effect.promise(() => stop(first))
-      assert.isBelow(tookMillis, 3000)
+      // The body had 3.5 s to go: stopping well before that is the grace period at work.
+      assert.isBelow(tookMillis, 3400)
       assert.isFalse(first.lines.includes("point:returning"), "the body did not finish")
       assert.strictEqual(effects("interrupted"), 1)
       // No task id: the restarted process finds the task it held in its store.
