@@ -148,7 +148,8 @@ for (const [name, make] of stores) {
             return ctx.attempt < 3 ? Effect.fail(new Error("not yet")) : Effect.succeed("ok")
           }))
         const dedupe = yield* store
-        // The first delivery is interrupted mid-way (its stream went away): its claim is dropped.
+        // The first delivery is interrupted mid-way (its stream went away); the tool is not idempotent, so its
+        // claim is released and the next delivery runs it again.
         const first = yield* Effect.fork(dedupe.once(key, claim, Invocation.run(flaky, "{}", key)))
         yield* TestClock.adjust("150 millis")
         yield* Fiber.interrupt(first)
