@@ -33,7 +33,7 @@ import * as Hooks from "./Hooks.js"
 import * as Json from "./internal/json.js"
 import { RetryPolicy } from "./RetryPolicy.js"
 import * as Tool from "./Tool.js"
-import { ToolContext, type ToolCallInfo } from "./ToolContext.js"
+import { CallContext, ToolContext, type ToolCallInfo } from "./ToolContext.js"
 import { errorText, ToolResult } from "./ToolResult.js"
 
 /** Limits of the pipeline. */
@@ -114,7 +114,7 @@ const failed = (error: string): ToolResult => new ToolResult(undefined, error)
  * With tracing on, the call is a span `execute_tool <name>`, parent of the handler's spans.
  */
 export const run = <R>(
-  tool: Tool.Tool<string, any, any, any, R>,
+  tool: Tool.Tool<string, any, any, any, R, any>,
   args: unknown,
   options?: Options
 ): Effect.Effect<ToolResult, never, Exclude<R, ToolContext>> =>
@@ -448,10 +448,11 @@ const TimedOut = Symbol.for("agent-tools/Invocation/TimedOut")
 type Outcome = Exit.Exit<unknown, unknown> | typeof TimedOut
 
 /**
- * One attempt. A handler whose effect is already an `Exit` (`Effect.succeed(x)`, `Effect.fail(e)`)
- * is done: there is nothing to run or to interrupt. Any other runs in a fiber of its own, so that
- * the deadline can interrupt it without interrupting the caller; the fiber starts at once on this
- * stack, and a handler that completes synchronously costs no timer and no scheduling.
+ * One attempt. The handler's body may be an Effect, a `PromiseLike` or the output itself (S21): a
+ * plain value, or an `Exit` (`Effect.succeed(x)`, `Effect.fail(e)`), is done: there is nothing to
+ * run or to interrupt. Any other runs in a fiber of its own, so that the deadline can interrupt it
+ * without interrupting the caller; the fiber starts at once on this stack, and a handler that
+ * completes synchronously costs no timer and no scheduling.
  */
 const attempt = (
   caller: Caller,
@@ -460,14 +461,21 @@ const attempt = (
   info: ToolCallInfo,
   span: Tracer.Span | undefined
 ): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
-  let effect: Effect.Effect<unknown, unknown, never>
+  const call = new CallContext(info, caller.clock)
+  let body: unknown
   try {
-    // The R of the handler is in the caller's context: `run` demands it of its caller.
-    effect = tool.handler(input) as Effect.Effect<unknown, unknown, never>
+    body = tool.handler(input, call)
   } catch (defect) {
-    return Exit.die(defect)
+    // Toolkit.make refuses a handler that is not a function; a tool run without one says the same.
+    const problem = Tool.handlerProblem(tool)
+    return problem === undefined ? Exit.die(defect) : Exit.fail(new HandlerShapeError(problem))
   }
-  if (Exit.isExit(effect)) return effect
+  if (Exit.isExit(body)) return body
+  let effect: Effect.Effect<unknown, unknown, never>
+  // The R of the handler is in the caller's context: `run` demands it of its caller.
+  if (Effect.isEffect(body)) effect = body as Effect.Effect<unknown, unknown, never>
+  else if (isThenable(body)) effect = fromPromise(body, call)
+  else return Exit.succeed(body)
   const context = Context.add(caller.context, ToolContext, info)
   const runtime = Runtime.make({
     context: span === undefined ? context : Context.add(context, Tracer.ParentSpan, span),
@@ -489,6 +497,7 @@ const attempt = (
   let timedOut = false
   const expire = () => {
     timedOut = true
+    call.abort(new DOMException(`${tool.name} reached its deadline`, "TimeoutError"))
     fiber.unsafeInterruptAsFork(FiberId.none)
   }
   const wait = Math.max(0, info.deadlineAt - caller.clock.unsafeCurrentTimeMillis())
@@ -507,6 +516,40 @@ const attempt = (
     }),
     Effect.onInterrupt(() => Effect.zipRight(Effect.sync(cancel), Fiber.interrupt(fiber)))
   )
+}
+
+/** A handler that cannot be called: `Tool.handlerProblem`'s text as the call's failure. */
+class HandlerShapeError extends Error {
+  override readonly name = "HandlerShapeError"
+}
+
+const isThenable = (u: unknown): u is PromiseLike<unknown> =>
+  typeof u === "object" && u !== null && typeof (u as { then?: unknown }).then === "function"
+
+/**
+ * A promise as the handler's effect: its rejection is the call's failure (S5 text of the reason).
+ * Both callbacks are attached at once, whatever becomes of the fiber, so a promise that rejects
+ * after the deadline is handled, never an unhandled rejection. Interrupting aborts `call.signal`.
+ */
+const fromPromise = (promise: PromiseLike<unknown>, call: CallContext): Effect.Effect<unknown, unknown> => {
+  let settled: Exit.Exit<unknown, unknown> | undefined
+  let resume: ((exit: Exit.Exit<unknown, unknown>) => void) | undefined
+  const settle = (exit: Exit.Exit<unknown, unknown>) => {
+    if (settled !== undefined) return
+    settled = exit
+    resume?.(exit)
+  }
+  try {
+    promise.then((value) => settle(Exit.succeed(value)), (error) => settle(Exit.fail(error)))
+  } catch (defect) {
+    // A hand-made thenable whose `then` throws.
+    settle(Exit.die(defect))
+  }
+  return Effect.async<unknown, unknown>((callback) => {
+    if (settled !== undefined) return callback(settled)
+    resume = callback
+    return Effect.sync(() => call.abort(new DOMException("the call was interrupted", "AbortError")))
+  })
 }
 
 /** The clock fibers have unless one is provided (a TestClock, say). */
