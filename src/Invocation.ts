@@ -471,11 +471,9 @@ const attempt = (
     return problem === undefined ? Exit.die(defect) : Exit.fail(new HandlerShapeError(problem))
   }
   if (Exit.isExit(body)) return body
-  let effect: Effect.Effect<unknown, unknown, never>
+  if (!Effect.isEffect(body)) return isThenable(body) ? awaitPromise(caller, tool, body, call, info) : Exit.succeed(body)
   // The R of the handler is in the caller's context: `run` demands it of its caller.
-  if (Effect.isEffect(body)) effect = body as Effect.Effect<unknown, unknown, never>
-  else if (isThenable(body)) effect = fromPromise(body, call)
-  else return Exit.succeed(body)
+  const effect = body as Effect.Effect<unknown, unknown, never>
   const context = Context.add(caller.context, ToolContext, info)
   const runtime = Runtime.make({
     context: span === undefined ? context : Context.add(context, Tracer.ParentSpan, span),
@@ -495,20 +493,11 @@ const attempt = (
   // on any other (TestClock) a timer fiber. Either interrupts the handler at the deadline (its
   // finalizers run before Fiber.await returns); no race, no second fork per call.
   let timedOut = false
-  const expire = () => {
+  const cancel = armDeadline(caller, info, runtime, () => {
     timedOut = true
-    call.abort(new DOMException(`${tool.name} reached its deadline`, "TimeoutError"))
+    call.abort(deadlineReason(tool))
     fiber.unsafeInterruptAsFork(FiberId.none)
-  }
-  const wait = Math.max(0, info.deadlineAt - caller.clock.unsafeCurrentTimeMillis())
-  let cancel: () => void
-  if (caller.clock === liveClock) {
-    const handle = setTimeout(expire, Math.min(wait, maxTimerMillis))
-    cancel = () => clearTimeout(handle)
-  } else {
-    const timer = Runtime.runFork(runtime, Effect.flatMap(caller.clock.sleep(Duration.millis(wait)), () => Effect.sync(expire)))
-    cancel = () => timer.unsafeInterruptAsFork(FiberId.none)
-  }
+  })
   return Fiber.await(fiber).pipe(
     Effect.map((exit): Outcome => {
       cancel()
@@ -527,17 +516,26 @@ const isThenable = (u: unknown): u is PromiseLike<unknown> =>
   typeof u === "object" && u !== null && typeof (u as { then?: unknown }).then === "function"
 
 /**
- * A promise as the handler's effect: its rejection is the call's failure (S5 text of the reason).
- * Both callbacks are attached at once, whatever becomes of the fiber, so a promise that rejects
- * after the deadline is handled, never an unhandled rejection. Interrupting aborts `call.signal`.
+ * Awaits an async body (S21) on the awaiting fiber: no fiber of its own, since there is nothing of
+ * Effect's to interrupt; the deadline and an interruption abort `call.signal` instead. Both callbacks
+ * are attached at once, whatever becomes of the call, so a promise that rejects after the deadline
+ * is handled, never an unhandled rejection. A rejection is the call's failure (S5 text of the reason).
  */
-const fromPromise = (promise: PromiseLike<unknown>, call: CallContext): Effect.Effect<unknown, unknown> => {
-  let settled: Exit.Exit<unknown, unknown> | undefined
-  let resume: ((exit: Exit.Exit<unknown, unknown>) => void) | undefined
-  const settle = (exit: Exit.Exit<unknown, unknown>) => {
-    if (settled !== undefined) return
-    settled = exit
-    resume?.(exit)
+const awaitPromise = (
+  caller: Caller,
+  tool: Tool.Any,
+  promise: PromiseLike<unknown>,
+  call: CallContext,
+  info: ToolCallInfo
+): Effect.Effect<Outcome> => {
+  let outcome: Outcome | undefined
+  let resume: ((effect: Effect.Effect<Outcome>) => void) | undefined
+  let cancel: () => void = noop
+  const settle = (settled: Outcome) => {
+    if (outcome !== undefined) return
+    outcome = settled
+    cancel()
+    resume?.(Effect.succeed(settled))
   }
   try {
     promise.then((value) => settle(Exit.succeed(value)), (error) => settle(Exit.fail(error)))
@@ -545,11 +543,44 @@ const fromPromise = (promise: PromiseLike<unknown>, call: CallContext): Effect.E
     // A hand-made thenable whose `then` throws.
     settle(Exit.die(defect))
   }
-  return Effect.async<unknown, unknown>((callback) => {
-    if (settled !== undefined) return callback(settled)
+  if (outcome === undefined) {
+    cancel = armDeadline(caller, info, Runtime.defaultRuntime, () => {
+      call.abort(deadlineReason(tool))
+      settle(TimedOut)
+    })
+  }
+  return Effect.async<Outcome>((callback) => {
+    if (outcome !== undefined) return callback(Effect.succeed(outcome))
     resume = callback
-    return Effect.sync(() => call.abort(new DOMException("the call was interrupted", "AbortError")))
+    return Effect.sync(() => {
+      resume = undefined
+      cancel()
+      call.abort(new DOMException("the call was interrupted", "AbortError"))
+    })
   })
+}
+
+const noop = () => {}
+
+const deadlineReason = (tool: Tool.Any) => new DOMException(`${tool.name} reached its deadline`, "TimeoutError")
+
+/**
+ * Calls `expire` at the call's deadline, on the caller's clock: on the live clock a plain timer, on
+ * any other (TestClock) a timer fiber run by `runtime`. Returns the cancel.
+ */
+const armDeadline = (
+  caller: Caller,
+  info: ToolCallInfo,
+  runtime: Runtime.Runtime<never>,
+  expire: () => void
+): () => void => {
+  const wait = Math.max(0, info.deadlineAt - caller.clock.unsafeCurrentTimeMillis())
+  if (caller.clock === liveClock) {
+    const handle = setTimeout(expire, Math.min(wait, maxTimerMillis))
+    return () => clearTimeout(handle)
+  }
+  const timer = Runtime.runFork(runtime, Effect.flatMap(caller.clock.sleep(Duration.millis(wait)), () => Effect.sync(expire)))
+  return () => timer.unsafeInterruptAsFork(FiberId.none)
 }
 
 /** The clock fibers have unless one is provided (a TestClock, say). */

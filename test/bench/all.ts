@@ -13,6 +13,8 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["invocation.ts", "--variant=root-span"],
   ["invocation.ts", "--variant=gen"],
   ["invocation.ts", "--variant=direct"],
+  ["invocation.ts", "--variant=async"],
+  ["invocation.ts", "--variant=async-vs-effect"],
   ["loop.ts", "--tracing=off"],
   ["loop.ts", "--tracing=on"],
   ["serve.ts"],
