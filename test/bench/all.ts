@@ -15,6 +15,7 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["invocation.ts", "--variant=direct"],
   ["invocation.ts", "--variant=async"],
   ["invocation.ts", "--variant=async-vs-effect"],
+  ["worker.ts"],
   ["loop.ts", "--tracing=off"],
   ["loop.ts", "--tracing=on"],
   ["serve.ts"],
