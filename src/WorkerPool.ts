@@ -10,7 +10,8 @@ import { Worker, WorkerRunner } from "@effect/platform"
 import { NodeWorker, NodeWorkerRunner } from "@effect/platform-node"
 import { Effect, Exit, Layer, Pool, Schema, type Scope } from "effect"
 import { createRequire } from "node:module"
-import { pathToFileURL } from "node:url"
+import { existsSync } from "node:fs"
+import { fileURLToPath, pathToFileURL } from "node:url"
 import * as WorkerThreads from "node:worker_threads"
 
 /** On the wire: a job's function threw (or the module has none of that name); its name and message. */
@@ -33,6 +34,12 @@ export class JobError extends Error {
 /** The worker running a job exited (crashed, or killed by something else) before answering. */
 export class WorkerCrashed extends Schema.TaggedError<WorkerCrashed>("agent-tools/WorkerPool/WorkerCrashed")(
   "WorkerCrashed",
+  { message: Schema.String }
+) {}
+
+/** `make` was given a module that is not there: no worker could ever start. */
+export class ModuleNotFound extends Schema.TaggedError<ModuleNotFound>("agent-tools/WorkerPool/ModuleNotFound")(
+  "ModuleNotFound",
   { message: Schema.String }
 ) {}
 
@@ -66,8 +73,12 @@ export interface Options {
  * Starts the pool's workers in the scope; closing it stops them. A `.ts` module is loaded through
  * `tsx` (as the rest of this project runs).
  */
-export const make = (options: Options): Effect.Effect<WorkerPool, never, Scope.Scope> =>
+export const make = (options: Options): Effect.Effect<WorkerPool, ModuleNotFound, Scope.Scope> =>
   Effect.gen(function*() {
+    // Effect's worker manager re-spawns a worker that fails to start, for ever: refuse a missing module here.
+    if (options.module.protocol === "file:" && !existsSync(fileURLToPath(options.module))) {
+      return yield* new ModuleNotFound({ message: `the worker module ${options.module.href} does not exist` })
+    }
     const threads = new Map<number, WorkerThreads.Worker>()
     let spawned = 0
     const spawnLayer = NodeWorker.layer((id) => {

@@ -90,4 +90,11 @@ describe("WorkerPool (S21)", () => {
       assert.strictEqual(failed.error, "RangeError: the score is out of range")
       assert.strictEqual(next.value, 10)
     }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.effect("a module that is not there is refused by make, naming it", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(WorkerPool.make({ module: new URL("./fixtures/missing.ts", import.meta.url) }))
+      assert.strictEqual(error._tag, "ModuleNotFound")
+      assert.match(error.message, /fixtures\/missing\.ts does not exist$/)
+    }).pipe(Effect.scoped))
 })
