@@ -1,7 +1,17 @@
 // Real threads and real time: what is measured is that the event loop stays free (S21).
 import { assert, describe, it } from "@effect/vitest"
-import { type Duration, Effect, Schema } from "effect"
-import { Invocation, Tool, WorkerPool } from "../src/index.js"
+import { ConfigProvider, type Duration, Effect, Layer, Schedule, Schema } from "effect"
+import {
+  Invocation,
+  LanguageModel,
+  PlatformClient,
+  PlatformServer,
+  RetryPolicy,
+  Serve,
+  Tool,
+  Toolkit,
+  WorkerPool
+} from "../src/index.js"
 
 const jobs = new URL("./fixtures/workerJobs.ts", import.meta.url)
 
@@ -42,6 +52,41 @@ describe("WorkerPool (S21)", () => {
       assert.isBelow(asyncLate, 50)
       assert.isBelow(tick, 50)
     }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("while a worker burns 2 s of CPU, a serving process's heartbeats keep their 200 ms spacing", () =>
+    Effect.gen(function*() {
+      const pool = yield* WorkerPool.make({ module: jobs, size: 1 })
+      const tool = burnTool(pool)
+      yield* Invocation.run(tool, { millis: 1 })
+      yield* Serve.make(yield* Toolkit.make(tool))
+      const state = yield* PlatformServer.PlatformState
+      const beats = () => Effect.map(state.lifecycleCalls("agent-1"), (calls) => calls.heartbeat)
+      const burning = yield* Effect.fork(Invocation.run(tool, { millis: 2000 }))
+      // Each heartbeat's arrival, polled every 2 ms: the poll runs on the same loop, so it is late if the loop is.
+      const arrivals: Array<number> = []
+      let seen = yield* beats()
+      const until = performance.now() + 1900
+      while (performance.now() < until) {
+        const now = yield* beats()
+        if (now > seen) arrivals.push(performance.now())
+        seen = now
+        yield* Effect.sleep("2 millis")
+      }
+      yield* burning
+      const gaps = arrivals.slice(1).map((t, i) => t - arrivals[i]!)
+      const worst = Math.max(...gaps.map((gap) => Math.abs(gap - 200)))
+      console.log(`worker burning 2 s: ${arrivals.length} heartbeats, gaps ${gaps.map((g) => g.toFixed(0)).join(" ")} ms`)
+      assert.isAtLeast(arrivals.length, 8)
+      assert.isBelow(worst, 50)
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(PlatformClient.layerTest.pipe(
+        Layer.provideMerge(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
+        Layer.provide(LanguageModel.layerScripted([])),
+        Layer.provideMerge(RetryPolicy.layer({ heartbeat: Schedule.spaced("200 millis") })),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]]))))
+      ))
+    ), { timeout: 20_000 })
 
   it.live("8 calls on a pool of 2 take about 4 times one call", () =>
     Effect.gen(function*() {
