@@ -33,7 +33,7 @@ import * as Hooks from "./Hooks.js"
 import * as Json from "./internal/json.js"
 import { RetryPolicy } from "./RetryPolicy.js"
 import * as Tool from "./Tool.js"
-import { ToolContext, type ToolCallInfo } from "./ToolContext.js"
+import { CallContext, ToolContext, type ToolCallInfo } from "./ToolContext.js"
 import { errorText, ToolResult } from "./ToolResult.js"
 
 /** Limits of the pipeline. */
@@ -114,7 +114,7 @@ const failed = (error: string): ToolResult => new ToolResult(undefined, error)
  * With tracing on, the call is a span `execute_tool <name>`, parent of the handler's spans.
  */
 export const run = <R>(
-  tool: Tool.Tool<string, any, any, any, R>,
+  tool: Tool.Tool<string, any, any, any, R, any>,
   args: unknown,
   options?: Options
 ): Effect.Effect<ToolResult, never, Exclude<R, ToolContext>> =>
@@ -448,10 +448,11 @@ const TimedOut = Symbol.for("agent-tools/Invocation/TimedOut")
 type Outcome = Exit.Exit<unknown, unknown> | typeof TimedOut
 
 /**
- * One attempt. A handler whose effect is already an `Exit` (`Effect.succeed(x)`, `Effect.fail(e)`)
- * is done: there is nothing to run or to interrupt. Any other runs in a fiber of its own, so that
- * the deadline can interrupt it without interrupting the caller; the fiber starts at once on this
- * stack, and a handler that completes synchronously costs no timer and no scheduling.
+ * One attempt. The handler's body may be an Effect, a `PromiseLike` or the output itself (S21): a
+ * plain value, or an `Exit` (`Effect.succeed(x)`, `Effect.fail(e)`), is done: there is nothing to
+ * run or to interrupt. Any other runs in a fiber of its own, so that the deadline can interrupt it
+ * without interrupting the caller; the fiber starts at once on this stack, and a handler that
+ * completes synchronously costs no timer and no scheduling.
  */
 const attempt = (
   caller: Caller,
@@ -460,14 +461,19 @@ const attempt = (
   info: ToolCallInfo,
   span: Tracer.Span | undefined
 ): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
-  let effect: Effect.Effect<unknown, unknown, never>
+  const call = new CallContext(info, caller.clock)
+  let body: unknown
   try {
-    // The R of the handler is in the caller's context: `run` demands it of its caller.
-    effect = tool.handler(input) as Effect.Effect<unknown, unknown, never>
+    body = tool.handler(input, call)
   } catch (defect) {
-    return Exit.die(defect)
+    // Toolkit.make refuses a handler that is not a function; a tool run without one says the same.
+    const problem = Tool.handlerProblem(tool)
+    return problem === undefined ? Exit.die(defect) : Exit.fail(new HandlerShapeError(problem))
   }
-  if (Exit.isExit(effect)) return effect
+  if (Exit.isExit(body)) return body
+  if (!Effect.isEffect(body)) return isThenable(body) ? awaitPromise(caller, tool, body, call, info) : Exit.succeed(body)
+  // The R of the handler is in the caller's context: `run` demands it of its caller.
+  const effect = body as Effect.Effect<unknown, unknown, never>
   const context = Context.add(caller.context, ToolContext, info)
   const runtime = Runtime.make({
     context: span === undefined ? context : Context.add(context, Tracer.ParentSpan, span),
@@ -487,19 +493,11 @@ const attempt = (
   // on any other (TestClock) a timer fiber. Either interrupts the handler at the deadline (its
   // finalizers run before Fiber.await returns); no race, no second fork per call.
   let timedOut = false
-  const expire = () => {
+  const cancel = armDeadline(caller, info, runtime, () => {
     timedOut = true
+    call.abort(deadlineReason(tool))
     fiber.unsafeInterruptAsFork(FiberId.none)
-  }
-  const wait = Math.max(0, info.deadlineAt - caller.clock.unsafeCurrentTimeMillis())
-  let cancel: () => void
-  if (caller.clock === liveClock) {
-    const handle = setTimeout(expire, Math.min(wait, maxTimerMillis))
-    cancel = () => clearTimeout(handle)
-  } else {
-    const timer = Runtime.runFork(runtime, Effect.flatMap(caller.clock.sleep(Duration.millis(wait)), () => Effect.sync(expire)))
-    cancel = () => timer.unsafeInterruptAsFork(FiberId.none)
-  }
+  })
   return Fiber.await(fiber).pipe(
     Effect.map((exit): Outcome => {
       cancel()
@@ -507,6 +505,82 @@ const attempt = (
     }),
     Effect.onInterrupt(() => Effect.zipRight(Effect.sync(cancel), Fiber.interrupt(fiber)))
   )
+}
+
+/** A handler that cannot be called: `Tool.handlerProblem`'s text as the call's failure. */
+class HandlerShapeError extends Error {
+  override readonly name = "HandlerShapeError"
+}
+
+const isThenable = (u: unknown): u is PromiseLike<unknown> =>
+  typeof u === "object" && u !== null && typeof (u as { then?: unknown }).then === "function"
+
+/**
+ * Awaits an async body (S21) on the awaiting fiber: no fiber of its own, since there is nothing of
+ * Effect's to interrupt; the deadline and an interruption abort `call.signal` instead. Both callbacks
+ * are attached at once, whatever becomes of the call, so a promise that rejects after the deadline
+ * is handled, never an unhandled rejection. A rejection is the call's failure (S5 text of the reason).
+ */
+const awaitPromise = (
+  caller: Caller,
+  tool: Tool.Any,
+  promise: PromiseLike<unknown>,
+  call: CallContext,
+  info: ToolCallInfo
+): Effect.Effect<Outcome> => {
+  let outcome: Outcome | undefined
+  let resume: ((effect: Effect.Effect<Outcome>) => void) | undefined
+  let cancel: () => void = noop
+  const settle = (settled: Outcome) => {
+    if (outcome !== undefined) return
+    outcome = settled
+    cancel()
+    resume?.(Effect.succeed(settled))
+  }
+  try {
+    promise.then((value) => settle(Exit.succeed(value)), (error) => settle(Exit.fail(error)))
+  } catch (defect) {
+    // A hand-made thenable whose `then` throws.
+    settle(Exit.die(defect))
+  }
+  if (outcome === undefined) {
+    cancel = armDeadline(caller, info, Runtime.defaultRuntime, () => {
+      call.abort(deadlineReason(tool))
+      settle(TimedOut)
+    })
+  }
+  return Effect.async<Outcome>((callback) => {
+    if (outcome !== undefined) return callback(Effect.succeed(outcome))
+    resume = callback
+    return Effect.sync(() => {
+      resume = undefined
+      cancel()
+      call.abort(new DOMException("the call was interrupted", "AbortError"))
+    })
+  })
+}
+
+const noop = () => {}
+
+const deadlineReason = (tool: Tool.Any) => new DOMException(`${tool.name} reached its deadline`, "TimeoutError")
+
+/**
+ * Calls `expire` at the call's deadline, on the caller's clock: on the live clock a plain timer, on
+ * any other (TestClock) a timer fiber run by `runtime`. Returns the cancel.
+ */
+const armDeadline = (
+  caller: Caller,
+  info: ToolCallInfo,
+  runtime: Runtime.Runtime<never>,
+  expire: () => void
+): () => void => {
+  const wait = Math.max(0, info.deadlineAt - caller.clock.unsafeCurrentTimeMillis())
+  if (caller.clock === liveClock) {
+    const handle = setTimeout(expire, Math.min(wait, maxTimerMillis))
+    return () => clearTimeout(handle)
+  }
+  const timer = Runtime.runFork(runtime, Effect.flatMap(caller.clock.sleep(Duration.millis(wait)), () => Effect.sync(expire)))
+  return () => timer.unsafeInterruptAsFork(FiberId.none)
 }
 
 /** The clock fibers have unless one is provided (a TestClock, say). */

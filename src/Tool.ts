@@ -3,6 +3,7 @@
  * handler (DESIGN S1, S2). A tool is plain data plus a function; `Invocation` runs it.
  */
 import { Duration, Either, JSONSchema, Schema, type Effect } from "effect"
+import type { Call } from "./ToolContext.js"
 
 /** Identifies a `Tool` value at run time. */
 export const TypeId: unique symbol = Symbol.for("agent-tools/Tool")
@@ -29,8 +30,11 @@ export type ErrorTransform = (error: unknown) => string
 /** Says whether a handler failure may be retried: only `true` retries; a throw counts as `false` (S7). */
 export type Retryable<E> = (error: E) => boolean
 
-/** A tool whose handler takes `Input`, yields `Output`, fails with `E` and needs `R`. */
-export interface Tool<Name extends string, Input, Output, E = never, R = never> {
+/**
+ * A tool whose handler takes `Input`, yields `Output`, fails with `E` and needs `R`; `Body` is what
+ * the handler returns: an Effect, a `PromiseLike` (an async function) or the output itself (S21).
+ */
+export interface Tool<Name extends string, Input, Output, E = never, R = never, Body = Effect.Effect<Output, E, R>> {
   readonly [TypeId]: typeof TypeId
   readonly name: Name
   readonly description: string
@@ -51,8 +55,13 @@ export interface Tool<Name extends string, Input, Output, E = never, R = never> 
   /** Ask a person before each call (`Hooks.approval`). */
   readonly needsApproval: boolean
   readonly errorTransform: ErrorTransform | undefined
-  /** The handler, callable directly in a unit test: no `ToolContext` is provided then (S8). */
-  readonly handler: (input: Input) => Effect.Effect<Output, E, R>
+  /**
+   * The handler, callable directly in a unit test: no `ToolContext` is provided then (S8); one that
+   * reads its second argument is given `ToolContext.makeCall()`.
+   */
+  readonly handler: (input: Input, call?: Call) => Body
+  /** Phantom, never set: keeps `E` and `R` in the type whatever `Body` is (`Requirements` reads it). */
+  readonly "~types"?: { readonly error: E; readonly requirements: R } | undefined
   /** The JSON Schemas, computed once when the tool is made, or why they could not be. */
   readonly schemas: Either.Either<Schemas, ReadonlyArray<SchemaProblem>>
 }
@@ -64,7 +73,7 @@ export interface Schemas {
 }
 
 /** Any tool, for collections. */
-export interface Any extends Tool<string, any, any, any, any> {}
+export interface Any extends Tool<string, any, any, any, any, any> {}
 
 /** What the handlers of a union of tools need. */
 export type Requirements<T> = T extends Tool<any, any, any, any, infer R> ? R : never
@@ -107,10 +116,15 @@ export interface Options<I, O, E = unknown> {
 }
 
 /**
- * Makes a tool. Never throws: a Schema that JSON cannot express, a bad timeout and the like are
- * kept on the tool and reported, all at once, by `Toolkit.make`.
+ * Makes a tool. Never throws: a Schema that JSON cannot express, a bad timeout, a handler that is
+ * not a function and the like are kept on the tool and reported, all at once, by `Toolkit.make`.
+ *
+ * The handler is `(input, call) => body` whatever its shape (S21): an Effect (which reads
+ * `ToolContext`), a `PromiseLike` (an async function: `call.signal` aborts at the deadline; a
+ * rejection is the call's failure), or the output itself (a plain function, run inline; a throw is
+ * a defect). `call` is the `ToolContext.Call`: ids, attempt, deadline, `signal`, `remaining()`.
  */
-export const make = <
+export function make<
   const Name extends string,
   I extends Schema.Struct.Fields | Schema.Schema<any, any, never>,
   O = unknown,
@@ -120,13 +134,36 @@ export const make = <
   name: Name,
   options: Options<I, O, E>,
   // The output type comes from the output Schema alone (unknown without one), never from the handler.
-  handler: (input: InputOf<I>) => Effect.Effect<NoInfer<O>, E, R>
-): Tool<Name, InputOf<I>, O, E, R> => {
+  handler: (input: InputOf<I>, call: Call) => Effect.Effect<NoInfer<O>, E, R>
+): Tool<Name, InputOf<I>, O, E, R>
+export function make<
+  const Name extends string,
+  I extends Schema.Struct.Fields | Schema.Schema<any, any, never>,
+  O = unknown
+>(
+  name: Name,
+  options: Options<I, O, unknown>,
+  handler: (input: InputOf<I>, call: Call) => PromiseLike<NoInfer<O>>
+): Tool<Name, InputOf<I>, O, unknown, never, PromiseLike<O>>
+export function make<
+  const Name extends string,
+  I extends Schema.Struct.Fields | Schema.Schema<any, any, never>,
+  O = unknown
+>(
+  name: Name,
+  options: Options<I, O, unknown>,
+  handler: (input: InputOf<I>, call: Call) => NoInfer<O>
+): Tool<Name, InputOf<I>, O, unknown, never, O>
+export function make(
+  name: string,
+  options: Options<Schema.Struct.Fields | Schema.Schema<any, any, never>, unknown, unknown>,
+  handler: (input: any, call: Call) => unknown
+): Any {
   const input = (Schema.isSchema(options.input) ? options.input : Schema.Struct(options.input)) as Schema.Schema<
-    InputOf<I>,
+    unknown,
     unknown
   >
-  const output = (options.output ?? Schema.Unknown) as Schema.Schema<O, unknown>
+  const output = (options.output ?? Schema.Unknown) as Schema.Schema<unknown, unknown>
   return {
     [TypeId]: TypeId,
     name,
@@ -141,9 +178,23 @@ export const make = <
     idempotent: options.idempotent ?? false,
     needsApproval: options.needsApproval ?? false,
     errorTransform: options.errorTransform,
-    handler,
+    // The pipeline always passes the call; a direct call in a test may leave it out (S21).
+    handler: handler as Any["handler"],
     schemas: computeSchemas(input, output)
   }
+}
+
+/**
+ * Why `tool`'s handler cannot run, naming the tool and the fix, or undefined when it is a function.
+ * `Toolkit.make` reports it before any call; a tool run without one gets it as its failure text.
+ */
+export const handlerProblem = (tool: Any): string | undefined => {
+  const handler: unknown = tool.handler
+  if (typeof handler === "function") return undefined
+  const got = handler === null ? "null" : Schema.isSchema(handler) ? "a Schema" :
+    typeof handler === "object" && "pipe" in handler ? "an Effect (wrap it: () => effect)" : typeof handler
+  return `${JSON.stringify(tool.name)}: the handler must be a function, (input, call) => Effect, ` +
+    `async (input, call) => output or (input, call) => output; got ${got}`
 }
 
 /** What `permanent` must be: an array of non-empty strings (`Toolkit.make` reports anything else). */

@@ -36,3 +36,86 @@ export const isExpiring: Effect.Effect<boolean, never, ToolContext> = Effect.fla
   ToolContext,
   (ctx) => Effect.map(Clock.currentTimeMillis, (now) => ctx.deadlineAt - now <= ctx.expiringThresholdMillis)
 )
+
+/**
+ * The second argument of every handler (S21): the call's context for a body that is not an Effect,
+ * an async or a plain function. Its clock is the caller's, so `TestClock` drives `remaining`.
+ */
+export interface Call extends ToolCallInfo {
+  /**
+   * Aborted when the call ends before its body does: at the deadline (reason: a `TimeoutError`
+   * DOMException) or on interruption (an `AbortError`). Hand it to `fetch` and the like.
+   */
+  readonly signal: AbortSignal
+  /** Milliseconds left before the deadline, zero once it has passed. */
+  readonly remaining: () => number
+  /** True when the remaining time is at or under the expiring threshold: finish up, start nothing new. */
+  readonly isExpiring: () => boolean
+}
+
+/**
+ * A `Call` whose signal and helpers are made on first use: one object per attempt on the hot path,
+ * no `AbortController` for a handler that never reads `signal`, and an abort that comes first is
+ * kept for a signal made later.
+ */
+export class CallContext implements Call {
+  private controller: AbortController | undefined = undefined
+  private reason: unknown = undefined
+  private aborted = false
+  constructor(readonly info: ToolCallInfo, readonly clock: { readonly unsafeCurrentTimeMillis: () => number }) {}
+  get taskId(): string {
+    return this.info.taskId
+  }
+  get toolCallId(): string {
+    return this.info.toolCallId
+  }
+  get attempt(): number {
+    return this.info.attempt
+  }
+  get deadlineAt(): number {
+    return this.info.deadlineAt
+  }
+  get expiringThresholdMillis(): number {
+    return this.info.expiringThresholdMillis
+  }
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController()
+      if (this.aborted) this.controller.abort(this.reason)
+    }
+    return this.controller.signal
+  }
+  // Getters returning arrows, so that `const { remaining } = call` works too.
+  get remaining(): () => number {
+    return () => Math.max(0, this.info.deadlineAt - this.clock.unsafeCurrentTimeMillis())
+  }
+  get isExpiring(): () => boolean {
+    return () => this.info.deadlineAt - this.clock.unsafeCurrentTimeMillis() <= this.info.expiringThresholdMillis
+  }
+  /** Aborts the signal with `reason`; later aborts keep the first reason. */
+  abort(reason: unknown): void {
+    if (this.aborted) return
+    this.aborted = true
+    this.reason = reason
+    this.controller?.abort(reason)
+  }
+}
+
+/**
+ * A `Call` outside any call, for a unit test that calls `tool.handler(input, ToolContext.makeCall())`
+ * directly: ids `"local"`, attempt 1, a deadline a minute away on `clock` (default `Date.now`) unless given.
+ */
+export const makeCall = (
+  info?: Partial<ToolCallInfo>,
+  clock: { readonly unsafeCurrentTimeMillis: () => number } = { unsafeCurrentTimeMillis: Date.now }
+): CallContext => {
+  const now = clock.unsafeCurrentTimeMillis()
+  return new CallContext({
+    taskId: "local",
+    toolCallId: "local",
+    attempt: 1,
+    deadlineAt: now + 60_000,
+    expiringThresholdMillis: 1000,
+    ...info
+  }, clock)
+}

@@ -38,6 +38,7 @@ export class Violation extends Schema.Class<Violation>("agent-tools/Violation")(
     "retries-whole",
     "permanent-tags",
     "retryable-function",
+    "handler-function",
     "input-json",
     "output-json",
     "input-object"
@@ -136,6 +137,10 @@ export const validate = (tools: ReadonlyArray<Tool.Any>): Array<Violation> => {
         rule: "retryable-function",
         message: `${label}: retryable must be a function (error) => boolean, got ${shown(retryable)}`
       }))
+    }
+    const handlerProblem = Tool.handlerProblem(tool)
+    if (handlerProblem !== undefined) {
+      violations.push(new Violation({ tool: tool.name, rule: "handler-function", message: handlerProblem }))
     }
     if (Either.isLeft(tool.schemas)) {
       for (const problem of tool.schemas.left) {

@@ -2,6 +2,7 @@
  * Microseconds per `Invocation.run` of a trivial two-number tool with JSON-text arguments, beside
  * a hand-written baseline doing the least the same job needs (JSON.parse, typeof checks, the
  * call, JSON.stringify), both in this process. Prints the figures and the ratio (target: <= 10).
+ * `--variant=async-vs-effect` sets an async body beside the `Effect.succeed` one instead (S21).
  * Run with `npm run bench` (all variants), or `tsx test/bench/invocation.ts --variant=untraced`.
  */
 import { Effect, Schema } from "effect"
@@ -21,6 +22,14 @@ const addGen = Tool.make("add_gen", {
   Effect.gen(function*() {
     return a + b
   }))
+
+// The same tool with an async body (S21): a promise, awaited by a fiber of its own.
+const addAsync = Tool.make("add_async", {
+  description: "Add two numbers.",
+  input: { a: Schema.Number, b: Schema.Number },
+  output: Schema.Number,
+  timeout: "10 seconds"
+}, async ({ a, b }) => a + b)
 
 const addPlain = (input: { a: number; b: number }) => input.a + input.b
 
@@ -43,7 +52,7 @@ const baseline = (): number => {
   return micros
 }
 
-const invocation = (tool: typeof add | typeof addGen) => Effect.gen(function*() {
+const invocation = (tool: typeof add | typeof addGen | typeof addAsync) => Effect.gen(function*() {
   let sink = 0
   const t0 = performance.now()
   for (let i = 0; i < calls; i++) {
@@ -79,19 +88,42 @@ const variants = {
   "parent-span": { measure: "... spans on, inside a parent span", run: Effect.withSpan(invocation(add), "bench"), target: undefined },
   "root-span": { measure: "... spans on, each call a root span", run: invocation(add), target: undefined },
   gen: { measure: "... Effect.gen handler (own fiber), tracing disabled", run: Effect.withTracerEnabled(invocation(addGen), false), target: undefined },
+  async: {
+    measure: "... async body (a promise, no fiber of its own), tracing disabled",
+    run: Effect.withTracerEnabled(invocation(addAsync), false),
+    target: undefined
+  },
+  // Against the Effect.succeed body instead of the hand-written baseline: what an async body adds.
+  "async-vs-effect": {
+    measure: "... async body, beside the Effect.succeed body in the same run",
+    run: Effect.withTracerEnabled(invocation(addAsync), false),
+    target: undefined,
+    base: { label: "Effect.succeed body", run: Effect.withTracerEnabled(invocation(add), false) }
+  },
   direct: { measure: "(the Effect.gen handler alone, no pipeline)", run: Effect.withTracerEnabled(direct, false), target: undefined }
 } as const
 
+const jsonBaseline = {
+  label: "JSON.parse, typeof, call, JSON.stringify",
+  run: Effect.sync(baseline)
+}
+
 const main = Effect.gen(function*() {
-  const chosen = variants[variant as keyof typeof variants]
+  const chosen: {
+    readonly measure: string
+    readonly run: Effect.Effect<number>
+    readonly target: string | undefined
+    readonly base?: { readonly label: string; readonly run: Effect.Effect<number> }
+  } = variants[variant as keyof typeof variants]
   if (chosen === undefined) throw new Error(`unknown variant ${variant}; one of ${Object.keys(variants).join(", ")}`)
+  const against = chosen.base ?? jsonBaseline
   // Warm up both (JIT) before measuring; alternate the rounds so that both see the same machine.
-  baseline()
+  yield* against.run
   yield* chosen.run
   const base: Array<number> = []
   const measured: Array<number> = []
   for (let round = 0; round < rounds; round++) {
-    base.push(baseline())
+    base.push(yield* against.run)
     measured.push(yield* chosen.run)
   }
   const b = median(base)
@@ -100,7 +132,7 @@ const main = Effect.gen(function*() {
     bench: "invocation",
     measure: chosen.measure,
     value: `${m.toFixed(2)} us/call`,
-    baseline: `${b.toFixed(2)} us/call (JSON.parse, typeof, call, JSON.stringify)`,
+    baseline: `${b.toFixed(2)} us/call (${against.label})`,
     ratio: (m / b).toFixed(1),
     target: chosen.target
   })
