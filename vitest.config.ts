@@ -1,13 +1,21 @@
 import { defineConfig } from "vitest/config"
 
-/** Suites that start real processes again and again: `npm run test:slow` (and CI) runs them. */
-const slow = ["test/platform/Crash.test.ts", "test/platform/Shutdown.test.ts", "test/main.test.ts"]
+/**
+ * Suites that start real processes again and again, or time CPU-bound work against the machine's
+ * two cores: `npm run test:slow` (and CI) runs them, one file at a time, so none slows another.
+ */
+const slow = [
+  "test/platform/Crash.test.ts",
+  "test/platform/Shutdown.test.ts",
+  "test/main.test.ts",
+  "test/WorkerPool.test.ts"
+]
 
 export default defineConfig({
   test: {
     projects: [
       { test: { name: "fast", include: ["test/**/*.test.ts"], exclude: ["test/bench/**", "node_modules/**", ...slow] } },
-      { test: { name: "slow", include: slow } }
+      { test: { name: "slow", include: slow, fileParallelism: false } }
     ]
   }
 })
