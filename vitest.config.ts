@@ -15,7 +15,7 @@ export default defineConfig({
   test: {
     projects: [
       { test: { name: "fast", include: ["test/**/*.test.ts"], exclude: ["test/bench/**", "node_modules/**", ...slow] } },
-      { test: { name: "slow", include: slow, fileParallelism: false } }
+      { test: { name: "slow", include: slow, poolOptions: { forks: { singleFork: true } } } }
     ]
   }
 })
