@@ -73,7 +73,10 @@ const chooseModel = (option: Option.Option<string>): { readonly model: string; r
 
 const modelLayer = (model: string) => Model.layer(model, { script: Demo.script })
 
-const demoToolkit = Toolkit.make(...DemoTools.tools)
+const demoToolkit = Toolkit.make(...DemoTools.all)
+
+/** The demo backend's services and its worker threads (started only when a report is digested). */
+const backendLayer = Layer.merge(Backend.layer, Backend.layerReports)
 
 // ---------------------------------------------------------------------------------------------
 // demo
@@ -115,7 +118,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
           })
       })
     )
-    const backend = yield* Layer.build(Backend.layer)
+    const backend = yield* Layer.build(backendLayer)
     const toolkit = yield* demoToolkit
     let output = ""
     yield* Effect.gen(function*() {
@@ -224,7 +227,7 @@ const serve = Command.make("serve", {
     const toolkit = yield* demoToolkit
     yield* Effect.logInfo(`serving ${toolkit.tools.length} demo tools to ${Settings.redactUrl(process.env.PLATFORM_URL ?? "")}`)
     return yield* Serve.serve(toolkit, { shutdownGrace: Duration.seconds(grace) }).pipe(
-      Effect.provide(Layer.merge(PlatformClient.layer, Backend.layer))
+      Effect.provide(Layer.merge(PlatformClient.layer, backendLayer))
     )
   })).pipe(
     Command.withDescription("Serve the demo tools to the platform at PLATFORM_URL as AGENT_ID (PLATFORM_TOKEN)")
@@ -242,7 +245,7 @@ const mcp = Command.make("mcp", {
     if (!http) return yield* Mcp.serveStdio(toolkit)
     yield* Effect.logInfo(`MCP over Streamable HTTP at http://127.0.0.1:${port}/mcp`)
     return yield* Layer.launch(Mcp.layerHttp(toolkit, { port }))
-  }).pipe(Effect.provide(Backend.layer))).pipe(Command.withDescription("Serve the demo tools over MCP"))
+  }).pipe(Effect.provide(backendLayer))).pipe(Command.withDescription("Serve the demo tools over MCP"))
 
 // ---------------------------------------------------------------------------------------------
 // run
@@ -254,7 +257,7 @@ const run = Command.make("run", {
   Effect.gen(function*() {
     const chosen = chooseModel(model)
     yield* Console.log(`model: ${chosen.model}${chosen.note === "" ? "" : ` (${chosen.note})`}`)
-    const agent = Agent.make({ name: "demo", tools: DemoTools.tools })
+    const agent = Agent.make({ name: "demo", tools: DemoTools.all })
     const result = yield* Agent.run(agent, prompt).pipe(Effect.provide(modelLayer(chosen.model)))
     for (const call of result.toolCalls) {
       yield* Console.log(
@@ -262,7 +265,7 @@ const run = Command.make("run", {
       )
     }
     yield* Console.log(`\nanswer: ${result.output}\n(${result.steps} model turns, ${result.toolCalls.length} tool calls)`)
-  }).pipe(Effect.provide(Backend.layer))).pipe(Command.withDescription("Run an agent in this process with the demo tools"))
+  }).pipe(Effect.provide(backendLayer))).pipe(Command.withDescription("Run an agent in this process with the demo tools"))
 
 // ---------------------------------------------------------------------------------------------
 

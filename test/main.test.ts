@@ -94,7 +94,7 @@ describe("main: fatal errors and secrets (S20)", () => {
     const url = `ws://user:s3cret-pw@127.0.0.1:${port}/rpc?token=s3cret-q`
     const served = await main(["serve"], { ...unset, AGENT_ID: "a", PLATFORM_TOKEN: "t", PLATFORM_URL: url })
     assert.strictEqual(served.code, 1, "nothing listens there")
-    assert.include(served.stderr, `serving 5 demo tools to ws://***:***@127.0.0.1:${port}/rpc?token=***`)
+    assert.include(served.stderr, `serving 7 demo tools to ws://***:***@127.0.0.1:${port}/rpc?token=***`)
     assert.notInclude(served.stdout + served.stderr, "s3cret")
 
     const dir = mkdtempSync(join(tmpdir(), "agent-tools-tokens-"))
@@ -172,7 +172,7 @@ describe("main: platform and serve as two processes", () => {
         env: { ...env, AGENT_ID: "demo-agent", PLATFORM_TOKEN: "tok-demo", PLATFORM_URL: `ws://127.0.0.1:${port}/rpc` }
       })
       const serveLog = watch(serve)
-      assert.isTrue(await platformLog.until(/registered 5 tools/, 20_000), platformLog.text() + serveLog.text())
+      assert.isTrue(await platformLog.until(/registered 7 tools/, 20_000), platformLog.text() + serveLog.text())
       // No IDEMPOTENCY_DB: said once, at start, since issue_refund is idempotent.
       const warnings = serveLog.text().split("\n").filter((line) => line.includes("level=WARN"))
       assert.strictEqual(warnings.length, 1, serveLog.text())

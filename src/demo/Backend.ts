@@ -2,7 +2,8 @@
  * The demo's backend: orders, customers, billing and security gates, in memory, as services. Billing
  * fails transiently on its first refund, so the demo shows a retry.
  */
-import { Context, Effect, Layer, Ref, Schema } from "effect"
+import { Context, Effect, Layer, Ref, Schema, Scope } from "effect"
+import * as WorkerPool from "../WorkerPool.js"
 
 /** An order. */
 export const Order = Schema.Struct({
@@ -105,5 +106,30 @@ export const layer: Layer.Layer<Orders | Customers | Billing | Gates> = Layer.me
       gateId.startsWith("gate-")
         ? Effect.succeed({ gate_id: gateId, closed: true as const })
         : Effect.fail(new NotFound({ message: `no gate with id=${gateId}` }))
+  })
+)
+
+/** The demo's worker threads, for its CPU-bound tool (`digest_report`). */
+export class Reports extends Context.Tag("agent-tools/demo/Reports")<Reports, WorkerPool.WorkerPool>() {}
+
+/**
+ * `Reports`: two workers loading `reports.worker.ts`, started on first use (a command that never
+ * digests a report starts no thread), stopped with the layer.
+ */
+export const layerReports: Layer.Layer<Reports> = Layer.scoped(
+  Reports,
+  Effect.gen(function*() {
+    const scope = yield* Effect.scope
+    const pool = yield* Effect.cached(
+      WorkerPool.make({ module: new URL("./reports.worker.ts", import.meta.url), size: 2 }).pipe(
+        Scope.extend(scope),
+        Effect.orDie
+      )
+    )
+    let started: WorkerPool.WorkerPool | undefined
+    return Reports.of({
+      run: (fn, input) => Effect.flatMap(pool, (ready) => (started = ready).run(fn, input)),
+      spawned: () => started?.spawned() ?? 0
+    })
   })
 )

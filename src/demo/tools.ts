@@ -1,9 +1,10 @@
 /** The demo's tools, on the demo backend's services. */
 import { Effect, Schema } from "effect"
+import { setTimeout as sleep } from "node:timers/promises"
 import * as Builtins from "../Builtins.js"
 import * as Tool from "../Tool.js"
 import * as ToolContext from "../ToolContext.js"
-import { Billing, Customer, Customers, Gates, Order, Orders, Refund } from "./Backend.js"
+import { Billing, Customer, Customers, Gates, Order, Orders, Refund, Reports } from "./Backend.js"
 
 /** Not enough time left to act safely. */
 export class TooLate extends Schema.TaggedError<TooLate>()("TooLate", { message: Schema.String }) {}
@@ -52,5 +53,33 @@ export const closeSecurityGate = Tool.make("close_security_gate", {
     return yield* Effect.flatMap(Gates, (gates) => gates.close(gate_id))
   }))
 
-/** The demo tools. */
+/**
+ * An async body (S21): a plain `async` function, no Effect; its signal is aborted at the deadline,
+ * so the (simulated) carrier request stops with it.
+ */
+export const estimateDelivery = Tool.make("estimate_delivery", {
+  description: "Estimate how many business days a parcel to the postcode takes. Read only.",
+  input: { postcode: Schema.String.pipe(Schema.pattern(/^[0-9]{5}$/)).annotations({ description: "Like 69002" }) },
+  output: Schema.Struct({ postcode: Schema.String, business_days: Schema.Number }),
+  timeout: "5 seconds"
+}, async ({ postcode }, call) => {
+  await sleep(5, undefined, { signal: call.signal })
+  return { postcode, business_days: postcode.startsWith("75") ? 1 : 2 }
+})
+
+/** A CPU-bound body on the worker threads of `Backend.Reports` (S21): the event loop never waits for it. */
+export const digestReport = Tool.make("digest_report", {
+  description: "Compute the chained SHA-256 digest of a report's text (for the audit log). Read only.",
+  input: {
+    text: Schema.String.pipe(Schema.maxLength(10_000)),
+    rounds: Schema.Int.pipe(Schema.between(1, 100_000)).annotations({ description: "Chaining rounds, 1 to 100,000" })
+  },
+  output: Schema.Struct({ digest: Schema.String, rounds: Schema.Number }),
+  timeout: "20 seconds"
+}, (input) => Effect.flatMap(Reports, (reports) => reports.run("digest", input)))
+
+/** The demo tools on the backend's services. */
 export const tools = [lookupOrder, lookupCustomer, issueRefund, closeSecurityGate, Builtins.getTodayDate] as const
+
+/** Every demo tool: those, an async one and a worker one (these need `Backend.layerReports` too). */
+export const all = [...tools, estimateDelivery, digestReport] as const
