@@ -242,7 +242,9 @@ describe("Mcp over stdio, with the official client spawning tsx src/main.ts mcp"
         "lookup_customer",
         "issue_refund",
         "close_security_gate",
-        "get_today_date"
+        "get_today_date",
+        "estimate_delivery",
+        "digest_report"
       ])
       for (const tool of tools) assert.strictEqual(tool.inputSchema.type, "object")
       const customer = yield* Effect.promise(() => client.callTool({ name: "lookup_customer", arguments: { customer_id: "cus-1207" } }))
