@@ -3,12 +3,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Schema, TestClock } from "effect"
 import { request } from "node:http"
 import { Mcp, Tool, Toolkit } from "../src/index.js"
 import { record, scale, soak } from "./support/figures.js"
-import { mcpClient, mcpServer } from "./support/mcpHttp.js"
+import { initialize, mcpClient, mcpServer } from "./support/mcpHttp.js"
 import { memoryAfterGc } from "./support/mcpMemory.js"
 
 const echo = Tool.make("echo", {
@@ -20,16 +19,6 @@ const echo = Tool.make("echo", {
 
 const toolkit = Effect.runSync(Toolkit.make(echo))
 
-const initialize = {
-  jsonrpc: "2.0",
-  id: 1,
-  method: "initialize",
-  params: {
-    protocolVersion: SUPPORTED_PROTOCOL_VERSIONS[0],
-    capabilities: {},
-    clientInfo: { name: "raw", version: "1" }
-  }
-}
 
 const accept = "application/json, text/event-stream"
 

@@ -3,26 +3,16 @@
  * are interrupted and the process exits at once; a transport error is logged and exits non-zero.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js"
 import { Deferred, Effect, Exit, Fiber, Logger } from "effect"
 import { spawn } from "node:child_process"
 import { PassThrough } from "node:stream"
 import { fileURLToPath } from "node:url"
 import { Mcp, Tool, Toolkit } from "../src/index.js"
 import { record } from "./support/figures.js"
+import { initialize } from "./support/mcpHttp.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 
-const initialize = {
-  jsonrpc: "2.0",
-  id: 1,
-  method: "initialize",
-  params: {
-    protocolVersion: SUPPORTED_PROTOCOL_VERSIONS[0],
-    capabilities: {},
-    clientInfo: { name: "raw", version: "1" }
-  }
-}
 const initialized = { jsonrpc: "2.0", method: "notifications/initialized" }
 
 /** The JSON-RPC answers on a stream, one a line, and a wait for the one with `id`; lines that are not JSON. */

@@ -2,6 +2,7 @@
 import { HttpServer } from "@effect/platform"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Layer } from "effect"
 import { Mcp, type Toolkit } from "../../src/index.js"
 
@@ -29,3 +30,15 @@ export const mcpClient = <A = never>(toolkit: Toolkit.Toolkit<any>, services?: L
     yield* Effect.acquireRelease(Effect.promise(() => client.connect(transport)), () => Effect.promise(() => client.close()))
     return { client, transport, url, port }
   })
+
+/** A raw JSON-RPC `initialize` request, for tests that speak to the server without the client. */
+export const initialize = {
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: {
+    protocolVersion: SUPPORTED_PROTOCOL_VERSIONS[0],
+    capabilities: {},
+    clientInfo: { name: "raw", version: "1" }
+  }
+}
