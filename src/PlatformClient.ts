@@ -30,10 +30,13 @@ import { ToolResult } from "./ToolResult.js"
 
 /** A setting the serving side needs is not set. */
 export class MissingSetting extends Schema.TaggedError<MissingSetting>("agent-tools/MissingSetting")("MissingSetting", {
-  variable: Schema.String
+  variable: Schema.String,
+  /** Every setting missing, when more than `variable` is (`requireAll`). */
+  others: Schema.optional(Schema.Array(Schema.String))
 }) {
   override get message(): string {
-    return `${this.variable} ${this.variable.includes(", ") ? "are" : "is"} not set`
+    const all = [this.variable, ...(this.others ?? [])]
+    return `${all.join(", ")} ${all.length > 1 ? "are" : "is"} not set`
   }
 }
 
@@ -114,7 +117,9 @@ export const requireAll = (variables: ReadonlyArray<string>): Effect.Effect<void
     Effect.forEach(variables, (variable) => Effect.map(Settings.optionalString(variable), Option.isNone)),
     (missing) => {
       const names = variables.filter((_, i) => missing[i])
-      return names.length === 0 ? Effect.void : Effect.fail(new MissingSetting({ variable: names.join(", ") }))
+      const [first, ...others] = names
+      if (first === undefined) return Effect.void
+      return Effect.fail(new MissingSetting(others.length === 0 ? { variable: first } : { variable: first, others }))
     }
   )
 

@@ -194,7 +194,7 @@ const platform = Command.make("platform", {
     const pairs = PlatformServer.parseTokens(text)
     // No tokens, no agents: refuse to start rather than serve nobody.
     if (pairs.size === 0) {
-      return yield* new PlatformClient.MissingSetting({ variable: "PLATFORM_TOKENS (or --tokens-file or --tokens)" })
+      return yield* new PlatformClient.MissingSetting({ variable: "PLATFORM_TOKENS (or --tokens-file, --tokens)" })
     }
     const chosen = chooseModel(model)
     const file = Option.getOrElse(journal, () => process.env.PLATFORM_JOURNAL ?? "")

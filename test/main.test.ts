@@ -86,7 +86,7 @@ describe("main: fatal errors and secrets (S20)", () => {
     assert.include(debug.stderr, "    at ", "the stack, at debug")
     const platform = await main(["platform", "--port", "0"], unset)
     assert.strictEqual(platform.code, 1)
-    assert.strictEqual(platform.stderr, "agent-tools: MissingSetting: PLATFORM_TOKENS (or --tokens-file or --tokens) is not set\n")
+    assert.strictEqual(platform.stderr, "agent-tools: MissingSetting: PLATFORM_TOKENS (or --tokens-file, --tokens) is not set\n")
   }, 60_000)
 
   it("serve logs the platform's URL without its userinfo or query; --tokens-file is read, --tokens warned about", async () => {
