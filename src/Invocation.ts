@@ -713,9 +713,7 @@ const toResult = (
     return failed(cut(`${tool.name}: invalid output: ${reason}`, config.maxErrorLength))
   }
   // Bounded in depth and size, so a served answer always fits the platform's frames (S20).
-  const problem = Json.problemIn(encoded.right, outputLimits(config))
-  if (problem !== undefined) return failed(cut(`${tool.name}: invalid output: ${problem}`, config.maxErrorLength))
-  return succeeded(encoded.right)
+  return checkResult(tool.name, succeeded(encoded.right), config)
 }
 
 const failureText = (tool: Tool.Any, cause: Cause.Cause<unknown>): string => {
