@@ -1,5 +1,5 @@
 /**
- * The agent loop (DESIGN S9, S11-S13): ask the model, run the tools it calls through `Invocation`,
+ * The agent loop (design: Per-run reuse, Calls in a turn, The loop, Built-ins): ask the model, run the tools it calls through `Invocation`,
  * feed the results back, repeat until it answers (or calls `task_complete`).
  */
 import { Data, Duration, Effect, Either, FiberRef, type Layer, Mailbox, Schema, Stream } from "effect"
@@ -8,8 +8,9 @@ import * as Hooks from "./Hooks.js"
 import { Ids } from "./Ids.js"
 import { RunCache } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
+import { ToolResult, ToolResultFromJson } from "./ToolResult.js"
 import * as LanguageModel from "./LanguageModel.js"
-import { retryAfterFailure, RetryPolicy } from "./RetryPolicy.js"
+import { retryAfterFailure, Timing } from "./Timing.js"
 import type * as Tool from "./Tool.js"
 import type { ToolContext } from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
@@ -17,13 +18,13 @@ import * as Toolkit from "./Toolkit.js"
 /** Identifies an `Agent` value at run time. */
 export const TypeId: unique symbol = Symbol.for("agent-tools/Agent")
 
-/** How the calls of one model turn run (S11). */
+/** How the calls of one model turn run (design: Calls in a turn). */
 export type ToolExecution = "concurrent" | "sequential"
 
-/** How a run ends: when the model answers without a tool call, or only through `task_complete` (S13). */
+/** How a run ends: when the model answers without a tool call, or only through `task_complete` (design: Built-ins). */
 export type Completion = "implicit" | "explicit"
 
-/** Options of `Agent.make` (S12). */
+/** Options of `Agent.make` (design: The loop). */
 export interface Options<Tools extends ReadonlyArray<Tool.Any>> {
   /** Shown in spans and logs. Default `"agent"`. */
   readonly name?: string | undefined
@@ -53,7 +54,7 @@ export interface Agent<R = never> {
   readonly maxSteps: number
 }
 
-/** Makes an agent. Synchronous: the toolkit's S4 check runs at the first `Agent.run`. */
+/** Makes an agent. Synchronous: the toolkit's limits check runs at the first `Agent.run`. */
 export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
   options: Options<Tools>
 ): Agent<Tool.Requirements<Tools[number]>> => {
@@ -73,20 +74,20 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
 // ---------------------------------------------------------------------------------------------
 // What a run returns.
 
-/** One tool call of a run: what was asked, what came back, whether it was reused (S9), how long it took. */
+/** One tool call of a run: what was asked, what came back, whether it was reused (design: Per-run reuse), how long it took. */
 export const ToolCallRecord = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
   /** The arguments as parsed JSON (the raw text when they were not JSON). */
   input: Schema.Unknown,
-  result: Invocation.ToolResultFromJson,
+  result: ToolResultFromJson,
   cached: Schema.Boolean,
   durationMillis: Schema.Number
 })
 /** One tool call of a run. */
 export type ToolCallRecord = typeof ToolCallRecord.Type
 
-/** The record of a run (S12). */
+/** The record of a run (design: The loop). */
 export const RunResult = Schema.Struct({
   /** The final text, or `task_complete`'s result. */
   output: Schema.String,
@@ -108,7 +109,7 @@ export class MaxStepsExceeded extends Schema.TaggedError<MaxStepsExceeded>("agen
   }
 }
 
-/** Why a run failed: its toolkit broke S4, the model failed for good, or it ran out of steps. */
+/** Why a run failed: its toolkit broke a limit, the model failed for good, or it ran out of steps. */
 export type AgentError = Toolkit.ManifestError | LanguageModel.ModelFailure | MaxStepsExceeded
 
 /** What `Agent.stream` reports, in order, as a run goes. */
@@ -184,7 +185,7 @@ const traced = <A, E, R>(agent: Agent<any>, effect: Effect.Effect<A, E, R>): Eff
 
 const toolkits = new WeakMap<Agent<any>, Either.Either<Toolkit.Toolkit, Toolkit.ManifestError>>()
 
-/** The agent's toolkit, checked (S4) once, at its first run. */
+/** The agent's toolkit, checked (design: Limits) once, at its first run. */
 const toolkitOf = (agent: Agent<any>): Effect.Effect<Toolkit.Toolkit, Toolkit.ManifestError> =>
   Effect.suspend(() => {
     let toolkit = toolkits.get(agent)
@@ -205,7 +206,7 @@ const loop = (
   Effect.gen(function*() {
     const toolkit = yield* toolkitOf(agent)
     const model = yield* LanguageModel.LanguageModel
-    const policy = yield* RetryPolicy
+    const policy = yield* Timing
     const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
     const hooks = yield* Hooks.Hooks
     const runId = (yield* Ids).make("run")
@@ -226,7 +227,7 @@ const loop = (
       state.records.push(...records)
       state.messages = [...state.messages, said, ...records.map(toMessage)]
       if (agent.completion === "explicit") {
-        // A task_complete beside other calls ends the run once they have all finished (S13).
+        // A task_complete beside other calls ends the run once they have all finished (design: Built-ins).
         const complete = records.find((r) => r.name === Builtins.taskCompleteName && r.result.success)
         if (complete !== undefined) return state.finish(complete.result.value as string, step)
       }
@@ -250,7 +251,7 @@ const parseInput = (text: string): unknown => {
   }
 }
 
-/** The state of one run: its messages, records, usage and idempotency cache (S9), owned by the run. */
+/** The state of one run: its messages, records, usage and idempotency cache (design: Per-run reuse), owned by the run. */
 class Run {
   messages: ReadonlyArray<LanguageModel.Message>
   readonly records: Array<ToolCallRecord> = []
@@ -263,7 +264,7 @@ class Run {
     readonly agent: Agent<any>,
     readonly toolkit: Toolkit.Toolkit,
     readonly model: LanguageModel.LanguageModel["Type"],
-    readonly modelRetry: RetryPolicy["Type"]["modelRetry"],
+    readonly modelRetry: Timing["Type"]["modelRetry"],
     readonly tracing: boolean,
     readonly turnHooks: ReadonlyArray<Hooks.TurnHook>,
     prompt: string,
@@ -282,7 +283,7 @@ class Run {
     return result
   }
 
-  /** One model turn: turn hooks around it (S18), transient failures retried on `modelRetry`, a span when tracing. */
+  /** One model turn: turn hooks around it (design: Hooks), transient failures retried on `modelRetry`, a span when tracing. */
   ask(step: number): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> {
     const turn = this.turnHooks.length === 0
       ? this.generate(this.agent.instructions, this.toolkit.definitions)
@@ -317,7 +318,7 @@ class Run {
     )
   }
 
-  /** Runs the calls of one turn (S11); records come back in call order. */
+  /** Runs the calls of one turn (design: Calls in a turn); records come back in call order. */
   execute(step: number, calls: ReadonlyArray<LanguageModel.ToolCall>): Effect.Effect<Array<ToolCallRecord>> {
     return Effect.withFiberRuntime((fiber, status) => {
       const caller = new Invocation.Caller(fiber, status.runtimeFlags)
@@ -348,7 +349,7 @@ class Run {
         const call = calls[i]!
         const startedAt = caller.clock.unsafeCurrentTimeMillis()
         const { cached, started } = this.start(caller, call)
-        if (started instanceof Invocation.ToolResult) {
+        if (started instanceof ToolResult) {
           records[i] = this.record(caller, step, call, started, cached, startedAt)
         } else {
           ;(pending ??= []).push(Effect.map(started, (result) => {
@@ -375,14 +376,14 @@ class Run {
         const call = calls[i]!
         const startedAt = caller.clock.unsafeCurrentTimeMillis()
         const { cached, started } = self.start(caller, call)
-        const result = started instanceof Invocation.ToolResult ? started : yield* started
+        const result = started instanceof ToolResult ? started : yield* started
         records[i] = self.record(caller, step, call, result, cached, startedAt)
       }
       return records
     })
   }
 
-  /** Starts one call: unknown tool -> error result; idempotent tool -> through the run's cache (S9). */
+  /** Starts one call: unknown tool -> error result; idempotent tool -> through the run's cache (design: Per-run reuse). */
   private start(
     caller: Invocation.Caller,
     call: LanguageModel.ToolCall
@@ -390,12 +391,12 @@ class Run {
     const tool = this.toolkit.byName.get(call.name)
     if (tool === undefined) {
       const names = this.toolkit.tools.map((t) => t.name).join(", ")
-      return { started: Invocation.ToolResult.failure(`${call.name}: no such tool; the available tools are ${names}`), cached: false }
+      return { started: ToolResult.failure(`${call.name}: no such tool; the available tools are ${names}`), cached: false }
     }
     const options = { taskId: this.runId, toolCallId: call.id }
     if (!tool.idempotent) return { started: Invocation.start(caller, tool, call.arguments, options), cached: false }
     const decoded = Invocation.decode(caller, tool, call.arguments)
-    if (decoded instanceof Invocation.ToolResult) return { started: decoded, cached: false }
+    if (decoded instanceof ToolResult) return { started: decoded, cached: false }
     const key = `${tool.name}\n${Invocation.inputKey(tool, decoded.input)}`
     const use = this.cache.use(key, () => Invocation.startDecoded(caller, tool, decoded.input, options))
     if (!use.cached) return use
@@ -406,7 +407,7 @@ class Run {
     caller: Invocation.Caller,
     step: number,
     call: LanguageModel.ToolCall,
-    result: Invocation.ToolResult,
+    result: ToolResult,
     cached: boolean,
     startedAt: number
   ): ToolCallRecord {

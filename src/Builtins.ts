@@ -1,9 +1,9 @@
 /**
- * Built-in tools (S13). `getTodayDate` is a plain tool to add to an agent's tools. With
+ * Built-in tools (design: Built-ins). `getTodayDate` is a plain tool to add to an agent's tools. With
  * `completion: "explicit"` the agent adds `taskComplete` and `askUser` itself.
  */
 import { Clock, Effect, Option, Schema } from "effect"
-import * as Invocation from "./Invocation.js"
+import { errorText } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
 import { UserPrompt, type UserPromptError } from "./UserPrompt.js"
 
@@ -32,7 +32,7 @@ class NoUserAvailable extends Schema.TaggedError<NoUserAvailable>("agent-tools/N
   {}
 ) {}
 
-/** The text `ask_user` gives when no `UserPrompt` is provided (S13). */
+/** The text `ask_user` gives when no `UserPrompt` is provided (design: Built-ins). */
 export const noUserText = "no user is available to answer"
 
 /** Asks the user through the `UserPrompt` service, when there is one. */
@@ -41,7 +41,7 @@ export const askUser = Tool.make("ask_user", {
   input: { question: Schema.String.annotations({ description: "One clear question" }) },
   output: Schema.String,
   timeout: "15 minutes",
-  errorTransform: (error) => error instanceof NoUserAvailable ? noUserText : Invocation.errorText(error)
+  errorTransform: (error) => error instanceof NoUserAvailable ? noUserText : errorText(error)
 }, ({ question }) =>
   Effect.flatMap(
     Effect.serviceOption(UserPrompt),

@@ -1,5 +1,5 @@
 /**
- * Hooks (S18): what wraps every call, or changes the agent's own state, is a hook, not a tool. A
+ * Hooks (design: Hooks): what wraps every call, or changes the agent's own state, is a hook, not a tool. A
  * tool hook wraps each call that goes through `Invocation` (agent runs, served calls and MCP alike);
  * a turn hook wraps each model turn of the agent loop. Provided as a Layer; they compose in order
  * (the first is outermost). A hook that fails gives the call an error result. None installed: the
@@ -15,7 +15,7 @@ import { UserPrompt } from "./UserPrompt.js"
 /** A call as a tool hook sees it. */
 export interface ToolCall {
   readonly tool: Tool.Any
-  /** The decoded input (after S3's strict decode; hooks never see bad input). */
+  /** The decoded input (after the strict decode of design: Input; hooks never see bad input). */
   readonly input: unknown
   /** Task, call id and deadline; `attempt` is the first attempt's. */
   readonly context: ToolCallInfo

@@ -1,6 +1,6 @@
 /**
- * Reusing outcomes instead of running again. S9: within one agent run, an `idempotent` tool's
- * first outcome for an input is reused for the rest of the run (`RunCache`). S10: a served call
+ * Reusing outcomes instead of running again. Per-run reuse: within one agent run, an `idempotent` tool's
+ * first outcome for an input is reused for the rest of the run (`RunCache`). Delivery dedupe: a served call
  * delivered more than once, keyed by (task id, tool call id), runs once (`Idempotency`).
  */
 import * as Migrator from "@effect/sql/Migrator"
@@ -23,11 +23,12 @@ import {
 import * as Ids from "./Ids.js"
 import * as Claims from "./internal/claimsSql.js"
 import * as Invocation from "./Invocation.js"
+import { ToolResult } from "./ToolResult.js"
 import { Signal } from "./internal/signal.js"
-import { RetryPolicy } from "./RetryPolicy.js"
+import { Timing } from "./Timing.js"
 
 /**
- * The per-run cache of S9: key -> the first outcome, or the call still computing it (single
+ * The per-run cache: key -> the first outcome, or the call still computing it (single
  * flight: a duplicate emitted while the first runs waits for it). Made per run, used only by that
  * run; plain state is enough, since JavaScript runs the lookups and inserts without interleaving.
  */
@@ -39,11 +40,11 @@ export class RunCache {
     const known = this.entries.get(key)
     if (known !== undefined) return { started: known, cached: true }
     const started = start()
-    if (started instanceof Invocation.ToolResult) {
+    if (started instanceof ToolResult) {
       this.entries.set(key, started)
       return { started, cached: false }
     }
-    const done = new Signal<Invocation.ToolResult>()
+    const done = new Signal<ToolResult>()
     this.entries.set(key, done.await)
     return {
       started: started.pipe(
@@ -67,7 +68,7 @@ export class RunCache {
 }
 
 // ---------------------------------------------------------------------------------------------
-// S10: delivery dedupe.
+// Delivery dedupe.
 
 /** A delivered call: the pair is the key, never either half. */
 export interface DeliveryKey {
@@ -83,7 +84,7 @@ export interface ClaimOptions {
   /** An idempotent tool is not re-run after a crash: its outcome is declared unknown instead. */
   readonly idempotent: boolean
   /**
-   * Whether the handler has started (S19). An interrupted call whose handler had not started is
+   * Whether the handler has started (design: Interruption and shutdown). An interrupted call whose handler had not started is
    * released (the next delivery runs it); one whose handler had started may have had its effect, so
    * it is treated like a crash. Without it, an interrupted call counts as started.
    */
@@ -99,13 +100,13 @@ export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempote
   readonly once: (
     key: DeliveryKey,
     claim: ClaimOptions,
-    run: Effect.Effect<Invocation.ToolResult>
-  ) => Effect.Effect<{ readonly result: Invocation.ToolResult; readonly reused: boolean }>
+    run: Effect.Effect<ToolResult>
+  ) => Effect.Effect<{ readonly result: ToolResult; readonly reused: boolean }>
   /** Entries held now (in flight or completed, not yet evicted). */
   readonly size: Effect.Effect<number>
   /** Whether claims and held tasks outlive the process (SQLite: yes; memory: no). */
   readonly durable: boolean
-  /** Records that this agent's serving process holds the task (S19: re-attached after a restart). */
+  /** Records that this agent's serving process holds the task (design: Interruption and shutdown; re-attached after a restart). */
   readonly holdTask: (agentId: string, taskId: string) => Effect.Effect<void>
   /** The task ended (or the platform forgot it): no longer held. */
   readonly releaseTask: (agentId: string, taskId: string) => Effect.Effect<void>
@@ -113,33 +114,33 @@ export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempote
   readonly heldTasks: (agentId: string) => Effect.Effect<ReadonlyArray<string>>
 }>() {}
 
-/** The S19 text of an idempotent call whose earlier attempt was interrupted after its handler started. */
+/** The text of an idempotent call whose earlier attempt was interrupted after its handler started. */
 export const interruptedUnknown = (toolName: string): string =>
   `${toolName}: the earlier attempt was interrupted; its outcome is unknown`
 
-/** What an interrupted first delivery leaves behind (S19): a released claim, or the "unknown" outcome. */
-const afterInterrupt = (claim: ClaimOptions): Invocation.ToolResult | undefined =>
+/** What an interrupted first delivery leaves behind (design: Interruption and shutdown): a released claim, or the "unknown" outcome. */
+const afterInterrupt = (claim: ClaimOptions): ToolResult | undefined =>
   claim.idempotent && (claim.started?.() ?? true)
-    ? Invocation.ToolResult.failure(interruptedUnknown(claim.toolName))
+    ? ToolResult.failure(interruptedUnknown(claim.toolName))
     : undefined
 
 interface Entry {
   readonly expiresAt: number
-  readonly done: Signal<Invocation.ToolResult>
+  readonly done: Signal<ToolResult>
 }
 
 const keyOf = (key: DeliveryKey): string => `${key.taskId}\u0000${key.toolCallId}`
 
 /**
  * The store in memory: a `Ref` of entries, single flight through a `Deferred` per entry, each entry
- * evicted once its tool's timeout has passed (a sweep on `RetryPolicy`'s `dedupeSweep` schedule),
+ * evicted once its tool's timeout has passed (a sweep on `Timing`'s `dedupeSweep` schedule),
  * so memory stays bounded. Lost when the process ends: `layerSql` keeps claims across restarts.
  */
 export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
   Idempotency,
   Effect.gen(function*() {
     const entries = yield* Ref.make(HashMap.empty<string, Entry>())
-    const policy = yield* RetryPolicy
+    const policy = yield* Timing
     const sweep = Effect.flatMap(Clock.currentTimeMillis, (now) =>
       Ref.update(entries, HashMap.filter((entry) => entry.expiresAt > now)))
     yield* Effect.forkScoped(Effect.schedule(sweep, policy.dedupeSweep))
@@ -153,16 +154,16 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
               if (found._tag === "Some" && found.value.expiresAt > now) return [[found.value, true], map]
               const entry: Entry = {
                 expiresAt: now + Duration.toMillis(claim.timeout),
-                done: new Signal<Invocation.ToolResult>()
+                done: new Signal<ToolResult>()
               }
               return [[entry, false], HashMap.set(map, id, entry)]
             }),
-            ([entry, reused]): Effect.Effect<{ readonly result: Invocation.ToolResult; readonly reused: boolean }> =>
+            ([entry, reused]): Effect.Effect<{ readonly result: ToolResult; readonly reused: boolean }> =>
               reused
                 ? Effect.map(entry.done.await, (result) => ({ result, reused }))
                 : run.pipe(
                   Effect.tap((result) => Effect.sync(() => entry.done.succeed(result))),
-                  // Interrupted (S19): an idempotent call whose handler started keeps its entry, with
+                  // Interrupted (design: Interruption and shutdown): an idempotent call whose handler started keeps its entry, with
                   // the "outcome unknown" result; otherwise no claim is left and the next delivery runs.
                   Effect.onInterrupt(() => {
                     const unknown = afterInterrupt(claim)
@@ -209,20 +210,20 @@ export interface SqlOptions {
   readonly poll?: Duration.DurationInput | undefined
 }
 
-/** The text of S10 for an idempotent call whose earlier attempt died before its outcome was written. */
+/** The text for an idempotent call whose earlier attempt died before its outcome was written. */
 export const outcomeUnknown = (toolName: string): string =>
   `${toolName}: the earlier attempt did not finish; its outcome is unknown`
 
-const encodeOutcome = (result: Invocation.ToolResult): string =>
+const encodeOutcome = (result: ToolResult): string =>
   JSON.stringify(result.error === undefined ? { value: result.value } : { error: result.error })
 
-const decodeOutcome = (text: string): Invocation.ToolResult => {
+const decodeOutcome = (text: string): ToolResult => {
   const outcome = JSON.parse(text) as { value?: unknown; error?: string }
-  return new Invocation.ToolResult(outcome.error === undefined ? outcome.value : undefined, outcome.error)
+  return new ToolResult(outcome.error === undefined ? outcome.value : undefined, outcome.error)
 }
 
 /**
- * Claims in a SQLite file (S10), surviving restarts: a claim is written before the handler runs
+ * Claims in a SQLite file (design: Delivery dedupe), surviving restarts: a claim is written before the handler runs
  * (with a lease, renewed while it runs) and completed with the outcome after. A later delivery gets
  * the stored outcome; waits while another owner's lease is live; and when that lease has expired
  * (its process died) re-runs a tool that is not `idempotent`, or answers `outcome unknown` for one
@@ -265,7 +266,7 @@ const describe = (error: unknown): string => {
 
 const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
   Effect.gen(function*() {
-    const policy = yield* RetryPolicy
+    const policy = yield* Timing
     const leaseMillis = Duration.toMillis(Duration.decode(options.lease ?? "10 seconds"))
     const poll = Duration.decode(options.poll ?? "50 millis")
     const instance = yield* Ids.make("process")
@@ -279,7 +280,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
     ))
 
     /** Runs the call as the claim's owner: lease renewed meanwhile, outcome written after. */
-    const runAsOwner = (key: DeliveryKey, owner: string, claim: ClaimOptions, run: Effect.Effect<Invocation.ToolResult>) =>
+    const runAsOwner = (key: DeliveryKey, owner: string, claim: ClaimOptions, run: Effect.Effect<ToolResult>) =>
       Effect.gen(function*() {
         const renewing = yield* Effect.fork(Effect.schedule(
           Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.ignoreLogged(Claims.renew(sql, key, owner, now + leaseMillis))),
@@ -287,7 +288,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
         ))
         const result = yield* run.pipe(
           Effect.ensuring(Fiber.interrupt(renewing)),
-          // Interrupted (S19): an idempotent call whose handler started is completed "outcome
+          // Interrupted (design: Interruption and shutdown): an idempotent call whose handler started is completed "outcome
           // unknown" (if that write fails the claim stays pending, and reads so once its lease ends);
           // any other is released, so that the next delivery runs it.
           Effect.onInterrupt(() => {
@@ -330,7 +331,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
             const taken = yield* orDie(Claims.find(sql, key))
             if (taken?.owner !== owner) continue // someone else took it over first
             if (!claim.idempotent) return yield* runAsOwner(key, owner, claim, run)
-            const unknown = Invocation.ToolResult.failure(outcomeUnknown(claim.toolName))
+            const unknown = ToolResult.failure(outcomeUnknown(claim.toolName))
             yield* orDie(Claims.complete(sql, key, owner, encodeOutcome(unknown)))
             return { result: unknown, reused: false }
           }

@@ -1,10 +1,10 @@
 /**
- * THE pipeline that runs one tool call (DESIGN S3, S5-S8). Agent runs, served calls and MCP all
+ * THE pipeline that runs one tool call (design: Input, Error text, Deadlines, Retries, Call context). Agent runs, served calls and MCP all
  * call `Invocation.run`; none of them decodes, times out, retries or formats errors on its own.
  *
  * Arguments -> size and key checks -> strict decode -> handler (own fiber, deadline, retries,
  * `ToolContext`) -> output encode -> JSON check -> `ToolResult`. Every failure on the way becomes
- * the S5 error text; nothing escapes as a defect.
+ * the error text; nothing escapes as a defect.
  */
 import {
   Cause,
@@ -31,7 +31,7 @@ import {
 } from "effect"
 import * as Hooks from "./Hooks.js"
 import * as Json from "./internal/json.js"
-import { RetryPolicy } from "./RetryPolicy.js"
+import { Timing } from "./Timing.js"
 import * as Tool from "./Tool.js"
 import { CallContext, ToolContext, type ToolCallInfo } from "./ToolContext.js"
 import { errorText, ToolResult } from "./ToolResult.js"
@@ -65,14 +65,14 @@ export class InvocationConfig extends Context.Reference<InvocationConfig>()("age
 export const layerConfig = (config: Partial<Config>): Layer.Layer<InvocationConfig> =>
   Layer.succeed(InvocationConfig, { ...defaultConfig, ...config })
 
-/** A retry about to happen (S7), for progress views and logs. */
+/** A retry about to happen (design: Retries), for progress views and logs. */
 export interface RetryEvent {
   readonly tool: string
   readonly toolCallId: string
   /** The attempt that will run next (2, 3, ...). */
   readonly attempt: number
   readonly delayMillis: number
-  /** The S5 text of the failure being retried. */
+  /** The error text of the failure being retried. */
   readonly error: string
 }
 
@@ -91,19 +91,10 @@ export interface Options {
   readonly deadlineAt?: number | Date | undefined
   /**
    * Called just before the handler runs (after decoding, the deadline check and the hooks that
-   * come first): a call interrupted before it never had an effect (S19).
+   * come first): a call interrupted before it never had an effect (design: Interruption and shutdown).
    */
   readonly onStart?: (() => void) | undefined
 }
-
-export {
-  /** The S5 text of an error value or defect: `<Name>: <message>`. */
-  errorText,
-  /** The outcome of one call: the encoded output in `value`, or the S5 text in `error`. */
-  ToolResult,
-  /** `ToolResult` on the wire: `{ value }` or `{ error }`. */
-  ToolResultFromJson
-} from "./ToolResult.js"
 
 const succeeded = (value: unknown): ToolResult => new ToolResult(value, undefined)
 const failed = (error: string): ToolResult => new ToolResult(undefined, error)
@@ -163,11 +154,11 @@ export const decode = (caller: Caller, tool: Tool.Any, args: unknown): { readonl
   return typeof input === "string" ? failed(cut(input, caller.config.maxErrorLength)) : { input: input.value }
 }
 
-/** `start` for an input `decode` already produced (so a caller can look at it first, as S9's cache does). */
+/** `start` for an input `decode` already produced (so a caller can look at it first; as the per-run cache does). */
 export const startDecoded = (caller: Caller, tool: Tool.Any, input: unknown, options?: Options): Started =>
   launch(caller, tool, input, true, options)
 
-/** S9's key part for an input: canonical JSON of the encoded input (one form for Dates, bigints, defaults). */
+/** The per-run reuse key part for an input: canonical JSON of the encoded input (one form for Dates, bigints, defaults). */
 export const inputKey = (tool: Tool.Any, input: unknown): string => {
   const encoded = compile(tool).encodeInput(input)
   return Either.isRight(encoded) ? Json.canonical(encoded.right) : Json.canonical(input)
@@ -233,7 +224,7 @@ const launch = (
 }
 
 /**
- * Traces a call answered with an earlier outcome (S9, S10) instead of running: a span like any
+ * Traces a call answered with an earlier outcome (design: Per-run reuse, Delivery dedupe) instead of running: a span like any
  * call's, marked `cached`. Returns `started` unchanged when tracing is off.
  */
 export const traceReuse = (caller: Caller, tool: Tool.Any, toolCallId: string, started: Started): Started =>
@@ -308,7 +299,7 @@ const pipeline = (
     onStart?.()
     return execute(caller, tool, compiled, input, info, start, span, undefined)
   }
-  // Hooks installed (S18): they wrap the run of the call; `proceed` may run it again, or not at all.
+  // Hooks installed (design: Hooks): they wrap the run of the call; `proceed` may run it again, or not at all.
   const progress = { attempt: 1 }
   return Hooks.runToolHooks(
     hooks,
@@ -348,7 +339,7 @@ const execute = (
   )
 }
 
-/** The decoded input, or the S5 input error text. */
+/** The decoded input, or the input error text. */
 const decodeArgs = (
   tool: Tool.Any,
   compiled: Compiled,
@@ -379,7 +370,7 @@ const decodeArgs = (
     if (refused !== undefined) return `${tool.name}: invalid input: ${refused}`
     value = args
   }
-  // Arguments are a JSON object (S2: the parameters' type is object), whatever the input Schema says.
+  // Arguments are a JSON object (design: What the model sees; the parameters' type is object), whatever the input Schema says.
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     return `${tool.name}: invalid input: (root): Expected an object, actual ${Array.isArray(value) ? "an array" : JSON.stringify(value)}`
   }
@@ -397,7 +388,7 @@ const decodeArgs = (
   }
 }
 
-/** The S5 reason a value is refused for its nesting, or undefined. */
+/** The reason a value is refused for its nesting, or undefined. */
 const tooDeep = (value: unknown, config: Config): string | undefined =>
   Json.deeperThan(value, config.maxDepth) ? `the value is nested deeper than ${config.maxDepth} levels` : undefined
 
@@ -414,7 +405,7 @@ const outputLimits = (config: Config): Json.Limits => {
 
 /**
  * `result` as the platform may accept it from a serving process for a call of `toolName`: a value
- * past `config`'s output limits becomes the S5 invalid-output result, an error text is cut.
+ * past `config`'s output limits becomes the invalid-output result, an error text is cut.
  */
 export const checkResult = (toolName: string, result: ToolResult, config: Config = defaultConfig): ToolResult => {
   if (result.error !== undefined) {
@@ -448,7 +439,7 @@ const TimedOut = Symbol.for("agent-tools/Invocation/TimedOut")
 type Outcome = Exit.Exit<unknown, unknown> | typeof TimedOut
 
 /**
- * One attempt. The handler's body may be an Effect, a `PromiseLike` or the output itself (S21): a
+ * One attempt. The handler's body may be an Effect, a `PromiseLike` or the output itself (design: Handler shapes): a
  * plain value, or an `Exit` (`Effect.succeed(x)`, `Effect.fail(e)`), is done: there is nothing to
  * run or to interrupt. Any other runs in a fiber of its own, so that the deadline can interrupt it
  * without interrupting the caller; the fiber starts at once on this stack, and a handler that
@@ -516,10 +507,10 @@ const isThenable = (u: unknown): u is PromiseLike<unknown> =>
   typeof u === "object" && u !== null && typeof (u as { then?: unknown }).then === "function"
 
 /**
- * Awaits an async body (S21) on the awaiting fiber: no fiber of its own, since there is nothing of
+ * Awaits an async body (design: Handler shapes) on the awaiting fiber: no fiber of its own, since there is nothing of
  * Effect's to interrupt; the deadline and an interruption abort `call.signal` instead. Both callbacks
  * are attached at once, whatever becomes of the call, so a promise that rejects after the deadline
- * is handled, never an unhandled rejection. A rejection is the call's failure (S5 text of the reason).
+ * is handled, never an unhandled rejection. A rejection is the call's failure (error text of the reason).
  */
 const awaitPromise = (
   caller: Caller,
@@ -589,7 +580,7 @@ const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
 const maxTimerMillis = 2 ** 31 - 1
 
 /**
- * S7: re-run a failed handler up to `tool.retries` times while the tool's rules call the failure
+ * Retries: re-run a failed handler up to `tool.retries` times while the tool's rules call the failure
  * retryable (`mayRetry`), each retry starting before the deadline.
  */
 const withRetries = (
@@ -602,7 +593,7 @@ const withRetries = (
   progress: { attempt: number } | undefined
 ): Effect.Effect<Outcome> =>
   Effect.gen(function*() {
-    const schedule = Context.get(caller.context, RetryPolicy).toolRetry
+    const schedule = Context.get(caller.context, Timing).toolRetry
     yield* warnIfRetriesCannotFit(tool, schedule, start, first.deadlineAt)
     let state = schedule.initial
     let info = first
@@ -633,7 +624,7 @@ const withRetries = (
   })
 
 /**
- * The tool's rules for a failed attempt (S7): every failure and defect of the cause must be
+ * The tool's rules for a failed attempt (design: Retries): every failure and defect of the cause must be
  * retryable. A `permanent` `_tag` never is; `retryable` judges failures of the error channel (not
  * defects, which are not of its type) and only `true` retries. Malformed rules retry nothing.
  */
@@ -683,9 +674,9 @@ const warnIfRetriesCannotFit = (
   })
 
 // ---------------------------------------------------------------------------------------------
-// Outcome -> ToolResult, and the S5 texts.
+// Outcome -> ToolResult, and the error texts.
 
-/** The S5 text of a call stopped at its deadline, `allowedMillis` after it started. */
+/** The error text of a call stopped at its deadline, `allowedMillis` after it started. */
 export const timedOutText = (toolName: string, allowedMillis: number): string =>
   `${toolName} timed out after ${Duration.format(Duration.millis(allowedMillis))}; its outcome is unknown`
 
@@ -712,7 +703,7 @@ const toResult = (
     const reason = tooDeep(value, config) ?? `the output could not be encoded (${errorMessage(error)})`
     return failed(cut(`${tool.name}: invalid output: ${reason}`, config.maxErrorLength))
   }
-  // Bounded in depth and size, so a served answer always fits the platform's frames (S20).
+  // Bounded in depth and size, so a served answer always fits the platform's frames (design: Hostile clients).
   return checkResult(tool.name, succeeded(encoded.right), config)
 }
 

@@ -1,8 +1,8 @@
 /**
- * Any toolkit over the Model Context Protocol (S16), on the official SDK's low-level `Server` (raw
+ * Any toolkit over the Model Context Protocol (design: MCP), on the official SDK's low-level `Server` (raw
  * JSON Schema, no zod of ours): stdio, and Streamable HTTP bound to 127.0.0.1 with Host/Origin
  * checks. `tools/call` goes through `Invocation`; every failure is a result with `isError: true`
- * and the S5 text; a cancelled request interrupts the call. Limits (S20): over HTTP a body limit
+ * and the error text; a cancelled request interrupts the call. Limits (design: Hostile clients): over HTTP a body limit
  * counted while reading, a session cap and an idle expiry; over stdio the SDK's message limit, and
  * an end when stdin closes (success) or the transport fails (the reason logged, a failure).
  */
@@ -30,6 +30,7 @@ import { createServer } from "node:http"
 import type { Readable, Writable } from "node:stream"
 import { Ids } from "./Ids.js"
 import * as Invocation from "./Invocation.js"
+import { ToolResult } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
 import type { ToolContext } from "./ToolContext.js"
 import type * as Toolkit from "./Toolkit.js"
@@ -59,7 +60,7 @@ const withoutIds = (schema: unknown): unknown => {
 const isObjectSchema = (schema: Tool.JsonSchema): boolean =>
   "type" in schema && schema.type === "object" && !("anyOf" in schema)
 
-/** What `tools/list` says of a tool: S2's parameters as `inputSchema`, and an object `outputSchema`. */
+/** What `tools/list` says of a tool: the parameters as `inputSchema`, and an object `outputSchema`. */
 export const describe = (tool: Tool.Any): Listed => {
   const output = Tool.outputJsonSchema(tool)
   const wrapped = !isObjectSchema(output)
@@ -84,7 +85,7 @@ export const describe = (tool: Tool.Any): Listed => {
 }
 
 /** A call's result in MCP's words. */
-const toCallResult = (result: Invocation.ToolResult, wrapped: boolean): CallToolResult => {
+const toCallResult = (result: ToolResult, wrapped: boolean): CallToolResult => {
   if (result.error !== undefined) return { content: [{ type: "text", text: result.error }], isError: true }
   const structured = (wrapped ? { result: result.value } : result.value) as Record<string, unknown>
   return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured }
@@ -225,7 +226,7 @@ export const serveStdio = <R>(
     )
   }))
 
-/** Where the HTTP transport listens, and its limits (S20). */
+/** Where the HTTP transport listens, and its limits (design: Hostile clients). */
 export interface HttpOptions extends Options {
   /** Default 127.0.0.1: only this machine. */
   readonly host?: string | undefined

@@ -1,5 +1,5 @@
 /**
- * The serving side's view of the platform (S14): the protocol's calls, with the token attached,
+ * The serving side's view of the platform (design: Serving): the protocol's calls, with the token attached,
  * transport failures typed. `layer` speaks WebSocket to `PLATFORM_URL`; `layerTest` runs the
  * platform's handlers in the same process, with no sockets, for tests and single-process setups.
  */
@@ -22,7 +22,7 @@ import {
   type ToolCallResult,
   Unauthorized,
   type UnknownTask
-} from "./platform/Protocol.js"
+} from "./protocol/Protocol.js"
 import * as Settings from "./internal/settings.js"
 import * as Wire from "./platform/Wire.js"
 import type * as Toolkit from "./Toolkit.js"
@@ -150,7 +150,7 @@ export interface LayerOptions {
  * The platform at `PLATFORM_URL` (`ws://host:port/rpc`) over WebSocket, on the protocol's own
  * wire (platform/Wire.ts), the token sent once with the upgrade. The connection opens with the
  * first call and again with the first call after it dropped; calls in flight when it drops fail
- * with `PlatformUnavailable` (Serve retries them on `RetryPolicy.reconnect`).
+ * with `PlatformUnavailable` (Serve retries them on `Timing.reconnect`).
  */
 export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, MissingSetting> =>
   Layer.scoped(

@@ -1,5 +1,5 @@
 /**
- * Serving tools to the platform (S14, S10): register the toolkit for `AGENT_ID`, heartbeat on a
+ * Serving tools to the platform (design: Serving, Delivery dedupe): register the toolkit for `AGENT_ID`, heartbeat on a
  * Schedule, republish when the tools change, deregister on the way out; submit tasks and run the
  * tool calls the platform delivers on their streams, at least once, deduplicated, inside deadlines.
  */
@@ -26,6 +26,7 @@ import { createHash } from "node:crypto"
 import * as Ids from "./Ids.js"
 import { Idempotency, layerMemory, layerSql, type StoreUnavailable } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
+import { ToolResult } from "./ToolResult.js"
 import * as Json from "./internal/json.js"
 import * as Settings from "./internal/settings.js"
 import type {
@@ -35,9 +36,9 @@ import type {
   ToolCallResult,
   Unauthorized,
   UnknownTask
-} from "./platform/Protocol.js"
+} from "./protocol/Protocol.js"
 import { type MissingSetting, PlatformClient, type PlatformUnavailable, required } from "./PlatformClient.js"
-import { RetryPolicy } from "./RetryPolicy.js"
+import { Timing } from "./Timing.js"
 import type { ToolContext } from "./ToolContext.js"
 import type * as Toolkit from "./Toolkit.js"
 
@@ -157,8 +158,8 @@ export interface MakeOptions {
 
 /**
  * Registers `toolkit` and keeps it registered for as long as the scope lives: a heartbeat fiber
- * on `RetryPolicy`'s `heartbeat` schedule; with a durable store, the unfinished tasks held before a
- * restart attached again. When the scope closes (S19): no new delivery is started, the calls still
+ * on `Timing`'s `heartbeat` schedule; with a durable store, the unfinished tasks held before a
+ * restart attached again. When the scope closes (design: Interruption and shutdown): no new delivery is started, the calls still
  * running get `shutdownGrace`, what is left is interrupted, their answers go out, then a
  * best-effort deregistration. Reads `AGENT_ID`; the `PlatformClient` beneath reads `PLATFORM_TOKEN`
  * (and `PLATFORM_URL`).
@@ -170,7 +171,7 @@ export const make = <R>(
   Effect.gen(function*() {
     const agentId = yield* required("AGENT_ID", Config.string("AGENT_ID"))
     const client = yield* PlatformClient
-    const policy = yield* RetryPolicy
+    const policy = yield* Timing
     const { byDefault, store } = yield* storeFromConfig
     const grace = Duration.decode(options?.shutdownGrace ?? defaultShutdownGrace)
     const processId = yield* Ids.make("process")
@@ -236,7 +237,7 @@ export const make = <R>(
       (error: ServeError) => error._tag === "PlatformUnavailable"
     )
     /**
-     * Retried on `RetryPolicy.reconnect` while the platform is away; the schedule is set up only
+     * Retried on `Timing.reconnect` while the platform is away; the schedule is set up only
      * then, the failed attempt counting as its first (the same delays as retrying from the start).
      */
     const awayRetried = <A, E extends ServeError>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
@@ -278,20 +279,20 @@ export const make = <R>(
         return Effect.void
       })
 
-    /** Runs one delivered call through dedupe (S10) and Invocation, and answers the platform. */
+    /** Runs one delivered call through dedupe (design: Delivery dedupe) and Invocation, and answers the platform. */
     const handle = (event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>): Effect.Effect<void> =>
       Effect.flatMap(Ref.get(current), ({ toolkit }) => {
         const tool = toolkit.byName.get(event.name)
-        // Whether the handler started: an interruption before it leaves nothing behind (S19).
+        // Whether the handler started: an interruption before it leaves nothing behind (design: Interruption and shutdown).
         let started = false
         const call = tool === undefined
-          ? Effect.succeed(Invocation.ToolResult.failure(`${event.name}: this process does not serve this tool`))
+          ? Effect.succeed(ToolResult.failure(`${event.name}: this process does not serve this tool`))
           : Invocation.run(tool, event.arguments, {
             taskId: event.taskId,
             toolCallId: event.toolCallId,
             deadlineAt: event.deadlineAt,
             onStart: () => void (started = true)
-          }) as Effect.Effect<Invocation.ToolResult>
+          }) as Effect.Effect<ToolResult>
         return Effect.flatMap(
           store.once(event, {
             toolName: event.name,
@@ -449,7 +450,7 @@ export const make = <R>(
       }
     }
 
-    // Runs first when the scope closes (S19): drain, then (finalizers above) deregister and close.
+    // Runs first when the scope closes (design: Interruption and shutdown): drain, then (finalizers above) deregister and close.
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         draining = true

@@ -1,6 +1,6 @@
 /**
  * A tool: a name, a description the model reads, Schema-typed input and output, a timeout, and a
- * handler (DESIGN S1, S2). A tool is plain data plus a function; `Invocation` runs it.
+ * handler (design: Tools, What the model sees). A tool is plain data plus a function; `Invocation` runs it.
  */
 import { Duration, Either, JSONSchema, Schema, type Effect } from "effect"
 import type { Call } from "./ToolContext.js"
@@ -11,28 +11,28 @@ export const TypeId: unique symbol = Symbol.for("agent-tools/Tool")
 /** The JSON Schema shape we hand to models and MCP clients. */
 export type JsonSchema = JSONSchema.JsonSchema7Root
 
-/** What the model sees of a tool (S2). */
+/** What the model sees of a tool (design: What the model sees). */
 export interface Definition {
   readonly name: string
   readonly description: string
   readonly parameters: JsonSchema
 }
 
-/** Why a tool's Schemas cannot be shown to a model; `Toolkit.make` reports these as S4 violations. */
+/** Why a tool's Schemas cannot be shown to a model; `Toolkit.make` reports these as limit violations. */
 export interface SchemaProblem {
   readonly rule: "input-json" | "output-json" | "input-object"
   readonly message: string
 }
 
-/** Turns a handler failure or defect into the text the model reads instead of the default S5 text. */
+/** Turns a handler failure or defect into the text the model reads instead of the default error text. */
 export type ErrorTransform = (error: unknown) => string
 
-/** Says whether a handler failure may be retried: only `true` retries; a throw counts as `false` (S7). */
+/** Says whether a handler failure may be retried: only `true` retries; a throw counts as `false` (design: Retries). */
 export type Retryable<E> = (error: E) => boolean
 
 /**
  * A tool whose handler takes `Input`, yields `Output`, fails with `E` and needs `R`; `Body` is what
- * the handler returns: an Effect, a `PromiseLike` (an async function) or the output itself (S21).
+ * the handler returns: an Effect, a `PromiseLike` (an async function) or the output itself (design: Handler shapes).
  */
 export interface Tool<Name extends string, Input, Output, E = never, R = never, Body = Effect.Effect<Output, E, R>> {
   readonly [TypeId]: typeof TypeId
@@ -44,10 +44,10 @@ export interface Tool<Name extends string, Input, Output, E = never, R = never, 
   readonly output: Schema.Schema<Output, unknown>
   readonly timeout: Duration.Duration
   readonly retries: number
-  /** `_tag`s of failures and defects that are never retried (S7). Default empty. */
+  /** `_tag`s of failures and defects that are never retried (design: Retries). Default empty. */
   readonly permanent: ReadonlyArray<string>
   /**
-   * Which failures of the error channel may be retried (S7); `undefined`: all but `permanent`. Typed
+   * Which failures of the error channel may be retried (design: Retries); `undefined`: all but `permanent`. Typed
    * over `unknown` so that a tool stays covariant in `E`: it is only ever given the handler's failures.
    */
   readonly retryable: Retryable<unknown> | undefined
@@ -56,7 +56,7 @@ export interface Tool<Name extends string, Input, Output, E = never, R = never, 
   readonly needsApproval: boolean
   readonly errorTransform: ErrorTransform | undefined
   /**
-   * The handler, callable directly in a unit test: no `ToolContext` is provided then (S8); one that
+   * The handler, callable directly in a unit test: no `ToolContext` is provided then (design: Call context); one that
    * reads its second argument is given `ToolContext.makeCall()`.
    */
   readonly handler: (input: Input, call?: Call) => Body
@@ -83,7 +83,7 @@ export type InputOf<I> = I extends Schema.Schema.Any ? Schema.Schema.Type<I>
   : I extends Schema.Struct.Fields ? Schema.Struct.Type<I>
   : never
 
-/** Options of `Tool.make` (S1); `E` is the handler's failure type, which `retryable` is given. */
+/** Options of `Tool.make` (design: Tools); `E` is the handler's failure type, which `retryable` is given. */
 export interface Options<I, O, E = unknown> {
   /** What the tool does and when to use it: the model reads this (1..1024 characters). */
   readonly description: string
@@ -93,7 +93,7 @@ export interface Options<I, O, E = unknown> {
   readonly output?: Schema.Schema<O, any> | undefined
   /** Required: how long one call may run (at most 3600 s). */
   readonly timeout: Duration.DurationInput
-  /** Re-runs of a failed handler, inside the deadline (S7). Default 0. */
+  /** Re-runs of a failed handler, inside the deadline (design: Retries). Default 0. */
   readonly retries?: number | undefined
   /**
    * `_tag`s of failures never retried, like `["NotFound", "Declined"]`: such a failure ends the call
@@ -107,11 +107,11 @@ export interface Options<I, O, E = unknown> {
    * parameter (`(error: NotFound | Busy) => ...`): TypeScript types the options before the handler.
    */
   readonly retryable?: Retryable<NoInfer<E>> | undefined
-  /** The same input may reuse an earlier outcome instead of running again (S9, S10). Default false. */
+  /** The same input may reuse an earlier outcome instead of running again (design: Per-run reuse, Delivery dedupe). Default false. */
   readonly idempotent?: boolean | undefined
-  /** With `Hooks.approval` installed, each call waits for a person's yes (S18). Default false. */
+  /** With `Hooks.approval` installed, each call waits for a person's yes (design: Hooks). Default false. */
   readonly needsApproval?: boolean | undefined
-  /** Replaces the S5 text of handler failures and defects; fails closed to `tool <name> failed`. */
+  /** Replaces the text of handler failures and defects; fails closed to `tool <name> failed`. */
   readonly errorTransform?: ErrorTransform | undefined
 }
 
@@ -119,7 +119,7 @@ export interface Options<I, O, E = unknown> {
  * Makes a tool. Never throws: a Schema that JSON cannot express, a bad timeout, a handler that is
  * not a function and the like are kept on the tool and reported, all at once, by `Toolkit.make`.
  *
- * The handler is `(input, call) => body` whatever its shape (S21): an Effect (which reads
+ * The handler is `(input, call) => body` whatever its shape (design: Handler shapes): an Effect (which reads
  * `ToolContext`), a `PromiseLike` (an async function: `call.signal` aborts at the deadline; a
  * rejection is the call's failure), or the output itself (a plain function, run inline; a throw is
  * a defect). `call` is the `ToolContext.Call`: ids, attempt, deadline, `signal`, `remaining()`.
@@ -178,7 +178,7 @@ export function make(
     idempotent: options.idempotent ?? false,
     needsApproval: options.needsApproval ?? false,
     errorTransform: options.errorTransform,
-    // The pipeline always passes the call; a direct call in a test may leave it out (S21).
+    // The pipeline always passes the call; a direct call in a test may leave it out (design: Handler shapes).
     handler: handler as Any["handler"],
     schemas: computeSchemas(input, output)
   }
@@ -205,7 +205,7 @@ export const isPermanentList = (u: unknown): u is ReadonlyArray<string> =>
 export const isTool = (u: unknown): u is Any => typeof u === "object" && u !== null && TypeId in u
 
 /**
- * What the model sees: `{ name, description, parameters }` (S2). Computed once, when the tool was
+ * What the model sees: `{ name, description, parameters }` (design: What the model sees). Computed once, when the tool was
  * made. Throws for a tool whose Schemas JSON cannot express; `Toolkit.make` reports those first.
  */
 export const jsonSchema = (tool: Any): Definition => {
@@ -233,7 +233,7 @@ const computeSchemas = (
   let parameters = toJsonSchema(input, "input", problems)
   if (parameters !== undefined) {
     if (isEmptyStruct(parameters)) {
-      // Effect renders `{}` as object-or-array; a model needs an object (S2).
+      // Effect renders `{}` as object-or-array; a model needs an object (design: What the model sees).
       parameters = emptyObject
     } else if (!("type" in parameters) || parameters.type !== "object") {
       problems.push({ rule: "input-object", message: "input must be a Schema.Struct (JSON Schema type object)" })

@@ -1,5 +1,5 @@
 /**
- * The per-call context (DESIGN S8): which task and tool call a handler is serving, which attempt
+ * The per-call context (design: Call context): which task and tool call a handler is serving, which attempt
  * this is, and when its deadline falls. `Invocation` provides it; a handler reads it with
  * `yield* ToolContext.ToolContext` or, when it may run outside a call, `yield* ToolContext.current`.
  */
@@ -38,7 +38,7 @@ export const isExpiring: Effect.Effect<boolean, never, ToolContext> = Effect.fla
 )
 
 /**
- * The second argument of every handler (S21): the call's context for a body that is not an Effect,
+ * The second argument of every handler (design: Handler shapes): the call's context for a body that is not an Effect,
  * an async or a plain function. Its clock is the caller's, so `TestClock` drives `remaining`.
  */
 export interface Call extends ToolCallInfo {

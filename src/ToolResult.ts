@@ -1,7 +1,7 @@
-/** The outcome of one tool call (S5): the encoded output in `value`, or the error text in `error`. */
+/** The outcome of one tool call (design: Error text): the encoded output in `value`, or the error text in `error`. */
 import { Schema } from "effect"
 
-/** The outcome of one call: the encoded output in `value`, or the S5 text in `error`. */
+/** The outcome of one call: the encoded output in `value`, or the error text in `error`. */
 export class ToolResult {
   /** A failed result whose text is `error`. */
   static failure(error: string): ToolResult {
@@ -11,7 +11,7 @@ export class ToolResult {
   constructor(
     /** The encoded output (plain JSON), when the call succeeded. */
     readonly value: unknown,
-    /** The S5 error text the model reads, when it did not. */
+    /** The error text the model reads, when it did not. */
     readonly error: string | undefined
   ) {}
   /** True when the call produced a value: derived, never set. */
@@ -36,7 +36,7 @@ export const ToolResultFromJson: Schema.Schema<ToolResult, { readonly value?: un
   )
 
 
-/** The S5 text of an error value or defect: `<Name>: <message>`. */
+/** The error text of an error value or defect: `<Name>: <message>`. */
 export const errorText = (error: unknown): string => {
   if (typeof error !== "object" || error === null) return `Error: ${String(error)}`
   const record = error as Record<string, unknown>

@@ -1,5 +1,5 @@
 /**
- * A validated set of tools and its manifest (DESIGN S4). `Toolkit.make` checks every limit at
+ * A validated set of tools and its manifest (design: Limits). `Toolkit.make` checks every limit at
  * once and reports each violation with the tool and the rule it breaks.
  */
 import { Duration, Effect, Either, Schema } from "effect"
@@ -73,13 +73,13 @@ export interface Toolkit<out R = any> {
   readonly tools: ReadonlyArray<Tool.Any>
   /** Tools by name. */
   readonly byName: ReadonlyMap<string, Tool.Any>
-  /** What each tool shows a model (S2), in toolkit order; computed once. */
+  /** What each tool shows a model (design: What the model sees), in toolkit order; computed once. */
   readonly definitions: ReadonlyArray<Tool.Definition>
   /** The manifest a server registers. */
   readonly manifest: ReadonlyArray<ManifestEntry>
 }
 
-/** Validates `tools` against every S4 limit; fails with all violations at once. */
+/** Validates `tools` against every limit; fails with all violations at once. */
 export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
   ...tools: Tools
 ): Effect.Effect<Toolkit<Tool.Requirements<Tools[number]>>, ManifestError> => Effect.suspend(() => makeEither(tools))
@@ -109,7 +109,7 @@ export const makeEither = <const Tools extends ReadonlyArray<Tool.Any>>(
   })
 }
 
-/** Every S4 violation of a set of tools (empty when it is valid). */
+/** Every limit violation of a set of tools (empty when it is valid). */
 export const validate = (tools: ReadonlyArray<Tool.Any>): Array<Violation> => {
   const violations = checkEntries(tools.map((tool) => ({
     name: tool.name,
@@ -151,7 +151,7 @@ export const validate = (tools: ReadonlyArray<Tool.Any>): Array<Violation> => {
   return violations
 }
 
-/** The S4 rules that need only a manifest's data: the platform applies them to what it receives. */
+/** The limit rules that need only a manifest's data: the platform applies them to what it receives. */
 export const checkEntries = (
   entries: ReadonlyArray<{
     readonly name: string

@@ -1,5 +1,5 @@
 /**
- * Asking the user a question (`ask_user`, S13). Optional: without it, `ask_user` answers that no
+ * Asking the user a question (design: Built-ins; `ask_user`). Optional: without it, `ask_user` answers that no
  * user is available. `layerTerminal` asks on the terminal; `layerTest` answers from a list.
  */
 import * as Terminal from "@effect/platform/Terminal"

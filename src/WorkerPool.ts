@@ -1,5 +1,5 @@
 /**
- * CPU-bound tool bodies on a pool of worker threads (DESIGN S21), so the event loop is never
+ * CPU-bound tool bodies on a pool of worker threads (design: Handler shapes), so the event loop is never
  * blocked. Closures cannot cross threads: a module the workers load declares the functions
  * (`WorkerPool.serve({ digest })`), and a tool's handler asks the pool to run one by name
  * (`(input) => pool.run("digest", input)`), an Effect like any other body, through the same pipeline.
@@ -22,7 +22,7 @@ export class JobFailed extends Schema.TaggedError<JobFailed>("agent-tools/Worker
 
 /**
  * What a failed job is to the caller: `_tag` is the thrown error's name, so the model reads
- * `RangeError: ...` (S5) and `permanent` matches it, as for a body run in the process.
+ * `RangeError: ...` (design: Error text) and `permanent` matches it, as for a body run in the process.
  */
 export class JobError extends Error {
   constructor(readonly _tag: string, message: string) {
@@ -54,7 +54,7 @@ export class RunJob extends Schema.TaggedRequest<RunJob>()("RunJob", {
 export interface WorkerPool {
   /**
    * Runs `fn` of the worker module on `input` in a free worker; waits for one when all are busy.
-   * `A` is taken on trust: the tool's output Schema checks the value (S5 invalid output).
+   * `A` is taken on trust: the tool's output Schema checks the value (invalid output).
    */
   readonly run: <A = unknown>(fn: string, input: unknown) => Effect.Effect<A, JobError | WorkerCrashed>
   /** Workers started so far (the first `size`, plus one per replaced worker). */
@@ -135,7 +135,7 @@ const tsBootstrap = (module: URL): string => {
 
 /**
  * In the worker module: serves `functions` to the pool, each `(input) => output` (sync or async).
- * A throw is the job's failure, its name and message kept for the S5 text.
+ * A throw is the job's failure, its name and message kept for the error text.
  */
 export const serve = (functions: Readonly<Record<string, (input: any) => unknown>>): void => {
   const runner = WorkerRunner.layerSerialized(RunJob, {

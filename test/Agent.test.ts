@@ -7,7 +7,7 @@ import {
   Invocation,
   LanguageModel,
   Model,
-  RetryPolicy,
+  Timing,
   Tool,
   UserPrompt
 } from "../src/index.js"
@@ -32,7 +32,7 @@ const sleeper = (name: string, millis: number) =>
   Tool.make(name, { description: `Sleeps ${millis} ms.`, input: {}, output: Schema.String, timeout: "10 seconds" }, () =>
     Effect.as(Effect.sleep(millis), name))
 
-describe("Agent: tool execution (S11)", () => {
+describe("Agent: tool execution (design: Calls in a turn)", () => {
   const threeSleepers = [sleeper("t20", 20), sleeper("t30", 30), sleeper("t50", 50)]
   const script = (seen: Array<number>) =>
     LanguageModel.layerScripted([
@@ -82,7 +82,7 @@ describe("Agent: tool execution (S11)", () => {
   })
 })
 
-describe("Agent: per-run idempotency (S9)", () => {
+describe("Agent: per-run idempotency (design: Per-run reuse)", () => {
   const refundTool = () => {
     const runs = { count: 0 }
     const tool = Tool.make("issue_refund", {
@@ -200,7 +200,7 @@ describe("Agent: per-run idempotency (S9)", () => {
 
 class OutOfStock extends Schema.TaggedError<OutOfStock>()("OutOfStock", { message: Schema.String }) {}
 
-describe("Agent: errors go back to the model (S12)", () => {
+describe("Agent: errors go back to the model (design: The loop)", () => {
   it.effect("a failing tool, an unknown tool and malformed arguments reach the next request; the run completes", () =>
     Effect.gen(function*() {
       const reserve = Tool.make("reserve", { description: "Reserve.", input: { sku: Schema.String }, timeout: "1 second" }, (
@@ -221,7 +221,7 @@ describe("Agent: errors go back to the model (S12)", () => {
       { text: "sorry" }
     ]))))
 
-  it.effect("the toolkit's S4 check runs at the first run, which fails with the ManifestError", () =>
+  it.effect("the toolkit's limits check runs at the first run, which fails with the ManifestError", () =>
     Effect.gen(function*() {
       const agent = Agent.make({ tools: [Tool.make("finish", { description: "x", input: {}, timeout: "1 second" }, () => Effect.void)] })
       const error = yield* Effect.flip(Agent.run(agent, "go"))
@@ -243,7 +243,7 @@ describe("Agent: errors go back to the model (S12)", () => {
     ))))
 })
 
-describe("Agent: built-ins (S13)", () => {
+describe("Agent: built-ins (design: Built-ins)", () => {
   it.effect("task_complete ends the run with its argument, after the calls beside it", () =>
     Effect.gen(function*() {
       yield* TestClock.adjust("1 day")
@@ -347,7 +347,7 @@ describe("Agent.stream", () => {
     }).pipe(Effect.provide(LanguageModel.layerScripted([]))))
 })
 
-const fastRetry = RetryPolicy.layer({ modelRetry: Schedule.exponential("100 millis").pipe(Schedule.intersect(Schedule.recurs(4))) })
+const fastRetry = Timing.layer({ modelRetry: Schedule.exponential("100 millis").pipe(Schedule.intersect(Schedule.recurs(4))) })
 
 describe("Agent: model failures", () => {
   const flaky = (failures: Array<LanguageModel.ModelError>) =>
@@ -417,7 +417,7 @@ class RecordedSpan implements Tracer.Span {
   }
 }
 
-describe("Agent: spans (S17)", () => {
+describe("Agent: spans (design: Observability)", () => {
   it.effect("a run is one span, with a child span per model turn and per tool call", () => {
     const spans: Array<Tracer.Span> = []
     const tracer = Tracer.make({

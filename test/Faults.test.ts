@@ -1,9 +1,9 @@
 /**
- * Faults (issue 9): a model provider that answers 429, 500, or garbage, against a real HTTP server
+ * Faults: a model provider that answers 429, 500, or garbage, against a real HTTP server
  * on 127.0.0.1 speaking each provider's wire format, and a tool that hangs past its deadline. Each
- * fault ends as the contract says: transient ones are retried on `RetryPolicy.modelRetry` and the
+ * fault ends as the contract says: transient ones are retried on `Timing.modelRetry` and the
  * run completes; garbage is a typed, non-retried failure naming the provider and what was wrong;
- * a hanging call ends at its deadline with the S5 timeout text and the run goes on. Never a defect,
+ * a hanging call ends at its deadline with the timeout text and the run goes on. Never a defect,
  * never a hang, never a lost call.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -63,7 +63,7 @@ const countCalls = (result: Agent.RunResult) => {
 const live = (millis: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))
 const arrived = (server: FixtureServer, n: number) => Effect.promise(() => server.waitFor(n))
 
-/** The run on the provider's real layer, pointed at the fixture server; the default `RetryPolicy`. */
+/** The run on the provider's real layer, pointed at the fixture server; the default `Timing`. */
 const runOn = (p: Provider, server: FixtureServer) =>
   Agent.run(agent, prompt).pipe(
     Effect.provide(Model.layer(p.model).pipe(
@@ -208,7 +208,7 @@ for (const p of providers) {
 }
 
 describe("faults, a tool that hangs past its deadline", () => {
-  it.effect("the call ends at its deadline with the S5 timeout text, the handler is interrupted, the run goes on", () =>
+  it.effect("the call ends at its deadline with the timeout text, the handler is interrupted, the run goes on", () =>
     Effect.gen(function*() {
       const handler = { started: 0, finalized: 0 }
       const hang = Tool.make("wait_for_godot", {

@@ -6,7 +6,6 @@ import {
   Agent,
   Hooks,
   Ids,
-  Invocation,
   LanguageModel,
   PlatformClient,
   PlatformServer,
@@ -15,9 +14,10 @@ import {
   Toolkit,
   UserPrompt
 } from "../src/index.js"
+import { ToolResult } from "../src/ToolResult.js"
 
 type Outcome = { readonly value?: unknown; readonly error?: string }
-const outcome = (result: Invocation.ToolResult): Outcome =>
+const outcome = (result: ToolResult): Outcome =>
   result.error === undefined ? { value: result.value } : { error: result.error }
 
 const script = (name: string, args: unknown): ReadonlyArray<LanguageModel.ScriptedTurn> => [
@@ -41,7 +41,7 @@ const viaServe = (toolkit: Toolkit.Toolkit<never>, hooks: Layer.Layer<never>, na
     const events = yield* Stream.runCollect(served.submitTask("go"))
     const completed = [...events].find((e) => e._tag === "ToolCallCompleted")
     assert.isDefined(completed)
-    return outcome((completed as { result: Invocation.ToolResult }).result)
+    return outcome((completed as { result: ToolResult }).result)
   }).pipe(
     Effect.scoped,
     Effect.provide(Layer.mergeAll(
@@ -78,7 +78,7 @@ const counted = () => {
   return { runs, person }
 }
 
-describe("Hooks: the same hook through an agent run, a served call and an MCP call (S18)", () => {
+describe("Hooks: the same hook through an agent run, a served call and an MCP call (design: Hooks)", () => {
   it.live("a hook that denies: an error result with its reason, the handler never ran", () =>
     Effect.gen(function*() {
       const { person, runs } = counted()
@@ -86,7 +86,7 @@ describe("Hooks: the same hook through an agent run, a served call and an MCP ca
       const deny = Hooks.layer({
         tool: [(call, proceed) =>
           call.tool.name === "person"
-            ? Effect.succeed(Invocation.ToolResult.failure("person: denied by policy"))
+            ? Effect.succeed(ToolResult.failure("person: denied by policy"))
             : proceed]
       })
       const outcomes = yield* throughAllPaths(toolkit, deny, "person", { id: "p1" })
@@ -106,7 +106,7 @@ describe("Hooks: the same hook through an agent run, a served call and an MCP ca
         tool: [(_, proceed) =>
           Effect.map(proceed, (result) =>
             result.success
-              ? new Invocation.ToolResult({ ...(result.value as object), ssn: "***" }, undefined)
+              ? new ToolResult({ ...(result.value as object), ssn: "***" }, undefined)
               : result)]
       })
       const outcomes = yield* throughAllPaths(toolkit, redact, "person", { id: "p1" })

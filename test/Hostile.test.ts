@@ -15,12 +15,13 @@ import {
   LanguageModel,
   PlatformClient,
   PlatformServer,
-  RetryPolicy,
+  Timing,
   Serve,
   type Tool,
   Toolkit,
   UserPrompt
 } from "../src/index.js"
+import { ToolResult } from "../src/ToolResult.js"
 
 /** Ways to spoil a valid argument object. */
 const mutations: ReadonlyArray<readonly [string, (valid: Record<string, unknown>, text: string) => unknown]> = [
@@ -83,7 +84,7 @@ const hostile = fc.constantFrom(...tools).chain((tool) =>
 )
 
 // Retries without the real backoff: valid refunds fail transiently or with NotFound and are retried.
-const backend = Layer.mergeAll(Backend.layer, UserPrompt.layerTest([]), RetryPolicy.layer({ toolRetry: Schedule.spaced("1 millis") }))
+const backend = Layer.mergeAll(Backend.layer, UserPrompt.layerTest([]), Timing.layer({ toolRetry: Schedule.spaced("1 millis") }))
 
 /** The counted twin of a demo tool. */
 const twin = (counted: ReadonlyArray<Tool.Any>, tool: Tool.Any): Tool.Any => counted.find((t) => t.name === tool.name)!
@@ -98,7 +99,7 @@ describe("hostile input (10x under npm run soak)", () => {
           fc.asyncProperty(hostile, async ({ args, tool }) => {
             figures.tried++
             const exit = await Effect.runPromiseExit(
-              Invocation.run(twin(countedTools, tool), args).pipe(Effect.provide(backend)) as Effect.Effect<Invocation.ToolResult>
+              Invocation.run(twin(countedTools, tool), args).pipe(Effect.provide(backend)) as Effect.Effect<ToolResult>
             )
             if (!Exit.isSuccess(exit)) {
               figures.defects++
@@ -118,7 +119,7 @@ describe("hostile input (10x under npm run soak)", () => {
           fc.asyncProperty(fc.constantFrom(...tools).chain((tool) => validArguments(tool).map((text) => ({ tool, text }))), async ({ text, tool }) => {
             const before = runs.count
             const exit = await Effect.runPromiseExit(
-              Invocation.run(twin(countedTools, tool), text).pipe(Effect.provide(backend)) as Effect.Effect<Invocation.ToolResult>
+              Invocation.run(twin(countedTools, tool), text).pipe(Effect.provide(backend)) as Effect.Effect<ToolResult>
             )
             return Exit.isSuccess(exit) && !(exit.value.error ?? "").includes("invalid input") && runs.count > before
           }),
@@ -127,7 +128,7 @@ describe("hostile input (10x under npm run soak)", () => {
       )
     }), scale(60_000, 600_000))
 
-  it.live("through MCP: an isError result with the S5 text, the handler never reached, the server still answers", () =>
+  it.live("through MCP: an isError result with the error text, the handler never reached, the server still answers", () =>
     Effect.gen(function*() {
       const { runs, tools: countedTools } = counted()
       const figures = { tried: 0, defects: 0 }

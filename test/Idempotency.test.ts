@@ -6,12 +6,13 @@ import { Context, Duration, Effect, Fiber, Layer, Schedule, Schema, TestClock } 
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Idempotency, Invocation, RetryPolicy, Tool, ToolContext } from "../src/index.js"
+import { Idempotency, Invocation, Timing, Tool, ToolContext } from "../src/index.js"
 import * as ClaimsSql from "../src/internal/claimsSql.js"
 import * as JournalSql from "../src/internal/journalSql.js"
 import * as Journal from "../src/platform/Journal.js"
 import { claimsFile, dropClaimsTable, readOnly } from "./support/claimsFile.js"
 import { record, scale } from "./support/figures.js"
+import { ToolResult } from "../src/ToolResult.js"
 
 const store = Idempotency.Idempotency
 const key = { taskId: "task-1", toolCallId: "call-1" }
@@ -48,7 +49,7 @@ const withStore = <A, E>(
 ) => Effect.scoped(Effect.flatMap(make, (layer) => Effect.provide(body, layer)))
 
 for (const [name, make] of stores) {
-  describe(`Idempotency (S10), ${name} store`, () => {
+  describe(`Idempotency (design: Delivery dedupe), ${name} store`, () => {
     it.effect("claim, complete, reuse: a redelivery runs nothing and gets the same result", () =>
       withStore(make, Effect.gen(function*() {
         const { runs, tool } = counter()
@@ -97,7 +98,7 @@ for (const [name, make] of stores) {
     it.effect("entries are removed once their tool's timeout has passed", () =>
       withStore(make, Effect.gen(function*() {
         const dedupe = yield* store
-        const done = Effect.succeed(Invocation.ToolResult.failure("x"))
+        const done = Effect.succeed(ToolResult.failure("x"))
         for (let i = 0; i < 50; i++) yield* dedupe.once({ taskId: "t", toolCallId: `c${i}` }, claim, done)
         assert.strictEqual(yield* dedupe.size, 50)
         yield* TestClock.adjust("29 seconds")
@@ -159,7 +160,7 @@ for (const [name, make] of stores) {
         const { result, reused } = yield* Fiber.join(second)
         assert.deepStrictEqual([result.value, reused], ["ok", false])
         assert.deepStrictEqual(attempts, [1, 2, 1, 2, 3])
-      }).pipe(Effect.provide(RetryPolicy.layer({ toolRetry: Schedule.spaced("100 millis") })))))
+      }).pipe(Effect.provide(Timing.layer({ toolRetry: Schedule.spaced("100 millis") })))))
   })
 }
 
@@ -195,7 +196,7 @@ describe("Idempotency.layerMemory", () => {
   it.effect("100,000 completed calls leave the store empty once their timeouts pass", () =>
     withStore(Effect.succeed(Idempotency.layerMemory), Effect.gen(function*() {
       const dedupe = yield* store
-      const done = Effect.succeed(Invocation.ToolResult.failure("x"))
+      const done = Effect.succeed(ToolResult.failure("x"))
       for (let i = 0; i < 100_000; i++) yield* dedupe.once({ taskId: "t", toolCallId: `c${i}` }, claim, done)
       assert.strictEqual(yield* dedupe.size, 100_000)
       yield* TestClock.adjust("31 seconds")

@@ -1,9 +1,9 @@
-// These tests fail with plain Errors on purpose: S5 says what the model reads for them.
+// These tests fail with plain Errors on purpose: the error text rules (design: Error text) say what the model reads for them.
 // @effect-diagnostics globalErrorInEffectFailure:off lazyPromiseInEffectSync:off
 import { assert, describe, it } from "@effect/vitest"
 import { Data, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Schedule, Schema, TestClock } from "effect"
 import * as fc from "fast-check"
-import { Hooks, Invocation, RetryPolicy, Tool, ToolContext } from "../src/index.js"
+import { Hooks, Invocation, Timing, Tool, ToolContext } from "../src/index.js"
 
 /** A tool whose handler counts its runs. */
 const counting = <I extends Schema.Struct.Fields>(name: string, input: I) => {
@@ -26,7 +26,7 @@ const orderInput = {
 
 const validOrder = { order: { id: "ord-1", customer: { name: "Ada" } } }
 
-describe("Invocation.run: input (S3)", () => {
+describe("Invocation.run: input (design: Input)", () => {
   it.effect("runs the handler on valid JSON text and on a value", () =>
     Effect.gen(function*() {
       const { runs, tool } = counting("order_tool", orderInput)
@@ -139,7 +139,7 @@ class GateJammed extends Data.TaggedError("GateJammed")<{ readonly gate: string 
 const failing = (name: string, fail: Effect.Effect<never, unknown>, options: Partial<Tool.Options<any, unknown>> = {}) =>
   Tool.make(name, { description: "Fails.", input: {}, timeout: "10 seconds", ...options }, () => fail)
 
-describe("Invocation.run: error text (S5)", () => {
+describe("Invocation.run: error text (design: Error text)", () => {
   it.effect("a tagged error gives <tag>: <message>", () =>
     Effect.gen(function*() {
       const tool = failing("lookup_order", Effect.fail(new NotFound({ message: "no order with id=ord-4821" })))
@@ -227,7 +227,7 @@ describe("Invocation.run: error text (S5)", () => {
     }))
 })
 
-describe("Invocation.run: time (S6)", () => {
+describe("Invocation.run: time (design: Deadlines)", () => {
   it.effect("interrupts a handler that outlives its timeout; its finalizer runs; the outcome is unknown", () =>
     Effect.gen(function*() {
       const finalized = { count: 0 }
@@ -291,9 +291,9 @@ describe("Invocation.run: time (S6)", () => {
     }))
 })
 
-const noJitter = RetryPolicy.layer({ toolRetry: Schedule.exponential("100 millis") })
+const noJitter = Timing.layer({ toolRetry: Schedule.exponential("100 millis") })
 
-describe("Invocation.run: retries (S7)", () => {
+describe("Invocation.run: retries (design: Retries)", () => {
   it.effect("retries: 2 and a handler failing twice succeed on attempt 3, after the backoff", () =>
     Effect.gen(function*() {
       const seen: Array<[number, number]> = []
@@ -455,7 +455,7 @@ const runToEnd = (tool: Tool.Any) =>
     return { result: yield* Fiber.join(fiber), retries }
   })
 
-describe("Invocation.run: which failures are retried (S7)", () => {
+describe("Invocation.run: which failures are retried (design: Retries)", () => {
   it.effect("a _tag listed in permanent runs once, whatever retries says", () =>
     Effect.gen(function*() {
       const { runs, tool } = refund([notFound, notFound, notFound], { permanent: ["NotFound"] })
@@ -545,7 +545,7 @@ describe("Invocation.run: which failures are retried (S7)", () => {
     }).pipe(Effect.provide(noJitter)))
 })
 
-describe("Invocation.run: ToolContext (S8)", () => {
+describe("Invocation.run: ToolContext (design: Call context)", () => {
   const whoAmI = Tool.make("who_am_i", { description: "Reports its context.", input: {}, timeout: "30 seconds" }, () =>
     Effect.map(ToolContext.current, Option.getOrNull))
 
@@ -642,7 +642,7 @@ describe("Invocation.run: output", () => {
       ])
     }))
 
-  it.effect("an output nested 100,000 deep, or over maxPayloadBytes, is an invalid-output result (S5, S20)", () =>
+  it.effect("an output nested 100,000 deep, or over maxPayloadBytes, is an invalid-output result (design: Error text, Hostile clients)", () =>
     Effect.gen(function*() {
       let deep: unknown = []
       for (let i = 0; i < 100_000; i++) deep = [deep]

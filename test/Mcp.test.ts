@@ -57,7 +57,7 @@ describe("Mcp over Streamable HTTP, with the official client", () => {
       assert.strictEqual(client.getServerVersion()?.name, "agent-tools")
     }).pipe(Effect.scoped))
 
-  it.live("tools/list parses under the SDK's schema; inputSchema is S2's parameters; output schemas are present", () =>
+  it.live("tools/list parses under the SDK's schema; inputSchema is the parameters; output schemas are present", () =>
     Effect.gen(function*() {
       const { client } = yield* httpClient
       const raw = yield* Effect.promise(() => client.request({ method: "tools/list" }, ListToolsResultSchema))
@@ -87,7 +87,7 @@ describe("Mcp over Streamable HTTP, with the official client", () => {
       assert.deepStrictEqual(list.structuredContent, { result: ["ord-1", "ord-2"] })
     }).pipe(Effect.scoped))
 
-  it.live("invalid input, a domain failure and a defect are isError results with the S5 text; ping still works", () =>
+  it.live("invalid input, a domain failure and a defect are isError results with the error text; ping still works", () =>
     Effect.gen(function*() {
       const { client } = yield* httpClient
       const call = (name: string, args: Record<string, unknown>) =>

@@ -1,5 +1,5 @@
 // @effect-diagnostics globalErrorInEffectFailure:off
-/** MCP over Streamable HTTP against hostile clients (issue 15, item 5; S20): body limit, session cap, expiry, GET. */
+/** MCP over Streamable HTTP against hostile clients (design: Hostile clients): body limit, session cap, expiry, GET. */
 import { assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"

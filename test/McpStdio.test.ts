@@ -1,5 +1,5 @@
 /**
- * MCP over stdio ends as its clients expect (issue 15, item 6): when stdin closes, in flight calls
+ * MCP over stdio ends as its clients expect: when stdin closes, in flight calls
  * are interrupted and the process exits at once; a transport error is logged and exits non-zero.
  */
 import { assert, describe, it } from "@effect/vitest"

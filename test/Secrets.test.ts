@@ -1,5 +1,5 @@
 /**
- * Secrets scan (S17, issue 9): with known secret values (an Anthropic key, an OpenAI key, platform
+ * Secrets scan (design: Observability): with known secret values (an Anthropic key, an OpenAI key, platform
  * tokens) configured, representative flows run while everything is captured: every log line at
  * every level (annotations, spans and causes included), every span (name, attributes, events,
  * links, exit), whatever reached stdout, stderr or the console, every result and error, and every model request
@@ -24,7 +24,7 @@ import {
 } from "effect"
 import { inspect } from "node:util"
 import { afterAll } from "vitest"
-import { Agent, Model, PlatformClient, PlatformServer, RetryPolicy, Serve, Tool, Toolkit } from "../src/index.js"
+import { Agent, Model, PlatformClient, PlatformServer, Timing, Serve, Tool, Toolkit } from "../src/index.js"
 import { record } from "./support/figures.js"
 import { type FixtureServer, fixture, fixtureServer, type Reply } from "./support/fixtureServer.js"
 import { mcpClient } from "./support/mcpHttp.js"
@@ -244,7 +244,7 @@ const assertClean = (capture: Capture) => {
 // The flows.
 
 
-const fastRetry = RetryPolicy.layer({ modelRetry: Schedule.spaced("10 millis").pipe(Schedule.intersect(Schedule.recurs(4))) })
+const fastRetry = Timing.layer({ modelRetry: Schedule.spaced("10 millis").pipe(Schedule.intersect(Schedule.recurs(4))) })
 
 interface Provider {
   readonly name: "anthropic" | "openai"
@@ -418,7 +418,7 @@ describe("secrets never reach a log, a span, an error text, a result or a model 
       capture.saw([failed, answered])
       assert.strictEqual(failed.isError, true)
       assert.match((failed.content as Array<{ text: string }>)[0]!.text, /^ModelAuthError: openai: HTTP 401: /)
-      // A string output goes out wrapped as { result } (S16).
+      // A string output goes out wrapped as { result } (design: MCP).
       assert.strictEqual((answered.content as Array<{ text: string }>)[0]!.text, "{\"result\":\"Order ord-4821 has shipped; there is no order ord-0000.\"}")
       assert.strictEqual(server.received.length, 2)
       assertClean(capture)

@@ -1,5 +1,5 @@
 /**
- * Where the servers listen (issue 9): the platform and MCP over HTTP bind to 127.0.0.1 unless told
+ * Where the servers listen: the platform and MCP over HTTP bind to 127.0.0.1 unless told
  * otherwise, so another machine cannot reach them; told otherwise, they listen where told.
  */
 import { assert, describe, it } from "@effect/vitest"

@@ -26,7 +26,7 @@ import {
   PlatformClient,
   PlatformServer,
   Protocol,
-  RetryPolicy,
+  Timing,
   Serve,
   Tool,
   ToolContext,
@@ -55,7 +55,7 @@ const agentOneSettings = { AGENT_ID: "agent-1", PLATFORM_TOKEN: "tok-1" }
 const agentOne = settings(agentOneSettings)
 
 // Deterministic timing: heartbeats every 60 s exactly, redelivery every 10 s.
-const policy = RetryPolicy.layer({
+const policy = Timing.layer({
   heartbeat: Schedule.spaced("60 seconds"),
   redelivery: Schedule.spaced("10 seconds"),
   reconnect: Schedule.spaced("1 second").pipe(Schedule.intersect(Schedule.recurs(5))),
@@ -78,7 +78,7 @@ const other = Tool.make("other", { description: "Other.", input: {}, timeout: "3
 
 const calls = (agentId = "agent-1") => Effect.flatMap(PlatformServer.PlatformState, (state) => state.lifecycleCalls(agentId))
 
-describe("Serve: lifecycle (S14)", () => {
+describe("Serve: lifecycle (design: Serving)", () => {
   it.effect("registers once, then heartbeats every 60 s: 3 after 180 s", () =>
     Effect.gen(function*() {
       const toolkit = yield* Toolkit.make(lookup)
@@ -194,7 +194,7 @@ describe("Serve: lifecycle (S14)", () => {
     }))
 })
 
-describe("Serve: the store from IDEMPOTENCY_DB (S10)", () => {
+describe("Serve: the store from IDEMPOTENCY_DB (design: Delivery dedupe)", () => {
   it.effect("a store that cannot be opened fails serve before registration, naming the path", () => {
     const path = "/no-such-dir-agent-tools/claims.sqlite"
     return Effect.gen(function*() {
@@ -230,7 +230,7 @@ describe("Serve: the store from IDEMPOTENCY_DB (S10)", () => {
   }
 })
 
-describe("Platform rules (S15)", () => {
+describe("Platform rules (design: The platform)", () => {
   it.effect("a token used for another agent is refused", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(Serve.serve(yield* Toolkit.make(lookup)))
@@ -306,7 +306,7 @@ describe("Platform rules (S15)", () => {
   })
 })
 
-describe("Serve: delivery dedupe (S10) and retries", () => {
+describe("Serve: delivery dedupe (design: Delivery dedupe) and retries", () => {
   it.effect("a redelivery while the first still runs joins it: the handler runs once, both get the result", () => {
     let runs = 0
     const slow = Tool.make("slow", { description: "Slow.", input: {}, output: Schema.String, timeout: "60 seconds" }, () =>
@@ -381,7 +381,7 @@ describe("Serve: delivery dedupe (S10) and retries", () => {
   })
 })
 
-describe("Serve: shutdown and restarts (S19)", () => {
+describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () => {
   /** A refund whose body takes `body`; records when it started, ended or was interrupted (Clock ms). */
   const slowRefund = (options: { readonly body: Duration.DurationInput; readonly timeout: Duration.DurationInput }) => {
     const log: Array<string> = []

@@ -1,7 +1,7 @@
-// Bodies that are not Effects (S21): async functions and plain functions, through the same pipeline.
+// Bodies that are not Effects (design: Handler shapes): async functions and plain functions, through the same pipeline.
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Schedule, Schema, TestClock } from "effect"
-import { Agent, Invocation, LanguageModel, RetryPolicy, Tool, ToolContext, Toolkit } from "../src/index.js"
+import { Agent, Invocation, LanguageModel, Timing, Tool, ToolContext, Toolkit } from "../src/index.js"
 
 /** Counts the process's unhandled rejections while `body` runs, after the promise jobs have drained. */
 const countingUnhandled = <A, E, R>(body: Effect.Effect<A, E, R>) =>
@@ -26,9 +26,9 @@ class RateLimited extends Error {
   override readonly name = "RateLimited"
 }
 
-const noJitter = RetryPolicy.layer({ toolRetry: Schedule.exponential("100 millis") })
+const noJitter = Timing.layer({ toolRetry: Schedule.exponential("100 millis") })
 
-describe("async bodies (S21)", () => {
+describe("async bodies (design: Handler shapes)", () => {
   it.effect("a resolving body succeeds, its output encoded by the output Schema", () =>
     Effect.gen(function*() {
       const add = Tool.make("add", {
@@ -181,7 +181,7 @@ describe("async bodies (S21)", () => {
   })
 })
 
-describe("plain synchronous bodies (S21)", () => {
+describe("plain synchronous bodies (design: Handler shapes)", () => {
   it.effect("run inline: a value is the output, a throw the failure text", () =>
     Effect.gen(function*() {
       const double = Tool.make("double", {
@@ -210,7 +210,7 @@ describe("plain synchronous bodies (S21)", () => {
     }))
 })
 
-describe("a handler of the wrong shape (S21)", () => {
+describe("a handler of the wrong shape (design: Handler shapes)", () => {
   const wrong = (name: string, handler: unknown) =>
     Tool.make(name, { description: "Wrong.", input: {}, timeout: "1 second" }, handler as () => number)
   const fix = "the handler must be a function, (input, call) => Effect, async (input, call) => output " +

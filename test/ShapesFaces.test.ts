@@ -1,12 +1,12 @@
-// The same async and worker tools through the three faces (S21): an agent run, a served task over a
+// The same async and worker tools through the three faces (design: Handler shapes): an agent run, a served task over a
 // real WebSocket, an MCP call with the official client.
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schedule, Schema } from "effect"
-import { Agent, LanguageModel, PlatformServer, RetryPolicy, Serve, Tool, Toolkit, WorkerPool } from "../src/index.js"
+import { Agent, LanguageModel, PlatformServer, Timing, Serve, Tool, Toolkit, WorkerPool } from "../src/index.js"
 import { mcpClient } from "./support/mcpHttp.js"
 import { clientLayer, resultsText } from "./support/platform.js"
 
-const policy = RetryPolicy.layer({ redelivery: Schedule.spaced("200 millis"), reconnect: Schedule.spaced("50 millis") })
+const policy = Timing.layer({ redelivery: Schedule.spaced("200 millis"), reconnect: Schedule.spaced("50 millis") })
 
 const tools = (pool: WorkerPool.WorkerPool) => {
   const shout = Tool.make("shout", { description: "Upper-cases text.", input: { text: Schema.String }, timeout: "5 seconds" },
@@ -29,7 +29,7 @@ const calls = [
 ]
 const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [{ toolCalls: calls }, (request) => ({ text: resultsText(request) })]
 
-describe("async and worker tools, through every face (S21)", () => {
+describe("async and worker tools, through every face (design: Handler shapes)", () => {
   it.live("an agent run, a served task over WebSocket and an MCP call", () =>
     Effect.gen(function*() {
       const pool = yield* WorkerPool.make({ module: new URL("./fixtures/workerJobs.ts", import.meta.url), size: 1 })

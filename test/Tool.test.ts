@@ -113,7 +113,7 @@ describe("Tool.make", () => {
       assert.deepStrictEqual(out, { refund_id: "ref-ord-1" })
     ))
 
-  it("applies the S1 defaults", () => {
+  it("applies the tool defaults", () => {
     const tool = Tool.make("defaults", { description: "Defaults.", input: {}, timeout: "2 seconds" }, () => Effect.void)
     assert.strictEqual(tool.retries, 0)
     assert.deepStrictEqual(tool.permanent, [])

@@ -1,4 +1,4 @@
-// Real threads and real time: what is measured is that the event loop stays free (S21).
+// Real threads and real time: what is measured is that the event loop stays free (design: Handler shapes).
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, type Duration, Effect, Layer, Schedule, Schema } from "effect"
 import {
@@ -6,7 +6,7 @@ import {
   LanguageModel,
   PlatformClient,
   PlatformServer,
-  RetryPolicy,
+  Timing,
   Serve,
   Tool,
   Toolkit,
@@ -23,7 +23,7 @@ const burnTool = (pool: WorkerPool.WorkerPool, timeout: Duration.DurationInput =
     timeout
   }, (input) => pool.run<number>("burn", input))
 
-describe("WorkerPool (S21)", () => {
+describe("WorkerPool (design: Handler shapes)", () => {
   it.live("while a worker burns 2 s of CPU, an async call and a timer each complete on time", () =>
     Effect.gen(function*() {
       const pool = yield* WorkerPool.make({ module: jobs, size: 1 })
@@ -83,7 +83,7 @@ describe("WorkerPool (S21)", () => {
       Effect.provide(PlatformClient.layerTest.pipe(
         Layer.provideMerge(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
         Layer.provide(LanguageModel.layerScripted([])),
-        Layer.provideMerge(RetryPolicy.layer({ heartbeat: Schedule.spaced("200 millis") })),
+        Layer.provideMerge(Timing.layer({ heartbeat: Schedule.spaced("200 millis") })),
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]]))))
       ))
     ), { timeout: 20_000 })

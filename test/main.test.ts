@@ -72,7 +72,7 @@ describe("main: the CLI", () => {
   }, 60_000)
 })
 
-describe("main: fatal errors and secrets (S20)", () => {
+describe("main: fatal errors and secrets (design: Hostile clients)", () => {
   const unset = { AGENT_ID: "", PLATFORM_TOKEN: "", PLATFORM_URL: "", PLATFORM_TOKENS: "", LOG_LEVEL: "" }
 
   it("a fatal error is one line on stderr naming every missing setting, exit 1; the stack only at LOG_LEVEL=debug", async () => {

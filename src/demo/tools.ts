@@ -54,7 +54,7 @@ export const closeSecurityGate = Tool.make("close_security_gate", {
   }))
 
 /**
- * An async body (S21): a plain `async` function, no Effect; its signal is aborted at the deadline,
+ * An async body (design: Handler shapes): a plain `async` function, no Effect; its signal is aborted at the deadline,
  * so the (simulated) carrier request stops with it.
  */
 export const estimateDelivery = Tool.make("estimate_delivery", {
@@ -67,7 +67,7 @@ export const estimateDelivery = Tool.make("estimate_delivery", {
   return { postcode, business_days: postcode.startsWith("75") ? 1 : 2 }
 })
 
-/** A CPU-bound body on the worker threads of `Backend.Reports` (S21): the event loop never waits for it. */
+/** A CPU-bound body on the worker threads of `Backend.Reports` (design: Handler shapes): the event loop never waits for it. */
 export const digestReport = Tool.make("digest_report", {
   description: "Compute the chained SHA-256 digest of a report's text (for the audit log). Read only.",
   input: {

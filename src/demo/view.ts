@@ -3,7 +3,7 @@
  * when stdout is a terminal, NDJSON with `--json`, and a summary at the end.
  */
 import type { RetryEvent } from "../Invocation.js"
-import type { TaskEvent } from "../platform/Protocol.js"
+import type { TaskEvent } from "../protocol/Protocol.js"
 
 /** What the summary counts. */
 export interface Summary {

@@ -1,5 +1,5 @@
 /**
- * Every SQL statement of the durable claims (S10), in one module. Plain, portable SQL (SQLite now,
+ * Every SQL statement of the durable claims (design: Delivery dedupe), in one module. Plain, portable SQL (SQLite now,
  * PostgreSQL's `@effect/sql-pg` later): `ON CONFLICT ... DO NOTHING`, integers for times, text for
  * the outcome's JSON. Times come from the Effect `Clock`, never from the database.
  */

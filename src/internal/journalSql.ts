@@ -1,5 +1,5 @@
 /**
- * Every SQL statement of the platform's journal (S15), in one module. Plain, portable SQL (SQLite
+ * Every SQL statement of the platform's journal (design: The platform), in one module. Plain, portable SQL (SQLite
  * now, PostgreSQL's `@effect/sql-pg` later): `ON CONFLICT ... DO NOTHING`, integers for times, text
  * for JSON. Times come from the caller, never from the database.
  */

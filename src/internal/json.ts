@@ -51,7 +51,7 @@ export const refusedKeyIn = (value: unknown): string | undefined => {
   return undefined
 }
 
-/** How deep and how large a value may be (S20): past either, it is refused, never walked further. */
+/** How deep and how large a value may be (design: Hostile clients): past either, it is refused, never walked further. */
 export interface Limits {
   /** Nesting of arrays and objects; the value itself is depth 0. */
   readonly maxDepth: number

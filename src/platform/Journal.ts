@@ -1,5 +1,5 @@
 /**
- * The platform's journal (S15, issue 9): what a restarted platform needs to take its tasks back.
+ * The platform's journal (design: The platform): what a restarted platform needs to take its tasks back.
  * Each task (who holds it, its prompt, the tools it was given), each model turn, each delivered
  * call and each answer go to a SQLite file as they happen. On start, every task that had not ended
  * runs again: the model's journaled turns are replayed instead of asked again, a journaled answer
@@ -12,9 +12,10 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { Clock, Context, Duration, Effect, Layer, Schema, type Scope } from "effect"
 import * as Sql from "../internal/journalSql.js"
 import * as Invocation from "../Invocation.js"
+import { ToolResult, ToolResultFromJson } from "../ToolResult.js"
 import * as LanguageModel from "../LanguageModel.js"
 import * as Toolkit from "../Toolkit.js"
-import { TaskEvent } from "./Protocol.js"
+import { TaskEvent } from "../protocol/Protocol.js"
 import type * as TaskRunner from "./TaskRunner.js"
 
 /** The journal's file could not be opened, prepared or read. */
@@ -46,7 +47,7 @@ export interface JournaledCall {
   readonly name: string
   readonly arguments: string
   readonly deadlineAt: number
-  readonly result: Invocation.ToolResult | undefined
+  readonly result: ToolResult | undefined
 }
 
 /** A task that had not ended: what its replay needs. */
@@ -70,7 +71,7 @@ export interface Journal {
   readonly started: (task: TaskRecord) => Effect.Effect<void>
   readonly turn: (taskId: string, step: number, turn: LanguageModel.ModelTurn) => Effect.Effect<void>
   readonly delivered: (taskId: string, call: TaskRunner.Delivery) => Effect.Effect<void>
-  readonly answered: (taskId: string, toolCallId: string, result: Invocation.ToolResult) => Effect.Effect<void>
+  readonly answered: (taskId: string, toolCallId: string, result: ToolResult) => Effect.Effect<void>
   readonly ended: (taskId: string, final: TaskEvent, endedAt: number) => Effect.Effect<void>
   /** The tasks to take back: those still running, and those ended after `endedSince` (older ones are deleted). */
   readonly load: (endedSince: number) => Effect.Effect<
@@ -85,7 +86,7 @@ export interface Journal {
 
 const ToolsJson = Schema.parseJson(TaskTools)
 const TurnJson = Schema.parseJson(LanguageModel.ModelTurn)
-const ResultJson = Schema.parseJson(Invocation.ToolResultFromJson)
+const ResultJson = Schema.parseJson(ToolResultFromJson)
 const EventJson = Schema.parseJson(TaskEvent)
 
 /** Opens (creating if missing, WAL mode) the journal in `filename`, for as long as the scope lives. */
@@ -222,13 +223,13 @@ export const journaledDeliver = (
     if (known.result !== undefined) return known.result
     const timeoutMillis = tools.find((t) => t.entry.name === call.name)?.entry.timeoutMillis ?? 0
     // The first run's own deadline was its start + the tool's timeout: the same text.
-    const timedOut = Invocation.ToolResult.failure(Invocation.timedOutText(call.name, timeoutMillis))
+    const timedOut = ToolResult.failure(Invocation.timedOutText(call.name, timeoutMillis))
     const now = yield* Clock.currentTimeMillis
     if (known.deadlineAt <= now) return timedOut
     const result = yield* deliver({ ...call, deadlineAt: known.deadlineAt }).pipe(
       Effect.timeoutTo({
         duration: Duration.millis(known.deadlineAt - now),
-        onSuccess: (result): Invocation.ToolResult | undefined => result,
+        onSuccess: (result): ToolResult | undefined => result,
         onTimeout: () => undefined
       })
     )

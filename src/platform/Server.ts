@@ -1,5 +1,5 @@
 /**
- * The platform (S15): agents and their registered tools, tokens bound to agent ids, a lifecycle
+ * The platform (design: The platform): agents and their registered tools, tokens bound to agent ids, a lifecycle
  * budget per agent, and tasks run by the agent loop whose tool calls go out on the task's stream,
  * at least once. In memory, or with a journal (a SQLite file) from which a restarted platform
  * takes its unfinished tasks back. `layerHandlers` is the protocol's implementation, whatever the
@@ -26,9 +26,10 @@ import { type WebSocket, WebSocketServer } from "ws"
 import { Ids } from "../Ids.js"
 import { Signal } from "../internal/signal.js"
 import * as Invocation from "../Invocation.js"
+import { ToolResult } from "../ToolResult.js"
 import * as LanguageModel from "../LanguageModel.js"
-import { RetryPolicy } from "../RetryPolicy.js"
-import * as RetryPolicyModule from "../RetryPolicy.js"
+import { Timing } from "../Timing.js"
+import * as TimingModule from "../Timing.js"
 import * as Toolkit from "../Toolkit.js"
 import * as Journal from "./Journal.js"
 import {
@@ -42,7 +43,7 @@ import {
   type TaskEvent,
   Unauthorized,
   UnknownTask
-} from "./Protocol.js"
+} from "../protocol/Protocol.js"
 import * as TaskRunner from "./TaskRunner.js"
 import * as Wire from "./Wire.js"
 
@@ -103,7 +104,7 @@ interface AgentEntry {
 
 interface PendingCall {
   readonly event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>
-  readonly done: Signal<Invocation.ToolResult>
+  readonly done: Signal<ToolResult>
   /** When it was last delivered. */
   sentAt: number
 }
@@ -194,7 +195,7 @@ export class PlatformState extends Context.Tag("agent-tools/platform/PlatformSta
  */
 export const layerHandlers = (options: Options) =>
   Layer.scopedContext(Effect.gen(function*() {
-    const heartbeatMillis = Duration.toMillis(Duration.decode(options.heartbeatInterval ?? RetryPolicyModule.heartbeatInterval))
+    const heartbeatMillis = Duration.toMillis(Duration.decode(options.heartbeatInterval ?? TimingModule.heartbeatInterval))
     const budget = options.lifecycleBudget ?? 30
     const windowMillis = Duration.toMillis(Duration.decode(options.lifecycleWindow ?? "1 minute"))
     const keepEndedTasksMillis = Duration.toMillis(Duration.decode(options.keepEndedTasks ?? defaultKeepEndedTasks))
@@ -205,7 +206,7 @@ export const layerHandlers = (options: Options) =>
     // Opened before the tasks' fibers exist, so closed after they have stopped.
     const journal = options.journal === undefined ? undefined : yield* Journal.make(options.journal)
     const runners = yield* FiberSet.make()
-    const policy = yield* RetryPolicy
+    const policy = yield* Timing
     const config = yield* Invocation.InvocationConfig
     const ids = yield* Ids
     const clock = yield* Effect.clock
@@ -265,7 +266,7 @@ export const layerHandlers = (options: Options) =>
     }
 
     // Unanswered calls are delivered again, same id and deadline, until the answer or the deadline
-    // (S15). One fiber for all tasks: each tick re-sends the calls last sent at or before the tick
+    // (design: The platform). One fiber for all tasks: each tick re-sends the calls last sent at or before the tick
     // before, so a call waits between one and two intervals.
     let previousTick = yield* Clock.currentTimeMillis
     const redeliver = Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -282,7 +283,7 @@ export const layerHandlers = (options: Options) =>
       }))
     yield* Effect.forkScoped(Effect.schedule(redeliver, policy.redelivery))
 
-    // What the platform keeps stays bounded (S20): an ended task stays a while for a client
+    // What the platform keeps stays bounded (design: Hostile clients): an ended task stays a while for a client
     // re-attaching after a reconnect, then goes, from memory and from the journal; a process silent
     // for `evictSilentAfter` intervals is forgotten (were it to come back, its heartbeat reads
     // unknown and it registers again).
@@ -302,10 +303,10 @@ export const layerHandlers = (options: Options) =>
       }))
     yield* Effect.forkScoped(Effect.schedule(sweep, policy.platformSweep))
 
-    const deliver = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<Invocation.ToolResult> =>
+    const deliver = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<ToolResult> =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const event = { _tag: "ToolCallRequested" as const, taskId: task.taskId, ...call }
-        const done = new Signal<Invocation.ToolResult>()
+        const done = new Signal<ToolResult>()
         task.pending?.set(call.toolCallId, { event, done, sentAt: now })
         task.emit(event)
         return Effect.ensuring(done.await, Effect.sync(() => task.pending?.delete(call.toolCallId)))
@@ -423,7 +424,7 @@ export const layerHandlers = (options: Options) =>
               continue
             }
             // A late or repeated answer (at least once) is fine: the first one counts. One past the
-            // output limits is the invalid-output result the model reads (S5, S20), never a failed task.
+            // output limits is the invalid-output result the model reads (design: Error text, Hostile clients), never a failed task.
             const pending = task.pending?.get(toolCallId)
             pending?.done.succeed(Invocation.checkResult(pending.event.name, result, config))
           }
@@ -479,7 +480,7 @@ export const layerHandlers = (options: Options) =>
 // ---------------------------------------------------------------------------------------------
 // Serving it.
 
-/** Where the WebSocket server listens, and the limits each connection is held to (S20). */
+/** Where the WebSocket server listens, and the limits each connection is held to (design: Hostile clients). */
 export interface ListenOptions {
   /** Default 127.0.0.1. */
   readonly host?: string | undefined

@@ -1,15 +1,15 @@
 /**
- * Runs one task on the platform (S15): the agent loop with the platform's model, whose tools are
+ * Runs one task on the platform (design: The platform): the agent loop with the platform's model, whose tools are
  * the agent's registered ones and whose calls are delivered to the task's stream and awaited.
  */
 import { Cause, Duration, Effect, Either, Schema } from "effect"
 import * as Agent from "../Agent.js"
-import * as Invocation from "../Invocation.js"
+import { errorText, ToolResult } from "../ToolResult.js"
 import type * as LanguageModel from "../LanguageModel.js"
 import * as Tool from "../Tool.js"
 import { ToolContext } from "../ToolContext.js"
 import type * as Toolkit from "../Toolkit.js"
-import type { TaskEvent } from "./Protocol.js"
+import type { TaskEvent } from "../protocol/Protocol.js"
 
 /** A call to deliver to the process that holds the task. */
 export interface Delivery {
@@ -29,11 +29,11 @@ export interface TaskOptions {
   /** The visible tools of the agent, from every live process; `own` marks the task holder's. */
   readonly tools: ReadonlyArray<{ readonly entry: Toolkit.ManifestEntry; readonly own: boolean }>
   /** Delivers a call on the task's stream and waits for its result (redelivering as needed). */
-  readonly deliver: (call: Delivery) => Effect.Effect<Invocation.ToolResult>
+  readonly deliver: (call: Delivery) => Effect.Effect<ToolResult>
   readonly emit: (event: TaskEvent) => void
 }
 
-/** A served call's error text, passed through as is (it is already the S5 text). */
+/** A served call's error text, passed through as is (it is already the error text). */
 class RemoteFailure extends Schema.TaggedError<RemoteFailure>("agent-tools/RemoteFailure")("RemoteFailure", {
   text: Schema.String
 }) {}
@@ -41,7 +41,7 @@ class RemoteFailure extends Schema.TaggedError<RemoteFailure>("agent-tools/Remot
 const anyObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
 const passThrough = (error: unknown): string =>
-  error instanceof RemoteFailure ? error.text : Invocation.errorText(error)
+  error instanceof RemoteFailure ? error.text : errorText(error)
 
 /** A tool whose handler is a delivery; the model sees the manifest's own JSON Schemas. */
 const remoteTool = (
@@ -52,7 +52,7 @@ const remoteTool = (
 ): Tool.Any => {
   const tool = Tool.make(entry.name, {
     description: entry.description,
-    // The serving process decodes strictly (S3); here the arguments need only be an object.
+    // The serving process decodes strictly (design: Input); here the arguments need only be an object.
     input: anyObject,
     timeout: Duration.millis(entry.timeoutMillis),
     idempotent: entry.idempotent,
@@ -114,7 +114,7 @@ export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageMo
   }).pipe(
     Effect.asVoid,
     Effect.catchAllCause((cause) =>
-      Effect.sync(() => emit({ _tag: "TaskFailed", taskId, reason: Invocation.errorText(Cause.squash(cause)) }))
+      Effect.sync(() => emit({ _tag: "TaskFailed", taskId, reason: errorText(Cause.squash(cause)) }))
     )
   )
 }

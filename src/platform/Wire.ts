@@ -1,7 +1,7 @@
 /**
- * The platform protocol's own wire (S14, S15): the calls of `PlatformRpcs` as JSON text frames on
+ * The platform protocol's own wire (design: Serving, The platform): the calls of `PlatformRpcs` as JSON text frames on
  * a WebSocket, with no more machinery than a delivered call needs. The Schemas, handlers and
- * middleware are the protocol's (platform/Protocol.ts); this module only moves them.
+ * middleware are the protocol's (protocol/Protocol.ts); this module only moves them.
  *
  * Frames, client to platform:
  *   `{ "id": 7, "call": "Register", "payload": { ... } }`   a call (a stream call too)
@@ -267,7 +267,7 @@ export const serveConnection = (
     fiber.addObserver(() => running.delete(id))
   }
 
-  // Total (S20): whatever a frame holds, the worst it gets is a defect answer.
+  // Total (design: Hostile clients): whatever a frame holds, the worst it gets is a defect answer.
   const receive = (text: string) => {
     try {
       receiveFrame(text)

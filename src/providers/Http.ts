@@ -1,6 +1,6 @@
 /**
  * What the HTTP providers share: one JSON POST with a per-request timeout, and the mapping of
- * HTTP failures to the typed model failures (S12): 429/5xx/529/resets transient, 401/403 auth,
+ * HTTP failures to the typed model failures (design: The loop): 429/5xx/529/resets transient, 401/403 auth,
  * other 4xx rejected with the provider's message. A key stays `Redacted` until it is written into
  * the request itself; the POST's span is made here, showing it as `<redacted>`, and no error, log or
  * span carries the request.

@@ -83,7 +83,7 @@ export const toBody = (options: Options, request: LanguageModel.ModelRequest): u
         })
         break
       case "ToolResultMessage":
-        // Chat Completions has no error flag: the S5 text says what went wrong.
+        // Chat Completions has no error flag: the error text says what went wrong.
         messages.push({ role: "tool", tool_call_id: message.toolCallId, content: message.content })
         break
     }

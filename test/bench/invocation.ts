@@ -2,7 +2,7 @@
  * Microseconds per `Invocation.run` of a trivial two-number tool with JSON-text arguments, beside
  * a hand-written baseline doing the least the same job needs (JSON.parse, typeof checks, the
  * call, JSON.stringify), both in this process. Prints the figures and the ratio (target: <= 10).
- * `--variant=async-vs-effect` sets an async body beside the `Effect.succeed` one instead (S21).
+ * `--variant=async-vs-effect` sets an async body beside the `Effect.succeed` one instead (design: Handler shapes).
  * Run with `npm run bench` (all variants), or `tsx test/bench/invocation.ts --variant=untraced`.
  */
 import { Effect, Schema } from "effect"
@@ -23,7 +23,7 @@ const addGen = Tool.make("add_gen", {
     return a + b
   }))
 
-// The same tool with an async body (S21): a promise, awaited by a fiber of its own.
+// The same tool with an async body (design: Handler shapes): a promise, awaited by a fiber of its own.
 const addAsync = Tool.make("add_async", {
   description: "Add two numbers.",
   input: { a: Schema.Number, b: Schema.Number },

@@ -1,5 +1,5 @@
 /**
- * A worker call's round trip (`WorkerPool.run` of an echo, S21) beside a bare `worker_threads`
+ * A worker call's round trip (design: Handler shapes; `WorkerPool.run` of an echo) beside a bare `worker_threads`
  * postMessage echo, sequential, both in this process. Run with `npm run bench` or `tsx test/bench/worker.ts`.
  */
 import { Effect } from "effect"

@@ -1,4 +1,4 @@
-/** The demo's tools of the other shapes (S21): an async body, and a CPU-bound one on worker threads. */
+/** The demo's tools of the other shapes (design: Handler shapes): an async body, and a CPU-bound one on worker threads. */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"

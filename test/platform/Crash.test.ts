@@ -1,5 +1,5 @@
 /**
- * Durable claims proven by killing the process (S10): a serving child process is killed with
+ * Durable claims proven by killing the process (design: Delivery dedupe): a serving child process is killed with
  * SIGKILL at random points around its side effect; a new child with the same SQLite file attaches
  * to the task and the platform delivers the call again. The side effect never happens twice.
  */
@@ -8,7 +8,7 @@ import { Effect, Layer, Schedule } from "effect"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { LanguageModel, PlatformServer, RetryPolicy } from "../../src/index.js"
+import { LanguageModel, PlatformServer, Timing } from "../../src/index.js"
 import { startChild } from "../support/childProcess.js"
 import { record, scale } from "../support/figures.js"
 
@@ -38,7 +38,7 @@ describe("durable claims under SIGKILL", () => {
           // 40 processes come and go within a minute: more lifecycle calls than the default budget allows.
           Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok", "crash-agent"]]), lifecycleBudget: 1000 })),
           Layer.provide(LanguageModel.layerScripted([script], { repeat: true, keepRequests: false })),
-          Layer.provide(RetryPolicy.layer({ redelivery: Schedule.spaced("200 millis") }))
+          Layer.provide(Timing.layer({ redelivery: Schedule.spaced("200 millis") }))
         )
       )
       const url = yield* Effect.provide(PlatformServer.url, context)

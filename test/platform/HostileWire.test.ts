@@ -1,14 +1,15 @@
-// Hostile clients on 127.0.0.1 (issue 15, S20): nothing a client sends ends or stalls the platform.
+// Hostile clients on 127.0.0.1 (design: Hostile clients): nothing a client sends ends or stalls the platform.
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Layer, type Mailbox, Schedule } from "effect"
 import { WebSocket } from "ws"
-import { Invocation, LanguageModel, PlatformClient, PlatformServer, type Protocol, RetryPolicy, Toolkit } from "../../src/index.js"
+import { LanguageModel, PlatformClient, PlatformServer, type Protocol, Timing, Toolkit } from "../../src/index.js"
 import { startChild } from "../support/childProcess.js"
 import { record, scale } from "../support/figures.js"
 import { clientLayer, resultsText } from "../support/platform.js"
+import { ToolResult } from "../../src/ToolResult.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
-const policy = RetryPolicy.layer({ redelivery: Schedule.spaced("10 seconds") })
+const policy = Timing.layer({ redelivery: Schedule.spaced("10 seconds") })
 
 /** The platform on a real WebSocket with `listen`'s limits and a scripted model; yields its URL. */
 const platform = (
@@ -89,7 +90,7 @@ const takeUntil = (
     }
   })
 
-describe("hostile clients (S20)", () => {
+describe("hostile clients (design: Hostile clients)", () => {
   it.live("a deep value in every field of every call, up to 100,000 levels, gets an answer; the platform serves on", () =>
     Effect.gen(function*() {
       const url = yield* platform([])
@@ -265,7 +266,7 @@ describe("hostile clients (S20)", () => {
       let deep: unknown = 1
       for (let i = 0; i < 300; i++) deep = [deep]
       yield* Effect.flatMap(PlatformClient.PlatformClient, (c) =>
-        c.completeToolCall({ ...caller, results: [{ taskId, toolCallId: "a", result: new Invocation.ToolResult(deep, undefined) }] })).pipe(
+        c.completeToolCall({ ...caller, results: [{ taskId, toolCallId: "a", result: new ToolResult(deep, undefined) }] })).pipe(
           Effect.provide(second)
         )
       yield* takeUntil(attached, seenSecond, () => false)
@@ -293,7 +294,7 @@ describe("hostile clients (S20)", () => {
         // Three 900 KB results: 2.7 MB together, over the 2 MiB frame.
         yield* platformClient.completeToolCall({
           ...caller,
-          results: ["a", "b", "c"].map((id) => ({ taskId, toolCallId: id, result: new Invocation.ToolResult("x".repeat(900_000), undefined) }))
+          results: ["a", "b", "c"].map((id) => ({ taskId, toolCallId: id, result: new ToolResult("x".repeat(900_000), undefined) }))
         })
         yield* takeUntil(mailbox, seen, () => false)
         return (seen[seen.length - 1] as { output?: string }).output

@@ -1,5 +1,5 @@
 /**
- * Load (issue 9): many concurrent tasks of 10 tool calls each, through the platform on a real
+ * Load: many concurrent tasks of 10 tool calls each, through the platform on a real
  * WebSocket on 127.0.0.1 and one serving process. Every task ends with the right output, every call
  * runs exactly once; calls per second, per-call latency, and the heap after the run back within 20%
  * of the heap before it. `npm test`: 100 tasks; `npm run soak`: 1,000.
@@ -14,7 +14,7 @@ import {
   LanguageModel,
   PlatformClient,
   PlatformServer,
-  RetryPolicy,
+  Timing,
   Serve,
   Tool,
   Toolkit
@@ -22,7 +22,7 @@ import {
 import { record, scale } from "../support/figures.js"
 
 const tasks = scale(100, 1_000)
-// Two turns of five calls: the usual agent shape (calls of one turn run at once, S11; the second
+// Two turns of five calls: the usual agent shape (design: Calls in a turn; calls of one turn run at once; the second
 // turn depends on the first's results), and five calls in flight per task.
 const turns = 2
 const width = 5
@@ -90,7 +90,7 @@ const timing = Hooks.layer({
     })]
 })
 
-// The dedupe store keeps each call for its tool's timeout (S10). Its clock can skip ahead, so that the
+// The dedupe store keeps each call for its tool's timeout (design: Delivery dedupe). Its clock can skip ahead, so that the
 // test sees the store after that time without waiting a minute.
 let skippedMillis = 0
 const live = Clock.make()
@@ -102,7 +102,7 @@ const skipping: Clock.Clock = {
   currentTimeNanos: Effect.sync(() => live.unsafeCurrentTimeNanos() + BigInt(skippedMillis) * 1_000_000n),
   sleep: (duration) => live.sleep(duration)
 }
-const sweepOften = RetryPolicy.layer({ dedupeSweep: Schedule.spaced("100 millis") })
+const sweepOften = Timing.layer({ dedupeSweep: Schedule.spaced("100 millis") })
 const store = Layer.scopedContext(
   // The store's clock only: `Layer.setClock` would reach the serving process's deadlines too.
   Effect.withClock(Layer.build(Idempotency.layerMemory.pipe(Layer.provide(sweepOften))), skipping)
@@ -185,7 +185,7 @@ describe("load", () => {
         const figures: Array<[string, string | number, string?]> = [
           ["tasks completed", `${tasks - wrong} of ${tasks}`, `= ${tasks}`],
           ["tool calls run exactly once", calls, `= ${calls}`],
-          // At least once: a call unanswered after the redelivery interval is delivered again (S15).
+          // At least once: a call unanswered after the redelivery interval is delivered again (design: The platform).
           ["deliveries (a redelivery joins the first run)", deliveries, `>= ${calls}`],
           ["duration", `${seconds.toFixed(2)} s`],
           ["calls/s", Math.round(callsPerSecond)],

@@ -1,5 +1,5 @@
 /**
- * The platform restarted mid-serve (issue 9): with a journal, a restarted platform takes its
+ * The platform restarted mid-serve: with a journal, a restarted platform takes its
  * unfinished tasks back; the serving process reconnects, registers again and re-attaches; the
  * task completes with the right output; every call's side effect happens once and none is lost.
  */
@@ -25,12 +25,11 @@ import { createServer, type AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import {
-  Invocation,
   LanguageModel,
   PlatformClient,
   PlatformServer,
   type Protocol,
-  RetryPolicy,
+  Timing,
   Serve,
   Tool,
   Toolkit
@@ -38,10 +37,11 @@ import {
 import * as Journal from "../../src/platform/Journal.js"
 import { record, scale } from "../support/figures.js"
 import { clientLayer, resultsText } from "../support/platform.js"
+import { ToolResult } from "../../src/ToolResult.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
 
-const policy = RetryPolicy.layer({
+const policy = Timing.layer({
   heartbeat: Schedule.spaced("100 millis"),
   redelivery: Schedule.spaced("200 millis"),
   reconnect: Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(400)))
@@ -291,7 +291,7 @@ describe("journal replay", () => {
             const delivery = { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt }
             yield* journal.delivered("task-x", delivery)
             if (call.id !== "t2-b") {
-              yield* journal.answered("task-x", call.id, new Invocation.ToolResult(`done ${call.id}`, undefined))
+              yield* journal.answered("task-x", call.id, new ToolResult(`done ${call.id}`, undefined))
             }
           }
         }
@@ -316,7 +316,7 @@ describe("journal replay", () => {
                 results: [{
                   taskId: "task-x",
                   toolCallId: event.toolCallId,
-                  result: new Invocation.ToolResult("answered now", undefined)
+                  result: new ToolResult("answered now", undefined)
                 }]
               })
               : Effect.void

@@ -1,5 +1,5 @@
 /**
- * What the platform keeps is bounded (S20): an ended task keeps only its final event, in memory and
+ * What the platform keeps is bounded (design: Hostile clients): an ended task keeps only its final event, in memory and
  * in the journal, and goes after `keepEndedTasks` on the platform's sweep, not only at start; a
  * process silent for `evictSilentAfter` heartbeat intervals is forgotten with its manifest.
  */
@@ -10,7 +10,7 @@ import { ConfigProvider, Context, Effect, Layer, Schedule, TestClock } from "eff
 import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { LanguageModel, PlatformClient, PlatformServer, RetryPolicy, Serve, Toolkit } from "../../src/index.js"
+import { LanguageModel, PlatformClient, PlatformServer, Timing, Serve, Toolkit } from "../../src/index.js"
 import { record, scale } from "../support/figures.js"
 
 const tasksRun = scale(20, 200)
@@ -40,7 +40,7 @@ const platform = (options: Partial<PlatformServer.Options>) =>
   PlatformClient.layerTest.pipe(
     Layer.provideMerge(PlatformServer.layerHandlers({ tokens: new Map([["tok", "agent-1"]]), ...options })),
     Layer.provide(LanguageModel.layerScripted([{ text: "ok" }], { repeat: true, keepRequests: false })),
-    Layer.provideMerge(RetryPolicy.layer({ heartbeat: Schedule.spaced("60 seconds"), platformSweep: Schedule.spaced("1 minute") })),
+    Layer.provideMerge(Timing.layer({ heartbeat: Schedule.spaced("60 seconds"), platformSweep: Schedule.spaced("1 minute") })),
     Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok"]]))))
   )
 
@@ -55,7 +55,7 @@ const journalRows = (file: string) =>
     return { tasks: Number(rows[0]?.n ?? 0), bytes: Number(rows[0]?.bytes ?? 0) }
   })).pipe(Effect.orDie)
 
-describe("the platform's retention (S20)", () => {
+describe("the platform's retention (design: Hostile clients)", () => {
   it.effect(`${tasksRun} ended tasks with a 1 MB manifest: the journal keeps only their final events, then forgets them`, () =>
     Effect.gen(function*() {
       const file = yield* tempFile

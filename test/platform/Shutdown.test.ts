@@ -1,5 +1,5 @@
 /**
- * Graceful shutdown proven with real processes (S19): a serving child process with SQLite claims is
+ * Graceful shutdown proven with real processes (design: Interruption and shutdown): a serving child process with SQLite claims is
  * sent SIGTERM while an idempotent call runs. It drains (the call finishes within the grace period
  * and its answer reaches the task) or, past the grace period, interrupts the call, which then reads
  * "outcome unknown"; a restarted child takes its task back by itself (no task id given).
@@ -9,7 +9,7 @@ import { Effect, Layer, Schedule } from "effect"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Idempotency, LanguageModel, PlatformServer, RetryPolicy } from "../../src/index.js"
+import { Idempotency, LanguageModel, PlatformServer, Timing } from "../../src/index.js"
 import { type Child, startChild } from "../support/childProcess.js"
 import { record, scale } from "../support/figures.js"
 
@@ -36,7 +36,7 @@ const platform = Effect.gen(function*() {
     PlatformServer.layerWebSocket({ port: 0 }).pipe(
       Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok", "shutdown-agent"]]), lifecycleBudget: 1000 })),
       Layer.provide(LanguageModel.layerScripted([script], { repeat: true, keepRequests: false })),
-      Layer.provide(RetryPolicy.layer({ redelivery: Schedule.spaced("200 millis") }))
+      Layer.provide(Timing.layer({ redelivery: Schedule.spaced("200 millis") }))
     )
   )
   const env = {
@@ -72,7 +72,7 @@ const stop = async (child: Child): Promise<number> => {
 
 const wait = (child: Child, prefix: string) => Effect.promise(() => child.waitFor(prefix, 60_000))
 
-describe("graceful shutdown under SIGTERM (S19)", () => {
+describe("graceful shutdown under SIGTERM (design: Interruption and shutdown)", () => {
   it.live("the default grace period: a refund 1.5 s into its 5 s body completes, and its result reaches the task", () =>
     Effect.gen(function*() {
       const { effects, final, start } = yield* platform

@@ -3,12 +3,11 @@ import { ConfigProvider, Deferred, Effect, Fiber, Layer, Schedule, Schema, Strea
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import {
-  Invocation,
   LanguageModel,
   PlatformClient,
   PlatformServer,
   type Protocol,
-  RetryPolicy,
+  Timing,
   Serve,
   Tool,
   Toolkit
@@ -17,10 +16,11 @@ import { WebSocket } from "ws"
 import { record } from "../support/figures.js"
 import { clientLayer, resultsText } from "../support/platform.js"
 import { tcpProxy } from "../support/tcpProxy.js"
+import { ToolResult } from "../../src/ToolResult.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
 
-const policy = RetryPolicy.layer({
+const policy = Timing.layer({
   redelivery: Schedule.spaced("200 millis"),
   reconnect: Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(100)))
 })
@@ -154,7 +154,7 @@ describe("platform over a real WebSocket", () => {
               yield* platformClient.completeToolCall({
                 agentId: "agent-1",
                 processId: served.processId,
-                results: [{ taskId: event.taskId, toolCallId: event.toolCallId, result: new Invocation.ToolResult(3, undefined) }]
+                results: [{ taskId: event.taskId, toolCallId: event.toolCallId, result: new ToolResult(3, undefined) }]
               })
             }
           }

@@ -1,4 +1,4 @@
-/** Claims files that open but cannot be written, for the store's start-up check (S10). */
+/** Claims files that open but cannot be written, for the store's start-up check (design: Delivery dedupe). */
 import { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Context, Effect, Layer } from "effect"

@@ -1,5 +1,5 @@
 /**
- * The reliability suite's figures (issue 9). `npm test` runs the short version of each test;
+ * The reliability suite's figures. `npm test` runs the short version of each test;
  * `npm run soak` sets `SOAK=1` for the long versions and `FIGURES_FILE`, to which each test
  * appends the figures it measured, and prints them as one table at the end.
  */

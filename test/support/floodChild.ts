@@ -1,5 +1,5 @@
 /**
- * A hostile client for the flood test (issue 15): upgrades with a token, then sends small invalid
+ * A hostile client for the flood test: upgrades with a token, then sends small invalid
  * frames as fast as the socket takes them for `SECONDS` and never reads an answer. Prints `sent:<n>`.
  */
 import { connect } from "node:net"

@@ -2,7 +2,7 @@
 import { ConfigProvider, Layer } from "effect"
 import { type LanguageModel, PlatformClient } from "../../src/index.js"
 
-/** A serving process's client layer: the platform at `url`, as `agentId` with `token`; `policy` is a `RetryPolicy.layer`. */
+/** A serving process's client layer: the platform at `url`, as `agentId` with `token`; `policy` is a `Timing.layer`. */
 export const clientLayer = (
   options: { readonly url: string; readonly agentId?: string; readonly token?: string },
   policy: Layer.Layer<never>

@@ -15,7 +15,7 @@ import {
   TestClock,
   Tracer
 } from "effect"
-import { Agent, Model, RetryPolicy, Tool } from "../../src/index.js"
+import { Agent, Model, Timing, Tool } from "../../src/index.js"
 import { type FixtureServer, fixture, fixtureServer, type Reply } from "./fixtureServer.js"
 
 export interface ProviderCase {
@@ -62,7 +62,7 @@ const lookupOrder = Tool.make("lookup_order", {
 const agent = Agent.make({ name: "support", tools: [lookupOrder], instructions: "You are a support agent." })
 const prompt = "Check orders ord-4821 and ord-0000"
 
-const fastRetry = RetryPolicy.layer({ modelRetry: Schedule.exponential("100 millis").pipe(Schedule.intersect(Schedule.recurs(4))) })
+const fastRetry = Timing.layer({ modelRetry: Schedule.exponential("100 millis").pipe(Schedule.intersect(Schedule.recurs(4))) })
 
 const live = (millis: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))
 const arrived = (server: FixtureServer, n: number) => Effect.promise(() => server.waitFor(n))

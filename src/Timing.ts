@@ -1,25 +1,25 @@
 /**
- * Every timing rule in one place (DESIGN section 3): the named Schedules that drive retries,
- * backoff and, as later modules land, heartbeats and redelivery. Defaults apply when nothing is
- * provided; `RetryPolicy.layer({...})` overrides some of them in main.ts or a test.
+ * Every timing rule in one place: the named Schedules of tool and model retries, heartbeats,
+ * redelivery, reconnection and the stores' sweeps. Defaults apply when nothing is provided;
+ * `Timing.layer({...})` overrides some of them in main.ts or a test.
  */
 import { Clock, Context, Duration, Effect, Layer, Schedule, ScheduleDecision, ScheduleIntervals } from "effect"
 
 /** The named Schedules. Each one's output is ignored; only its delays and its end matter. */
-export interface Policies {
-  /** Backoff between re-runs of a failed tool handler (S7), bounded by the call's deadline. */
+export interface Schedules {
+  /** Backoff between re-runs of a failed tool handler (design: Retries), bounded by the call's deadline. */
   readonly toolRetry: Schedule.Schedule<unknown, unknown>
   /** Backoff between re-tries of a model request that failed transiently (429, 5xx, reset), and how many. */
   readonly modelRetry: Schedule.Schedule<unknown, unknown>
-  /** When a serving process heartbeats (S14): every 60 s, jittered. */
+  /** When a serving process heartbeats (design: Serving): every 60 s, jittered. */
   readonly heartbeat: Schedule.Schedule<unknown, unknown>
-  /** When the platform delivers an unanswered tool call again (S15). */
+  /** When the platform delivers an unanswered tool call again (design: The platform). */
   readonly redelivery: Schedule.Schedule<unknown, unknown>
   /** How a serving process retries a platform call while the connection is away. */
   readonly reconnect: Schedule.Schedule<unknown, unknown>
-  /** How often the delivery-dedupe store drops entries past their tool's timeout (S10). */
+  /** How often the delivery-dedupe store drops entries past their tool's timeout (design: Delivery dedupe). */
   readonly dedupeSweep: Schedule.Schedule<unknown, unknown>
-  /** How often the platform forgets ended tasks (memory and journal) and silent processes (S20). */
+  /** How often the platform forgets ended tasks (memory and journal) and silent processes (design: Hostile clients). */
   readonly platformSweep: Schedule.Schedule<unknown, unknown>
 }
 
@@ -37,8 +37,8 @@ export const defaultModelRetry: Schedule.Schedule<unknown, unknown> = Schedule.e
 /** The heartbeat interval the platform expects; silence for 3 of them hides an agent's tools. */
 export const heartbeatInterval = Duration.seconds(60)
 
-/** The defaults, used when no layer provides other policies. */
-export const defaults: Policies = {
+/** The defaults, used when no layer provides other schedules. */
+export const defaults: Schedules = {
   toolRetry: defaultToolRetry,
   modelRetry: defaultModelRetry,
   heartbeat: Schedule.spaced(heartbeatInterval).pipe(Schedule.jittered),
@@ -52,14 +52,14 @@ export const defaults: Policies = {
   platformSweep: Schedule.spaced("1 minute")
 }
 
-/** The policies in force: a `Context.Reference`, so code that provides nothing gets `defaults`. */
-export class RetryPolicy extends Context.Reference<RetryPolicy>()("agent-tools/RetryPolicy", {
-  defaultValue: (): Policies => defaults
+/** The schedules in force: a `Context.Reference`, so code that provides nothing gets `defaults`. */
+export class Timing extends Context.Reference<Timing>()("agent-tools/Timing", {
+  defaultValue: (): Schedules => defaults
 }) {}
 
-/** Overrides some policies; the rest keep their defaults. */
-export const layer = (policies: Partial<Policies>): Layer.Layer<never> =>
-  Layer.succeed(RetryPolicy, { ...defaults, ...policies })
+/** Overrides some schedules; the rest keep their defaults. */
+export const layer = (schedules: Partial<Schedules>): Layer.Layer<never> =>
+  Layer.succeed(Timing, { ...defaults, ...schedules })
 
 /**
  * Re-runs `effect`, which just failed with `first`, on `schedule` while `retryable(error)` holds;

@@ -1,5 +1,5 @@
 /**
- * The platform protocol (S14, S15): the Schemas of every call, event and error, as an `RpcGroup`.
+ * The platform protocol (design: Serving, The platform): the Schemas of every call, event and error, as an `RpcGroup`.
  * Apart from any transport: the WebSocket server, the in-process test client and any faster
  * transport later all speak this group.
  */
@@ -7,7 +7,7 @@ import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
 import { Context, Schema } from "effect"
-import * as Invocation from "../Invocation.js"
+import { ToolResultFromJson } from "../ToolResult.js"
 import * as Toolkit from "../Toolkit.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -18,7 +18,7 @@ export class Unauthorized extends Schema.TaggedError<Unauthorized>("agent-tools/
   message: Schema.String
 }) {}
 
-/** The manifest breaks S4: every violation, as `Toolkit.make` reports them. */
+/** The manifest breaks the limits: every violation, as `Toolkit.make` reports them. */
 export class ManifestRejected extends Schema.TaggedError<ManifestRejected>("agent-tools/ManifestRejected")(
   "ManifestRejected",
   { violations: Schema.Array(Toolkit.Violation) }
@@ -63,12 +63,12 @@ export const ToolCallRequested = Schema.TaggedStruct("ToolCallRequested", {
   arguments: Schema.String,
   deadlineAt: Schema.Number
 })
-/** A call's outcome, as the model will see it; `cached` when an earlier outcome was reused (S9). */
+/** A call's outcome, as the model will see it; `cached` when an earlier outcome was reused (design: Per-run reuse). */
 export const ToolCallCompleted = Schema.TaggedStruct("ToolCallCompleted", {
   taskId: Schema.String,
   toolCallId: Schema.String,
   name: Schema.String,
-  result: Invocation.ToolResultFromJson,
+  result: ToolResultFromJson,
   cached: Schema.optionalWith(Schema.Boolean, { default: () => false })
 })
 /** The task is done; `usage` sums the model's tokens. */
@@ -134,7 +134,7 @@ export type EventsWanted = typeof EventsWanted.Type
 export const ToolCallResult = Schema.Struct({
   taskId: Schema.String,
   toolCallId: Schema.String,
-  result: Invocation.ToolResultFromJson
+  result: ToolResultFromJson
 })
 /** The result of one delivered call. */
 export type ToolCallResult = typeof ToolCallResult.Type
