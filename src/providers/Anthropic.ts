@@ -7,7 +7,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { optionalSecret, optionalString } from "../internal/settings.js"
-import { endpoint, layerModel, MissingApiKey, unexpectedBody } from "./Http.js"
+import { endpoint, layerModel, MissingApiKey, turnFromBody } from "./Http.js"
 
 /** How to reach the API. */
 export interface Options {
@@ -132,8 +132,6 @@ const ResponseBody = Schema.Struct({
   usage: Schema.Struct({ input_tokens: Schema.Number, output_tokens: Schema.Number })
 })
 
-const decodeBody = Schema.decodeUnknownEither(ResponseBody, { errors: "all" })
-
 const finishReasons: Record<string, LanguageModel.FinishReason> = {
   end_turn: "stop",
   stop_sequence: "stop",
@@ -143,12 +141,7 @@ const finishReasons: Record<string, LanguageModel.FinishReason> = {
 }
 
 /** A Messages API response as a turn. */
-export const fromBody = (body: unknown): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError> => {
-  const decoded = decodeBody(body)
-  if (decoded._tag === "Left") {
-    return Effect.fail(unexpectedBody("anthropic", body, decoded.left))
-  }
-  const { content, stop_reason, usage } = decoded.right
+export const fromBody = turnFromBody("anthropic", ResponseBody, ({ content, stop_reason, usage }) => {
   const texts: Array<string> = []
   const toolCalls: Array<LanguageModel.ToolCall> = []
   for (const block of content) {
@@ -157,10 +150,10 @@ export const fromBody = (body: unknown): Effect.Effect<LanguageModel.ModelTurn, 
       toolCalls.push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) })
     }
   }
-  return Effect.succeed({
+  return {
     text: texts.length === 0 ? undefined : texts.join(""),
     toolCalls,
     finishReason: (stop_reason === null ? undefined : finishReasons[stop_reason]) ?? "other",
     usage: { inputTokens: usage.input_tokens, outputTokens: usage.output_tokens }
-  })
-}
+  }
+})

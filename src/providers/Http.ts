@@ -142,6 +142,24 @@ export const unexpectedBody = (
   })
 }
 
+/**
+ * A provider's response decoder: the body decoded strictly against `schema` (every problem listed
+ * by `unexpectedBody`), then made a turn by `toTurn`.
+ */
+export const turnFromBody = <A, I>(
+  provider: string,
+  schema: Schema.Schema<A, I>,
+  toTurn: (body: A) => LanguageModel.ModelTurn
+): (body: unknown) => Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError> => {
+  const decode = Schema.decodeUnknownEither(schema, { errors: "all" })
+  return (body) => {
+    const decoded = decode(body)
+    return decoded._tag === "Left"
+      ? Effect.fail(unexpectedBody(provider, body, decoded.left))
+      : Effect.succeed(toTurn(decoded.right))
+  }
+}
+
 const transportReason = (cause: unknown): string => {
   if (typeof cause === "object" && cause !== null) {
     const code = (cause as { code?: unknown }).code

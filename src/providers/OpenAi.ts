@@ -8,7 +8,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { optionalSecret, optionalString } from "../internal/settings.js"
-import { endpoint, layerModel, MissingApiKey, unexpectedBody } from "./Http.js"
+import { endpoint, layerModel, MissingApiKey, turnFromBody } from "./Http.js"
 
 /** How to reach the API. */
 export interface Options {
@@ -115,8 +115,6 @@ const ResponseBody = Schema.Struct({
   usage: Schema.optional(Schema.NullOr(Schema.Struct({ prompt_tokens: Schema.Number, completion_tokens: Schema.Number })))
 })
 
-const decodeBody = Schema.decodeUnknownEither(ResponseBody, { errors: "all" })
-
 const finishReasons: Record<string, LanguageModel.FinishReason> = {
   stop: "stop",
   tool_calls: "tool_calls",
@@ -126,14 +124,7 @@ const finishReasons: Record<string, LanguageModel.FinishReason> = {
 }
 
 /** A Chat Completions response (its first choice) as a turn. */
-export const fromBody = (body: unknown): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError> => {
-  const decoded = decodeBody(body)
-  if (decoded._tag === "Left") {
-    return Effect.fail(unexpectedBody("openai", body, decoded.left))
-  }
-  const [choice] = decoded.right.choices
-  const usage = decoded.right.usage
-  return Effect.succeed({
+export const fromBody = turnFromBody("openai", ResponseBody, ({ choices: [choice], usage }) => ({
     text: choice.message.content ?? undefined,
     toolCalls: (choice.message.tool_calls ?? []).map((call, i) => ({
       // Some compatible servers leave out the id, or send the arguments as an object.
@@ -145,5 +136,4 @@ export const fromBody = (body: unknown): Effect.Effect<LanguageModel.ModelTurn, 
     })),
     finishReason: finishReasons[choice.finish_reason ?? ""] ?? "other",
     usage: { inputTokens: usage?.prompt_tokens ?? 0, outputTokens: usage?.completion_tokens ?? 0 }
-  })
-}
+}))
