@@ -28,7 +28,10 @@ export const model = LanguageModel.layerScripted([
       { id: "c3", name: "issue_refund", arguments: "{\"order_id\":\"ord-4821\",\"amount\":49.9}" }
     ]
   },
-  (request) => ({ text: `Refunded; ${request.messages.filter((m) => m._tag === "ToolResultMessage").length} results read.` })
+  (request) => {
+    const results = request.messages.filter((m) => m._tag === "ToolResultMessage")
+    return { text: `Refunded; ${results.length} results read.` }
+  }
 ], { repeat: false, keepRequests: true }) // LanguageModel.Scripted gives the requests it received
 // #endregion
 

@@ -16,6 +16,9 @@ export const fetchRate = Tool.make("fetch_rate", {
   return body.rate
 })
 
-export const vat = Tool.make("vat", { description: "VAT on an amount.", input: { amount: Schema.Number }, timeout: "1 second" },
-  ({ amount }) => Math.round(amount * 0.2 * 100) / 100) // a plain function: runs inline
+export const vat = Tool.make("vat", {
+  description: "VAT on an amount.",
+  input: { amount: Schema.Number },
+  timeout: "1 second"
+}, ({ amount }) => Math.round(amount * 0.2 * 100) / 100) // a plain function: runs inline
 // #endregion

@@ -12,7 +12,8 @@ export const redact: Hooks.ToolHook = (call, proceed) => // call: { tool, input 
 // Deny: return ToolResult.failure("reason") without running `proceed`; retry: run `proceed` again.
 
 // A turn hook wraps each model turn: other instructions, fewer tools, and it sees the turn.
-export const brief: Hooks.TurnHook = (turn, proceed) => proceed({ ...turn, instructions: `${turn.instructions} Be brief.` })
+export const brief: Hooks.TurnHook = (turn, proceed) =>
+  proceed({ ...turn, instructions: `${turn.instructions} Be brief.` })
 
 // Provided like any layer; the first hook wraps the others.
 export const hooks = Hooks.layer({ tool: [Hooks.logging, Hooks.approval, Hooks.callBudget(5), redact], turn: [brief] })

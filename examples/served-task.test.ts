@@ -16,9 +16,14 @@ it.scoped("a served task, in process", () =>
       Layer.provideMerge(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
       Layer.provide(LanguageModel.layerScripted([
         { toolCalls: [{ id: "c1", name: "lookup", arguments: "{\"id\":\"x\"}" }] },
-        (request) => ({ text: request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : []).join() })
+        (request) => ({
+          text: request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : []).join()
+        })
       ])),
-      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]]))))
+      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([
+        ["AGENT_ID", "agent-1"],
+        ["PLATFORM_TOKEN", "tok-1"]
+      ]))))
     )
   )))
 // #endregion

@@ -46,7 +46,9 @@ export const layer: Layer.Layer<Orders | Billing> = Layer.merge(
   Layer.succeed(Orders, {
     get: (id) => {
       const order = orders.get(id)
-      return order === undefined ? Effect.fail(new NotFound({ message: `no order with id=${id}` })) : Effect.succeed(order)
+      return order === undefined
+        ? Effect.fail(new NotFound({ message: `no order with id=${id}` }))
+        : Effect.succeed(order)
     }
   }),
   Layer.effect(

@@ -2,7 +2,8 @@
 // #region tool
 import { Effect, Schema } from "effect"
 import { Invocation, Tool, Toolkit } from "../src/index.js"
-import { Billing, type BillingDown, type NotFound, Order, Orders, Refund } from "./shop.js" // your own Schemas and services
+// Your own Schemas and services:
+import { Billing, type BillingDown, type NotFound, Order, Orders, Refund } from "./shop.js"
 
 export const lookupOrder = Tool.make("lookup_order", {
   description: "Return the order record for order_id. Use it when the user asks about an order.",
@@ -18,7 +19,8 @@ export const lookupOrder = Tool.make("lookup_order", {
 }, ({ order_id }) => Orders.pipe(Effect.flatMap((orders) => orders.get(order_id))))
 
 Tool.jsonSchema(lookupOrder)   // { name, description, parameters }: what a model sees, computed once
-export const bare = lookupOrder.handler({ order_id: "ord-1", include_history: false }) // the bare effect, for unit tests
+// The bare effect, for unit tests:
+export const bare = lookupOrder.handler({ order_id: "ord-1", include_history: false })
 // #endregion
 
 // #region refund

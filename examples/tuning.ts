@@ -5,7 +5,11 @@ import { Invocation } from "../src/index.js"
 import * as Timing from "../src/RetryPolicy.js"
 
 // #region tuning
-export const limits = Invocation.layerConfig({ maxPayloadBytes: 64 * 1024, maxErrorLength: 1000, expiringThreshold: "2 seconds" })
+export const limits = Invocation.layerConfig({
+  maxPayloadBytes: 64 * 1024,
+  maxErrorLength: 1000,
+  expiringThreshold: "2 seconds"
+})
 export const timing = Timing.layer({
   toolRetry: Schedule.exponential("50 millis"),  // default: 200 ms doubling, jittered
   modelRetry: Schedule.exponential("1 second").pipe(Schedule.intersect(Schedule.recurs(2)))

@@ -8,8 +8,11 @@ export const main = (text: string) =>
     // #region tool
     // In the process that runs the toolkit: the pool lives as long as this scope.
     const pool = yield* WorkerPool.make({ module: new URL("./digest.worker.ts", import.meta.url), size: 2 })
-    const digest = Tool.make("digest", { description: "Digest a report.", input: { text: Schema.String }, timeout: "30 seconds" },
-      (input) => pool.run<string>("digest", input))
+    const digest = Tool.make("digest", {
+      description: "Digest a report.",
+      input: { text: Schema.String },
+      timeout: "30 seconds"
+    }, (input) => pool.run<string>("digest", input))
     // #endregion
     return yield* Invocation.run(digest, { text })
   }))

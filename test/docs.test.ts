@@ -43,10 +43,12 @@ describe("docs: code blocks", () => {
   const load: DocsExamples.Load = (path) => files[path]
 
   it("writes a block from its file, a region dedented, the package imported by its name", () => {
-    const doc = ["<!-- example: examples/a.ts#inner -->", "```ts", "old", "```", "", "```sh", "npm test", "```"].join("\n")
+    const marker = "<!-- example: examples/a.ts#inner -->"
+    const doc = [marker, "```ts", "old", "```", "", "```sh", "npm test", "```"].join("\n")
     const { problems, text } = DocsExamples.renderDoc("doc.md", doc, load)
     assert.deepStrictEqual(problems, [])
-    assert.strictEqual(text, ["<!-- example: examples/a.ts#inner -->", "```ts", "const x = 1", "const y = x", "return y", "```", "", "```sh", "npm test", "```"].join("\n"))
+    const written = [marker, "```ts", "const x = 1", "const y = x", "return y", "```", "", "```sh", "npm test", "```"]
+    assert.strictEqual(text, written.join("\n"))
     const whole = DocsExamples.renderDoc("doc.md", "<!-- example: examples/a.ts -->\n```ts\n```", load)
     assert.isTrue(whole.text.includes("import { Tool } from \"agent-tools\""))
     assert.isFalse(whole.text.includes("#region"))

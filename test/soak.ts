@@ -56,7 +56,8 @@ writeTable({
   title: "Soak figures",
   command: "npm run soak",
   explainedIn: "reliability.md",
-  note: `The run took ${minutes} min; ${run.status === 0 ? "every test passed" : `some tests failed (exit ${run.status ?? "signal"})`}.`,
+  note: `The run took ${minutes} min; ` +
+    `${run.status === 0 ? "every test passed" : `some tests failed (exit ${run.status ?? "signal"})`}.`,
   columns,
   rows: cells
 })

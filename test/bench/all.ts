@@ -35,4 +35,11 @@ for (const [file, ...args] of runs) {
 
 const columns = ["bench", "measure", "value", "baseline", "ratio", "target"] as const
 const cells = rows.map((row) => columns.map((c) => row[c] ?? ""))
-writeTable({ file: "docs/generated/bench.md", title: "Benchmark figures", command: "npm run bench", explainedIn: "benchmarks.md", columns, rows: cells })
+writeTable({
+  file: "docs/generated/bench.md",
+  title: "Benchmark figures",
+  command: "npm run bench",
+  explainedIn: "benchmarks.md",
+  columns,
+  rows: cells
+})
