@@ -1,13 +1,14 @@
 /**
  * `npm run soak`: the reliability suite's long versions (more cases, more rounds, the full load),
- * then one table of the figures the tests recorded (test/support/figures.ts). Exits non-zero if
- * any test failed.
+ * then one table of the figures the tests recorded (test/support/figures.ts), printed and written to
+ * docs/generated/soak.md. Exits non-zero if any test failed.
  */
 import { spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { writeTable } from "./bench/report.js"
 import type { Figure } from "./support/figures.js"
 
 /** The test files that record figures. */
@@ -32,6 +33,7 @@ export const files = [
 const root = fileURLToPath(new URL("..", import.meta.url))
 const dir = mkdtempSync(join(tmpdir(), "agent-tools-soak-"))
 const figuresFile = join(dir, "figures.ndjson")
+const startedAt = Date.now()
 const run = spawnSync(process.execPath, [join(root, "node_modules/vitest/vitest.mjs"), "run", ...files, "--testTimeout=1800000", "--hookTimeout=600000"], {
   cwd: root,
   stdio: "inherit",
@@ -48,9 +50,15 @@ rmSync(dir, { recursive: true, force: true })
 
 const columns = ["suite", "measure", "value", "expected"] as const
 const cells = figures.map((f) => columns.map((c) => String(f[c] ?? "")))
-const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i]!.length)))
-const line = (values: ReadonlyArray<string>) => `| ${values.map((v, i) => v.padEnd(widths[i]!)).join(" | ")} |`
-console.log("\n" + line(columns))
-console.log(line(widths.map((w) => "-".repeat(w))))
-for (const row of cells) console.log(line(row))
+const minutes = ((Date.now() - startedAt) / 60_000).toFixed(1)
+writeTable({
+  file: "docs/generated/soak.md",
+  title: "Soak figures",
+  command: "npm run soak",
+  explainedIn: "reliability.md",
+  note: `The run took ${minutes} min; ` +
+    `${run.status === 0 ? "every test passed" : `some tests failed (exit ${run.status ?? "signal"})`}.`,
+  columns,
+  rows: cells
+})
 process.exit(run.status ?? 1)

@@ -1,10 +1,10 @@
 /**
  * `npm run bench`: every benchmark, each variant in a process of its own (so that none warms or
- * slows another), then one table of all the figures.
+ * slows another), then one table of all the figures, printed and written to docs/generated/bench.md.
  */
 import { execFileSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import type { Row } from "./report.js"
+import { type Row, writeTable } from "./report.js"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
@@ -35,8 +35,11 @@ for (const [file, ...args] of runs) {
 
 const columns = ["bench", "measure", "value", "baseline", "ratio", "target"] as const
 const cells = rows.map((row) => columns.map((c) => row[c] ?? ""))
-const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i]!.length)))
-const line = (values: ReadonlyArray<string>) => `| ${values.map((v, i) => v.padEnd(widths[i]!)).join(" | ")} |`
-console.log(line(columns))
-console.log(line(widths.map((w) => "-".repeat(w))))
-for (const row of cells) console.log(line(row))
+writeTable({
+  file: "docs/generated/bench.md",
+  title: "Benchmark figures",
+  command: "npm run bench",
+  explainedIn: "benchmarks.md",
+  columns,
+  rows: cells
+})

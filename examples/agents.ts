@@ -1,0 +1,76 @@
+/** An agent on the shop's tools: its options, a run, its events, and the model it runs on. */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { Effect, Layer, Redacted } from "effect"
+import { Agent, Anthropic, Builtins, LanguageModel, Model } from "../src/index.js"
+import * as Shop from "./shop.js"
+import { issueRefund, lookupOrder } from "./tools.js"
+
+// #region agent
+export const agent = Agent.make({
+  name: "support",                      // shown in spans
+  tools: [lookupOrder, issueRefund, Builtins.getTodayDate],
+  instructions: "You are a support agent.",
+  toolExecution: "concurrent",          // default: all calls of a turn at once; or "sequential"
+  maxConcurrency: 8,                    // optional bound for "concurrent"
+  completion: "implicit",               // default: done when the model answers without a tool call;
+                                        // "explicit" adds task_complete and ask_user
+  maxSteps: 20                          // model turns per run (default 20)
+})
+// #endregion
+
+// #region scripted
+// Turn 1 looks the order up and asks for the same refund twice, at once; turn 2 answers.
+export const model = LanguageModel.layerScripted([
+  {
+    toolCalls: [
+      { id: "c1", name: "lookup_order", arguments: "{\"order_id\":\"ord-4821\"}" },
+      { id: "c2", name: "issue_refund", arguments: "{\"order_id\":\"ord-4821\",\"amount\":49.9}" },
+      { id: "c3", name: "issue_refund", arguments: "{\"order_id\":\"ord-4821\",\"amount\":49.9}" }
+    ]
+  },
+  (request) => {
+    const results = request.messages.filter((m) => m._tag === "ToolResultMessage")
+    return { text: `Refunded; ${results.length} results read.` }
+  }
+], { repeat: false, keepRequests: true }) // LanguageModel.Scripted gives the requests it received
+// #endregion
+
+/** Runs the agent on `prompt`; gives the run's record and the refunds the shop made. */
+export const main = (prompt: string) =>
+  Effect.gen(function*() {
+    // #region run
+    const result = yield* Agent.run(agent, prompt)
+    // { output, steps, toolCalls: [{ id, name, input, result, cached, durationMillis }], usage }
+    // fails only with ManifestError (bad toolkit, at the first run), ModelError or MaxStepsExceeded
+
+    const events = Agent.stream(agent, prompt) // Stream<AgentEvent>: TurnStarted, Text, ToolCallStarted,
+                                               // ToolCallFinished, Done
+    // #endregion
+    const refunds = yield* Effect.flatMap(Shop.Billing, (billing) => billing.refunds)
+    return { result, refunds, events }
+  }).pipe(Effect.provide(Shop.layer))
+
+/** The same run from outside Effect. */
+export const outsideEffect = async (prompt: string) => {
+  // #region promise
+  const result = await Agent.runPromise(agent, prompt, Layer.merge(Shop.layer, model)) // for callers outside Effect
+  // #endregion
+  return result
+}
+
+const prompt = "What's the status of order ord-4821?"
+
+// #region real
+export const onClaude = Agent.run(agent, prompt).pipe(Effect.provide(Model.layer("anthropic:claude-sonnet-4-5")))
+export const onOpenAi = Agent.run(agent, prompt).pipe(Effect.provide(Model.layer("openai:gpt-4.1")))
+// #endregion
+
+// #region provider
+// Other settings than the environment's: the provider's layer, with an HTTP client beneath it.
+export const claude = Anthropic.layer({
+  model: "claude-sonnet-4-5",
+  apiKey: Redacted.make(process.env.ANTHROPIC_API_KEY ?? ""),
+  maxTokens: 8192,      // default 4096
+  timeout: "5 minutes"  // per request; default 2 minutes
+}).pipe(Layer.provide(NodeHttpClient.layer))
+// #endregion

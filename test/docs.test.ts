@@ -1,0 +1,193 @@
+/**
+ * The docs cannot rot: every TypeScript block of README.md and docs/ is a file under examples/
+ * (compiled by `npm run check`, written into the docs by `npm run docs:examples`), the examples run
+ * and give what the docs say, and every link of the docs leads to a file of the repository.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import { readdirSync, readFileSync } from "node:fs"
+import { dirname, join, normalize, relative } from "node:path"
+import * as DocsExamples from "../scripts/docs-examples.js"
+import { Hooks, Invocation, LanguageModel, Tool } from "../src/index.js"
+import * as AgentsExample from "../examples/agents.js"
+import * as HandlerShapesExample from "../examples/handler-shapes.js"
+import * as HooksExample from "../examples/hooks.js"
+import * as Quickstart from "../examples/quickstart.js"
+import * as Shop from "../examples/shop.js"
+import * as ToolsExample from "../examples/tools.js"
+// A test itself (`it.scoped`): importing it here runs it, in this file.
+import "../examples/served-task.test.js"
+
+const { root } = DocsExamples
+const read = (path: string) => readFileSync(join(root, path), "utf8")
+
+describe("docs: code blocks", () => {
+  it("every ts block of README.md and docs/ has its marker and equals its example (npm run docs:examples)", () => {
+    assert.deepStrictEqual(DocsExamples.check(), [])
+  })
+
+  const files: Record<string, string> = {
+    "examples/a.ts": [
+      "import { Tool } from \"../src/index.js\"",
+      "export const f = () => {",
+      "  // #region inner",
+      "  const x = 1",
+      "  // #region nested",
+      "  const y = x",
+      "  // #endregion",
+      "  return y",
+      "  // #endregion",
+      "}"
+    ].join("\n")
+  }
+  const load: DocsExamples.Load = (path) => files[path]
+
+  it("writes a block from its file, a region dedented, the package imported by its name", () => {
+    const marker = "<!-- example: examples/a.ts#inner -->"
+    const doc = [marker, "```ts", "old", "```", "", "```sh", "npm test", "```"].join("\n")
+    const { problems, text } = DocsExamples.renderDoc("doc.md", doc, load)
+    assert.deepStrictEqual(problems, [])
+    const written = [marker, "```ts", "const x = 1", "const y = x", "return y", "```", "", "```sh", "npm test", "```"]
+    assert.strictEqual(text, written.join("\n"))
+    const whole = DocsExamples.renderDoc("doc.md", "<!-- example: examples/a.ts -->\n```ts\n```", load)
+    assert.isTrue(whole.text.includes("import { Tool } from \"agent-tools\""))
+    assert.isFalse(whole.text.includes("#region"))
+  })
+
+  it("names each block without a marker, each marker without a block, a missing file or region", () => {
+    const doc = [
+      "```ts", "const a = 1", "```",
+      "<!-- example: examples/a.ts -->", "",
+      "<!-- example: examples/none.ts -->", "```ts", "```",
+      "<!-- example: examples/a.ts#missing -->", "```ts", "```"
+    ].join("\n")
+    assert.deepStrictEqual(DocsExamples.renderDoc("doc.md", doc, load).problems, [
+      "doc.md:1: a ```ts block needs a marker line before it, like <!-- example: examples/<file>.ts -->",
+      "doc.md:4: an example marker must be followed, on the next line, by a ```ts block",
+      "doc.md:7: examples/none.ts: no such file",
+      "doc.md:10: examples/a.ts: no \"// #region missing\""
+    ])
+  })
+})
+
+describe("docs: links and words", () => {
+  const docs = DocsExamples.docFiles()
+  const anchor = (heading: string) =>
+    heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, "").replace(/\s/g, "-")
+
+  it("every relative link leads to a file of the repository (and a heading of it, when it names one)", () => {
+    const broken: Array<string> = []
+    for (const doc of docs) {
+      const text = read(doc).replace(/```[\s\S]*?```/g, "")
+      for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z]+:/.test(target!)) continue
+        const [path, hash] = target!.split("#") as [string, string | undefined]
+        const file = path === "" ? doc : normalize(join(dirname(doc), path))
+        if (file.startsWith("..") || relative(root, join(root, file)).startsWith("..")) {
+          broken.push(`${doc}: ${target} leaves the repository`)
+          continue
+        }
+        let content: string
+        try {
+          content = read(file)
+        } catch {
+          broken.push(`${doc}: ${target}: no such file`)
+          continue
+        }
+        if (hash !== undefined && file.endsWith(".md")) {
+          const anchors = [...content.matchAll(/^#+ (.*)$/gm)].map((m) => anchor(m[1]!))
+          if (!anchors.includes(hash)) broken.push(`${doc}: ${target}: no such heading`)
+        }
+      }
+    }
+    assert.deepStrictEqual(broken, [])
+  })
+
+  it("design.md has the sections code comments cite, in order", () => {
+    const headings = [...read("docs/design.md").matchAll(/^## (.*)$/gm)].map((m) => m[1])
+    assert.deepStrictEqual(headings, [
+      "Modules", "The call pipeline", "Tools", "What the model sees", "Input", "Limits", "Error text", "Deadlines",
+      "Retries", "Call context", "Per-run reuse", "Delivery dedupe", "Calls in a turn", "The loop", "Built-ins",
+      "Serving", "The platform", "MCP", "Observability", "Hooks", "Interruption and shutdown", "Hostile clients",
+      "Handler shapes"
+    ])
+  })
+
+  it("no contract section numbers or tracker references: the docs say what they mean", () => {
+    const cited: Array<string> = []
+    for (const file of [...docs, ...readdirSync(join(root, "examples")).map((name) => `examples/${name}`)]) {
+      read(file).split("\n").forEach((line, i) => {
+        if (/\bS[0-9]{1,2}\b|DESIGN|[Ii]ssue [0-9]+/.test(line)) cited.push(`${file}:${i + 1}: ${line.trim()}`)
+      })
+    }
+    assert.deepStrictEqual(cited, [])
+  })
+
+  it("the README stays short: under 8 KB", () => {
+    assert.isBelow(Buffer.byteLength(read("README.md")), 8192)
+  })
+})
+
+describe("docs: the examples run", () => {
+  it.effect("quickstart: the agent calls get_weather and answers from its result", () =>
+    Effect.gen(function*() {
+      const result = yield* Quickstart.main
+      assert.strictEqual(result.output, "Lyon: 21 C")
+      assert.deepStrictEqual(result.toolCalls[0]!.result.value, { city: "Lyon", celsius: 21 })
+      assert.strictEqual(result.steps, 2)
+    }))
+
+  it.effect("tools: a call gives the encoded order; a NotFound is permanent, answered at once", () =>
+    Effect.gen(function*() {
+      const found = yield* ToolsExample.main("ord-4821")
+      assert.deepStrictEqual(found.toolkit.definitions.map((d) => d.name), ["lookup_order", "issue_refund"])
+      assert.strictEqual(found.result.success, true)
+      assert.deepInclude(found.result.value as object, { id: "ord-4821", status: "paid" })
+      const missing = yield* ToolsExample.main("ord-0")
+      assert.strictEqual(missing.result.error, "NotFound: no order with id=ord-0")
+      // The parameters a model sees: strict objects, the optional field left out of `required`.
+      const { parameters } = Tool.jsonSchema(ToolsExample.lookupOrder)
+      assert.deepInclude(parameters as object, { type: "object", required: ["order_id"], additionalProperties: false })
+    }).pipe(Effect.provide(Shop.layer)))
+
+  it.effect("handler shapes: a plain function's value, through the whole pipeline", () =>
+    Effect.gen(function*() {
+      const result = yield* Invocation.run(HandlerShapesExample.vat, { amount: 100 })
+      assert.strictEqual(result.value, 20)
+      const bad = yield* Invocation.run(HandlerShapesExample.vat, { amount: "100" })
+      assert.strictEqual(bad.error, "vat: invalid input: amount: Expected number, actual \"100\"")
+    }))
+
+  it.effect("hooks: the redacting hook rewrites the result the caller gets", () =>
+    Effect.gen(function*() {
+      const customer = Tool.make("lookup_customer", {
+        description: "A customer.",
+        input: { id: Schema.String },
+        output: Schema.Struct({ id: Schema.String, ssn: Schema.String }),
+        timeout: "1 second"
+      }, ({ id }) => Effect.succeed({ id, ssn: "123-45-6789" }))
+      const result = yield* Invocation.run(customer, { id: "cus-1" }).pipe(Effect.provide(HooksExample.hooks))
+      assert.deepStrictEqual(result.value, { id: "cus-1", ssn: "***" })
+      const bare = yield* Invocation.run(customer, { id: "cus-1" }).pipe(Effect.provide(Hooks.layer({ tool: [] })))
+      assert.deepStrictEqual(bare.value, { id: "cus-1", ssn: "123-45-6789" })
+    }))
+
+  it.effect("agents: the same refund asked twice in one turn is made once, the second reused", () =>
+    Effect.gen(function*() {
+      const { refunds, result } = yield* AgentsExample.main("Refund the duplicate charge of ord-4821")
+      assert.strictEqual(result.output, "Refunded; 3 results read.")
+      assert.deepStrictEqual(result.toolCalls.map((c) => [c.name, c.cached]), [
+        ["lookup_order", false],
+        ["issue_refund", false],
+        ["issue_refund", true]
+      ])
+      assert.strictEqual(refunds.length, 1)
+      const requests = yield* Effect.flatMap(LanguageModel.Scripted, (scripted) => scripted.requests)
+      assert.strictEqual(requests.length, 2)
+    }).pipe(Effect.provide(AgentsExample.model)))
+
+  it("agents: the run from outside Effect", async () => {
+    const result = await AgentsExample.outsideEffect("Refund the duplicate charge of ord-4821")
+    assert.strictEqual(result.steps, 2)
+  })
+})
