@@ -1,8 +1,6 @@
 /** Other limits for the pipeline, and other timing rules: both are layers over built-in defaults. */
 import { Schedule } from "effect"
-import { Invocation } from "../src/index.js"
-// Every timing rule's module; the package exports it as `Timing`.
-import * as Timing from "../src/RetryPolicy.js"
+import { Invocation, Timing } from "../src/index.js"
 
 // #region tuning
 export const limits = Invocation.layerConfig({
