@@ -5,6 +5,7 @@
  */
 import {
   Cause,
+  Chunk,
   Config,
   Context,
   Deferred,
@@ -12,11 +13,13 @@ import {
   Effect,
   Exit,
   Fiber,
+  FiberMap,
+  FiberSet,
+  HashMap,
   Layer,
   Mailbox,
   Option,
   Ref,
-  Runtime,
   Schedule,
   Schema,
   type Scope,
@@ -37,7 +40,13 @@ import type {
   Unauthorized,
   UnknownTask
 } from "./protocol/Protocol.js"
-import { type MissingSetting, PlatformClient, type PlatformUnavailable, required } from "./PlatformClient.js"
+import {
+  type Caller,
+  type MissingSetting,
+  PlatformClient,
+  type PlatformUnavailable,
+  required
+} from "./PlatformClient.js"
 import { Timing } from "./Timing.js"
 import type { ToolContext } from "./ToolContext.js"
 import type * as Toolkit from "./Toolkit.js"
@@ -156,13 +165,488 @@ export interface MakeOptions {
   readonly resumeTasks?: boolean | undefined
 }
 
+/** A delivered call, as it comes on a task's stream. */
+type Delivered = Extract<TaskEvent, { _tag: "ToolCallRequested" }>
+
+// --- Running a delivered call ---
+
+/**
+ * The one call into dedupe (design: Delivery dedupe) and the pipeline: a delivered call runs once
+ * however often it is delivered, and gives its result. A call for a tool this process does not serve
+ * is answered as such.
+ */
+const runDelivered = (
+  store: Idempotency["Type"],
+  toolkit: Toolkit.Toolkit<any>,
+  event: Delivered
+): Effect.Effect<ToolResult> => {
+  const tool = toolkit.byName.get(event.name)
+  // Whether the handler started: an interruption before it leaves nothing behind (design: Interruption and shutdown).
+  let started = false
+  const call = tool === undefined
+    ? Effect.succeed(ToolResult.failure(`${event.name}: this process does not serve this tool`))
+    : Invocation.run(tool, event.arguments, {
+      taskId: event.taskId,
+      toolCallId: event.toolCallId,
+      deadlineAt: event.deadlineAt,
+      onStart: () => void (started = true)
+    }) as Effect.Effect<ToolResult>
+  return Effect.map(
+    store.once(event, {
+      toolName: event.name,
+      timeout: tool?.timeout ?? Duration.seconds(1),
+      idempotent: tool?.idempotent ?? false,
+      started: () => started
+    }, call),
+    ({ result }) => result
+  )
+}
+
+// --- Retrying while the platform is away ---
+
+/** A failed attempt, and how far it got: the next attempt goes on from there. */
+interface Failed<S> {
+  readonly error: ServeError
+  readonly reached: S
+}
+
+const isAway = (failed: Failed<unknown>): boolean => failed.error._tag === "PlatformUnavailable"
+
+/**
+ * `attempt` from `state`; while the platform is away, again on `Timing.reconnect` from the state the
+ * failed attempt reached. The schedule is set up only then, the failed attempt counting as its first
+ * (the same delays as retrying from the start). Nothing to stop at shutdown: it lives in its caller.
+ */
+const retryWhileAway = <S, A>(
+  reconnect: Schedule.Schedule<unknown, unknown>,
+  attempt: (state: S) => Effect.Effect<A, Failed<S>>,
+  state: S
+): Effect.Effect<A, Failed<S>> =>
+  Effect.catchIf(attempt(state), isAway, (first) =>
+    Effect.flatMap(Schedule.driver(reconnect), (driver) => {
+      const again = (failed: Failed<S>): Effect.Effect<A, Failed<S>> =>
+        isAway(failed)
+          ? Effect.matchEffect(driver.next(failed.error), {
+            onFailure: () => Effect.fail(failed),
+            onSuccess: () => Effect.catchAll(attempt(failed.reached), again)
+          })
+          : Effect.fail(failed)
+      return again(first)
+    }))
+
+/** `effect` retried on `Timing.reconnect` while the platform is away (`retryWhileAway` with no state). */
+const awayRetried = <A, E extends ServeError>(
+  reconnect: Schedule.Schedule<unknown, unknown>,
+  effect: Effect.Effect<A, E>
+): Effect.Effect<A, E> =>
+  Effect.mapError(
+    retryWhileAway(
+      reconnect,
+      () => Effect.mapError(effect, (error): Failed<void> => ({ error, reached: undefined })),
+      undefined
+    ),
+    (failed) => failed.error as E
+  )
+
+// ---------------------------------------------------------------------------------------------
+// The parts of a serving process, in the order `make` builds them. A scope runs its finalizers
+// last-added first, so they stop in the reverse order (design: Interruption and shutdown): the drain
+// first, then the re-attached followers, the answers' sender, the heartbeat, the deregistration and,
+// last, the shutdown report.
+
+// --- The store's warning ---
+
+/**
+ * Said once, when nobody chose the memory store and some tools are idempotent: a restart is when it
+ * matters, and then it is too late.
+ */
+const warnIfMemoryOnly = (agentId: string, toolkit: Toolkit.Toolkit<any>, byDefault: boolean): Effect.Effect<void> => {
+  const idempotentTools = toolkit.tools.filter((tool) => tool.idempotent).map((tool) => tool.name)
+  if (!byDefault || idempotentTools.length === 0) return Effect.void
+  return Effect.logWarning(
+    `agent ${agentId}: the idempotent tools ${idempotentTools.join(", ")} are deduplicated in memory only: ` +
+      `a restarted process forgets their claims and may run a call again; set IDEMPOTENCY_DB=path.sqlite ` +
+      `(or provide Idempotency.layerSql) to keep them`
+  )
+}
+
+// --- Registration ---
+
+/** The toolkit published now and its manifest's hash. */
+interface Published {
+  readonly toolkit: Toolkit.Toolkit<any>
+  readonly hash: string
+}
+
+/**
+ * Registration (design: Serving): the toolkit published now, registered once before anything else
+ * is set up (a refusal, as a bad token, a rejected manifest or the lifecycle budget, fails `make`
+ * with nothing to undo); `register` tells the platform again (the heartbeat's republish), `republish`
+ * swaps the toolkit first. It holds no fiber: its end is the deregistration's.
+ */
+const makeRegistration = (client: PlatformClient["Type"], caller: Caller, toolkit: Toolkit.Toolkit<any>) =>
+  Effect.gen(function*() {
+    const current = yield* Ref.make<Published>({ toolkit, hash: manifestHash(toolkit) })
+    const register = Effect.flatMap(Ref.get(current), ({ hash, toolkit }) =>
+      client.register({ ...caller, manifest: toolkit.manifest, manifestHash: hash })).pipe(
+        Effect.tap(() => Effect.logDebug(`agent ${caller.agentId}: registered`)),
+        Effect.withSpan("Serve.register", { attributes: { agentId: caller.agentId }, captureStackTrace: false })
+      )
+    yield* register
+    return {
+      current: Ref.get(current),
+      register: Effect.asVoid(register),
+      republish: (next: Toolkit.Toolkit<any>) =>
+        Effect.zipRight(Ref.set(current, { toolkit: next, hash: manifestHash(next) }), Effect.asVoid(register))
+    }
+  })
+
+type Registration = Effect.Effect.Success<ReturnType<typeof makeRegistration>>
+
+// --- Shutdown report ---
+
+/** What shutdown did. */
+interface Stopped {
+  readonly drained: number
+  readonly interrupted: number
+  readonly notStarted: number
+}
+
+/**
+ * The shutdown report (design: Interruption and shutdown): what shutdown did, counted by the drain
+ * and the deliveries, said when everything else has stopped, so that deliveries arriving during the
+ * deregistration are counted too. Its finalizer is the first added after registration: it runs last.
+ */
+const shutdownReport = (agentId: string) =>
+  Effect.gen(function*() {
+    const report = yield* Ref.make<Stopped>({ drained: 0, interrupted: 0, notStarted: 0 })
+    yield* Effect.addFinalizer(() =>
+      Effect.flatMap(Ref.get(report), ({ drained, interrupted, notStarted }) => {
+        const line = `agent ${agentId}: stopping: ${drained} call(s) drained, ${interrupted} interrupted, ` +
+          `${notStarted} delivery(ies) not started (delivered again after a re-attach)`
+        return drained + interrupted + notStarted > 0 ? Effect.logInfo(line) : Effect.logDebug(line)
+      })
+    )
+    return report
+  })
+
+// --- Deregistration ---
+
+/**
+ * The deregistration (design: Interruption and shutdown): the last call to the platform, after the
+ * drain, the last answers and the heartbeat. Best effort, bounded: a platform already gone (a closed
+ * connection, an in-process platform whose scope ended first) neither fails nor interrupts the scope
+ * that is closing.
+ */
+const deregisterOnClose = (client: PlatformClient["Type"], caller: Caller) =>
+  Effect.addFinalizer(() =>
+    boundedInFinalizer(client.deregister(caller), "5 seconds").pipe(
+      Effect.flatMap((exit) =>
+        Exit.isSuccess(exit)
+          ? Effect.logDebug(`agent ${caller.agentId}: deregistered`)
+          : Effect.logWarning(`agent ${caller.agentId}: deregistration failed: ${causeText(exit.cause)}`)
+      )
+    )
+  )
+
+// --- Heartbeat ---
+
+/**
+ * The heartbeat (design: Serving): a fiber on `Timing.heartbeat`. The platform not knowing the
+ * manifest republishes it; 3 failures in a row fail serving (the returned `failed`), a success resets
+ * the count. It keeps beating through the drain, and stops before the deregistration, so that no beat
+ * registers the process again after it.
+ */
+const heartbeat = (
+  client: PlatformClient["Type"],
+  caller: Caller,
+  registration: Registration,
+  schedule: Schedule.Schedule<unknown, unknown>
+) =>
+  Effect.gen(function*() {
+    const failed = yield* Deferred.make<never, ServeError>()
+    const failures = yield* Ref.make(0)
+    const beat = registration.current.pipe(
+      Effect.flatMap(({ hash }) => client.heartbeat({ ...caller, manifestHash: hash })),
+      Effect.flatMap(({ known }) => known ? Effect.void : registration.register),
+      Effect.tap(() => Effect.logDebug(`agent ${caller.agentId}: heartbeat`)),
+      Effect.matchEffect({
+        onSuccess: () => Ref.set(failures, 0),
+        onFailure: (error) =>
+          Effect.flatMap(Ref.updateAndGet(failures, (n) => n + 1), (inARow) =>
+            inARow >= 3
+              ? Deferred.fail(failed, error)
+              : Effect.logWarning(`agent ${caller.agentId}: heartbeat failed (${inARow} in a row): ${error.message}`))
+      })
+    )
+    yield* Effect.forkScoped(Effect.schedule(beat, schedule))
+    return failed
+  })
+
+// --- Answers ---
+
+/** The most answers sent in one call. */
+const answersPerCall = 512
+
+/**
+ * The answers' sender (design: Serving): answers ready at the same moment go to the platform in one
+ * call. The calls only queue theirs; one fiber, living as long as serving, takes every answer waiting
+ * each time round and sends them, retried while the platform is away. At shutdown the drain ends the
+ * queue and waits (a while) for the last answers to go out, before the deregistration; the fiber is
+ * interrupted after the re-attached followers stop.
+ */
+const makeAnswers = (send: (results: ReadonlyArray<ToolCallResult>) => Effect.Effect<void>) =>
+  Effect.gen(function*() {
+    const waiting = yield* Mailbox.make<ToolCallResult>()
+    const sender = yield* Effect.forkScoped(Effect.gen(function*() {
+      while (true) {
+        const [results, done] = yield* waiting.takeAll
+        for (const batch of Chunk.chunksOf(results, answersPerCall)) yield* send(Chunk.toReadonlyArray(batch))
+        if (done) return
+      }
+    }))
+    return {
+      answer: (result: ToolCallResult): Effect.Effect<void> => Effect.asVoid(waiting.offer(result)),
+      /** No answer after this; the ones waiting go out, within `limit`. */
+      flush: (limit: Duration.DurationInput) =>
+        Effect.zipRight(waiting.end, boundedInFinalizer(Fiber.await(sender), limit))
+    }
+  })
+
+type Answers = Effect.Effect.Success<ReturnType<typeof makeAnswers>>
+
+// --- Deliveries ---
+
+/** A delivered call's key in the calls running now. */
+const callKey = (event: Delivered): string => `${event.taskId}\u0000${event.toolCallId}`
+
+const counted = (calls: HashMap.HashMap<string, number>, key: string, by: 1 | -1) => {
+  const n = Option.getOrElse(HashMap.get(calls, key), () => 0) + by
+  return n > 0 ? HashMap.set(calls, key, n) : HashMap.remove(calls, key)
+}
+
+/**
+ * The delivered calls running now, whichever task they are of (design: Serving, Delivery dedupe):
+ * each delivery runs `handle` in a fiber of its own, started on the follower's stack (a call that
+ * completes at once is answered at once) in the context `make` was given (the tools' services, hooks,
+ * the clock). They outlive the follower that started them, which may be interrupted first at
+ * shutdown. `drain` runs first when serving stops: a new delivery is then left to the platform, which
+ * delivers it again after a re-attach (a redelivery of a call still running is not one: that call
+ * answers), the calls still running get the grace period, and what is left is interrupted.
+ */
+const makeDeliveries = (handle: (event: Delivered) => Effect.Effect<void>, report: Ref.Ref<Stopped>) =>
+  Effect.gen(function*() {
+    const running = yield* FiberSet.make<void>()
+    // The runtime holds make's context: the calls run in it, not in the follower's.
+    const run = yield* FiberSet.runtime(running)<never>()
+    const state = yield* Ref.make({ draining: false, calls: HashMap.empty<string, number>() })
+    const count = (key: string, by: 1 | -1) => Ref.update(state, (s) => ({ ...s, calls: counted(s.calls, key, by) }))
+    return {
+      deliver: (event: Delivered): Effect.Effect<void> => {
+        const key = callKey(event)
+        return Effect.flatMap(Ref.get(state), ({ calls, draining }) => {
+          if (draining) {
+            return HashMap.has(calls, key)
+              ? Effect.void
+              : Ref.update(report, (r) => ({ ...r, notStarted: r.notStarted + 1 }))
+          }
+          const call = Effect.ensuring(handle(event), count(key, -1))
+          return Effect.zipRight(count(key, 1), Effect.sync(() => void run(call, { immediate: true })))
+        })
+      },
+      /** No new delivery from now on; the calls running get `grace`, then are interrupted. */
+      drain: (grace: Duration.Duration) =>
+        Effect.gen(function*() {
+          yield* Ref.update(state, (s) => ({ ...s, draining: true }))
+          const before = yield* FiberSet.size(running)
+          if (before > 0) yield* boundedInFinalizer(FiberSet.awaitEmpty(running), grace)
+          const left = yield* FiberSet.size(running)
+          if (left > 0) yield* FiberSet.clear(running)
+          return { drained: before - left, interrupted: left }
+        })
+    }
+  })
+
+type Deliveries = Effect.Effect.Success<ReturnType<typeof makeDeliveries>>
+
+// --- Followers ---
+
+/** Where following a task stands between two attempts: its id once known, and whether it started (and is held). */
+interface Followed {
+  readonly taskId: string | undefined
+  readonly started: boolean
+}
+
+/** What a follower needs. */
+interface FollowerDeps {
+  readonly client: PlatformClient["Type"]
+  readonly caller: Caller
+  readonly store: Idempotency["Type"]
+  readonly reconnect: Schedule.Schedule<unknown, unknown>
+  readonly deliver: (event: Delivered) => Effect.Effect<void>
+}
+
+/**
+ * The followers (design: Serving): a follower follows one task to its last event, submitted or
+ * attached by id, handing its delivered calls to the deliveries; `onEvent` sees every event. The
+ * store holds the task from its start to its end, so that a restarted process takes it back. After a
+ * dropped connection the same task is attached again, from the state the attempt before reached, and
+ * its pending calls come again. One follower per task here: an explicit attach takes a task over from
+ * its re-attach at start (`resume`). At shutdown the re-attached followers stop after the drain; a
+ * caller's follower stops with its caller.
+ */
+const makeFollowers = (deps: FollowerDeps) =>
+  Effect.gen(function*() {
+    const { caller, client, store } = deps
+    const resumed = yield* FiberMap.make<string>()
+
+    /** One attempt: the task's stream from `from` to the task's end, a take-over, or the stream's end (undefined). */
+    const attempt = (
+      prompt: string,
+      onEvent: ((event: TaskEvent) => void) | undefined,
+      from: Followed
+    ): Effect.Effect<TaskEvent | undefined, Failed<Followed>> =>
+      Effect.scoped(Effect.gen(function*() {
+        // Without a listener, the stream needs only the calls and the end.
+        const events = onEvent === undefined ? "calls" as const : "all" as const
+        const mailbox = yield* (from.taskId === undefined
+          ? client.submitTask({ ...caller, prompt, events })
+          : client.attachTask({ ...caller, taskId: from.taskId, events }))
+        // This attempt's own state; the next attempt is given it through the failure.
+        let at = from
+        while (true) {
+          const [chunk, done] = yield* Effect.mapError(mailbox.takeAll, (error): Failed<Followed> => ({
+            // The platform knew the task a moment ago: it restarted and lost it, say so.
+            error: error._tag === "UnknownTask" && at.started && from.taskId !== undefined
+              ? new TaskLost({ taskId: from.taskId })
+              : error,
+            reached: at
+          }))
+          for (const event of chunk) {
+            if (event._tag === "TaskStarted") {
+              if (!at.started) yield* store.holdTask(caller.agentId, event.taskId)
+              at = { taskId: event.taskId, started: true }
+            } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event)
+            onEvent?.(event)
+            if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
+              yield* store.releaseTask(caller.agentId, event.taskId)
+              return event
+            }
+            // Another attach has the task now (its holder keeps it held): this follower stops.
+            if (event._tag === "TaskTakenOver") return event
+          }
+          if (done) return undefined
+        }
+      }))
+
+    /** Follows a task, submitted (`known` undefined) or known by id; gives its last event. */
+    const follow = (
+      prompt: string,
+      known: string | undefined,
+      onEvent: ((event: TaskEvent) => void) | undefined
+    ): Effect.Effect<TaskEvent | undefined, ServeError> =>
+      retryWhileAway(deps.reconnect, (from) => attempt(prompt, onEvent, from), { taskId: known, started: false }).pipe(
+        // The platform does not know the task (any more): nothing is left to take back.
+        Effect.tapError(({ error, reached }) =>
+          (error._tag === "TaskLost" || error._tag === "UnknownTask") && reached.taskId !== undefined
+            ? store.releaseTask(caller.agentId, reached.taskId)
+            : Effect.void
+        ),
+        Effect.mapError(({ error }) => error)
+      )
+
+    return {
+      /** Submits a task and follows it. */
+      submit: (prompt: string, onEvent: ((event: TaskEvent) => void) | undefined) => follow(prompt, undefined, onEvent),
+      /** Follows a task known by id, for the caller: a re-attach of it from the start gives way first. */
+      attach: (taskId: string, onEvent: ((event: TaskEvent) => void) | undefined) =>
+        Effect.zipRight(FiberMap.remove(resumed, taskId), follow("", taskId, onEvent)),
+      /** Follows a task held before a restart, in a fiber of its own; how it ended is logged. */
+      resume: (taskId: string) =>
+        FiberMap.run(
+          resumed,
+          taskId,
+          follow("", taskId, undefined).pipe(
+            Effect.flatMap((last) =>
+              last === undefined
+                ? Effect.logDebug(`task ${taskId}: its stream ended before the task did`)
+                : Effect.logInfo(`task ${taskId}: ${endedAs(last)}`)
+            ),
+            Effect.catchAll((error) => Effect.logWarning(`task ${taskId}: could not be taken back: ${error.message}`))
+          )
+        )
+    }
+  })
+
+type Followers = Effect.Effect.Success<ReturnType<typeof makeFollowers>>
+
+/** How a task's last event says it ended, for the log. */
+const endedAs = (last: TaskEvent): string =>
+  last._tag === "TaskCompleted" ? "completed" : last._tag === "TaskFailed" ? "failed" : "taken over elsewhere"
+
+/** A follower as a Stream of the task's events. */
+const eventStream = (
+  follow: (onEvent: (event: TaskEvent) => void) => Effect.Effect<unknown, ServeError>
+): Stream.Stream<TaskEvent, ServeError> =>
+  Stream.unwrapScoped(Effect.gen(function*() {
+    const out = yield* Mailbox.make<TaskEvent, ServeError>()
+    yield* Effect.forkScoped(
+      Effect.onExit(follow((event) => void out.unsafeOffer(event)), (exit) => out.done(Exit.asVoid(exit)))
+    )
+    return Mailbox.toStream(out)
+  }))
+
+/** A task's output from its last event. */
+const outcome = (last: TaskEvent | undefined): Effect.Effect<string, TaskFailedError | TaskTakenOverError> => {
+  if (last?._tag === "TaskCompleted") return Effect.succeed(last.output)
+  if (last?._tag === "TaskFailed") return Effect.fail(new TaskFailedError({ taskId: last.taskId, reason: last.reason }))
+  if (last?._tag === "TaskTakenOver") {
+    return Effect.fail(new TaskTakenOverError({ taskId: last.taskId, reason: last.reason }))
+  }
+  return Effect.fail(new TaskFailedError({ taskId: "", reason: "the task's stream ended before the task did" }))
+}
+
+// --- Taking tasks back ---
+
+/**
+ * With a durable store, the tasks this agent held when a process stopped are attached again, each by
+ * a follower of its own (design: Interruption and shutdown). Those followers stop right after the drain.
+ */
+const resumeHeld = (agentId: string, store: Idempotency["Type"], followers: Followers) =>
+  Effect.gen(function*() {
+    const held = yield* store.heldTasks(agentId)
+    if (held.length > 0) {
+      yield* Effect.logInfo(`agent ${agentId}: attaching ${held.length} unfinished task(s) again: ${held.join(", ")}`)
+    }
+    for (const taskId of held) yield* followers.resume(taskId)
+  })
+
+// --- Drain ---
+
+/**
+ * The drain (design: Interruption and shutdown), first when the scope closes: no new delivery is
+ * started, the calls still running get `grace` (a call's own deadline ends it earlier), what is left is
+ * interrupted, and the answers waiting go out before the deregistration.
+ */
+const drainOnClose = (deliveries: Deliveries, answers: Answers, report: Ref.Ref<Stopped>, grace: Duration.Duration) =>
+  Effect.addFinalizer(() =>
+    Effect.gen(function*() {
+      const { drained, interrupted } = yield* deliveries.drain(grace)
+      yield* answers.flush("5 seconds")
+      yield* Ref.update(report, (r) => ({ ...r, drained, interrupted }))
+    })
+  )
+
+// ---------------------------------------------------------------------------------------------
+// Serving.
+
 /**
  * Registers `toolkit` and keeps it registered for as long as the scope lives: a heartbeat fiber
  * on `Timing`'s `heartbeat` schedule; with a durable store, the unfinished tasks held before a
- * restart attached again. When the scope closes (design: Interruption and shutdown): no new delivery is started, the calls still
- * running get `shutdownGrace`, what is left is interrupted, their answers go out, then a
- * best-effort deregistration. Reads `AGENT_ID`; the `PlatformClient` beneath reads `PLATFORM_TOKEN`
- * (and `PLATFORM_URL`).
+ * restart attached again. When the scope closes (design: Interruption and shutdown): no new delivery
+ * is started, the calls still running get `shutdownGrace`, what is left is interrupted, their answers
+ * go out, then a best-effort deregistration. Reads `AGENT_ID`; the `PlatformClient` beneath reads
+ * `PLATFORM_TOKEN` (and `PLATFORM_URL`).
  */
 export const make = <R>(
   toolkit: Toolkit.Toolkit<R>,
@@ -174,311 +658,44 @@ export const make = <R>(
     const policy = yield* Timing
     const { byDefault, store } = yield* storeFromConfig
     const grace = Duration.decode(options?.shutdownGrace ?? defaultShutdownGrace)
-    const processId = yield* Ids.make("process")
-    const caller = { agentId, processId }
-    const current = yield* Ref.make({ toolkit: toolkit as Toolkit.Toolkit<any>, hash: manifestHash(toolkit) })
-    const failed = yield* Deferred.make<never, ServeError>()
+    const caller: Caller = { agentId, processId: yield* Ids.make("process") }
 
-    const register = Effect.flatMap(Ref.get(current), ({ hash, toolkit }) =>
-      client.register({ ...caller, manifest: toolkit.manifest, manifestHash: hash })).pipe(
-        Effect.tap(() => Effect.logDebug(`agent ${agentId}: registered`)),
-        Effect.withSpan("Serve.register", { attributes: { agentId }, captureStackTrace: false })
+    yield* warnIfMemoryOnly(agentId, toolkit, byDefault)
+    const registration = yield* makeRegistration(client, caller, toolkit)
+    const report = yield* shutdownReport(agentId)
+    yield* deregisterOnClose(client, caller)
+    const failed = yield* heartbeat(client, caller, registration, policy.heartbeat)
+    const answers = yield* makeAnswers((results) =>
+      awayRetried(policy.reconnect, client.completeToolCall({ ...caller, results })).pipe(
+        Effect.catchAll((error) => Effect.logWarning(`could not answer ${results.length} call(s): ${error.message}`))
       )
-
-    const idempotentTools = toolkit.tools.filter((tool) => tool.idempotent).map((tool) => tool.name)
-    // Said once, when nobody chose the memory store: a restart is when it matters, and then it is too late.
-    if (byDefault && idempotentTools.length > 0) {
-      yield* Effect.logWarning(
-        `agent ${agentId}: the idempotent tools ${idempotentTools.join(", ")} are deduplicated in memory only: ` +
-          `a restarted process forgets their claims and may run a call again; set IDEMPOTENCY_DB=path.sqlite ` +
-          `(or provide Idempotency.layerSql) to keep them`
-      )
-    }
-
-    yield* register
-
-    // Heartbeats: 3 failures in a row fail serving; the platform not knowing the manifest republishes.
-    let failures = 0
-    const beat = Effect.flatMap(Ref.get(current), ({ hash }) => client.heartbeat({ ...caller, manifestHash: hash })).pipe(
-      Effect.flatMap(({ known }) => known ? Effect.void : Effect.asVoid(register)),
-      Effect.tap(() => Effect.logDebug(`agent ${agentId}: heartbeat`)),
-      Effect.matchEffect({
-        onSuccess: () => Effect.sync(() => void (failures = 0)),
-        onFailure: (error) =>
-          ++failures >= 3
-            ? Deferred.fail(failed, error)
-            : Effect.logWarning(`agent ${agentId}: heartbeat failed (${failures} in a row): ${error.message}`)
-      })
     )
-    yield* Effect.forkScoped(Effect.schedule(beat, policy.heartbeat))
-
-    // What shutdown did, said last (deliveries arriving during the deregistration counted too).
-    const stopped = { drained: 0, interrupted: 0, notStarted: 0 }
-    yield* Effect.addFinalizer(() => {
-      const line = `agent ${agentId}: stopping: ${stopped.drained} call(s) drained, ${stopped.interrupted} interrupted, ` +
-        `${stopped.notStarted} delivery(ies) not started (delivered again after a re-attach)`
-      return stopped.drained + stopped.interrupted + stopped.notStarted > 0 ? Effect.logInfo(line) : Effect.logDebug(line)
+    const deliveries = yield* makeDeliveries(
+      (event) =>
+        Effect.flatMap(registration.current, ({ toolkit }) =>
+          Effect.flatMap(runDelivered(store, toolkit, event), (result) =>
+            answers.answer({ taskId: event.taskId, toolCallId: event.toolCallId, result }))),
+      report
+    )
+    const followers = yield* makeFollowers({
+      client,
+      caller,
+      store,
+      reconnect: policy.reconnect,
+      deliver: deliveries.deliver
     })
-
-    // Best effort, bounded: a platform already gone (a closed connection, an in-process platform
-    // whose scope ended first) neither fails nor interrupts the scope that is closing.
-    yield* Effect.addFinalizer(() =>
-      boundedInFinalizer(client.deregister(caller), "5 seconds").pipe(
-        Effect.flatMap((exit) =>
-          Exit.isSuccess(exit)
-            ? Effect.logDebug(`agent ${agentId}: deregistered`)
-            : Effect.logWarning(`agent ${agentId}: deregistration failed: ${causeText(exit.cause)}`)
-        )
-      )
-    )
-
-    const retryWhileAway = Schedule.whileInput(
-      policy.reconnect as Schedule.Schedule<unknown, ServeError>,
-      (error: ServeError) => error._tag === "PlatformUnavailable"
-    )
-    /**
-     * Retried on `Timing.reconnect` while the platform is away; the schedule is set up only
-     * then, the failed attempt counting as its first (the same delays as retrying from the start).
-     */
-    const awayRetried = <A, E extends ServeError>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-      Effect.catchIf(effect, (error) => error._tag === "PlatformUnavailable", (error) => {
-        let first = true
-        const again = Effect.suspend(() => first ? (first = false, Effect.fail(error)) : effect)
-        return Effect.retry(again, retryWhileAway)
-      }) as Effect.Effect<A, E>
-
-    // Answers ready at the same moment go to the platform in one call: the first answer starts a
-    // sender (on this stack, so a lone answer leaves at once), which takes every answer waiting each
-    // time round until none is left; the others only wait in line. It lives as long as serving.
-    // Fibers of serving (the answers' sender, each delivered call) run in the context `make` was
-    // given (the tools' services, hooks, the clock), forked from one runtime.
-    const runFork = Runtime.runFork(yield* Effect.runtime<Exclude<R, ToolContext>>())
-    let sender: Fiber.RuntimeFiber<void> | undefined
-    yield* Effect.addFinalizer(() => sender === undefined ? Effect.void : Fiber.interrupt(sender))
-    let waiting: Array<ToolCallResult> = []
-    let sending = false
-    const sendWaiting: Effect.Effect<void> = Effect.suspend(() => {
-      if (waiting.length === 0) {
-        sending = false
-        return Effect.void
-      }
-      const results = waiting.length > 512 ? waiting.splice(0, 512) : waiting
-      if (results === waiting) waiting = []
-      return awayRetried(client.completeToolCall({ ...caller, results })).pipe(
-        Effect.catchAll((error) => Effect.logWarning(`could not answer ${results.length} call(s): ${error.message}`)),
-        Effect.zipRight(sendWaiting)
-      )
-    })
-    const answer = (result: ToolCallResult): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        waiting.push(result)
-        if (!sending) {
-          sending = true
-          sender = runFork(sendWaiting, { immediate: true })
-        }
-        return Effect.void
-      })
-
-    /** Runs one delivered call through dedupe (design: Delivery dedupe) and Invocation, and answers the platform. */
-    const handle = (event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>): Effect.Effect<void> =>
-      Effect.flatMap(Ref.get(current), ({ toolkit }) => {
-        const tool = toolkit.byName.get(event.name)
-        // Whether the handler started: an interruption before it leaves nothing behind (design: Interruption and shutdown).
-        let started = false
-        const call = tool === undefined
-          ? Effect.succeed(ToolResult.failure(`${event.name}: this process does not serve this tool`))
-          : Invocation.run(tool, event.arguments, {
-            taskId: event.taskId,
-            toolCallId: event.toolCallId,
-            deadlineAt: event.deadlineAt,
-            onStart: () => void (started = true)
-          }) as Effect.Effect<ToolResult>
-        return Effect.flatMap(
-          store.once(event, {
-            toolName: event.name,
-            timeout: tool?.timeout ?? Duration.seconds(1),
-            idempotent: tool?.idempotent ?? false,
-            started: () => started
-          }, call),
-          ({ result }) => answer({ taskId: event.taskId, toolCallId: event.toolCallId, result })
-        )
-      })
-
-    // The delivered calls running now, whichever task they are of: they outlive the follower that
-    // started them (it may be interrupted first at shutdown) and are drained when serving stops.
-    const inFlight = new Set<Fiber.RuntimeFiber<void>>()
-    const inFlightKeys = new Set<string>()
-    let draining = false
-    const deliver = (event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>): void => {
-      const key = `${event.taskId}\u0000${event.toolCallId}`
-      // Stopping: a new delivery is left to the platform, which delivers it again after a re-attach
-      // (a redelivery of a call still running is not one: that call answers).
-      if (draining) {
-        if (!inFlightKeys.has(key)) stopped.notStarted++
-        return
-      }
-      // Started on this stack: a call that completes at once is answered at once.
-      const fiber = runFork(handle(event), { immediate: true })
-      if (fiber.unsafePoll() !== null) return
-      inFlight.add(fiber)
-      inFlightKeys.add(key)
-      fiber.addObserver(() => {
-        inFlight.delete(fiber)
-        inFlightKeys.delete(key)
-      })
-    }
-
-    // One follower per task here: an explicit attach takes a task over from its re-attach at start.
-    const resumed = new Map<string, Fiber.RuntimeFiber<unknown, unknown>>()
-    const explicit = new Set<string>()
-
-    /**
-     * Follows a task to its last event, running its delivered calls here; `onEvent` sees every
-     * event. Submitted (`prompt`) or attached (`known`). After a dropped connection the same task
-     * is attached again, and its pending calls come again. Gives the last event (none if the
-     * platform ended the stream first).
-     */
-    const follow = (
-      prompt: string,
-      known: string | undefined,
-      onEvent: ((event: TaskEvent) => void) | undefined
-    ): Effect.Effect<TaskEvent | undefined, ServeError> => {
-      // Without a listener, the stream needs only the calls and the end.
-      const events = onEvent === undefined ? "calls" as const : "all" as const
-      return Effect.scoped(Effect.gen(function*() {
-        let taskId: string | undefined = known
-        let started = false
-        const attached = Effect.scoped(Effect.gen(function*() {
-          const id = taskId
-          const mailbox = yield* (id === undefined
-            ? client.submitTask({ ...caller, prompt, events })
-            : client.attachTask({ ...caller, taskId: id, events }))
-          while (true) {
-            const [chunk, done] = yield* Effect.mapError(mailbox.takeAll, (error): ServeError =>
-              // The platform knew the task a moment ago: it restarted and lost it, say so.
-              error._tag === "UnknownTask" && started && id !== undefined ? new TaskLost({ taskId: id }) : error)
-            for (const event of chunk) {
-              if (event._tag === "TaskStarted") {
-                taskId = event.taskId
-                if (!started) yield* store.holdTask(agentId, event.taskId)
-                started = true
-              }
-              else if (event._tag === "ToolCallRequested") deliver(event)
-              onEvent?.(event)
-              if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
-                yield* store.releaseTask(agentId, event.taskId)
-                return event
-              }
-              // Another attach has the task now (its holder keeps it held): this follower stops.
-              if (event._tag === "TaskTakenOver") return event
-            }
-            if (done) return undefined
-          }
-        }))
-        return yield* awayRetried(attached).pipe(
-          // The platform does not know the task (any more): nothing is left to take back.
-          Effect.tapError((error) =>
-            (error._tag === "TaskLost" || error._tag === "UnknownTask") && taskId !== undefined
-              ? store.releaseTask(agentId, taskId)
-              : Effect.void
-          )
-        )
-      }))
-    }
-
-    /** `follow` of a task known by id, by the caller: a re-attach of it from the start gives way first. */
-    const followKnown = (
-      taskId: string,
-      onEvent: ((event: TaskEvent) => void) | undefined
-    ): Effect.Effect<TaskEvent | undefined, ServeError> =>
-      Effect.suspend(() => {
-        explicit.add(taskId)
-        const earlier = resumed.get(taskId)
-        resumed.delete(taskId)
-        return Effect.zipRight(
-          earlier === undefined ? Effect.void : Fiber.interrupt(earlier),
-          follow("", taskId, onEvent)
-        ).pipe(Effect.ensuring(Effect.sync(() => explicit.delete(taskId))))
-      })
-
-    /** `follow` as a Stream of the task's events. */
-    const taskEvents = (prompt: string, known: string | undefined): Stream.Stream<TaskEvent, ServeError> =>
-      Stream.unwrapScoped(Effect.gen(function*() {
-        const out = yield* Mailbox.make<TaskEvent, ServeError>()
-        const onEvent = (event: TaskEvent) => void out.unsafeOffer(event)
-        yield* Effect.forkScoped(
-          Effect.onExit(
-            known === undefined ? follow(prompt, undefined, onEvent) : followKnown(known, onEvent),
-            (exit) => out.done(Exit.asVoid(exit))
-          )
-        )
-        return Mailbox.toStream(out)
-      }))
-
-    const outcome = (last: TaskEvent | undefined): Effect.Effect<string, TaskFailedError | TaskTakenOverError> => {
-      if (last?._tag === "TaskCompleted") return Effect.succeed(last.output)
-      if (last?._tag === "TaskFailed") return Effect.fail(new TaskFailedError({ taskId: last.taskId, reason: last.reason }))
-      if (last?._tag === "TaskTakenOver") {
-        return Effect.fail(new TaskTakenOverError({ taskId: last.taskId, reason: last.reason }))
-      }
-      return Effect.fail(new TaskFailedError({ taskId: "", reason: "the task's stream ended before the task did" }))
-    }
-
-    // With a durable store: the tasks this agent held when a process stopped are attached again.
-    if (options?.resumeTasks !== false && store.durable) {
-      const held = yield* store.heldTasks(agentId)
-      if (held.length > 0) {
-        yield* Effect.logInfo(`agent ${agentId}: attaching ${held.length} unfinished task(s) again: ${held.join(", ")}`)
-      }
-      for (const taskId of held) {
-        const fiber = yield* Effect.forkScoped(Effect.suspend(() =>
-          explicit.has(taskId) ? Effect.void : follow("", taskId, undefined).pipe(
-            Effect.flatMap((last) =>
-              last === undefined
-                ? Effect.logDebug(`task ${taskId}: its stream ended before the task did`)
-                : Effect.logInfo(`task ${taskId}: ${
-                  last._tag === "TaskCompleted" ? "completed" : last._tag === "TaskFailed" ? "failed" : "taken over elsewhere"
-                }`)
-            ),
-            Effect.catchAll((error) => Effect.logWarning(`task ${taskId}: could not be taken back: ${error.message}`))
-          )
-        ))
-        resumed.set(taskId, fiber)
-        fiber.addObserver(() => {
-          if (resumed.get(taskId) === fiber) resumed.delete(taskId)
-        })
-      }
-    }
-
-    // Runs first when the scope closes (design: Interruption and shutdown): drain, then (finalizers above) deregister and close.
-    yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
-        draining = true
-        const running = [...inFlight]
-        if (running.length > 0) {
-          yield* boundedInFinalizer(Fiber.awaitAll(running), grace)
-        }
-        const left = [...inFlight]
-        if (left.length > 0) yield* Fiber.interruptAll(left)
-        // The drained calls' answers go out before the deregistration.
-        if (sending && sender !== undefined) {
-          yield* boundedInFinalizer(Fiber.await(sender), "5 seconds")
-        }
-        stopped.drained = running.length - left.length
-        stopped.interrupted = left.length
-      })
-    )
+    if (options?.resumeTasks !== false && store.durable) yield* resumeHeld(agentId, store, followers)
+    yield* drainOnClose(deliveries, answers, report, grace)
 
     return Serve.of({
       agentId,
-      processId,
-      manifestHash: Effect.map(Ref.get(current), ({ hash }) => hash),
-      republish: (next) =>
-        Effect.zipRight(Ref.set(current, { toolkit: next, hash: manifestHash(next) }), Effect.asVoid(register)),
-      submitTask: (prompt) => taskEvents(prompt, undefined),
-      runTask: (prompt) => Effect.flatMap(follow(prompt, undefined, undefined), outcome),
-      attachTask: (taskId) => taskEvents("", taskId),
-      runAttached: (taskId) => Effect.flatMap(followKnown(taskId, undefined), outcome),
+      processId: caller.processId,
+      manifestHash: Effect.map(registration.current, ({ hash }) => hash),
+      republish: registration.republish,
+      submitTask: (prompt) => eventStream((onEvent) => followers.submit(prompt, onEvent)),
+      runTask: (prompt) => Effect.flatMap(followers.submit(prompt, undefined), outcome),
+      attachTask: (taskId) => eventStream((onEvent) => followers.attach(taskId, onEvent)),
+      runAttached: (taskId) => Effect.flatMap(followers.attach(taskId, undefined), outcome),
       failed: Deferred.await(failed)
     })
   })

@@ -103,11 +103,11 @@ export class CallContext implements Call {
 
 /**
  * A `Call` outside any call, for a unit test that calls `tool.handler(input, ToolContext.makeCall())`
- * directly: ids `"local"`, attempt 1, a deadline a minute away on `clock` (default `Date.now`) unless given.
+ * directly: ids `"local"`, attempt 1, a deadline a minute away on `clock` (default the live `Clock`) unless given.
  */
 export const makeCall = (
   info?: Partial<ToolCallInfo>,
-  clock: { readonly unsafeCurrentTimeMillis: () => number } = { unsafeCurrentTimeMillis: Date.now }
+  clock: { readonly unsafeCurrentTimeMillis: () => number } = Clock.make()
 ): CallContext => {
   const now = clock.unsafeCurrentTimeMillis()
   return new CallContext({

@@ -17,7 +17,9 @@ import {
   FiberSet,
   Layer,
   Mailbox,
+  Ref,
   Runtime,
+  type Schedule,
   Schema
 } from "effect"
 import { createServer, STATUS_CODES } from "node:http"
@@ -41,6 +43,7 @@ import {
   ManifestRejected,
   PlatformRpcs,
   type TaskEvent,
+  type ToolCallResult,
   Unauthorized,
   UnknownTask
 } from "../protocol/Protocol.js"
@@ -187,121 +190,187 @@ export class PlatformState extends Context.Tag("agent-tools/platform/PlatformSta
 }>() {}
 
 // ---------------------------------------------------------------------------------------------
-// The protocol's handlers.
+// The protocol's handlers: the parts of the platform, in the order `layerHandlers` builds them.
+// Its scope runs its finalizers last-added first, so they stop in the reverse order: the retention
+// sweep, the redelivery, the tasks' loops, and last the journal, opened first.
+
+/** `Options` in milliseconds, defaults applied. */
+interface Limits {
+  readonly heartbeatMillis: number
+  readonly lifecycleBudget: number
+  readonly lifecycleWindowMillis: number
+  readonly keepEndedTasksMillis: number
+  readonly evictAfterMillis: number
+}
+
+const limitsOf = (options: Options): Limits => {
+  const millis = (duration: Duration.DurationInput) => Duration.toMillis(Duration.decode(duration))
+  const heartbeatMillis = millis(options.heartbeatInterval ?? TimingModule.heartbeatInterval)
+  return {
+    heartbeatMillis,
+    lifecycleBudget: options.lifecycleBudget ?? 30,
+    lifecycleWindowMillis: millis(options.lifecycleWindow ?? "1 minute"),
+    keepEndedTasksMillis: millis(options.keepEndedTasks ?? defaultKeepEndedTasks),
+    evictAfterMillis: (options.evictSilentAfter ?? 10) * heartbeatMillis
+  }
+}
+
+/** The caller's token must be bound to the agent it names. */
+const authorize = (agentId: string) =>
+  Effect.flatMap(AuthenticatedAgent, (authenticated) =>
+    authenticated.agentId === agentId
+      ? Effect.void
+      : Effect.fail(new Unauthorized({ message: `the token is not valid for agent ${agentId}` })))
+
+// --- Agents ---
+
+type LifecycleKind = "register" | "heartbeat" | "deregister"
+
+/** Who makes a call: a process of an agent. */
+interface Caller {
+  readonly agentId: string
+  readonly processId: string
+}
+
+const noLifecycleCalls = (): Record<LifecycleKind, number> => ({ register: 0, heartbeat: 0, deregister: 0 })
 
 /**
- * The platform: protocol handlers, authentication and state. Needs the tasks' `LanguageModel`.
- * With `journal`, fails with `JournalUnavailable` if the file cannot be opened or read.
+ * The agents (design: The platform): each one's processes and the tools they registered, the tools
+ * a task's model is offered, and the lifecycle budget each agent's calls are held to (design: Hostile
+ * clients). Memory only and no fiber: nothing of it stops at shutdown; the sweep forgets processes
+ * gone silent.
  */
-export const layerHandlers = (options: Options) =>
-  Layer.scopedContext(Effect.gen(function*() {
-    const heartbeatMillis = Duration.toMillis(Duration.decode(options.heartbeatInterval ?? TimingModule.heartbeatInterval))
-    const budget = options.lifecycleBudget ?? 30
-    const windowMillis = Duration.toMillis(Duration.decode(options.lifecycleWindow ?? "1 minute"))
-    const keepEndedTasksMillis = Duration.toMillis(Duration.decode(options.keepEndedTasks ?? defaultKeepEndedTasks))
-    const evictAfterMillis = (options.evictSilentAfter ?? 10) * heartbeatMillis
-    const agents = new Map<string, AgentEntry>()
+const makeAgents = (limits: Limits) => {
+  const agents = new Map<string, AgentEntry>()
+  const counts = new Map<string, Record<LifecycleKind, number>>()
+
+  const agentOf = (agentId: string): AgentEntry => {
+    let agent = agents.get(agentId)
+    if (agent === undefined) {
+      agent = { processes: new Map(), lifecycle: [] }
+      agents.set(agentId, agent)
+    }
+    return agent
+  }
+
+  /** Counts a lifecycle call against the agent's budget; the call over it is refused. */
+  const lifecycle = (agentId: string, kind: LifecycleKind) =>
+    Effect.flatMap(authorize(agentId), () =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const { lifecycleBudget: limit, lifecycleWindowMillis: windowMillis } = limits
+        const agent = agentOf(agentId)
+        agent.lifecycle = agent.lifecycle.filter((at) => at > now - windowMillis)
+        if (agent.lifecycle.length >= limit) {
+          return Effect.fail(new LifecycleBudgetExceeded({ agentId, limit, windowMillis }))
+        }
+        agent.lifecycle.push(now)
+        const count = counts.get(agentId) ?? noLifecycleCalls()
+        count[kind]++
+        counts.set(agentId, count)
+        return Effect.succeed({ agent, now })
+      }))
+
+  /** Processes of the agent not deregistered and heard from within 3 heartbeat intervals. */
+  const live = (agentId: string, now: number): Array<ProcessEntry> =>
+    [...(agents.get(agentId)?.processes.values() ?? [])].filter((p) => now - p.lastSeen <= 3 * limits.heartbeatMillis)
+
+  /** The tools a task of `processId` is offered: every live process's, the task holder's own first. */
+  const visible = (agentId: string, processId: string, now: number): Journal.TaskTools => {
+    const seen = new Set<string>()
+    const tools: Array<{ entry: Toolkit.ManifestEntry; own: boolean }> = []
+    // On a name clash, the call goes where it can be answered.
+    const processes = live(agentId, now).sort((a, b) =>
+      Number(b.processId === processId) - Number(a.processId === processId)
+    )
+    for (const process of processes) {
+      for (const entry of process.manifest) {
+        if (seen.has(entry.name)) continue
+        seen.add(entry.name)
+        tools.push({ entry, own: process.processId === processId })
+      }
+    }
+    return tools
+  }
+
+  return {
+    live,
+    visible,
+    register: (
+      { agentId, manifest, manifestHash, processId }: Caller & {
+        readonly manifest: ReadonlyArray<Toolkit.ManifestEntry>
+        readonly manifestHash: string
+      }
+    ) =>
+      Effect.gen(function*() {
+        const { agent, now } = yield* lifecycle(agentId, "register")
+        const violations = Toolkit.checkEntries(manifest)
+        if (violations.length > 0) return yield* new ManifestRejected({ violations })
+        agent.processes.set(processId, { processId, manifest, manifestHash, lastSeen: now })
+        yield* Effect.logDebug(`agent ${agentId}: process ${processId} registered ${manifest.length} tools`)
+        return { heartbeatIntervalMillis: limits.heartbeatMillis }
+      }),
+    heartbeat: ({ agentId, manifestHash, processId }: Caller & { readonly manifestHash: string }) =>
+      Effect.gen(function*() {
+        const { agent, now } = yield* lifecycle(agentId, "heartbeat")
+        const process = agent.processes.get(processId)
+        if (process === undefined || process.manifestHash !== manifestHash) return { known: false }
+        process.lastSeen = now
+        yield* Effect.logDebug(`agent ${agentId}: heartbeat from process ${processId}`)
+        return { known: true }
+      }),
+    deregister: ({ agentId, processId }: Caller) =>
+      Effect.gen(function*() {
+        const { agent } = yield* lifecycle(agentId, "deregister")
+        agent.processes.delete(processId)
+        yield* Effect.logDebug(`agent ${agentId}: process ${processId} deregistered`)
+      }),
+    /** Forgets the processes silent for `evictSilentAfter` intervals, and agents left with nothing. */
+    forgetSilent: (now: number): void => {
+      for (const [agentId, agent] of agents) {
+        for (const process of agent.processes.values()) {
+          if (now - process.lastSeen > limits.evictAfterMillis) agent.processes.delete(process.processId)
+        }
+        const windowStart = now - limits.lifecycleWindowMillis
+        if (agent.processes.size === 0 && agent.lifecycle.every((at) => at <= windowStart)) agents.delete(agentId)
+      }
+    },
+    lifecycleCalls: (agentId: string) => ({ ...(counts.get(agentId) ?? noLifecycleCalls()) }),
+    processCount: (agentId: string) => agents.get(agentId)?.processes.size ?? 0
+  }
+}
+
+type Agents = ReturnType<typeof makeAgents>
+
+// --- Tasks ---
+
+/**
+ * The tasks (design: The platform): each one's loop (TaskRunner) runs in a fiber of the platform's
+ * own, its calls go out on whichever stream attached to it last and wait for their answers. With a
+ * journal, every step is journaled, and the tasks the journal holds are taken back at start. At
+ * shutdown the loops are interrupted after the sweep and the redelivery have stopped, and before the
+ * journal closes.
+ */
+const makeTasks = (options: Options, journal: Journal.Journal | undefined) =>
+  Effect.gen(function*() {
     const tasks = new Map<string, Task>()
-    const counts = new Map<string, { register: number; heartbeat: number; deregister: number }>()
-    // Opened before the tasks' fibers exist, so closed after they have stopped.
-    const journal = options.journal === undefined ? undefined : yield* Journal.make(options.journal)
-    const runners = yield* FiberSet.make()
-    const policy = yield* Timing
     const config = yield* Invocation.InvocationConfig
     const ids = yield* Ids
     const clock = yield* Effect.clock
     // Tasks run in the platform's own context, never the caller's (an in-process caller's services
     // and hooks must not leak into the platform's loop).
-    const runTask = yield* FiberSet.runtime(runners)<LanguageModel.LanguageModel>()
+    const runTask = yield* FiberSet.runtime(yield* FiberSet.make())<LanguageModel.LanguageModel>()
 
-    const agentOf = (agentId: string): AgentEntry => {
-      let agent = agents.get(agentId)
-      if (agent === undefined) {
-        agent = { processes: new Map(), lifecycle: [] }
-        agents.set(agentId, agent)
-      }
-      return agent
+    const add = (taskId: string, agentId: string, processId: string): Task => {
+      const task = new Task(taskId, agentId, processId, clock)
+      tasks.set(taskId, task)
+      return task
     }
 
-    /** The caller's token must be bound to the agent it names. */
-    const authorize = (agentId: string) =>
-      Effect.flatMap(AuthenticatedAgent, (authenticated) =>
-        authenticated.agentId === agentId
-          ? Effect.void
-          : Effect.fail(new Unauthorized({ message: `the token is not valid for agent ${agentId}` })))
-
-    /** Counts a lifecycle call against the agent's budget; the call over it is refused. */
-    const lifecycle = (agentId: string, kind: "register" | "heartbeat" | "deregister") =>
-      Effect.flatMap(authorize(agentId), () =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const agent = agentOf(agentId)
-          agent.lifecycle = agent.lifecycle.filter((at) => at > now - windowMillis)
-          if (agent.lifecycle.length >= budget) {
-            return Effect.fail(new LifecycleBudgetExceeded({ agentId, limit: budget, windowMillis }))
-          }
-          agent.lifecycle.push(now)
-          const count = counts.get(agentId) ?? { register: 0, heartbeat: 0, deregister: 0 }
-          count[kind]++
-          counts.set(agentId, count)
-          return Effect.succeed(agent)
-        }))
-
-    /** Processes of the agent not deregistered and heard from within 3 heartbeat intervals. */
-    const liveProcesses = (agentId: string, now: number): Array<ProcessEntry> =>
-      [...(agents.get(agentId)?.processes.values() ?? [])].filter((p) => now - p.lastSeen <= 3 * heartbeatMillis)
-
-    const visible = (agentId: string, processId: string, now: number) => {
-      const seen = new Set<string>()
-      const tools: Array<{ entry: Toolkit.ManifestEntry; own: boolean }> = []
-      // The task holder's own tools first: on a name clash, the call goes where it can be answered.
-      const live = liveProcesses(agentId, now).sort((a, b) => Number(b.processId === processId) - Number(a.processId === processId))
-      for (const process of live) {
-        for (const entry of process.manifest) {
-          if (seen.has(entry.name)) continue
-          seen.add(entry.name)
-          tools.push({ entry, own: process.processId === processId })
-        }
-      }
-      return tools
+    /** The agent's task; another agent's task is unknown to it. */
+    const own = (agentId: string, taskId: string): Task | undefined => {
+      const task = tasks.get(taskId)
+      return task === undefined || task.agentId !== agentId ? undefined : task
     }
-
-    // Unanswered calls are delivered again, same id and deadline, until the answer or the deadline
-    // (design: The platform). One fiber for all tasks: each tick re-sends the calls last sent at or before the tick
-    // before, so a call waits between one and two intervals.
-    let previousTick = yield* Clock.currentTimeMillis
-    const redeliver = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.sync(() => {
-        for (const task of tasks.values()) {
-          for (const call of task.pending?.values() ?? []) {
-            if (call.sentAt <= previousTick) {
-              call.sentAt = now
-              task.emit(call.event)
-            }
-          }
-        }
-        previousTick = now
-      }))
-    yield* Effect.forkScoped(Effect.schedule(redeliver, policy.redelivery))
-
-    // What the platform keeps stays bounded (design: Hostile clients): an ended task stays a while for a client
-    // re-attaching after a reconnect, then goes, from memory and from the journal; a process silent
-    // for `evictSilentAfter` intervals is forgotten (were it to come back, its heartbeat reads
-    // unknown and it registers again).
-    const sweep = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.suspend(() => {
-        const forgetBefore = now - keepEndedTasksMillis
-        for (const task of tasks.values()) {
-          if (task.endedAt !== undefined && task.endedAt <= forgetBefore) tasks.delete(task.taskId)
-        }
-        for (const [agentId, agent] of agents) {
-          for (const process of agent.processes.values()) {
-            if (now - process.lastSeen > evictAfterMillis) agent.processes.delete(process.processId)
-          }
-          if (agent.processes.size === 0 && agent.lifecycle.every((at) => at <= now - windowMillis)) agents.delete(agentId)
-        }
-        return journal === undefined ? Effect.void : journal.purge(forgetBefore)
-      }))
-    yield* Effect.forkScoped(Effect.schedule(sweep, policy.platformSweep))
 
     const deliver = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<ToolResult> =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
@@ -358,123 +427,204 @@ export const layerHandlers = (options: Options) =>
         ),
         // The end is journaled after the final event went out: a restart in between replays to the same end.
         Effect.zipRight(Effect.suspend(() =>
-          task.final === undefined ? Effect.void : journal.ended(taskId, task.final, task.endedAt ?? clock.unsafeCurrentTimeMillis())
+          task.final === undefined
+            ? Effect.void
+            : journal.ended(taskId, task.final, task.endedAt ?? clock.unsafeCurrentTimeMillis())
         ))
       )
       runTask(journaled)
     }
 
-
-    const handlers = PlatformRpcs.toLayer({
-      Register: ({ agentId, manifest, manifestHash, processId }) =>
+    return {
+      /** A new task, attached at once; its loop starts. */
+      submit: (
+        { agentId, events, processId, prompt }: Caller & {
+          readonly prompt: string
+          readonly events?: EventsWanted | undefined
+        },
+        tools: Journal.TaskTools
+      ) =>
         Effect.gen(function*() {
-          const agent = yield* lifecycle(agentId, "register")
-          const violations = Toolkit.checkEntries(manifest)
-          if (violations.length > 0) return yield* new ManifestRejected({ violations })
-          const now = yield* Clock.currentTimeMillis
-          agent.processes.set(processId, { processId, manifest, manifestHash, lastSeen: now })
-          yield* Effect.logDebug(`agent ${agentId}: process ${processId} registered ${manifest.length} tools`)
-          return { heartbeatIntervalMillis: heartbeatMillis }
-        }),
-      Heartbeat: ({ agentId, manifestHash, processId }) =>
-        Effect.gen(function*() {
-          const agent = yield* lifecycle(agentId, "heartbeat")
-          const process = agent.processes.get(processId)
-          const now = yield* Clock.currentTimeMillis
-          if (process === undefined || process.manifestHash !== manifestHash) return { known: false }
-          process.lastSeen = now
-          yield* Effect.logDebug(`agent ${agentId}: heartbeat from process ${processId}`)
-          return { known: true }
-        }),
-      Deregister: ({ agentId, processId }) =>
-        Effect.gen(function*() {
-          const agent = yield* lifecycle(agentId, "deregister")
-          agent.processes.delete(processId)
-          yield* Effect.logDebug(`agent ${agentId}: process ${processId} deregistered`)
-        }),
-      SubmitTask: ({ agentId, events, processId, prompt }) =>
-        Effect.gen(function*() {
-          yield* authorize(agentId)
           // Unguessable as well as unique: knowing one task's id tells nothing of another's.
-          const taskId = ids.make("task")
-          const task = new Task(taskId, agentId, processId, clock)
-          tasks.set(taskId, task)
-          const now = yield* Clock.currentTimeMillis
-          const tools = visible(agentId, processId, now)
+          const task = add(ids.make("task"), agentId, processId)
           // Journaled before anyone learns the task's id: a restart cannot lose a task a client knows.
-          if (journal !== undefined) yield* journal.started({ taskId, agentId, processId, prompt, tools })
+          if (journal !== undefined) yield* journal.started({ taskId: task.taskId, agentId, processId, prompt, tools })
           const mailbox = yield* attachTo(task, events)
           start(task, prompt, tools, undefined)
           return mailbox
         }),
-      AttachTask: ({ agentId, events, taskId }) =>
-        Effect.gen(function*() {
-          yield* authorize(agentId)
-          const task = tasks.get(taskId)
-          if (task === undefined || task.agentId !== agentId) return yield* new UnknownTask({ taskId })
-          return yield* attachTo(task, events)
+      /** Another attachment to a task of the agent's. */
+      attach: (
+        { agentId, events, taskId }: {
+          readonly agentId: string
+          readonly taskId: string
+          readonly events?: EventsWanted | undefined
+        }
+      ) =>
+        Effect.suspend(() => {
+          const task = own(agentId, taskId)
+          return task === undefined ? Effect.fail(new UnknownTask({ taskId })) : attachTo(task, events)
         }),
-      CompleteToolCall: ({ agentId, results }) =>
-        Effect.flatMap(authorize(agentId), () => {
+      /** Answers: each completes its call; one for a task the agent does not have fails, after the others. */
+      complete: (agentId: string, results: ReadonlyArray<ToolCallResult>): Effect.Effect<void, UnknownTask> =>
+        Effect.suspend(() => {
           let unknown: string | undefined
           for (const { result, taskId, toolCallId } of results) {
-            const task = tasks.get(taskId)
-            if (task === undefined || task.agentId !== agentId) {
+            const task = own(agentId, taskId)
+            if (task === undefined) {
               unknown ??= taskId
               continue
             }
-            // A late or repeated answer (at least once) is fine: the first one counts. One past the
-            // output limits is the invalid-output result the model reads (design: Error text, Hostile clients), never a failed task.
+            // A late or repeated answer (at least once) is fine: the first one counts. One past the output limits
+            // is the invalid-output result the model reads (design: Error text, Hostile clients), never a failed task.
             const pending = task.pending?.get(toolCallId)
             pending?.done.succeed(Invocation.checkResult(pending.event.name, result, config))
           }
           return unknown === undefined ? Effect.void : Effect.fail(new UnknownTask({ taskId: unknown }))
-        })
-    })
-
-    if (journal !== undefined) {
-      // Take back what the journal holds: recently ended tasks (for their final event) and every
-      // task that had not ended, whose loop runs again from its journaled turns and answers.
-      const { ended, open } = yield* journal.load(clock.unsafeCurrentTimeMillis() - keepEndedTasksMillis)
-      for (const entry of ended) {
-        const task = new Task(entry.taskId, entry.agentId, entry.processId, clock)
-        task.final = entry.final
-        task.endedAt = entry.endedAt
-        tasks.set(entry.taskId, task)
-      }
-      for (const entry of open) {
-        const task = new Task(entry.taskId, entry.agentId, entry.processId, clock)
-        tasks.set(entry.taskId, task)
-        start(task, entry.prompt, entry.tools, entry)
-      }
-      if (open.length > 0) {
-        yield* Effect.logInfo(`journal ${journal.path}: resumed ${open.length} unfinished task(s)`)
-      }
+        }),
+      /** Delivers again each pending call last sent at or before `sentBy`; it counts as sent `now`. */
+      redeliver: (sentBy: number, now: number): void => {
+        for (const task of tasks.values()) {
+          for (const call of task.pending?.values() ?? []) {
+            if (call.sentAt <= sentBy) {
+              call.sentAt = now
+              task.emit(call.event)
+            }
+          }
+        }
+      },
+      /** Forgets the tasks that ended at or before `before`. */
+      forgetEnded: (before: number): void => {
+        for (const task of tasks.values()) {
+          if (task.endedAt !== undefined && task.endedAt <= before) tasks.delete(task.taskId)
+        }
+      },
+      /**
+       * Takes back what the journal holds: recently ended tasks (for their final event) and every
+       * task that had not ended, whose loop runs again from its journaled turns and answers.
+       */
+      takeBack: (journal: Journal.Journal, keepEndedMillis: number) =>
+        Effect.gen(function*() {
+          const { ended, open } = yield* journal.load((yield* Clock.currentTimeMillis) - keepEndedMillis)
+          for (const entry of ended) {
+            const task = add(entry.taskId, entry.agentId, entry.processId)
+            task.final = entry.final
+            task.endedAt = entry.endedAt
+          }
+          for (const entry of open) {
+            start(add(entry.taskId, entry.agentId, entry.processId), entry.prompt, entry.tools, entry)
+          }
+          if (open.length > 0) {
+            yield* Effect.logInfo(`journal ${journal.path}: resumed ${open.length} unfinished task(s)`)
+          }
+        }),
+      count: (): number => tasks.size
     }
+  })
 
-    const authentication = Layer.succeed(
-      Authentication,
-      Authentication.of(({ headers }) => {
-        const value = headers[authorizationHeader]
-        const token = typeof value === "string" && value.startsWith("Bearer ") ? value.slice(7) : undefined
-        const agentId = token === undefined ? undefined : options.tokens.get(token)
-        return agentId === undefined
-          ? Effect.fail(new Unauthorized({ message: "missing or unknown platform token" }))
-          : Effect.succeed({ agentId })
-      })
-    )
+type Tasks = Effect.Effect.Success<ReturnType<typeof makeTasks>>
 
-    const state = Layer.succeed(PlatformState, {
-      manifestHashes: (agentId) =>
-        Effect.map(Clock.currentTimeMillis, (now) => liveProcesses(agentId, now).map((p) => p.manifestHash)),
-      visibleTools: (agentId) =>
-        Effect.map(Clock.currentTimeMillis, (now) => visible(agentId, "", now).map((t) => t.entry.name)),
-      lifecycleCalls: (agentId) => Effect.sync(() => ({ ...(counts.get(agentId) ?? { register: 0, heartbeat: 0, deregister: 0 }) })),
-      processCount: (agentId) => Effect.sync(() => agents.get(agentId)?.processes.size ?? 0),
-      taskCount: Effect.sync(() => tasks.size)
+// --- Redelivery ---
+
+/**
+ * Unanswered calls are delivered again, same id and deadline, until the answer or the deadline
+ * (design: The platform). One fiber for all tasks: each tick re-sends the calls last sent at or before
+ * the tick before, so a call waits between one and two intervals. It stops after the sweep, before
+ * the tasks' loops.
+ */
+const redeliver = (tasks: Tasks, schedule: Schedule.Schedule<unknown, unknown>) =>
+  Effect.gen(function*() {
+    const previousTick = yield* Ref.make(yield* Clock.currentTimeMillis)
+    const tick = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.map(Ref.getAndSet(previousTick, now), (previous) => tasks.redeliver(previous, now)))
+    yield* Effect.forkScoped(Effect.schedule(tick, schedule))
+  })
+
+// --- Retention ---
+
+/**
+ * What the platform keeps stays bounded (design: Hostile clients): an ended task stays a while for a
+ * client re-attaching after a reconnect, then goes, from memory and from the journal; a process silent
+ * for `evictSilentAfter` intervals is forgotten (were it to come back, its heartbeat reads unknown and
+ * it registers again). A fiber on `Timing.platformSweep`, the first to stop.
+ */
+const sweep = (
+  parts: { readonly agents: Agents; readonly tasks: Tasks; readonly journal: Journal.Journal | undefined },
+  limits: Limits,
+  schedule: Schedule.Schedule<unknown, unknown>
+) => {
+  const { agents, journal, tasks } = parts
+  const once = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    const forgetBefore = now - limits.keepEndedTasksMillis
+    tasks.forgetEnded(forgetBefore)
+    agents.forgetSilent(now)
+    return journal === undefined ? Effect.void : journal.purge(forgetBefore)
+  })
+  return Effect.forkScoped(Effect.schedule(once, schedule))
+}
+
+// --- The protocol ---
+
+/** The protocol's handlers: authorization, then the part each call is for. */
+const handlersOf = (agents: Agents, tasks: Tasks) =>
+  PlatformRpcs.toLayer({
+    Register: agents.register,
+    Heartbeat: agents.heartbeat,
+    Deregister: agents.deregister,
+    SubmitTask: (payload) =>
+      Effect.gen(function*() {
+        yield* authorize(payload.agentId)
+        const tools = agents.visible(payload.agentId, payload.processId, yield* Clock.currentTimeMillis)
+        return yield* tasks.submit(payload, tools)
+      }),
+    AttachTask: (payload) => Effect.zipRight(authorize(payload.agentId), tasks.attach(payload)),
+    CompleteToolCall: ({ agentId, results }) => Effect.zipRight(authorize(agentId), tasks.complete(agentId, results))
+  })
+
+/** A token of `tokens` in the `authorization` header names the agent the calls are made as. */
+const authenticationOf = (tokens: ReadonlyMap<string, string>) =>
+  Layer.succeed(
+    Authentication,
+    Authentication.of(({ headers }) => {
+      const value = headers[authorizationHeader]
+      const token = typeof value === "string" && value.startsWith("Bearer ") ? value.slice(7) : undefined
+      const agentId = token === undefined ? undefined : tokens.get(token)
+      return agentId === undefined
+        ? Effect.fail(new Unauthorized({ message: "missing or unknown platform token" }))
+        : Effect.succeed({ agentId })
     })
+  )
 
-    return yield* Layer.build(Layer.mergeAll(handlers, authentication, state))
+/** `PlatformState` over the agents and the tasks. */
+const stateOf = (agents: Agents, tasks: Tasks) =>
+  Layer.succeed(PlatformState, {
+    manifestHashes: (agentId) =>
+      Effect.map(Clock.currentTimeMillis, (now) => agents.live(agentId, now).map((p) => p.manifestHash)),
+    visibleTools: (agentId) =>
+      Effect.map(Clock.currentTimeMillis, (now) => agents.visible(agentId, "", now).map((t) => t.entry.name)),
+    lifecycleCalls: (agentId) => Effect.sync(() => agents.lifecycleCalls(agentId)),
+    processCount: (agentId) => Effect.sync(() => agents.processCount(agentId)),
+    taskCount: Effect.sync(() => tasks.count())
+  })
+
+/**
+ * The platform: protocol handlers, authentication and state. Needs the tasks' `LanguageModel`.
+ * With `journal`, fails with `JournalUnavailable` if the file cannot be opened or read.
+ */
+export const layerHandlers = (options: Options) =>
+  Layer.scopedContext(Effect.gen(function*() {
+    const limits = limitsOf(options)
+    const policy = yield* Timing
+    // Opened before the tasks' fibers exist, so closed after they have stopped.
+    const journal = options.journal === undefined ? undefined : yield* Journal.make(options.journal)
+    const agents = makeAgents(limits)
+    const tasks = yield* makeTasks(options, journal)
+    yield* redeliver(tasks, policy.redelivery)
+    yield* sweep({ agents, tasks, journal }, limits, policy.platformSweep)
+    if (journal !== undefined) yield* tasks.takeBack(journal, limits.keepEndedTasksMillis)
+    return yield* Layer.build(
+      Layer.mergeAll(handlersOf(agents, tasks), authenticationOf(options.tokens), stateOf(agents, tasks))
+    )
   }))
 
 // ---------------------------------------------------------------------------------------------

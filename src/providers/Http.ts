@@ -9,7 +9,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Duration, Effect, Layer, ParseResult, Redacted, Schema } from "effect"
+import { Clock, Duration, Effect, Layer, ParseResult, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 
 /** A provider's API key is not configured. */
@@ -175,13 +175,13 @@ const failureOf = (
   provider: string,
   response: HttpClientResponse.HttpClientResponse
 ): Effect.Effect<LanguageModel.ModelFailure> =>
-  Effect.map(Effect.orElseSucceed(response.text, () => ""), (text) => {
+  Effect.zipWith(Effect.orElseSucceed(response.text, () => ""), Clock.currentTimeMillis, (text, now) => {
     const status = response.status
     const said = providerMessage(text)
     const message = `${provider}: HTTP ${status}${said === "" ? "" : `: ${said}`}`
     if (status === 401 || status === 403) return new LanguageModel.ModelAuthError({ message, status })
     if (status === 408 || status === 409 || status === 429 || status >= 500) {
-      const retryAfterMillis = retryAfter(response.headers)
+      const retryAfterMillis = retryAfter(response.headers, now)
       return new LanguageModel.ModelError({
         message,
         transient: true,
@@ -212,7 +212,7 @@ const providerMessage = (text: string): string => {
 }
 
 /** Milliseconds to wait from `retry-after-ms`, or `retry-after` (seconds or an HTTP date). */
-const retryAfter = (headers: Readonly<Record<string, string>>): number | undefined => {
+const retryAfter = (headers: Readonly<Record<string, string>>, now: number): number | undefined => {
   const millis = Number(headers["retry-after-ms"])
   if (headers["retry-after-ms"] !== undefined && Number.isFinite(millis) && millis >= 0) return millis
   const value = headers["retry-after"]
@@ -220,7 +220,7 @@ const retryAfter = (headers: Readonly<Record<string, string>>): number | undefin
   const seconds = Number(value)
   if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000
   const date = Date.parse(value)
-  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now())
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
 
 /** A provider's `LanguageModel`: each request is a JSON POST to `url`, its body from `toBody`, its answer read by `fromBody`. */

@@ -117,6 +117,13 @@ const workTool = (effects: Map<string, number>, hold: (key: string) => Effect.Ef
       return `done ${key}`
     }))
 
+/** A serving process of `tool` on the platform at `port`, in a fiber: it runs one task ("go") and gives its output. */
+const servingTask = (port: number, tool: ReturnType<typeof workTool>) =>
+  Effect.gen(function*() {
+    const served = yield* Serve.make(yield* Toolkit.make(tool))
+    return yield* served.runTask("go")
+  }).pipe(Effect.scoped, Effect.provide(client(port)), Effect.fork)
+
 /** Polls until `check` holds (real time, short waits: sockets are involved). */
 const eventually = <E>(check: () => Effect.Effect<boolean, E>, what: string) =>
   Effect.repeat(Effect.zipRight(Effect.sleep("20 millis"), Effect.suspend(check)), { until: (ok) => ok }).pipe(
@@ -151,10 +158,7 @@ describe("platform restarted mid-serve", () => {
         key === "t2-a" ? Effect.zipRight(Deferred.succeed(inFlight, undefined), Deferred.await(release)) : Effect.void
 
       let platform = yield* startPlatform(port, journal, model(instance))
-      const task = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(yield* Toolkit.make(workTool(effects, hold)))
-        return yield* served.runTask("go")
-      }).pipe(Effect.scoped, Effect.provide(client(port)), Effect.fork)
+      const task = yield* servingTask(port, workTool(effects, hold))
 
       // Restart 1: while t2-a runs in the serving process.
       yield* Deferred.await(inFlight)
@@ -207,10 +211,7 @@ describe("platform restarted mid-serve", () => {
         })
 
       let platform = yield* startPlatform(port, journal, model)
-      const task = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(yield* Toolkit.make(workTool(effects, hold)))
-        return yield* served.runTask("go")
-      }).pipe(Effect.scoped, Effect.provide(client(port)), Effect.fork)
+      const task = yield* servingTask(port, workTool(effects, hold))
 
       let survived = 0
       let whileRunning = 0
@@ -251,10 +252,7 @@ describe("platform restarted mid-serve", () => {
       const hold = () => Effect.zipRight(Deferred.succeed(inFlight, undefined), Effect.sleep("100 millis"))
       const model: LanguageModel.ScriptedTurn = (request) => reply(1, request)
       let platform = yield* startPlatform(port, undefined, model)
-      const task = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(yield* Toolkit.make(workTool(effects, hold)))
-        return yield* served.runTask("go")
-      }).pipe(Effect.scoped, Effect.provide(client(port)), Effect.fork)
+      const task = yield* servingTask(port, workTool(effects, hold))
       yield* Deferred.await(inFlight)
       yield* Scope.close(platform.scope, Exit.void)
       platform = yield* startPlatform(port, undefined, model)

@@ -6,7 +6,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Context, Effect, Layer, Schedule, TestClock } from "effect"
+import { ConfigProvider, Context, Effect, Layer, Schedule, Stream, TestClock } from "effect"
 import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -85,6 +85,25 @@ describe("the platform's retention (design: Hostile clients)", () => {
         })
       }).pipe(Effect.provide(platform({ journal: file, keepEndedTasks: "1 second" })))
     }).pipe(Effect.scoped), 120_000)
+
+  it.effect("an ended task is attachable for its final event until keepEndedTasks has passed on the Clock, then unknown", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.make(yield* Toolkit.make())
+      const state = yield* PlatformServer.PlatformState
+      const first = [...yield* Stream.runCollect(served.submitTask("go"))]
+      const taskId = first[0]!.taskId
+      assert.deepStrictEqual(first.map((e) => e._tag), ["TaskStarted", "TurnStarted", "ModelText", "TaskCompleted"])
+      // 4 of the 5 minutes later (4 sweeps), it is still there for a client re-attaching.
+      yield* TestClock.adjust("4 minutes")
+      assert.strictEqual(yield* state.taskCount, 1)
+      const again = [...yield* Stream.runCollect(served.attachTask(taskId))]
+      assert.deepStrictEqual(again.map((e) => e._tag), ["TaskStarted", "TaskCompleted"])
+      // The sweep at 5 minutes forgets it: no real time passed, only the TestClock.
+      yield* TestClock.adjust("2 minutes")
+      assert.strictEqual(yield* state.taskCount, 0)
+      const error = yield* Effect.flip(served.runAttached(taskId))
+      assert.strictEqual(error._tag, "UnknownTask")
+    }).pipe(Effect.scoped, Effect.provide(platform({ keepEndedTasks: "5 minutes" }))))
 
   it.effect("30 processes that registered 1 MB manifests and went silent are forgotten after 10 intervals", () =>
     Effect.gen(function*() {
