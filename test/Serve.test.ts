@@ -544,7 +544,7 @@ describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () 
   })
 })
 
-describe("Serve in a test, as the README shows it", () => {
+describe("Serve in a test, as docs/tools.md shows it", () => {
   it.scoped("Serve.make under it.scoped with PlatformClient.layerTest: the task runs, the scope closes cleanly", () =>
     Effect.gen(function*() {
       const served = yield* Serve.make(yield* Toolkit.make(lookup))
