@@ -3,9 +3,7 @@
  * first outcome for an input is reused for the rest of the run (`RunCache`). Delivery dedupe: a served call
  * delivered more than once, keyed by (task id, tool call id), runs once (`Idempotency`).
  */
-import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import {
   Clock,
   Context,
@@ -22,6 +20,7 @@ import {
 } from "effect"
 import * as Ids from "./Ids.js"
 import * as Claims from "./internal/claimsSql.js"
+import * as SqlStore from "./internal/sqlStore.js"
 import * as Invocation from "./Invocation.js"
 import { ToolResult } from "./ToolResult.js"
 import { Signal } from "./internal/signal.js"
@@ -234,35 +233,25 @@ export const layerSql = (options: SqlOptions): Layer.Layer<Idempotency, StoreUna
     Idempotency,
     Effect.gen(function*() {
       const unavailable = (reason: string) => new StoreUnavailable({ path: options.filename, reason })
-      const client = yield* Layer.build(SqliteClient.layer({ filename: options.filename })).pipe(
+      const client = yield* Layer.build(SqlStore.layerSqlite(options.filename, unavailable)).pipe(
         Effect.map(Context.get(SqlClient.SqlClient)),
         Effect.tap((client) =>
-          Migrator.make({})({ loader: Migrator.fromRecord(Claims.migrations), table: Claims.migrationsTable }).pipe(
+          SqlStore.migrate({ migrations: Claims.migrations, table: Claims.migrationsTable, unavailable }).pipe(
             Effect.provideService(SqlClient.SqlClient, client)
           )
-        ),
-        Effect.mapError((error) => unavailable(describe(error))),
-        // The driver throws (a defect) when the file cannot be opened at all.
-        Effect.catchAllDefect((defect) => unavailable(describe(defect)))
+        )
       )
       // Opening and migrating only read a file already set up: a read-only file, or one whose table
       // was dropped, would pass them and fail every call at its first claim. Written once, now.
       const now = yield* Clock.currentTimeMillis
       const owner = yield* Ids.make("process")
       const written = yield* Claims.probe(client, owner, now).pipe(
-        Effect.mapError((error) => unavailable(`a claim cannot be written: ${describe(error)}`)),
-        Effect.catchAllDefect((defect) => unavailable(`a claim cannot be written: ${describe(defect)}`))
+        SqlStore.orUnavailable((reason) => unavailable(`a claim cannot be written: ${reason}`))
       )
       if (!written) return yield* unavailable("a claim written was not read back")
       return yield* makeSqlStore(client, options)
     })
   )
-
-const describe = (error: unknown): string => {
-  const cause = (error as { cause?: unknown }).cause
-  if (cause instanceof Error) return cause.message
-  return error instanceof Error ? error.message : String(error)
-}
 
 const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
   Effect.gen(function*() {

@@ -6,11 +6,10 @@
  * is reused, and a call still unanswered is delivered again with its id and deadline. The loop is
  * deterministic given the same turns and results, so the replay reaches the point the task was at.
  */
-import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { Clock, Context, Duration, Effect, Layer, Schema, type Scope } from "effect"
 import * as Sql from "../internal/journalSql.js"
+import * as SqlStore from "../internal/sqlStore.js"
 import * as Invocation from "../Invocation.js"
 import { ToolResult, ToolResultFromJson } from "../ToolResult.js"
 import * as LanguageModel from "../LanguageModel.js"
@@ -92,17 +91,14 @@ const EventJson = Schema.parseJson(TaskEvent)
 /** Opens (creating if missing, WAL mode) the journal in `filename`, for as long as the scope lives. */
 export const make = (filename: string): Effect.Effect<Journal, JournalUnavailable, Scope.Scope> =>
   Effect.gen(function*() {
-    const unavailable = (error: unknown) => new JournalUnavailable({ path: filename, reason: describe(error) })
-    const sql = yield* Layer.build(SqliteClient.layer({ filename })).pipe(
+    const unavailable = (reason: string) => new JournalUnavailable({ path: filename, reason })
+    const sql = yield* Layer.build(SqlStore.layerSqlite(filename, unavailable)).pipe(
       Effect.map(Context.get(SqlClient.SqlClient)),
       Effect.tap((client) =>
-        Migrator.make({})({ loader: Migrator.fromRecord(Sql.migrations), table: Sql.migrationsTable }).pipe(
+        SqlStore.migrate({ migrations: Sql.migrations, table: Sql.migrationsTable, unavailable }).pipe(
           Effect.provideService(SqlClient.SqlClient, client)
         )
-      ),
-      Effect.mapError(unavailable),
-      // The driver throws (a defect) when the file cannot be opened at all.
-      Effect.catchAllDefect((defect) => Effect.fail(unavailable(defect)))
+      )
     )
 
     const load = (endedSince: number) =>
@@ -145,10 +141,7 @@ export const make = (filename: string): Effect.Effect<Journal, JournalUnavailabl
           }
         }
         return { open, ended }
-      }).pipe(
-        Effect.mapError(unavailable),
-        Effect.catchAllDefect((defect) => Effect.fail(unavailable(defect)))
-      )
+      }).pipe(SqlStore.orUnavailable(unavailable))
 
     return {
       path: filename,
@@ -165,12 +158,6 @@ export const make = (filename: string): Effect.Effect<Journal, JournalUnavailabl
       counts: Effect.orDie(Sql.counts(sql))
     } satisfies Journal
   })
-
-const describe = (error: unknown): string => {
-  const cause = (error as { cause?: unknown }).cause
-  if (cause instanceof Error) return cause.message
-  return error instanceof Error ? error.message : String(error)
-}
 
 // ---------------------------------------------------------------------------------------------
 // One task's run, journaled.
