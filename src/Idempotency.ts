@@ -103,7 +103,7 @@ export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempote
   ) => Effect.Effect<{ readonly result: ToolResult; readonly reused: boolean }>
   /** Entries held now (in flight or completed, not yet evicted). */
   readonly size: Effect.Effect<number>
-  /** Whether claims and held tasks outlive the process (SQLite: yes; memory: no). */
+  /** Whether claims and held tasks outlive the process (SQL: yes; memory: no). */
   readonly durable: boolean
   /** Records that this agent's serving process holds the task (design: Interruption and shutdown; re-attached after a restart). */
   readonly holdTask: (agentId: string, taskId: string) => Effect.Effect<void>
@@ -187,26 +187,34 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
 )
 
 // ---------------------------------------------------------------------------------------------
-// Durable claims in SQLite.
+// Durable claims in SQL.
 
 /** The store's database could not be opened, prepared or written. */
 export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>("agent-tools/StoreUnavailable")(
   "StoreUnavailable",
-  { path: Schema.String, reason: Schema.String }
+  {
+    /** The SQLite file, or the client's database as well as the client names it. */
+    path: Schema.String,
+    reason: Schema.String
+  }
 ) {
   override get message(): string {
     return `the idempotency store ${this.path} cannot be used: ${this.reason}`
   }
 }
 
-/** Options of `layerSql`. */
-export interface SqlOptions {
-  /** The SQLite file (created if missing; WAL mode). */
-  readonly filename: string
+/** Options of `layerSqlClient`. */
+export interface SqlClientOptions {
   /** How long a claim holds without renewal: a crashed owner's claim is taken over after it. Default 10 s. */
   readonly lease?: Duration.DurationInput | undefined
   /** How often a delivery waiting on another owner's claim looks again. Default 50 ms. */
   readonly poll?: Duration.DurationInput | undefined
+}
+
+/** Options of `layerSql`. */
+export interface SqlOptions extends SqlClientOptions {
+  /** The SQLite file (created if missing; WAL mode). */
+  readonly filename: string
 }
 
 /** The text for an idempotent call whose earlier attempt died before its outcome was written. */
@@ -222,38 +230,45 @@ const decodeOutcome = (text: string): ToolResult => {
 }
 
 /**
- * Claims in a SQLite file (design: Delivery dedupe), surviving restarts: a claim is written before the handler runs
- * (with a lease, renewed while it runs) and completed with the outcome after. A later delivery gets
- * the stored outcome; waits while another owner's lease is live; and when that lease has expired
- * (its process died) re-runs a tool that is not `idempotent`, or answers `outcome unknown` for one
- * that is. Rows are deleted once the tool's timeout has passed.
+ * Claims in the database of the `SqlClient` in context (design: Delivery dedupe), surviving restarts: a
+ * claim is written before the handler runs (with a lease, renewed while it runs) and completed with
+ * the outcome after. A later delivery gets the stored outcome; waits while another owner's lease is
+ * live; and when that lease has expired (its process died) re-runs a tool that is not `idempotent`, or
+ * answers `outcome unknown` for one that is. Rows are deleted once the tool's timeout has passed.
+ * Fails with `StoreUnavailable`, naming the database, if its tables cannot be made or a claim written.
  */
-export const layerSql = (options: SqlOptions): Layer.Layer<Idempotency, StoreUnavailable> =>
+export const layerSqlClient = (
+  options: SqlClientOptions = {}
+): Layer.Layer<Idempotency, StoreUnavailable, SqlClient.SqlClient> =>
   Layer.scoped(
     Idempotency,
     Effect.gen(function*() {
-      const unavailable = (reason: string) => new StoreUnavailable({ path: options.filename, reason })
-      const client = yield* Layer.build(SqlStore.layerSqlite(options.filename, unavailable)).pipe(
-        Effect.map(Context.get(SqlClient.SqlClient)),
-        Effect.tap((client) =>
-          SqlStore.migrate({ migrations: Claims.migrations, table: Claims.migrationsTable, unavailable }).pipe(
-            Effect.provideService(SqlClient.SqlClient, client)
-          )
-        )
-      )
-      // Opening and migrating only read a file already set up: a read-only file, or one whose table
-      // was dropped, would pass them and fail every call at its first claim. Written once, now.
+      const sql = yield* SqlClient.SqlClient
+      const unavailable = (reason: string) => new StoreUnavailable({ path: SqlStore.databaseName(sql), reason })
+      yield* SqlStore.migrate({ migrations: Claims.migrations, table: Claims.migrationsTable, unavailable })
+      // Opening and migrating only read a database already set up: a read-only file, or one whose
+      // table was dropped, would pass them and fail every call at its first claim. Written once, now.
       const now = yield* Clock.currentTimeMillis
       const owner = yield* Ids.make("process")
-      const written = yield* Claims.probe(client, owner, now).pipe(
+      const written = yield* Claims.probe(sql, owner, now).pipe(
         SqlStore.orUnavailable((reason) => unavailable(`a claim cannot be written: ${reason}`))
       )
       if (!written) return yield* unavailable("a claim written was not read back")
-      return yield* makeSqlStore(client, options)
+      return yield* makeSqlStore(sql, options)
     })
   )
 
-const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
+/**
+ * Claims in a SQLite file: `layerSqlClient` on a client of its own for `filename`. A file that cannot
+ * be opened fails with `StoreUnavailable` naming it.
+ */
+export const layerSql = (options: SqlOptions): Layer.Layer<Idempotency, StoreUnavailable> =>
+  Layer.provide(
+    layerSqlClient(options),
+    SqlStore.layerSqlite(options.filename, (reason) => new StoreUnavailable({ path: options.filename, reason }))
+  )
+
+const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
   Effect.gen(function*() {
     const policy = yield* Timing
     const leaseMillis = Duration.toMillis(Duration.decode(options.lease ?? "10 seconds"))

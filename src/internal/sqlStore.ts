@@ -26,6 +26,27 @@ export const orUnavailable = <E>(unavailable: (reason: string) => E) =>
     Effect.catchAllDefect((defect) => Effect.fail(unavailable(describe(defect))))
   )
 
+/**
+ * The database of `sql`, for an error text, as well as the client names it: a SQLite client's file, a
+ * server client's database (and host) when its config holds them, else only what kind of client it is.
+ */
+export const databaseName = (sql: SqlClient.SqlClient): string => {
+  const config: unknown = (sql as { readonly config?: unknown }).config
+  if (typeof config === "object" && config !== null) {
+    const { database, filename, host } = config as Record<string, unknown>
+    if (typeof filename === "string") return filename
+    if (typeof database === "string") return typeof host === "string" ? `${database} on ${host}` : database
+  }
+  const kind = sql.onDialectOrElse({
+    sqlite: () => "SQLite",
+    pg: () => "PostgreSQL",
+    mysql: () => "MySQL",
+    mssql: () => "SQL Server",
+    orElse: () => "SQL"
+  })
+  return `on a ${kind} client`
+}
+
 /** An `SqlClient` on the SQLite file `filename` (created if missing; WAL mode), or `unavailable`'s error. */
 export const layerSqlite = <E>(filename: string, unavailable: (reason: string) => E): Layer.Layer<SqlClient.SqlClient, E> =>
   Layer.scoped(

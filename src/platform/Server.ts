@@ -204,7 +204,7 @@ export const layerHandlers = (options: Options) =>
     const tasks = new Map<string, Task>()
     const counts = new Map<string, { register: number; heartbeat: number; deregister: number }>()
     // Opened before the tasks' fibers exist, so closed after they have stopped.
-    const journal = options.journal === undefined ? undefined : yield* Journal.make(options.journal)
+    const journal = yield* Journal.serviceOrFile(options.journal)
     const runners = yield* FiberSet.make()
     const policy = yield* Timing
     const config = yield* Invocation.InvocationConfig
