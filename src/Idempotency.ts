@@ -22,7 +22,7 @@ import * as Ids from "./Ids.js"
 import * as Claims from "./internal/claimsSql.js"
 import * as SqlStore from "./internal/sqlStore.js"
 import * as Invocation from "./Invocation.js"
-import { ToolResult } from "./ToolResult.js"
+import { ToolResult, ToolResultFromJson } from "./ToolResult.js"
 import { Signal } from "./internal/signal.js"
 import { Timing } from "./Timing.js"
 
@@ -221,13 +221,8 @@ export interface SqlOptions extends SqlClientOptions {
 export const outcomeUnknown = (toolName: string): string =>
   `${toolName}: the earlier attempt did not finish; its outcome is unknown`
 
-const encodeOutcome = (result: ToolResult): string =>
-  JSON.stringify(result.error === undefined ? { value: result.value } : { error: result.error })
-
-const decodeOutcome = (text: string): ToolResult => {
-  const outcome = JSON.parse(text) as { value?: unknown; error?: string }
-  return new ToolResult(outcome.error === undefined ? outcome.value : undefined, outcome.error)
-}
+/** A claim's outcome as stored: the `ToolResult`'s JSON, `{ value }` or `{ error }`, as rows have always held it. */
+const OutcomeJson = Schema.parseJson(ToolResultFromJson)
 
 /**
  * Claims in the database of the `SqlClient` in context (design: Delivery dedupe), surviving restarts: a
@@ -277,6 +272,8 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
     let claims = 0
     // A store error is a defect here: the call cannot be deduplicated, so it must not run.
     const orDie = <A, E>(effect: Effect.Effect<A, E>) => Effect.orDie(effect)
+    const complete = (key: DeliveryKey, owner: string, result: ToolResult) =>
+      Effect.flatMap(Schema.encode(OutcomeJson)(result), (outcome) => Claims.complete(sql, key, owner, outcome))
 
     yield* Effect.forkScoped(Effect.schedule(
       Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.ignoreLogged(Claims.sweep(sql, now))),
@@ -300,11 +297,11 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
             return Effect.ignoreLogged(
               unknown === undefined
                 ? Claims.release(sql, key, owner)
-                : Claims.complete(sql, key, owner, encodeOutcome(unknown))
+                : complete(key, owner, unknown)
             )
           })
         )
-        yield* orDie(Claims.complete(sql, key, owner, encodeOutcome(result)))
+        yield* orDie(complete(key, owner, result))
         return { result, reused: false }
       })
 
@@ -324,7 +321,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
             if (row === undefined) continue // swept between the two statements: claim again
             if (row.owner === owner) return yield* runAsOwner(key, owner, claim, run)
             if (row.state === "completed" && row.outcome !== null) {
-              return { result: decodeOutcome(row.outcome), reused: true }
+              return { result: yield* orDie(Schema.decode(OutcomeJson)(row.outcome)), reused: true }
             }
             if (Number(row.lease_expires_at) > now) {
               yield* Effect.sleep(poll)
@@ -336,7 +333,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
             if (taken?.owner !== owner) continue // someone else took it over first
             if (!claim.idempotent) return yield* runAsOwner(key, owner, claim, run)
             const unknown = ToolResult.failure(outcomeUnknown(claim.toolName))
-            yield* orDie(Claims.complete(sql, key, owner, encodeOutcome(unknown)))
+            yield* orDie(complete(key, owner, unknown))
             return { result: unknown, reused: false }
           }
         }),

@@ -300,6 +300,43 @@ describe("Idempotency.layerSql", () => {
       )
     })))
 
+  it.effect("outcomes in the format rows have always had: {value} and {error} read back, and are written so", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* claimsFile
+      const at = (toolCallId: string) => ({ taskId: "task-1", toolCallId })
+      // Completed rows as the code before the Schema wrote them: JSON.stringify of { value } or { error }.
+      const [value, error] = [JSON.stringify({ value: { n: 7, items: [1] } }), JSON.stringify({ error: "count: boom" })]
+      yield* onFile(file, Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql`INSERT INTO tool_claims
+          (task_id, tool_call_id, tool_name, owner, state, lease_expires_at, expires_at, outcome) VALUES
+          ('task-1', 'call-ok', 'count', 'old', 'completed', 0, 30000, ${value}),
+          ('task-1', 'call-failed', 'count', 'old', 'completed', 0, 30000, ${error})`))
+      const { runs, tool } = counter()
+      const [ok, failed] = yield* Effect.gen(function*() {
+        const dedupe = yield* store
+        const reused = [
+          yield* dedupe.once(at("call-ok"), claim, Invocation.run(tool, "{}")),
+          yield* dedupe.once(at("call-failed"), claim, Invocation.run(tool, "{}"))
+        ]
+        yield* dedupe.once(at("call-new-ok"), claim, Invocation.run(tool, "{}"))
+        yield* dedupe.once(at("call-new-failed"), claim, Effect.succeed(ToolResult.failure("count: new")))
+        return reused
+      }).pipe(Effect.provide(sqlStore(file)))
+      assert.deepStrictEqual([ok!.reused, ok!.result.success, ok!.result.value], [true, true, { n: 7, items: [1] }])
+      assert.deepStrictEqual(
+        [failed!.reused, failed!.result.error, failed!.result.value],
+        [true, "count: boom", undefined]
+      )
+      assert.strictEqual(runs.count, 1, "only the new call ran")
+      const rows = yield* onFile(file, Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ readonly tool_call_id: string; readonly outcome: string }>`SELECT tool_call_id, outcome FROM tool_claims
+          WHERE tool_call_id LIKE 'call-new-%' ORDER BY tool_call_id`))
+      assert.deepStrictEqual(rows.map((row) => [row.tool_call_id, row.outcome]), [
+        ["call-new-failed", "{\"error\":\"count: new\"}"],
+        ["call-new-ok", "{\"value\":1}"]
+      ])
+    })))
+
   it.effect("the start-up probe leaves no claim behind", () =>
     Effect.scoped(Effect.gen(function*() {
       const file = yield* claimsFile
