@@ -238,7 +238,8 @@ export const layerSqlClient = (
   Layer.scoped(
     Idempotency,
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
+      // Rows are read by their column names: a client's name transforms (to camelCase, say) must not apply.
+      const sql = (yield* SqlClient.SqlClient).withoutTransforms()
       const unavailable = (reason: string) => new StoreUnavailable({ path: SqlStore.databaseName(sql), reason })
       yield* SqlStore.migrate({ migrations: Claims.migrations, table: Claims.migrationsTable, unavailable })
       // Opening and migrating only read a database already set up: a read-only file, or one whose

@@ -424,13 +424,17 @@ describe("claims and the platform journal in one SQLite file", () => {
       })))
   }
 
-  it.effect("both on one SqlClient: each module's tables and migrations table, both working", () =>
+  it.effect("both on one SqlClient (its result names in camelCase): each module's tables, both working", () =>
     Effect.scoped(Effect.gen(function*() {
       const file = yield* tempDb
-      const client = yield* Layer.memoize(sqliteClient(file))
+      // An application's client, with its own settings: the stores read rows by their column names all the same.
+      const client = yield* Layer.memoize(sqliteClient(file, { camelCase: true }))
       const claims = Idempotency.layerSqlClient().pipe(Layer.provide(client))
       const journal = Journal.layerSqlClient.pipe(Layer.provide(client))
       assert.deepStrictEqual(yield* claimRoundTrip(claims), [1, true, 1])
+      const held = Effect.flatMap(store, (dedupe) =>
+        Effect.zipRight(dedupe.holdTask("agent-1", "task-a"), dedupe.heldTasks("agent-1")))
+      assert.deepStrictEqual(yield* Effect.provide(held, claims), ["task-a"])
       assert.deepStrictEqual(yield* journalRoundTrip(journal, "task-a"), [["task-a", "prompt of task-a"]])
       assert.includeMembers(yield* tablesOf(file), [
         "tool_claims",

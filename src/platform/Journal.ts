@@ -101,7 +101,8 @@ const EventJson = Schema.parseJson(TaskEvent)
 export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.SqlClient> = Layer.scoped(
   Journal,
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
+    // Rows are read by their column names: a client's name transforms (to camelCase, say) must not apply.
+    const sql = (yield* SqlClient.SqlClient).withoutTransforms()
     const path = SqlStore.databaseName(sql)
     const unavailable = (reason: string) => new JournalUnavailable({ path, reason })
     yield* SqlStore.migrate({ migrations: Sql.migrations, table: Sql.migrationsTable, unavailable })
