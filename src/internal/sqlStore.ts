@@ -48,7 +48,10 @@ export const databaseName = (sql: SqlClient.SqlClient): string => {
 }
 
 /** An `SqlClient` on the SQLite file `filename` (created if missing; WAL mode), or `unavailable`'s error. */
-export const layerSqlite = <E>(filename: string, unavailable: (reason: string) => E): Layer.Layer<SqlClient.SqlClient, E> =>
+export const layerSqlite = <E>(
+  filename: string,
+  unavailable: (reason: string) => E
+): Layer.Layer<SqlClient.SqlClient, E> =>
   Layer.scoped(
     SqlClient.SqlClient,
     Layer.build(SqliteClient.layer({ filename })).pipe(
