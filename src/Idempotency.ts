@@ -3,9 +3,7 @@
  * first outcome for an input is reused for the rest of the run (`RunCache`). Delivery dedupe: a served call
  * delivered more than once, keyed by (task id, tool call id), runs once (`Idempotency`).
  */
-import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import {
   Clock,
   Context,
@@ -22,8 +20,9 @@ import {
 } from "effect"
 import * as Ids from "./Ids.js"
 import * as Claims from "./internal/claimsSql.js"
+import * as SqlStore from "./internal/sqlStore.js"
 import * as Invocation from "./Invocation.js"
-import { ToolResult } from "./ToolResult.js"
+import { ToolResult, ToolResultFromJson } from "./ToolResult.js"
 import { Signal } from "./internal/signal.js"
 import { Timing } from "./Timing.js"
 
@@ -104,7 +103,7 @@ export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempote
   ) => Effect.Effect<{ readonly result: ToolResult; readonly reused: boolean }>
   /** Entries held now (in flight or completed, not yet evicted). */
   readonly size: Effect.Effect<number>
-  /** Whether claims and held tasks outlive the process (SQLite: yes; memory: no). */
+  /** Whether claims and held tasks outlive the process (SQL: yes; memory: no). */
   readonly durable: boolean
   /** Records that this agent's serving process holds the task (design: Interruption and shutdown; re-attached after a restart). */
   readonly holdTask: (agentId: string, taskId: string) => Effect.Effect<void>
@@ -188,83 +187,84 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
 )
 
 // ---------------------------------------------------------------------------------------------
-// Durable claims in SQLite.
+// Durable claims in SQL.
 
 /** The store's database could not be opened, prepared or written. */
 export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>("agent-tools/StoreUnavailable")(
   "StoreUnavailable",
-  { path: Schema.String, reason: Schema.String }
+  {
+    /** The SQLite file, or the client's database as well as the client names it. */
+    path: Schema.String,
+    reason: Schema.String
+  }
 ) {
   override get message(): string {
     return `the idempotency store ${this.path} cannot be used: ${this.reason}`
   }
 }
 
-/** Options of `layerSql`. */
-export interface SqlOptions {
-  /** The SQLite file (created if missing; WAL mode). */
-  readonly filename: string
+/** Options of `layerSqlClient`. */
+export interface SqlClientOptions {
   /** How long a claim holds without renewal: a crashed owner's claim is taken over after it. Default 10 s. */
   readonly lease?: Duration.DurationInput | undefined
   /** How often a delivery waiting on another owner's claim looks again. Default 50 ms. */
   readonly poll?: Duration.DurationInput | undefined
 }
 
+/** Options of `layerSql`. */
+export interface SqlOptions extends SqlClientOptions {
+  /** The SQLite file (created if missing; WAL mode). */
+  readonly filename: string
+}
+
 /** The text for an idempotent call whose earlier attempt died before its outcome was written. */
 export const outcomeUnknown = (toolName: string): string =>
   `${toolName}: the earlier attempt did not finish; its outcome is unknown`
 
-const encodeOutcome = (result: ToolResult): string =>
-  JSON.stringify(result.error === undefined ? { value: result.value } : { error: result.error })
-
-const decodeOutcome = (text: string): ToolResult => {
-  const outcome = JSON.parse(text) as { value?: unknown; error?: string }
-  return new ToolResult(outcome.error === undefined ? outcome.value : undefined, outcome.error)
-}
+/** A claim's outcome as stored: the `ToolResult`'s JSON, `{ value }` or `{ error }`, as rows have always held it. */
+const OutcomeJson = Schema.parseJson(ToolResultFromJson)
 
 /**
- * Claims in a SQLite file (design: Delivery dedupe), surviving restarts: a claim is written before the handler runs
- * (with a lease, renewed while it runs) and completed with the outcome after. A later delivery gets
- * the stored outcome; waits while another owner's lease is live; and when that lease has expired
- * (its process died) re-runs a tool that is not `idempotent`, or answers `outcome unknown` for one
- * that is. Rows are deleted once the tool's timeout has passed.
+ * Claims in the database of the `SqlClient` in context (design: Delivery dedupe), surviving restarts: a
+ * claim is written before the handler runs (with a lease, renewed while it runs) and completed with
+ * the outcome after. A later delivery gets the stored outcome; waits while another owner's lease is
+ * live; and when that lease has expired (its process died) re-runs a tool that is not `idempotent`, or
+ * answers `outcome unknown` for one that is. Rows are deleted once the tool's timeout has passed.
+ * Fails with `StoreUnavailable`, naming the database, if its tables cannot be made or a claim written.
  */
-export const layerSql = (options: SqlOptions): Layer.Layer<Idempotency, StoreUnavailable> =>
+export const layerSqlClient = (
+  options: SqlClientOptions = {}
+): Layer.Layer<Idempotency, StoreUnavailable, SqlClient.SqlClient> =>
   Layer.scoped(
     Idempotency,
     Effect.gen(function*() {
-      const unavailable = (reason: string) => new StoreUnavailable({ path: options.filename, reason })
-      const client = yield* Layer.build(SqliteClient.layer({ filename: options.filename })).pipe(
-        Effect.map(Context.get(SqlClient.SqlClient)),
-        Effect.tap((client) =>
-          Migrator.make({})({ loader: Migrator.fromRecord(Claims.migrations), table: Claims.migrationsTable }).pipe(
-            Effect.provideService(SqlClient.SqlClient, client)
-          )
-        ),
-        Effect.mapError((error) => unavailable(describe(error))),
-        // The driver throws (a defect) when the file cannot be opened at all.
-        Effect.catchAllDefect((defect) => unavailable(describe(defect)))
-      )
-      // Opening and migrating only read a file already set up: a read-only file, or one whose table
-      // was dropped, would pass them and fail every call at its first claim. Written once, now.
+      // Rows are read by their column names: a client's name transforms (to camelCase, say) must not apply.
+      const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+      const unavailable = (reason: string) => new StoreUnavailable({ path: SqlStore.databaseName(sql), reason })
+      yield* SqlStore.migrate({ migrations: Claims.migrations, table: Claims.migrationsTable, unavailable })
+      // Opening and migrating only read a database already set up: a read-only file, or one whose
+      // table was dropped, would pass them and fail every call at its first claim. Written once, now.
       const now = yield* Clock.currentTimeMillis
       const owner = yield* Ids.make("process")
-      const written = yield* Claims.probe(client, owner, now).pipe(
-        Effect.mapError((error) => unavailable(`a claim cannot be written: ${describe(error)}`)),
-        Effect.catchAllDefect((defect) => unavailable(`a claim cannot be written: ${describe(defect)}`))
+      const written = yield* Claims.probe(sql, owner, now).pipe(
+        SqlStore.orUnavailable((reason) => unavailable(`a claim cannot be written: ${reason}`))
       )
       if (!written) return yield* unavailable("a claim written was not read back")
-      return yield* makeSqlStore(client, options)
+      return yield* makeSqlStore(sql, options)
     })
   )
 
-const describe = (error: unknown): string => {
-  const cause = (error as { cause?: unknown }).cause
-  if (cause instanceof Error) return cause.message
-  return error instanceof Error ? error.message : String(error)
-}
+/**
+ * Claims in a SQLite file: `layerSqlClient` on a client of its own for `filename`. A file that cannot
+ * be opened fails with `StoreUnavailable` naming it.
+ */
+export const layerSql = (options: SqlOptions): Layer.Layer<Idempotency, StoreUnavailable> =>
+  Layer.provide(
+    layerSqlClient(options),
+    SqlStore.layerSqlite(options.filename, (reason) => new StoreUnavailable({ path: options.filename, reason }))
+  )
 
-const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
+const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
   Effect.gen(function*() {
     const policy = yield* Timing
     const leaseMillis = Duration.toMillis(Duration.decode(options.lease ?? "10 seconds"))
@@ -273,6 +273,8 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
     let claims = 0
     // A store error is a defect here: the call cannot be deduplicated, so it must not run.
     const orDie = <A, E>(effect: Effect.Effect<A, E>) => Effect.orDie(effect)
+    const complete = (key: DeliveryKey, owner: string, result: ToolResult) =>
+      Effect.flatMap(Schema.encode(OutcomeJson)(result), (outcome) => Claims.complete(sql, key, owner, outcome))
 
     yield* Effect.forkScoped(Effect.schedule(
       Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.ignoreLogged(Claims.sweep(sql, now))),
@@ -296,11 +298,11 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
             return Effect.ignoreLogged(
               unknown === undefined
                 ? Claims.release(sql, key, owner)
-                : Claims.complete(sql, key, owner, encodeOutcome(unknown))
+                : complete(key, owner, unknown)
             )
           })
         )
-        yield* orDie(Claims.complete(sql, key, owner, encodeOutcome(result)))
+        yield* orDie(complete(key, owner, result))
         return { result, reused: false }
       })
 
@@ -320,7 +322,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
             if (row === undefined) continue // swept between the two statements: claim again
             if (row.owner === owner) return yield* runAsOwner(key, owner, claim, run)
             if (row.state === "completed" && row.outcome !== null) {
-              return { result: decodeOutcome(row.outcome), reused: true }
+              return { result: yield* orDie(Schema.decode(OutcomeJson)(row.outcome)), reused: true }
             }
             if (Number(row.lease_expires_at) > now) {
               yield* Effect.sleep(poll)
@@ -332,7 +334,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
             if (taken?.owner !== owner) continue // someone else took it over first
             if (!claim.idempotent) return yield* runAsOwner(key, owner, claim, run)
             const unknown = ToolResult.failure(outcomeUnknown(claim.toolName))
-            yield* orDie(Claims.complete(sql, key, owner, encodeOutcome(unknown)))
+            yield* orDie(complete(key, owner, unknown))
             return { result: unknown, reused: false }
           }
         }),

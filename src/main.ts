@@ -134,7 +134,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       view.stopSpinner()
       const refunds = yield* Effect.flatMap(Effect.provide(Backend.Billing, backend), (billing) => billing.refunds)
       if (!options.json) yield* Console.log(`\nanswer: ${output}`)
-      view.finish([["refunds made", `${refunds.length} (issue_refund requested ${requestedRefunds(view)} times)`]])
+      view.finish(refunds)
       if (!options.json) yield* Console.log("")
       // Leaving this scope deregisters from the platform.
     }).pipe(
@@ -147,8 +147,6 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     )
     view.line("deregistered from the platform; connection closed")
   }).pipe(Effect.scoped)
-
-const requestedRefunds = (view: LiveView) => view.summary.reused + 1
 
 const demo = Command.make("demo", { model: modelOption, json: jsonOption }, runDemo).pipe(
   Command.withDescription("Run the demo: platform, serving and a task, end to end in this process (the default)")

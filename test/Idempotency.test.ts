@@ -1,6 +1,5 @@
 // @effect-diagnostics globalErrorInEffectFailure:off
 import { Migrator, SqlClient } from "@effect/sql"
-import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Fiber, Layer, Schedule, Schema, TestClock } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -11,6 +10,7 @@ import * as ClaimsSql from "../src/internal/claimsSql.js"
 import * as JournalSql from "../src/internal/journalSql.js"
 import * as Journal from "../src/platform/Journal.js"
 import { claimsFile, dropClaimsTable, readOnly } from "./support/claimsFile.js"
+import { sqliteClient, unnamedClient } from "./support/sqlClient.js"
 import { record, scale } from "./support/figures.js"
 import { ToolResult } from "../src/ToolResult.js"
 
@@ -210,7 +210,7 @@ const deadClaim = (file: string, leaseUntil: number) =>
     const sql = yield* SqlClient.SqlClient
     yield* sql`INSERT INTO tool_claims (task_id, tool_call_id, tool_name, owner, state, lease_expires_at, expires_at, outcome)
       VALUES (${key.taskId}, ${key.toolCallId}, 'count', 'dead-process', 'pending', ${leaseUntil}, 30000, NULL)`
-  }).pipe(Effect.provide(Layer.map(SqliteClient.layer({ filename: file }), (ctx) => Context.omit(SqliteClient.SqliteClient)(ctx))), Effect.orDie)
+  }).pipe(Effect.provide(sqliteClient(file)), Effect.orDie)
 
 describe("Idempotency.layerSql", () => {
   it.effect("a claim whose owner died is re-run after its lease for a tool that is not idempotent", () =>
@@ -300,6 +300,43 @@ describe("Idempotency.layerSql", () => {
       )
     })))
 
+  it.effect("outcomes in the format rows have always had: {value} and {error} read back, and are written so", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* claimsFile
+      const at = (toolCallId: string) => ({ taskId: "task-1", toolCallId })
+      // Completed rows as the code before the Schema wrote them: JSON.stringify of { value } or { error }.
+      const [value, error] = [JSON.stringify({ value: { n: 7, items: [1] } }), JSON.stringify({ error: "count: boom" })]
+      yield* onFile(file, Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql`INSERT INTO tool_claims
+          (task_id, tool_call_id, tool_name, owner, state, lease_expires_at, expires_at, outcome) VALUES
+          ('task-1', 'call-ok', 'count', 'old', 'completed', 0, 30000, ${value}),
+          ('task-1', 'call-failed', 'count', 'old', 'completed', 0, 30000, ${error})`))
+      const { runs, tool } = counter()
+      const [ok, failed] = yield* Effect.gen(function*() {
+        const dedupe = yield* store
+        const reused = [
+          yield* dedupe.once(at("call-ok"), claim, Invocation.run(tool, "{}")),
+          yield* dedupe.once(at("call-failed"), claim, Invocation.run(tool, "{}"))
+        ]
+        yield* dedupe.once(at("call-new-ok"), claim, Invocation.run(tool, "{}"))
+        yield* dedupe.once(at("call-new-failed"), claim, Effect.succeed(ToolResult.failure("count: new")))
+        return reused
+      }).pipe(Effect.provide(sqlStore(file)))
+      assert.deepStrictEqual([ok!.reused, ok!.result.success, ok!.result.value], [true, true, { n: 7, items: [1] }])
+      assert.deepStrictEqual(
+        [failed!.reused, failed!.result.error, failed!.result.value],
+        [true, "count: boom", undefined]
+      )
+      assert.strictEqual(runs.count, 1, "only the new call ran")
+      const rows = yield* onFile(file, Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ readonly tool_call_id: string; readonly outcome: string }>`SELECT tool_call_id, outcome FROM tool_claims
+          WHERE tool_call_id LIKE 'call-new-%' ORDER BY tool_call_id`))
+      assert.deepStrictEqual(rows.map((row) => [row.tool_call_id, row.outcome]), [
+        ["call-new-failed", "{\"error\":\"count: new\"}"],
+        ["call-new-ok", "{\"value\":1}"]
+      ])
+    })))
+
   it.effect("the start-up probe leaves no claim behind", () =>
     Effect.scoped(Effect.gen(function*() {
       const file = yield* claimsFile
@@ -307,12 +344,35 @@ describe("Idempotency.layerSql", () => {
     })))
 })
 
+describe("Idempotency.layerSqlClient", () => {
+  it.effect("on a client given: claims kept; a read-only file fails at start-up, naming the client's file", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* claimsFile
+      const onClient = Idempotency.layerSqlClient().pipe(Layer.provide(sqliteClient(file)))
+      assert.deepStrictEqual(yield* claimRoundTrip(onClient), [1, true, 1])
+      const error = yield* readOnly(file, Effect.flip(Effect.scoped(Layer.build(onClient))))
+      assert.strictEqual(
+        error.message,
+        `the idempotency store ${file} cannot be used: a claim cannot be written: attempt to write a readonly database`
+      )
+    })))
+
+  it.effect("a client that names no database: the error says what kind of client it is", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* claimsFile
+      yield* dropClaimsTable(file)
+      const layer = Idempotency.layerSqlClient().pipe(Layer.provide(unnamedClient(file)))
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(layer)))
+      assert.strictEqual(
+        error.message,
+        "the idempotency store on a SQLite client cannot be used: a claim cannot be written: no such table: tool_claims"
+      )
+    })))
+})
+
 /** Runs `body` on a connection of its own to `file`: another module, or the code of an older version. */
 const onFile = <A, E>(file: string, body: Effect.Effect<A, E, SqlClient.SqlClient>) =>
-  body.pipe(
-    Effect.provide(Layer.map(SqliteClient.layer({ filename: file }), Context.omit(SqliteClient.SqliteClient))),
-    Effect.orDie
-  )
+  body.pipe(Effect.provide(sqliteClient(file)), Effect.orDie)
 
 const tablesOf = (file: string) =>
   onFile(
@@ -322,19 +382,23 @@ const tablesOf = (file: string) =>
   ).pipe(Effect.map((rows) => rows.map((row) => row.name)))
 
 /** A claim stored and read back: [first outcome, second delivery reused, handler runs]. */
-const claimRoundTrip = (file: string) =>
+const claimRoundTrip = (on: string | Layer.Layer<Idempotency.Idempotency, Idempotency.StoreUnavailable>) =>
   Effect.gen(function*() {
     const { runs, tool } = counter()
     const dedupe = yield* store
     const first = yield* dedupe.once(key, claim, Invocation.run(tool, "{}", key))
     const second = yield* dedupe.once(key, claim, Invocation.run(tool, "{}", key))
     return [first.result.value, second.reused, runs.count]
-  }).pipe(Effect.provide(sqlStore(file)))
+  }).pipe(Effect.provide(typeof on === "string" ? sqlStore(on) : on))
+
+/** The journal in `file`, open for as long as the scope lives. */
+const openJournal = (file: string) =>
+  Effect.map(Layer.build(Journal.layerSql({ filename: file })), Context.get(Journal.Journal))
 
 /** A task journaled and read back: the ids and prompts of the open tasks. */
-const journalRoundTrip = (file: string, taskId: string) =>
+const journalRoundTrip = (on: string | Layer.Layer<Journal.Journal, Journal.JournalUnavailable>, taskId: string) =>
   Effect.scoped(Effect.gen(function*() {
-    const journal = yield* Journal.make(file)
+    const journal = typeof on === "string" ? yield* openJournal(on) : yield* Journal.Journal.pipe(Effect.provide(on))
     const task = { taskId, agentId: "agent-1", processId: "process-1", prompt: `prompt of ${taskId}`, tools: [] }
     yield* journal.started(task)
     const { open } = yield* journal.load(0)
@@ -348,7 +412,7 @@ describe("claims and the platform journal in one SQLite file", () => {
         const file = yield* tempDb
         // Each keeps the file open while the other migrates, as two modules of one process would.
         if (first === "claims") yield* Layer.build(sqlStore(file))
-        else yield* Journal.make(file)
+        else yield* openJournal(file)
         assert.deepStrictEqual(yield* claimRoundTrip(file), [1, true, 1])
         assert.deepStrictEqual(yield* journalRoundTrip(file, "task-a"), [["task-a", "prompt of task-a"]])
         const tables = yield* tablesOf(file)
@@ -359,6 +423,26 @@ describe("claims and the platform journal in one SQLite file", () => {
         assert.notInclude(tables, "effect_sql_migrations")
       })))
   }
+
+  it.effect("both on one SqlClient (its result names in camelCase): each module's tables, both working", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* tempDb
+      // An application's client, with its own settings: the stores read rows by their column names all the same.
+      const client = yield* Layer.memoize(sqliteClient(file, { camelCase: true }))
+      const claims = Idempotency.layerSqlClient().pipe(Layer.provide(client))
+      const journal = Journal.layerSqlClient.pipe(Layer.provide(client))
+      assert.deepStrictEqual(yield* claimRoundTrip(claims), [1, true, 1])
+      const held = Effect.flatMap(store, (dedupe) =>
+        Effect.zipRight(dedupe.holdTask("agent-1", "task-a"), dedupe.heldTasks("agent-1")))
+      assert.deepStrictEqual(yield* Effect.provide(held, claims), ["task-a"])
+      assert.deepStrictEqual(yield* journalRoundTrip(journal, "task-a"), [["task-a", "prompt of task-a"]])
+      assert.includeMembers(yield* tablesOf(file), [
+        "tool_claims",
+        "journal_tasks",
+        ClaimsSql.migrationsTable,
+        JournalSql.migrationsTable
+      ])
+    })))
 
   for (const old of ["claims", "journal"] as const) {
     it.effect(`a file whose ${old} were migrated by the old code, in the default migrations table, still opens`, () =>

@@ -4,6 +4,8 @@
  */
 import type { RetryEvent } from "../Invocation.js"
 import type { TaskEvent } from "../protocol/Protocol.js"
+import type { Refund } from "./Backend.js"
+import { issueRefund } from "./tools.js"
 
 /** What the summary counts. */
 export interface Summary {
@@ -15,6 +17,10 @@ export interface Summary {
   failures: number
   inputTokens: number
   outputTokens: number
+  /** The `issue_refund` calls the model made, reused ones included: from the events. */
+  refundsRequested: number
+  /** The refunds billing made: from the backend, whatever the model asked. */
+  refundsMade: number
 }
 
 const frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
@@ -29,7 +35,9 @@ export class LiveView {
     redelivered: 0,
     failures: 0,
     inputTokens: 0,
-    outputTokens: 0
+    outputTokens: 0,
+    refundsRequested: 0,
+    refundsMade: 0
   }
   private readonly started = performance.now()
   private readonly inFlight = new Map<string, { readonly name: string; readonly at: number }>()
@@ -94,6 +102,7 @@ export class LiveView {
         this.inFlight.delete(event.toolCallId)
         const millis = started === undefined ? 0 : Math.round(performance.now() - started.at)
         if (event.cached) this.summary.reused++
+        if (event.name === issueRefund.name) this.summary.refundsRequested++
         if (event.result.error !== undefined) this.summary.failures++
         this.record("call_finished", {
           toolCallId: event.toolCallId,
@@ -133,11 +142,13 @@ export class LiveView {
     this.line(`⟳ ${event.tool} failed (${event.error}); attempt ${event.attempt} in ${Math.round(event.delayMillis)} ms`)
   }
 
-  /** The summary table, or its NDJSON line. */
-  finish(extra: ReadonlyArray<readonly [string, string]>): void {
+  /** The summary table, or its NDJSON line; `refunds` are those the backend's billing made. */
+  finish(refunds: ReadonlyArray<Refund>): void {
     this.stopSpinner()
     const wall = `${((performance.now() - this.started) / 1000).toFixed(2)} s`
     const s = this.summary
+    s.refundsMade = refunds.length
+    const requested = `${s.refundsRequested} time${s.refundsRequested === 1 ? "" : "s"}`
     const rows: ReadonlyArray<readonly [string, string]> = [
       ["model turns", String(s.turns)],
       ["tool calls", String(s.toolCalls)],
@@ -146,11 +157,11 @@ export class LiveView {
       ["redelivered", String(s.redelivered)],
       ["failures", String(s.failures)],
       ["tokens", `${s.inputTokens} in, ${s.outputTokens} out`],
-      ...extra,
+      ["refunds made", `${s.refundsMade} (${issueRefund.name} requested ${requested})`],
       ["wall time", wall]
     ]
     if (this.options.json) {
-      this.record("summary", { ...s, wallTime: wall, ...Object.fromEntries(extra) })
+      this.record("summary", { ...s, wallTime: wall })
       return
     }
     const width = Math.max(...rows.map(([k]) => k.length))

@@ -1,16 +1,16 @@
 /**
  * The platform's journal (design: The platform): what a restarted platform needs to take its tasks back.
  * Each task (who holds it, its prompt, the tools it was given), each model turn, each delivered
- * call and each answer go to a SQLite file as they happen. On start, every task that had not ended
- * runs again: the model's journaled turns are replayed instead of asked again, a journaled answer
- * is reused, and a call still unanswered is delivered again with its id and deadline. The loop is
- * deterministic given the same turns and results, so the replay reaches the point the task was at.
+ * call and each answer go to a SQL database (a SQLite file, or any `SqlClient`'s) as they happen.
+ * On start, every task that had not ended runs again: the model's journaled turns are replayed
+ * instead of asked again, a journaled answer is reused, and a call still unanswered is delivered
+ * again with its id and deadline. The loop is deterministic given the same turns and results, so
+ * the replay reaches the point the task was at.
  */
-import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Clock, Context, Duration, Effect, Layer, Schema, type Scope } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Schema, type Scope } from "effect"
 import * as Sql from "../internal/journalSql.js"
+import * as SqlStore from "../internal/sqlStore.js"
 import * as Invocation from "../Invocation.js"
 import { ToolResult, ToolResultFromJson } from "../ToolResult.js"
 import * as LanguageModel from "../LanguageModel.js"
@@ -18,10 +18,14 @@ import * as Toolkit from "../Toolkit.js"
 import { TaskEvent } from "../protocol/Protocol.js"
 import type * as TaskRunner from "./TaskRunner.js"
 
-/** The journal's file could not be opened, prepared or read. */
+/** The journal's database could not be opened, prepared or read. */
 export class JournalUnavailable extends Schema.TaggedError<JournalUnavailable>("agent-tools/JournalUnavailable")(
   "JournalUnavailable",
-  { path: Schema.String, reason: Schema.String }
+  {
+    /** The journal's file, or its client's database as well as the client names it. */
+    path: Schema.String,
+    reason: Schema.String
+  }
 ) {
   override get message(): string {
     return `the platform journal ${this.path} cannot be used: ${this.reason}`
@@ -66,7 +70,8 @@ export interface EndedTask {
 }
 
 /** The journal's writes and its one read. A write that fails is a defect: the task fails, saying why. */
-export interface Journal {
+export class Journal extends Context.Tag("agent-tools/platform/Journal")<Journal, {
+  /** The journal's file, or its client's database as well as the client names it. */
   readonly path: string
   readonly started: (task: TaskRecord) => Effect.Effect<void>
   readonly turn: (taskId: string, step: number, turn: LanguageModel.ModelTurn) => Effect.Effect<void>
@@ -82,28 +87,25 @@ export interface Journal {
   readonly purge: (before: number) => Effect.Effect<void>
   /** Rows per table, for tests. */
   readonly counts: Effect.Effect<{ readonly tasks: number; readonly turns: number; readonly calls: number }>
-}
+}>() {}
 
 const ToolsJson = Schema.parseJson(TaskTools)
 const TurnJson = Schema.parseJson(LanguageModel.ModelTurn)
 const ResultJson = Schema.parseJson(ToolResultFromJson)
 const EventJson = Schema.parseJson(TaskEvent)
 
-/** Opens (creating if missing, WAL mode) the journal in `filename`, for as long as the scope lives. */
-export const make = (filename: string): Effect.Effect<Journal, JournalUnavailable, Scope.Scope> =>
+/**
+ * The journal in the database of the `SqlClient` in context. Its tables are made at start (migrations
+ * in a table of their own); failing that, or reading it, is `JournalUnavailable` naming the database.
+ */
+export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.SqlClient> = Layer.scoped(
+  Journal,
   Effect.gen(function*() {
-    const unavailable = (error: unknown) => new JournalUnavailable({ path: filename, reason: describe(error) })
-    const sql = yield* Layer.build(SqliteClient.layer({ filename })).pipe(
-      Effect.map(Context.get(SqlClient.SqlClient)),
-      Effect.tap((client) =>
-        Migrator.make({})({ loader: Migrator.fromRecord(Sql.migrations), table: Sql.migrationsTable }).pipe(
-          Effect.provideService(SqlClient.SqlClient, client)
-        )
-      ),
-      Effect.mapError(unavailable),
-      // The driver throws (a defect) when the file cannot be opened at all.
-      Effect.catchAllDefect((defect) => Effect.fail(unavailable(defect)))
-    )
+    // Rows are read by their column names: a client's name transforms (to camelCase, say) must not apply.
+    const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+    const path = SqlStore.databaseName(sql)
+    const unavailable = (reason: string) => new JournalUnavailable({ path, reason })
+    yield* SqlStore.migrate({ migrations: Sql.migrations, table: Sql.migrationsTable, unavailable })
 
     const load = (endedSince: number) =>
       Effect.gen(function*() {
@@ -145,13 +147,10 @@ export const make = (filename: string): Effect.Effect<Journal, JournalUnavailabl
           }
         }
         return { open, ended }
-      }).pipe(
-        Effect.mapError(unavailable),
-        Effect.catchAllDefect((defect) => Effect.fail(unavailable(defect)))
-      )
+      }).pipe(SqlStore.orUnavailable(unavailable))
 
-    return {
-      path: filename,
+    return Journal.of({
+      path,
       started: (task) =>
         Effect.orDie(Sql.insertTask(sql, { ...task, tools: Schema.encodeSync(ToolsJson)(task.tools) })),
       turn: (taskId, step, turn) => Effect.orDie(Sql.insertTurn(sql, taskId, step, Schema.encodeSync(TurnJson)(turn))),
@@ -163,14 +162,34 @@ export const make = (filename: string): Effect.Effect<Journal, JournalUnavailabl
       load,
       purge: (before) => Effect.ignoreLogged(Sql.purgeEnded(sql, before)),
       counts: Effect.orDie(Sql.counts(sql))
-    } satisfies Journal
+    })
   })
+)
 
-const describe = (error: unknown): string => {
-  const cause = (error as { cause?: unknown }).cause
-  if (cause instanceof Error) return cause.message
-  return error instanceof Error ? error.message : String(error)
-}
+/**
+ * The journal in the SQLite file `filename` (created if missing; WAL mode): `layerSqlClient` on a
+ * client of its own. A file that cannot be opened fails with `JournalUnavailable` naming it.
+ */
+export const layerSql = (options: { readonly filename: string }): Layer.Layer<Journal, JournalUnavailable> =>
+  Layer.provide(
+    // Fresh: two journals on two files in one graph must not share the first one's build.
+    Layer.fresh(layerSqlClient),
+    SqlStore.layerSqlite(options.filename, (reason) => new JournalUnavailable({ path: options.filename, reason }))
+  )
+
+/**
+ * The platform's journal: the `Journal` provided (`layerSqlClient` on a client of one's choosing),
+ * else `layerSql` on `filename` when one is given, else none (tasks in memory only).
+ */
+export const serviceOrFile = (
+  filename: string | undefined
+): Effect.Effect<Journal["Type"] | undefined, JournalUnavailable, Scope.Scope> =>
+  Effect.gen(function*() {
+    const provided = yield* Effect.serviceOption(Journal)
+    if (Option.isSome(provided)) return provided.value
+    if (filename === undefined) return undefined
+    return Context.get(yield* Layer.build(layerSql({ filename })), Journal)
+  })
 
 // ---------------------------------------------------------------------------------------------
 // One task's run, journaled.
@@ -180,7 +199,7 @@ const describe = (error: unknown): string => {
  * asks `model` and is journaled before the loop sees it (so its calls are never delivered unjournaled).
  */
 export const replayingModel = (
-  journal: Journal,
+  journal: Journal["Type"],
   taskId: string,
   journaled: ReadonlyArray<LanguageModel.ModelTurn>,
   model: LanguageModel.LanguageModel["Type"]
@@ -207,7 +226,7 @@ export const replayingModel = (
  * the first run's would have.
  */
 export const journaledDeliver = (
-  journal: Journal,
+  journal: Journal["Type"],
   taskId: string,
   journaled: ReadonlyMap<string, JournaledCall>,
   tools: TaskTools,

@@ -350,7 +350,7 @@ type Agents = ReturnType<typeof makeAgents>
  * shutdown the loops are interrupted after the sweep and the redelivery have stopped, and before the
  * journal closes.
  */
-const makeTasks = (options: Options, journal: Journal.Journal | undefined) =>
+const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefined) =>
   Effect.gen(function*() {
     const tasks = new Map<string, Task>()
     const config = yield* Invocation.InvocationConfig
@@ -503,7 +503,7 @@ const makeTasks = (options: Options, journal: Journal.Journal | undefined) =>
        * Takes back what the journal holds: recently ended tasks (for their final event) and every
        * task that had not ended, whose loop runs again from its journaled turns and answers.
        */
-      takeBack: (journal: Journal.Journal, keepEndedMillis: number) =>
+      takeBack: (journal: Journal.Journal["Type"], keepEndedMillis: number) =>
         Effect.gen(function*() {
           const { ended, open } = yield* journal.load((yield* Clock.currentTimeMillis) - keepEndedMillis)
           for (const entry of ended) {
@@ -549,7 +549,7 @@ const redeliver = (tasks: Tasks, schedule: Schedule.Schedule<unknown, unknown>) 
  * it registers again). A fiber on `Timing.platformSweep`, the first to stop.
  */
 const sweep = (
-  parts: { readonly agents: Agents; readonly tasks: Tasks; readonly journal: Journal.Journal | undefined },
+  parts: { readonly agents: Agents; readonly tasks: Tasks; readonly journal: Journal.Journal["Type"] | undefined },
   limits: Limits,
   schedule: Schedule.Schedule<unknown, unknown>
 ) => {
@@ -616,7 +616,7 @@ export const layerHandlers = (options: Options) =>
     const limits = limitsOf(options)
     const policy = yield* Timing
     // Opened before the tasks' fibers exist, so closed after they have stopped.
-    const journal = options.journal === undefined ? undefined : yield* Journal.make(options.journal)
+    const journal = yield* Journal.serviceOrFile(options.journal)
     const agents = makeAgents(limits)
     const tasks = yield* makeTasks(options, journal)
     yield* redeliver(tasks, policy.redelivery)

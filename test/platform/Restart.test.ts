@@ -3,6 +3,7 @@
  * unfinished tasks back; the serving process reconnects, registers again and re-attaches; the
  * task completes with the right output; every call's side effect happens once and none is lost.
  */
+import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import {
   ConfigProvider,
@@ -36,6 +37,7 @@ import {
 } from "../../src/index.js"
 import * as Journal from "../../src/platform/Journal.js"
 import { record, scale } from "../support/figures.js"
+import { sqliteClient, unnamedClient } from "../support/sqlClient.js"
 import { clientLayer, resultsText } from "../support/platform.js"
 import { ToolResult } from "../../src/ToolResult.js"
 
@@ -46,6 +48,10 @@ const policy = Timing.layer({
   redelivery: Schedule.spaced("200 millis"),
   reconnect: Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(400)))
 })
+
+/** The journal in `file`, open for as long as the scope lives. */
+const openJournal = (file: string) =>
+  Effect.map(Layer.build(Journal.layerSql({ filename: file })), Context.get(Journal.Journal))
 
 const tempDir = Effect.acquireRelease(
   Effect.sync(() => mkdtempSync(join(tmpdir(), "agent-tools-journal-"))),
@@ -279,7 +285,7 @@ describe("journal replay", () => {
         }))
       // What a platform had journaled when it stopped: 2 turns; t1-a, t1-b and t2-a answered; t2-b only delivered.
       yield* Effect.scoped(Effect.gen(function*() {
-        const journal = yield* Journal.make(file)
+        const journal = yield* openJournal(file)
         const tools = [{ entry, own: true }]
         yield* journal.started({ taskId: "task-x", agentId: "agent-1", processId: "p-old", prompt: "go", tools })
         for (const step of [1, 2]) {
@@ -326,7 +332,7 @@ describe("journal replay", () => {
         assert.deepStrictEqual(requests.map(stepOf), [3], "the model was asked for turn 3 only")
         // Once ended, only the task's final event stays in the journal (for a late re-attach).
         yield* eventually(() =>
-          Effect.scoped(Effect.map(Effect.flatMap(Journal.make(file), (journal) => journal.counts), (counts) =>
+          Effect.scoped(Effect.map(Effect.flatMap(openJournal(file), (journal) => journal.counts), (counts) =>
             counts.tasks === 1 && counts.turns === 0 && counts.calls === 0)), "the ended task's rows to go")
         return [...events]
       }).pipe(Effect.provide(platform))
@@ -341,36 +347,66 @@ describe("journal replay", () => {
       assert.strictEqual(done.steps, 3)
     }).pipe(Effect.scoped, quiet))
 
-  it.live("a journaled call whose deadline passed while the platform was down reads as timed out, and is not sent", () =>
+  for (const given of ["the journal option (a file)", "a Journal service on an SqlClient"] as const) {
+    it.live(`a call whose deadline passed while the platform was down reads as timed out, is not sent: ${given}`, () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const file = join(dir, "journal.sqlite")
+        const entry = (yield* Toolkit.make(workTool(new Map(), () => Effect.void))).manifest[0]!
+        const call = { id: "t1-a", name: "work", arguments: JSON.stringify({ key: "t1-a" }) }
+        yield* Effect.scoped(Effect.gen(function*() {
+          const journal = yield* openJournal(file)
+          const tools = [{ entry, own: true }]
+          yield* journal.started({ taskId: "task-y", agentId: "agent-1", processId: "p-old", prompt: "go", tools })
+          const usage = { inputTokens: 0, outputTokens: 0 }
+          yield* journal.turn("task-y", 1, { toolCalls: [call], finishReason: "tool_calls", usage })
+          const deadlineAt = Date.now() - 1
+          const delivery = { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt }
+          yield* journal.delivered("task-y", delivery)
+        }))
+        const handlers = given === "the journal option (a file)"
+          ? PlatformServer.layerHandlers({ tokens, journal: file })
+          : PlatformServer.layerHandlers({ tokens }).pipe(
+            Layer.provide(Journal.layerSqlClient.pipe(Layer.provide(sqliteClient(file))))
+          )
+        const platform = PlatformClient.layerTest.pipe(
+          Layer.provideMerge(handlers),
+          Layer.provideMerge(LanguageModel.layerScripted([(request) => ({ text: resultsText(request) })])),
+          Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["PLATFORM_TOKEN", "tok-1"]]))))
+        )
+        const events = yield* Effect.flatMap(PlatformClient.PlatformClient, (platformClient) =>
+          Stream.unwrapScoped(Effect.map(
+            platformClient.attachTask({ agentId: "agent-1", processId: "p-new", taskId: "task-y" }),
+            Mailbox.toStream
+          )).pipe(
+            Stream.takeUntil((event) => event._tag === "TaskCompleted" || event._tag === "TaskFailed"),
+            Stream.runCollect
+          )).pipe(Effect.provide(platform))
+        assert.deepStrictEqual([...events].filter((e) => e._tag === "ToolCallRequested"), [])
+        const done = [...events].pop() as Extract<Protocol.TaskEvent, { _tag: "TaskCompleted" }>
+        assert.strictEqual(done.output, "t1-a:work timed out after 30s; its outcome is unknown")
+      }).pipe(Effect.scoped, quiet))
+  }
+
+  it.effect("a journal that cannot be used fails, naming its file, or its client's database as well as it can", () =>
     Effect.gen(function*() {
+      const missing = join(tmpdir(), "no-such-dir-agent-tools", "journal.sqlite")
+      const error = yield* Effect.flip(Effect.scoped(openJournal(missing)))
+      assert.strictEqual(error._tag, "JournalUnavailable")
+      assert.include(error.message, `the platform journal ${missing} cannot be used: `)
+      // A file whose migrations are recorded but whose tasks table is gone: reading it fails.
       const dir = yield* tempDir
       const file = join(dir, "journal.sqlite")
-      const entry = (yield* Toolkit.make(workTool(new Map(), () => Effect.void))).manifest[0]!
-      const call = { id: "t1-a", name: "work", arguments: JSON.stringify({ key: "t1-a" }) }
-      yield* Effect.scoped(Effect.gen(function*() {
-        const journal = yield* Journal.make(file)
-        const tools = [{ entry, own: true }]
-        yield* journal.started({ taskId: "task-y", agentId: "agent-1", processId: "p-old", prompt: "go", tools })
-        const usage = { inputTokens: 0, outputTokens: 0 }
-        yield* journal.turn("task-y", 1, { toolCalls: [call], finishReason: "tool_calls", usage })
-        const delivery = { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt: Date.now() - 1 }
-        yield* journal.delivered("task-y", delivery)
-      }))
-      const platform = PlatformClient.layerTest.pipe(
-        Layer.provideMerge(PlatformServer.layerHandlers({ tokens, journal: file })),
-        Layer.provideMerge(LanguageModel.layerScripted([(request) => ({ text: resultsText(request) })])),
-        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["PLATFORM_TOKEN", "tok-1"]]))))
+      yield* Effect.scoped(openJournal(file))
+      yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql`DROP TABLE journal_tasks`).pipe(
+        Effect.provide(sqliteClient(file)),
+        Effect.orDie
       )
-      const events = yield* Effect.flatMap(PlatformClient.PlatformClient, (platformClient) =>
-        Stream.unwrapScoped(Effect.map(
-          platformClient.attachTask({ agentId: "agent-1", processId: "p-new", taskId: "task-y" }),
-          Mailbox.toStream
-        )).pipe(
-          Stream.takeUntil((event) => event._tag === "TaskCompleted" || event._tag === "TaskFailed"),
-          Stream.runCollect
-        )).pipe(Effect.provide(platform))
-      assert.deepStrictEqual([...events].filter((e) => e._tag === "ToolCallRequested"), [])
-      const done = [...events].pop() as Extract<Protocol.TaskEvent, { _tag: "TaskCompleted" }>
-      assert.strictEqual(done.output, "t1-a:work timed out after 30s; its outcome is unknown")
-    }).pipe(Effect.scoped, quiet))
+      for (const [client, name] of [[sqliteClient(file), file], [unnamedClient(file), "on a SQLite client"]] as const) {
+        const failed = yield* Effect.flatMap(Journal.Journal, (journal) => Effect.flip(journal.load(0))).pipe(
+          Effect.provide(Journal.layerSqlClient.pipe(Layer.provide(client)))
+        )
+        assert.strictEqual(failed.message, `the platform journal ${name} cannot be used: no such table: journal_tasks`)
+      }
+    }).pipe(Effect.scoped))
 })

@@ -1,11 +1,11 @@
 /** Claims files that open but cannot be written, for the store's start-up check (design: Delivery dedupe). */
 import { SqlClient } from "@effect/sql"
-import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Context, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { Idempotency } from "../../src/index.js"
+import { sqliteClient } from "./sqlClient.js"
 
 /** A claims file made by `Idempotency.layerSql` (tables and migrations there), in a temp folder the scope removes. */
 export const claimsFile = Effect.acquireRelease(
@@ -42,6 +42,6 @@ export const readOnly = <A, E, R>(file: string, effect: Effect.Effect<A, E, R>) 
 /** Drops the claims table of `file`: the migrations table still says it exists, so it is not made again. */
 export const dropClaimsTable = (file: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => sql`DROP TABLE tool_claims`).pipe(
-    Effect.provide(Layer.map(SqliteClient.layer({ filename: file }), Context.omit(SqliteClient.SqliteClient))),
+    Effect.provide(sqliteClient(file)),
     Effect.orDie
   )
