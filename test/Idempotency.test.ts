@@ -193,15 +193,15 @@ for (const [name, make, unique] of [
 }
 
 describe("Idempotency.layerMemory", () => {
-  it.effect("100,000 completed calls leave the store empty once their timeouts pass", () =>
+  it.effect("10,000 completed calls leave the store empty once their timeouts pass", () =>
     withStore(Effect.succeed(Idempotency.layerMemory), Effect.gen(function*() {
       const dedupe = yield* store
       const done = Effect.succeed(ToolResult.failure("x"))
-      for (let i = 0; i < 100_000; i++) yield* dedupe.once({ taskId: "t", toolCallId: `c${i}` }, claim, done)
-      assert.strictEqual(yield* dedupe.size, 100_000)
+      for (let i = 0; i < 10_000; i++) yield* dedupe.once({ taskId: "t", toolCallId: `c${i}` }, claim, done)
+      assert.strictEqual(yield* dedupe.size, 10_000)
       yield* TestClock.adjust("31 seconds")
       assert.strictEqual(yield* dedupe.size, 0)
-    })), 60_000)
+    })), 120_000)
 })
 
 /** Writes the pending claim of a process that died mid-call, straight into the file. */
