@@ -8,7 +8,9 @@ const slow = [
   "test/platform/Crash.test.ts",
   "test/platform/Shutdown.test.ts",
   "test/main.test.ts",
-  "test/WorkerPool.test.ts"
+  "test/WorkerPool.test.ts",
+  "test/McpStdioProcess.test.ts",
+  "test/demo/worker.test.ts"
 ]
 
 export default defineConfig({

@@ -1,16 +1,8 @@
-/** The demo's tools of the other shapes (design: Handler shapes): an async body, and a CPU-bound one on worker threads. */
+/** The demo's async tool (design: Handler shapes); its worker-thread tool is in worker.test.ts (slow project). */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
-import { createHash } from "node:crypto"
-import * as Backend from "../../src/demo/Backend.js"
+import { Effect } from "effect"
 import * as DemoTools from "../../src/demo/tools.js"
 import { Invocation, ToolContext } from "../../src/index.js"
-
-const chained = (text: string, rounds: number) => {
-  let hash = text
-  for (let i = 0; i < rounds; i++) hash = createHash("sha256").update(hash).digest("hex")
-  return hash
-}
 
 describe("demo tools of other shapes", () => {
   it.effect("estimate_delivery: an async body, through the pipeline and called directly", () =>
@@ -24,15 +16,4 @@ describe("demo tools of other shapes", () => {
       )
       assert.deepStrictEqual(direct, { postcode: "69002", business_days: 2 })
     }))
-
-  it.live("digest_report: a worker body, the digest computed off the event loop, started on first use", () =>
-    Effect.gen(function*() {
-      const reports = Context.get(yield* Layer.build(Backend.layerReports), Backend.Reports)
-      assert.strictEqual(reports.spawned(), 0, "no thread before a report is digested")
-      const result = yield* Invocation.run(DemoTools.digestReport, "{\"text\":\"Q3 refunds\",\"rounds\":2000}").pipe(
-        Effect.provideService(Backend.Reports, reports)
-      )
-      assert.deepStrictEqual(result.value, { digest: chained("Q3 refunds", 2000), rounds: 2000 })
-      assert.strictEqual(reports.spawned(), 2)
-    }).pipe(Effect.scoped), 30_000)
 })
