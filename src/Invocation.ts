@@ -24,13 +24,12 @@ import {
   ParseResult,
   Runtime,
   RuntimeFlags,
-  Schedule,
-  ScheduleDecision,
-  ScheduleIntervals,
+  type Schedule,
   Tracer
 } from "effect"
 import * as Hooks from "./Hooks.js"
 import * as Json from "./internal/json.js"
+import { stepper } from "./internal/schedule.js"
 import { Timing } from "./Timing.js"
 import * as Tool from "./Tool.js"
 import { CallContext, ToolContext, type ToolCallInfo } from "./ToolContext.js"
@@ -595,7 +594,7 @@ const withRetries = (
   Effect.gen(function*() {
     const schedule = Context.get(caller.context, Timing).toolRetry
     yield* warnIfRetriesCannotFit(tool, schedule, start, first.deadlineAt)
-    let state = schedule.initial
+    const steps = stepper(schedule)
     let info = first
     while (true) {
       span?.attribute("agent_tools.attempt", info.attempt)
@@ -604,12 +603,9 @@ const withRetries = (
       if (outcome === TimedOut || Exit.isSuccess(outcome) || info.attempt > tool.retries) return outcome
       if (Cause.isInterruptedOnly(outcome.cause) || !mayRetry(tool, outcome.cause)) return outcome
       const now = caller.clock.unsafeCurrentTimeMillis()
-      const [next, , decision] = yield* schedule.step(now, Cause.squash(outcome.cause), state)
-      if (ScheduleDecision.isDone(decision)) return outcome
-      const retryAt = ScheduleIntervals.start(decision.intervals)
+      const retryAt = yield* steps.next(now, Cause.squash(outcome.cause))
       // A retry that cannot start before the deadline is skipped: the last failure stands.
-      if (retryAt >= info.deadlineAt) return outcome
-      state = next
+      if (retryAt === undefined || retryAt >= info.deadlineAt) return outcome
       Context.get(caller.context, InvocationObserver).onRetry({
         tool: tool.name,
         toolCallId: info.toolCallId,
@@ -657,13 +653,12 @@ const warnIfRetriesCannotFit = (
   deadline: number
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
-    let state = schedule.initial
+    const steps = stepper(schedule)
     let now = start
     for (let retry = 1; retry <= tool.retries; retry++) {
-      const [next, , decision] = yield* schedule.step(now, undefined, state)
-      if (ScheduleDecision.isDone(decision)) return
-      now = ScheduleIntervals.start(decision.intervals)
-      state = next
+      const retryAt = yield* steps.next(now, undefined)
+      if (retryAt === undefined) return
+      now = retryAt
       if (now >= deadline) {
         return yield* Effect.logWarning(
           `${tool.name}: ${tool.retries} retries do not fit before the deadline ` +
