@@ -8,7 +8,7 @@ import * as Hooks from "./Hooks.js"
 import { Ids } from "./Ids.js"
 import { RunCache } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
-import { ToolResult, ToolResultFromJson } from "./ToolResult.js"
+import { ToolResult, ToolResultFromJson, UnknownTool } from "./ToolResult.js"
 import * as LanguageModel from "./LanguageModel.js"
 import { retryAfterFailure, Timing } from "./Timing.js"
 import type * as Tool from "./Tool.js"
@@ -390,8 +390,8 @@ class Run {
   ): { readonly started: Invocation.Started; readonly cached: boolean } {
     const tool = this.toolkit.byName.get(call.name)
     if (tool === undefined) {
-      const names = this.toolkit.tools.map((t) => t.name).join(", ")
-      return { started: ToolResult.failure(`${call.name}: no such tool; the available tools are ${names}`), cached: false }
+      const available = this.toolkit.tools.map((t) => t.name)
+      return { started: ToolResult.failure(new UnknownTool({ toolName: call.name, available })), cached: false }
     }
     const options = { taskId: this.runId, toolCallId: call.id }
     if (!tool.idempotent) return { started: Invocation.start(caller, tool, call.arguments, options), cached: false }

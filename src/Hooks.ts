@@ -9,7 +9,7 @@ import { Cause, Context, Duration, Effect, Layer, Option } from "effect"
 import type * as LanguageModel from "./LanguageModel.js"
 import type * as Tool from "./Tool.js"
 import type { ToolCallInfo } from "./ToolContext.js"
-import { errorText, ToolResult } from "./ToolResult.js"
+import { Denied, HookFailed, ToolResult } from "./ToolResult.js"
 import { UserPrompt } from "./UserPrompt.js"
 
 /** A call as a tool hook sees it. */
@@ -73,7 +73,7 @@ export const runToolHooks = (
       // An interruption stays one (the call was cancelled).
       Cause.isInterruptedOnly(cause)
         ? Effect.interrupt
-        : Effect.succeed(ToolResult.failure(`${call.tool.name}: a hook failed: ${errorText(Cause.squash(cause))}`)))
+        : Effect.succeed(ToolResult.failure(new HookFailed({ toolName: call.tool.name, cause }))))
   }
   return wrapped
 }
@@ -95,6 +95,9 @@ export const runTurnHooks = (
 
 // ---------------------------------------------------------------------------------------------
 // The hooks shipped with the runtime.
+
+const denied = (call: ToolCall, reason: string): ToolResult =>
+  ToolResult.failure(new Denied({ toolName: call.tool.name, reason }))
 
 /** One structured log line per call: tool, call id, task, attempts, duration, outcome. */
 export const logging: ToolHook = (call, proceed) =>
@@ -121,13 +124,13 @@ export const approval: ToolHook = (call, proceed) => {
   if (!call.tool.needsApproval) return proceed
   return Effect.flatMap(Effect.serviceOption(UserPrompt), (prompt) => {
     if (Option.isNone(prompt)) {
-      return Effect.succeed(ToolResult.failure(`${call.tool.name}: needs approval, and no user is available to give it`))
+      return Effect.succeed(denied(call, "needs approval, and no user is available to give it"))
     }
     return prompt.value.ask(`Allow ${call.tool.name} ${JSON.stringify(call.input)}? [y/N]`).pipe(
       Effect.flatMap((answer) =>
         /^\s*y(es)?\s*$/i.test(answer)
           ? proceed
-          : Effect.succeed(ToolResult.failure(`${call.tool.name}: the user did not approve this call; it did not run`))
+          : Effect.succeed(denied(call, "the user did not approve this call; it did not run"))
       )
     )
   })
@@ -143,6 +146,6 @@ export const callBudget = (limit: number): ToolHook => {
       used.set(key, n)
       return n <= limit
         ? proceed
-        : Effect.succeed(ToolResult.failure(`${call.tool.name}: the budget of ${limit} calls for this run is spent; it did not run`))
+        : Effect.succeed(denied(call, `the budget of ${limit} calls for this run is spent; it did not run`))
     })
 }

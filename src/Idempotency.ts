@@ -23,7 +23,7 @@ import {
 import * as Ids from "./Ids.js"
 import * as Claims from "./internal/claimsSql.js"
 import * as Invocation from "./Invocation.js"
-import { ToolResult } from "./ToolResult.js"
+import { OutcomeUnknown, ToolResult } from "./ToolResult.js"
 import { Signal } from "./internal/signal.js"
 import { Timing } from "./Timing.js"
 
@@ -116,12 +116,12 @@ export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempote
 
 /** The text of an idempotent call whose earlier attempt was interrupted after its handler started. */
 export const interruptedUnknown = (toolName: string): string =>
-  `${toolName}: the earlier attempt was interrupted; its outcome is unknown`
+  new OutcomeUnknown({ toolName, earlierAttempt: "interrupted" }).text
 
 /** What an interrupted first delivery leaves behind (design: Interruption and shutdown): a released claim, or the "unknown" outcome. */
 const afterInterrupt = (claim: ClaimOptions): ToolResult | undefined =>
   claim.idempotent && (claim.started?.() ?? true)
-    ? ToolResult.failure(interruptedUnknown(claim.toolName))
+    ? ToolResult.failure(new OutcomeUnknown({ toolName: claim.toolName, earlierAttempt: "interrupted" }))
     : undefined
 
 interface Entry {
@@ -212,14 +212,14 @@ export interface SqlOptions {
 
 /** The text for an idempotent call whose earlier attempt died before its outcome was written. */
 export const outcomeUnknown = (toolName: string): string =>
-  `${toolName}: the earlier attempt did not finish; its outcome is unknown`
+  new OutcomeUnknown({ toolName, earlierAttempt: "unfinished" }).text
 
 const encodeOutcome = (result: ToolResult): string =>
   JSON.stringify(result.error === undefined ? { value: result.value } : { error: result.error })
 
 const decodeOutcome = (text: string): ToolResult => {
   const outcome = JSON.parse(text) as { value?: unknown; error?: string }
-  return new ToolResult(outcome.error === undefined ? outcome.value : undefined, outcome.error)
+  return outcome.error === undefined ? ToolResult.success(outcome.value) : ToolResult.failure(outcome.error)
 }
 
 /**
@@ -331,7 +331,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlOptions) =>
             const taken = yield* orDie(Claims.find(sql, key))
             if (taken?.owner !== owner) continue // someone else took it over first
             if (!claim.idempotent) return yield* runAsOwner(key, owner, claim, run)
-            const unknown = ToolResult.failure(outcomeUnknown(claim.toolName))
+            const unknown = ToolResult.failure(new OutcomeUnknown({ toolName: claim.toolName, earlierAttempt: "unfinished" }))
             yield* orDie(Claims.complete(sql, key, owner, encodeOutcome(unknown)))
             return { result: unknown, reused: false }
           }

@@ -33,7 +33,17 @@ import { stepper } from "./internal/schedule.js"
 import { Timing } from "./Timing.js"
 import * as Tool from "./Tool.js"
 import { CallContext, ToolContext, type ToolCallInfo } from "./ToolContext.js"
-import { errorText, ToolResult } from "./ToolResult.js"
+import {
+  DeadlinePassed,
+  errorText,
+  HandlerFailed,
+  Interrupted,
+  InvalidInput,
+  InvalidOutput,
+  TimedOut,
+  type ToolFailure,
+  ToolResult
+} from "./ToolResult.js"
 
 /** Limits of the pipeline. */
 export interface Config {
@@ -96,7 +106,8 @@ export interface Options {
 }
 
 const succeeded = (value: unknown): ToolResult => new ToolResult(value, undefined)
-const failed = (error: string): ToolResult => new ToolResult(undefined, error)
+/** A failed result, its text cut to the limit of `config`. */
+const failed = (failure: ToolFailure, config: Config): ToolResult => new ToolResult(undefined, failure, config.maxErrorLength)
 
 /**
  * Runs one call of `tool` with `args` (JSON text or an already-parsed value). Never fails and never
@@ -150,7 +161,7 @@ export const start = (caller: Caller, tool: Tool.Any, args: unknown, options?: O
 /** The decoded input of `args` for `tool`, or the input error result; nothing runs. */
 export const decode = (caller: Caller, tool: Tool.Any, args: unknown): { readonly input: unknown } | ToolResult => {
   const input = decodeArgs(tool, compile(tool), args, caller.config)
-  return typeof input === "string" ? failed(cut(input, caller.config.maxErrorLength)) : { input: input.value }
+  return typeof input === "string" ? failed(new InvalidInput({ toolName: tool.name, reason: input }), caller.config) : { input: input.value }
 }
 
 /** `start` for an input `decode` already produced (so a caller can look at it first; as the per-run cache does). */
@@ -275,12 +286,12 @@ const pipeline = (
   const given = options?.deadlineAt
   const deadlineAt = given === undefined ? undefined : typeof given === "number" ? given : given.getTime()
   if (deadlineAt !== undefined && deadlineAt <= start) {
-    return failed(`${tool.name}: its deadline passed before it started; it did not run`)
+    return failed(new DeadlinePassed({ toolName: tool.name }), config)
   }
   let input = payload
   if (!decoded) {
     const result = decodeArgs(tool, compiled, payload, config)
-    if (typeof result === "string") return failed(cut(result, config.maxErrorLength))
+    if (typeof result === "string") return failed(new InvalidInput({ toolName: tool.name, reason: result }), config)
     input = result.value
   }
   const byTimeout = start + compiled.timeoutMillis
@@ -338,7 +349,7 @@ const execute = (
   )
 }
 
-/** The decoded input, or the input error text. */
+/** The decoded input, or why it is refused (`InvalidInput`'s reason). */
 const decodeArgs = (
   tool: Tool.Any,
   compiled: Compiled,
@@ -350,40 +361,40 @@ const decodeArgs = (
     // A character is at least one UTF-8 byte and at most three (surrogate pairs: four per two).
     if (args.length > config.maxPayloadBytes ||
       (args.length * 3 > config.maxPayloadBytes && Buffer.byteLength(args, "utf8") > config.maxPayloadBytes)) {
-      return `${tool.name}: invalid input: the arguments exceed ${config.maxPayloadBytes} bytes`
+      return `the arguments exceed ${config.maxPayloadBytes} bytes`
     }
     const parsed = Json.parse(args)
-    if ("problem" in parsed) return `${tool.name}: invalid input: ${parsed.problem}`
+    if ("problem" in parsed) return parsed.problem
     value = parsed.value
   } else {
     let text: string | undefined
     try {
       text = JSON.stringify(args)
     } catch (error) {
-      return `${tool.name}: invalid input: the arguments are not JSON (${errorMessage(error)})`
+      return `the arguments are not JSON (${errorMessage(error)})`
     }
     if (text !== undefined && Buffer.byteLength(text, "utf8") > config.maxPayloadBytes) {
-      return `${tool.name}: invalid input: the arguments exceed ${config.maxPayloadBytes} bytes`
+      return `the arguments exceed ${config.maxPayloadBytes} bytes`
     }
     const refused = Json.refusedKeyIn(args)
-    if (refused !== undefined) return `${tool.name}: invalid input: ${refused}`
+    if (refused !== undefined) return refused
     value = args
   }
   // Arguments are a JSON object (design: What the model sees; the parameters' type is object), whatever the input Schema says.
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    return `${tool.name}: invalid input: (root): Expected an object, actual ${Array.isArray(value) ? "an array" : JSON.stringify(value)}`
+    return `(root): Expected an object, actual ${Array.isArray(value) ? "an array" : JSON.stringify(value)}`
   }
   if (compiled.emptyInput) {
     const keys = Object.keys(value)
-    if (keys.length > 0) return `${tool.name}: invalid input: ${keys.map((key) => `${key}: is unexpected`).join("; ")}`
+    if (keys.length > 0) return keys.map((key) => `${key}: is unexpected`).join("; ")
   }
   try {
     const decoded = compiled.decode(value)
     if (Either.isRight(decoded)) return { value: decoded.right }
-    return `${tool.name}: invalid input: ${formatIssues(decoded.left)}`
+    return formatIssues(decoded.left)
   } catch (error) {
     // A recursive Schema or the issue formatter on a deeply nested value can exhaust the stack.
-    return `${tool.name}: invalid input: ${tooDeep(value, config) ?? `the arguments could not be checked (${errorMessage(error)})`}`
+    return tooDeep(value, config) ?? `the arguments could not be checked (${errorMessage(error)})`
   }
 }
 
@@ -407,11 +418,11 @@ const outputLimits = (config: Config): Json.Limits => {
  * past `config`'s output limits becomes the invalid-output result, an error text is cut.
  */
 export const checkResult = (toolName: string, result: ToolResult, config: Config = defaultConfig): ToolResult => {
-  if (result.error !== undefined) {
-    return result.error.length <= config.maxErrorLength ? result : failed(cut(result.error, config.maxErrorLength))
+  if (result.failure !== undefined) {
+    return result.error!.length <= config.maxErrorLength ? result : failed(result.failure, config)
   }
   const problem = Json.problemIn(result.value, outputLimits(config))
-  return problem === undefined ? result : failed(cut(`${toolName}: invalid output: ${problem}`, config.maxErrorLength))
+  return problem === undefined ? result : failed(new InvalidOutput({ toolName, reason: problem }), config)
 }
 
 /** Every issue of a parse error, `path: message`, joined with "; ". */
@@ -434,8 +445,9 @@ const formatPath = (path: ReadonlyArray<PropertyKey>): string => {
 // ---------------------------------------------------------------------------------------------
 // Running the handler.
 
-const TimedOut = Symbol.for("agent-tools/Invocation/TimedOut")
-type Outcome = Exit.Exit<unknown, unknown> | typeof TimedOut
+/** The outcome of an attempt stopped at the deadline. */
+const ReachedDeadline = Symbol.for("agent-tools/Invocation/ReachedDeadline")
+type Outcome = Exit.Exit<unknown, unknown> | typeof ReachedDeadline
 
 /**
  * One attempt. The handler's body may be an Effect, a `PromiseLike` or the output itself (design: Handler shapes): a
@@ -491,7 +503,7 @@ const attempt = (
   return Fiber.await(fiber).pipe(
     Effect.map((exit): Outcome => {
       cancel()
-      return timedOut && Exit.isInterrupted(exit) ? TimedOut : exit
+      return timedOut && Exit.isInterrupted(exit) ? ReachedDeadline : exit
     }),
     Effect.onInterrupt(() => Effect.zipRight(Effect.sync(cancel), Fiber.interrupt(fiber)))
   )
@@ -536,7 +548,7 @@ const awaitPromise = (
   if (outcome === undefined) {
     cancel = armDeadline(caller, info, Runtime.defaultRuntime, () => {
       call.abort(deadlineReason(tool))
-      settle(TimedOut)
+      settle(ReachedDeadline)
     })
   }
   return Effect.async<Outcome>((callback) => {
@@ -600,7 +612,7 @@ const withRetries = (
       span?.attribute("agent_tools.attempt", info.attempt)
       const step = attempt(caller, tool, input, info, span)
       const outcome = Exit.isExit(step) ? step : yield* step
-      if (outcome === TimedOut || Exit.isSuccess(outcome) || info.attempt > tool.retries) return outcome
+      if (outcome === ReachedDeadline || Exit.isSuccess(outcome) || info.attempt > tool.retries) return outcome
       if (Cause.isInterruptedOnly(outcome.cause) || !mayRetry(tool, outcome.cause)) return outcome
       const now = caller.clock.unsafeCurrentTimeMillis()
       const retryAt = yield* steps.next(now, Cause.squash(outcome.cause))
@@ -611,7 +623,7 @@ const withRetries = (
         toolCallId: info.toolCallId,
         attempt: info.attempt + 1,
         delayMillis: retryAt - now,
-        error: failureText(tool, outcome.cause)
+        error: handlerFailure(tool, outcome.cause).text
       })
       yield* caller.clock.sleep(Duration.millis(retryAt - now))
       info = { ...info, attempt: info.attempt + 1 }
@@ -671,10 +683,6 @@ const warnIfRetriesCannotFit = (
 // ---------------------------------------------------------------------------------------------
 // Outcome -> ToolResult, and the error texts.
 
-/** The error text of a call stopped at its deadline, `allowedMillis` after it started. */
-export const timedOutText = (toolName: string, allowedMillis: number): string =>
-  `${toolName} timed out after ${Duration.format(Duration.millis(allowedMillis))}; its outcome is unknown`
-
 const toResult = (
   tool: Tool.Any,
   compiled: Compiled,
@@ -682,50 +690,44 @@ const toResult = (
   config: Config,
   allowedMillis: number
 ): ToolResult => {
-  if (outcome === TimedOut) {
-    return failed(timedOutText(tool.name, allowedMillis))
-  }
-  if (Exit.isFailure(outcome)) return failed(cut(failureText(tool, outcome.cause), config.maxErrorLength))
+  if (outcome === ReachedDeadline) return failed(new TimedOut({ toolName: tool.name, allowedMillis }), config)
+  if (Exit.isFailure(outcome)) return failed(handlerFailure(tool, outcome.cause), config)
   const value = outcome.value === undefined ? null : outcome.value
   let encoded: Either.Either<unknown, ParseResult.ParseIssue>
   try {
     encoded = compiled.encode(value)
     if (Either.isLeft(encoded)) {
-      return failed(cut(`${tool.name}: invalid output: ${formatIssues(encoded.left)}`, config.maxErrorLength))
+      return failed(new InvalidOutput({ toolName: tool.name, reason: formatIssues(encoded.left) }), config)
     }
   } catch (error) {
     // A recursive Schema or the issue formatter on a deeply nested value can exhaust the stack.
     const reason = tooDeep(value, config) ?? `the output could not be encoded (${errorMessage(error)})`
-    return failed(cut(`${tool.name}: invalid output: ${reason}`, config.maxErrorLength))
+    return failed(new InvalidOutput({ toolName: tool.name, reason }), config)
   }
   // Bounded in depth and size, so a served answer always fits the platform's frames (design: Hostile clients).
   return checkResult(tool.name, succeeded(encoded.right), config)
 }
 
-const failureText = (tool: Tool.Any, cause: Cause.Cause<unknown>): string => {
+/** The failure of a handler that failed, died or was interrupted (by itself: not at its deadline). */
+const handlerFailure = (tool: Tool.Any, cause: Cause.Cause<unknown>): HandlerFailed | Interrupted => {
   const failure = Cause.failureOption(cause)
   const defect = failure._tag === "Some" ? failure : Cause.dieOption(cause)
-  if (defect._tag === "None") return `${tool.name}: the call was interrupted; its outcome is unknown`
+  if (defect._tag === "None") return new Interrupted({ toolName: tool.name })
+  return new HandlerFailed({ toolName: tool.name, cause, text: failureText(tool, defect.value) })
+}
+
+/** The error text of a handler's failure or defect `error` (design: Error text): the tool's `errorTransform`'s, else `errorText`'s. */
+const failureText = (tool: Tool.Any, error: unknown): string => {
   if (tool.errorTransform !== undefined) {
     try {
-      const text: unknown = tool.errorTransform(defect.value)
+      const text: unknown = tool.errorTransform(error)
       if (typeof text === "string") return text
     } catch {
       // fail closed below
     }
     return `tool ${tool.name} failed`
   }
-  return errorText(defect.value)
+  return errorText(error)
 }
 
 const errorMessage = (error: unknown): string => error instanceof Error ? error.message : String(error)
-
-/** Cuts `text` to at most `max` characters, marking the cut. */
-const cut = (text: string, max: number): string => {
-  if (text.length <= max) return text
-  let end = max - 1
-  // Do not split a surrogate pair.
-  const code = text.charCodeAt(end - 1)
-  if (code >= 0xd800 && code <= 0xdbff) end--
-  return text.slice(0, end) + "…"
-}

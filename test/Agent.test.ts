@@ -216,6 +216,7 @@ describe("Agent: errors go back to the model (design: The loop)", () => {
         "b!refund: no such tool; the available tools are reserve, lookup",
         "c!lookup: invalid input: not valid JSON (Expected property name or '}' in JSON at position 1)"
       ])
+      assert.deepStrictEqual(result.toolCalls.map((c) => c.result.failure?._tag), ["HandlerFailed", "UnknownTool", "InvalidInput"])
     }).pipe(Effect.provide(LanguageModel.layerScripted([
       { toolCalls: [call("a", "reserve", { sku: "sku-1" }), call("b", "refund"), call("c", "lookup", "{sku")] },
       { text: "sorry" }
