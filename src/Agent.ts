@@ -4,10 +4,11 @@
  */
 import { Data, Duration, Effect, Either, FiberRef, type Layer, Mailbox, Schema, Stream } from "effect"
 import * as Builtins from "./Builtins.js"
-import * as Hooks from "./Hooks.js"
 import { Ids } from "./Ids.js"
 import { RunCache } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
+import { RunState } from "./internal/toolHooks.js"
+import { runTurnHooks, type TurnHook, TurnHooks } from "./internal/turnHooks.js"
 import { ToolResult, ToolResultFromJson, UnknownTool } from "./ToolResult.js"
 import * as LanguageModel from "./LanguageModel.js"
 import { retryAfterFailure, Timing } from "./Timing.js"
@@ -208,9 +209,9 @@ const loop = (
     const model = yield* LanguageModel.LanguageModel
     const policy = yield* Timing
     const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
-    const hooks = yield* Hooks.Hooks
+    const turnHooks = yield* TurnHooks
     const runId = (yield* Ids).make("run")
-    const state = new Run(runId, agent, toolkit, model, policy.modelRetry, tracing, hooks.turn, prompt, emit)
+    const state = new Run(runId, agent, toolkit, model, policy.modelRetry, tracing, turnHooks, prompt, emit)
     for (let step = 1; step <= agent.maxSteps; step++) {
       emit?.(AgentEvent.TurnStarted({ step }))
       const turn = yield* state.ask(step)
@@ -257,6 +258,8 @@ class Run {
   readonly records: Array<ToolCallRecord> = []
   readonly usage = { inputTokens: 0, outputTokens: 0 }
   readonly cache = new RunCache()
+  /** What hooks keep for this run (a call budget's counts): it goes when the run does. */
+  readonly hookState = new RunState()
 
   constructor(
     /** The run's id: the task id its tool calls carry (per-run budgets and logs key on it). */
@@ -266,7 +269,7 @@ class Run {
     readonly model: LanguageModel.LanguageModel["Type"],
     readonly modelRetry: Timing["Type"]["modelRetry"],
     readonly tracing: boolean,
-    readonly turnHooks: ReadonlyArray<Hooks.TurnHook>,
+    readonly turnHooks: ReadonlyArray<TurnHook>,
     prompt: string,
     readonly emit: Emit | undefined
   ) {
@@ -287,7 +290,7 @@ class Run {
   ask(step: number): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> {
     const turn = this.turnHooks.length === 0
       ? this.generate(this.agent.instructions, this.toolkit.definitions)
-      : Hooks.runTurnHooks(
+      : runTurnHooks(
         this.turnHooks,
         { step, instructions: this.agent.instructions, tools: this.toolkit.definitions },
         (adjusted) => this.generate(adjusted.instructions, adjusted.tools)
@@ -393,7 +396,7 @@ class Run {
       const available = this.toolkit.tools.map((t) => t.name)
       return { started: ToolResult.failure(new UnknownTool({ toolName: call.name, available })), cached: false }
     }
-    const options = { taskId: this.runId, toolCallId: call.id }
+    const options = { taskId: this.runId, toolCallId: call.id, run: this.hookState }
     if (!tool.idempotent) return { started: Invocation.start(caller, tool, call.arguments, options), cached: false }
     const decoded = Invocation.decode(caller, tool, call.arguments)
     if (decoded instanceof ToolResult) return { started: decoded, cached: false }

@@ -27,9 +27,9 @@ import {
   type Schedule,
   Tracer
 } from "effect"
-import * as Hooks from "./Hooks.js"
 import * as Json from "./internal/json.js"
 import { stepper } from "./internal/schedule.js"
+import { type RunState, runToolHooks, ToolHooks } from "./internal/toolHooks.js"
 import { Timing } from "./Timing.js"
 import * as Tool from "./Tool.js"
 import { CallContext, ToolContext, type ToolCallInfo } from "./ToolContext.js"
@@ -103,6 +103,8 @@ export interface Options {
    * come first): a call interrupted before it never had an effect (design: Interruption and shutdown).
    */
   readonly onStart?: (() => void) | undefined
+  /** The agent run the call is part of, whose state hooks may keep (design: Hooks); `Agent` sets it. */
+  readonly run?: RunState | undefined
 }
 
 const succeeded = (value: unknown): ToolResult => new ToolResult(value, undefined)
@@ -303,7 +305,7 @@ const pipeline = (
     deadlineAt: deadline,
     expiringThresholdMillis: expiringThresholdMillis(config)
   }
-  const hooks = Context.get(caller.context, Hooks.Hooks).tool
+  const hooks = Context.get(caller.context, ToolHooks)
   const onStart = options?.onStart
   if (hooks.length === 0) {
     onStart?.()
@@ -311,9 +313,9 @@ const pipeline = (
   }
   // Hooks installed (design: Hooks): they wrap the run of the call; `proceed` may run it again, or not at all.
   const progress = { attempt: 1 }
-  return Hooks.runToolHooks(
+  return runToolHooks(
     hooks,
-    { tool, input, context: info, attempts: () => progress.attempt },
+    { tool, input, context: info, attempts: () => progress.attempt, run: options?.run },
     Effect.suspend(() => {
       onStart?.()
       return lift(execute(caller, tool, compiled, input, info, start, span, progress))

@@ -259,6 +259,35 @@ describe("Hooks shipped with the runtime", () => {
       assert.deepStrictEqual(second.toolCalls.map((c) => c.result.success), [true, true, false])
     }))
 
+  it.effect("callBudget: the counts of a run go with it, even when a later run has the same id", () =>
+    Effect.gen(function*() {
+      const { person, runs } = counted()
+      const agent = Agent.make({ tools: [person] })
+      const twoCalls: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+        { toolCalls: ["a", "b"].map((id) => ({ id, name: "person", arguments: `{"id":"${id}"}` })) },
+        { text: "done" }
+      ]
+      // One hook for every run, as an application installs it; each run's ids start again at run-1.
+      const budget = Hooks.layer({ tool: [Hooks.callBudget(2)] })
+      const runOnce = Agent.run(agent, "go").pipe(
+        Effect.provide(Layer.mergeAll(LanguageModel.layerScripted(twoCalls), budget, Ids.layerDeterministic))
+      )
+      for (let i = 0; i < 3; i++) {
+        const result = yield* runOnce
+        assert.deepStrictEqual(result.toolCalls.map((c) => c.result.success), [true, true], `run ${i + 1}`)
+      }
+      assert.strictEqual(runs.count, 6)
+    }))
+
+  it.effect("callBudget outside an agent run counts per task id", () =>
+    Effect.gen(function*() {
+      const { person } = counted()
+      const budget = Hooks.layer({ tool: [Hooks.callBudget(1)] })
+      const call = (taskId: string) => Invocation.run(person, { id: "p" }, { taskId }).pipe(Effect.provide(budget))
+      const outcomes = [yield* call("t1"), yield* call("t1"), yield* call("t2")].map((r) => r.success)
+      assert.deepStrictEqual(outcomes, [true, false, true])
+    }))
+
   it.effect("a turn hook changes the instructions and the tools offered, and sees the turn", () =>
     Effect.gen(function*() {
       const { person } = counted()

@@ -704,3 +704,41 @@ describe("Invocation.run: output", () => {
       assert.strictEqual(runs.count, 0)
     }))
 })
+
+describe("Invocation: what loading it loads", () => {
+  /** The URLs of the modules a fresh `node` loads to import `module` (a path from the project's folder). */
+  const loadedBy = (module: string) =>
+    Effect.promise(async () => {
+      const { execFile } = await import("node:child_process")
+      const { mkdtemp, readFile, rm } = await import("node:fs/promises")
+      const { tmpdir } = await import("node:os")
+      const { join } = await import("node:path")
+      const { fileURLToPath } = await import("node:url")
+      const dir = await mkdtemp(join(tmpdir(), "loaded-"))
+      const file = join(dir, "modules.txt")
+      try {
+        await new Promise<void>((resolve, reject) =>
+          execFile(process.execPath, [
+            "--import", "tsx",
+            "--import", "./test/support/recordModules.mjs",
+            "--input-type=module",
+            "-e", `await import(${JSON.stringify(module)})`
+          ], { cwd: fileURLToPath(new URL("..", import.meta.url)), env: { ...process.env, RECORD_MODULES: file } }, (error) =>
+            error === null ? resolve() : reject(error))
+        )
+        return (await readFile(file, "utf8")).split("\n").filter((line) => line !== "")
+      } finally {
+        await rm(dir, { recursive: true, force: true })
+      }
+    })
+
+  it.live("loading Invocation loads nothing of @effect/platform (its Terminal comes with Hooks.approval's UserPrompt)", () =>
+    Effect.gen(function*() {
+      const terminal = (urls: ReadonlyArray<string>) => urls.filter((url) => url.endsWith("/Terminal.js"))
+      const invocation = yield* loadedBy("./src/Invocation.ts")
+      assert.isTrue(invocation.some((url) => url.endsWith("/src/Invocation.ts")), "the recording sees the module itself")
+      assert.deepStrictEqual(invocation.filter((url) => url.includes("/@effect/platform/")), [])
+      // The same probe on the public Hooks module, which offers approval, does see Terminal.
+      assert.strictEqual(terminal(yield* loadedBy("./src/Hooks.ts")).length, 1)
+    }), 30_000)
+})
