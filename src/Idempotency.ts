@@ -1,7 +1,6 @@
 /**
- * Reusing outcomes instead of running again. Per-run reuse: within one agent run, an `idempotent` tool's
- * first outcome for an input is reused for the rest of the run (`RunCache`). Delivery dedupe: a served call
- * delivered more than once, keyed by (task id, tool call id), runs once (`Idempotency`).
+ * Delivery dedupe (design: Delivery dedupe): a served call delivered more than once, keyed by (task id, tool call
+ * id), runs once. (Per-run reuse, within one agent run, is the agent loop's own cache.)
  */
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -22,50 +21,9 @@ import {
 } from "effect"
 import * as Ids from "./Ids.js"
 import * as Claims from "./internal/claimsSql.js"
-import * as Invocation from "./Invocation.js"
 import { OutcomeUnknown, ToolResult } from "./ToolResult.js"
 import { Signal } from "./internal/signal.js"
 import { Timing } from "./Timing.js"
-
-/**
- * The per-run cache: key -> the first outcome, or the call still computing it (single
- * flight: a duplicate emitted while the first runs waits for it). Made per run, used only by that
- * run; plain state is enough, since JavaScript runs the lookups and inserts without interleaving.
- */
-export class RunCache {
-  private readonly entries = new Map<string, Invocation.Started>()
-
-  /** The outcome for `key`: reused (`cached: true`) if known or in flight, else from `start()`. */
-  use(key: string, start: () => Invocation.Started): { readonly started: Invocation.Started; readonly cached: boolean } {
-    const known = this.entries.get(key)
-    if (known !== undefined) return { started: known, cached: true }
-    const started = start()
-    if (started instanceof ToolResult) {
-      this.entries.set(key, started)
-      return { started, cached: false }
-    }
-    const done = new Signal<ToolResult>()
-    this.entries.set(key, done.await)
-    return {
-      started: started.pipe(
-        Effect.tap((result) =>
-          Effect.sync(() => {
-            this.entries.set(key, result)
-            done.succeed(result)
-          })
-        ),
-        // The first call was interrupted (its run is ending): so are the duplicates waiting on it.
-        Effect.onInterrupt(() => Effect.sync(() => done.complete(Exit.interrupt(FiberId.none))))
-      ),
-      cached: false
-    }
-  }
-
-  /** How many distinct keys the run has seen. */
-  get size(): number {
-    return this.entries.size
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Delivery dedupe.
