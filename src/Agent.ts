@@ -372,7 +372,7 @@ class Run {
     })
   }
 
-  /** Starts one call: unknown tool -> `UnknownTool`; idempotent tool -> through the run's cache (design: Per-run reuse). */
+  /** Starts one call: unknown tool -> `UnknownTool`; an idempotent one through the run's cache (design: Per-run reuse). */
   private start(
     calling: Pipeline.CallingFiber,
     call: LanguageModel.ToolCall

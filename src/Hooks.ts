@@ -16,4 +16,7 @@ export type { Turn, TurnHook } from "./internal/turnHooks.js"
 export const layer = (
   hooks: { readonly tool?: ReadonlyArray<ToolHook>; readonly turn?: ReadonlyArray<TurnHook> }
 ): Layer.Layer<never> =>
-  Layer.merge(Layer.succeed(ToolHooks, hooks.tool ?? []), Layer.succeed(TurnHooks, hooks.turn ?? [])) as Layer.Layer<never>
+  Layer.merge(
+    Layer.succeed(ToolHooks, hooks.tool ?? []),
+    Layer.succeed(TurnHooks, hooks.turn ?? [])
+  ) as Layer.Layer<never>

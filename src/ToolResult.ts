@@ -5,7 +5,7 @@
  */
 import { Cause, Data, Duration, Schema } from "effect"
 
-/** The arguments were refused before anything ran (design: Input): too large, not JSON, a refused key, or the Schema's issues. */
+/** The arguments were refused before anything ran (design: Input): too large, not JSON, a refused key, the Schema's issues. */
 export class InvalidInput extends Data.TaggedClass("InvalidInput")<{
   readonly toolName: string
   readonly reason: string
@@ -23,13 +23,17 @@ export class DeadlinePassed extends Data.TaggedClass("DeadlinePassed")<{ readonl
 }
 
 /** The handler was stopped at the call's deadline, `allowedMillis` after it started (design: Deadlines). */
-export class TimedOut extends Data.TaggedClass("TimedOut")<{ readonly toolName: string; readonly allowedMillis: number }> {
+export class TimedOut extends Data.TaggedClass("TimedOut")<{
+  readonly toolName: string
+  readonly allowedMillis: number
+}> {
   get text(): string {
-    return `${this.toolName} timed out after ${Duration.format(Duration.millis(this.allowedMillis))}; its outcome is unknown`
+    const allowed = Duration.format(Duration.millis(this.allowedMillis))
+    return `${this.toolName} timed out after ${allowed}; its outcome is unknown`
   }
 }
 
-/** The handler failed or died; `text` is its error text (design: Error text), or what the tool's `errorTransform` made of it. */
+/** The handler failed or died; `text` is its error text (design: Error text), or the tool's `errorTransform` of it. */
 export class HandlerFailed extends Data.TaggedClass("HandlerFailed")<{
   readonly toolName: string
   readonly cause: Cause.Cause<unknown>
@@ -139,7 +143,8 @@ export class ToolResult {
    * the failure's text, cut to `maxErrorLength` characters (the pipeline's limit; none by default).
    */
   static failure(failure: ToolFailure | string, maxErrorLength?: number): ToolResult {
-    return new ToolResult(undefined, typeof failure === "string" ? new Unclassified({ text: failure }) : failure, maxErrorLength)
+    const known = typeof failure === "string" ? new Unclassified({ text: failure }) : failure
+    return new ToolResult(undefined, known, maxErrorLength)
   }
 
   /** The error text the model reads, when the call failed: `failure.text`, cut to the limit it was made with. */
@@ -161,7 +166,7 @@ export class ToolResult {
   }
 }
 
-/** `ToolResult` on the wire: `{ value }` or `{ error }`; a decoded failure is `Unclassified` (only its text travels). */
+/** `ToolResult` on the wire: `{ value }` or `{ error }`; a decoded failure is `Unclassified` (only the text travels). */
 export const ToolResultFromJson: Schema.Schema<ToolResult, { readonly value?: unknown; readonly error?: string }> =
   Schema.transform(
     Schema.Struct({

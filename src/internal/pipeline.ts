@@ -9,6 +9,9 @@
  * `withRetries` (re-runs a failed attempt) -> `runAttempt` (one run of the handler, within the
  * deadline) -> `toResult` (output encode, JSON and limits check, the failure's kind and text).
  * Every failure on the way becomes a failed `ToolResult`; nothing escapes as a defect.
+ *
+ * The configuration, the observer and the options are declared here and re-exported by
+ * `Invocation`, so that this module needs nothing of it (no import cycle).
  */
 import {
   Cause,
@@ -108,7 +111,8 @@ export interface Options {
 
 const succeeded = (value: unknown): ToolResult => new ToolResult(value, undefined)
 /** A failed result, its text cut to the limit of `config`. */
-const failed = (failure: ToolFailure, config: Config): ToolResult => new ToolResult(undefined, failure, config.maxErrorLength)
+const failed = (failure: ToolFailure, config: Config): ToolResult =>
+  new ToolResult(undefined, failure, config.maxErrorLength)
 
 /**
  * The fiber that makes a call, as the call needs it: its services, limits and clock, and its fiber
@@ -154,11 +158,11 @@ export const decodeInput = (
     : { input: input.value }
 }
 
-/** `start` for an input `decodeInput` already produced (so a caller can look at it first; as the per-run cache does). */
+/** `start` for an input `decodeInput` already produced (so that the caller can look at it first: the per-run cache). */
 export const startDecoded = (calling: CallingFiber, tool: Tool.Any, input: unknown, options?: Options): Started =>
   traced(calling, tool, input, true, options)
 
-/** The per-run reuse key part for an input: canonical JSON of the encoded input (one form for Dates, bigints, defaults). */
+/** The per-run reuse key part for an input: canonical JSON of the encoded input (one form for Dates, bigints...). */
 export const inputKey = (tool: Tool.Any, input: unknown): string => {
   const encoded = compile(tool).encodeInput(input)
   return Either.isRight(encoded) ? Json.canonical(encoded.right) : Json.canonical(input)
@@ -225,8 +229,8 @@ const traced = (
 }
 
 /**
- * Traces a call answered with an earlier outcome (design: Per-run reuse, Delivery dedupe) instead of running: a span like any
- * call's, marked `cached`. Returns `started` unchanged when tracing is off.
+ * Traces a call answered with an earlier outcome (design: Per-run reuse, Delivery dedupe) instead of running: a
+ * span like any call's, marked `cached`. Returns `started` unchanged when tracing is off.
  */
 export const traceReuse = (calling: CallingFiber, tool: Tool.Any, toolCallId: string, started: Started): Started =>
   calling.tracing ? endWhenDone(calling, openSpan(calling, tool, toolCallId, true), started) : started

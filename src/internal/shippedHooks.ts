@@ -1,4 +1,4 @@
-/** The tool hooks shipped with the runtime (design: Hooks), offered as `Hooks.logging`, `Hooks.approval`, `Hooks.callBudget`. */
+/** The tool hooks shipped with the runtime (design: Hooks): `Hooks.logging`, `Hooks.approval`, `Hooks.callBudget`. */
 import { Duration, Effect, Option } from "effect"
 import { Denied, ToolResult } from "../ToolResult.js"
 import { UserPrompt } from "../UserPrompt.js"
@@ -63,6 +63,7 @@ export const callBudget = (limit: number): ToolHook => {
       const counts = countsOf(call)
       const n = (counts.get(call.tool.name) ?? 0) + 1
       counts.set(call.tool.name, n)
-      return n <= limit ? proceed : Effect.succeed(denied(call, `the budget of ${limit} calls for this run is spent; it did not run`))
+      if (n <= limit) return proceed
+      return Effect.succeed(denied(call, `the budget of ${limit} calls for this run is spent; it did not run`))
     })
 }
