@@ -4,11 +4,12 @@
  */
 import { Data, Duration, Effect, Either, FiberRef, type Layer, Mailbox, Schema, Stream } from "effect"
 import * as Builtins from "./Builtins.js"
-import * as Hooks from "./Hooks.js"
 import { Ids } from "./Ids.js"
-import { RunCache } from "./Idempotency.js"
-import * as Invocation from "./Invocation.js"
-import { ToolResult, ToolResultFromJson } from "./ToolResult.js"
+import * as Pipeline from "./internal/pipeline.js"
+import { RunCache } from "./internal/runCache.js"
+import { RunState } from "./internal/toolHooks.js"
+import { runTurnHooks, type TurnHook, TurnHooks } from "./internal/turnHooks.js"
+import { ToolResult, ToolResultFromJson, UnknownTool } from "./ToolResult.js"
 import * as LanguageModel from "./LanguageModel.js"
 import { retryAfterFailure, Timing } from "./Timing.js"
 import type * as Tool from "./Tool.js"
@@ -208,9 +209,9 @@ const loop = (
     const model = yield* LanguageModel.LanguageModel
     const policy = yield* Timing
     const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
-    const hooks = yield* Hooks.Hooks
+    const turnHooks = yield* TurnHooks
     const runId = (yield* Ids).make("run")
-    const state = new Run(runId, agent, toolkit, model, policy.modelRetry, tracing, hooks.turn, prompt, emit)
+    const state = new Run(runId, agent, toolkit, model, policy.modelRetry, tracing, turnHooks, prompt, emit)
     for (let step = 1; step <= agent.maxSteps; step++) {
       emit?.(AgentEvent.TurnStarted({ step }))
       const turn = yield* state.ask(step)
@@ -257,6 +258,10 @@ class Run {
   readonly records: Array<ToolCallRecord> = []
   readonly usage = { inputTokens: 0, outputTokens: 0 }
   readonly cache = new RunCache()
+  /** How many calls of a turn may run at once: 1 when sequential. */
+  readonly limit: number
+  /** What hooks keep for this run (a call budget's counts): it goes when the run does. */
+  readonly hookState = new RunState()
 
   constructor(
     /** The run's id: the task id its tool calls carry (per-run budgets and logs key on it). */
@@ -266,11 +271,12 @@ class Run {
     readonly model: LanguageModel.LanguageModel["Type"],
     readonly modelRetry: Timing["Type"]["modelRetry"],
     readonly tracing: boolean,
-    readonly turnHooks: ReadonlyArray<Hooks.TurnHook>,
+    readonly turnHooks: ReadonlyArray<TurnHook>,
     prompt: string,
     readonly emit: Emit | undefined
   ) {
     this.messages = [{ _tag: "UserMessage", text: prompt }]
+    this.limit = agent.toolExecution === "sequential" ? 1 : agent.maxConcurrency ?? Infinity
   }
 
   result(output: string, steps: number): RunResult {
@@ -287,7 +293,7 @@ class Run {
   ask(step: number): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> {
     const turn = this.turnHooks.length === 0
       ? this.generate(this.agent.instructions, this.toolkit.definitions)
-      : Hooks.runTurnHooks(
+      : runTurnHooks(
         this.turnHooks,
         { step, instructions: this.agent.instructions, tools: this.toolkit.definitions },
         (adjusted) => this.generate(adjusted.instructions, adjusted.tools)
@@ -318,93 +324,76 @@ class Run {
     )
   }
 
-  /** Runs the calls of one turn (design: Calls in a turn); records come back in call order. */
+  /**
+   * Runs the calls of one turn (design: Calls in a turn); records come back in call order. At most `limit` run
+   * at once (1: sequential). Calls start on this stack, in order, until `limit` of them are waiting:
+   * one that completes synchronously is recorded at once and costs no fiber; the rest start as the
+   * waiting ones finish.
+   */
   execute(step: number, calls: ReadonlyArray<LanguageModel.ToolCall>): Effect.Effect<Array<ToolCallRecord>> {
     return Effect.withFiberRuntime((fiber, status) => {
-      const caller = new Invocation.Caller(fiber, status.runtimeFlags)
       if (this.emit !== undefined) {
         for (const call of calls) {
           this.emit(AgentEvent.ToolCallStarted({ step, id: call.id, name: call.name, input: parseInput(call.arguments) }))
         }
       }
       const records = new Array<ToolCallRecord>(calls.length)
-      if (this.agent.toolExecution === "sequential") return this.sequential(caller, step, calls, records)
-      if (this.agent.maxConcurrency !== undefined && calls.length > this.agent.maxConcurrency) {
-        return Effect.as(
-          Effect.forEach(calls, (call, i) =>
-            Effect.withFiberRuntime<void>((fiber, status) => {
-              const own = new Invocation.Caller(fiber, status.runtimeFlags)
-              const startedAt = own.clock.unsafeCurrentTimeMillis()
-              const started = this.start(own, call)
-              return Effect.map(Invocation.lift(started.started), (result) => {
-                records[i] = this.record(own, step, call, result, started.cached, startedAt)
-              })
-            }), { concurrency: this.agent.maxConcurrency, discard: true }),
-          records
-        )
-      }
-      // Every call starts now, on this stack; only those that suspend are awaited, together.
-      let pending: Array<Effect.Effect<void>> | undefined
-      for (let i = 0; i < calls.length; i++) {
+      // Starts call `i` on the stack of `calling`: undefined once recorded, else the wait for its record.
+      const begin = (calling: Pipeline.CallingFiber, i: number): Effect.Effect<void> | undefined => {
         const call = calls[i]!
-        const startedAt = caller.clock.unsafeCurrentTimeMillis()
-        const { cached, started } = this.start(caller, call)
+        const startedAt = calling.clock.unsafeCurrentTimeMillis()
+        const { cached, started } = this.start(calling, call)
         if (started instanceof ToolResult) {
-          records[i] = this.record(caller, step, call, started, cached, startedAt)
-        } else {
-          ;(pending ??= []).push(Effect.map(started, (result) => {
-            records[i] = this.record(caller, step, call, result, cached, startedAt)
-          }))
+          records[i] = this.record(calling, step, call, started, cached, startedAt)
+          return undefined
         }
+        return Effect.map(started, (result) => {
+          records[i] = this.record(calling, step, call, result, cached, startedAt)
+        })
       }
-      if (pending === undefined) return Effect.succeed(records)
+      const limit = this.limit
+      const calling = new Pipeline.CallingFiber(fiber, status.runtimeFlags)
+      const waits: Array<Effect.Effect<void>> = []
+      let next = 0
+      while (next < calls.length && waits.length < limit) {
+        const wait = begin(calling, next++)
+        if (wait !== undefined) waits.push(wait)
+      }
+      for (let i = next; i < calls.length; i++) {
+        waits.push(Effect.withFiberRuntime((fiber, status) =>
+          begin(new Pipeline.CallingFiber(fiber, status.runtimeFlags), i) ?? Effect.void
+        ))
+      }
+      if (waits.length === 0) return Effect.succeed(records)
       // One call left to wait for: wait in this fiber, no fork.
-      if (pending.length === 1) return Effect.as(pending[0]!, records)
-      return Effect.as(Effect.all(pending, { concurrency: "unbounded", discard: true }), records)
+      if (waits.length === 1) return Effect.as(waits[0]!, records)
+      const concurrency = limit === 1 ? undefined : limit === Infinity ? "unbounded" as const : limit
+      return Effect.as(Effect.all(waits, { concurrency, discard: true }), records)
     })
   }
 
-  private sequential(
-    caller: Invocation.Caller,
-    step: number,
-    calls: ReadonlyArray<LanguageModel.ToolCall>,
-    records: Array<ToolCallRecord>
-  ): Effect.Effect<Array<ToolCallRecord>> {
-    const self = this
-    return Effect.gen(function*() {
-      for (let i = 0; i < calls.length; i++) {
-        const call = calls[i]!
-        const startedAt = caller.clock.unsafeCurrentTimeMillis()
-        const { cached, started } = self.start(caller, call)
-        const result = started instanceof ToolResult ? started : yield* started
-        records[i] = self.record(caller, step, call, result, cached, startedAt)
-      }
-      return records
-    })
-  }
-
-  /** Starts one call: unknown tool -> error result; idempotent tool -> through the run's cache (design: Per-run reuse). */
+  /** Starts one call: unknown tool -> `UnknownTool`; an idempotent one through the run's cache (design: Per-run reuse). */
   private start(
-    caller: Invocation.Caller,
+    calling: Pipeline.CallingFiber,
     call: LanguageModel.ToolCall
-  ): { readonly started: Invocation.Started; readonly cached: boolean } {
+  ): { readonly started: Pipeline.Started; readonly cached: boolean } {
     const tool = this.toolkit.byName.get(call.name)
     if (tool === undefined) {
-      const names = this.toolkit.tools.map((t) => t.name).join(", ")
-      return { started: ToolResult.failure(`${call.name}: no such tool; the available tools are ${names}`), cached: false }
+      const available = this.toolkit.tools.map((t) => t.name)
+      return { started: ToolResult.failure(new UnknownTool({ toolName: call.name, available })), cached: false }
     }
-    const options = { taskId: this.runId, toolCallId: call.id }
-    if (!tool.idempotent) return { started: Invocation.start(caller, tool, call.arguments, options), cached: false }
-    const decoded = Invocation.decode(caller, tool, call.arguments)
+    const options = { taskId: this.runId, toolCallId: call.id, run: this.hookState }
+    if (!tool.idempotent) return { started: Pipeline.start(calling, tool, call.arguments, options), cached: false }
+    const decoded = Pipeline.decodeInput(calling, tool, call.arguments)
     if (decoded instanceof ToolResult) return { started: decoded, cached: false }
-    const key = `${tool.name}\n${Invocation.inputKey(tool, decoded.input)}`
-    const use = this.cache.use(key, () => Invocation.startDecoded(caller, tool, decoded.input, options))
+    const key = `${tool.name}\n${Pipeline.inputKey(tool, decoded.input)}`
+    const use = this.cache.use(key, () => Pipeline.startDecoded(calling, tool, decoded.input, options))
     if (!use.cached) return use
-    return { started: Invocation.traceReuse(caller, tool, call.id, use.started), cached: true }
+    return { started: Pipeline.traceReuse(calling, tool, call.id, use.started), cached: true }
   }
 
   private record(
-    caller: Invocation.Caller,
+    calling: Pipeline.CallingFiber,
     step: number,
     call: LanguageModel.ToolCall,
     result: ToolResult,
@@ -417,7 +406,7 @@ class Run {
       input: parseInput(call.arguments),
       result,
       cached,
-      durationMillis: caller.clock.unsafeCurrentTimeMillis() - startedAt
+      durationMillis: calling.clock.unsafeCurrentTimeMillis() - startedAt
     }
     this.emit?.(AgentEvent.ToolCallFinished({ step, call: record }))
     return record

@@ -1,7 +1,6 @@
 /**
- * Reusing outcomes instead of running again. Per-run reuse: within one agent run, an `idempotent` tool's
- * first outcome for an input is reused for the rest of the run (`RunCache`). Delivery dedupe: a served call
- * delivered more than once, keyed by (task id, tool call id), runs once (`Idempotency`).
+ * Delivery dedupe (design: Delivery dedupe): a served call delivered more than once, keyed by (task id, tool call
+ * id), runs once. (Per-run reuse, within one agent run, is the agent loop's own cache.)
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import {
@@ -21,50 +20,9 @@ import {
 import * as Ids from "./Ids.js"
 import * as Claims from "./internal/claimsSql.js"
 import * as SqlStore from "./internal/sqlStore.js"
-import * as Invocation from "./Invocation.js"
-import { ToolResult, ToolResultFromJson } from "./ToolResult.js"
+import { OutcomeUnknown, ToolResult, ToolResultFromJson } from "./ToolResult.js"
 import { Signal } from "./internal/signal.js"
 import { Timing } from "./Timing.js"
-
-/**
- * The per-run cache: key -> the first outcome, or the call still computing it (single
- * flight: a duplicate emitted while the first runs waits for it). Made per run, used only by that
- * run; plain state is enough, since JavaScript runs the lookups and inserts without interleaving.
- */
-export class RunCache {
-  private readonly entries = new Map<string, Invocation.Started>()
-
-  /** The outcome for `key`: reused (`cached: true`) if known or in flight, else from `start()`. */
-  use(key: string, start: () => Invocation.Started): { readonly started: Invocation.Started; readonly cached: boolean } {
-    const known = this.entries.get(key)
-    if (known !== undefined) return { started: known, cached: true }
-    const started = start()
-    if (started instanceof ToolResult) {
-      this.entries.set(key, started)
-      return { started, cached: false }
-    }
-    const done = new Signal<ToolResult>()
-    this.entries.set(key, done.await)
-    return {
-      started: started.pipe(
-        Effect.tap((result) =>
-          Effect.sync(() => {
-            this.entries.set(key, result)
-            done.succeed(result)
-          })
-        ),
-        // The first call was interrupted (its run is ending): so are the duplicates waiting on it.
-        Effect.onInterrupt(() => Effect.sync(() => done.complete(Exit.interrupt(FiberId.none))))
-      ),
-      cached: false
-    }
-  }
-
-  /** How many distinct keys the run has seen. */
-  get size(): number {
-    return this.entries.size
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Delivery dedupe.
@@ -115,12 +73,12 @@ export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempote
 
 /** The text of an idempotent call whose earlier attempt was interrupted after its handler started. */
 export const interruptedUnknown = (toolName: string): string =>
-  `${toolName}: the earlier attempt was interrupted; its outcome is unknown`
+  new OutcomeUnknown({ toolName, earlierAttempt: "interrupted" }).text
 
 /** What an interrupted first delivery leaves behind (design: Interruption and shutdown): a released claim, or the "unknown" outcome. */
 const afterInterrupt = (claim: ClaimOptions): ToolResult | undefined =>
   claim.idempotent && (claim.started?.() ?? true)
-    ? ToolResult.failure(interruptedUnknown(claim.toolName))
+    ? ToolResult.failure(new OutcomeUnknown({ toolName: claim.toolName, earlierAttempt: "interrupted" }))
     : undefined
 
 interface Entry {
@@ -219,7 +177,7 @@ export interface SqlOptions extends SqlClientOptions {
 
 /** The text for an idempotent call whose earlier attempt died before its outcome was written. */
 export const outcomeUnknown = (toolName: string): string =>
-  `${toolName}: the earlier attempt did not finish; its outcome is unknown`
+  new OutcomeUnknown({ toolName, earlierAttempt: "unfinished" }).text
 
 /** A claim's outcome as stored: the `ToolResult`'s JSON, `{ value }` or `{ error }`, as rows have always held it. */
 const OutcomeJson = Schema.parseJson(ToolResultFromJson)
@@ -333,7 +291,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
             const taken = yield* orDie(Claims.find(sql, key))
             if (taken?.owner !== owner) continue // someone else took it over first
             if (!claim.idempotent) return yield* runAsOwner(key, owner, claim, run)
-            const unknown = ToolResult.failure(outcomeUnknown(claim.toolName))
+            const unknown = ToolResult.failure(new OutcomeUnknown({ toolName: claim.toolName, earlierAttempt: "unfinished" }))
             yield* orDie(complete(key, owner, unknown))
             return { result: unknown, reused: false }
           }

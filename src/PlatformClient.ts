@@ -26,7 +26,7 @@ import {
 import * as Settings from "./internal/settings.js"
 import * as Wire from "./platform/Wire.js"
 import type * as Toolkit from "./Toolkit.js"
-import { ToolResult } from "./ToolResult.js"
+import { InvalidOutput, ToolResult } from "./ToolResult.js"
 
 /** A setting the serving side needs is not set. */
 export class MissingSetting extends Schema.TaggedError<MissingSetting>("agent-tools/MissingSetting")("MissingSetting", {
@@ -263,7 +263,9 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, M
               ...payload,
               results: results.map((r) => ({
                 ...r,
-                result: ToolResult.failure(`invalid output: the result is ${tooLarge.bytes} bytes, over the platform's frame limit of ${tooLarge.limit}`)
+                result: ToolResult.failure(new InvalidOutput({
+                  reason: `the result is ${tooLarge.bytes} bytes, over the platform's frame limit of ${tooLarge.limit}`
+                }))
               }))
             })
           }

@@ -29,7 +29,7 @@ import { createHash } from "node:crypto"
 import * as Ids from "./Ids.js"
 import { Idempotency, layerMemory, layerSql, type StoreUnavailable } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
-import { ToolResult } from "./ToolResult.js"
+import { ToolResult, UnknownTool } from "./ToolResult.js"
 import * as Json from "./internal/json.js"
 import * as Settings from "./internal/settings.js"
 import type {
@@ -184,7 +184,7 @@ const runDelivered = (
   // Whether the handler started: an interruption before it leaves nothing behind (design: Interruption and shutdown).
   let started = false
   const call = tool === undefined
-    ? Effect.succeed(ToolResult.failure(`${event.name}: this process does not serve this tool`))
+    ? Effect.succeed(ToolResult.failure(new UnknownTool({ toolName: event.name })))
     : Invocation.run(tool, event.arguments, {
       taskId: event.taskId,
       toolCallId: event.toolCallId,

@@ -3,7 +3,8 @@
  * redelivery, reconnection and the stores' sweeps. Defaults apply when nothing is provided;
  * `Timing.layer({...})` overrides some of them in main.ts or a test.
  */
-import { Clock, Context, Duration, Effect, Layer, Schedule, ScheduleDecision, ScheduleIntervals } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
+import { stepper } from "./internal/schedule.js"
 
 /** The named Schedules. Each one's output is ignored; only its delays and its end matter. */
 export interface Schedules {
@@ -77,16 +78,13 @@ export const retryAfterFailure = <A, E, R>(
   }
 ): Effect.Effect<A, E, R> =>
   Effect.gen(function*() {
-    let state = schedule.initial
+    const steps = stepper(schedule)
     let error = first
     while (true) {
       const now = yield* Clock.currentTimeMillis
-      const [next, , decision] = yield* schedule.step(now, error, state)
-      if (ScheduleDecision.isDone(decision)) return yield* Effect.fail(error)
-      state = next
-      const delay = Duration.millis(
-        Math.max(ScheduleIntervals.start(decision.intervals) - now, options.minDelayMillis?.(error) ?? 0)
-      )
+      const retryAt = yield* steps.next(now, error)
+      if (retryAt === undefined) return yield* Effect.fail(error)
+      const delay = Duration.millis(Math.max(retryAt - now, options.minDelayMillis?.(error) ?? 0))
       if (options.onRetry !== undefined) yield* options.onRetry(error, delay)
       yield* Effect.sleep(delay)
       const exit = yield* Effect.either(effect)

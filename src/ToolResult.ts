@@ -1,26 +1,172 @@
-/** The outcome of one tool call (design: Error text): the encoded output in `value`, or the error text in `error`. */
-import { Schema } from "effect"
+/**
+ * The outcome of one tool call (design: Error text): the encoded output in `value`, or a failure,
+ * known by its kind (`failure._tag`, for hooks and callers to match on) and by its text (`error`,
+ * what the model reads; the same text on the wire, where only the text travels).
+ */
+import { Cause, Data, Duration, Schema } from "effect"
 
-/** The outcome of one call: the encoded output in `value`, or the error text in `error`. */
-export class ToolResult {
-  /** A failed result whose text is `error`. */
-  static failure(error: string): ToolResult {
-    return new ToolResult(undefined, error)
+/** The arguments were refused before anything ran (design: Input): too large, not JSON, a refused key, the Schema's issues. */
+export class InvalidInput extends Data.TaggedClass("InvalidInput")<{
+  readonly toolName: string
+  readonly reason: string
+}> {
+  get text(): string {
+    return `${this.toolName}: invalid input: ${this.reason}`
   }
+}
+
+/** The delivered deadline had passed when the call arrived (design: Deadlines): it did not run. */
+export class DeadlinePassed extends Data.TaggedClass("DeadlinePassed")<{ readonly toolName: string }> {
+  get text(): string {
+    return `${this.toolName}: its deadline passed before it started; it did not run`
+  }
+}
+
+/** The handler was stopped at the call's deadline, `allowedMillis` after it started (design: Deadlines). */
+export class TimedOut extends Data.TaggedClass("TimedOut")<{
+  readonly toolName: string
+  readonly allowedMillis: number
+}> {
+  get text(): string {
+    const allowed = Duration.format(Duration.millis(this.allowedMillis))
+    return `${this.toolName} timed out after ${allowed}; its outcome is unknown`
+  }
+}
+
+/** The handler failed or died; `text` is its error text (design: Error text), or the tool's `errorTransform` of it. */
+export class HandlerFailed extends Data.TaggedClass("HandlerFailed")<{
+  readonly toolName: string
+  readonly cause: Cause.Cause<unknown>
+  readonly text: string
+}> {}
+
+/** The handler was interrupted by something other than the deadline (it interrupted itself): the outcome is unknown. */
+export class Interrupted extends Data.TaggedClass("Interrupted")<{ readonly toolName: string }> {
+  get text(): string {
+    return `${this.toolName}: the call was interrupted; its outcome is unknown`
+  }
+}
+
+/**
+ * The output failed the tool's output Schema, or is not JSON, or is past the limits (design: Error
+ * text, Hostile clients). `toolName` is absent where only the result is known (a serving process
+ * cutting an answer too large for the platform's frames).
+ */
+export class InvalidOutput extends Data.TaggedClass("InvalidOutput")<{
+  readonly toolName?: string
+  readonly reason: string
+}> {
+  get text(): string {
+    return this.toolName === undefined
+      ? `invalid output: ${this.reason}`
+      : `${this.toolName}: invalid output: ${this.reason}`
+  }
+}
+
+/** A tool hook failed or died (design: Hooks); the call fails closed. */
+export class HookFailed extends Data.TaggedClass("HookFailed")<{
+  readonly toolName: string
+  readonly cause: Cause.Cause<unknown>
+}> {
+  get text(): string {
+    return `${this.toolName}: a hook failed: ${errorText(Cause.squash(this.cause))}`
+  }
+}
+
+/** A hook refused the call (no approval, no one to approve, a spent budget: design: Hooks); it did not run. */
+export class Denied extends Data.TaggedClass("Denied")<{ readonly toolName: string; readonly reason: string }> {
+  get text(): string {
+    return `${this.toolName}: ${this.reason}`
+  }
+}
+
+/**
+ * No tool of that name is here: the agent's toolkit has none (`available` lists its tools), or
+ * the serving process does not serve it (`available` absent).
+ */
+export class UnknownTool extends Data.TaggedClass("UnknownTool")<{
+  readonly toolName: string
+  readonly available?: ReadonlyArray<string>
+}> {
+  get text(): string {
+    return this.available === undefined
+      ? `${this.toolName}: this process does not serve this tool`
+      : `${this.toolName}: no such tool; the available tools are ${this.available.join(", ")}`
+  }
+}
+
+/**
+ * An earlier delivery of the call (design: Delivery dedupe, Interruption and shutdown) was
+ * interrupted after its handler started, or died unfinished: whether it had its effect is unknown,
+ * so an idempotent tool is not run again.
+ */
+export class OutcomeUnknown extends Data.TaggedClass("OutcomeUnknown")<{
+  readonly toolName: string
+  readonly earlierAttempt: "interrupted" | "unfinished"
+}> {
+  get text(): string {
+    return this.earlierAttempt === "interrupted"
+      ? `${this.toolName}: the earlier attempt was interrupted; its outcome is unknown`
+      : `${this.toolName}: the earlier attempt did not finish; its outcome is unknown`
+  }
+}
+
+/**
+ * A failure known only by its text: a result decoded from the wire or read back from a store
+ * (only the text travels), or made by a caller that has only a text.
+ */
+export class Unclassified extends Data.TaggedClass("Unclassified")<{ readonly text: string }> {}
+
+/** What went wrong in a call, by kind; `text` is the model-facing error text of each. */
+export type ToolFailure =
+  | InvalidInput
+  | DeadlinePassed
+  | TimedOut
+  | HandlerFailed
+  | Interrupted
+  | InvalidOutput
+  | HookFailed
+  | Denied
+  | UnknownTool
+  | OutcomeUnknown
+  | Unclassified
+
+/** The outcome of one call: the encoded output in `value`, or the `failure` and its text in `error`. */
+export class ToolResult {
+  /** A successful result with the encoded output `value`. */
+  static success(value: unknown): ToolResult {
+    return new ToolResult(value, undefined)
+  }
+
+  /**
+   * A failed result. A plain text (all a caller may have) is an `Unclassified` failure. `error` is
+   * the failure's text, cut to `maxErrorLength` characters (the pipeline's limit; none by default).
+   */
+  static failure(failure: ToolFailure | string, maxErrorLength?: number): ToolResult {
+    const known = typeof failure === "string" ? new Unclassified({ text: failure }) : failure
+    return new ToolResult(undefined, known, maxErrorLength)
+  }
+
+  /** The error text the model reads, when the call failed: `failure.text`, cut to the limit it was made with. */
+  readonly error: string | undefined
 
   constructor(
     /** The encoded output (plain JSON), when the call succeeded. */
     readonly value: unknown,
-    /** The error text the model reads, when it did not. */
-    readonly error: string | undefined
-  ) {}
+    /** What went wrong, when it did not. */
+    readonly failure: ToolFailure | undefined,
+    maxErrorLength?: number
+  ) {
+    this.error = failure === undefined ? undefined : cut(failure.text, maxErrorLength)
+  }
+
   /** True when the call produced a value: derived, never set. */
   get success(): boolean {
-    return this.error === undefined
+    return this.failure === undefined
   }
 }
 
-/** `ToolResult` on the wire: `{ value }` or `{ error }`. */
+/** `ToolResult` on the wire: `{ value }` or `{ error }`; a decoded failure is `Unclassified` (only the text travels). */
 export const ToolResultFromJson: Schema.Schema<ToolResult, { readonly value?: unknown; readonly error?: string }> =
   Schema.transform(
     Schema.Struct({
@@ -30,11 +176,20 @@ export const ToolResultFromJson: Schema.Schema<ToolResult, { readonly value?: un
     Schema.instanceOf(ToolResult),
     {
       strict: true,
-      decode: ({ error, value }) => new ToolResult(error === undefined ? value : undefined, error),
+      decode: ({ error, value }) => error === undefined ? ToolResult.success(value) : ToolResult.failure(error),
       encode: (result) => result.error === undefined ? { value: result.value } : { error: result.error }
     }
   )
 
+/** Cuts `text` to at most `max` characters, marking the cut. */
+const cut = (text: string, max: number | undefined): string => {
+  if (max === undefined || text.length <= max) return text
+  let end = max - 1
+  // Do not split a surrogate pair.
+  const code = text.charCodeAt(end - 1)
+  if (code >= 0xd800 && code <= 0xdbff) end--
+  return text.slice(0, end) + "…"
+}
 
 /** The error text of an error value or defect: `<Name>: <message>`. */
 export const errorText = (error: unknown): string => {

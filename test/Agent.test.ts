@@ -64,6 +64,39 @@ describe("Agent: tool execution (design: Calls in a turn)", () => {
     })
   }
 
+  it.effect("with calls that complete at once among those that wait, no more than the limit run at once, in call order", () => {
+    const starts: Array<[string, number]> = []
+    // `millis` 0: a handler that completes synchronously.
+    const timed = (name: string, millis: number) =>
+      Tool.make(name, { description: "Timed.", input: {}, timeout: "10 seconds" }, () =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          starts.push([name, now])
+          return millis === 0 ? Effect.succeed(name) : Effect.as(Effect.sleep(millis), name)
+        }))
+    const tools = [timed("w20", 20), timed("now1", 0), timed("w30", 30), timed("now2", 0), timed("w50", 50)]
+    const turn = () => LanguageModel.layerScripted([{ toolCalls: tools.map((t) => call(t.name, t.name)) }, { text: "done" }])
+    const runWith = (options: Pick<Agent.Options<typeof tools>, "toolExecution" | "maxConcurrency">) =>
+      Effect.gen(function*() {
+        starts.length = 0
+        const t0 = yield* Clock.currentTimeMillis
+        const fiber = yield* Effect.fork(Agent.run(Agent.make({ tools, ...options }), "go"))
+        yield* TestClock.adjust("1 second")
+        const result = yield* Fiber.join(fiber)
+        assert.deepStrictEqual(result.toolCalls.map((c) => c.result.value), tools.map((t) => t.name))
+        return starts.map(([name, at]) => [name, at - t0])
+      }).pipe(Effect.provide(turn()))
+    return Effect.gen(function*() {
+      assert.deepStrictEqual(yield* runWith({ toolExecution: "sequential" }), [
+        ["w20", 0], ["now1", 20], ["w30", 20], ["now2", 50], ["w50", 50]
+      ])
+      // Two at once: w20 and now1 (done at once) and w30 start now; now2 and w50 when w20 ends.
+      assert.deepStrictEqual(yield* runWith({ maxConcurrency: 2 }), [
+        ["w20", 0], ["now1", 0], ["w30", 0], ["now2", 20], ["w50", 20]
+      ])
+      assert.deepStrictEqual(yield* runWith({}), [["w20", 0], ["now1", 0], ["w30", 0], ["now2", 0], ["w50", 0]])
+    })
+  })
+
   it.effect("maxConcurrency bounds the calls running at once", () => {
     const seen: Array<number> = []
     return Effect.gen(function*() {
@@ -216,6 +249,7 @@ describe("Agent: errors go back to the model (design: The loop)", () => {
         "b!refund: no such tool; the available tools are reserve, lookup",
         "c!lookup: invalid input: not valid JSON (Expected property name or '}' in JSON at position 1)"
       ])
+      assert.deepStrictEqual(result.toolCalls.map((c) => c.result.failure?._tag), ["HandlerFailed", "UnknownTool", "InvalidInput"])
     }).pipe(Effect.provide(LanguageModel.layerScripted([
       { toolCalls: [call("a", "reserve", { sku: "sku-1" }), call("b", "refund"), call("c", "lookup", "{sku")] },
       { text: "sorry" }

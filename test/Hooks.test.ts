@@ -1,11 +1,12 @@
 // @effect-diagnostics globalErrorInEffectFailure:off
 import { assert, describe, it } from "@effect/vitest"
 import { mcpClient } from "./support/mcpHttp.js"
-import { ConfigProvider, Effect, Layer, Logger, Schema, Stream } from "effect"
+import { ConfigProvider, Effect, Fiber, Layer, Logger, Schema, Stream, TestClock } from "effect"
 import {
   Agent,
   Hooks,
   Ids,
+  Invocation,
   LanguageModel,
   PlatformClient,
   PlatformServer,
@@ -106,7 +107,7 @@ describe("Hooks: the same hook through an agent run, a served call and an MCP ca
         tool: [(_, proceed) =>
           Effect.map(proceed, (result) =>
             result.success
-              ? new ToolResult({ ...(result.value as object), ssn: "***" }, undefined)
+              ? ToolResult.success({ ...(result.value as object), ssn: "***" })
               : result)]
       })
       const outcomes = yield* throughAllPaths(toolkit, redact, "person", { id: "p1" })
@@ -135,6 +136,49 @@ describe("Hooks: the same hook through an agent run, a served call and an MCP ca
       const outcomes = yield* throughAllPaths(toolkit, broken, "person", { id: "p1" })
       for (const o of outcomes) assert.deepStrictEqual(o, { error: "person: a hook failed: Error: the audit log is down" })
       assert.strictEqual(runs.count, 0)
+    }))
+})
+
+describe("Hooks: matching the kind of a failure (design: Hooks, Error text)", () => {
+  it.effect("a hook retries only a call that timed out, told by the failure's _tag, not by its text", () =>
+    Effect.gen(function*() {
+      // Both fail the first time: one by running past its timeout, one with an error whose text reads like a timeout.
+      const runs = { slow: 0, flaky: 0 }
+      const slow = Tool.make("slow", { description: "Slow once.", input: {}, timeout: "1 second" }, () =>
+        Effect.suspend(() => ++runs.slow === 1 ? Effect.as(Effect.sleep("1 minute"), "late") : Effect.succeed("fast")))
+      const flaky = Tool.make("flaky", { description: "Fails once.", input: {}, timeout: "1 second" }, () =>
+        Effect.suspend(() =>
+          ++runs.flaky === 1 ? Effect.fail(new Error("the upstream timed out after 30s")) : Effect.succeed("ok")))
+      const retryTimeouts = Hooks.layer({
+        tool: [(_, proceed) =>
+          Effect.flatMap(proceed, (result) => result.failure?._tag === "TimedOut" ? proceed : Effect.succeed(result))]
+      })
+      const [slowResult, flakyResult] = yield* Effect.gen(function*() {
+        const fibers = [yield* Effect.fork(Invocation.run(slow, {})), yield* Effect.fork(Invocation.run(flaky, {}))]
+        yield* TestClock.adjust("2 seconds")
+        return yield* Fiber.joinAll(fibers)
+      }).pipe(Effect.provide(retryTimeouts))
+      assert.deepStrictEqual([slowResult!.value, runs.slow], ["fast", 2])
+      assert.deepStrictEqual([flakyResult!.error, flakyResult!.failure?._tag, runs.flaky], [
+        "Error: the upstream timed out after 30s",
+        "HandlerFailed",
+        1
+      ])
+    }))
+
+  it.effect("the failures hooks make are typed too: Denied, HookFailed", () =>
+    Effect.gen(function*() {
+      const { person } = counted()
+      const budget = yield* Invocation.run(person, { id: "p" }, { taskId: "t" }).pipe(
+        Effect.repeatN(1),
+        Effect.provide(Hooks.layer({ tool: [Hooks.callBudget(1)] }))
+      )
+      assert.strictEqual(budget.failure?._tag, "Denied")
+      const broken = yield* Invocation.run(person, { id: "p" }).pipe(
+        Effect.provide(Hooks.layer({ tool: [() => Effect.fail(new Error("down"))] }))
+      )
+      assert.strictEqual(broken.failure?._tag, "HookFailed")
+      assert.strictEqual(broken.error, "person: a hook failed: Error: down")
     }))
 })
 
@@ -213,6 +257,35 @@ describe("Hooks shipped with the runtime", () => {
       assert.strictEqual(runs.count, 2)
       const second = yield* Agent.run(agent, "go").pipe(Effect.provide(Layer.merge(LanguageModel.layerScripted(threeCalls), budget)))
       assert.deepStrictEqual(second.toolCalls.map((c) => c.result.success), [true, true, false])
+    }))
+
+  it.effect("callBudget: the counts of a run go with it, even when a later run has the same id", () =>
+    Effect.gen(function*() {
+      const { person, runs } = counted()
+      const agent = Agent.make({ tools: [person] })
+      const twoCalls: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+        { toolCalls: ["a", "b"].map((id) => ({ id, name: "person", arguments: `{"id":"${id}"}` })) },
+        { text: "done" }
+      ]
+      // One hook for every run, as an application installs it; each run's ids start again at run-1.
+      const budget = Hooks.layer({ tool: [Hooks.callBudget(2)] })
+      const runOnce = Agent.run(agent, "go").pipe(
+        Effect.provide(Layer.mergeAll(LanguageModel.layerScripted(twoCalls), budget, Ids.layerDeterministic))
+      )
+      for (let i = 0; i < 3; i++) {
+        const result = yield* runOnce
+        assert.deepStrictEqual(result.toolCalls.map((c) => c.result.success), [true, true], `run ${i + 1}`)
+      }
+      assert.strictEqual(runs.count, 6)
+    }))
+
+  it.effect("callBudget outside an agent run counts per task id", () =>
+    Effect.gen(function*() {
+      const { person } = counted()
+      const budget = Hooks.layer({ tool: [Hooks.callBudget(1)] })
+      const call = (taskId: string) => Invocation.run(person, { id: "p" }, { taskId }).pipe(Effect.provide(budget))
+      const outcomes = [yield* call("t1"), yield* call("t1"), yield* call("t2")].map((r) => r.success)
+      assert.deepStrictEqual(outcomes, [true, false, true])
     }))
 
   it.effect("a turn hook changes the instructions and the tools offered, and sees the turn", () =>

@@ -125,6 +125,8 @@ for (const [name, make] of stores) {
         assert.strictEqual(runs, 1)
         assert.strictEqual(again.result.error, "refund: the earlier attempt was interrupted; its outcome is unknown")
         assert.strictEqual(again.result.error, Idempotency.interruptedUnknown("refund"))
+        // Read back from the SQLite file, only the text is known (as from the wire).
+        assert.strictEqual(again.result.failure?._tag, dedupe.durable ? "Unclassified" : "OutcomeUnknown")
       })))
 
     it.effect("a call interrupted before its handler started is released: the next delivery runs it", () =>

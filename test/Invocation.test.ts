@@ -1,7 +1,7 @@
 // These tests fail with plain Errors on purpose: the error text rules (design: Error text) say what the model reads for them.
 // @effect-diagnostics globalErrorInEffectFailure:off lazyPromiseInEffectSync:off
 import { assert, describe, it } from "@effect/vitest"
-import { Data, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Schedule, Schema, TestClock } from "effect"
+import { Cause, Data, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Schedule, Schema, TestClock } from "effect"
 import * as fc from "fast-check"
 import { Hooks, Invocation, Timing, Tool, ToolContext } from "../src/index.js"
 
@@ -224,6 +224,38 @@ describe("Invocation.run: error text (design: Error text)", () => {
           { numRuns: 300 }
         )
       )
+    }))
+})
+
+describe("Invocation.run: the kind of each failure (design: Error text)", () => {
+  it.effect("invalid input, a passed deadline, a failure, a defect, an interruption and invalid output each have their _tag", () =>
+    Effect.gen(function*() {
+      const { tool } = counting("typed", { n: Schema.Number })
+      const error = new NotFound({ message: "no order" })
+      const kinds = [
+        yield* Invocation.run(tool, { n: "one" }),
+        yield* Invocation.run(tool, { n: 1 }, { deadlineAt: -1 }),
+        yield* Invocation.run(failing("fails", Effect.fail(error)), {}),
+        yield* Invocation.run(failing("dies", Effect.die(error)), {}),
+        yield* Invocation.run(failing("stops", Effect.interrupt), {}),
+        yield* Invocation.run(Tool.make("bad", { description: "Bad.", input: {}, timeout: "1 second" }, () => 1n), {})
+      ].map((result) => result.failure?._tag)
+      assert.deepStrictEqual(kinds, ["InvalidInput", "DeadlinePassed", "HandlerFailed", "HandlerFailed", "Interrupted", "InvalidOutput"])
+    }))
+
+  it.effect("a handler's failure carries its cause; a timeout the time allowed", () =>
+    Effect.gen(function*() {
+      const error = new NotFound({ message: "no order" })
+      const failed = (yield* Invocation.run(failing("fails", Effect.fail(error)), {})).failure
+      assert.strictEqual(failed?._tag, "HandlerFailed")
+      const squashed = failed?._tag === "HandlerFailed" ? Cause.squash(failed.cause) : undefined
+      assert.isTrue(squashed instanceof NotFound)
+      assert.strictEqual((squashed as NotFound).message, "no order")
+      const slow = Tool.make("slow", { description: "Slow.", input: {}, timeout: "5 seconds" }, () => Effect.never)
+      const fiber = yield* Effect.fork(Invocation.run(slow, {}))
+      yield* TestClock.adjust("5 seconds")
+      const timedOut = (yield* Fiber.join(fiber)).failure
+      assert.deepStrictEqual(timedOut?._tag === "TimedOut" ? [timedOut.toolName, timedOut.allowedMillis] : [], ["slow", 5_000])
     }))
 })
 
@@ -671,4 +703,42 @@ describe("Invocation.run: output", () => {
       assert.strictEqual(result.error, "typed: invalid input: the value is nested deeper than 128 levels")
       assert.strictEqual(runs.count, 0)
     }))
+})
+
+describe("Invocation: what loading it loads", () => {
+  /** The URLs of the modules a fresh `node` loads to import `module` (a path from the project's folder). */
+  const loadedBy = (module: string) =>
+    Effect.promise(async () => {
+      const { execFile } = await import("node:child_process")
+      const { mkdtemp, readFile, rm } = await import("node:fs/promises")
+      const { tmpdir } = await import("node:os")
+      const { join } = await import("node:path")
+      const { fileURLToPath } = await import("node:url")
+      const dir = await mkdtemp(join(tmpdir(), "loaded-"))
+      const file = join(dir, "modules.txt")
+      try {
+        await new Promise<void>((resolve, reject) =>
+          execFile(process.execPath, [
+            "--import", "tsx",
+            "--import", "./test/support/recordModules.mjs",
+            "--input-type=module",
+            "-e", `await import(${JSON.stringify(module)})`
+          ], { cwd: fileURLToPath(new URL("..", import.meta.url)), env: { ...process.env, RECORD_MODULES: file } }, (error) =>
+            error === null ? resolve() : reject(error))
+        )
+        return (await readFile(file, "utf8")).split("\n").filter((line) => line !== "")
+      } finally {
+        await rm(dir, { recursive: true, force: true })
+      }
+    })
+
+  it.live("loading Invocation loads nothing of @effect/platform (its Terminal comes with Hooks.approval's UserPrompt)", () =>
+    Effect.gen(function*() {
+      const terminal = (urls: ReadonlyArray<string>) => urls.filter((url) => url.endsWith("/Terminal.js"))
+      const invocation = yield* loadedBy("./src/Invocation.ts")
+      assert.isTrue(invocation.some((url) => url.endsWith("/src/Invocation.ts")), "the recording sees the module itself")
+      assert.deepStrictEqual(invocation.filter((url) => url.includes("/@effect/platform/")), [])
+      // The same probe on the public Hooks module, which offers approval, does see Terminal.
+      assert.strictEqual(terminal(yield* loadedBy("./src/Hooks.ts")).length, 1)
+    }), 30_000)
 })

@@ -11,8 +11,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Layer, Option, Schema, type Scope } from "effect"
 import * as Sql from "../internal/journalSql.js"
 import * as SqlStore from "../internal/sqlStore.js"
-import * as Invocation from "../Invocation.js"
-import { ToolResult, ToolResultFromJson } from "../ToolResult.js"
+import { TimedOut, ToolResult, ToolResultFromJson } from "../ToolResult.js"
 import * as LanguageModel from "../LanguageModel.js"
 import * as Toolkit from "../Toolkit.js"
 import { TaskEvent } from "../protocol/Protocol.js"
@@ -242,7 +241,7 @@ export const journaledDeliver = (
     if (known.result !== undefined) return known.result
     const timeoutMillis = tools.find((t) => t.entry.name === call.name)?.entry.timeoutMillis ?? 0
     // The first run's own deadline was its start + the tool's timeout: the same text.
-    const timedOut = ToolResult.failure(Invocation.timedOutText(call.name, timeoutMillis))
+    const timedOut = ToolResult.failure(new TimedOut({ toolName: call.name, allowedMillis: timeoutMillis }))
     const now = yield* Clock.currentTimeMillis
     if (known.deadlineAt <= now) return timedOut
     const result = yield* deliver({ ...call, deadlineAt: known.deadlineAt }).pipe(

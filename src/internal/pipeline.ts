@@ -1,0 +1,754 @@
+/**
+ * The pipeline behind `Invocation.run` (design: Input, Error text, Deadlines, Retries, Call context), and its fast
+ * path for loops that start many calls at once (the agent loop): a call started on the caller's
+ * stack that completes synchronously is its `ToolResult`, with no fiber switch; one that suspends is
+ * an effect awaiting it. Public callers use `Invocation.run`; only the agent loop starts calls here.
+ *
+ * The stages, in order: `traced` (the call's span) -> `admit` (deadline check, strict decode) ->
+ * `withHooks` (the tool hooks around the rest) -> `runHandler` (the attempts, then `toResult`) ->
+ * `withRetries` (re-runs a failed attempt) -> `runAttempt` (one run of the handler, within the
+ * deadline) -> `toResult` (output encode, JSON and limits check, the failure's kind and text).
+ * Every failure on the way becomes a failed `ToolResult`; nothing escapes as a defect.
+ *
+ * The configuration, the observer and the options are declared here and re-exported by
+ * `Invocation`, so that this module needs nothing of it (no import cycle).
+ */
+import {
+  Cause,
+  Clock,
+  DefaultServices,
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  Fiber,
+  FiberId,
+  FiberRef,
+  FiberRefs,
+  Option,
+  ParseResult,
+  Runtime,
+  RuntimeFlags,
+  type Schedule,
+  Tracer
+} from "effect"
+import * as Json from "./json.js"
+import { stepper } from "./schedule.js"
+import { type RunState, runToolHooks, ToolHooks } from "./toolHooks.js"
+import { Timing } from "../Timing.js"
+import * as Tool from "../Tool.js"
+import { CallContext, ToolContext, type ToolCallInfo } from "../ToolContext.js"
+import {
+  DeadlinePassed,
+  errorText,
+  HandlerFailed,
+  Interrupted,
+  InvalidInput,
+  InvalidOutput,
+  TimedOut,
+  type ToolFailure,
+  ToolResult
+} from "../ToolResult.js"
+
+/** Limits of the pipeline. */
+export interface Config {
+  /** Arguments, and outputs, larger than this (UTF-8 bytes of the JSON) are refused. Default 1 MiB. */
+  readonly maxPayloadBytes: number
+  /** Outputs nested deeper than this (arrays and objects) are refused. Default 128. */
+  readonly maxDepth: number
+  /** Error texts are cut to this many characters. Default 2,048. */
+  readonly maxErrorLength: number
+  /** `ToolContext.isExpiring` turns true when this little time is left. Default 1 second. */
+  readonly expiringThreshold: Duration.DurationInput
+}
+
+/** The defaults of `Config`. */
+export const defaultConfig: Config = {
+  maxPayloadBytes: 1024 * 1024,
+  maxDepth: 128,
+  maxErrorLength: 2048,
+  expiringThreshold: "1 second"
+}
+
+/** The limits in force: a `Context.Reference`, so a bare `Invocation.run` gets `defaultConfig`. */
+export class InvocationConfig extends Context.Reference<InvocationConfig>()("agent-tools/InvocationConfig", {
+  defaultValue: (): Config => defaultConfig
+}) {}
+
+/** A retry about to happen (design: Retries), for progress views and logs. */
+export interface RetryEvent {
+  readonly tool: string
+  readonly toolCallId: string
+  /** The attempt that will run next (2, 3, ...). */
+  readonly attempt: number
+  readonly delayMillis: number
+  /** The error text of the failure being retried. */
+  readonly error: string
+}
+
+/** Observers of the pipeline: a `Context.Reference` whose default observes nothing. */
+export class InvocationObserver extends Context.Reference<InvocationObserver>()("agent-tools/InvocationObserver", {
+  defaultValue: (): { readonly onRetry: (event: RetryEvent) => void } => ({ onRetry: () => {} })
+}) {}
+
+/** Who is calling, and by when the call must be done. */
+export interface Options {
+  /** Default `"local"`. */
+  readonly taskId?: string | undefined
+  /** Default: a fresh `local-<n>` id. */
+  readonly toolCallId?: string | undefined
+  /** The delivered deadline (epoch milliseconds or a Date): the call ends at the earlier of this and its timeout. */
+  readonly deadlineAt?: number | Date | undefined
+  /**
+   * Called just before the handler runs (after decoding, the deadline check and the hooks that
+   * come first): a call interrupted before it never had an effect (design: Interruption and shutdown).
+   */
+  readonly onStart?: (() => void) | undefined
+  /** The agent run the call is part of, whose state hooks may keep (design: Hooks); `Agent` sets it. */
+  readonly run?: RunState | undefined
+}
+
+const succeeded = (value: unknown): ToolResult => new ToolResult(value, undefined)
+/** A failed result, its text cut to the limit of `config`. */
+const failed = (failure: ToolFailure, config: Config): ToolResult =>
+  new ToolResult(undefined, failure, config.maxErrorLength)
+
+/**
+ * The fiber that makes a call, as the call needs it: its services, limits and clock, and its fiber
+ * refs for the handler's fiber. Made once per batch of calls by loops that start many (`Agent`).
+ */
+export class CallingFiber {
+  readonly context: Context.Context<never>
+  readonly clock: Clock.Clock
+  readonly config: Config
+  readonly tracing: boolean
+  constructor(readonly fiber: Fiber.RuntimeFiber<unknown, unknown>, readonly runtimeFlags: RuntimeFlags.RuntimeFlags) {
+    this.context = fiber.currentContext
+    this.clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    this.config = Context.get(this.context, InvocationConfig)
+    this.tracing = fiber.getFiberRef(FiberRef.currentTracerEnabled)
+  }
+}
+
+/** A call in progress: its result when it completed synchronously, else an effect awaiting it. */
+export type Started = ToolResult | Effect.Effect<ToolResult>
+
+/** `Started` as an effect. */
+export const awaitStarted = (started: Started): Effect.Effect<ToolResult> =>
+  started instanceof ToolResult ? Effect.succeed(started) : started
+
+/**
+ * Starts the pipeline of `Invocation.run` on the calling fiber, for loops that run many calls at once: a
+ * call that completes synchronously costs no fiber switch; one that suspends is already running
+ * when this returns, and the returned effect awaits it within its deadline.
+ */
+export const start = (calling: CallingFiber, tool: Tool.Any, args: unknown, options?: Options): Started =>
+  traced(calling, tool, args, false, options)
+
+/** The decoded input of `args` for `tool`, or the `InvalidInput` result; nothing runs. */
+export const decodeInput = (
+  calling: CallingFiber,
+  tool: Tool.Any,
+  args: unknown
+): { readonly input: unknown } | ToolResult => {
+  const input = decodeArgs(tool, compile(tool), args, calling.config)
+  return typeof input === "string"
+    ? failed(new InvalidInput({ toolName: tool.name, reason: input }), calling.config)
+    : { input: input.value }
+}
+
+/** `start` for an input `decodeInput` already produced (so that the caller can look at it first: the per-run cache). */
+export const startDecoded = (calling: CallingFiber, tool: Tool.Any, input: unknown, options?: Options): Started =>
+  traced(calling, tool, input, true, options)
+
+/** The per-run reuse key part for an input: canonical JSON of the encoded input (one form for Dates, bigints...). */
+export const inputKey = (tool: Tool.Any, input: unknown): string => {
+  const encoded = compile(tool).encodeInput(input)
+  return Either.isRight(encoded) ? Json.canonical(encoded.right) : Json.canonical(input)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-tool compiled parts, made once on first use.
+
+interface Compiled {
+  readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+  readonly encodeInput: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+  readonly encode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+  readonly timeoutMillis: number
+  readonly spanName: string
+  /** `Schema.Struct({})`: Effect's `{}` accepts any value, so its strictness is checked here. */
+  readonly emptyInput: boolean
+}
+
+const compiledTools = new WeakMap<Tool.Any, Compiled>()
+
+const compile = (tool: Tool.Any): Compiled => {
+  const known = compiledTools.get(tool)
+  if (known !== undefined) return known
+  const compiled: Compiled = {
+    decode: ParseResult.decodeUnknownEither(tool.input, { onExcessProperty: "error", errors: "all" }),
+    encodeInput: ParseResult.encodeUnknownEither(tool.input),
+    encode: ParseResult.encodeUnknownEither(tool.output, { errors: "all" }),
+    timeoutMillis: Duration.toMillis(tool.timeout),
+    spanName: `execute_tool ${tool.name}`,
+    emptyInput: tool.input.ast._tag === "TypeLiteral" && tool.input.ast.propertySignatures.length === 0 &&
+      tool.input.ast.indexSignatures.length === 0
+  }
+  compiledTools.set(tool, compiled)
+  return compiled
+}
+
+let localCallIds = 0
+
+const thresholds = new WeakMap<Config, number>()
+const expiringThresholdMillis = (config: Config): number => {
+  let millis = thresholds.get(config)
+  if (millis === undefined) {
+    millis = Duration.toMillis(config.expiringThreshold)
+    thresholds.set(config, millis)
+  }
+  return millis
+}
+
+// ---------------------------------------------------------------------------------------------
+// The stages.
+
+/** Stage 1, `traced`: the call's span `execute_tool <name>` around the other stages, when tracing is on. */
+const traced = (
+  calling: CallingFiber,
+  tool: Tool.Any,
+  payload: unknown,
+  decoded: boolean,
+  options: Options | undefined
+): Started => {
+  const toolCallId = options?.toolCallId ?? `local-${++localCallIds}`
+  if (!calling.tracing) return admit(calling, tool, payload, decoded, options, toolCallId, undefined)
+  const span = openSpan(calling, tool, toolCallId, false)
+  return endWhenDone(calling, span, admit(calling, tool, payload, decoded, options, toolCallId, span))
+}
+
+/**
+ * Traces a call answered with an earlier outcome (design: Per-run reuse, Delivery dedupe) instead of running: a
+ * span like any call's, marked `cached`. Returns `started` unchanged when tracing is off.
+ */
+export const traceReuse = (calling: CallingFiber, tool: Tool.Any, toolCallId: string, started: Started): Started =>
+  calling.tracing ? endWhenDone(calling, openSpan(calling, tool, toolCallId, true), started) : started
+
+const openSpan = (calling: CallingFiber, tool: Tool.Any, toolCallId: string, cached: boolean): Tracer.Span => {
+  const span = calling.fiber.currentTracer.span(
+    compile(tool).spanName,
+    Option.fromNullable(calling.fiber.currentSpan),
+    Context.empty(),
+    [],
+    calling.clock.unsafeCurrentTimeNanos(),
+    "internal"
+  )
+  span.attribute("gen_ai.tool.name", tool.name)
+  span.attribute("gen_ai.tool.call.id", toolCallId)
+  span.attribute("agent_tools.attempt", 1)
+  span.attribute("agent_tools.cached", cached)
+  return span
+}
+
+const endWhenDone = (calling: CallingFiber, span: Tracer.Span, started: Started): Started => {
+  if (started instanceof ToolResult) return endSpan(calling, span, started)
+  return started.pipe(
+    Effect.map((result) => endSpan(calling, span, result)),
+    Effect.onInterrupt(() =>
+      Effect.sync(() => span.end(calling.clock.unsafeCurrentTimeNanos(), Exit.interrupt(FiberId.none)))
+    )
+  )
+}
+
+const endSpan = (calling: CallingFiber, span: Tracer.Span, result: ToolResult): ToolResult => {
+  span.end(calling.clock.unsafeCurrentTimeNanos(), result.success ? Exit.void : Exit.fail(result.error))
+  return result
+}
+
+/**
+ * Stage 2, `admit`: refuses a call whose delivered deadline has passed (`DeadlinePassed`) or whose
+ * arguments do not decode strictly (`InvalidInput`); else fixes its deadline, the earlier of the
+ * delivered one and the tool's timeout, and goes on.
+ */
+const admit = (
+  calling: CallingFiber,
+  tool: Tool.Any,
+  payload: unknown,
+  decoded: boolean,
+  options: Options | undefined,
+  toolCallId: string,
+  span: Tracer.Span | undefined
+): Started => {
+  const config = calling.config
+  const compiled = compile(tool)
+  const start = calling.clock.unsafeCurrentTimeMillis()
+  const given = options?.deadlineAt
+  const deadlineAt = given === undefined ? undefined : typeof given === "number" ? given : given.getTime()
+  if (deadlineAt !== undefined && deadlineAt <= start) {
+    return failed(new DeadlinePassed({ toolName: tool.name }), config)
+  }
+  let input = payload
+  if (!decoded) {
+    const result = decodeArgs(tool, compiled, payload, config)
+    if (typeof result === "string") return failed(new InvalidInput({ toolName: tool.name, reason: result }), config)
+    input = result.value
+  }
+  const byTimeout = start + compiled.timeoutMillis
+  const info: ToolCallInfo = {
+    taskId: options?.taskId ?? "local",
+    toolCallId,
+    attempt: 1,
+    deadlineAt: deadlineAt === undefined ? byTimeout : Math.min(byTimeout, deadlineAt),
+    expiringThresholdMillis: expiringThresholdMillis(config)
+  }
+  return withHooks(calling, tool, compiled, input, info, start, span, options)
+}
+
+/**
+ * Stage 3, `withHooks`: the installed tool hooks (design: Hooks) around the run of the call; `proceed` may
+ * run it again, or not at all. None installed: straight on, at the cost of one context lookup.
+ */
+const withHooks = (
+  calling: CallingFiber,
+  tool: Tool.Any,
+  compiled: Compiled,
+  input: unknown,
+  info: ToolCallInfo,
+  start: number,
+  span: Tracer.Span | undefined,
+  options: Options | undefined
+): Started => {
+  const hooks = Context.get(calling.context, ToolHooks)
+  const onStart = options?.onStart
+  if (hooks.length === 0) {
+    onStart?.()
+    return runHandler(calling, tool, compiled, input, info, start, span, undefined)
+  }
+  const progress = { attempt: 1 }
+  return runToolHooks(
+    hooks,
+    { tool, input, context: info, attempts: () => progress.attempt, run: options?.run },
+    Effect.suspend(() => {
+      onStart?.()
+      return awaitStarted(runHandler(calling, tool, compiled, input, info, start, span, progress))
+    })
+  )
+}
+
+/**
+ * Stage 4, `runHandler`: the handler's attempts (one, or `withRetries` for a tool with retries),
+ * and `toResult` of the outcome. A handler that completes synchronously costs no closure and no timer.
+ */
+const runHandler = (
+  calling: CallingFiber,
+  tool: Tool.Any,
+  compiled: Compiled,
+  input: unknown,
+  info: ToolCallInfo,
+  start: number,
+  span: Tracer.Span | undefined,
+  progress: { attempt: number } | undefined
+): Started => {
+  const config = calling.config
+  const allowed = info.deadlineAt - start
+  if (tool.retries <= 0) {
+    const outcome = runAttempt(calling, tool, input, info, span)
+    if (Exit.isExit(outcome)) return toResult(tool, compiled, outcome, config, allowed)
+    return Effect.map(outcome, (outcome) => toResult(tool, compiled, outcome, config, allowed))
+  }
+  return Effect.map(
+    // The retries run on whichever fiber awaits them: take its context there, not the starter's.
+    Effect.withFiberRuntime<Outcome>((fiber, status) =>
+      withRetries(new CallingFiber(fiber, status.runtimeFlags), tool, input, info, start, span, progress)
+    ),
+    (outcome) => toResult(tool, compiled, outcome, config, allowed)
+  )
+}
+
+/** The decoded input, or why it is refused (`InvalidInput`'s reason). */
+const decodeArgs = (
+  tool: Tool.Any,
+  compiled: Compiled,
+  args: unknown,
+  config: Config
+): { readonly value: unknown } | string => {
+  let value: unknown
+  if (typeof args === "string") {
+    // A character is at least one UTF-8 byte and at most three (surrogate pairs: four per two).
+    if (args.length > config.maxPayloadBytes ||
+      (args.length * 3 > config.maxPayloadBytes && Buffer.byteLength(args, "utf8") > config.maxPayloadBytes)) {
+      return `the arguments exceed ${config.maxPayloadBytes} bytes`
+    }
+    const parsed = Json.parse(args)
+    if ("problem" in parsed) return parsed.problem
+    value = parsed.value
+  } else {
+    let text: string | undefined
+    try {
+      text = JSON.stringify(args)
+    } catch (error) {
+      return `the arguments are not JSON (${errorMessage(error)})`
+    }
+    if (text !== undefined && Buffer.byteLength(text, "utf8") > config.maxPayloadBytes) {
+      return `the arguments exceed ${config.maxPayloadBytes} bytes`
+    }
+    const refused = Json.refusedKeyIn(args)
+    if (refused !== undefined) return refused
+    value = args
+  }
+  // Arguments are a JSON object (design: What the model sees; the parameters' type is object), whatever the input Schema says.
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return `(root): Expected an object, actual ${Array.isArray(value) ? "an array" : JSON.stringify(value)}`
+  }
+  if (compiled.emptyInput) {
+    const keys = Object.keys(value)
+    if (keys.length > 0) return keys.map((key) => `${key}: is unexpected`).join("; ")
+  }
+  try {
+    const decoded = compiled.decode(value)
+    if (Either.isRight(decoded)) return { value: decoded.right }
+    return formatIssues(decoded.left)
+  } catch (error) {
+    // A recursive Schema or the issue formatter on a deeply nested value can exhaust the stack.
+    return tooDeep(value, config) ?? `the arguments could not be checked (${errorMessage(error)})`
+  }
+}
+
+/** The reason a value is refused for its nesting, or undefined. */
+const tooDeep = (value: unknown, config: Config): string | undefined =>
+  Json.deeperThan(value, config.maxDepth) ? `the value is nested deeper than ${config.maxDepth} levels` : undefined
+
+const limitsCache = new WeakMap<Config, Json.Limits>()
+/** The output limits of `config`, made once per config. */
+const outputLimits = (config: Config): Json.Limits => {
+  let limits = limitsCache.get(config)
+  if (limits === undefined) {
+    limits = { maxDepth: config.maxDepth ?? defaultConfig.maxDepth, maxBytes: config.maxPayloadBytes }
+    limitsCache.set(config, limits)
+  }
+  return limits
+}
+
+/**
+ * `result` as the platform may accept it from a serving process for a call of `toolName`: a value
+ * past `config`'s output limits becomes the invalid-output result, an error text is cut.
+ */
+export const checkResult = (toolName: string, result: ToolResult, config: Config = defaultConfig): ToolResult => {
+  if (result.failure !== undefined) {
+    return result.error!.length <= config.maxErrorLength ? result : failed(result.failure, config)
+  }
+  const problem = Json.problemIn(result.value, outputLimits(config))
+  return problem === undefined ? result : failed(new InvalidOutput({ toolName, reason: problem }), config)
+}
+
+/** Every issue of a parse error, `path: message`, joined with "; ". */
+const formatIssues = (issue: ParseResult.ParseIssue): string =>
+  ParseResult.ArrayFormatter.formatIssueSync(issue)
+    // An optional field's schema is `X | undefined`: Effect reports the `undefined` branch too. Noise.
+    .filter((issue) => !(issue._tag === "Type" && issue.message.startsWith("Expected undefined, actual")))
+    .map((issue) => `${formatPath(issue.path)}: ${issue.message}`)
+    .join("; ")
+
+const formatPath = (path: ReadonlyArray<PropertyKey>): string => {
+  if (path.length === 0) return "(root)"
+  let out = ""
+  for (const key of path) {
+    out += typeof key === "number" ? `[${key}]` : out === "" ? String(key) : `.${String(key)}`
+  }
+  return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running the handler.
+
+/** The outcome of an attempt stopped at the deadline. */
+const ReachedDeadline = Symbol.for("agent-tools/pipeline/ReachedDeadline")
+type Outcome = Exit.Exit<unknown, unknown> | typeof ReachedDeadline
+
+/**
+ * Stage 6, `runAttempt`: one run of the handler, within the deadline. The handler's body may be an Effect, a `PromiseLike` or the output itself (design: Handler shapes): a
+ * plain value, or an `Exit` (`Effect.succeed(x)`, `Effect.fail(e)`), is done: there is nothing to
+ * run or to interrupt. Any other runs in a fiber of its own, so that the deadline can interrupt it
+ * without interrupting the caller; the fiber starts at once on this stack, and a handler that
+ * completes synchronously costs no timer and no scheduling.
+ */
+const runAttempt = (
+  calling: CallingFiber,
+  tool: Tool.Any,
+  input: unknown,
+  info: ToolCallInfo,
+  span: Tracer.Span | undefined
+): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
+  const call = new CallContext(info, calling.clock)
+  let body: unknown
+  try {
+    body = tool.handler(input, call)
+  } catch (defect) {
+    // Toolkit.make refuses a handler that is not a function; a tool run without one says the same.
+    const problem = Tool.handlerProblem(tool)
+    return problem === undefined ? Exit.die(defect) : Exit.fail(new HandlerShapeError(problem))
+  }
+  if (Exit.isExit(body)) return body
+  if (!Effect.isEffect(body)) return isThenable(body) ? awaitPromise(calling, tool, body, call, info) : Exit.succeed(body)
+  // The R of the handler is in the caller's context: `Invocation.run` demands it of its caller.
+  const effect = body as Effect.Effect<unknown, unknown, never>
+  const context = Context.add(calling.context, ToolContext, info)
+  const runtime = Runtime.make({
+    context: span === undefined ? context : Context.add(context, Tracer.ParentSpan, span),
+    // Its failure is the call's outcome, reported as such: not an "unhandled error" log line.
+    fiberRefs: FiberRefs.updateAs(calling.fiber.getFiberRefs(), {
+      fiberId: FiberId.none,
+      fiberRef: FiberRef.unhandledErrorLogLevel,
+      value: Option.none()
+    }),
+    // The caller may be in an uninterruptible region; the handler must still be stoppable.
+    runtimeFlags: RuntimeFlags.enable(calling.runtimeFlags, RuntimeFlags.Interruption)
+  })
+  const fiber = Runtime.runFork(runtime, effect, { immediate: true })
+  const done = fiber.unsafePoll()
+  if (done !== null) return done
+  // It suspended: arm the deadline, on the caller's clock. On the live clock a plain timer;
+  // on any other (TestClock) a timer fiber. Either interrupts the handler at the deadline (its
+  // finalizers run before Fiber.await returns); no race, no second fork per call.
+  let timedOut = false
+  const cancel = armDeadline(calling, info, runtime, () => {
+    timedOut = true
+    call.abort(deadlineReason(tool))
+    fiber.unsafeInterruptAsFork(FiberId.none)
+  })
+  return Fiber.await(fiber).pipe(
+    Effect.map((exit): Outcome => {
+      cancel()
+      return timedOut && Exit.isInterrupted(exit) ? ReachedDeadline : exit
+    }),
+    Effect.onInterrupt(() => Effect.zipRight(Effect.sync(cancel), Fiber.interrupt(fiber)))
+  )
+}
+
+/** A handler that cannot be called: `Tool.handlerProblem`'s text as the call's failure. */
+class HandlerShapeError extends Error {
+  override readonly name = "HandlerShapeError"
+}
+
+const isThenable = (u: unknown): u is PromiseLike<unknown> =>
+  typeof u === "object" && u !== null && typeof (u as { then?: unknown }).then === "function"
+
+/**
+ * Awaits an async body (design: Handler shapes) on the awaiting fiber: no fiber of its own, since there is nothing of
+ * Effect's to interrupt; the deadline and an interruption abort `call.signal` instead. Both callbacks
+ * are attached at once, whatever becomes of the call, so a promise that rejects after the deadline
+ * is handled, never an unhandled rejection. A rejection is the call's failure (error text of the reason).
+ */
+const awaitPromise = (
+  calling: CallingFiber,
+  tool: Tool.Any,
+  promise: PromiseLike<unknown>,
+  call: CallContext,
+  info: ToolCallInfo
+): Effect.Effect<Outcome> => {
+  let outcome: Outcome | undefined
+  let resume: ((effect: Effect.Effect<Outcome>) => void) | undefined
+  let cancel: () => void = noop
+  const settle = (settled: Outcome) => {
+    if (outcome !== undefined) return
+    outcome = settled
+    cancel()
+    resume?.(Effect.succeed(settled))
+  }
+  try {
+    promise.then((value) => settle(Exit.succeed(value)), (error) => settle(Exit.fail(error)))
+  } catch (defect) {
+    // A hand-made thenable whose `then` throws.
+    settle(Exit.die(defect))
+  }
+  if (outcome === undefined) {
+    cancel = armDeadline(calling, info, Runtime.defaultRuntime, () => {
+      call.abort(deadlineReason(tool))
+      settle(ReachedDeadline)
+    })
+  }
+  return Effect.async<Outcome>((callback) => {
+    if (outcome !== undefined) return callback(Effect.succeed(outcome))
+    resume = callback
+    return Effect.sync(() => {
+      resume = undefined
+      cancel()
+      call.abort(new DOMException("the call was interrupted", "AbortError"))
+    })
+  })
+}
+
+const noop = () => {}
+
+const deadlineReason = (tool: Tool.Any) => new DOMException(`${tool.name} reached its deadline`, "TimeoutError")
+
+/**
+ * Calls `expire` at the call's deadline, on the caller's clock: on the live clock a plain timer, on
+ * any other (TestClock) a timer fiber run by `runtime`. Returns the cancel.
+ */
+const armDeadline = (
+  calling: CallingFiber,
+  info: ToolCallInfo,
+  runtime: Runtime.Runtime<never>,
+  expire: () => void
+): () => void => {
+  const wait = Math.max(0, info.deadlineAt - calling.clock.unsafeCurrentTimeMillis())
+  if (calling.clock === liveClock) {
+    const handle = setTimeout(expire, Math.min(wait, maxTimerMillis))
+    return () => clearTimeout(handle)
+  }
+  const timer = Runtime.runFork(runtime, Effect.flatMap(calling.clock.sleep(Duration.millis(wait)), () => Effect.sync(expire)))
+  return () => timer.unsafeInterruptAsFork(FiberId.none)
+}
+
+/** The clock fibers have unless one is provided (a TestClock, say). */
+const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
+/** Node's timers hold at most 2^31 - 1 ms. */
+const maxTimerMillis = 2 ** 31 - 1
+
+/**
+ * Stage 5, `withRetries`: re-runs a failed attempt up to `tool.retries` times while the tool's rules call
+ * the failure retryable (`mayRetry`), each retry starting before the deadline (design: Retries).
+ */
+const withRetries = (
+  calling: CallingFiber,
+  tool: Tool.Any,
+  input: unknown,
+  first: ToolCallInfo,
+  start: number,
+  span: Tracer.Span | undefined,
+  progress: { attempt: number } | undefined
+): Effect.Effect<Outcome> =>
+  Effect.gen(function*() {
+    const schedule = Context.get(calling.context, Timing).toolRetry
+    yield* warnIfRetriesCannotFit(tool, schedule, start, first.deadlineAt)
+    const steps = stepper(schedule)
+    let info = first
+    while (true) {
+      span?.attribute("agent_tools.attempt", info.attempt)
+      const step = runAttempt(calling, tool, input, info, span)
+      const outcome = Exit.isExit(step) ? step : yield* step
+      if (outcome === ReachedDeadline || Exit.isSuccess(outcome) || info.attempt > tool.retries) return outcome
+      if (Cause.isInterruptedOnly(outcome.cause) || !mayRetry(tool, outcome.cause)) return outcome
+      const now = calling.clock.unsafeCurrentTimeMillis()
+      const retryAt = yield* steps.next(now, Cause.squash(outcome.cause))
+      // A retry that cannot start before the deadline is skipped: the last failure stands.
+      if (retryAt === undefined || retryAt >= info.deadlineAt) return outcome
+      Context.get(calling.context, InvocationObserver).onRetry({
+        tool: tool.name,
+        toolCallId: info.toolCallId,
+        attempt: info.attempt + 1,
+        delayMillis: retryAt - now,
+        error: handlerFailure(tool, outcome.cause).text
+      })
+      yield* calling.clock.sleep(Duration.millis(retryAt - now))
+      info = { ...info, attempt: info.attempt + 1 }
+      if (progress !== undefined) progress.attempt = info.attempt
+    }
+  })
+
+/**
+ * The tool's rules for a failed attempt (design: Retries): every failure and defect of the cause must be
+ * retryable. A `permanent` `_tag` never is; `retryable` judges failures of the error channel (not
+ * defects, which are not of its type) and only `true` retries. Malformed rules retry nothing.
+ */
+const mayRetry = (tool: Tool.Any, cause: Cause.Cause<unknown>): boolean => {
+  const { permanent, retryable } = tool
+  // Toolkit.make refuses these; a tool run without one fails closed: its side effect is not repeated.
+  if (!Tool.isPermanentList(permanent) || (retryable !== undefined && typeof retryable !== "function")) return false
+  const isPermanent = (u: unknown) => {
+    const tag = typeof u === "object" && u !== null && "_tag" in u ? u._tag : undefined
+    return typeof tag === "string" && permanent.includes(tag)
+  }
+  for (const defect of Cause.defects(cause)) if (isPermanent(defect)) return false
+  for (const failure of Cause.failures(cause)) {
+    if (isPermanent(failure)) return false
+    if (retryable === undefined) continue
+    try {
+      if (retryable(failure) !== true) return false
+    } catch {
+      return false
+    }
+  }
+  return true
+}
+
+/** Logs once, at the start, when the nominal backoff of every retry does not fit before the deadline. */
+const warnIfRetriesCannotFit = (
+  tool: Tool.Any,
+  schedule: Schedule.Schedule<unknown, unknown>,
+  start: number,
+  deadline: number
+): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const steps = stepper(schedule)
+    let now = start
+    for (let retry = 1; retry <= tool.retries; retry++) {
+      const retryAt = yield* steps.next(now, undefined)
+      if (retryAt === undefined) return
+      now = retryAt
+      if (now >= deadline) {
+        return yield* Effect.logWarning(
+          `${tool.name}: ${tool.retries} retries do not fit before the deadline ` +
+            `(${Duration.format(Duration.millis(deadline - start))} away); retry ${retry} and later will be skipped`
+        ).pipe(Effect.annotateLogs({ tool: tool.name }))
+      }
+    }
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Outcome -> ToolResult, and the error texts.
+
+/**
+ * Stage 7, `toResult`: the outcome as the caller gets it: the output encoded by the tool's Schema and
+ * checked against the limits, or the failure by its kind, its text cut to `maxErrorLength`.
+ */
+const toResult = (
+  tool: Tool.Any,
+  compiled: Compiled,
+  outcome: Outcome,
+  config: Config,
+  allowedMillis: number
+): ToolResult => {
+  if (outcome === ReachedDeadline) return failed(new TimedOut({ toolName: tool.name, allowedMillis }), config)
+  if (Exit.isFailure(outcome)) return failed(handlerFailure(tool, outcome.cause), config)
+  const value = outcome.value === undefined ? null : outcome.value
+  let encoded: Either.Either<unknown, ParseResult.ParseIssue>
+  try {
+    encoded = compiled.encode(value)
+    if (Either.isLeft(encoded)) {
+      return failed(new InvalidOutput({ toolName: tool.name, reason: formatIssues(encoded.left) }), config)
+    }
+  } catch (error) {
+    // A recursive Schema or the issue formatter on a deeply nested value can exhaust the stack.
+    const reason = tooDeep(value, config) ?? `the output could not be encoded (${errorMessage(error)})`
+    return failed(new InvalidOutput({ toolName: tool.name, reason }), config)
+  }
+  // Bounded in depth and size, so a served answer always fits the platform's frames (design: Hostile clients).
+  return checkResult(tool.name, succeeded(encoded.right), config)
+}
+
+/** The failure of a handler that failed, died or was interrupted (by itself: not at its deadline). */
+const handlerFailure = (tool: Tool.Any, cause: Cause.Cause<unknown>): HandlerFailed | Interrupted => {
+  const failure = Cause.failureOption(cause)
+  const defect = failure._tag === "Some" ? failure : Cause.dieOption(cause)
+  if (defect._tag === "None") return new Interrupted({ toolName: tool.name })
+  return new HandlerFailed({ toolName: tool.name, cause, text: failureText(tool, defect.value) })
+}
+
+/** The error text of a handler's failure or defect `error` (design: Error text): the tool's `errorTransform`'s, else `errorText`'s. */
+const failureText = (tool: Tool.Any, error: unknown): string => {
+  if (tool.errorTransform !== undefined) {
+    try {
+      const text: unknown = tool.errorTransform(error)
+      if (typeof text === "string") return text
+    } catch {
+      // fail closed below
+    }
+    return `tool ${tool.name} failed`
+  }
+  return errorText(error)
+}
+
+const errorMessage = (error: unknown): string => error instanceof Error ? error.message : String(error)

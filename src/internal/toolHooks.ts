@@ -1,0 +1,67 @@
+/**
+ * Tool hooks, beside the pipeline that runs them (design: Hooks): what wraps every call that goes
+ * through `Invocation` (agent runs, served calls and MCP alike). None installed: the pipeline takes
+ * its usual path and pays one context lookup.
+ */
+import { Cause, Context, Effect } from "effect"
+import type * as Tool from "../Tool.js"
+import type { ToolCallInfo } from "../ToolContext.js"
+import { HookFailed, ToolResult } from "../ToolResult.js"
+
+/** What hooks keep for one agent run, dropped with the run: per-run budgets and counters. */
+export class RunState {
+  private values: Map<object, unknown> | undefined = undefined
+
+  /** The value kept under `key` for this run, made by `make` at its first use. */
+  get<A>(key: object, make: () => A): A {
+    const values = this.values ??= new Map()
+    if (values.has(key)) return values.get(key) as A
+    const value = make()
+    values.set(key, value)
+    return value
+  }
+}
+
+/** A call as a tool hook sees it. */
+export interface ToolCall {
+  readonly tool: Tool.Any
+  /** The decoded input (after the strict decode of design: Input; hooks never see bad input). */
+  readonly input: unknown
+  /** Task, call id and deadline; `attempt` is the first attempt's. */
+  readonly context: ToolCallInfo
+  /** The attempt number reached so far (retries inside the call raise it). */
+  readonly attempts: () => number
+  /** The agent run the call is part of; undefined for a call outside one (served, MCP, a bare `Invocation.run`). */
+  readonly run: RunState | undefined
+}
+
+/**
+ * Wraps a call: `proceed` runs it (handler, deadline, retries, output encoding) and may be run
+ * again, or not at all (deny). What the hook returns is what the caller gets.
+ */
+export type ToolHook = (call: ToolCall, proceed: Effect.Effect<ToolResult>) => Effect.Effect<ToolResult, unknown>
+
+/** The tool hooks in force, the first outermost: none by default. */
+export class ToolHooks extends Context.Reference<ToolHooks>()("agent-tools/ToolHooks", {
+  defaultValue: (): ReadonlyArray<ToolHook> => []
+}) {}
+
+/** Runs `proceed` through `hooks`; a hook's failure or defect becomes the call's `HookFailed` result. */
+export const runToolHooks = (
+  hooks: ReadonlyArray<ToolHook>,
+  call: ToolCall,
+  proceed: Effect.Effect<ToolResult>
+): Effect.Effect<ToolResult> => {
+  let wrapped = proceed
+  for (let i = hooks.length - 1; i >= 0; i--) {
+    const hook = hooks[i]!
+    const next = wrapped
+    // Each hook fails closed on its own, so the one around it sees a result, never a failure.
+    wrapped = Effect.catchAllCause(Effect.suspend(() => hook(call, next)), (cause) =>
+      // An interruption stays one (the call was cancelled).
+      Cause.isInterruptedOnly(cause)
+        ? Effect.interrupt
+        : Effect.succeed(ToolResult.failure(new HookFailed({ toolName: call.tool.name, cause }))))
+  }
+  return wrapped
+}
