@@ -8,7 +8,8 @@ const slow = [
   "test/platform/Crash.test.ts",
   "test/platform/Shutdown.test.ts",
   "test/main.test.ts",
-  "test/WorkerPool.test.ts"
+  "test/WorkerPool.test.ts",
+  "test/Package.test.ts"
 ]
 
 export default defineConfig({
