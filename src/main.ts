@@ -84,13 +84,14 @@ const jsonOption = Options.boolean("json").pipe(Options.withDescription("print t
 
 const runDemo = (options: { readonly model: Option.Option<string>; readonly json: boolean }) =>
   Effect.gen(function*() {
+    const { model, note } = chooseModel(options.model)
     const [
       { Backend, backendLayer, toolkit },
       modelLayer,
       [Demo, { LiveView }, Hooks, Idempotency, Invocation, PlatformClient, PlatformServer, Serve, UserPrompt]
     ] = yield* Effect.all([
       loadDemo,
-      loadModel(chooseModel(options.model).model),
+      loadModel(model),
       load(
         () => import("./demo/script.js"),
         () => import("./demo/view.js"),
@@ -103,7 +104,6 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
         () => import("./UserPrompt.js")
       )
     ], { concurrency: "unbounded" })
-    const { model, note } = chooseModel(options.model)
     const view = new LiveView({
       json: options.json,
       tty: process.stdout.isTTY === true,
