@@ -10,7 +10,8 @@ const slow = [
   "test/main.test.ts",
   "test/WorkerPool.test.ts",
   "test/McpStdioProcess.test.ts",
-  "test/demo/worker.test.ts"
+  "test/demo/worker.test.ts",
+  "test/Package.test.ts"
 ]
 
 export default defineConfig({

@@ -6,8 +6,10 @@
  * At the deadline or on interruption the job's worker is terminated (a synchronous function cannot
  * yield) and the pool starts another; a worker that crashes is the call's failure, and is replaced.
  */
-import { Worker, WorkerRunner } from "@effect/platform"
-import { NodeWorker, NodeWorkerRunner } from "@effect/platform-node"
+import * as Worker from "@effect/platform/Worker"
+import * as WorkerRunner from "@effect/platform/WorkerRunner"
+import * as NodeWorker from "@effect/platform-node/NodeWorker"
+import * as NodeWorkerRunner from "@effect/platform-node/NodeWorkerRunner"
 import { Effect, Exit, Layer, Pool, Schema, type Scope } from "effect"
 import { createRequire } from "node:module"
 import { existsSync } from "node:fs"

@@ -1,11 +1,15 @@
 /**
- * The one main program (DESIGN section 5): every piece a Layer, wired here, behind a CLI.
+ * The one main program: every piece a Layer, wired here, behind a CLI.
  *
  *   tsx src/main.ts [demo]              the demo, end to end on embedded defaults
  *   tsx src/main.ts platform            the platform alone (--port, --host, --tokens, --journal)
  *   tsx src/main.ts serve               the demo tools, served to PLATFORM_URL
  *   tsx src/main.ts mcp [--http]        the demo tools over MCP (stdio, or HTTP with --port)
  *   tsx src/main.ts run "<prompt>"      an agent run in this process with the demo tools
+ *
+ * Only the CLI is imported up front: each command imports what it needs when it runs, so that
+ * `--help` or a bad command line loads @effect/cli and no more, and `mcp` no platform, journal or
+ * model provider. Start-up is most of what an MCP client waits for (`test/bench/startup.ts`).
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
@@ -13,39 +17,41 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import {
-  Cause,
-  ConfigProvider,
-  Console,
-  Duration,
-  Effect,
-  Layer,
-  Logger,
-  LogLevel,
-  Option,
-  Stream
-} from "effect"
+import { Cause, ConfigProvider, Console, Duration, Effect, Layer, Logger, LogLevel, Option, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
-import * as Backend from "./demo/Backend.js"
-import * as Settings from "./internal/settings.js"
 import { errorText } from "./ToolResult.js"
-import * as Demo from "./demo/script.js"
-import * as DemoTools from "./demo/tools.js"
-import { LiveView } from "./demo/view.js"
-import {
-  Agent,
-  Hooks,
-  Idempotency,
-  Invocation,
-  Mcp,
-  Model,
-  PlatformClient,
-  PlatformServer,
-  Serve,
-  Toolkit,
-  UserPrompt
-} from "./index.js"
+
+// ---------------------------------------------------------------------------------------------
+// What the commands load when they run.
+
+/** Modules imported when a command runs, not when the CLI starts; in parallel. */
+const load = <const M extends ReadonlyArray<() => Promise<unknown>>>(
+  ...imports: M
+): Effect.Effect<{ -readonly [K in keyof M]: Awaited<ReturnType<M[K]>> }> =>
+  Effect.promise(() => Promise.all(imports.map((f) => f())) as Promise<any>)
+
+/** The demo's tools and their backend: its services and its worker threads (started only when a report is digested). */
+const loadDemo = Effect.gen(function*() {
+  const [Backend, DemoTools, Toolkit] = yield* load(
+    () => import("./demo/Backend.js"),
+    () => import("./demo/tools.js"),
+    () => import("./Toolkit.js")
+  )
+  return {
+    Backend,
+    DemoTools,
+    toolkit: yield* Toolkit.make(...DemoTools.all),
+    backendLayer: Layer.merge(Backend.layer, Backend.layerReports)
+  }
+})
+
+/** The `LanguageModel` layer for a model string (the demo's script for `scripted`). */
+const loadModel = (model: string) =>
+  Effect.map(
+    load(() => import("./Model.js"), () => import("./demo/script.js")),
+    ([Model, Demo]) => Model.layer(model, { script: Demo.script })
+  )
 
 // ---------------------------------------------------------------------------------------------
 // Shared options.
@@ -71,13 +77,6 @@ const chooseModel = (option: Option.Option<string>): { readonly model: string; r
   }
 }
 
-const modelLayer = (model: string) => Model.layer(model, { script: Demo.script })
-
-const demoToolkit = Toolkit.make(...DemoTools.all)
-
-/** The demo backend's services and its worker threads (started only when a report is digested). */
-const backendLayer = Layer.merge(Backend.layer, Backend.layerReports)
-
 // ---------------------------------------------------------------------------------------------
 // demo
 
@@ -86,6 +85,25 @@ const jsonOption = Options.boolean("json").pipe(Options.withDescription("print t
 const runDemo = (options: { readonly model: Option.Option<string>; readonly json: boolean }) =>
   Effect.gen(function*() {
     const { model, note } = chooseModel(options.model)
+    const [
+      { Backend, backendLayer, toolkit },
+      modelLayer,
+      [Demo, { LiveView }, Hooks, Idempotency, Invocation, PlatformClient, PlatformServer, Serve, UserPrompt]
+    ] = yield* Effect.all([
+      loadDemo,
+      loadModel(model),
+      load(
+        () => import("./demo/script.js"),
+        () => import("./demo/view.js"),
+        () => import("./Hooks.js"),
+        () => import("./Idempotency.js"),
+        () => import("./Invocation.js"),
+        () => import("./PlatformClient.js"),
+        () => import("./platform/Server.js"),
+        () => import("./Serve.js"),
+        () => import("./UserPrompt.js")
+      )
+    ], { concurrency: "unbounded" })
     const view = new LiveView({
       json: options.json,
       tty: process.stdout.isTTY === true,
@@ -97,7 +115,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     const platform = yield* Layer.build(
       PlatformServer.layerWebSocket({ port: 0 }).pipe(
         Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([[token, agentId]]) })),
-        Layer.provide(modelLayer(model))
+        Layer.provide(modelLayer)
       )
     )
     const url = yield* Effect.provide(PlatformServer.url, platform)
@@ -106,8 +124,8 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       new Map([["AGENT_ID", agentId], ["PLATFORM_TOKEN", token], ["PLATFORM_URL", url]])
     ))
     const observer = Layer.succeed(Invocation.InvocationObserver, { onRetry: (event) => view.retry(event) })
-    // Hooks on the serving side (S18): a log line per call, and approval for issue_refund, which
-    // this non-interactive demo grants itself, and says so.
+    // Hooks on the serving side: a log line per call, and approval for issue_refund, which this
+    // non-interactive demo grants itself, and says so.
     const hooks = Layer.merge(
       Hooks.layer({ tool: [Hooks.logging, Hooks.approval] }),
       Layer.succeed(UserPrompt.UserPrompt, {
@@ -119,7 +137,6 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       })
     )
     const backend = yield* Layer.build(backendLayer)
-    const toolkit = yield* demoToolkit
     let output = ""
     yield* Effect.gen(function*() {
       const served = yield* Serve.make(toolkit)
@@ -179,6 +196,10 @@ const platform = Command.make("platform", {
   model: modelOption
 }, ({ host, journal, model, port, tokens, tokensFile }) =>
   Effect.gen(function*() {
+    const [PlatformClient, PlatformServer] = yield* load(
+      () => import("./PlatformClient.js"),
+      () => import("./platform/Server.js")
+    )
     if (Option.isSome(tokens)) {
       yield* Effect.logWarning("--tokens puts secrets on the command line, where every local user can read them; " +
         "prefer PLATFORM_TOKENS or --tokens-file")
@@ -203,7 +224,7 @@ const platform = Command.make("platform", {
     return yield* Layer.launch(
       PlatformServer.layerWebSocket({ port, host }).pipe(
         Layer.provide(PlatformServer.layerHandlers({ tokens: pairs, journal: file === "" ? undefined : file })),
-        Layer.provide(modelLayer(chosen.model))
+        Layer.provide(yield* loadModel(chosen.model))
       )
     )
   })).pipe(Command.withDescription("Run the platform alone, on a WebSocket"))
@@ -211,18 +232,32 @@ const platform = Command.make("platform", {
 // ---------------------------------------------------------------------------------------------
 // serve
 
+/**
+ * `Serve.defaultShutdownGrace` in seconds, written out: reading it from `Serve` would load the
+ * serving modules for every `--help`. The serve command checks that the two agree.
+ */
+const defaultGraceSeconds = 30
+
 const serve = Command.make("serve", {
   grace: Options.integer("grace").pipe(
-    Options.withDefault(Duration.toSeconds(Serve.defaultShutdownGrace)),
+    Options.withDefault(defaultGraceSeconds),
     Options.withDescription(
       "on SIGTERM or SIGINT, the seconds the calls still running may go on before they are interrupted"
     )
   )
 }, ({ grace }) =>
   Effect.gen(function*() {
+    const [PlatformClient, Serve, Settings] = yield* load(
+      () => import("./PlatformClient.js"),
+      () => import("./Serve.js"),
+      () => import("./internal/settings.js")
+    )
+    if (Duration.toSeconds(Serve.defaultShutdownGrace) !== defaultGraceSeconds) {
+      return yield* Effect.dieMessage("main.ts's defaultGraceSeconds is not Serve.defaultShutdownGrace: make them agree")
+    }
     // Every missing setting at once, before anything connects.
     yield* PlatformClient.requireAll(["AGENT_ID", "PLATFORM_TOKEN", "PLATFORM_URL"])
-    const toolkit = yield* demoToolkit
+    const { backendLayer, toolkit } = yield* loadDemo
     yield* Effect.logInfo(`serving ${toolkit.tools.length} demo tools to ${Settings.redactUrl(process.env.PLATFORM_URL ?? "")}`)
     return yield* Serve.serve(toolkit, { shutdownGrace: Duration.seconds(grace) }).pipe(
       Effect.provide(Layer.merge(PlatformClient.layer, backendLayer))
@@ -239,11 +274,13 @@ const mcp = Command.make("mcp", {
   port: Options.integer("port").pipe(Options.withDefault(8788), Options.withDescription("the HTTP port (with --http)"))
 }, ({ http, port }) =>
   Effect.gen(function*() {
-    const toolkit = yield* demoToolkit
-    if (!http) return yield* Mcp.serveStdio(toolkit)
+    const [[Mcp], { backendLayer, toolkit }] = yield* Effect.all([load(() => import("./Mcp.js")), loadDemo], {
+      concurrency: "unbounded"
+    })
+    if (!http) return yield* Mcp.serveStdio(toolkit).pipe(Effect.provide(backendLayer))
     yield* Effect.logInfo(`MCP over Streamable HTTP at http://127.0.0.1:${port}/mcp`)
-    return yield* Layer.launch(Mcp.layerHttp(toolkit, { port }))
-  }).pipe(Effect.provide(backendLayer))).pipe(Command.withDescription("Serve the demo tools over MCP"))
+    return yield* Layer.launch(Mcp.layerHttp(toolkit, { port })).pipe(Effect.provide(backendLayer))
+  })).pipe(Command.withDescription("Serve the demo tools over MCP"))
 
 // ---------------------------------------------------------------------------------------------
 // run
@@ -254,16 +291,21 @@ const run = Command.make("run", {
 }, ({ model, prompt }) =>
   Effect.gen(function*() {
     const chosen = chooseModel(model)
+    const [[Agent], { DemoTools, backendLayer }, modelLayer] = yield* Effect.all([
+      load(() => import("./Agent.js")),
+      loadDemo,
+      loadModel(chosen.model)
+    ], { concurrency: "unbounded" })
     yield* Console.log(`model: ${chosen.model}${chosen.note === "" ? "" : ` (${chosen.note})`}`)
     const agent = Agent.make({ name: "demo", tools: DemoTools.all })
-    const result = yield* Agent.run(agent, prompt).pipe(Effect.provide(modelLayer(chosen.model)))
+    const result = yield* Agent.run(agent, prompt).pipe(Effect.provide(Layer.merge(modelLayer, backendLayer)))
     for (const call of result.toolCalls) {
       yield* Console.log(
         `${call.result.success ? "✓" : "✗"} ${call.name} ${JSON.stringify(call.input)}${call.cached ? " (reused)" : ""}`
       )
     }
     yield* Console.log(`\nanswer: ${result.output}\n(${result.steps} model turns, ${result.toolCalls.length} tool calls)`)
-  }).pipe(Effect.provide(backendLayer))).pipe(Command.withDescription("Run an agent in this process with the demo tools"))
+  })).pipe(Command.withDescription("Run an agent in this process with the demo tools"))
 
 // ---------------------------------------------------------------------------------------------
 

@@ -19,7 +19,8 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["loop.ts", "--tracing=off"],
   ["loop.ts", "--tracing=on"],
   ["serve.ts"],
-  ["claims.ts"]
+  ["claims.ts"],
+  ["startup.ts"]
 ]
 
 const rows: Array<Row> = []

@@ -1,0 +1,158 @@
+/**
+ * The package as a user gets it: `npm run build`, `npm pack`, `npm install` of the tarball into a
+ * fresh folder; there, a script importing "agent-tools" typechecks (tsc, nodenext) and runs an agent
+ * with the scripted model, and the bundled CLI (the `bin`) answers MCP over stdio, its worker
+ * threads included.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { execFile, spawn } from "node:child_process"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { tmpdir } from "node:os"
+import { delimiter, dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { initialize } from "./support/mcpHttp.js"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc")
+// `npm`, and the `#!/usr/bin/env node` of the bin, find this node first.
+const env = { ...process.env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ""}` }
+
+/** Runs a command to its end; its stdout, or a rejection with its stderr. */
+const run = (command: string, args: ReadonlyArray<string>, cwd: string) =>
+  new Promise<string>((resolve, reject) =>
+    execFile(command, args, { cwd, env, timeout: 240_000, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) =>
+      error === null ? resolve(stdout) : reject(new Error(`${command} ${args.join(" ")}: ${error.message}\n${stdout}\n${stderr}`))
+    )
+  )
+
+/** The README's example, as a user writes it against the installed package. */
+const script = `import { Effect, Schema } from "effect"
+import { Agent, LanguageModel, Tool } from "agent-tools"
+
+const getWeather = Tool.make("get_weather", {
+  description: "Current temperature in a city, in degrees Celsius.",
+  input: { city: Schema.String.annotations({ description: "City name, like Lyon" }) },
+  output: Schema.Struct({ city: Schema.String, celsius: Schema.Number }),
+  timeout: "5 seconds"
+}, ({ city }) => Effect.succeed({ city, celsius: city === "Lyon" ? 21 : 15 }))
+
+const agent = Agent.make({ tools: [getWeather], instructions: "Answer briefly." })
+
+const model = LanguageModel.layerScripted([
+  { toolCalls: [{ id: "c1", name: "get_weather", arguments: "{\\"city\\":\\"Lyon\\"}" }] },
+  (request) => {
+    const result = request.messages.find((m) => m._tag === "ToolResultMessage")
+    return { text: \`Lyon: \${JSON.parse(result?._tag === "ToolResultMessage" ? result.content : "{}").celsius} C\` }
+  }
+])
+
+const result = await Effect.runPromise(Agent.run(agent, "How warm is it in Lyon?").pipe(Effect.provide(model)))
+// The types came with the package: not \`any\`.
+// @ts-expect-error the output is a string
+const wrong: number = result.output
+void wrong
+console.log(JSON.stringify({ output: result.output, value: result.toolCalls[0]?.result.value }))
+`
+
+/** MCP over stdio from a spawned program: send a message, wait for the answer with an id. */
+const stdioClient = (command: string, args: ReadonlyArray<string>, cwd: string) => {
+  const child = spawn(command, args, { cwd, env: { ...env, LOG_LEVEL: "" }, stdio: "pipe" })
+  const seen: Array<{ id?: unknown; result?: any; error?: unknown }> = []
+  let buffer = ""
+  let stderr = ""
+  child.stderr.on("data", (chunk) => (stderr += String(chunk)))
+  child.stdout.on("data", (chunk) => {
+    buffer += String(chunk)
+    const lines = buffer.split("\n")
+    buffer = lines.pop() ?? ""
+    for (const line of lines) if (line.trim() !== "") seen.push(JSON.parse(line))
+  })
+  const send = (message: unknown) => child.stdin.write(`${JSON.stringify(message)}\n`)
+  const answer = async (id: number) => {
+    const deadline = Date.now() + 30_000
+    while (Date.now() < deadline) {
+      const found = seen.find((message) => message.id === id)
+      if (found !== undefined) return found
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    throw new Error(`no answer to ${id} within 30 s; stderr: ${stderr}`)
+  }
+  const exited = new Promise<number | null>((resolve) => child.on("exit", resolve))
+  return { child, send, answer, exited, stderr: () => stderr }
+}
+
+describe("the package", () => {
+  it("builds, packs and installs; a script typechecks and runs against it; its bin serves MCP over stdio", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agent-tools-pack-"))
+    try {
+      await run("npm", ["run", "build"], root)
+      // No scripts: the build just ran, and `prepare` would patch the project's TypeScript again.
+      const packed = JSON.parse(
+        await run("npm", ["pack", "--json", "--ignore-scripts", "--pack-destination", dir], root)
+      ) as Array<{ filename: string; files: Array<{ path: string }> }>
+      const files = packed[0]!.files.map((f) => f.path)
+      for (const expected of ["package.json", "dist/lib/index.js", "dist/lib/index.d.ts", "dist/cli/agent-tools.mjs", "dist/cli/reports.worker.mjs"]) {
+        assert.include(files, expected)
+      }
+      assert.deepStrictEqual(files.filter((f) => !f.startsWith("dist/") && f !== "package.json" && f !== "README.md"), [])
+      assert.deepStrictEqual(files.filter((f) => f.includes(".test.")), [])
+
+      const consumer = join(dir, "consumer")
+      mkdirSync(consumer)
+      writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }))
+      // No install scripts: better-sqlite3's fetches a prebuilt binary, and nothing here opens SQLite.
+      await run("npm", [
+        "install",
+        join(dir, packed[0]!.filename),
+        "--prefer-offline",
+        "--no-audit",
+        "--no-fund",
+        "--ignore-scripts"
+      ], consumer)
+      writeFileSync(join(consumer, "main.ts"), script)
+      writeFileSync(
+        join(consumer, "tsconfig.json"),
+        JSON.stringify({
+          compilerOptions: {
+            target: "ES2022",
+            module: "NodeNext",
+            moduleResolution: "NodeNext",
+            strict: true,
+            skipLibCheck: true,
+            types: [],
+            outDir: "out"
+          },
+          files: ["main.ts"]
+        })
+      )
+      await run(process.execPath, [tsc, "-p", "."], consumer)
+      const printed = JSON.parse(await run(process.execPath, ["out/main.js"], consumer))
+      assert.deepStrictEqual(printed, { output: "Lyon: 21 C", value: { city: "Lyon", celsius: 21 } })
+
+      // The bin, as an MCP client spawns it: initialize, then a tool on the worker threads.
+      const mcp = stdioClient(join(consumer, "node_modules", ".bin", "agent-tools"), ["mcp"], consumer)
+      try {
+        mcp.send(initialize)
+        const initialized = await mcp.answer(1)
+        assert.strictEqual(initialized.result?.serverInfo?.name, "agent-tools", mcp.stderr())
+        mcp.send({ jsonrpc: "2.0", method: "notifications/initialized" })
+        mcp.send({
+          jsonrpc: "2.0",
+          id: 2,
+          method: "tools/call",
+          params: { name: "digest_report", arguments: { text: "report", rounds: 10 } }
+        })
+        const digested = await mcp.answer(2)
+        assert.notStrictEqual(digested.result?.isError, true, JSON.stringify(digested))
+        assert.strictEqual(digested.result?.structuredContent?.rounds, 10, JSON.stringify(digested))
+        mcp.child.stdin.end()
+        assert.strictEqual(await mcp.exited, 0, mcp.stderr())
+      } finally {
+        mcp.child.kill("SIGKILL")
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 300_000)
+})
