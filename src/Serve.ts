@@ -47,7 +47,7 @@ import {
   type PlatformUnavailable,
   required
 } from "./PlatformClient.js"
-import { Timing } from "./Timing.js"
+import { shutdownGrace, Timing } from "./Timing.js"
 import type { ToolContext } from "./ToolContext.js"
 import type * as Toolkit from "./Toolkit.js"
 
@@ -152,7 +152,7 @@ export const manifestHash = (toolkit: Toolkit.Toolkit<any>): string =>
   createHash("sha256").update(Json.canonical(toolkit.manifest)).digest("hex")
 
 /** The default of `MakeOptions.shutdownGrace`. */
-export const defaultShutdownGrace: Duration.Duration = Duration.seconds(30)
+export const defaultShutdownGrace: Duration.Duration = shutdownGrace
 
 /** Options of `make`, `layer` and `serve`. */
 export interface MakeOptions {

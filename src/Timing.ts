@@ -38,6 +38,12 @@ export const defaultModelRetry: Schedule.Schedule<unknown, unknown> = Schedule.e
 /** The heartbeat interval the platform expects; silence for 3 of them hides an agent's tools. */
 export const heartbeatInterval = Duration.seconds(60)
 
+/**
+ * How long the calls still running may go on when a serving process stops, before they are
+ * interrupted (`Serve.MakeOptions.shutdownGrace`, `serve --grace`).
+ */
+export const shutdownGrace = Duration.seconds(30)
+
 /** The defaults, used when no layer provides other schedules. */
 export const defaults: Schedules = {
   toolRetry: defaultToolRetry,

@@ -21,6 +21,7 @@ import { Cause, ConfigProvider, Console, Duration, Effect, Layer, Logger, LogLev
 import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { errorText } from "./ToolResult.js"
+import { shutdownGrace } from "./Timing.js"
 
 // ---------------------------------------------------------------------------------------------
 // What the commands load when they run.
@@ -232,15 +233,9 @@ const platform = Command.make("platform", {
 // ---------------------------------------------------------------------------------------------
 // serve
 
-/**
- * `Serve.defaultShutdownGrace` in seconds, written out: reading it from `Serve` would load the
- * serving modules for every `--help`. The serve command checks that the two agree.
- */
-const defaultGraceSeconds = 30
-
 const serve = Command.make("serve", {
   grace: Options.integer("grace").pipe(
-    Options.withDefault(defaultGraceSeconds),
+    Options.withDefault(Duration.toSeconds(shutdownGrace)),
     Options.withDescription(
       "on SIGTERM or SIGINT, the seconds the calls still running may go on before they are interrupted"
     )
@@ -252,9 +247,6 @@ const serve = Command.make("serve", {
       () => import("./Serve.js"),
       () => import("./internal/settings.js")
     )
-    if (Duration.toSeconds(Serve.defaultShutdownGrace) !== defaultGraceSeconds) {
-      return yield* Effect.dieMessage("main.ts's defaultGraceSeconds is not Serve.defaultShutdownGrace: make them agree")
-    }
     // Every missing setting at once, before anything connects.
     yield* PlatformClient.requireAll(["AGENT_ID", "PLATFORM_TOKEN", "PLATFORM_URL"])
     const { backendLayer, toolkit } = yield* loadDemo
