@@ -279,7 +279,8 @@ describe("platform over a real WebSocket", () => {
       assert.match(replies[1]!, /must be a JSON object/)
       assert.match(replies[2]!, /must have a numeric id/)
       assert.match(replies[3]!, /"id":1,"defect":"unknown call \\"Nope\\"; the calls are Register, Heartbeat/)
-      assert.match(replies[4]!, /"id":2,"defect":"invalid Register payload:.*agentId/)
+      // The payload's error names the call and the field.
+      assert.match(replies[4]!, /^\{"id":2,"defect":"Register payload\\n.*\[\\"agentId\\"\]\\n.*is missing"\}$/)
       // Another agent's call on this token: a typed Unauthorized, not a defect.
       assert.deepStrictEqual(JSON.parse(replies[5]!), {
         id: 3,
