@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Deferred, Effect, Fiber, Layer, Schedule, Schema, Stream } from "effect"
+import { ConfigProvider, Deferred, Effect, Fiber, Layer, Option, Schedule, Schema, Stream, Tracer } from "effect"
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import {
@@ -326,6 +326,40 @@ describe("platform over a real WebSocket", () => {
         assert.deepStrictEqual(yield* heartbeat, { known: false })
         record({ suite: "hostile input", measure: "oversized platform frame: that connection closed with", value: closed, expected: "1009" })
       }).pipe(Effect.provide(client(url)))
+    }).pipe(Effect.scoped))
+
+  it.live("trace context crosses the wire: the caller's span is the parent of the platform's span for the call", () =>
+    Effect.gen(function*() {
+      const native = yield* Effect.tracer
+      const spans: Array<Tracer.Span> = []
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = native.span(...args)
+          spans.push(span)
+          return span
+        },
+        context: native.context
+      })
+      yield* Effect.gen(function*() {
+        const url = yield* platform([])
+        yield* Effect.flatMap(PlatformClient.PlatformClient, (c) =>
+          c.heartbeat({ agentId: "agent-1", processId: "p", manifestHash: "h" })).pipe(
+            Effect.withSpan("caller"),
+            Effect.provide(client(url))
+          )
+      }).pipe(Effect.withTracer(recording))
+      const named = (name: string) => spans.find((span) => span.name === name)
+      const caller = named("caller")
+      const sent = named("RpcClient.Heartbeat")
+      const served = named("RpcServer.Heartbeat")
+      assert.isDefined(caller)
+      assert.isDefined(sent)
+      assert.isDefined(served)
+      assert.strictEqual(sent!.traceId, caller!.traceId)
+      assert.strictEqual(served!.traceId, caller!.traceId)
+      const parent = Option.getOrUndefined(served!.parent)
+      assert.strictEqual(parent?._tag, "ExternalSpan")
+      assert.strictEqual(parent?.spanId, sent!.spanId)
     }).pipe(Effect.scoped))
 
   it.live("a wrong token is a typed Unauthorized on every call", () =>
