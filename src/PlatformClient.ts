@@ -5,12 +5,12 @@
  */
 import type * as Rpc from "@effect/rpc/Rpc"
 import * as RpcClient from "@effect/rpc/RpcClient"
-import type * as RpcClientError from "@effect/rpc/RpcClientError"
+import * as RpcClientError from "@effect/rpc/RpcClientError"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
 import * as RpcTest from "@effect/rpc/RpcTest"
-import { Config, Context, Duration, Effect, Exit, Layer, Mailbox, Option, Redacted, Schema, type Scope, Stream } from "effect"
-import { WebSocket } from "ws"
+import { Config, Context, Duration, Effect, Exit, Layer, Mailbox, Option, Redacted, Schema, type Scope } from "effect"
+import * as Framing from "./protocol/Framing.js"
 import {
   Authentication,
   authorizationHeader,
@@ -85,26 +85,85 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
   ) => Effect.Effect<void, UnknownTask | Unauthorized | PlatformUnavailable>
 }>() {}
 
-// A transport failure becomes PlatformUnavailable; the protocol's own errors pass through.
-const typed = <E>(error: E | RpcClientError.RpcClientError): Exclude<E, RpcClientError.RpcClientError> | PlatformUnavailable =>
-  isClientError(error)
-    ? new PlatformUnavailable({ message: `the platform is unreachable (${error.reason})` })
-    : error as Exclude<E, RpcClientError.RpcClientError>
+type PlatformRpcsRpcs = RpcGroup.Rpcs<typeof PlatformRpcs>
 
 const isClientError = (error: unknown): error is RpcClientError.RpcClientError =>
-  typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "RpcClientError"
+  error instanceof RpcClientError.RpcClientError
 
-const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientError.RpcClientError>) =>
-  PlatformClient.of({
-    register: (payload) => Effect.mapError(client.Register(payload), typed),
-    heartbeat: (payload) => Effect.mapError(client.Heartbeat(payload), typed),
-    deregister: (payload) => Effect.mapError(client.Deregister(payload), typed),
-    submitTask: (payload) => Mailbox.fromStream(Stream.mapError(client.SubmitTask(payload), typed)),
-    attachTask: (payload) => Mailbox.fromStream(Stream.mapError(client.AttachTask(payload), typed)),
-    completeToolCall: (payload) => Effect.mapError(client.CompleteToolCall(payload), typed)
+/**
+ * What a transport failure is to the serving side: the protocol's `Unauthorized` when the platform
+ * refused the token at the upgrade, else `PlatformUnavailable` (Serve retries it). A frame over the
+ * platform's limit is a defect: only the answers of `CompleteToolCall` can be split, and they are.
+ */
+const fromTransport = (error: RpcClientError.RpcClientError): Effect.Effect<never, Unauthorized | PlatformUnavailable> =>
+  error.cause instanceof Unauthorized
+    ? Effect.fail(error.cause)
+    : error.cause instanceof Framing.FrameTooLarge
+    ? Effect.die(error.cause)
+    : Effect.fail(new PlatformUnavailable({ message: `the platform is unreachable (${error.message})` }))
+
+const typed = <A, E>(
+  effect: Effect.Effect<A, E | RpcClientError.RpcClientError>
+): Effect.Effect<A, E | Unauthorized | PlatformUnavailable> =>
+  Effect.catchAll(
+    effect,
+    (error): Effect.Effect<never, E | Unauthorized | PlatformUnavailable> =>
+      isClientError(error) ? fromTransport(error) : Effect.fail(error)
+  )
+
+/**
+ * A stream call's events, transport failures typed, in a mailbox for as long as the scope lives:
+ * moved from `RpcClient`'s mailbox a chunk at a time by one fiber (lighter than a `Stream` between them).
+ */
+const typedEvents = <A, E>(
+  events: Effect.Effect<Mailbox.ReadonlyMailbox<A, E | RpcClientError.RpcClientError>, never, Scope.Scope>
+): Effect.Effect<Mailbox.ReadonlyMailbox<A, E | Unauthorized | PlatformUnavailable>, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const source = yield* events
+    const out = yield* Mailbox.make<A, E | Unauthorized | PlatformUnavailable>()
+    const move: Effect.Effect<void, E | RpcClientError.RpcClientError> = Effect.flatMap(source.takeAll, ([chunk, done]) => {
+      out.unsafeOfferAll(chunk)
+      return done ? Effect.void : move
+    })
+    yield* Effect.forkScoped(Effect.onExit(typed(move), (exit) => out.done(exit)))
+    return out
   })
 
-type PlatformRpcsRpcs = RpcGroup.Rpcs<typeof PlatformRpcs>
+// Events are taken off the wire as they come (what the caller has not taken waits in its mailbox).
+const asMailbox = { asMailbox: true, streamBufferSize: Number.POSITIVE_INFINITY } as const
+
+/** The service on an `RpcClient` of the protocol, whatever its transport. */
+const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientError.RpcClientError>) => {
+  type Answers = Parameters<PlatformClient["Type"]["completeToolCall"]>[0]
+  // Over the platform's frame limit: halves, each sent on its own (an error of either is the answer's);
+  // a single result that alone is over it becomes the error result the model reads instead.
+  const complete = (payload: Answers): Effect.Effect<void, UnknownTask | Unauthorized | RpcClientError.RpcClientError> =>
+    Effect.catchAll(client.CompleteToolCall(payload), (error) => {
+      const tooLarge = isClientError(error) && error.cause instanceof Framing.FrameTooLarge ? error.cause : undefined
+      if (tooLarge === undefined) return Effect.fail(error)
+      const { results } = payload
+      if (results.length > 1) {
+        const half = Math.ceil(results.length / 2)
+        return Effect.flatten(Effect.zipWith(
+          Effect.exit(complete({ ...payload, results: results.slice(0, half) })),
+          Effect.exit(complete({ ...payload, results: results.slice(half) })),
+          (first, second) => Exit.zipRight(first, second)
+        ))
+      }
+      const failure = new InvalidOutput({
+        reason: `the result is ${tooLarge.bytes} bytes, over the platform's frame limit of ${tooLarge.limit}`
+      })
+      return complete({ ...payload, results: results.map((r) => ({ ...r, result: ToolResult.failure(failure) })) })
+    })
+  return PlatformClient.of({
+    register: (payload) => typed(client.Register(payload)),
+    heartbeat: (payload) => typed(client.Heartbeat(payload)),
+    deregister: (payload) => typed(client.Deregister(payload)),
+    submitTask: (payload) => typedEvents(client.SubmitTask(payload, asMailbox)),
+    attachTask: (payload) => typedEvents(client.AttachTask(payload, asMailbox)),
+    completeToolCall: (payload) => typed(complete(payload))
+  })
+}
 
 /** A required setting, or `MissingSetting` naming it. */
 export const required = <A>(variable: string, config: Config.Config<A>): Effect.Effect<A, MissingSetting> =>
@@ -147,10 +206,10 @@ export interface LayerOptions {
 }
 
 /**
- * The platform at `PLATFORM_URL` (`ws://host:port/rpc`) over WebSocket, on the protocol's own
- * wire (platform/Wire.ts), the token sent once with the upgrade. The connection opens with the
- * first call and again with the first call after it dropped; calls in flight when it drops fail
- * with `PlatformUnavailable` (Serve retries them on `Timing.reconnect`).
+ * The platform at `PLATFORM_URL` (`ws://host:port/rpc`) over WebSocket: `RpcClient` on the
+ * protocol's wire (platform/Wire.ts), the token sent once with the upgrade. The connection opens
+ * with the first call and again with the first call after it dropped; calls in flight when it drops
+ * fail with `PlatformUnavailable` (Serve retries them on `Timing.reconnect`).
  */
 export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, MissingSetting> =>
   Layer.scoped(
@@ -158,126 +217,19 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, M
     Effect.gen(function*() {
       const url = yield* required("PLATFORM_URL", Config.string("PLATFORM_URL"))
       const token = yield* required("PLATFORM_TOKEN", Config.redacted("PLATFORM_TOKEN"))
-      const handshakeTimeout = Duration.toMillis(Duration.decode(options?.connectTimeout ?? "10 seconds"))
-      const unavailable = (reason: string) => new PlatformUnavailable({ message: `the platform is unreachable (${reason})` })
-
-      interface Connection {
-        readonly socket: WebSocket
-        readonly opened: Promise<Wire.Link>
-        link: Wire.Link | undefined
-      }
-      let current: Connection | undefined
-      let closed = false
-
-      const connect = (): Connection => {
-        const socket = new WebSocket(url, {
-          headers: { [authorizationHeader]: `Bearer ${Redacted.value(token)}` },
-          maxPayload: options?.maxFrameBytes ?? Wire.defaultClientMaxFrameBytes,
-          handshakeTimeout,
-          perMessageDeflate: false
-        })
-        let settle: { resolve: (link: Wire.Link) => void; reject: (error: Error) => void } | undefined
-        const connection: Connection = {
-          socket,
-          link: undefined,
-          opened: new Promise<Wire.Link>((resolve, reject) => void (settle = { resolve, reject }))
-        }
-        // Nobody may be waiting when it fails: the failure still counts as handled.
-        connection.opened.catch(() => undefined)
-        socket.on("open", () => {
-          connection.link = { send: (frame) => socket.send(frame) }
-          settle?.resolve(connection.link)
-        })
-        // The platform checks the token at the upgrade: a 401 is the protocol's Unauthorized, not an outage.
-        socket.on("unexpected-response", (request, response) => {
-          const status = response.statusCode ?? 0
-          response.resume()
-          request.destroy()
-          if (current === connection) current = undefined
-          settle?.reject(
-            status === 401
-              ? new Unauthorized({ message: "missing or unknown platform token" })
-              : new Error(`the platform refused the connection (${status} ${response.statusMessage ?? ""})`)
-          )
-        })
-        socket.on("message", (data) => client.receive(String(data)))
-        socket.on("error", (error) => {
-          // Failing to open: the next call tries a new connection (ws also emits "close" after this).
-          if (connection.link === undefined && current === connection) current = undefined
-          settle?.reject(error)
-        })
-        socket.on("close", (code, reason) => {
-          if (current === connection) current = undefined
-          const why = `connection closed, code ${code}${reason.length > 0 ? `: ${String(reason)}` : ""}`
-          settle?.reject(new Error(why))
-          client.dropped(why)
-        })
-        return connection
-      }
-
-      const open: Effect.Effect<Wire.Link, PlatformUnavailable | Unauthorized> = Effect.suspend(() => {
-        if (closed) return Effect.fail(unavailable("the client is closed"))
-        const connection = current ??= connect()
-        if (connection.link !== undefined) return Effect.succeed(connection.link)
-        return Effect.tryPromise({
-          try: () => connection.opened,
-          catch: (error) => error instanceof Unauthorized ? error : unavailable(String((error as Error).message ?? error))
-        })
+      const protocol = yield* Wire.makeClient({
+        url,
+        headers: { [authorizationHeader]: `Bearer ${Redacted.value(token)}` },
+        maxFrameBytes: options?.maxFrameBytes ?? Framing.defaultClientMaxFrameBytes,
+        maxSendBytes: options?.maxSendBytes ?? Framing.defaultMaxFrameBytes,
+        handshakeTimeout: Duration.toMillis(Duration.decode(options?.connectTimeout ?? "10 seconds"))
       })
-
-      const client = Wire.makeClient<PlatformUnavailable | Unauthorized>({
-        group: PlatformRpcs,
-        open,
-        unavailable,
-        maxSendBytes: options?.maxSendBytes
-      })
-      yield* Effect.addFinalizer(() =>
-        Effect.sync(() => {
-          closed = true
-          current?.socket.close()
-          current = undefined
-        })
+      const client = yield* RpcClient.make(PlatformRpcs).pipe(
+        Effect.provideService(RpcClient.Protocol, protocol),
+        // The token went with the upgrade: the calls carry nothing more.
+        Effect.provide(RpcMiddleware.layerClient(Authentication, ({ request }) => Effect.succeed(request)))
       )
-      type Call = PlatformClient["Type"]
-      // Over the platform's frame limit: halves, each sent on its own (an error of either is the answer's);
-      // a single result that alone is over it becomes the error result the model reads instead.
-      const completeToolCall: Call["completeToolCall"] = (payload) =>
-        Effect.catchIf(
-          client.call("CompleteToolCall", payload),
-          (error) => error instanceof Wire.FrameTooLarge,
-          (error): Effect.Effect<unknown, unknown> => {
-            const tooLarge = error as Wire.FrameTooLarge
-            const { results } = payload
-            if (results.length > 1) {
-              const half = Math.ceil(results.length / 2)
-              return Effect.flatMap(
-                Effect.zipWith(
-                  Effect.exit(completeToolCall({ ...payload, results: results.slice(0, half) })),
-                  Effect.exit(completeToolCall({ ...payload, results: results.slice(half) })),
-                  Exit.zipRight
-                ),
-                (exit) => exit
-              )
-            }
-            return completeToolCall({
-              ...payload,
-              results: results.map((r) => ({
-                ...r,
-                result: ToolResult.failure(new InvalidOutput({
-                  reason: `the result is ${tooLarge.bytes} bytes, over the platform's frame limit of ${tooLarge.limit}`
-                }))
-              }))
-            })
-          }
-        ) as ReturnType<Call["completeToolCall"]>
-      return PlatformClient.of({
-        register: (payload) => client.call("Register", payload) as ReturnType<Call["register"]>,
-        heartbeat: (payload) => client.call("Heartbeat", payload) as ReturnType<Call["heartbeat"]>,
-        deregister: (payload) => client.call("Deregister", payload) as ReturnType<Call["deregister"]>,
-        submitTask: (payload) => client.stream("SubmitTask", payload) as ReturnType<Call["submitTask"]>,
-        attachTask: (payload) => client.stream("AttachTask", payload) as ReturnType<Call["attachTask"]>,
-        completeToolCall
-      })
+      return fromRpcClient(client)
     })
   )
 

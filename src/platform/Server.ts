@@ -8,6 +8,7 @@
 import * as Headers from "@effect/platform/Headers"
 import type * as Rpc from "@effect/rpc/Rpc"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
+import * as RpcServer from "@effect/rpc/RpcServer"
 import {
   Clock,
   Context,
@@ -33,6 +34,7 @@ import * as LanguageModel from "../LanguageModel.js"
 import { Timing } from "../Timing.js"
 import * as TimingModule from "../Timing.js"
 import * as Toolkit from "../Toolkit.js"
+import * as Framing from "../protocol/Framing.js"
 import * as Journal from "./Journal.js"
 import {
   AuthenticatedAgent,
@@ -654,7 +656,7 @@ export interface ListenOptions {
 
 /** The defaults of `ListenOptions`' limits. */
 export const defaultListenLimits = {
-  maxFrameBytes: Wire.defaultMaxFrameBytes,
+  maxFrameBytes: Framing.defaultMaxFrameBytes,
   maxConnections: 256,
   pingInterval: Duration.seconds(30),
   maxBufferedBytes: 1024 * 1024
@@ -675,7 +677,7 @@ export class ListenError extends Schema.TaggedError<ListenError>("agent-tools/pl
 }) {}
 
 /**
- * The platform on a real WebSocket (`ws://host:port/rpc`), on the protocol's own wire
+ * The platform on a real WebSocket (`ws://host:port/rpc`): `RpcServer` on the protocol's wire
  * (platform/Wire.ts). Needs the handlers: `Layer.provide(layerHandlers(options))`.
  */
 export const layerWebSocket = (
@@ -686,6 +688,13 @@ export const layerWebSocket = (
     Effect.gen(function*() {
       const runtime = yield* Effect.runtime<never>()
       const authentication = yield* Authentication
+      const wire = yield* Wire.makeServer
+      // A defect is its call's answer, not the end of every call on the connection.
+      yield* RpcServer.make(PlatformRpcs, { disableFatalDefects: true }).pipe(
+        Effect.provideService(RpcServer.Protocol, wire.protocol),
+        Effect.interruptible,
+        Effect.forkScoped
+      )
       const host = listen.host ?? "127.0.0.1"
       const maxPayload = listen.maxFrameBytes ?? defaultListenLimits.maxFrameBytes
       const maxConnections = listen.maxConnections ?? defaultListenLimits.maxConnections
@@ -748,7 +757,7 @@ export const layerWebSocket = (
             }, 10)
           }
         }
-        const connection = Wire.serveConnection({ group: PlatformRpcs, runtime }, headers, send)
+        const connection = wire.connect(headers, send)
         ws.on("message", (data) => {
           state.heard = true
           connection.receive(String(data))

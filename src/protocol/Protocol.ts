@@ -6,7 +6,7 @@
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
-import { Context, Schema } from "effect"
+import { Context, ParseResult, Schema } from "effect"
 import { ToolResultFromJson } from "../ToolResult.js"
 import * as Toolkit from "../Toolkit.js"
 
@@ -109,6 +109,20 @@ export type TaskEvent = typeof TaskEvent.Type
 /** Who is calling: the agent, and which of its processes (a process registers its own tools). */
 const Caller = { agentId: Schema.String, processId: Schema.String }
 
+/**
+ * A call's payload, named for it: a payload that does not decode says which call's it was.
+ * `RpcClient` checks every call's payload with `make`, whose checker `Schema` builds anew at each
+ * call when a field transforms (a payload's type side is not memoized): here the same check, with
+ * its checker built once. (No payload field has a constructor default for `make` to fill in.)
+ */
+const payload = <Fields extends Schema.Struct.Fields>(call: string, fields: Fields) => {
+  const schema = Schema.Struct(fields).annotations({ identifier: `${call} payload` })
+  const check = ParseResult.validateSync(Schema.typeSchema(schema))
+  return class extends schema {
+    static override make: typeof schema.make = (props) => check(props)
+  }
+}
+
 /** The agent a token is bound to, provided to handlers by the authentication middleware. */
 export class AuthenticatedAgent extends Context.Tag("agent-tools/platform/AuthenticatedAgent")<
   AuthenticatedAgent,
@@ -142,35 +156,35 @@ export type ToolCallResult = typeof ToolCallResult.Type
 /** The platform protocol. */
 export class PlatformRpcs extends RpcGroup.make(
   Rpc.make("Register", {
-    payload: { ...Caller, manifest: Schema.Array(Toolkit.ManifestEntry), manifestHash: Schema.String },
+    payload: payload("Register", { ...Caller, manifest: Schema.Array(Toolkit.ManifestEntry), manifestHash: Schema.String }),
     success: Schema.Struct({ heartbeatIntervalMillis: Schema.Number }),
     error: Schema.Union(ManifestRejected, LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("Heartbeat", {
-    payload: { ...Caller, manifestHash: Schema.String },
+    payload: payload("Heartbeat", { ...Caller, manifestHash: Schema.String }),
     // `known: false`: the platform does not hold this manifest (it restarted, or it expired): register again.
     success: Schema.Struct({ known: Schema.Boolean }),
     error: Schema.Union(LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("Deregister", {
-    payload: Caller,
+    payload: payload("Deregister", Caller),
     error: Schema.Union(LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("SubmitTask", {
-    payload: { ...Caller, prompt: Schema.String, events: Schema.optional(EventsWanted) },
+    payload: payload("SubmitTask", { ...Caller, prompt: Schema.String, events: Schema.optional(EventsWanted) }),
     success: TaskEvent,
     error: Unauthorized,
     stream: true
   }),
   Rpc.make("AttachTask", {
-    payload: { ...Caller, taskId: Schema.String, events: Schema.optional(EventsWanted) },
+    payload: payload("AttachTask", { ...Caller, taskId: Schema.String, events: Schema.optional(EventsWanted) }),
     success: TaskEvent,
     error: Schema.Union(UnknownTask, Unauthorized),
     stream: true
   }),
   // One or more results: a client sends the results ready at the same moment together.
   Rpc.make("CompleteToolCall", {
-    payload: { ...Caller, results: Schema.Array(ToolCallResult) },
+    payload: payload("CompleteToolCall", { ...Caller, results: Schema.Array(ToolCallResult) }),
     error: Schema.Union(UnknownTask, Unauthorized)
   })
 ).middleware(Authentication) {}

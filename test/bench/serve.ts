@@ -1,99 +1,133 @@
 /**
- * Delivered tool calls through the platform, a real WebSocket on 127.0.0.1 and Serve, beside a raw
- * `ws` JSON echo in the same run: calls per second with 64 in flight, and sequential round-trip
- * microseconds (p50: the time from one delivered call to the next, in tasks of 20 turns of one
- * call). Three rounds of each: the median round's calls/s, the p50 of every round's gaps. Two
- * topologies: the platform in this process, and (as deployed) in a process of its own. Tracing
- * disabled. Run with `npm run bench`.
+ * Delivered tool calls through the platform, a real WebSocket on 127.0.0.1 and Serve: calls per
+ * second with 64 in flight, and sequential round-trip microseconds (p50: the time from one
+ * delivered call to the next, in tasks of 20 turns of one call). The wire in src/ (on
+ * `@effect/rpc`'s `RpcServer` and `RpcClient`) beside the wire as it was before (the bench-local
+ * copy in test/bench/legacy/) and a raw `ws` JSON echo, in the same run: both wires are set up and
+ * warmed, then measured in alternating rounds (five of each; the median round's calls/s, the p50 of
+ * every round's gaps). Two topologies: the platform in this process, and (as deployed) in a process
+ * of its own. Tracing disabled. Run with `npm run bench`.
  */
-import { ConfigProvider, Effect, Layer, Schema } from "effect"
+import { ConfigProvider, Effect, Layer, Schema, type Scope } from "effect"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { WebSocket, WebSocketServer } from "ws"
 import { PlatformClient, PlatformServer, Serve, Tool, Toolkit } from "../../src/index.js"
+import * as Legacy from "./legacy/Server.js"
 import { report } from "./report.js"
-import { argumentsText, layer as platformLayer } from "./servePlatform.js"
+import { argumentsText, layer as platformLayer, type WireName } from "./servePlatform.js"
 
 const inFlight = 64
 const wideTurns = 10 // tasks of 10 turns of 64 calls
 const wideTasks = 8
 const sequentialTurns = 20 // tasks of 20 turns of one call
 const sequentialTasks = 60
+const rounds = 5
+const wires: ReadonlyArray<WireName> = ["legacy", "rpc"]
 
-const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 interface Figures {
   readonly callsPerSecond: number
   readonly sequentialP50: number
 }
 
-/** Serve's side: the calls per second of wide tasks, and the gaps between sequential calls. */
-const serveRun = (url: string): Effect.Effect<Figures, unknown> => {
-  let stamps: Array<number> = []
-  // The benchmark's tool, stamping the time each delivered call reaches it.
-  const stamped = Tool.make("add", {
-    description: "Add two numbers.",
-    input: { a: Schema.Number, b: Schema.Number },
-    output: Schema.Number,
-    timeout: "10 seconds"
-  }, ({ a, b }) => {
-    stamps.push(performance.now())
-    return Effect.succeed(a + b)
-  })
-  const settings = Layer.setConfigProvider(
-    ConfigProvider.fromMap(new Map([["AGENT_ID", "bench"], ["PLATFORM_TOKEN", "tok"], ["PLATFORM_URL", url]]))
-  )
-  return Effect.gen(function*() {
-    const served = yield* Serve.make(yield* Toolkit.make(stamped))
-    // Warm-up.
-    for (let i = 0; i < 10; i++) yield* served.runTask(`${inFlight}x5`)
-    for (let i = 0; i < 100; i++) yield* served.runTask(`1x${sequentialTurns}`)
-
-    // Three rounds of each; the median round's calls/s, the p50 of all rounds' gaps.
-    const rates: Array<number> = []
-    const gaps: Array<number> = []
-    for (let round = 0; round < 3; round++) {
-      const t0 = performance.now()
-      for (let i = 0; i < wideTasks; i++) yield* served.runTask(`${inFlight}x${wideTurns}`)
-      rates.push((inFlight * wideTurns * wideTasks) / ((performance.now() - t0) / 1000))
-      for (let i = 0; i < sequentialTasks; i++) {
-        stamps = []
-        yield* served.runTask(`1x${sequentialTurns}`)
-        for (let k = 1; k < stamps.length; k++) gaps.push((stamps[k]! - stamps[k - 1]!) * 1000)
-      }
-    }
-    const callsPerSecond = median(rates)
-    return { callsPerSecond, sequentialP50: median(gaps) }
-  }).pipe(Effect.scoped, Effect.provide(Layer.provideMerge(PlatformClient.layer, settings)))
+/** A serving process on `wire` at `url`, warmed: one round of wide tasks, one of sequential ones. */
+interface Served {
+  readonly wide: Effect.Effect<number, unknown>
+  readonly sequential: Effect.Effect<ReadonlyArray<number>, unknown>
 }
 
-/** The platform in this process. */
+const serving = (url: string, wire: WireName): Effect.Effect<Served, unknown, Scope.Scope> =>
+  Effect.gen(function*() {
+    let stamps: Array<number> = []
+    // The benchmark's tool, stamping the time each delivered call reaches it.
+    const stamped = Tool.make("add", {
+      description: "Add two numbers.",
+      input: { a: Schema.Number, b: Schema.Number },
+      output: Schema.Number,
+      timeout: "10 seconds"
+    }, ({ a, b }) => {
+      stamps.push(performance.now())
+      return Effect.succeed(a + b)
+    })
+    const settings = Layer.setConfigProvider(
+      ConfigProvider.fromMap(new Map([["AGENT_ID", "bench"], ["PLATFORM_TOKEN", "tok"], ["PLATFORM_URL", url]]))
+    )
+    const client = wire === "legacy" ? Legacy.layerWith() : PlatformClient.layer
+    const runtime = yield* Layer.toRuntime(Layer.provideMerge(client, settings))
+    const served = yield* Effect.provide(Serve.make(yield* Toolkit.make(stamped)), runtime)
+    const run = (prompt: string) => Effect.provide(served.runTask(prompt), runtime)
+    // Warm-up.
+    for (let i = 0; i < 10; i++) yield* run(`${inFlight}x5`)
+    for (let i = 0; i < 100; i++) yield* run(`1x${sequentialTurns}`)
+    return {
+      wide: Effect.gen(function*() {
+        const t0 = performance.now()
+        for (let i = 0; i < wideTasks; i++) yield* run(`${inFlight}x${wideTurns}`)
+        return (inFlight * wideTurns * wideTasks) / ((performance.now() - t0) / 1000)
+      }),
+      sequential: Effect.gen(function*() {
+        const gaps: Array<number> = []
+        for (let i = 0; i < sequentialTasks; i++) {
+          stamps = []
+          yield* run(`1x${sequentialTurns}`)
+          for (let k = 1; k < stamps.length; k++) gaps.push((stamps[k]! - stamps[k - 1]!) * 1000)
+        }
+        return gaps
+      })
+    }
+  })
+
+/** Both wires, each at its platform's URL, measured in alternating rounds. */
+const compare = (urls: Record<WireName, string>): Effect.Effect<Record<WireName, Figures>, unknown, Scope.Scope> =>
+  Effect.gen(function*() {
+    const served = { legacy: yield* serving(urls.legacy, "legacy"), rpc: yield* serving(urls.rpc, "rpc") }
+    const rates = { legacy: [] as Array<number>, rpc: [] as Array<number> }
+    const gaps = { legacy: [] as Array<number>, rpc: [] as Array<number> }
+    for (let round = 0; round < rounds; round++) {
+      // Each wire goes first in every other round: neither always runs on a heap the other filled.
+      for (const wire of round % 2 === 0 ? wires : [...wires].reverse()) {
+        rates[wire].push(yield* served[wire].wide)
+        gaps[wire].push(...(yield* served[wire].sequential))
+      }
+    }
+    const figures = (wire: WireName): Figures => ({ callsPerSecond: median(rates[wire]), sequentialP50: median(gaps[wire]) })
+    return { legacy: figures("legacy"), rpc: figures("rpc") }
+  })
+
+/** Both platforms in this process. */
 const inProcess = Effect.gen(function*() {
-  const context = yield* Layer.build(platformLayer)
-  return yield* serveRun(yield* Effect.provide(PlatformServer.url, context))
+  const url = (wire: WireName) =>
+    Effect.flatMap(Layer.build(platformLayer(wire)), (context) => Effect.provide(PlatformServer.url, context))
+  return yield* compare({ legacy: yield* url("legacy"), rpc: yield* url("rpc") })
 }).pipe(Effect.scoped)
 
-/** The platform in a child process (test/bench/servePlatform.ts). */
-const twoProcesses = Effect.acquireUseRelease(
-  Effect.sync(() =>
-    spawn(process.execPath, ["--import", "tsx", "test/bench/servePlatform.ts"], {
-      cwd: fileURLToPath(new URL("../..", import.meta.url)),
-      stdio: ["pipe", "pipe", "inherit"]
-    })
-  ),
-  (child) =>
-    Effect.flatMap(
+/** Each platform in a child process of its own (test/bench/servePlatform.ts). */
+const childPlatform = (wire: WireName): Effect.Effect<string, never, Scope.Scope> =>
+  Effect.flatMap(
+    Effect.acquireRelease(
+      Effect.sync(() =>
+        spawn(process.execPath, ["--import", "tsx", "test/bench/servePlatform.ts", `--wire=${wire}`], {
+          cwd: fileURLToPath(new URL("../..", import.meta.url)),
+          stdio: ["pipe", "pipe", "inherit"]
+        })
+      ),
+      (child) => Effect.sync(() => child.stdin!.end())
+    ),
+    (child) =>
       Effect.async<string>((resume) => {
         let out = ""
         child.stdout!.on("data", (data) => {
           out += String(data)
           if (out.includes("\n")) resume(Effect.succeed(out.trim()))
         })
-      }),
-      serveRun
-    ),
-  (child) => Effect.sync(() => child.stdin!.end())
-)
+      })
+  )
+
+const twoProcesses = Effect.gen(function*() {
+  return yield* compare({ legacy: yield* childPlatform("legacy"), rpc: yield* childPlatform("rpc") })
+}).pipe(Effect.scoped)
 
 // The baseline: a ws server echoing JSON, the same message shapes in and out.
 const echoRun = () =>
@@ -143,21 +177,21 @@ const main = Effect.gen(function*() {
     ["platform in the same process", yield* inProcess],
     ["platform in its own process", yield* twoProcesses]
   ] as const
-  for (const [where, figures] of topologies) {
+  for (const [where, { legacy, rpc }] of topologies) {
     report({
       bench: "serve",
       measure: `delivered calls, ${inFlight} in flight, ${where}`,
-      value: `${figures.callsPerSecond.toFixed(0)} calls/s`,
-      baseline: `${echo.callsPerSecond.toFixed(0)} calls/s (raw ws JSON echo)`,
-      ratio: `${(echo.callsPerSecond / figures.callsPerSecond).toFixed(1)}x fewer`,
-      target: ">= 5,000 calls/s"
+      value: `${rpc.callsPerSecond.toFixed(0)} calls/s`,
+      baseline: `${legacy.callsPerSecond.toFixed(0)} calls/s (legacy wire); ${echo.callsPerSecond.toFixed(0)} calls/s (raw ws JSON echo)`,
+      ratio: `${(rpc.callsPerSecond / legacy.callsPerSecond).toFixed(2)} of the legacy wire`,
+      target: ">= 5,000 calls/s; >= 0.90 of the legacy wire"
     })
     report({
       bench: "serve",
       measure: `sequential round trip p50, ${where}`,
-      value: `${figures.sequentialP50.toFixed(0)} us`,
-      baseline: `${echo.sequentialP50.toFixed(0)} us (raw ws JSON echo)`,
-      ratio: `${(figures.sequentialP50 / echo.sequentialP50).toFixed(1)}x`,
+      value: `${rpc.sequentialP50.toFixed(0)} us`,
+      baseline: `${legacy.sequentialP50.toFixed(0)} us (legacy wire); ${echo.sequentialP50.toFixed(0)} us (raw ws JSON echo)`,
+      ratio: `${(rpc.sequentialP50 / legacy.sequentialP50).toFixed(2)}x the legacy wire`,
       target: "< 500 us"
     })
   }

@@ -1,10 +1,12 @@
 /**
  * The platform of the serve benchmark, for running it in a process of its own: a WebSocket on
  * 127.0.0.1 and a scripted model whose task `WxT` asks for T turns of W calls. Prints its URL,
- * then serves until stdin closes.
+ * then serves until stdin closes. `--wire=legacy`: on the bench-local copy of the wire as it was
+ * before `@effect/rpc` carried it (test/bench/legacy/), the baseline.
  */
 import { Effect, Layer } from "effect"
 import { LanguageModel, PlatformServer } from "../../src/index.js"
+import * as Legacy from "./legacy/Server.js"
 
 export const argumentsText = "{\"a\":1,\"b\":2}"
 
@@ -19,15 +21,20 @@ export const script: LanguageModel.ScriptedTurn = (request) => {
   }
 }
 
-/** The platform with that model, on a free port. */
-export const layer = PlatformServer.layerWebSocket({ port: 0 }).pipe(
-  Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok", "bench"]]), maxSteps: 100_000 })),
-  Layer.provide(LanguageModel.layerScripted([script], { repeat: true, keepRequests: false }))
-)
+/** Which wire a benchmarked platform and its client speak. */
+export type WireName = "rpc" | "legacy"
+
+/** The platform with that model, on a free port, on `wire`. */
+export const layer = (wire: WireName) =>
+  (wire === "legacy" ? Legacy.layerWebSocket({ port: 0 }) : PlatformServer.layerWebSocket({ port: 0 })).pipe(
+    Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok", "bench"]]), maxSteps: 100_000 })),
+    Layer.provide(LanguageModel.layerScripted([script], { repeat: true, keepRequests: false }))
+  )
 
 if (process.argv[1]?.endsWith("servePlatform.ts")) {
+  const wire: WireName = process.argv.includes("--wire=legacy") ? "legacy" : "rpc"
   Effect.gen(function*() {
-    const context = yield* Layer.build(layer)
+    const context = yield* Layer.build(layer(wire))
     process.stdout.write(`${yield* Effect.provide(PlatformServer.url, context)}\n`)
     yield* Effect.async<void>((resume) => {
       process.stdin.on("end", () => resume(Effect.void))

@@ -276,6 +276,45 @@ describe("hostile clients (design: Hostile clients)", () => {
       assert.match((last as { output: string }).output, /^a:hold: invalid output: the value is nested deeper than 128 levels/)
     }).pipe(Effect.scoped))
 
+  it.live("a call id already running is refused; a cancelled stream frees its id", () =>
+    Effect.gen(function*() {
+      const url = yield* platform([{ toolCalls: [call("a", "hold")] }, (request) => ({ text: resultsText(request) })])
+      const socket = yield* Effect.promise(() => open(url, { authorization: "Bearer tok-1" }))
+      assert.instanceOf(socket, WebSocket)
+      const ws = socket as WebSocket
+      const received: Array<{ id?: number; events?: Array<{ _tag: string }>; defect?: string; error?: unknown }> = []
+      ws.on("message", (data) => received.push(JSON.parse(String(data))))
+      /** Sends `frame`, then waits for a frame that `until` accepts. */
+      const exchangeUntil = (frame: object, until: (got: typeof received[number]) => boolean) =>
+        Effect.promise(() => {
+          const from = received.length
+          ws.send(JSON.stringify(frame))
+          return new Promise<typeof received[number]>((resolve) => {
+            const timer = setInterval(() => {
+              const found = received.slice(from).find(until)
+              if (found === undefined) return
+              clearInterval(timer)
+              resolve(found)
+            }, 5)
+          })
+        }).pipe(Effect.timeout("5 seconds"))
+      const caller = { agentId: "agent-1", processId: "p1" }
+      yield* exchangeUntil({ id: 1, call: "Register", payload: { ...caller, manifest: [manifestEntry], manifestHash: "h" } }, (got) =>
+        got.id === 1)
+      const submit = { id: 2, call: "SubmitTask", payload: { ...caller, prompt: "go", events: "calls" } }
+      const calls = (got: typeof received[number]) => got.id === 2 && (got.events ?? []).some((e) => e._tag === "ToolCallRequested")
+      yield* exchangeUntil(submit, calls)
+      const refused = yield* exchangeUntil(submit, (got) => got.id === 2 && got.defect !== undefined)
+      assert.strictEqual(refused.defect, "call id 2 is already running")
+      ws.send(JSON.stringify({ id: 2, cancel: true }))
+      // The cancel ends the stream on the platform's side (it is not answered): its id is free again.
+      yield* Effect.sleep("100 millis")
+      const again = yield* exchangeUntil({ id: 2, call: "AttachTask", payload: { ...caller, taskId: "none" } }, (got) =>
+        got.id === 2)
+      assert.deepStrictEqual(again, { id: 2, error: { _tag: "UnknownTask", taskId: "none" } })
+      ws.close()
+    }).pipe(Effect.scoped))
+
   it.live("answers ready together over the platform's frame limit go in more than one frame, and all land", () =>
     Effect.gen(function*() {
       const url = yield* platform([

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Deferred, Effect, Fiber, Layer, Schedule, Schema, Stream } from "effect"
+import { ConfigProvider, Deferred, Effect, Fiber, Layer, Option, Schedule, Schema, Stream, Tracer } from "effect"
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import {
@@ -279,7 +279,8 @@ describe("platform over a real WebSocket", () => {
       assert.match(replies[1]!, /must be a JSON object/)
       assert.match(replies[2]!, /must have a numeric id/)
       assert.match(replies[3]!, /"id":1,"defect":"unknown call \\"Nope\\"; the calls are Register, Heartbeat/)
-      assert.match(replies[4]!, /"id":2,"defect":"invalid Register payload:.*agentId/)
+      // The payload's error names the call and the field.
+      assert.match(replies[4]!, /^\{"id":2,"defect":"Register payload\\n.*\[\\"agentId\\"\]\\n.*is missing"\}$/)
       // Another agent's call on this token: a typed Unauthorized, not a defect.
       assert.deepStrictEqual(JSON.parse(replies[5]!), {
         id: 3,
@@ -325,6 +326,40 @@ describe("platform over a real WebSocket", () => {
         assert.deepStrictEqual(yield* heartbeat, { known: false })
         record({ suite: "hostile input", measure: "oversized platform frame: that connection closed with", value: closed, expected: "1009" })
       }).pipe(Effect.provide(client(url)))
+    }).pipe(Effect.scoped))
+
+  it.live("trace context crosses the wire: the caller's span is the parent of the platform's span for the call", () =>
+    Effect.gen(function*() {
+      const native = yield* Effect.tracer
+      const spans: Array<Tracer.Span> = []
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = native.span(...args)
+          spans.push(span)
+          return span
+        },
+        context: native.context
+      })
+      yield* Effect.gen(function*() {
+        const url = yield* platform([])
+        yield* Effect.flatMap(PlatformClient.PlatformClient, (c) =>
+          c.heartbeat({ agentId: "agent-1", processId: "p", manifestHash: "h" })).pipe(
+            Effect.withSpan("caller"),
+            Effect.provide(client(url))
+          )
+      }).pipe(Effect.withTracer(recording))
+      const named = (name: string) => spans.find((span) => span.name === name)
+      const caller = named("caller")
+      const sent = named("RpcClient.Heartbeat")
+      const served = named("RpcServer.Heartbeat")
+      assert.isDefined(caller)
+      assert.isDefined(sent)
+      assert.isDefined(served)
+      assert.strictEqual(sent!.traceId, caller!.traceId)
+      assert.strictEqual(served!.traceId, caller!.traceId)
+      const parent = Option.getOrUndefined(served!.parent)
+      assert.strictEqual(parent?._tag, "ExternalSpan")
+      assert.strictEqual(parent?.spanId, sent!.spanId)
     }).pipe(Effect.scoped))
 
   it.live("a wrong token is a typed Unauthorized on every call", () =>
