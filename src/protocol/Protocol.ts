@@ -115,7 +115,7 @@ const Caller = { agentId: Schema.String, processId: Schema.String }
  * call when a field transforms (a payload's type side is not memoized): here the same check, with
  * its checker built once. (No payload field has a constructor default for `make` to fill in.)
  */
-const payload = <Fields extends Schema.Struct.Fields>(call: string, fields: Fields) => {
+const payload = <Fields extends Schema.Struct.Fields>(call: string, fields: Fields): Schema.Struct<Fields> => {
   const schema = Schema.Struct(fields).annotations({ identifier: `${call} payload` })
   const check = ParseResult.validateSync(Schema.typeSchema(schema))
   return class extends schema {
