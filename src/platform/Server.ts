@@ -115,7 +115,7 @@ interface PendingCall {
 }
 
 /** The events a `"calls"` stream leaves out. */
-const progressOnly = new Set<TaskEvent["_tag"]>(["TurnStarted", "ModelText", "ToolCallCompleted"])
+const leftOutOfCalls = new Set<TaskEvent["_tag"]>(["TurnStarted", "ModelText", "ToolCallCompleted"])
 
 class Task {
   attachment: Mailbox.Mailbox<TaskEvent> | undefined
@@ -144,7 +144,7 @@ class Task {
       this.attachment = undefined
       return
     }
-    if (this.wanted === "calls" && progressOnly.has(event._tag)) return
+    if (this.wanted === "calls" && leftOutOfCalls.has(event._tag)) return
     this.attachment?.unsafeOffer(event)
   }
 
