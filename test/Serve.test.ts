@@ -543,21 +543,3 @@ describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () 
     }).pipe(Effect.scoped, Effect.provide(Layer.merge(inProcess(), logger)))
   })
 })
-
-describe("Serve in a test, as docs/tools.md shows it", () => {
-  it.scoped("Serve.make under it.scoped with PlatformClient.layerTest: the task runs, the scope closes cleanly", () =>
-    Effect.gen(function*() {
-      const served = yield* Serve.make(yield* Toolkit.make(lookup))
-      assert.strictEqual(yield* served.runTask("Look up x"), "\"found x\"")
-    }).pipe(Effect.provide(
-      PlatformClient.layerTest.pipe(
-        Layer.provideMerge(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
-        Layer.provide(LanguageModel.layerScripted([
-          { toolCalls: [{ id: "c1", name: "lookup", arguments: "{\"id\":\"x\"}" }] },
-          (request) => ({ text: request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : []).join() })
-        ])),
-        // What a serving process reads from its environment (layerTest: the token; Serve.make: the agent).
-        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]]))))
-      )
-    )))
-})
