@@ -2,17 +2,22 @@
  * The agent loop (design: Per-run reuse, Calls in a turn, The loop, Built-ins): ask the model, run the tools it calls through `Invocation`,
  * feed the results back, repeat until it answers (or calls `task_complete`).
  */
-import { Data, Duration, Effect, Either, FiberRef, type Layer, Mailbox, Schema, Stream } from "effect"
+import { Cause, Clock, Data, Duration, Effect, Either, FiberRef, type Layer, Mailbox, Option, Schema, Stream } from "effect"
+import { createHash } from "node:crypto"
 import * as Builtins from "./Builtins.js"
 import { Ids } from "./Ids.js"
+import * as Journal from "./Journal.js"
+import * as Json from "./internal/json.js"
 import * as Pipeline from "./internal/pipeline.js"
 import { RunCache } from "./internal/runCache.js"
 import { RunState } from "./internal/toolHooks.js"
+import { askApproval } from "./internal/shippedHooks.js"
 import { runTurnHooks, type TurnHook, TurnHooks } from "./internal/turnHooks.js"
-import { ToolResult, ToolResultFromJson, UnknownTool } from "./ToolResult.js"
+import { Denied, OutcomeUnknown, TimedOut, ToolResult, ToolResultFromJson, UnknownTool } from "./ToolResult.js"
+import { UserPrompt } from "./UserPrompt.js"
 import * as LanguageModel from "./LanguageModel.js"
 import { retryAfterFailure, Timing } from "./Timing.js"
-import type * as Tool from "./Tool.js"
+import * as Tool from "./Tool.js"
 import type { ToolContext } from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
 
@@ -40,6 +45,11 @@ export interface Options<Tools extends ReadonlyArray<Tool.Any>> {
   readonly completion?: Completion | undefined
   /** Model turns allowed per run. Default 20. */
   readonly maxSteps?: number | undefined
+  /**
+   * With a `Journal`: how long an approval a suspended run asks for stays valid (design: Durable runs);
+   * no decision counts after it, and the call does not run. Default 24 hours.
+   */
+  readonly approvalExpiry?: Duration.DurationInput | undefined
 }
 
 /** An agent: tools, instructions and how to run them. `R` is what its tools' handlers need. */
@@ -53,6 +63,7 @@ export interface Agent<R = never> {
   readonly maxConcurrency: number | undefined
   readonly completion: Completion
   readonly maxSteps: number
+  readonly approvalExpiry: Duration.Duration
 }
 
 /** Makes an agent. Synchronous: the toolkit's limits check runs at the first `Agent.run`. */
@@ -68,7 +79,8 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
     toolExecution: options.toolExecution ?? "concurrent",
     maxConcurrency: options.maxConcurrency,
     completion,
-    maxSteps: options.maxSteps ?? 20
+    maxSteps: options.maxSteps ?? 20,
+    approvalExpiry: Duration.decode(options.approvalExpiry ?? Duration.hours(24))
   }
 }
 
@@ -110,8 +122,72 @@ export class MaxStepsExceeded extends Schema.TaggedError<MaxStepsExceeded>("agen
   }
 }
 
-/** Why a run failed: its toolkit broke a limit, the model failed for good, or it ran out of steps. */
-export type AgentError = Toolkit.ManifestError | LanguageModel.ModelFailure | MaxStepsExceeded
+/** A call a suspended run waits to have approved or denied (design: Durable runs). */
+export const PendingApproval = Schema.Struct({
+  toolCallId: Schema.String,
+  toolName: Schema.String,
+  /** The decoded input, as JSON. */
+  input: Schema.Unknown,
+  /** Epoch milliseconds: no decision counts at or after it. */
+  expiresAt: Schema.Number
+})
+/** A call a suspended run waits to have approved or denied. */
+export type PendingApproval = typeof PendingApproval.Type
+
+/**
+ * A journaled run stopped to wait for a person (design: Durable runs): each call in `pending` needs
+ * approval. `Agent.approve` / `Agent.deny` give the decisions (from any process with the journal),
+ * then `Agent.resume(agent, runId)` goes on.
+ */
+export class RunSuspended extends Schema.TaggedError<RunSuspended>("agent-tools/RunSuspended")("RunSuspended", {
+  runId: Schema.String,
+  pending: Schema.Array(PendingApproval)
+}) {
+  override get message(): string {
+    const calls = this.pending.map((p) => `${p.toolName} (${p.toolCallId})`).join(", ")
+    return `the run ${this.runId} waits for approval of ${calls}`
+  }
+}
+
+/** `Agent.run` was given a `runId` the journal already has: resume it with `Agent.resume` instead. */
+export class RunIdInUse extends Schema.TaggedError<RunIdInUse>("agent-tools/RunIdInUse")("RunIdInUse", {
+  runId: Schema.String
+}) {
+  override get message(): string {
+    return `the journal already has a run ${this.runId}: resume it with Agent.resume, or give another runId`
+  }
+}
+
+/** `Agent.resume` was given a run id the journal does not have. */
+export class UnknownRun extends Schema.TaggedError<UnknownRun>("agent-tools/UnknownRun")("UnknownRun", {
+  runId: Schema.String
+}) {
+  override get message(): string {
+    return `the journal has no run ${this.runId}`
+  }
+}
+
+/** `Agent.approve` / `Agent.deny` found no approval to decide: none asked, expired, or decided already. */
+export class NoPendingApproval extends Schema.TaggedError<NoPendingApproval>("agent-tools/NoPendingApproval")(
+  "NoPendingApproval",
+  { runId: Schema.String, toolCallId: Schema.String }
+) {
+  override get message(): string {
+    return `the run ${this.runId} has no pending approval for call ${this.toolCallId} ` +
+      `(none was asked, it expired, or it was decided already)`
+  }
+}
+
+/**
+ * Why a run failed: its toolkit broke a limit, the model failed for good, it ran out of steps; with a
+ * journal, it suspended for approvals or its given id was in use.
+ */
+export type AgentError =
+  | Toolkit.ManifestError
+  | LanguageModel.ModelFailure
+  | MaxStepsExceeded
+  | RunSuspended
+  | RunIdInUse
 
 /** What `Agent.stream` reports, in order, as a run goes. */
 export type AgentEvent = Data.TaggedEnum<{
@@ -119,6 +195,12 @@ export type AgentEvent = Data.TaggedEnum<{
   Text: { readonly step: number; readonly text: string }
   ToolCallStarted: { readonly step: number; readonly id: string; readonly name: string; readonly input: unknown }
   ToolCallFinished: { readonly step: number; readonly call: ToolCallRecord }
+  /** A journaled run goes on from its journal (design: Durable runs): its first `step` not journaled yet. */
+  Resumed: { readonly runId: string; readonly step: number }
+  /** A journaled model turn (`id` undefined) or call outcome (`id`) used instead of asking or running again. */
+  Replayed: { readonly step: number; readonly id: string | undefined }
+  /** The run stopped to wait for approvals; nothing follows (resume it once they are given). */
+  Suspended: { readonly runId: string; readonly pending: ReadonlyArray<PendingApproval> }
   Done: { readonly result: RunResult }
 }>
 
@@ -128,43 +210,134 @@ export const AgentEvent = Data.taggedEnum<AgentEvent>()
 // ---------------------------------------------------------------------------------------------
 // Running.
 
+/** Options of one run. */
+export interface RunOptions {
+  /**
+   * With a `Journal`: the run's id, by which `Agent.resume` finds it (design: Durable runs). Default: a
+   * new id from the id service (`RunSuspended` names it; so does `Agent.stream`'s `Resumed`).
+   */
+  readonly runId?: string | undefined
+}
+
 /**
  * Runs the agent on `prompt` until the model is done. Tool failures, unknown tools and malformed
- * arguments go back to the model as error results; the run fails only with an `AgentError`.
+ * arguments go back to the model as error results; the run fails only with an `AgentError`. With a
+ * `Journal` in context the run is journaled as it goes (design: Durable runs), so that
+ * `Agent.resume` can take it up in any process with the same store.
  */
 export const run = <R>(
   agent: Agent<R>,
-  prompt: string
+  prompt: string,
+  options?: RunOptions
 ): Effect.Effect<RunResult, AgentError, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
-  traced(agent, loop(agent, prompt, undefined))
+  // Only a resume can name a run the journal does not have.
+  traced(agent, loop(agent, { prompt, runId: options?.runId }, undefined) as Effect.Effect<RunResult, AgentError, LanguageModel.LanguageModel>)
 
-/** The same run as a stream of `AgentEvent`s, ending with `Done` (or the run's error). */
+/**
+ * Goes on with the journaled run `runId` (design: Durable runs), in this process or any other with
+ * the same store: its journaled turns are replayed, not asked again; its journaled outcomes are
+ * reused (the per-run reuse of idempotent tools too); a call journaled as started without an
+ * outcome runs again if its tool is not idempotent, and reads "outcome unknown" if it is. A run
+ * that had ended answers its stored result.
+ */
+export const resume = <R>(
+  agent: Agent<R>,
+  runId: string
+): Effect.Effect<
+  RunResult,
+  AgentError | UnknownRun,
+  LanguageModel.LanguageModel | Journal.Journal | Exclude<R, ToolContext>
+> => traced(agent, loop(agent, { resume: runId }, undefined))
+
+/**
+ * The same run as a stream of `AgentEvent`s, ending with `Done` (or the run's error); a run that
+ * suspends for approvals ends with `Suspended`. `resume` streams a resumed run the same way.
+ */
 export const stream = <R>(
   agent: Agent<R>,
-  prompt: string
-): Stream.Stream<AgentEvent, AgentError, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
+  prompt: string,
+  options?: RunOptions & { readonly resume?: boolean | undefined }
+): Stream.Stream<AgentEvent, AgentError | UnknownRun, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
   Stream.unwrapScoped(Effect.gen(function*() {
-    const mailbox = yield* Mailbox.make<AgentEvent, AgentError>()
-    yield* traced(agent, loop(agent, prompt, (event) => mailbox.unsafeOffer(event))).pipe(
+    const mailbox = yield* Mailbox.make<AgentEvent, AgentError | UnknownRun>()
+    const start: Start = options?.resume === true && options.runId !== undefined
+      ? { resume: options.runId }
+      : { prompt, runId: options?.runId }
+    yield* traced(agent, loop(agent, start, (event) => mailbox.unsafeOffer(event))).pipe(
       Effect.matchCauseEffect({
         onSuccess: () => mailbox.end,
-        onFailure: (cause) => mailbox.failCause(cause)
+        onFailure: (cause) =>
+          Cause.failureOption(cause).pipe(Option.exists((e) => e._tag === "RunSuspended"))
+            ? mailbox.end
+            : mailbox.failCause(cause)
       }),
       Effect.forkScoped
     )
     return Mailbox.toStream(mailbox)
   }))
 
+/** What a host that journals runs itself (the platform's task runner) tells the loop. */
+export interface HostOptions {
+  /** The run's id in the journal in context, where the host wrote it first; it is resumed from there. */
+  readonly runId: string
+  /**
+   * A call journaled as started without an outcome runs again whatever its tool: its executor
+   * dedupes by (run id, call id) (the platform's serving processes), so a repeat has no second effect.
+   */
+  readonly rerunUnfinished: boolean
+}
+
 /**
  * The run of `Agent.run`, telling `onEvent` each `AgentEvent` as it happens, synchronously and in
  * order: for hosts that forward events themselves (the platform's task runner) without a stream.
+ * With `host`, the run is the host's journaled one (a task), ended in the journal by the host.
  */
 export const runWithEvents = <R>(
   agent: Agent<R>,
   prompt: string,
-  onEvent: (event: AgentEvent) => void
+  onEvent: (event: AgentEvent) => void,
+  host?: HostOptions
 ): Effect.Effect<RunResult, AgentError, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
-  traced(agent, loop(agent, prompt, onEvent))
+  traced(
+    agent,
+    loop(agent, host === undefined ? { prompt } : { prompt, runId: host.runId, host }, onEvent) as Effect.Effect<
+      RunResult,
+      AgentError,
+      LanguageModel.LanguageModel
+    >
+  )
+
+/**
+ * Approves the call `toolCallId` a suspended run `runId` waits for (design: Durable runs), from any
+ * process with the run's journal; `Agent.resume` then runs it. Only a pending, unexpired approval can
+ * be given: else `NoPendingApproval`. The approval holds for that call, with that input, of that
+ * tool as it was defined when the run asked.
+ */
+export const approve = (
+  runId: string,
+  toolCallId: string
+): Effect.Effect<void, NoPendingApproval | Journal.JournalUnavailable, Journal.Journal> =>
+  decide(runId, toolCallId, true, undefined)
+
+/**
+ * Denies the call `toolCallId` a suspended run `runId` waits for: it never runs, and the model reads
+ * the denial, with `reason` when given, once the run resumes.
+ */
+export const deny = (
+  runId: string,
+  toolCallId: string,
+  options?: { readonly reason?: string | undefined }
+): Effect.Effect<void, NoPendingApproval | Journal.JournalUnavailable, Journal.Journal> =>
+  decide(runId, toolCallId, false, options?.reason)
+
+const decide = (runId: string, toolCallId: string, approved: boolean, reason: string | undefined) =>
+  Effect.gen(function*() {
+    const journal = yield* Journal.Journal
+    const now = yield* Clock.currentTimeMillis
+    const decided = yield* journal.decide(runId, toolCallId, { approved, reason, now })
+    if (!decided) return yield* new NoPendingApproval({ runId, toolCallId })
+    yield* Effect.logInfo(`run ${runId}: call ${toolCallId} ${approved ? "approved" : "denied"}`)
+  })
 
 /** For callers outside Effect: runs the agent with `layer` providing the model and the tools' services. */
 export const runPromise = <R, E>(
@@ -199,19 +372,114 @@ const toolkitOf = (agent: Agent<any>): Effect.Effect<Toolkit.Toolkit, Toolkit.Ma
 
 type Emit = (event: AgentEvent) => void
 
+/** How a run starts: new (a prompt, maybe its id; a host's task), or resumed from the journal. */
+type Start =
+  | { readonly prompt: string; readonly runId?: string | undefined; readonly host?: HostOptions | undefined }
+  | { readonly resume: string }
+
+/** A journaled run's journal, what it held when the run (re)started, and how to treat it. */
+interface Journaled {
+  readonly journal: Journal.Journal["Type"]
+  readonly turns: ReadonlyArray<LanguageModel.ModelTurn>
+  readonly calls: ReadonlyMap<string, Journal.JournaledCall>
+  readonly approvals: ReadonlyMap<string, Journal.Approval>
+  readonly rerunUnfinished: boolean
+  /** The host ends the run in the journal (with its own final record), not the loop. */
+  readonly hostEnds: boolean
+}
+
+/** A run ready to go: its id and prompt, its journal if it has one, and whether it goes on from there. */
+interface Opened {
+  readonly runId: string
+  readonly prompt: string
+  readonly journaled: Journaled | undefined
+  readonly resumed: boolean
+}
+
+const RunResultJson = Schema.parseJson(RunResult)
+
+/** Opens the run `start` names (design: Durable runs): a new one, or one the journal holds; an ended one is its result. */
+const open = (
+  agent: Agent<any>,
+  start: Start
+): Effect.Effect<Opened | { readonly ended: RunResult }, UnknownRun | RunIdInUse> =>
+  Effect.gen(function*() {
+    const journal = Option.getOrUndefined(yield* Effect.serviceOption(Journal.Journal))
+    const fresh = (runId: string, prompt: string): Opened => ({ runId, prompt, journaled: undefined, resumed: false })
+    if (journal === undefined) {
+      if ("resume" in start) return yield* new UnknownRun({ runId: start.resume })
+      return fresh(start.runId ?? (yield* Ids).make("run"), start.prompt)
+    }
+    const from = (known: Journal.OpenRun, host: HostOptions | undefined): Opened => ({
+      runId: known.runId,
+      prompt: known.prompt,
+      journaled: {
+        journal,
+        turns: known.turns,
+        calls: known.calls,
+        approvals: known.approvals,
+        rerunUnfinished: host?.rerunUnfinished ?? false,
+        hostEnds: host !== undefined
+      },
+      resumed: known.turns.length > 0 || known.status === "suspended"
+    })
+    if ("resume" in start) {
+      const known = yield* Effect.orDie(journal.run(start.resume))
+      if (known === undefined) return yield* new UnknownRun({ runId: start.resume })
+      if (!Journal.isOpen(known)) {
+        if (known.result === undefined) return yield* new UnknownRun({ runId: start.resume })
+        return { ended: yield* Effect.orDie(Schema.decode(RunResultJson)(known.result)) }
+      }
+      if (known.status === "suspended") yield* journal.resumed(known.runId)
+      return from(known, undefined)
+    }
+    if (start.host !== undefined) {
+      // The host wrote the run first (a platform task), and may be taking it back after a restart.
+      const known = yield* Effect.orDie(journal.run(start.host.runId))
+      if (known === undefined || !Journal.isOpen(known)) {
+        return yield* Effect.dieMessage(`the journal has no open run ${start.host.runId} for its host`)
+      }
+      return from(known, start.host)
+    }
+    const runId = start.runId ?? (yield* Ids).make("run")
+    if (start.runId !== undefined && (yield* Effect.orDie(journal.run(runId))) !== undefined) {
+      return yield* new RunIdInUse({ runId })
+    }
+    yield* journal.started({ runId, kind: "run", agentId: agent.name, processId: "", prompt: start.prompt, tools: [] })
+    return {
+      runId,
+      prompt: start.prompt,
+      journaled: {
+        journal,
+        turns: [],
+        calls: new Map(),
+        approvals: new Map(),
+        rerunUnfinished: false,
+        hostEnds: false
+      },
+      resumed: false
+    }
+  })
+
 const loop = (
   agent: Agent<any>,
-  prompt: string,
+  start: Start,
   emit: Emit | undefined
-): Effect.Effect<RunResult, AgentError, LanguageModel.LanguageModel> =>
+): Effect.Effect<RunResult, AgentError | UnknownRun, LanguageModel.LanguageModel> =>
   Effect.gen(function*() {
     const toolkit = yield* toolkitOf(agent)
+    const opened = yield* open(agent, start)
+    if ("ended" in opened) {
+      emit?.(AgentEvent.Done({ result: opened.ended }))
+      return opened.ended
+    }
     const model = yield* LanguageModel.LanguageModel
     const policy = yield* Timing
     const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
     const turnHooks = yield* TurnHooks
-    const runId = (yield* Ids).make("run")
-    const state = new Run(runId, agent, toolkit, model, policy.modelRetry, tracing, turnHooks, prompt, emit)
+    const { journaled, runId } = opened
+    const state = new Run(runId, agent, toolkit, model, policy.modelRetry, tracing, turnHooks, opened.prompt, emit, journaled)
+    if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
     for (let step = 1; step <= agent.maxSteps; step++) {
       emit?.(AgentEvent.TurnStarted({ step }))
       const turn = yield* state.ask(step)
@@ -220,21 +488,40 @@ const loop = (
       if (turn.text !== undefined && turn.text !== "") emit?.(AgentEvent.Text({ step, text: turn.text }))
       const said: LanguageModel.Message = { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls }
       if (turn.toolCalls.length === 0) {
-        if (agent.completion === "implicit") return state.finish(turn.text ?? "", step)
+        if (agent.completion === "implicit") return yield* state.finish(turn.text ?? "", step)
         state.messages = [...state.messages, said, { _tag: "UserMessage", text: Builtins.reminder }]
         continue
       }
       const records = yield* state.execute(step, turn.toolCalls)
+      // Calls waiting for approval: their turn's other outcomes are journaled; the run stops here.
+      if (state.pending.length > 0) return yield* state.suspend()
       state.records.push(...records)
       state.messages = [...state.messages, said, ...records.map(toMessage)]
       if (agent.completion === "explicit") {
         // A task_complete beside other calls ends the run once they have all finished (design: Built-ins).
         const complete = records.find((r) => r.name === Builtins.taskCompleteName && r.result.success)
-        if (complete !== undefined) return state.finish(complete.result.value as string, step)
+        if (complete !== undefined) return yield* state.finish(complete.result.value as string, step)
       }
     }
     return yield* new MaxStepsExceeded({ maxSteps: agent.maxSteps, partial: state.result("", agent.maxSteps) })
   })
+
+/** The result of a call waiting for approval: never recorded, never shown to the model. */
+const awaitingApproval = ToolResult.failure("awaiting approval")
+
+const fingerprints = new WeakMap<Tool.Any, string>()
+
+/** A digest of what a tool is to the model and to its caller: name, description, schemas (design: Durable runs). */
+const fingerprintOf = (tool: Tool.Any): string => {
+  let known = fingerprints.get(tool)
+  if (known === undefined) {
+    const schemas = Either.getOrUndefined(tool.schemas)
+    const definition = { name: tool.name, description: tool.description, schemas: schemas ?? null }
+    known = createHash("sha256").update(Json.canonical(definition)).digest("hex")
+    fingerprints.set(tool, known)
+  }
+  return known
+}
 
 const toMessage = (record: ToolCallRecord): LanguageModel.Message => ({
   _tag: "ToolResultMessage",
@@ -262,6 +549,8 @@ class Run {
   readonly limit: number
   /** What hooks keep for this run (a call budget's counts): it goes when the run does. */
   readonly hookState = new RunState()
+  /** The approvals this turn's calls wait for (design: Durable runs): the run suspends after the turn. */
+  readonly pending: Array<Omit<Journal.Approval, "decision" | "reason">> = []
 
   constructor(
     /** The run's id: the task id its tool calls carry (per-run budgets and logs key on it). */
@@ -273,7 +562,9 @@ class Run {
     readonly tracing: boolean,
     readonly turnHooks: ReadonlyArray<TurnHook>,
     prompt: string,
-    readonly emit: Emit | undefined
+    readonly emit: Emit | undefined,
+    /** Its journal, when it has one (design: Durable runs). */
+    readonly journaled: Journaled | undefined
   ) {
     this.messages = [{ _tag: "UserMessage", text: prompt }]
     this.limit = agent.toolExecution === "sequential" ? 1 : agent.maxConcurrency ?? Infinity
@@ -283,14 +574,68 @@ class Run {
     return { output, steps, toolCalls: this.records, usage: this.usage }
   }
 
-  finish(output: string, steps: number): RunResult {
+  /** Ends the run with `output`: journaled first (unless its host ends it), then `Done`. */
+  finish(output: string, steps: number): Effect.Effect<RunResult> {
     const result = this.result(output, steps)
-    this.emit?.(AgentEvent.Done({ result }))
-    return result
+    const done = Effect.sync(() => {
+      this.emit?.(AgentEvent.Done({ result }))
+      return result
+    })
+    const journaled = this.journaled
+    if (journaled === undefined || journaled.hostEnds) return done
+    return Effect.zipRight(
+      Effect.flatMap(
+        Clock.currentTimeMillis,
+        (now) => journaled.journal.ended(this.runId, { result: Schema.encodeSync(RunResultJson)(result) }, now)
+      ),
+      done
+    )
   }
 
-  /** One model turn: turn hooks around it (design: Hooks), transient failures retried on `modelRetry`, a span when tracing. */
+  /** Suspends the run on the approvals its last turn asked for: journaled, then `Suspended`, then `RunSuspended`. */
+  suspend(): Effect.Effect<never, RunSuspended> {
+    const pending = this.pending.map((p) => ({
+      toolCallId: p.toolCallId,
+      toolName: p.toolName,
+      input: JSON.parse(p.input) as unknown,
+      expiresAt: p.expiresAt
+    }))
+    return this.journaled!.journal.suspended(this.runId, this.pending).pipe(
+      Effect.zipRight(this.note(AgentEvent.Suspended({ runId: this.runId, pending }))),
+      Effect.zipRight(Effect.fail(new RunSuspended({ runId: this.runId, pending })))
+    )
+  }
+
+  /** Tells the run's observers of a durable-run event: `emit`, a log line, and the run's span when tracing. */
+  note(event: AgentEvent): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      this.emit?.(event)
+      const attributes = { "agent_tools.run.id": this.runId }
+      const span = this.tracing
+        ? Effect.flatMap(
+          Effect.option(Effect.currentSpan),
+          (span) =>
+            Effect.sync(() => Option.map(span, (s) => s.event(`agent_tools.run.${event._tag.toLowerCase()}`, 0n, attributes)))
+        )
+        : Effect.void
+      return Effect.zipRight(span, Effect.logInfo(`run ${this.runId}: ${event._tag.toLowerCase()}`))
+    })
+  }
+
+  /** One model turn: replayed from the journal when it holds it, else asked (and journaled before the loop sees it). */
   ask(step: number): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> {
+    const journaled = this.journaled
+    if (journaled === undefined) return this.askModel(step)
+    const replayed = journaled.turns[step - 1]
+    if (replayed !== undefined) {
+      this.emit?.(AgentEvent.Replayed({ step, id: undefined }))
+      return Effect.succeed(replayed)
+    }
+    return Effect.tap(this.askModel(step), (turn) => journaled.journal.turn(this.runId, step, turn))
+  }
+
+  /** Asks the model: turn hooks around it (design: Hooks), transient failures retried on `modelRetry`, a span when tracing. */
+  private askModel(step: number): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> {
     const turn = this.turnHooks.length === 0
       ? this.generate(this.agent.instructions, this.toolkit.definitions)
       : runTurnHooks(
@@ -342,7 +687,9 @@ class Run {
       const begin = (calling: Pipeline.CallingFiber, i: number): Effect.Effect<void> | undefined => {
         const call = calls[i]!
         const startedAt = calling.clock.unsafeCurrentTimeMillis()
-        const { cached, started } = this.start(calling, call)
+        const { cached, started } = this.journaled === undefined
+          ? this.start(calling, call)
+          : this.startJournaled(calling, step, call)
         if (started instanceof ToolResult) {
           records[i] = this.record(calling, step, call, started, cached, startedAt)
           return undefined
@@ -392,6 +739,169 @@ class Run {
     return { started: Pipeline.traceReuse(calling, tool, call.id, use.started), cached: true }
   }
 
+  /**
+   * Starts one call of a journaled run (design: Durable runs): a journaled outcome is reused; a call
+   * journaled as started without one reads "outcome unknown" if its tool is idempotent, and runs
+   * again (within its journaled deadline) if not; a new call is journaled as started before it runs,
+   * and its outcome before the loop sees it. A call that needs approval passes `gate` first.
+   */
+  private startJournaled(
+    calling: Pipeline.CallingFiber,
+    step: number,
+    call: LanguageModel.ToolCall
+  ): { readonly started: Pipeline.Started; readonly cached: boolean } {
+    const journaled = this.journaled!
+    const known = journaled.calls.get(call.id)
+    const tool = this.toolkit.byName.get(call.name)
+    if (tool === undefined || known?.result !== undefined && !tool.idempotent) {
+      if (known?.result === undefined) return this.start(calling, call)
+      this.emit?.(AgentEvent.Replayed({ step, id: call.id }))
+      return { started: known.result, cached: false }
+    }
+    const decoded = Pipeline.decodeInput(calling, tool, call.arguments)
+    if (decoded instanceof ToolResult) return { started: decoded, cached: false }
+    const inputKey = Pipeline.inputKey(tool, decoded.input)
+    const key = `${tool.name}\n${inputKey}`
+    if (known?.result !== undefined) {
+      // An idempotent tool's journaled outcome is the run's outcome for that input again (design: Per-run reuse).
+      this.emit?.(AgentEvent.Replayed({ step, id: call.id }))
+      this.cache.use(key, () => known.result!)
+      return { started: known.result, cached: false }
+    }
+    if (tool.idempotent) {
+      const reused = this.cache.peek(key)
+      if (reused !== undefined) {
+        const started = Pipeline.awaitStarted(Pipeline.traceReuse(calling, tool, call.id, reused))
+        return { started: Effect.tap(started, (result) => this.journalOutcome(call, result, known)), cached: true }
+      }
+    }
+    const now = calling.clock.unsafeCurrentTimeMillis()
+    if (known !== undefined) {
+      // It started before the run stopped; whether it had its effect is unknown (design: Interruption and shutdown).
+      if (tool.idempotent && !journaled.rerunUnfinished) {
+        const unknown = ToolResult.failure(new OutcomeUnknown({ toolName: tool.name, earlierAttempt: "unfinished" }))
+        this.cache.use(key, () => unknown)
+        return { started: Effect.as(this.journalOutcome(call, unknown, known), unknown), cached: false }
+      }
+      if (known.deadlineAt <= now) {
+        // Its deadline passed while the run was stopped: it timed out, as the first run's would have.
+        const allowedMillis = Duration.toMillis(tool.timeout)
+        const timedOut = ToolResult.failure(new TimedOut({ toolName: tool.name, allowedMillis }))
+        return { started: Effect.as(this.journalOutcome(call, timedOut, known), timedOut), cached: false }
+      }
+      // It passed its approval before it started.
+      return this.runJournaled(tool, call, decoded.input, key, known.deadlineAt, false, tool.needsApproval)
+    }
+    const deadlineAt = now + Duration.toMillis(tool.timeout)
+    if (tool.needsApproval) return this.gate(tool, call, decoded.input, inputKey, key, now, deadlineAt)
+    return this.runJournaled(tool, call, decoded.input, key, deadlineAt, true, false)
+  }
+
+  /**
+   * A journaled call through the pipeline: journaled as started first (unless it was already), its
+   * outcome journaled before the loop sees it; an idempotent tool's through the run's cache.
+   */
+  private runJournaled(
+    tool: Tool.Any,
+    call: LanguageModel.ToolCall,
+    input: unknown,
+    key: string,
+    deadlineAt: number,
+    firstStart: boolean,
+    approved: boolean
+  ): { readonly started: Pipeline.Started; readonly cached: boolean } {
+    const { journal } = this.journaled!
+    const options = { taskId: this.runId, toolCallId: call.id, run: this.hookState, deadlineAt, approved }
+    const body = Effect.withFiberRuntime<ToolResult>((fiber, status) =>
+      Pipeline.awaitStarted(
+        Pipeline.startDecoded(new Pipeline.CallingFiber(fiber, status.runtimeFlags), tool, input, options)
+      )
+    )
+    const started = Effect.zipRight(
+      firstStart
+        ? journal.callStarted(this.runId, { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt })
+        : Effect.void,
+      Effect.tap(body, (result) => journal.callEnded(this.runId, call.id, result))
+    )
+    if (!tool.idempotent) return { started, cached: false }
+    return this.cache.use(key, () => started)
+  }
+
+  /** Journals `result` as the outcome of `call`, which did not run its handler here (reused, unknown, denied). */
+  private journalOutcome(
+    call: LanguageModel.ToolCall,
+    result: ToolResult,
+    known: Journal.JournaledCall | undefined
+  ): Effect.Effect<void> {
+    const { journal } = this.journaled!
+    const deadlineAt = known?.deadlineAt ?? 0
+    return Effect.zipRight(
+      known === undefined
+        ? journal.callStarted(this.runId, { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt })
+        : Effect.void,
+      journal.callEnded(this.runId, call.id, result)
+    )
+  }
+
+  /**
+   * The approval of a call (design: Durable runs). A decision counts only if it was given for this
+   * call id, this input and this definition of the tool, before its expiry: approved, the call runs;
+   * denied, the model reads the denial. With no decision, a person at hand (`UserPrompt`) decides now;
+   * else the call waits and the run suspends after its turn.
+   */
+  private gate(
+    tool: Tool.Any,
+    call: LanguageModel.ToolCall,
+    input: unknown,
+    inputKey: string,
+    key: string,
+    now: number,
+    deadlineAt: number
+  ): { readonly started: Pipeline.Started; readonly cached: boolean } {
+    const fingerprint = fingerprintOf(tool)
+    const asked = this.journaled!.approvals.get(call.id)
+    const bound = asked !== undefined && asked.toolName === tool.name && asked.inputKey === inputKey &&
+      asked.fingerprint === fingerprint
+    const deny = (reason: string) => {
+      const denied = ToolResult.failure(new Denied({ toolName: tool.name, reason }))
+      return { started: Effect.as(this.journalOutcome(call, denied, undefined), denied), cached: false }
+    }
+    if (bound && asked.decision !== "pending") {
+      if (now >= asked.expiresAt) return deny("its approval expired before the run went on; it did not run")
+      if (asked.decision === "denied") {
+        return deny(`the user denied this call${asked.reason === undefined ? "" : `: ${asked.reason}`}; it did not run`)
+      }
+      return this.runJournaled(tool, call, input, key, deadlineAt, true, true)
+    }
+    if (bound && now >= asked.expiresAt) {
+      return deny("no one decided on this call before its approval expired; it did not run")
+    }
+    const wait = Effect.sync(() => {
+      this.pending.push({
+        toolCallId: call.id,
+        toolName: tool.name,
+        input: Json.canonical(input),
+        inputKey,
+        fingerprint,
+        expiresAt: bound ? asked.expiresAt : now + Duration.toMillis(this.agent.approvalExpiry)
+      })
+      return awaitingApproval
+    })
+    const started = Effect.flatMap(Effect.serviceOption(UserPrompt), (prompt) => {
+      if (Option.isNone(prompt)) return wait
+      return askApproval(prompt.value, tool.name, input).pipe(
+        Effect.flatMap((yes) =>
+          yes
+            ? Pipeline.awaitStarted(this.runJournaled(tool, call, input, key, deadlineAt, true, true).started)
+            : deny("the user did not approve this call; it did not run").started
+        ),
+        // Nobody answered there: the decision can still come through the journal.
+        Effect.catchAll(() => wait)
+      )
+    })
+    return { started, cached: false }
+  }
+
   private record(
     calling: Pipeline.CallingFiber,
     step: number,
@@ -408,7 +918,7 @@ class Run {
       cached,
       durationMillis: calling.clock.unsafeCurrentTimeMillis() - startedAt
     }
-    this.emit?.(AgentEvent.ToolCallFinished({ step, call: record }))
+    if (result !== awaitingApproval) this.emit?.(AgentEvent.ToolCallFinished({ step, call: record }))
     return record
   }
 }

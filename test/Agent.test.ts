@@ -364,7 +364,9 @@ describe("Agent.stream", () => {
             ? `turn ${e.step}`
             : e._tag === "Text"
             ? `text ${e.text}`
-            : `done ${e.result.output}`
+            : e._tag === "Done"
+            ? `done ${e.result.output}`
+            : e._tag
         ),
         ["turn 1", "started a", "started b", "finished a", "finished b", "turn 2", "text all done", "done all done"]
       )

@@ -8,7 +8,7 @@ import { join } from "node:path"
 import { Idempotency, Invocation, Timing, Tool, ToolContext } from "../src/index.js"
 import * as ClaimsSql from "../src/internal/claimsSql.js"
 import * as JournalSql from "../src/internal/journalSql.js"
-import * as Journal from "../src/platform/Journal.js"
+import * as Journal from "../src/Journal.js"
 import { claimsFile, dropClaimsTable, readOnly } from "./support/claimsFile.js"
 import { sqliteClient, unnamedClient } from "./support/sqlClient.js"
 import { record, scale } from "./support/figures.js"
@@ -401,10 +401,10 @@ const openJournal = (file: string) =>
 const journalRoundTrip = (on: string | Layer.Layer<Journal.Journal, Journal.JournalUnavailable>, taskId: string) =>
   Effect.scoped(Effect.gen(function*() {
     const journal = typeof on === "string" ? yield* openJournal(on) : yield* Journal.Journal.pipe(Effect.provide(on))
-    const task = { taskId, agentId: "agent-1", processId: "process-1", prompt: `prompt of ${taskId}`, tools: [] }
+    const task = { runId: taskId, kind: "task" as const, agentId: "agent-1", processId: "process-1", prompt: `prompt of ${taskId}`, tools: [] }
     yield* journal.started(task)
-    const { open } = yield* journal.load(0)
-    return open.map((task) => [task.taskId, task.prompt])
+    const { open } = yield* journal.tasks(0)
+    return open.map((task) => [task.runId, task.prompt])
   }))
 
 describe("claims and the platform journal in one SQLite file", () => {
@@ -453,7 +453,10 @@ describe("claims and the platform journal in one SQLite file", () => {
         // What the old code left: its migration 1 in `effect_sql_migrations`, its tables, a row.
         yield* onFile(file, Effect.gen(function*() {
           const sql = yield* SqlClient.SqlClient
-          const migrations = old === "claims" ? ClaimsSql.migrations : JournalSql.migrations
+          // The old code had the journal's first migration only.
+          const migrations = old === "claims"
+            ? ClaimsSql.migrations
+            : { "0001_create_journal": JournalSql.migrations["0001_create_journal"] }
           yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations) })
           if (old === "claims") {
             yield* sql`INSERT INTO tool_claims

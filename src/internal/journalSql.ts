@@ -1,7 +1,8 @@
 /**
- * Every SQL statement of the platform's journal (design: The platform), in one module. Plain, portable SQL (SQLite
- * now, PostgreSQL's `@effect/sql-pg` later): `ON CONFLICT ... DO NOTHING`, integers for times, text
- * for JSON. Times come from the caller, never from the database.
+ * Every SQL statement of the run journal (design: Durable runs), in one module: the agent's runs and
+ * the platform's tasks are rows of the same tables. Plain, portable SQL (SQLite and PostgreSQL through
+ * `@effect/sql-pg` alike): `ON CONFLICT ... DO NOTHING`, integers for times, text for JSON. Times come
+ * from the caller, never from the database. (The tables keep their first names: a task is a run.)
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
@@ -44,19 +45,57 @@ export const migrations = {
         result TEXT,
         PRIMARY KEY (task_id, tool_call_id)
       )`
+    ], { discard: true })),
+  // Agent runs beside the platform's tasks (`kind`), what a run answered when it ended (`result`), and
+  // the approvals a suspended run waits for.
+  "0002_runs_and_approvals": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.all([
+      sql`ALTER TABLE journal_tasks ADD COLUMN kind TEXT NOT NULL DEFAULT 'task'`,
+      sql`ALTER TABLE journal_tasks ADD COLUMN result TEXT`,
+      sql`CREATE TABLE IF NOT EXISTS journal_approvals (
+        task_id TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        tool_name TEXT NOT NULL,
+        input TEXT NOT NULL,
+        input_key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        decision TEXT NOT NULL,
+        reason TEXT,
+        PRIMARY KEY (task_id, tool_call_id)
+      )`
     ], { discard: true }))
 }
 
-/** A task row. `status` is `running` until the task ends; then `final` holds its last event's JSON. */
+/**
+ * A run's row (a platform task's, or an agent run's: `kind`). `status` is `running` (or `suspended`,
+ * waiting for approvals) until it ends; then a task's `final` holds its last event's JSON, a run's
+ * `result` its `RunResult`'s.
+ */
 export interface TaskRow {
   readonly task_id: string
+  readonly kind: "task" | "run"
   readonly agent_id: string
   readonly process_id: string
   readonly prompt: string
   readonly tools: string
-  readonly status: "running" | "ended"
+  readonly status: "running" | "suspended" | "ended"
   readonly final: string | null
+  readonly result: string | null
   readonly ended_at: number | null
+}
+
+/** An approval a run asked for: `decision` is `pending` until a person gives it (`approved` or `denied`). */
+export interface ApprovalRow {
+  readonly task_id: string
+  readonly tool_call_id: string
+  readonly tool_name: string
+  readonly input: string
+  readonly input_key: string
+  readonly fingerprint: string
+  readonly expires_at: number
+  readonly decision: "pending" | "approved" | "denied"
+  readonly reason: string | null
 }
 
 /** A model turn of a task: `turn` is the `ModelTurn`'s JSON. */
@@ -76,19 +115,22 @@ export interface CallRow {
   readonly result: string | null
 }
 
-/** Writes a new task, running. */
+/** Writes a new run, running (one already there, a task its host wrote first, is kept). */
 export const insertTask = (
   sql: SqlClient.SqlClient,
   task: {
     readonly taskId: string
+    readonly kind: "task" | "run"
     readonly agentId: string
     readonly processId: string
     readonly prompt: string
     readonly tools: string
   }
 ) =>
-  sql`INSERT INTO journal_tasks (task_id, agent_id, process_id, prompt, tools, status, final, ended_at)
-    VALUES (${task.taskId}, ${task.agentId}, ${task.processId}, ${task.prompt}, ${task.tools}, 'running', NULL, NULL)`
+  sql`INSERT INTO journal_tasks (task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at)
+    VALUES (${task.taskId}, ${task.kind}, ${task.agentId}, ${task.processId}, ${task.prompt}, ${task.tools},
+      'running', NULL, NULL, NULL)
+    ON CONFLICT (task_id) DO NOTHING`
 
 /** Writes a model turn (a replayed one is already there). */
 export const insertTurn = (sql: SqlClient.SqlClient, taskId: string, step: number, turn: string) =>
@@ -111,32 +153,93 @@ export const answerCall = (sql: SqlClient.SqlClient, taskId: string, toolCallId:
     WHERE task_id = ${taskId} AND tool_call_id = ${toolCallId} AND result IS NULL`
 
 /**
- * Ends a task: only its final event stays (for a late re-attach); its prompt, tools, turns and calls
- * are no longer needed.
+ * Ends a run: only its end stays (a task's final event, for a late re-attach; a run's result, for a
+ * late resume); its prompt, tools, turns, calls and approvals are no longer needed.
  */
-export const endTask = (sql: SqlClient.SqlClient, taskId: string, final: string, endedAt: number) =>
+export const endTask = (
+  sql: SqlClient.SqlClient,
+  taskId: string,
+  end: { readonly final: string | null; readonly result: string | null },
+  endedAt: number
+) =>
   sql.withTransaction(Effect.all([
-    sql`UPDATE journal_tasks SET status = 'ended', final = ${final}, ended_at = ${endedAt}, prompt = '', tools = '[]'
+    sql`UPDATE journal_tasks SET status = 'ended', final = ${end.final}, result = ${end.result}, ended_at = ${endedAt},
+      prompt = '', tools = '[]'
       WHERE task_id = ${taskId}`,
     sql`DELETE FROM journal_turns WHERE task_id = ${taskId}`,
-    sql`DELETE FROM journal_calls WHERE task_id = ${taskId}`
+    sql`DELETE FROM journal_calls WHERE task_id = ${taskId}`,
+    sql`DELETE FROM journal_approvals WHERE task_id = ${taskId}`
   ], { discard: true }))
 
-/** Deletes the tasks that ended at or before `before`. */
+/** Marks a run as waiting for the approvals it asked for (written first, `askApproval`). */
+export const suspendTask = (sql: SqlClient.SqlClient, taskId: string) =>
+  sql`UPDATE journal_tasks SET status = 'suspended' WHERE task_id = ${taskId} AND status = 'running'`
+
+/** Marks a suspended run as running again. */
+export const resumeTask = (sql: SqlClient.SqlClient, taskId: string) =>
+  sql`UPDATE journal_tasks SET status = 'running' WHERE task_id = ${taskId} AND status = 'suspended'`
+
+/**
+ * Asks for an approval: a pending one for the call, replacing one bound to another input or tool
+ * definition (which can no longer approve anything).
+ */
+export const askApproval = (
+  sql: SqlClient.SqlClient,
+  row: Omit<ApprovalRow, "decision" | "reason">
+) =>
+  sql.withTransaction(Effect.all([
+    sql`DELETE FROM journal_approvals WHERE task_id = ${row.task_id} AND tool_call_id = ${row.tool_call_id}`,
+    sql`INSERT INTO journal_approvals
+      (task_id, tool_call_id, tool_name, input, input_key, fingerprint, expires_at, decision, reason)
+      VALUES (${row.task_id}, ${row.tool_call_id}, ${row.tool_name}, ${row.input}, ${row.input_key},
+        ${row.fingerprint}, ${row.expires_at}, 'pending', NULL)`
+  ], { discard: true }))
+
+/**
+ * Gives a person's decision on a pending approval that has not expired at `now`; the rows changed
+ * (0: nothing was pending there, or it expired, or it was decided already).
+ */
+export const decideApproval = (
+  sql: SqlClient.SqlClient,
+  key: { readonly taskId: string; readonly toolCallId: string },
+  decision: { readonly approved: boolean; readonly reason: string | null; readonly now: number }
+) =>
+  Effect.map(
+    sql<{ readonly tool_call_id: string }>`UPDATE journal_approvals
+      SET decision = ${decision.approved ? "approved" : "denied"}, reason = ${decision.reason}
+      WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND decision = 'pending'
+        AND expires_at > ${decision.now}
+      RETURNING tool_call_id`,
+    (rows) => rows.length
+  )
+
+/** One run's row, or none. */
+export const task = (sql: SqlClient.SqlClient, taskId: string) =>
+  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at
+    FROM journal_tasks WHERE task_id = ${taskId}`
+
+/** One run's turns, in step order. */
+export const turnsOf = (sql: SqlClient.SqlClient, taskId: string) =>
+  sql<TurnRow>`SELECT task_id, step, turn FROM journal_turns WHERE task_id = ${taskId} ORDER BY step`
+
+/** One run's calls. */
+export const callsOf = (sql: SqlClient.SqlClient, taskId: string) =>
+  sql<CallRow>`SELECT task_id, tool_call_id, name, arguments, deadline_at, result FROM journal_calls
+    WHERE task_id = ${taskId}`
+
+/** One run's approvals. */
+export const approvalsOf = (sql: SqlClient.SqlClient, taskId: string) =>
+  sql<ApprovalRow>`SELECT task_id, tool_call_id, tool_name, input, input_key, fingerprint, expires_at, decision, reason
+    FROM journal_approvals WHERE task_id = ${taskId}`
+
+/** Deletes the platform tasks that ended at or before `before`. */
 export const purgeEnded = (sql: SqlClient.SqlClient, before: number) =>
-  sql`DELETE FROM journal_tasks WHERE status = 'ended' AND ended_at <= ${before}`
+  sql`DELETE FROM journal_tasks WHERE kind = 'task' AND status = 'ended' AND ended_at <= ${before}`
 
-/** Every task still in the journal. */
+/** Every platform task still in the journal (agent runs are resumed by their own id, not taken back). */
 export const tasks = (sql: SqlClient.SqlClient) =>
-  sql<TaskRow>`SELECT task_id, agent_id, process_id, prompt, tools, status, final, ended_at FROM journal_tasks`
-
-/** The turns of the running tasks, in step order. */
-export const turns = (sql: SqlClient.SqlClient) =>
-  sql<TurnRow>`SELECT task_id, step, turn FROM journal_turns ORDER BY task_id, step`
-
-/** The calls of the running tasks. */
-export const calls = (sql: SqlClient.SqlClient) =>
-  sql<CallRow>`SELECT task_id, tool_call_id, name, arguments, deadline_at, result FROM journal_calls`
+  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at
+    FROM journal_tasks WHERE kind = 'task'`
 
 /** How many rows each table holds. */
 export const counts = (sql: SqlClient.SqlClient) =>

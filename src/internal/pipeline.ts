@@ -107,6 +107,8 @@ export interface Options {
   readonly onStart?: (() => void) | undefined
   /** The agent run the call is part of, whose state hooks may keep (design: Hooks); `Agent` sets it. */
   readonly run?: RunState | undefined
+  /** A person approved this call through the run's journal (design: Durable runs); `Agent` sets it. */
+  readonly approved?: boolean | undefined
 }
 
 const succeeded = (value: unknown): ToolResult => new ToolResult(value, undefined)
@@ -328,7 +330,7 @@ const withHooks = (
   const progress = { attempt: 1 }
   return runToolHooks(
     hooks,
-    { tool, input, context: info, attempts: () => progress.attempt, run: options?.run },
+    { tool, input, context: info, attempts: () => progress.attempt, run: options?.run, approved: options?.approved === true },
     Effect.suspend(() => {
       onStart?.()
       return awaitStarted(runHandler(calling, tool, compiled, input, info, start, span, progress))

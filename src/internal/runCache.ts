@@ -41,6 +41,11 @@ export class RunCache {
     }
   }
 
+  /** The outcome for `key`, known or in flight, if any. */
+  peek(key: string): Started | undefined {
+    return this.entries.get(key)
+  }
+
   /** How many distinct keys the run has seen. */
   get size(): number {
     return this.entries.size

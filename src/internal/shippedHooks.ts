@@ -1,7 +1,7 @@
 /** The tool hooks shipped with the runtime (design: Hooks): `Hooks.logging`, `Hooks.approval`, `Hooks.callBudget`. */
 import { Duration, Effect, Option } from "effect"
 import { Denied, ToolResult } from "../ToolResult.js"
-import { UserPrompt } from "../UserPrompt.js"
+import { UserPrompt, type UserPromptError } from "../UserPrompt.js"
 import type { ToolCall, ToolHook } from "./toolHooks.js"
 
 const denied = (call: ToolCall, reason: string): ToolResult =>
@@ -24,21 +24,28 @@ export const logging: ToolHook = (call, proceed) =>
     Effect.map(([, result]) => result)
   )
 
+/** Asks a person to approve a call of `toolName` with `input`: true for a yes. */
+export const askApproval = (
+  prompt: UserPrompt["Type"],
+  toolName: string,
+  input: unknown
+): Effect.Effect<boolean, UserPromptError> =>
+  Effect.map(prompt.ask(`Allow ${toolName} ${JSON.stringify(input)}? [y/N]`), (answer) => /^\s*y(es)?\s*$/i.test(answer))
+
 /**
  * Tools made with `needsApproval: true` ask the `UserPrompt` service first; anything but a yes is
- * a `Denied` result the model sees, and so is the lack of anyone to ask.
+ * a `Denied` result the model sees, and so is the lack of anyone to ask. A call of a journaled
+ * run was approved (or suspended) by the run itself (design: Durable runs) and is not asked again.
  */
 export const approval: ToolHook = (call, proceed) => {
-  if (!call.tool.needsApproval) return proceed
+  if (!call.tool.needsApproval || call.approved) return proceed
   return Effect.flatMap(Effect.serviceOption(UserPrompt), (prompt) => {
     if (Option.isNone(prompt)) {
       return Effect.succeed(denied(call, "needs approval, and no user is available to give it"))
     }
-    return prompt.value.ask(`Allow ${call.tool.name} ${JSON.stringify(call.input)}? [y/N]`).pipe(
-      Effect.flatMap((answer) =>
-        /^\s*y(es)?\s*$/i.test(answer)
-          ? proceed
-          : Effect.succeed(denied(call, "the user did not approve this call; it did not run"))
+    return askApproval(prompt.value, call.tool.name, call.input).pipe(
+      Effect.flatMap((yes) =>
+        yes ? proceed : Effect.succeed(denied(call, "the user did not approve this call; it did not run"))
       )
     )
   })

@@ -33,6 +33,8 @@ export interface ToolCall {
   readonly attempts: () => number
   /** The agent run the call is part of; undefined for a call outside one (served, MCP, a bare `Invocation.run`). */
   readonly run: RunState | undefined
+  /** A person approved this call already, through the run's journal (design: Durable runs): `Hooks.approval` does not ask again. */
+  readonly approved: boolean
 }
 
 /**

@@ -35,7 +35,7 @@ import { Timing } from "../Timing.js"
 import * as TimingModule from "../Timing.js"
 import * as Toolkit from "../Toolkit.js"
 import * as Framing from "../protocol/Framing.js"
-import * as Journal from "./Journal.js"
+import * as Journal from "../Journal.js"
 import {
   AuthenticatedAgent,
   Authentication,
@@ -44,12 +44,15 @@ import {
   LifecycleBudgetExceeded,
   ManifestRejected,
   PlatformRpcs,
-  type TaskEvent,
+  TaskEvent,
   type ToolCallResult,
   Unauthorized,
   UnknownTask
 } from "../protocol/Protocol.js"
 import * as TaskRunner from "./TaskRunner.js"
+
+/** A task's final event as the journal keeps it. */
+const EventJson = Schema.parseJson(TaskEvent)
 import * as Wire from "./Wire.js"
 
 /** How the platform runs. */
@@ -80,7 +83,7 @@ export interface Options {
 export {
   /** The journal's file could not be opened, prepared or read. */
   JournalUnavailable
-} from "./Journal.js"
+} from "../Journal.js"
 
 /** Parses `PLATFORM_TOKENS` (`token:agent,token:agent`, or one pair a line) into `Options.tokens`. */
 export const parseTokens = (text: string): ReadonlyMap<string, string> =>
@@ -397,12 +400,11 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
         return mailbox
       })
 
-    /** Runs a task's loop: a new one, or with a journal, one taken back (`replay`) after a restart. */
+    /** Runs a task's loop: a new one, or with a journal, one taken back after a restart (from what it journaled). */
     const start = (
       task: Task,
       prompt: string,
-      tools: Journal.TaskTools,
-      replay: Journal.OpenTask | undefined
+      tools: Journal.TaskTools
     ): void => {
       const { taskId } = task
       const runOptions = {
@@ -419,19 +421,15 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
         runTask(TaskRunner.run(runOptions))
         return
       }
-      const journaled = TaskRunner.run({
-        ...runOptions,
-        deliver: Journal.journaledDeliver(journal, taskId, replay?.calls ?? new Map(), tools, runOptions.deliver)
-      }).pipe(
-        Effect.updateService(
-          LanguageModel.LanguageModel,
-          (model) => Journal.replayingModel(journal, taskId, replay?.turns ?? [], model)
-        ),
+      // The task is a journaled run of the loop (design: Durable runs), taken up from what the journal holds.
+      const journaled = TaskRunner.run({ ...runOptions, journaled: true }).pipe(
+        Effect.provideService(Journal.Journal, journal),
         // The end is journaled after the final event went out: a restart in between replays to the same end.
         Effect.zipRight(Effect.suspend(() =>
-          task.final === undefined
-            ? Effect.void
-            : journal.ended(taskId, task.final, task.endedAt ?? clock.unsafeCurrentTimeMillis())
+          task.final === undefined ? Effect.void : Schema.encode(EventJson)(task.final).pipe(
+            Effect.orDie,
+            Effect.flatMap((final) => journal.ended(taskId, { final }, task.endedAt ?? clock.unsafeCurrentTimeMillis()))
+          )
         ))
       )
       runTask(journaled)
@@ -450,9 +448,11 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
           // Unguessable as well as unique: knowing one task's id tells nothing of another's.
           const task = add(ids.make("task"), agentId, processId)
           // Journaled before anyone learns the task's id: a restart cannot lose a task a client knows.
-          if (journal !== undefined) yield* journal.started({ taskId: task.taskId, agentId, processId, prompt, tools })
+          if (journal !== undefined) {
+            yield* journal.started({ runId: task.taskId, kind: "task", agentId, processId, prompt, tools })
+          }
           const mailbox = yield* attachTo(task, events)
-          start(task, prompt, tools, undefined)
+          start(task, prompt, tools)
           return mailbox
         }),
       /** Another attachment to a task of the agent's. */
@@ -507,14 +507,17 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
        */
       takeBack: (journal: Journal.Journal["Type"], keepEndedMillis: number) =>
         Effect.gen(function*() {
-          const { ended, open } = yield* journal.load((yield* Clock.currentTimeMillis) - keepEndedMillis)
+          const { ended, open } = yield* journal.tasks((yield* Clock.currentTimeMillis) - keepEndedMillis)
           for (const entry of ended) {
-            const task = add(entry.taskId, entry.agentId, entry.processId)
-            task.final = entry.final
+            if (entry.final === undefined) continue
+            const task = add(entry.runId, entry.agentId, entry.processId)
+            task.final = yield* Schema.decode(EventJson)(entry.final).pipe(
+              Effect.mapError((error) => new Journal.JournalUnavailable({ path: journal.path, reason: error.message }))
+            )
             task.endedAt = entry.endedAt
           }
           for (const entry of open) {
-            start(add(entry.taskId, entry.agentId, entry.processId), entry.prompt, entry.tools, entry)
+            start(add(entry.runId, entry.agentId, entry.processId), entry.prompt, entry.tools)
           }
           if (open.length > 0) {
             yield* Effect.logInfo(`journal ${journal.path}: resumed ${open.length} unfinished task(s)`)

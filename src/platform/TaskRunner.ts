@@ -31,6 +31,12 @@ export interface TaskOptions {
   /** Delivers a call on the task's stream and waits for its result (redelivering as needed). */
   readonly deliver: (call: Delivery) => Effect.Effect<ToolResult>
   readonly emit: (event: TaskEvent) => void
+  /**
+   * The task is a journaled run (the `Journal` in context holds it under the task id): it goes on
+   * from what it journaled, and a call journaled as started without an answer is delivered again
+   * (the serving process dedupes it by task and call id).
+   */
+  readonly journaled?: boolean | undefined
 }
 
 /** A served call's error text, passed through as is (it is already the error text). */
@@ -87,6 +93,7 @@ export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageMo
     instructions: options.instructions,
     maxSteps: options.maxSteps
   })
+  const host = options.journaled === true ? { runId: taskId, rerunUnfinished: true } : undefined
   return Agent.runWithEvents(agent, options.prompt, (event) => {
     switch (event._tag) {
       case "TurnStarted":
@@ -111,7 +118,7 @@ export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageMo
           usage: event.result.usage
         })
     }
-  }).pipe(
+  }, host).pipe(
     Effect.asVoid,
     Effect.catchAllCause((cause) =>
       Effect.sync(() => emit({ _tag: "TaskFailed", taskId, reason: errorText(Cause.squash(cause)) }))

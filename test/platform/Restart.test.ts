@@ -35,7 +35,7 @@ import {
   Tool,
   Toolkit
 } from "../../src/index.js"
-import * as Journal from "../../src/platform/Journal.js"
+import * as Journal from "../../src/Journal.js"
 import { record, scale } from "../support/figures.js"
 import { sqliteClient, unnamedClient } from "../support/sqlClient.js"
 import { clientLayer, resultsText } from "../support/platform.js"
@@ -276,7 +276,7 @@ describe("journal replay", () => {
       const dir = yield* tempDir
       const file = join(dir, "journal.sqlite")
       const entry = (yield* Toolkit.make(workTool(new Map(), () => Effect.void))).manifest[0]!
-      const deadlineAt = Date.now() + 60_000
+      const deadlineAt = Date.now() + 20_000
       const callsOf = (step: number) =>
         ["a", "b"].map((half) => ({
           id: `t${step}-${half}`,
@@ -287,15 +287,15 @@ describe("journal replay", () => {
       yield* Effect.scoped(Effect.gen(function*() {
         const journal = yield* openJournal(file)
         const tools = [{ entry, own: true }]
-        yield* journal.started({ taskId: "task-x", agentId: "agent-1", processId: "p-old", prompt: "go", tools })
+        yield* journal.started({ runId: "task-x", kind: "task", agentId: "agent-1", processId: "p-old", prompt: "go", tools })
         for (const step of [1, 2]) {
           const usage = { inputTokens: 10, outputTokens: 5 }
           yield* journal.turn("task-x", step, { toolCalls: callsOf(step), finishReason: "tool_calls", usage })
           for (const call of callsOf(step)) {
             const delivery = { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt }
-            yield* journal.delivered("task-x", delivery)
+            yield* journal.callStarted("task-x", delivery)
             if (call.id !== "t2-b") {
-              yield* journal.answered("task-x", call.id, new ToolResult(`done ${call.id}`, undefined))
+              yield* journal.callEnded("task-x", call.id, new ToolResult(`done ${call.id}`, undefined))
             }
           }
         }
@@ -357,12 +357,12 @@ describe("journal replay", () => {
         yield* Effect.scoped(Effect.gen(function*() {
           const journal = yield* openJournal(file)
           const tools = [{ entry, own: true }]
-          yield* journal.started({ taskId: "task-y", agentId: "agent-1", processId: "p-old", prompt: "go", tools })
+          yield* journal.started({ runId: "task-y", kind: "task", agentId: "agent-1", processId: "p-old", prompt: "go", tools })
           const usage = { inputTokens: 0, outputTokens: 0 }
           yield* journal.turn("task-y", 1, { toolCalls: [call], finishReason: "tool_calls", usage })
           const deadlineAt = Date.now() - 1
           const delivery = { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt }
-          yield* journal.delivered("task-y", delivery)
+          yield* journal.callStarted("task-y", delivery)
         }))
         const handlers = given === "the journal option (a file)"
           ? PlatformServer.layerHandlers({ tokens, journal: file })
@@ -393,7 +393,7 @@ describe("journal replay", () => {
       const missing = join(tmpdir(), "no-such-dir-agent-tools", "journal.sqlite")
       const error = yield* Effect.flip(Effect.scoped(openJournal(missing)))
       assert.strictEqual(error._tag, "JournalUnavailable")
-      assert.include(error.message, `the platform journal ${missing} cannot be used: `)
+      assert.include(error.message, `the run journal ${missing} cannot be used: `)
       // A file whose migrations are recorded but whose tasks table is gone: reading it fails.
       const dir = yield* tempDir
       const file = join(dir, "journal.sqlite")
@@ -403,10 +403,10 @@ describe("journal replay", () => {
         Effect.orDie
       )
       for (const [client, name] of [[sqliteClient(file), file], [unnamedClient(file), "on a SQLite client"]] as const) {
-        const failed = yield* Effect.flatMap(Journal.Journal, (journal) => Effect.flip(journal.load(0))).pipe(
+        const failed = yield* Effect.flatMap(Journal.Journal, (journal) => Effect.flip(journal.tasks(0))).pipe(
           Effect.provide(Journal.layerSqlClient.pipe(Layer.provide(client)))
         )
-        assert.strictEqual(failed.message, `the platform journal ${name} cannot be used: no such table: journal_tasks`)
+        assert.strictEqual(failed.message, `the run journal ${name} cannot be used: no such table: journal_tasks`)
       }
     }).pipe(Effect.scoped))
 })

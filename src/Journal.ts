@@ -1,0 +1,308 @@
+/**
+ * The run journal (design: Durable runs): what a run needs to go on after its process died. An agent
+ * run given a `Journal` (`Agent.run`, `Agent.resume`) and every platform task write, as they happen,
+ * each model turn (before its calls go out), each call as it starts and its outcome (before the loop
+ * sees it), and the approvals a run waits for; a run resumed in any process with the same store
+ * replays its journaled turns instead of asking the model again, and reuses its journaled outcomes.
+ * One mechanism and one set of SQL for both: an agent run and a platform task are rows of the same
+ * tables (`kind`). Stores: `layerMemory`, `layerSql` (a SQLite file), `layerSqlClient` (any
+ * `SqlClient`: PostgreSQL through `@effect/sql-pg` is the same layer with another client).
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
+import * as Sql from "./internal/journalSql.js"
+import * as SqlStore from "./internal/sqlStore.js"
+import { ToolResult, ToolResultFromJson } from "./ToolResult.js"
+import * as LanguageModel from "./LanguageModel.js"
+import * as Toolkit from "./Toolkit.js"
+
+/** The journal's database could not be opened, prepared or read. */
+export class JournalUnavailable extends Schema.TaggedError<JournalUnavailable>("agent-tools/JournalUnavailable")(
+  "JournalUnavailable",
+  {
+    /** The journal's file, or its client's database as well as the client names it. */
+    path: Schema.String,
+    reason: Schema.String
+  }
+) {
+  override get message(): string {
+    return `the run journal ${this.path} cannot be used: ${this.reason}`
+  }
+}
+
+/** The tools a task was given at submission; `own` marks the task holder's. */
+export const TaskTools = Schema.Array(Schema.Struct({ entry: Toolkit.ManifestEntry, own: Schema.Boolean }))
+/** The tools a task was given at submission. */
+export type TaskTools = typeof TaskTools.Type
+
+/** A run as started: a platform task (`kind: "task"`, with its holder and tools) or an agent run (`"run"`). */
+export interface RunRecord {
+  readonly runId: string
+  readonly kind: "task" | "run"
+  /** The platform agent whose task it is, or the agent's name for an agent run. */
+  readonly agentId: string
+  /** The process holding a task; empty for an agent run. */
+  readonly processId: string
+  readonly prompt: string
+  /** The tools a task was given; none for an agent run (its tools are its agent's). */
+  readonly tools: TaskTools
+}
+
+/** A call as journaled when it started; `result` once it ended. */
+export interface JournaledCall {
+  readonly name: string
+  readonly arguments: string
+  readonly deadlineAt: number
+  readonly result: ToolResult | undefined
+}
+
+/**
+ * An approval a run asked for, bound to one call: its id, its canonical input and a fingerprint of
+ * the tool's definition (name, description, schemas). `pending` until a person decides; no decision
+ * counts at or after `expiresAt`.
+ */
+export interface Approval {
+  readonly toolCallId: string
+  readonly toolName: string
+  /** The decoded input's JSON, for the person deciding. */
+  readonly input: string
+  readonly inputKey: string
+  readonly fingerprint: string
+  readonly expiresAt: number
+  readonly decision: "pending" | "approved" | "denied"
+  readonly reason: string | undefined
+}
+
+/** A run that had not ended: what resuming it needs. */
+export interface OpenRun extends RunRecord {
+  readonly status: "running" | "suspended"
+  readonly turns: ReadonlyArray<LanguageModel.ModelTurn>
+  readonly calls: ReadonlyMap<string, JournaledCall>
+  readonly approvals: ReadonlyMap<string, Approval>
+}
+
+/** A run that ended: a task's final event's JSON, or an agent run's `RunResult`'s. */
+export interface EndedRun {
+  readonly runId: string
+  readonly kind: "task" | "run"
+  readonly agentId: string
+  readonly processId: string
+  readonly final: string | undefined
+  readonly result: string | undefined
+  readonly endedAt: number
+}
+
+/** The journal's writes and reads. A write that fails is a defect: the run fails, saying why. */
+export class Journal extends Context.Tag("agent-tools/Journal")<Journal, {
+  /** The journal's file, or its client's database as well as the client names it. */
+  readonly path: string
+  /** Writes a new run; one already there (a task its host wrote first) is kept as it is. */
+  readonly started: (run: RunRecord) => Effect.Effect<void>
+  readonly turn: (runId: string, step: number, turn: LanguageModel.ModelTurn) => Effect.Effect<void>
+  /** A call about to run (the first start of an id counts). */
+  readonly callStarted: (
+    runId: string,
+    call: {
+      readonly toolCallId: string
+      readonly name: string
+      readonly arguments: string
+      readonly deadlineAt: number
+    }
+  ) => Effect.Effect<void>
+  /** A call's outcome (the first one counts). */
+  readonly callEnded: (runId: string, toolCallId: string, result: ToolResult) => Effect.Effect<void>
+  /** Asks for approvals and marks the run suspended until they are given. */
+  readonly suspended: (runId: string, approvals: ReadonlyArray<Omit<Approval, "decision" | "reason">>) => Effect.Effect<void>
+  /** Marks a suspended run as running again. */
+  readonly resumed: (runId: string) => Effect.Effect<void>
+  /** Gives a decision on a pending approval; false if none was pending there at `now` (none, expired or decided). */
+  readonly decide: (
+    runId: string,
+    toolCallId: string,
+    decision: { readonly approved: boolean; readonly reason: string | undefined; readonly now: number }
+  ) => Effect.Effect<boolean, JournalUnavailable>
+  /** Ends a run: a task's final event (JSON) or a run's result (JSON). */
+  readonly ended: (
+    runId: string,
+    end: { readonly final?: string | undefined; readonly result?: string | undefined },
+    endedAt: number
+  ) => Effect.Effect<void>
+  /** One run, open or ended; undefined if the journal does not have it. */
+  readonly run: (runId: string) => Effect.Effect<OpenRun | EndedRun | undefined, JournalUnavailable>
+  /** The platform's tasks to take back: those not ended, and those ended after `endedSince` (older ones are deleted). */
+  readonly tasks: (endedSince: number) => Effect.Effect<
+    { readonly open: ReadonlyArray<RunRecord>; readonly ended: ReadonlyArray<EndedRun> },
+    JournalUnavailable
+  >
+  /** Deletes the platform tasks that ended at or before `before` (epoch ms). */
+  readonly purge: (before: number) => Effect.Effect<void>
+  /** Rows per table, for tests. */
+  readonly counts: Effect.Effect<{ readonly tasks: number; readonly turns: number; readonly calls: number }>
+}>() {}
+
+/** Whether `run` is one that had not ended. */
+export const isOpen = (run: OpenRun | EndedRun): run is OpenRun => "status" in run
+
+const ToolsJson = Schema.parseJson(TaskTools)
+const TurnJson = Schema.parseJson(LanguageModel.ModelTurn)
+const ResultJson = Schema.parseJson(ToolResultFromJson)
+
+/**
+ * The journal in the database of the `SqlClient` in context. Its tables are made at start (migrations
+ * in a table of their own); failing that, or reading it, is `JournalUnavailable` naming the database.
+ */
+export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.SqlClient> = Layer.scoped(
+  Journal,
+  Effect.gen(function*() {
+    // Rows are read by their column names: a client's name transforms (to camelCase, say) must not apply.
+    const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+    const path = SqlStore.databaseName(sql)
+    const unavailable = (reason: string) => new JournalUnavailable({ path, reason })
+    yield* SqlStore.migrate({ migrations: Sql.migrations, table: Sql.migrationsTable, unavailable })
+
+    const record = (row: Sql.TaskRow) =>
+      Effect.map(
+        Schema.decode(ToolsJson)(row.tools),
+        (tools): RunRecord => ({
+          runId: row.task_id,
+          kind: row.kind,
+          agentId: row.agent_id,
+          processId: row.process_id,
+          prompt: row.prompt,
+          tools
+        })
+      )
+    const ended = (row: Sql.TaskRow): EndedRun => ({
+      runId: row.task_id,
+      kind: row.kind,
+      agentId: row.agent_id,
+      processId: row.process_id,
+      final: row.final ?? undefined,
+      result: row.result ?? undefined,
+      endedAt: Number(row.ended_at ?? 0)
+    })
+
+    const run = (runId: string) =>
+      Effect.gen(function*() {
+        const row = (yield* Sql.task(sql, runId))[0]
+        if (row === undefined) return undefined
+        if (row.status === "ended") return ended(row)
+        const turns: Array<LanguageModel.ModelTurn> = []
+        for (const turn of yield* Sql.turnsOf(sql, runId)) {
+          // Steps are 1, 2, ...: a gap would replay the wrong turn, so the replay stops before it.
+          if (Number(turn.step) !== turns.length + 1) break
+          turns.push(yield* Schema.decode(TurnJson)(turn.turn))
+        }
+        const calls = new Map<string, JournaledCall>()
+        for (const call of yield* Sql.callsOf(sql, runId)) {
+          calls.set(call.tool_call_id, {
+            name: call.name,
+            arguments: call.arguments,
+            deadlineAt: Number(call.deadline_at),
+            result: call.result === null ? undefined : yield* Schema.decode(ResultJson)(call.result)
+          })
+        }
+        const approvals = new Map<string, Approval>()
+        for (const approval of yield* Sql.approvalsOf(sql, runId)) {
+          approvals.set(approval.tool_call_id, {
+            toolCallId: approval.tool_call_id,
+            toolName: approval.tool_name,
+            input: approval.input,
+            inputKey: approval.input_key,
+            fingerprint: approval.fingerprint,
+            expiresAt: Number(approval.expires_at),
+            decision: approval.decision,
+            reason: approval.reason ?? undefined
+          })
+        }
+        const open: OpenRun = { ...(yield* record(row)), status: row.status, turns, calls, approvals }
+        return open
+      }).pipe(SqlStore.orUnavailable(unavailable))
+
+    const tasks = (endedSince: number) =>
+      Effect.gen(function*() {
+        yield* Sql.purgeEnded(sql, endedSince)
+        const open: Array<RunRecord> = []
+        const done: Array<EndedRun> = []
+        for (const row of yield* Sql.tasks(sql)) {
+          if (row.status === "ended") done.push(ended(row))
+          else open.push(yield* record(row))
+        }
+        return { open, ended: done }
+      }).pipe(SqlStore.orUnavailable(unavailable))
+
+    return Journal.of({
+      path,
+      started: (run) =>
+        Effect.orDie(Sql.insertTask(sql, {
+          taskId: run.runId,
+          kind: run.kind,
+          agentId: run.agentId,
+          processId: run.processId,
+          prompt: run.prompt,
+          tools: Schema.encodeSync(ToolsJson)(run.tools)
+        })),
+      turn: (runId, step, turn) => Effect.orDie(Sql.insertTurn(sql, runId, step, Schema.encodeSync(TurnJson)(turn))),
+      callStarted: (runId, call) => Effect.orDie(Sql.insertCall(sql, runId, call)),
+      callEnded: (runId, toolCallId, result) =>
+        Effect.orDie(Sql.answerCall(sql, runId, toolCallId, Schema.encodeSync(ResultJson)(result))),
+      suspended: (runId, approvals) =>
+        Effect.orDie(sql.withTransaction(Effect.zipRight(
+          Effect.forEach(approvals, (a) =>
+            Sql.askApproval(sql, {
+              task_id: runId,
+              tool_call_id: a.toolCallId,
+              tool_name: a.toolName,
+              input: a.input,
+              input_key: a.inputKey,
+              fingerprint: a.fingerprint,
+              expires_at: a.expiresAt
+            }), { discard: true }),
+          Sql.suspendTask(sql, runId)
+        ))),
+      resumed: (runId) => Effect.orDie(Sql.resumeTask(sql, runId)),
+      decide: (runId, toolCallId, decision) =>
+        Sql.decideApproval(sql, { taskId: runId, toolCallId }, { ...decision, reason: decision.reason ?? null }).pipe(
+          Effect.map((changed) => changed > 0),
+          SqlStore.orUnavailable(unavailable)
+        ),
+      ended: (runId, end, endedAt) =>
+        Effect.orDie(Sql.endTask(sql, runId, { final: end.final ?? null, result: end.result ?? null }, endedAt)),
+      run,
+      tasks,
+      purge: (before) => Effect.ignoreLogged(Sql.purgeEnded(sql, before)),
+      counts: Effect.orDie(Sql.counts(sql))
+    })
+  })
+)
+
+/**
+ * The journal in the SQLite file `filename` (created if missing; WAL mode): `layerSqlClient` on a
+ * client of its own. A file that cannot be opened fails with `JournalUnavailable` naming it.
+ */
+export const layerSql = (options: { readonly filename: string }): Layer.Layer<Journal, JournalUnavailable> =>
+  Layer.provide(
+    // Fresh: two journals on two files in one graph must not share the first one's build.
+    Layer.fresh(layerSqlClient),
+    SqlStore.layerSqlite(options.filename, (reason) => new JournalUnavailable({ path: options.filename, reason }))
+  )
+
+/**
+ * The journal in memory, for tests and for runs that need resume and approvals within one process:
+ * `layerSql` on an in-memory SQLite database (the same statements, so the same behaviour).
+ */
+export const layerMemory: Layer.Layer<Journal> = Layer.orDie(layerSql({ filename: ":memory:" }))
+
+/**
+ * The platform's journal: the `Journal` provided (`layerSqlClient` on a client of one's choosing),
+ * else `layerSql` on `filename` when one is given, else none (tasks in memory only).
+ */
+export const serviceOrFile = (
+  filename: string | undefined
+): Effect.Effect<Journal["Type"] | undefined, JournalUnavailable, Scope.Scope> =>
+  Effect.gen(function*() {
+    const provided = yield* Effect.serviceOption(Journal)
+    if (Option.isSome(provided)) return provided.value
+    if (filename === undefined) return undefined
+    return Context.get(yield* Layer.build(layerSql({ filename })), Journal)
+  })
