@@ -1,0 +1,124 @@
+/**
+ * The SQL stores on a real PostgreSQL (started by test/support/postgres.ts), unchanged: the claims of
+ * delivery dedupe and the platform's journal, through `layerSqlClient` on an `@effect/sql-pg` client.
+ * PostgreSQL returns BIGINT and COUNT(*) as strings: what the stores give back must still be numbers.
+ */
+import { SqlClient } from "@effect/sql"
+import { assert, layer } from "@effect/vitest"
+import { Context, Duration, Effect, Layer } from "effect"
+import { Idempotency } from "../src/index.js"
+import * as Journal from "../src/platform/Journal.js"
+import { ToolResult } from "../src/ToolResult.js"
+import * as Pg from "./support/postgres.js"
+
+const claim = { toolName: "count", timeout: Duration.seconds(30), idempotent: false }
+
+/** A claims store on the server's database: each build is another process's store. */
+const claims = Idempotency.layerSqlClient({ lease: "10 seconds", poll: "10 millis" })
+const openStore = Effect.map(Layer.build(claims), Context.get(Idempotency.Idempotency))
+
+// One server for the file; the live clock (the stores poll and lease in real time).
+layer(Pg.layer(), { timeout: "60 seconds", excludeTestServices: true })("stores on PostgreSQL", (it) => {
+  it.effect("the server is fresh and says so: its URL, its database, a start time", () =>
+    Effect.gen(function*() {
+      const server = yield* Pg.Postgres
+      const sql = yield* SqlClient.SqlClient
+      const [row] = yield* sql<{ readonly db: string; readonly version: string }>`SELECT
+        current_database() AS db, current_setting('server_version_num') AS version`
+      assert.strictEqual(row?.db, server.database)
+      assert.isAtLeast(Number(row?.version), 180000)
+      assert.match(server.url, /^postgres:\/\/postgres:[0-9a-f]+@127\.0\.0\.1:\d+\/agent_tools_test$/)
+      assert.isAbove(server.startMillis, 0)
+    }))
+
+  it.scoped("claims: 50 keys x 8 concurrent deliveries, one owner per key; a completed outcome read back", () =>
+    Effect.gen(function*() {
+      const runs = new Map<string, number>()
+      const keys = Array.from({ length: 50 }, (_, i) => ({ taskId: "task-concurrent", toolCallId: `call-${i}` }))
+      // Two stores on one database: two serving processes, each with four deliveries of every key.
+      const [a, b] = yield* Effect.all([openStore, openStore])
+      const deliveries = keys.flatMap((key) => Array.from({ length: 8 }, (_, i) => ({ key, store: i % 2 === 0 ? a : b })))
+      const results = yield* Effect.forEach(deliveries, ({ key, store }) =>
+        store.once(key, claim, Effect.sync(() => {
+          const n = (runs.get(key.toolCallId) ?? 0) + 1
+          runs.set(key.toolCallId, n)
+          return ToolResult.success({ call: key.toolCallId, run: n })
+        }).pipe(Effect.delay("20 millis"))), { concurrency: "unbounded" })
+      for (const key of keys) assert.strictEqual(runs.get(key.toolCallId), 1, key.toolCallId)
+      for (const [i, key] of keys.entries()) {
+        const mine = results.slice(i * 8, i * 8 + 8)
+        assert.strictEqual(mine.filter((r) => !r.reused).length, 1, `one owner of ${key.toolCallId}`)
+        for (const r of mine) assert.deepStrictEqual(r.result.value, { call: key.toolCallId, run: 1 })
+      }
+      // A third process: the completed outcome comes from the database, the handler does not run.
+      const c = yield* openStore
+      const again = yield* c.once(keys[7]!, claim, Effect.die("must not run"))
+      assert.deepStrictEqual([again.reused, again.result.value], [true, { call: "call-7", run: 1 }])
+      // COUNT(*) is a string on PostgreSQL: the store's size is a number all the same.
+      assert.strictEqual(yield* c.size, 50)
+    }))
+
+  it.scoped("claims: a claim whose owner died is re-run once its lease (a BIGINT) has passed", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const key = { taskId: "task-dead", toolCallId: "call-1" }
+      yield* sql`INSERT INTO tool_claims (task_id, tool_call_id, tool_name, owner, state, lease_expires_at, expires_at, outcome)
+        VALUES (${key.taskId}, ${key.toolCallId}, 'count', 'dead-process', 'pending', ${Date.now() - 1},
+          ${Date.now() + 30_000}, NULL)`
+      const store = yield* openStore
+      const first = yield* store.once(key, claim, Effect.succeed(ToolResult.success(1)))
+      const again = yield* store.once(key, claim, Effect.die("must not run"))
+      assert.deepStrictEqual([first.reused, first.result.value, again.reused, again.result.value], [false, 1, true, 1])
+    }))
+
+  it.scoped("claims: held tasks, oldest first", () =>
+    Effect.gen(function*() {
+      const store = yield* openStore
+      for (const task of ["task-b", "task-a", "task-c"]) yield* store.holdTask("agent-held", task)
+      yield* store.releaseTask("agent-held", "task-a")
+      assert.deepStrictEqual(yield* store.heldTasks("agent-held"), ["task-b", "task-c"])
+    }))
+
+  it.scoped("journal: a task's started, turn, delivered and answered rows load back; its end too", () =>
+    Effect.gen(function*() {
+      const journal = yield* Effect.map(Layer.build(Journal.layerSqlClient), Context.get(Journal.Journal))
+      const deadlineAt = Date.now() + 60_000
+      const usage = { inputTokens: 10, outputTokens: 5 }
+      const call = { id: "call-1", name: "work", arguments: "{\"key\":\"a\"}" }
+      yield* journal.started({ taskId: "task-j", agentId: "agent-1", processId: "p-1", prompt: "go", tools: [] })
+      yield* journal.turn("task-j", 1, { toolCalls: [call], finishReason: "tool_calls", usage })
+      yield* journal.turn("task-j", 2, { text: "done", toolCalls: [], finishReason: "stop", usage })
+      yield* journal.delivered("task-j", { toolCallId: "call-1", name: "work", arguments: call.arguments, deadlineAt })
+      yield* journal.delivered("task-j", { toolCallId: "call-2", name: "work", arguments: "{}", deadlineAt })
+      yield* journal.answered("task-j", "call-1", ToolResult.success("did a"))
+
+      const { open } = yield* journal.load(0)
+      const task = open.find((t) => t.taskId === "task-j")
+      assert.deepStrictEqual(
+        [task?.agentId, task?.processId, task?.prompt, task?.tools],
+        ["agent-1", "p-1", "go", []]
+      )
+      assert.deepStrictEqual(task?.turns.map((t) => [t.finishReason, t.toolCalls.length, t.text]), [
+        ["tool_calls", 1, undefined],
+        ["stop", 0, "done"]
+      ])
+      const [one, two] = [task?.calls.get("call-1"), task?.calls.get("call-2")]
+      // deadline_at is a BIGINT: a number, the very one written.
+      assert.deepStrictEqual([one?.name, one?.arguments, one?.deadlineAt, one?.result?.value], [
+        "work",
+        call.arguments,
+        deadlineAt,
+        "did a"
+      ])
+      assert.deepStrictEqual([two?.deadlineAt, two?.result], [deadlineAt, undefined])
+      assert.deepStrictEqual(yield* journal.counts, { tasks: 1, turns: 2, calls: 2 })
+
+      const endedAt = Date.now()
+      const final = { _tag: "TaskCompleted", taskId: "task-j", output: "done", steps: 2, usage } as const
+      yield* journal.ended("task-j", final, endedAt)
+      const after = yield* journal.load(0)
+      assert.deepStrictEqual(after.open.map((t) => t.taskId), [])
+      assert.deepStrictEqual(after.ended, [{ taskId: "task-j", agentId: "agent-1", processId: "p-1", final, endedAt }])
+      assert.deepStrictEqual(yield* journal.counts, { tasks: 1, turns: 0, calls: 0 })
+    }))
+})
