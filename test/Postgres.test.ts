@@ -7,7 +7,7 @@ import { SqlClient } from "@effect/sql"
 import { assert, layer } from "@effect/vitest"
 import { Context, Duration, Effect, Layer } from "effect"
 import { Idempotency } from "../src/index.js"
-import * as Journal from "../src/platform/Journal.js"
+import * as Journal from "../src/Journal.js"
 import { ToolResult } from "../src/ToolResult.js"
 import * as Pg from "./support/postgres.js"
 
@@ -79,30 +79,31 @@ layer(Pg.layer(), { timeout: "60 seconds", excludeTestServices: true })("stores 
       assert.deepStrictEqual(yield* store.heldTasks("agent-held"), ["task-b", "task-c"])
     }))
 
-  it.scoped("journal: a task's started, turn, delivered and answered rows load back; its end too", () =>
+  it.scoped("journal: a run's started, turn, call and outcome rows load back; approvals; its end too", () =>
     Effect.gen(function*() {
       const journal = yield* Effect.map(Layer.build(Journal.layerSqlClient), Context.get(Journal.Journal))
       const deadlineAt = Date.now() + 60_000
       const usage = { inputTokens: 10, outputTokens: 5 }
       const call = { id: "call-1", name: "work", arguments: "{\"key\":\"a\"}" }
-      yield* journal.started({ taskId: "task-j", agentId: "agent-1", processId: "p-1", prompt: "go", tools: [] })
+      yield* journal.started({ runId: "task-j", kind: "task", agentId: "agent-1", processId: "p-1", prompt: "go", tools: [] })
       yield* journal.turn("task-j", 1, { toolCalls: [call], finishReason: "tool_calls", usage })
       yield* journal.turn("task-j", 2, { text: "done", toolCalls: [], finishReason: "stop", usage })
-      yield* journal.delivered("task-j", { toolCallId: "call-1", name: "work", arguments: call.arguments, deadlineAt })
-      yield* journal.delivered("task-j", { toolCallId: "call-2", name: "work", arguments: "{}", deadlineAt })
-      yield* journal.answered("task-j", "call-1", ToolResult.success("did a"))
+      yield* journal.callStarted("task-j", { toolCallId: "call-1", name: "work", arguments: call.arguments, deadlineAt })
+      yield* journal.callStarted("task-j", { toolCallId: "call-2", name: "work", arguments: "{}", deadlineAt })
+      yield* journal.callEnded("task-j", "call-1", ToolResult.success("did a"))
 
-      const { open } = yield* journal.load(0)
-      const task = open.find((t) => t.taskId === "task-j")
-      assert.deepStrictEqual(
-        [task?.agentId, task?.processId, task?.prompt, task?.tools],
-        ["agent-1", "p-1", "go", []]
-      )
-      assert.deepStrictEqual(task?.turns.map((t) => [t.finishReason, t.toolCalls.length, t.text]), [
+      const { open } = yield* journal.tasks(0)
+      assert.deepStrictEqual(open.map((t) => [t.runId, t.agentId, t.processId, t.prompt, t.tools]), [
+        ["task-j", "agent-1", "p-1", "go", []]
+      ])
+      const task = yield* journal.run("task-j")
+      assert.isTrue(task !== undefined && Journal.isOpen(task))
+      if (task === undefined || !Journal.isOpen(task)) return
+      assert.deepStrictEqual(task.turns.map((t) => [t.finishReason, t.toolCalls.length, t.text]), [
         ["tool_calls", 1, undefined],
         ["stop", 0, "done"]
       ])
-      const [one, two] = [task?.calls.get("call-1"), task?.calls.get("call-2")]
+      const [one, two] = [task.calls.get("call-1"), task.calls.get("call-2")]
       // deadline_at is a BIGINT: a number, the very one written.
       assert.deepStrictEqual([one?.name, one?.arguments, one?.deadlineAt, one?.result?.value], [
         "work",
@@ -113,12 +114,30 @@ layer(Pg.layer(), { timeout: "60 seconds", excludeTestServices: true })("stores 
       assert.deepStrictEqual([two?.deadlineAt, two?.result], [deadlineAt, undefined])
       assert.deepStrictEqual(yield* journal.counts, { tasks: 1, turns: 2, calls: 2 })
 
+      // An approval: asked (the run suspends), decided once, read back with its numbers as numbers.
+      const approval = { toolCallId: "call-2", toolName: "work", input: "{}", inputKey: "{}", fingerprint: "f", expiresAt: deadlineAt }
+      yield* journal.suspended("task-j", [approval])
+      assert.isTrue(yield* journal.decide("task-j", "call-2", { approved: true, reason: undefined, now: Date.now() }))
+      assert.isFalse(yield* journal.decide("task-j", "call-2", { approved: false, reason: "late", now: Date.now() }))
+      const suspended = yield* journal.run("task-j")
+      assert.isTrue(suspended !== undefined && Journal.isOpen(suspended) && suspended.status === "suspended")
+      if (suspended !== undefined && Journal.isOpen(suspended)) {
+        assert.deepStrictEqual(suspended.approvals.get("call-2"), { ...approval, decision: "approved", reason: undefined })
+      }
+
       const endedAt = Date.now()
-      const final = { _tag: "TaskCompleted", taskId: "task-j", output: "done", steps: 2, usage } as const
-      yield* journal.ended("task-j", final, endedAt)
-      const after = yield* journal.load(0)
-      assert.deepStrictEqual(after.open.map((t) => t.taskId), [])
-      assert.deepStrictEqual(after.ended, [{ taskId: "task-j", agentId: "agent-1", processId: "p-1", final, endedAt }])
+      yield* journal.ended("task-j", { final: "{\"_tag\":\"TaskCompleted\"}" }, endedAt)
+      const after = yield* journal.tasks(0)
+      assert.deepStrictEqual(after.open.map((t) => t.runId), [])
+      assert.deepStrictEqual(after.ended, [{
+        runId: "task-j",
+        kind: "task",
+        agentId: "agent-1",
+        processId: "p-1",
+        final: "{\"_tag\":\"TaskCompleted\"}",
+        result: undefined,
+        endedAt
+      }])
       assert.deepStrictEqual(yield* journal.counts, { tasks: 1, turns: 0, calls: 0 })
     }))
 })
