@@ -11,7 +11,8 @@ const slow = [
   "test/WorkerPool.test.ts",
   "test/McpStdioProcess.test.ts",
   "test/demo/worker.test.ts",
-  "test/Package.test.ts"
+  "test/Package.test.ts",
+  "test/AgentApprovalProcess.test.ts"
 ]
 
 export default defineConfig({
