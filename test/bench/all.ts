@@ -20,6 +20,7 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["loop.ts", "--tracing=on"],
   ["serve.ts"],
   ["claims.ts"],
+  ["journal.ts"],
   ["startup.ts"]
 ]
 
