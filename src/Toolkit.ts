@@ -63,7 +63,13 @@ export class ManifestEntry extends Schema.Class<ManifestEntry>("agent-tools/Mani
   output: Schema.Unknown,
   timeoutMillis: Schema.Number,
   retries: Schema.Number,
-  idempotent: Schema.Boolean
+  idempotent: Schema.Boolean,
+  /**
+   * A person approves each call first (`Tool.make`'s `needsApproval`): on a platform with a journal,
+   * a task suspends on it until the call is decided (design: Durable runs). Absent in an older
+   * manifest: false.
+   */
+  needsApproval: Schema.optionalWith(Schema.Boolean, { default: () => false })
 }) {}
 
 /** A validated set of tools; `R` is what their handlers need. */
@@ -103,7 +109,8 @@ export const makeEither = <const Tools extends ReadonlyArray<Tool.Any>>(
         output: Tool.outputJsonSchema(tool),
         timeoutMillis: Duration.toMillis(tool.timeout),
         retries: tool.retries,
-        idempotent: tool.idempotent
+        idempotent: tool.idempotent,
+        needsApproval: tool.needsApproval
       })
     )
   })

@@ -131,6 +131,7 @@ describe("Toolkit.make", () => {
         "description",
         "idempotent",
         "name",
+        "needsApproval",
         "output",
         "parameters",
         "retries",
