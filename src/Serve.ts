@@ -189,6 +189,8 @@ const runDelivered = (
       taskId: event.taskId,
       toolCallId: event.toolCallId,
       deadlineAt: event.deadlineAt,
+      // Approved through the platform (a suspended task's DecideApproval): Hooks.approval does not ask again.
+      approved: event.approved,
       onStart: () => void (started = true)
     }) as Effect.Effect<ToolResult>
   return Effect.map(

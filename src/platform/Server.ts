@@ -15,6 +15,7 @@ import {
   Duration,
   Effect,
   Exit,
+  Fiber,
   FiberSet,
   Layer,
   Mailbox,
@@ -37,12 +38,14 @@ import * as Toolkit from "../Toolkit.js"
 import * as Framing from "../protocol/Framing.js"
 import * as Journal from "../Journal.js"
 import {
+  ApprovalsNeedJournal,
   AuthenticatedAgent,
   Authentication,
   authorizationHeader,
   type EventsWanted,
   LifecycleBudgetExceeded,
   ManifestRejected,
+  NoPendingApproval,
   PlatformRpcs,
   TaskEvent,
   type ToolCallResult,
@@ -117,6 +120,17 @@ interface PendingCall {
   sentAt: number
 }
 
+/**
+ * A journaled task waiting for a person (design: Durable runs): its `TaskSuspended`, the calls of it
+ * not decided yet, and the fiber that takes the task up when the first approval expires. Its loop has
+ * stopped; once every call is decided it runs again from the journal.
+ */
+interface Suspension {
+  readonly event: Extract<TaskEvent, { _tag: "TaskSuspended" }>
+  readonly undecided: Set<string>
+  expiry: Fiber.RuntimeFiber<void> | undefined
+}
+
 /** The events a `"calls"` stream leaves out. */
 const leftOutOfCalls = new Set<TaskEvent["_tag"]>(["TurnStarted", "ModelText", "ToolCallCompleted"])
 
@@ -129,6 +143,8 @@ class Task {
   endedAt: number | undefined
   /** Calls delivered and not answered yet; let go when the task ends, after which a re-attach needs only `final`. */
   pending: Map<string, PendingCall> | undefined = new Map()
+  /** What the task waits for when it suspended for approvals, until it goes on. */
+  suspended: Suspension | undefined
   constructor(
     readonly taskId: string,
     readonly agentId: string,
@@ -153,7 +169,7 @@ class Task {
 
   /**
    * A new stream for this task: `TaskStarted`, then the end if it ended, else every pending call
-   * again. A stream still attached is taken over: it ends with `TaskTakenOver`, never silently.
+   * again, or the `TaskSuspended` it waits on. A stream still attached is taken over: it ends with `TaskTakenOver`, never silently.
    */
   attach(mailbox: Mailbox.Mailbox<TaskEvent>, wanted: EventsWanted): void {
     if (this.attachment !== undefined) {
@@ -174,6 +190,7 @@ class Task {
       return
     }
     for (const call of this.pending?.values() ?? []) mailbox.unsafeOffer(call.event)
+    if (this.suspended !== undefined) mailbox.unsafeOffer(this.suspended.event)
   }
 }
 
@@ -400,6 +417,36 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
         return mailbox
       })
 
+    /**
+     * The task waits for the calls of `event` to be decided (`decide`); at the first one's expiry it
+     * goes on anyway, and the loop's gate denies what expired (the task never waits for ever).
+     */
+    const suspend = (task: Task, event: Suspension["event"]): void => {
+      const suspension: Suspension = { event, undecided: new Set(event.pending.map((p) => p.toolCallId)), expiry: undefined }
+      task.suspended = suspension
+      const first = Math.min(...event.pending.map((p) => p.expiresAt))
+      suspension.expiry = runTask(Effect.gen(function*() {
+        yield* Effect.sleep(Math.max(0, first - (yield* Clock.currentTimeMillis)))
+        suspension.expiry = undefined
+        yield* goOn(task, suspension)
+      }))
+    }
+
+    /** A suspended task goes on: its loop runs again from the journal, which holds the decisions. */
+    const goOn = (task: Task, suspension: Suspension): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        if (journal === undefined || task.suspended !== suspension) return
+        task.suspended = undefined
+        if (suspension.expiry !== undefined) yield* Fiber.interrupt(suspension.expiry)
+        yield* journal.resumed(task.taskId)
+        const run = yield* Effect.orDie(journal.run(task.taskId))
+        if (run === undefined || !Journal.isOpen(run)) {
+          return yield* Effect.logWarning(`task ${task.taskId}: the journal no longer holds it open; it cannot go on`)
+        }
+        yield* Effect.logInfo(`task ${task.taskId}: its approvals are decided; it goes on`)
+        start(task, run.prompt, run.tools)
+      })
+
     /** Runs a task's loop: a new one, or with a journal, one taken back after a restart (from what it journaled). */
     const start = (
       task: Task,
@@ -415,7 +462,10 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
         maxSteps: options.maxSteps,
         tools,
         deliver: deliver(task),
-        emit: (event: TaskEvent) => task.emit(event)
+        emit: (event: TaskEvent) => {
+          if (event._tag === "TaskSuspended") suspend(task, event)
+          task.emit(event)
+        }
       }
       if (journal === undefined) {
         runTask(TaskRunner.run(runOptions))
@@ -483,6 +533,43 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
             pending?.done.succeed(Invocation.checkResult(pending.event.name, result, config))
           }
           return unknown === undefined ? Effect.void : Effect.fail(new UnknownTask({ taskId: unknown }))
+        }),
+      /**
+       * A person's decision on a call a suspended task of the agent's waits for (design: Durable runs),
+       * journaled; once every call of its `TaskSuspended` is decided, the task goes on from the journal.
+       * Only a call of the task's last suspension can be decided, and once.
+       */
+      decide: (
+        agentId: string,
+        { approved, reason, taskId, toolCallId }: {
+          readonly taskId: string
+          readonly toolCallId: string
+          readonly approved: boolean
+          readonly reason?: string | undefined
+        }
+      ): Effect.Effect<void, UnknownTask | NoPendingApproval | ApprovalsNeedJournal> =>
+        Effect.gen(function*() {
+          const task = own(agentId, taskId)
+          if (task === undefined) return yield* new UnknownTask({ taskId })
+          if (journal === undefined) return yield* new ApprovalsNeedJournal({ taskId })
+          const suspension = task.suspended
+          if (suspension === undefined || !suspension.undecided.has(toolCallId)) {
+            return yield* new NoPendingApproval({ taskId, toolCallId })
+          }
+          // Taken at once: the same call decided twice at the same moment is refused the second time.
+          suspension.undecided.delete(toolCallId)
+          const now = yield* Clock.currentTimeMillis
+          const decided = yield* journal.decide(taskId, toolCallId, { approved, reason, now }).pipe(
+            Effect.orDie,
+            Effect.onExit((exit) => Effect.sync(() => Exit.isFailure(exit) && suspension.undecided.add(toolCallId)))
+          )
+          // Expired: nothing can decide it any more; the task goes on without it (the loop denies it).
+          if (!decided) {
+            if (suspension.undecided.size === 0) yield* goOn(task, suspension)
+            return yield* new NoPendingApproval({ taskId, toolCallId })
+          }
+          yield* Effect.logInfo(`task ${taskId}: call ${toolCallId} ${approved ? "approved" : "denied"}`)
+          if (suspension.undecided.size === 0) yield* goOn(task, suspension)
         }),
       /** Delivers again each pending call last sent at or before `sentBy`; it counts as sent `now`. */
       redeliver: (sentBy: number, now: number): void => {
@@ -583,7 +670,9 @@ const handlersOf = (agents: Agents, tasks: Tasks) =>
         return yield* tasks.submit(payload, tools)
       }),
     AttachTask: (payload) => Effect.zipRight(authorize(payload.agentId), tasks.attach(payload)),
-    CompleteToolCall: ({ agentId, results }) => Effect.zipRight(authorize(agentId), tasks.complete(agentId, results))
+    CompleteToolCall: ({ agentId, results }) => Effect.zipRight(authorize(agentId), tasks.complete(agentId, results)),
+    // The agent is the token's: the payload names none.
+    DecideApproval: (payload) => Effect.flatMap(AuthenticatedAgent, ({ agentId }) => tasks.decide(agentId, payload))
   })
 
 /** A token of `tokens` in the `authorization` header names the agent the calls are made as. */

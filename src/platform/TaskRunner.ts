@@ -2,7 +2,7 @@
  * Runs one task on the platform (design: The platform): the agent loop with the platform's model, whose tools are
  * the agent's registered ones and whose calls are delivered to the task's stream and awaited.
  */
-import { Cause, Duration, Effect, Either, Schema } from "effect"
+import { Cause, Duration, Effect, Either, Option, Schema } from "effect"
 import * as Agent from "../Agent.js"
 import { errorText, ToolResult } from "../ToolResult.js"
 import type * as LanguageModel from "../LanguageModel.js"
@@ -17,6 +17,8 @@ export interface Delivery {
   readonly name: string
   readonly arguments: string
   readonly deadlineAt: number
+  /** A person approved the call through the platform: the serving side does not ask again. */
+  readonly approved?: true | undefined
 }
 
 /** What a task needs from the platform. */
@@ -49,19 +51,27 @@ const anyObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 const passThrough = (error: unknown): string =>
   error instanceof RemoteFailure ? error.text : errorText(error)
 
-/** A tool whose handler is a delivery; the model sees the manifest's own JSON Schemas. */
+/**
+ * A tool whose handler is a delivery; the model sees the manifest's own JSON Schemas. In a journaled
+ * task a tool that needs approval passes the loop's gate (design: Durable runs): the task suspends
+ * until a person decides, and a call of it that runs here was approved, so it is delivered as such.
+ * Without a journal nothing can suspend: the serving side asks (`Hooks.approval`), as for any call.
+ */
 const remoteTool = (
   agentId: string,
   entry: Toolkit.ManifestEntry,
   own: boolean,
-  deliver: TaskOptions["deliver"]
+  deliver: TaskOptions["deliver"],
+  journaled: boolean
 ): Tool.Any => {
+  const approved = journaled && entry.needsApproval ? { approved: true as const } : undefined
   const tool = Tool.make(entry.name, {
     description: entry.description,
     // The serving process decodes strictly (design: Input); here the arguments need only be an object.
     input: anyObject,
     timeout: Duration.millis(entry.timeoutMillis),
     idempotent: entry.idempotent,
+    needsApproval: approved !== undefined,
     errorTransform: passThrough
   }, (input) => {
     if (!own) {
@@ -77,23 +87,34 @@ const remoteTool = (
     }
     return Effect.flatMap(ToolContext, (ctx) =>
       Effect.flatMap(
-        deliver({ toolCallId: ctx.toolCallId, name: entry.name, arguments: JSON.stringify(input), deadlineAt: ctx.deadlineAt }),
+        deliver({
+          toolCallId: ctx.toolCallId,
+          name: entry.name,
+          arguments: JSON.stringify(input),
+          deadlineAt: ctx.deadlineAt,
+          ...approved
+        }),
         (result) => result.error === undefined ? Effect.succeed(result.value) : Effect.fail(new RemoteFailure({ text: result.error }))
       ))
   })
   return { ...tool, schemas: Either.right({ parameters: entry.parameters as Tool.JsonSchema, output: entry.output as Tool.JsonSchema }) }
 }
 
-/** Runs the task to its end, emitting its events; never fails (a failure is a `TaskFailed` event). */
+/**
+ * Runs the task to its end, emitting its events; never fails (a failure is a `TaskFailed` event). A
+ * journaled task that waits for approvals stops with `TaskSuspended` (not an end: it goes on once
+ * they are decided, from its journal).
+ */
 export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageModel.LanguageModel> => {
   const { emit, taskId } = options
+  const journaled = options.journaled === true
   const agent = Agent.make({
     name: options.agentId,
-    tools: options.tools.map(({ entry, own }) => remoteTool(options.agentId, entry, own, options.deliver)),
+    tools: options.tools.map(({ entry, own }) => remoteTool(options.agentId, entry, own, options.deliver, journaled)),
     instructions: options.instructions,
     maxSteps: options.maxSteps
   })
-  const host = options.journaled === true ? { runId: taskId, rerunUnfinished: true } : undefined
+  const host = journaled ? { runId: taskId, rerunUnfinished: true } : undefined
   return Agent.runWithEvents(agent, options.prompt, (event) => {
     switch (event._tag) {
       case "TurnStarted":
@@ -121,7 +142,13 @@ export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageMo
   }, host).pipe(
     Effect.asVoid,
     Effect.catchAllCause((cause) =>
-      Effect.sync(() => emit({ _tag: "TaskFailed", taskId, reason: errorText(Cause.squash(cause)) }))
+      Effect.sync(() => {
+        const failure = Cause.failureOption(cause)
+        if (Option.isSome(failure) && failure.value._tag === "RunSuspended") {
+          return emit({ _tag: "TaskSuspended", taskId, pending: failure.value.pending })
+        }
+        emit({ _tag: "TaskFailed", taskId, reason: errorText(Cause.squash(cause)) })
+      })
     )
   )
 }

@@ -46,6 +46,30 @@ export class UnknownTask extends Schema.TaggedError<UnknownTask>("agent-tools/Un
   }
 }
 
+/** `DecideApproval` found nothing to decide: the task does not wait for that call (now), it expired, or it was decided. */
+export class NoPendingApproval extends Schema.TaggedError<NoPendingApproval>("agent-tools/platform/NoPendingApproval")(
+  "NoPendingApproval",
+  { taskId: Schema.String, toolCallId: Schema.String }
+) {
+  override get message(): string {
+    return `task ${this.taskId} does not wait for approval of call ${this.toolCallId} ` +
+      `(it is not among the calls of its last TaskSuspended, it expired, or it was decided already)`
+  }
+}
+
+/**
+ * `DecideApproval` on a platform without a journal: its tasks cannot suspend (nothing durable to go
+ * on from), so a served tool that needs approval is asked on the serving side (`Hooks.approval`).
+ */
+export class ApprovalsNeedJournal extends Schema.TaggedError<ApprovalsNeedJournal>(
+  "agent-tools/platform/ApprovalsNeedJournal"
+)("ApprovalsNeedJournal", { taskId: Schema.String }) {
+  override get message(): string {
+    return `task ${this.taskId} cannot wait for approvals: the platform runs without a journal, so a served tool ` +
+      `that needs approval is asked on the serving side (Hooks.approval), not through the platform`
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Task events.
 
@@ -55,13 +79,18 @@ export const TaskStarted = Schema.TaggedStruct("TaskStarted", { taskId: Schema.S
 export const TurnStarted = Schema.TaggedStruct("TurnStarted", { taskId: Schema.String, step: Schema.Number })
 /** Text the model wrote. */
 export const ModelText = Schema.TaggedStruct("ModelText", { taskId: Schema.String, text: Schema.String })
-/** Run this call and answer with `CompleteToolCall`; it may come again (at least once). */
+/**
+ * Run this call and answer with `CompleteToolCall`; it may come again (at least once). `approved`:
+ * a person approved it through the platform (`DecideApproval`), so the serving side's
+ * `Hooks.approval` does not ask again.
+ */
 export const ToolCallRequested = Schema.TaggedStruct("ToolCallRequested", {
   taskId: Schema.String,
   toolCallId: Schema.String,
   name: Schema.String,
   arguments: Schema.String,
-  deadlineAt: Schema.Number
+  deadlineAt: Schema.Number,
+  approved: Schema.optional(Schema.Boolean)
 })
 /** A call's outcome, as the model will see it; `cached` when an earlier outcome was reused (design: Per-run reuse). */
 export const ToolCallCompleted = Schema.TaggedStruct("ToolCallCompleted", {
@@ -83,6 +112,26 @@ export const TaskCompleted = Schema.TaggedStruct("TaskCompleted", {
 /** The task failed; `reason` says why. */
 export const TaskFailed = Schema.TaggedStruct("TaskFailed", { taskId: Schema.String, reason: Schema.String })
 
+/** A call a suspended task waits to have approved or denied. */
+export const PendingApproval = Schema.Struct({
+  toolCallId: Schema.String,
+  toolName: Schema.String,
+  /** The decoded input, as JSON. */
+  input: Schema.Unknown,
+  /** Epoch milliseconds: no decision counts at or after it. */
+  expiresAt: Schema.Number
+})
+
+/**
+ * The task waits for a person (a platform with a journal; design: Durable runs): each call of
+ * `pending` needs approval (`DecideApproval`). Not an end: the task and its stream stay; once every
+ * call is decided, the task goes on (an approved call is delivered, a denied one is read by the model).
+ */
+export const TaskSuspended = Schema.TaggedStruct("TaskSuspended", {
+  taskId: Schema.String,
+  pending: Schema.Array(PendingApproval)
+})
+
 /**
  * The last event of a stream whose task another attachment of the same agent took over (a process
  * re-attaching after a reconnect or a restart): the task goes on, on the other stream; this one ends.
@@ -98,7 +147,8 @@ export const TaskEvent = Schema.Union(
   ToolCallCompleted,
   TaskCompleted,
   TaskFailed,
-  TaskTakenOver
+  TaskTakenOver,
+  TaskSuspended
 )
 /** What a task's stream carries. */
 export type TaskEvent = typeof TaskEvent.Type
@@ -186,6 +236,16 @@ export class PlatformRpcs extends RpcGroup.make(
   Rpc.make("CompleteToolCall", {
     payload: payload("CompleteToolCall", { ...Caller, results: Schema.Array(ToolCallResult) }),
     error: Schema.Union(UnknownTask, Unauthorized)
+  }),
+  // A person's decision on a call a suspended task waits for; the agent is the token's.
+  Rpc.make("DecideApproval", {
+    payload: payload("DecideApproval", {
+      taskId: Schema.String,
+      toolCallId: Schema.String,
+      approved: Schema.Boolean,
+      reason: Schema.optional(Schema.String)
+    }),
+    error: Schema.Union(UnknownTask, NoPendingApproval, ApprovalsNeedJournal, Unauthorized)
   })
 ).middleware(Authentication) {}
 

@@ -83,6 +83,8 @@ const describeEvent = (event: Protocol.TaskEvent): string => {
       return `turn ${event.step}`
     case "TaskTakenOver":
       return `taken over ${event.taskId}`
+    case "TaskSuspended":
+      return `suspended on ${event.pending.map((p) => p.toolCallId).join(",")}`
   }
 }
 
