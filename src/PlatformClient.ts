@@ -12,11 +12,13 @@ import * as RpcTest from "@effect/rpc/RpcTest"
 import { Config, Context, Duration, Effect, Exit, Layer, Mailbox, Option, Redacted, Schema, type Scope } from "effect"
 import * as Framing from "./protocol/Framing.js"
 import {
+  type ApprovalsNeedJournal,
   Authentication,
   authorizationHeader,
   type EventsWanted,
   type LifecycleBudgetExceeded,
   type ManifestRejected,
+  type NoPendingApproval,
   PlatformRpcs,
   type TaskEvent,
   type ToolCallResult,
@@ -83,7 +85,30 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
   readonly completeToolCall: (
     payload: Caller & { readonly results: ReadonlyArray<ToolCallResult> }
   ) => Effect.Effect<void, UnknownTask | Unauthorized | PlatformUnavailable>
+  /**
+   * Approves the call `toolCallId` a suspended task waits for (its `TaskSuspended` names it): once
+   * every call it waits for is decided, the task goes on and the call is delivered, approved. The
+   * token's agent must be the task's; the platform must have a journal.
+   */
+  readonly approve: (
+    taskId: string,
+    toolCallId: string
+  ) => Effect.Effect<void, DecisionError>
+  /** Denies the call: it never runs, and the model reads the denial, with `reason` when given. */
+  readonly deny: (
+    taskId: string,
+    toolCallId: string,
+    options?: { readonly reason?: string | undefined }
+  ) => Effect.Effect<void, DecisionError>
 }>() {}
+
+/** Why a decision on a suspended task's call was refused, or could not be given. */
+export type DecisionError =
+  | UnknownTask
+  | NoPendingApproval
+  | ApprovalsNeedJournal
+  | Unauthorized
+  | PlatformUnavailable
 
 type PlatformRpcsRpcs = RpcGroup.Rpcs<typeof PlatformRpcs>
 
@@ -161,7 +186,15 @@ const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientEr
     deregister: (payload) => typed(client.Deregister(payload)),
     submitTask: (payload) => typedEvents(client.SubmitTask(payload, asMailbox)),
     attachTask: (payload) => typedEvents(client.AttachTask(payload, asMailbox)),
-    completeToolCall: (payload) => typed(complete(payload))
+    completeToolCall: (payload) => typed(complete(payload)),
+    approve: (taskId, toolCallId) => typed(client.DecideApproval({ taskId, toolCallId, approved: true })),
+    deny: (taskId, toolCallId, options) =>
+      typed(client.DecideApproval({
+        taskId,
+        toolCallId,
+        approved: false,
+        ...(options?.reason === undefined ? {} : { reason: options.reason })
+      }))
   })
 }
 

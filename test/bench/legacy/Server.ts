@@ -285,7 +285,13 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient.Pl
         deregister: (payload) => client.call("Deregister", payload) as ReturnType<Call["deregister"]>,
         submitTask: (payload) => client.stream("SubmitTask", payload) as ReturnType<Call["submitTask"]>,
         attachTask: (payload) => client.stream("AttachTask", payload) as ReturnType<Call["attachTask"]>,
-        completeToolCall
+        completeToolCall,
+        approve: (taskId, toolCallId) =>
+          client.call("DecideApproval", { taskId, toolCallId, approved: true }) as ReturnType<Call["approve"]>,
+        deny: (taskId, toolCallId, options) =>
+          client.call("DecideApproval", { taskId, toolCallId, approved: false, reason: options?.reason }) as ReturnType<
+            Call["deny"]
+          >
       })
     })
   )
