@@ -77,6 +77,11 @@ export interface Options {
    * on start, the tasks that had not ended run again from it. Default: none, everything in memory.
    */
   readonly journal?: string | undefined
+  /**
+   * With a journal: how long a suspended task waits for a decision on a call that needs approval
+   * (`DecideApproval`); at the first expiry it goes on, and the model reads that no one decided. Default 24 hours.
+   */
+  readonly approvalExpiry?: Duration.DurationInput | undefined
   /** How long an ended task can still be attached for its final event, in memory and in the journal. Default 10 minutes. */
   readonly keepEndedTasks?: Duration.DurationInput | undefined
   /** A process silent for this many heartbeat intervals is forgotten (its manifest freed). Default 10. */
@@ -460,6 +465,7 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
         prompt,
         instructions: options.instructions,
         maxSteps: options.maxSteps,
+        approvalExpiry: options.approvalExpiry,
         tools,
         deliver: deliver(task),
         emit: (event: TaskEvent) => {

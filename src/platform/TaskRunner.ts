@@ -28,6 +28,8 @@ export interface TaskOptions {
   readonly prompt: string
   readonly instructions?: string | undefined
   readonly maxSteps?: number | undefined
+  /** How long a journaled task waits for a decision on a call that needs approval (`Agent.Options.approvalExpiry`). */
+  readonly approvalExpiry?: Duration.DurationInput | undefined
   /** The visible tools of the agent, from every live process; `own` marks the task holder's. */
   readonly tools: ReadonlyArray<{ readonly entry: Toolkit.ManifestEntry; readonly own: boolean }>
   /** Delivers a call on the task's stream and waits for its result (redelivering as needed). */
@@ -112,7 +114,8 @@ export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageMo
     name: options.agentId,
     tools: options.tools.map(({ entry, own }) => remoteTool(options.agentId, entry, own, options.deliver, journaled)),
     instructions: options.instructions,
-    maxSteps: options.maxSteps
+    maxSteps: options.maxSteps,
+    approvalExpiry: options.approvalExpiry
   })
   const host = journaled ? { runId: taskId, rerunUnfinished: true } : undefined
   return Agent.runWithEvents(agent, options.prompt, (event) => {
