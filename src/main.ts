@@ -6,6 +6,7 @@
  *   tsx src/main.ts serve               the demo tools, served to PLATFORM_URL
  *   tsx src/main.ts mcp [--http]        the demo tools over MCP (stdio, or HTTP with --port)
  *   tsx src/main.ts run "<prompt>"      an agent run in this process with the demo tools
+ *   tsx src/main.ts approve             decides a call a suspended platform task waits for (--task, --call, --deny)
  *
  * Only the CLI is imported up front: each command imports what it needs when it runs, so that
  * `--help` or a bad command line loads @effect/cli and no more, and `mcp` no platform, journal or
@@ -300,10 +301,55 @@ const run = Command.make("run", {
   })).pipe(Command.withDescription("Run an agent in this process with the demo tools"))
 
 // ---------------------------------------------------------------------------------------------
+// approve
+
+const approve = Command.make("approve", {
+  url: Options.text("url").pipe(
+    Options.withDescription("the platform's WebSocket URL, ws://host:port/rpc (default: PLATFORM_URL)"),
+    Options.optional
+  ),
+  token: Options.text("token").pipe(
+    Options.withDescription(
+      "the task's agent's platform token (default: PLATFORM_TOKEN; prefer it: every local user sees a command line)"
+    ),
+    Options.optional
+  ),
+  task: Options.text("task").pipe(Options.withDescription("the suspended task's id (its TaskSuspended event names it)")),
+  call: Options.text("call").pipe(Options.withDescription("the id of the tool call to decide")),
+  deny: Options.boolean("deny").pipe(Options.withDescription("deny the call (it never runs) instead of approving it")),
+  reason: Options.text("reason").pipe(Options.withDescription("with --deny: why, for the model to read"), Options.optional)
+}, ({ call, deny, reason, task, token, url }) =>
+  Effect.gen(function*() {
+    const [PlatformClient] = yield* load(() => import("./PlatformClient.js"))
+    if (Option.isSome(reason) && !deny) {
+      return yield* Effect.fail(new Error("--reason goes with --deny: an approval has no reason"))
+    }
+    if (Option.isSome(token)) {
+      yield* Effect.logWarning("--token puts a secret on the command line, where every local user can read it; " +
+        "prefer PLATFORM_TOKEN")
+    }
+    const given = new Map<string, string>()
+    if (Option.isSome(url)) given.set("PLATFORM_URL", url.value)
+    if (Option.isSome(token)) given.set("PLATFORM_TOKEN", token.value)
+    const settings = ConfigProvider.orElse(ConfigProvider.fromMap(given), ConfigProvider.fromEnv)
+    yield* Effect.flatMap(PlatformClient.PlatformClient, (client) =>
+      deny ? client.deny(task, call, { reason: Option.getOrUndefined(reason) }) : client.approve(task, call)).pipe(
+        Effect.provide(PlatformClient.layer),
+        Effect.withConfigProvider(settings)
+      )
+    yield* Console.log(`${deny ? "denied" : "approved"}: call ${call} of task ${task}`)
+  })).pipe(
+    Command.withDescription(
+      "Approve (or --deny) a call a suspended task waits for, on a platform with a journal; " +
+        "the task goes on once every call it waits for is decided"
+    )
+  )
+
+// ---------------------------------------------------------------------------------------------
 
 const root = Command.make("agent-tools", { model: modelOption, json: jsonOption }, runDemo).pipe(
   Command.withDescription("Tools for language-model agents: one definition, run by agents, served to a platform, over MCP"),
-  Command.withSubcommands([demo, platform, serve, mcp, run])
+  Command.withSubcommands([demo, platform, serve, mcp, run, approve])
 )
 
 const cli = Command.run(root, { name: "agent-tools", version: "0.1.0" })

@@ -5,6 +5,9 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { Chunk, Effect, Layer, Logger, LogLevel, Schedule, Schema, Stream } from "effect"
+import { LanguageModel, PlatformServer, Serve, Timing, Tool, Toolkit } from "../src/index.js"
+import { clientLayer, resultsText } from "./support/platform.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 
@@ -53,7 +56,7 @@ describe("main: the CLI", () => {
   it("--help describes the commands, and each command's --help its options", async () => {
     const top = await main(["--help"])
     assert.strictEqual(top.code, 0)
-    for (const command of ["demo", "platform", "serve", "mcp", "run"]) assert.include(top.stdout, command)
+    for (const command of ["demo", "platform", "serve", "mcp", "run", "approve"]) assert.include(top.stdout, command)
     const platform = await main(["platform", "--help"])
     assert.strictEqual(platform.code, 0)
     for (const option of ["--port", "--host", "--tokens", "--journal", "--model"]) assert.include(platform.stdout, option)
@@ -64,7 +67,7 @@ describe("main: the CLI", () => {
   it("an unknown command or a bad flag is a clear message and a non-zero exit", async () => {
     const unknown = await main(["deploy"])
     assert.strictEqual(unknown.code, 2)
-    assert.include(unknown.stdout + unknown.stderr, "Invalid subcommand for agent-tools - use one of 'demo', 'platform', 'serve', 'mcp', 'run'")
+    assert.include(unknown.stdout + unknown.stderr, "Invalid subcommand for agent-tools - use one of 'demo', 'platform', 'serve', 'mcp', 'run', 'approve'")
     assert.notInclude(unknown.stdout + unknown.stderr, "_tag")
     const badFlag = await main(["platform", "--port", "not-a-number"])
     assert.strictEqual(badFlag.code, 2)
@@ -186,4 +189,55 @@ describe("main: platform and serve as two processes", () => {
       platform.kill("SIGTERM")
     }
   }, 60_000)
+})
+
+describe("main: approve", () => {
+  it("approve decides a suspended task's call on the platform at --url (PLATFORM_TOKEN); a call not waiting is refused, exit 1", () =>
+    Effect.runPromise(Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "agent-tools-approve-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      const policy = Timing.layer({ heartbeat: Schedule.spaced("1 second") })
+      const platform = yield* Layer.build(PlatformServer.layerWebSocket({ port: 0 }).pipe(
+        Layer.provideMerge(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]), journal: join(dir, "journal.sqlite") })),
+        Layer.provide(LanguageModel.layerScripted([
+          { toolCalls: [{ id: "r1", name: "refund", arguments: JSON.stringify({ orderId: "A-1" }) }] },
+          (request) => ({ text: resultsText(request) })
+        ])),
+        Layer.provide(policy)
+      ))
+      const url = yield* Effect.provide(PlatformServer.url, platform)
+      const refund = Tool.make("refund", {
+        description: "Refunds an order.",
+        input: { orderId: Schema.String },
+        timeout: "10 seconds",
+        needsApproval: true
+      }, ({ orderId }) => Effect.succeed(`refunded ${orderId}`))
+      const toolkit = yield* Toolkit.make(refund)
+      let taskId = ""
+      const cli: Array<{ code: number | null; stdout: string; stderr: string }> = []
+      const output = yield* Effect.gen(function*() {
+        const served = yield* Serve.make(toolkit)
+        const events = yield* served.submitTask("refund A-1").pipe(
+          Stream.tap((event) => {
+            if (event._tag !== "TaskSuspended") return Effect.void
+            taskId = event.taskId
+            const env = { PLATFORM_TOKEN: "tok-1", PLATFORM_URL: "" }
+            return Effect.promise(async () => {
+              cli.push(await main(["approve", "--url", url, "--task", taskId, "--call", "nope"], env))
+              cli.push(await main(["approve", "--url", url, "--task", taskId, "--call", "r1"], env))
+            })
+          }),
+          Stream.runCollect
+        )
+        const last = Chunk.unsafeLast(events)
+        return last._tag === "TaskCompleted" ? last.output : `${last._tag}`
+      }).pipe(Effect.scoped, Effect.provide(clientLayer({ url }, policy)))
+      assert.strictEqual(cli[0]!.code, 1)
+      assert.include(cli[0]!.stderr, `agent-tools: NoPendingApproval: task ${taskId} does not wait for approval of call nope`)
+      assert.strictEqual(cli[1]!.code, 0, cli[1]!.stderr)
+      assert.include(cli[1]!.stdout, `approved: call r1 of task ${taskId}`)
+      assert.strictEqual(output, "r1:\"refunded A-1\"")
+    }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Error))), 60_000)
 })
