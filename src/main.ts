@@ -18,7 +18,7 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, ConfigProvider, Console, Duration, Effect, Layer, Logger, LogLevel, Option, Stream } from "effect"
+import { Cause, ConfigProvider, Console, Data, Duration, Effect, Layer, Logger, LogLevel, Option, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { errorText } from "./ToolResult.js"
@@ -303,6 +303,9 @@ const run = Command.make("run", {
 // ---------------------------------------------------------------------------------------------
 // approve
 
+/** Options that parse but do not go together. */
+class BadOptions extends Data.TaggedError("BadOptions")<{ readonly message: string }> {}
+
 const approve = Command.make("approve", {
   url: Options.text("url").pipe(
     Options.withDescription("the platform's WebSocket URL, ws://host:port/rpc (default: PLATFORM_URL)"),
@@ -322,7 +325,7 @@ const approve = Command.make("approve", {
   Effect.gen(function*() {
     const [PlatformClient] = yield* load(() => import("./PlatformClient.js"))
     if (Option.isSome(reason) && !deny) {
-      return yield* Effect.fail(new Error("--reason goes with --deny: an approval has no reason"))
+      return yield* new BadOptions({ message: "--reason goes with --deny: an approval has no reason" })
     }
     if (Option.isSome(token)) {
       yield* Effect.logWarning("--token puts a secret on the command line, where every local user can read it; " +
