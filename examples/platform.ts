@@ -1,6 +1,6 @@
 /** The platform on a real WebSocket, with every option of its handlers. */
-import { Layer } from "effect"
-import { type LanguageModel, Model, PlatformServer } from "../src/index.js"
+import { Effect, Layer, Stream } from "effect"
+import { type LanguageModel, Model, PlatformClient, PlatformServer, type Serve } from "../src/index.js"
 
 const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [{ text: "Nothing to do." }]
 
@@ -15,9 +15,24 @@ export const platform = PlatformServer.layerWebSocket({ port: 8787 }).pipe(
     instructions: "You are a support agent.", // the tasks' system instructions
     maxSteps: 20,                         // model turns per task
     journal: "tasks.sqlite",              // optional: tasks survive a restart (PLATFORM_JOURNAL, --journal)
+    approvalExpiry: "24 hours",           // with a journal: how long a task waits for a decision on a call
     keepEndedTasks: "10 minutes",         // an ended task can be attached for its final event this long
     evictSilentAfter: 10                  // heartbeat intervals of silence before a process is forgotten
   })),
   Layer.provide(Model.layer("scripted", { script }))
 )
+// #endregion
+
+// #region approve
+// The submitting process decides the calls a suspended task waits for (TaskSuspended names them).
+export const refundWithApproval = (served: Serve.Serve["Type"]) =>
+  Effect.flatMap(PlatformClient.PlatformClient, (client) =>
+    served.submitTask("Refund order A-1").pipe(
+      Stream.runForEach((event) =>
+        event._tag !== "TaskSuspended" ? Effect.void : Effect.forEach(event.pending, (call) =>
+          (call.input as { readonly amount: number }).amount <= 100
+            ? client.approve(event.taskId, call.toolCallId)
+            : client.deny(event.taskId, call.toolCallId, { reason: "a refund over 100 needs a manager" }))
+      )
+    ))
 // #endregion

@@ -188,7 +188,7 @@ export class Authentication extends RpcMiddleware.Tag<Authentication>()("agent-t
 
 /**
  * Which events a task's stream carries: `"all"` (the default), or `"calls"`: only what a serving
- * process needs to run the task (`TaskStarted`, `ToolCallRequested`, and the last event).
+ * process needs to run the task (`TaskStarted`, `ToolCallRequested`, `TaskSuspended`, and the last event).
  */
 export const EventsWanted = Schema.Literal("all", "calls")
 /** Which events a task's stream carries. */
