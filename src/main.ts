@@ -90,7 +90,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     const [
       { Backend, backendLayer, toolkit },
       modelLayer,
-      [Demo, { LiveView }, Hooks, Idempotency, Invocation, PlatformClient, PlatformServer, Serve, UserPrompt]
+      [Demo, { LiveView }, Hooks, Idempotency, Invocation, Journal, PlatformClient, PlatformServer, Serve]
     ] = yield* Effect.all([
       loadDemo,
       loadModel(model),
@@ -100,10 +100,10 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
         () => import("./Hooks.js"),
         () => import("./Idempotency.js"),
         () => import("./Invocation.js"),
+        () => import("./Journal.js"),
         () => import("./PlatformClient.js"),
         () => import("./platform/Server.js"),
-        () => import("./Serve.js"),
-        () => import("./UserPrompt.js")
+        () => import("./Serve.js")
       )
     ], { concurrency: "unbounded" })
     const view = new LiveView({
@@ -117,7 +117,8 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     const platform = yield* Layer.build(
       PlatformServer.layerWebSocket({ port: 0 }).pipe(
         Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([[token, agentId]]) })),
-        Layer.provide(modelLayer)
+        // Journaled (in memory): a task whose refund needs approval waits for it, durably.
+        Layer.provide(Layer.merge(modelLayer, Journal.layerMemory))
       )
     )
     const url = yield* Effect.provide(PlatformServer.url, platform)
@@ -126,18 +127,9 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       new Map([["AGENT_ID", agentId], ["PLATFORM_TOKEN", token], ["PLATFORM_URL", url]])
     ))
     const observer = Layer.succeed(Invocation.InvocationObserver, { onRetry: (event) => view.retry(event) })
-    // Hooks on the serving side: a log line per call, and approval for issue_refund, which this
-    // non-interactive demo grants itself, and says so.
-    const hooks = Layer.merge(
-      Hooks.layer({ tool: [Hooks.logging, Hooks.approval] }),
-      Layer.succeed(UserPrompt.UserPrompt, {
-        ask: (question) =>
-          Effect.sync(() => {
-            view.approval(question)
-            return "yes"
-          })
-      })
-    )
+    // Hooks on the serving side: a log line per call, and approval for issue_refund: the platform's
+    // task waits for it (TaskSuspended), and this non-interactive demo gives it itself, and says so.
+    const hooks = Hooks.layer({ tool: [Hooks.logging, Hooks.approval] })
     const backend = yield* Layer.build(backendLayer)
     let output = ""
     yield* Effect.gen(function*() {
@@ -145,10 +137,16 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       view.line(`serving ${toolkit.tools.length} tools for ${agentId}: ${toolkit.tools.map((t) => t.name).join(", ")}`)
       view.line(`task: ${Demo.prompt}`)
       view.startSpinner()
+      const client = yield* PlatformClient.PlatformClient
       yield* Stream.runForEach(served.submitTask(Demo.prompt), (event) =>
-        Effect.sync(() => {
+        Effect.gen(function*() {
           view.event(event)
           if (event._tag === "TaskCompleted") output = event.output
+          if (event._tag !== "TaskSuspended") return
+          for (const pending of event.pending) {
+            view.approvedByDemo(pending.toolCallId, pending.toolName)
+            yield* client.approve(event.taskId, pending.toolCallId)
+          }
         }))
       view.stopSpinner()
       const refunds = yield* Effect.flatMap(Effect.provide(Backend.Billing, backend), (billing) => billing.refunds)

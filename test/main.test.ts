@@ -34,6 +34,11 @@ describe("main: the demo", () => {
     assert.match(stdout, /reused\s+1\n/)
     assert.match(stdout, /retries\s+1\n/)
     assert.match(stdout, /refunds made\s+1 \(issue_refund requested 2 times\)\n/)
+    // The refund waits for approval (the task suspends), the demo's code approves it and says so, the task goes on.
+    assert.include(stdout, "⏸ task waits for approval of issue_refund {\"amount\":59.9,\"order_id\":\"ord-4821\"} (call-refund-1)")
+    assert.include(stdout, "✔ issue_refund (call-refund-1) approved by the demo's code, not a person: this demo is not interactive")
+    assert.include(stdout, "model turn 2 replayed from the journal (the model is not asked again)")
+    assert.isBelow(stdout.indexOf("approved by the demo's code"), stdout.indexOf("✓ issue_refund (call-refund-1)"))
     assert.include(stdout, "deregistered from the platform")
   }, 60_000)
 

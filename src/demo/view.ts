@@ -42,6 +42,11 @@ export class LiveView {
   private readonly started = performance.now()
   private readonly inFlight = new Map<string, { readonly name: string; readonly at: number }>()
   private readonly seen = new Set<string>()
+  /** Calls completed: a resumed task replays its journaled ones, which are not counted twice. */
+  private readonly completed = new Set<string>()
+  /** The last model turn seen: a resumed task replays the turns up to it from its journal. */
+  private lastTurn = 0
+  private replaying = false
   private spinner: ReturnType<typeof setInterval> | undefined
   private frame = 0
 
@@ -79,10 +84,17 @@ export class LiveView {
         this.record("task_started", { taskId: event.taskId })
         return this.line(`task ${event.taskId} submitted`)
       case "TurnStarted":
+        this.replaying = event.step <= this.lastTurn
+        if (this.replaying) {
+          this.record("turn_replayed", { step: event.step })
+          return this.line(`model turn ${event.step} replayed from the journal (the model is not asked again)`)
+        }
+        this.lastTurn = event.step
         this.summary.turns++
         this.record("turn", { step: event.step })
         return this.line(`model turn ${event.step}`)
       case "ModelText":
+        if (this.replaying) return
         this.record("text", { text: event.text })
         return this.line(`model: ${event.text}`)
       case "ToolCallRequested": {
@@ -97,6 +109,8 @@ export class LiveView {
         return this.line(`→ ${event.name} ${event.arguments}`)
       }
       case "ToolCallCompleted": {
+        if (this.completed.has(event.toolCallId)) return this.record("call_replayed", { toolCallId: event.toolCallId })
+        this.completed.add(event.toolCallId)
         this.summary.toolCalls++
         const started = this.inFlight.get(event.toolCallId)
         this.inFlight.delete(event.toolCallId)
@@ -126,13 +140,20 @@ export class LiveView {
       case "TaskFailed":
         this.record("task_failed", { reason: event.reason })
         return this.line(`task failed: ${event.reason}`)
+      case "TaskSuspended":
+        this.record("task_suspended", { pending: event.pending })
+        return this.line(
+          `⏸ task waits for approval of ${
+            event.pending.map((p) => `${p.toolName} ${JSON.stringify(p.input)} (${p.toolCallId})`).join(", ")
+          }`
+        )
     }
   }
 
-  /** An approval asked and granted without a person (the demo is not interactive). */
-  approval(question: string): void {
-    this.record("approval", { question, answer: "yes", auto: true })
-    this.line(`? ${question} yes (auto-approved: this demo is not interactive)`)
+  /** A call approved by the demo's own code, not a person (the demo is not interactive). */
+  approvedByDemo(toolCallId: string, toolName: string): void {
+    this.record("approval", { toolCallId, toolName, decision: "approved", by: "demo code" })
+    this.line(`✔ ${toolName} (${toolCallId}) approved by the demo's code, not a person: this demo is not interactive`)
   }
 
   /** A retry inside a served call. */
