@@ -6,6 +6,7 @@ import { defineConfig } from "vitest/config"
  */
 const slow = [
   "test/platform/Crash.test.ts",
+  "test/AgentCrash.test.ts",
   "test/platform/Shutdown.test.ts",
   "test/main.test.ts",
   "test/WorkerPool.test.ts",
