@@ -18,6 +18,7 @@ export const files = [
   "test/Faults.test.ts",
   "test/Secrets.test.ts",
   "test/platform/Crash.test.ts",
+  "test/AgentCrash.test.ts",
   "test/platform/Shutdown.test.ts",
   "test/platform/Retention.test.ts",
   "test/platform/Restart.test.ts",
