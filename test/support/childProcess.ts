@@ -70,8 +70,13 @@ const startNode = (args: ReadonlyArray<string>, env: Record<string, string>): Ch
     lines.push(...parts)
     for (const listener of listeners) listener()
   })
+  // On "close", not "exit": a process's last lines may still be in the pipe when "exit" comes.
+  let closed = false
   const exited = new Promise<number | null>((resolve) =>
-    child.on("exit", (code) => {
+    child.on("close", (code) => {
+      closed = true
+      if (buffer !== "") lines.push(buffer)
+      buffer = ""
       resolve(code)
       for (const listener of listeners) listener()
     })
@@ -80,7 +85,7 @@ const startNode = (args: ReadonlyArray<string>, env: Record<string, string>): Ch
     new Promise<string | undefined>((resolve) => {
       const check = () => {
         const line = lines.find((l) => l.startsWith(prefix))
-        if (line !== undefined || child.exitCode !== null || child.signalCode !== null) {
+        if (line !== undefined || closed) {
           listeners.delete(check)
           clearTimeout(timer)
           resolve(line)
