@@ -6,12 +6,14 @@
  * the same store resumes it, and may be killed too (0-2 times), until one runs it to its end.
  * Between two processes the test reads the journal as the next one will find it.
  *
- * Per round: the run ends with the same output and calls as an uncrashed run; a process asks the
- * model only for turns the journal does not hold (a turn is asked again only when the process that
- * asked it died before journaling the reply), and never runs a call whose outcome is journaled; an
- * idempotent input has at most one side effect, by the run's first call with it, and exactly one
- * unless that call was journaled as started without an outcome, in which case every call with that
- * input reads "outcome unknown"; only such calls read it. The same on SQLite and on PostgreSQL.
+ * Per round: the run ends with the same output and calls as an uncrashed run. A process asks the
+ * model only for turns the journal does not hold, and never runs a call whose outcome is journaled:
+ * a turn is asked twice only when the process that asked it first was killed between the reply and
+ * its journal write (that reply is lost; counted as asked again). An idempotent input has at most
+ * one side effect, by the run's first call with it, and exactly one unless that call was journaled
+ * as started without an outcome, in which case every call with that input reads "outcome unknown";
+ * only such calls read it. A non-idempotent call runs again only after it was left unfinished.
+ * The same on SQLite and on PostgreSQL (a server started for the test).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
@@ -169,7 +171,7 @@ const crashRounds = (options: {
           yield* Effect.promise(() => child.waitFor("{", 60_000))
           const code = yield* Effect.promise(() => child.exited)
           final = resultOf(child)
-          assert.isDefined(final, `${runId}: the last process ran the run to its end`)
+          assert.isDefined(final, `${runId}: the last process ran the run to its end (exit ${code}; its stderr is above)`)
           assert.strictEqual(code, 0, `${runId}: the last process exits 0`)
         }
       }
@@ -256,7 +258,8 @@ const report = (store: string, c: Counts, span: number) => {
       `(an uncrashed run: ${span.toFixed(0)} ms once ready): ${c.processes} processes, ${c.kills} killed ` +
       `(${c.killedBeforeJournaled} before the run was journaled, ${c.killedWithCallsInFlight} with calls in flight, ` +
       `${c.killedBetweenCalls} between calls, ${c.finishedBeforeKill} after the run ended); ` +
-      `model turns asked ${c.turnsAsked}, distinct turns ${c.distinctTurns}; ` +
+      `model turns asked ${c.turnsAsked}, distinct turns ${c.distinctTurns} ` +
+      `(asked again, the reply lost with its process before the journal held it: ${c.turnsAsked - c.distinctTurns}); ` +
       `idempotent calls ${c.idempotentCalls}, unique ${c.idempotentUnique}, side effects ${c.idempotentEffects}, ` +
       `inputs reading "outcome unknown" ${c.unknownInputs} (${c.unknownRecords} calls); ` +
       `non-idempotent calls ${c.nonIdempotentCalls}, side effects ${c.nonIdempotentEffects} (${rerun} re-runs)`
@@ -269,7 +272,11 @@ const report = (store: string, c: Counts, span: number) => {
     `${c.killedBeforeJournaled} / ${c.killedWithCallsInFlight} / ${c.killedBetweenCalls} / ${c.finishedBeforeKill}`
   )
   figure("runs completed", c.rounds, `${c.rounds}`)
-  figure("model turns asked / distinct turns", `${c.turnsAsked} / ${c.distinctTurns}`, "asked again only if not journaled")
+  figure(
+    "model turns asked / distinct turns (asked again)",
+    `${c.turnsAsked} / ${c.distinctTurns} (${c.turnsAsked - c.distinctTurns})`,
+    "asked again only if not journaled"
+  )
   figure("idempotent unique calls / side effects", `${c.idempotentUnique} / ${c.idempotentEffects}`, "effects = unique - unknown (or fewer)")
   figure("idempotent inputs (calls) reading outcome unknown", `${c.unknownInputs} (${c.unknownRecords})`, "only if left unfinished")
   figure("non-idempotent calls / side effects (re-runs)", `${c.nonIdempotentCalls} / ${c.nonIdempotentEffects} (${rerun})`)
