@@ -277,7 +277,7 @@ const report = (store: string, c: Counts, span: number) => {
     `${c.turnsAsked} / ${c.distinctTurns} (${c.turnsAsked - c.distinctTurns})`,
     "asked again only if not journaled"
   )
-  figure("idempotent unique calls / side effects", `${c.idempotentUnique} / ${c.idempotentEffects}`, "effects = unique - unknown (or fewer)")
+  figure("idempotent unique calls / side effects", `${c.idempotentUnique} / ${c.idempotentEffects}`, "unique - unknown <= effects <= unique")
   figure("idempotent inputs (calls) reading outcome unknown", `${c.unknownInputs} (${c.unknownRecords})`, "only if left unfinished")
   figure("non-idempotent calls / side effects (re-runs)", `${c.nonIdempotentCalls} / ${c.nonIdempotentEffects} (${rerun})`)
 }
