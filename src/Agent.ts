@@ -631,7 +631,8 @@ class Run {
       this.emit?.(AgentEvent.Replayed({ step, id: undefined }))
       return Effect.succeed(replayed)
     }
-    return Effect.tap(this.askModel(step), (turn) => journaled.journal.turn(this.runId, step, turn))
+    // The journal's turn is the run's: the first writer's, should another process have asked too.
+    return Effect.flatMap(this.askModel(step), (turn) => journaled.journal.turn(this.runId, step, turn))
   }
 
   /** Asks the model: turn hooks around it (design: Hooks), transient failures retried on `modelRetry`, a span when tracing. */
@@ -772,7 +773,7 @@ class Run {
       const reused = this.cache.peek(key)
       if (reused !== undefined) {
         const started = Pipeline.awaitStarted(Pipeline.traceReuse(calling, tool, call.id, reused))
-        return { started: Effect.tap(started, (result) => this.journalOutcome(call, result, known)), cached: true }
+        return { started: Effect.flatMap(started, (result) => this.journalOutcome(call, result, known)), cached: true }
       }
     }
     const now = calling.clock.unsafeCurrentTimeMillis()
@@ -781,13 +782,13 @@ class Run {
       if (tool.idempotent && !journaled.rerunUnfinished) {
         const unknown = ToolResult.failure(new OutcomeUnknown({ toolName: tool.name, earlierAttempt: "unfinished" }))
         this.cache.use(key, () => unknown)
-        return { started: Effect.as(this.journalOutcome(call, unknown, known), unknown), cached: false }
+        return { started: this.journalOutcome(call, unknown, known), cached: false }
       }
       if (known.deadlineAt <= now) {
         // Its deadline passed while the run was stopped: it timed out, as the first run's would have.
         const allowedMillis = Duration.toMillis(tool.timeout)
         const timedOut = ToolResult.failure(new TimedOut({ toolName: tool.name, allowedMillis }))
-        return { started: Effect.as(this.journalOutcome(call, timedOut, known), timedOut), cached: false }
+        return { started: this.journalOutcome(call, timedOut, known), cached: false }
       }
       // It passed its approval before it started.
       return this.runJournaled(tool, call, decoded.input, key, known.deadlineAt, false, tool.needsApproval)
@@ -821,18 +822,22 @@ class Run {
       firstStart
         ? journal.callStarted(this.runId, { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt })
         : Effect.void,
-      Effect.tap(body, (result) => journal.callEnded(this.runId, call.id, result))
+      // The journal's outcome is the call's: the first writer's, should another process have run it too.
+      Effect.flatMap(body, (result) => journal.callEnded(this.runId, call.id, result))
     )
     if (!tool.idempotent) return { started, cached: false }
     return this.cache.use(key, () => started)
   }
 
-  /** Journals `result` as the outcome of `call`, which did not run its handler here (reused, unknown, denied). */
+  /**
+   * Journals `result` as the outcome of `call`, which did not run its handler here (reused, unknown,
+   * denied); gives the outcome the journal holds (the first writer's).
+   */
   private journalOutcome(
     call: LanguageModel.ToolCall,
     result: ToolResult,
     known: Journal.JournaledCall | undefined
-  ): Effect.Effect<void> {
+  ): Effect.Effect<ToolResult> {
     const { journal } = this.journaled!
     const deadlineAt = known?.deadlineAt ?? 0
     return Effect.zipRight(
@@ -864,7 +869,7 @@ class Run {
       asked.fingerprint === fingerprint
     const deny = (reason: string) => {
       const denied = ToolResult.failure(new Denied({ toolName: tool.name, reason }))
-      return { started: Effect.as(this.journalOutcome(call, denied, undefined), denied), cached: false }
+      return { started: this.journalOutcome(call, denied, undefined), cached: false }
     }
     if (bound && asked.decision !== "pending") {
       if (now >= asked.expiresAt) return deny("its approval expired before the run went on; it did not run")

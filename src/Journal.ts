@@ -98,7 +98,15 @@ export class Journal extends Context.Tag("agent-tools/Journal")<Journal, {
   readonly path: string
   /** Writes a new run; one already there (a task its host wrote first) is kept as it is. */
   readonly started: (run: RunRecord) => Effect.Effect<void>
-  readonly turn: (runId: string, step: number, turn: LanguageModel.ModelTurn) => Effect.Effect<void>
+  /**
+   * Writes a model turn; gives the turn the journal holds for the step, which is the run's: the first
+   * writer's (a killed process's late write, or another process's, may have come first).
+   */
+  readonly turn: (
+    runId: string,
+    step: number,
+    turn: LanguageModel.ModelTurn
+  ) => Effect.Effect<LanguageModel.ModelTurn>
   /** A call about to run (the first start of an id counts). */
   readonly callStarted: (
     runId: string,
@@ -109,8 +117,8 @@ export class Journal extends Context.Tag("agent-tools/Journal")<Journal, {
       readonly deadlineAt: number
     }
   ) => Effect.Effect<void>
-  /** A call's outcome (the first one counts). */
-  readonly callEnded: (runId: string, toolCallId: string, result: ToolResult) => Effect.Effect<void>
+  /** Writes a call's outcome; gives the one the journal holds, which is the call's: the first writer's. */
+  readonly callEnded: (runId: string, toolCallId: string, result: ToolResult) => Effect.Effect<ToolResult>
   /** Asks for approvals and marks the run suspended until they are given. */
   readonly suspended: (runId: string, approvals: ReadonlyArray<Omit<Approval, "decision" | "reason">>) => Effect.Effect<void>
   /** Marks a suspended run as running again. */
@@ -242,10 +250,29 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
           prompt: run.prompt,
           tools: Schema.encodeSync(ToolsJson)(run.tools)
         })),
-      turn: (runId, step, turn) => Effect.orDie(Sql.insertTurn(sql, runId, step, Schema.encodeSync(TurnJson)(turn))),
+      turn: (runId, step, turn) => {
+        const text = Schema.encodeSync(TurnJson)(turn)
+        return Sql.insertTurn(sql, runId, step, text).pipe(
+          Effect.flatMap((rows) => {
+            const held = rows[0]?.turn
+            return held === undefined || held === text ? Effect.succeed(turn) : Schema.decode(TurnJson)(held)
+          }),
+          Effect.orDie
+        )
+      },
       callStarted: (runId, call) => Effect.orDie(Sql.insertCall(sql, runId, call)),
-      callEnded: (runId, toolCallId, result) =>
-        Effect.orDie(Sql.answerCall(sql, runId, toolCallId, Schema.encodeSync(ResultJson)(result))),
+      callEnded: (runId, toolCallId, result) => {
+        const text = Schema.encodeSync(ResultJson)(result)
+        return Sql.answerCall(sql, runId, toolCallId, text).pipe(
+          Effect.flatMap((rows) => {
+            const held = rows[0]?.result
+            return held === undefined || held === null || held === text
+              ? Effect.succeed(result)
+              : Schema.decode(ResultJson)(held)
+          }),
+          Effect.orDie
+        )
+      },
       suspended: (runId, approvals) =>
         Effect.orDie(sql.withTransaction(Effect.zipRight(
           Effect.forEach(approvals, (a) =>

@@ -8,7 +8,7 @@ import { Cause, Chunk, Effect, Exit, Fiber, Layer, Option, Schema, Stream, TestC
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Agent, Hooks, Journal, LanguageModel, Tool, UserPrompt } from "../src/index.js"
+import { Agent, Hooks, Journal, LanguageModel, Tool, ToolResult, UserPrompt } from "../src/index.js"
 import { sqliteClient } from "./support/sqlClient.js"
 
 const call = (id: string, name: string, args: unknown): LanguageModel.ToolCall => ({
@@ -165,6 +165,32 @@ describe("Durable runs: resume (design: Durable runs)", () => {
         assert.deepStrictEqual(exit.value.toolCalls.map((c) => [c.id, c.cached]), [["l1", false], ["l2", true]])
       }
       assert.deepStrictEqual(runs, ["lookup A-1"], "l2 reused l1's journaled outcome")
+    }).pipe(Effect.provide(Journal.layerMemory)))
+  it.effect("the journal's first write of a turn and of an outcome is the run's, should another process write first", () =>
+    Effect.gen(function*() {
+      const { runs, tools } = makeTools()
+      const agent = Agent.make({ tools: [tools[1]] })
+      const journal = yield* Journal.Journal
+      const usage = { inputTokens: 0, outputTokens: 0 }
+      // While this process asks turn 1, the late write of a killed process (which asked first) commits.
+      const earlier: LanguageModel.ModelTurn = {
+        toolCalls: [call("l9", "lookup", { orderId: "A-9" })],
+        finishReason: "tool_calls",
+        usage
+      }
+      const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+        () => Effect.as(journal.turn("run-w", 1, earlier), { text: "a later, different reply" }),
+        doneTurn
+      ]
+      const { exit } = yield* withModel(script, Agent.run(agent, "go", { runId: "run-w" }))
+      assert.isTrue(Exit.isSuccess(exit))
+      if (Exit.isSuccess(exit)) assert.deepStrictEqual(exit.value.toolCalls.map((c) => c.id), ["l9"])
+      assert.deepStrictEqual(runs, ["lookup A-9"])
+      // The same for an outcome: the first one written is the one the journal gives back.
+      yield* journal.callStarted("run-w", { toolCallId: "x", name: "lookup", arguments: "{}", deadlineAt: 0 })
+      const first = yield* journal.callEnded("run-w", "x", ToolResult.ToolResult.success("first"))
+      const second = yield* journal.callEnded("run-w", "x", ToolResult.ToolResult.success("second"))
+      assert.deepStrictEqual([first.value, second.value], ["first", "first"])
     }).pipe(Effect.provide(Journal.layerMemory)))
 })
 

@@ -132,10 +132,15 @@ export const insertTask = (
       'running', NULL, NULL, NULL)
     ON CONFLICT (task_id) DO NOTHING`
 
-/** Writes a model turn (a replayed one is already there). */
+/**
+ * Writes a model turn and gives the turn the journal holds for that step: the first writer's. A
+ * replayed one is already there; one a killed process sent just before it died may commit after
+ * another process asked again, and then the journal's is the run's turn, not the later reply.
+ */
 export const insertTurn = (sql: SqlClient.SqlClient, taskId: string, step: number, turn: string) =>
-  sql`INSERT INTO journal_turns (task_id, step, turn) VALUES (${taskId}, ${step}, ${turn})
-    ON CONFLICT (task_id, step) DO NOTHING`
+  sql<{ readonly turn: string }>`INSERT INTO journal_turns (task_id, step, turn) VALUES (${taskId}, ${step}, ${turn})
+    ON CONFLICT (task_id, step) DO UPDATE SET turn = journal_turns.turn
+    RETURNING turn`
 
 /** Writes a delivered call (the first delivery of an id counts). */
 export const insertCall = (
@@ -147,10 +152,11 @@ export const insertCall = (
     VALUES (${taskId}, ${call.toolCallId}, ${call.name}, ${call.arguments}, ${call.deadlineAt}, NULL)
     ON CONFLICT (task_id, tool_call_id) DO NOTHING`
 
-/** Writes a call's answer (the first answer counts). */
+/** Writes a call's outcome and gives the one the journal holds: the first writer's (as for turns). */
 export const answerCall = (sql: SqlClient.SqlClient, taskId: string, toolCallId: string, result: string) =>
-  sql`UPDATE journal_calls SET result = ${result}
-    WHERE task_id = ${taskId} AND tool_call_id = ${toolCallId} AND result IS NULL`
+  sql<{ readonly result: string | null }>`UPDATE journal_calls SET result = COALESCE(result, ${result})
+    WHERE task_id = ${taskId} AND tool_call_id = ${toolCallId}
+    RETURNING result`
 
 /**
  * Ends a run: only its end stays (a task's final event, for a late re-attach; a run's result, for a
