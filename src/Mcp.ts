@@ -30,6 +30,7 @@ import { createServer } from "node:http"
 import type { Readable, Writable } from "node:stream"
 import { Ids } from "./Ids.js"
 import * as Invocation from "./Invocation.js"
+import { RunState } from "./internal/toolHooks.js"
 import { ToolResult } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
 import type { ToolContext } from "./ToolContext.js"
@@ -114,6 +115,8 @@ const makeServer = (
   const wrappedByName = new Map(listed.map((l) => [l.entry.name, l.wrapped]))
   const tools = listed.map((l) => l.entry)
   const inFlight = new Set<Promise<unknown>>()
+  // The session's hook state (design: Hooks): every call of this server shares it; it goes with the server.
+  const run = new RunState()
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }))
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = toolkit.byName.get(request.params.name)
@@ -125,7 +128,7 @@ const makeServer = (
     }
     // The SDK aborts `extra.signal` on notifications/cancelled and when the transport closes.
     const running = Runtime.runPromiseExit(runtime)(
-      Invocation.run(tool, request.params.arguments ?? {}, { toolCallId: `mcp-${String(extra.requestId)}` }),
+      Invocation.run(tool, request.params.arguments ?? {}, { toolCallId: `mcp-${String(extra.requestId)}`, run }),
       { signal: extra.signal }
     )
     inFlight.add(running)

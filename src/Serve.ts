@@ -32,6 +32,7 @@ import * as Invocation from "./Invocation.js"
 import { ToolResult, UnknownTool } from "./ToolResult.js"
 import * as Json from "./internal/json.js"
 import * as Settings from "./internal/settings.js"
+import { RunState } from "./internal/toolHooks.js"
 import type {
   LifecycleBudgetExceeded,
   ManifestRejected,
@@ -173,12 +174,13 @@ type Delivered = Extract<TaskEvent, { _tag: "ToolCallRequested" }>
 /**
  * The one call into dedupe (design: Delivery dedupe) and the pipeline: a delivered call runs once
  * however often it is delivered, and gives its result. A call for a tool this process does not serve
- * is answered as such.
+ * is answered as such. `run` is the hook state of the task's follower (design: Hooks).
  */
 const runDelivered = (
   store: Idempotency["Type"],
   toolkit: Toolkit.Toolkit<any>,
-  event: Delivered
+  event: Delivered,
+  run: RunState
 ): Effect.Effect<ToolResult> => {
   const tool = toolkit.byName.get(event.name)
   // Whether the handler started: an interruption before it leaves nothing behind (design: Interruption and shutdown).
@@ -191,7 +193,8 @@ const runDelivered = (
       deadlineAt: event.deadlineAt,
       // Approved through the platform (a suspended task's DecideApproval): Hooks.approval does not ask again.
       approved: event.approved,
-      onStart: () => void (started = true)
+      onStart: () => void (started = true),
+      run
     }) as Effect.Effect<ToolResult>
   return Effect.map(
     store.once(event, {
@@ -436,7 +439,7 @@ const counted = (calls: HashMap.HashMap<string, number>, key: string, by: 1 | -1
  * delivers it again after a re-attach (a redelivery of a call still running is not one: that call
  * answers), the calls still running get the grace period, and what is left is interrupted.
  */
-const makeDeliveries = (handle: (event: Delivered) => Effect.Effect<void>, report: Ref.Ref<Stopped>) =>
+const makeDeliveries = (handle: (event: Delivered, run: RunState) => Effect.Effect<void>, report: Ref.Ref<Stopped>) =>
   Effect.gen(function*() {
     const running = yield* FiberSet.make<void>()
     // The runtime holds make's context: the calls run in it, not in the follower's.
@@ -444,7 +447,7 @@ const makeDeliveries = (handle: (event: Delivered) => Effect.Effect<void>, repor
     const state = yield* Ref.make({ draining: false, calls: HashMap.empty<string, number>() })
     const count = (key: string, by: 1 | -1) => Ref.update(state, (s) => ({ ...s, calls: counted(s.calls, key, by) }))
     return {
-      deliver: (event: Delivered): Effect.Effect<void> => {
+      deliver: (event: Delivered, runState: RunState): Effect.Effect<void> => {
         const key = callKey(event)
         return Effect.flatMap(Ref.get(state), ({ calls, draining }) => {
           if (draining) {
@@ -452,7 +455,7 @@ const makeDeliveries = (handle: (event: Delivered) => Effect.Effect<void>, repor
               ? Effect.void
               : Ref.update(report, (r) => ({ ...r, notStarted: r.notStarted + 1 }))
           }
-          const call = Effect.ensuring(handle(event), count(key, -1))
+          const call = Effect.ensuring(handle(event, runState), count(key, -1))
           return Effect.zipRight(count(key, 1), Effect.sync(() => void run(call, { immediate: true })))
         })
       },
@@ -485,7 +488,7 @@ interface FollowerDeps {
   readonly caller: Caller
   readonly store: Idempotency["Type"]
   readonly reconnect: Schedule.Schedule<unknown, unknown>
-  readonly deliver: (event: Delivered) => Effect.Effect<void>
+  readonly deliver: (event: Delivered, run: RunState) => Effect.Effect<void>
 }
 
 /**
@@ -495,7 +498,8 @@ interface FollowerDeps {
  * dropped connection the same task is attached again, from the state the attempt before reached, and
  * its pending calls come again. One follower per task here: an explicit attach takes a task over from
  * its re-attach at start (`resume`). At shutdown the re-attached followers stop after the drain; a
- * caller's follower stops with its caller.
+ * caller's follower stops with its caller. Each follower has the task's hook state (`RunState`, design:
+ * Hooks), given to every call it delivers and dropped with the follower and those calls.
  */
 const makeFollowers = (deps: FollowerDeps) =>
   Effect.gen(function*() {
@@ -506,7 +510,8 @@ const makeFollowers = (deps: FollowerDeps) =>
     const attempt = (
       prompt: string,
       onEvent: ((event: TaskEvent) => void) | undefined,
-      from: Followed
+      from: Followed,
+      run: RunState
     ): Effect.Effect<TaskEvent | undefined, Failed<Followed>> =>
       Effect.scoped(Effect.gen(function*() {
         // Without a listener, the stream needs only the calls and the end.
@@ -528,7 +533,7 @@ const makeFollowers = (deps: FollowerDeps) =>
             if (event._tag === "TaskStarted") {
               if (!at.started) yield* store.holdTask(caller.agentId, event.taskId)
               at = { taskId: event.taskId, started: true }
-            } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event)
+            } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event, run)
             onEvent?.(event)
             if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
               yield* store.releaseTask(caller.agentId, event.taskId)
@@ -547,7 +552,14 @@ const makeFollowers = (deps: FollowerDeps) =>
       known: string | undefined,
       onEvent: ((event: TaskEvent) => void) | undefined
     ): Effect.Effect<TaskEvent | undefined, ServeError> =>
-      retryWhileAway(deps.reconnect, (from) => attempt(prompt, onEvent, from), { taskId: known, started: false }).pipe(
+      Effect.suspend(() => {
+        // The task's hook state, across the attempts of this follower: a reconnect keeps it.
+        const run = new RunState()
+        return retryWhileAway(deps.reconnect, (from) => attempt(prompt, onEvent, from, run), {
+          taskId: known,
+          started: false
+        })
+      }).pipe(
         // The platform does not know the task (any more): nothing is left to take back.
         Effect.tapError(({ error, reached }) =>
           (error._tag === "TaskLost" || error._tag === "UnknownTask") && reached.taskId !== undefined
@@ -673,9 +685,9 @@ export const make = <R>(
       )
     )
     const deliveries = yield* makeDeliveries(
-      (event) =>
+      (event, run) =>
         Effect.flatMap(registration.current, ({ toolkit }) =>
-          Effect.flatMap(runDelivered(store, toolkit, event), (result) =>
+          Effect.flatMap(runDelivered(store, toolkit, event, run), (result) =>
             answers.answer({ taskId: event.taskId, toolCallId: event.toolCallId, result }))),
       report
     )

@@ -1,6 +1,7 @@
 // @effect-diagnostics globalErrorInEffectFailure:off
 import { assert, describe, it } from "@effect/vitest"
-import { mcpClient } from "./support/mcpHttp.js"
+import { collected } from "./support/collected.js"
+import { mcpClient, mcpServer, mcpSession } from "./support/mcpHttp.js"
 import { ConfigProvider, Effect, Fiber, Layer, Logger, Schema, Stream, TestClock } from "effect"
 import {
   Agent,
@@ -49,6 +50,37 @@ const viaServe = (toolkit: Toolkit.Toolkit<never>, hooks: Layer.Layer<never>, na
       PlatformClient.layerTest.pipe(
         Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok", "agent-1"]]) })),
         Layer.provide(LanguageModel.layerScripted(script(name, args)))
+      ),
+      hooks
+    ).pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok"]]))))))
+  )
+
+/**
+ * `count` tasks submitted one after another to one serving process with `hooks`, the model playing
+ * `turns` in order: each task's calls' successes, in call order. `whileServing` runs before serving stops.
+ */
+const servedTasks = (
+  toolkit: Toolkit.Toolkit<never>,
+  hooks: Layer.Layer<never>,
+  turns: ReadonlyArray<LanguageModel.ScriptedTurn>,
+  count: number,
+  whileServing: (tasks: ReadonlyArray<ReadonlyArray<boolean>>) => Effect.Effect<void> = () => Effect.void
+) =>
+  Effect.gen(function*() {
+    const served = yield* Serve.make(toolkit)
+    const tasks: Array<ReadonlyArray<boolean>> = []
+    for (let i = 0; i < count; i++) {
+      const events = yield* Stream.runCollect(served.submitTask("go"))
+      tasks.push([...events].flatMap((e) => e._tag === "ToolCallCompleted" ? [e.result.success] : []))
+    }
+    yield* whileServing(tasks)
+    return tasks
+  }).pipe(
+    Effect.scoped,
+    Effect.provide(Layer.mergeAll(
+      PlatformClient.layerTest.pipe(
+        Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok", "agent-1"]]) })),
+        Layer.provide(LanguageModel.layerScripted(turns, { repeat: false }))
       ),
       hooks
     ).pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok"]]))))))
@@ -169,7 +201,7 @@ describe("Hooks: matching the kind of a failure (design: Hooks, Error text)", ()
   it.effect("the failures hooks make are typed too: Denied, HookFailed", () =>
     Effect.gen(function*() {
       const { person } = counted()
-      const budget = yield* Invocation.run(person, { id: "p" }, { taskId: "t" }).pipe(
+      const budget = yield* Invocation.run(person, { id: "p" }, { taskId: "t", run: new Hooks.RunState() }).pipe(
         Effect.repeatN(1),
         Effect.provide(Hooks.layer({ tool: [Hooks.callBudget(1)] }))
       )
@@ -279,13 +311,63 @@ describe("Hooks shipped with the runtime", () => {
       assert.strictEqual(runs.count, 6)
     }))
 
-  it.effect("callBudget outside an agent run counts per task id", () =>
+  it.effect("callBudget counts per run state: calls given one share it; a call given none is a budget of its own", () =>
     Effect.gen(function*() {
       const { person } = counted()
       const budget = Hooks.layer({ tool: [Hooks.callBudget(1)] })
-      const call = (taskId: string) => Invocation.run(person, { id: "p" }, { taskId }).pipe(Effect.provide(budget))
-      const outcomes = [yield* call("t1"), yield* call("t1"), yield* call("t2")].map((r) => r.success)
-      assert.deepStrictEqual(outcomes, [true, false, true])
+      const call = (options: Invocation.Options) =>
+        Invocation.run(person, { id: "p" }, options).pipe(Effect.provide(budget))
+      const [one, two] = [new Hooks.RunState(), new Hooks.RunState()]
+      const shared = [yield* call({ run: one }), yield* call({ run: one }), yield* call({ run: two })]
+      assert.deepStrictEqual(shared.map((r) => r.success), [true, false, true])
+      // The task id is no key: the hook keeps nothing of its own.
+      const bare = [yield* call({ taskId: "t1" }), yield* call({ taskId: "t1" })]
+      assert.deepStrictEqual(bare.map((r) => r.success), [true, true])
+    }))
+
+  it.live("callBudget: a served task's calls share a budget, an MCP session's too; the next task or session starts afresh", () =>
+    Effect.gen(function*() {
+      const { person, runs } = counted()
+      const toolkit = yield* Toolkit.make(person)
+      const budget = Hooks.layer({ tool: [Hooks.callBudget(1)] })
+      const twoCalls: LanguageModel.ScriptedTurn = {
+        toolCalls: ["a", "b"].map((id) => ({ id, name: "person", arguments: `{"id":"${id}"}` }))
+      }
+      const served = yield* servedTasks(toolkit, budget, [twoCalls, { text: "done" }, twoCalls, { text: "done" }], 2)
+      assert.deepStrictEqual(served, [[true, false], [true, false]])
+      const port = yield* mcpServer(toolkit, budget)
+      const session = Effect.gen(function*() {
+        const client = yield* mcpSession(port)
+        const first = yield* Effect.promise(() => client.callTool({ name: "person", arguments: { id: "a" } }))
+        const second = yield* Effect.promise(() => client.callTool({ name: "person", arguments: { id: "b" } }))
+        return [first.isError !== true, second.isError !== true]
+      }).pipe(Effect.scoped)
+      assert.deepStrictEqual([yield* session, yield* session], [[true, false], [true, false]])
+      assert.strictEqual(runs.count, 4)
+    }).pipe(Effect.scoped))
+
+  it.live("callBudget: a served task's counts go when its follower ends, while serving goes on", () =>
+    Effect.gen(function*() {
+      const { person } = counted()
+      const toolkit = yield* Toolkit.make(person)
+      const states: Array<WeakRef<Hooks.RunState>> = []
+      const seen: Hooks.ToolHook = (call, proceed) =>
+        Effect.suspend(() => {
+          if (call.run !== undefined) states.push(new WeakRef(call.run))
+          return proceed
+        })
+      const hooks = Hooks.layer({ tool: [seen, Hooks.callBudget(1)] })
+      const oneCall: LanguageModel.ScriptedTurn = {
+        toolCalls: [{ id: "a", name: "person", arguments: "{\"id\":\"a\"}" }]
+      }
+      const served = yield* servedTasks(toolkit, hooks, [oneCall, { text: "done" }], 1, (tasks) =>
+        Effect.gen(function*() {
+          // Serving goes on (its scope is open); the task's follower and its calls have ended.
+          assert.deepStrictEqual(tasks, [[true]])
+          assert.strictEqual(states.length, 1)
+          assert.isTrue(yield* collected(states[0]!), "the task's run state is not held once the task ended")
+        }))
+      assert.deepStrictEqual(served, [[true]])
     }))
 
   it.effect("a turn hook changes the instructions and the tools offered, and sees the turn", () =>

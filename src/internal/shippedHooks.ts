@@ -52,24 +52,18 @@ export const approval: ToolHook = (call, proceed) => {
 }
 
 /**
- * At most `limit` calls per tool per run (agent runs) or per task (served calls); past it, a
- * `Denied` result. An agent run's counts are kept in the run's own state, so they go with it.
+ * At most `limit` calls per tool per run state (design: Hooks): per agent run, per served task (its
+ * follower in this process), per MCP session; past it, a `Denied` result. The counts are kept in the
+ * run state, so they go with it: the hook itself keeps nothing. A call given no run state (a bare
+ * `Invocation.run`) is a budget of its own: it counts as its first call.
  */
 export const callBudget = (limit: number): ToolHook => {
   const key = {}
-  // Outside an agent run nothing says when a task ends: its counts stay for the life of the hook.
-  const byTask = new Map<string, Map<string, number>>()
-  const countsOf = (call: ToolCall): Map<string, number> => {
-    if (call.run !== undefined) return call.run.get(key, () => new Map<string, number>())
-    let counts = byTask.get(call.context.taskId)
-    if (counts === undefined) byTask.set(call.context.taskId, counts = new Map())
-    return counts
-  }
   return (call, proceed) =>
     Effect.suspend(() => {
-      const counts = countsOf(call)
-      const n = (counts.get(call.tool.name) ?? 0) + 1
-      counts.set(call.tool.name, n)
+      const counts = call.run?.get(key, () => new Map<string, number>())
+      const n = (counts?.get(call.tool.name) ?? 0) + 1
+      counts?.set(call.tool.name, n)
       if (n <= limit) return proceed
       return Effect.succeed(denied(call, `the budget of ${limit} calls for this run is spent; it did not run`))
     })

@@ -8,7 +8,10 @@ import type * as Tool from "../Tool.js"
 import type { ToolCallInfo } from "../ToolContext.js"
 import { HookFailed, ToolResult } from "../ToolResult.js"
 
-/** What hooks keep for one agent run, dropped with the run: per-run budgets and counters. */
+/**
+ * What hooks keep for one run of calls, dropped with it: per-run budgets and counters. An agent run
+ * has one, a served task one per follower in this process (`Serve`), an MCP session one (`Mcp`).
+ */
 export class RunState {
   private values: Map<object, unknown> | undefined = undefined
 
@@ -31,7 +34,10 @@ export interface ToolCall {
   readonly context: ToolCallInfo
   /** The attempt number reached so far (retries inside the call raise it). */
   readonly attempts: () => number
-  /** The agent run the call is part of; undefined for a call outside one (served, MCP, a bare `Invocation.run`). */
+  /**
+   * The state of the run the call is part of (an agent run, a served task, an MCP session); undefined
+   * for a call given none (a bare `Invocation.run`).
+   */
   readonly run: RunState | undefined
   /** A person approved this call already, through the run's journal (design: Durable runs): `Hooks.approval` does not ask again. */
   readonly approved: boolean

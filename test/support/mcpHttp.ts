@@ -20,14 +20,27 @@ export const mcpServer = <A = never>(
     return address._tag === "TcpAddress" ? address.port : 0
   })
 
+/** A client connected to the server on `port`: a session of its own, closed with the scope. */
+export const mcpSession = (port: number) =>
+  Effect.map(connect(`http://127.0.0.1:${port}/mcp`), ({ client }) => client)
+
+const connect = (url: string) =>
+  Effect.gen(function*() {
+    const client = new Client({ name: "test", version: "1.0.0" })
+    const transport = new StreamableHTTPClientTransport(new URL(url))
+    yield* Effect.acquireRelease(
+      Effect.promise(() => client.connect(transport)),
+      () => Effect.promise(() => client.close())
+    )
+    return { client, transport }
+  })
+
 /** The server and a connected client, both closed with the scope. */
 export const mcpClient = <A = never>(toolkit: Toolkit.Toolkit<any>, services?: Layer.Layer<A>) =>
   Effect.gen(function*() {
     const port = yield* mcpServer(toolkit, services)
     const url = `http://127.0.0.1:${port}/mcp`
-    const client = new Client({ name: "test", version: "1.0.0" })
-    const transport = new StreamableHTTPClientTransport(new URL(url))
-    yield* Effect.acquireRelease(Effect.promise(() => client.connect(transport)), () => Effect.promise(() => client.close()))
+    const { client, transport } = yield* connect(url)
     return { client, transport, url, port }
   })
 
