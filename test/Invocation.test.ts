@@ -1,7 +1,21 @@
 // These tests fail with plain Errors on purpose: the error text rules (design: Error text) say what the model reads for them.
 // @effect-diagnostics globalErrorInEffectFailure:off lazyPromiseInEffectSync:off
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Data, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Schedule, Schema, TestClock } from "effect"
+import {
+  Cause,
+  Data,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Logger,
+  LogLevel,
+  Option,
+  Runtime,
+  Schedule,
+  Schema,
+  TestClock
+} from "effect"
 import * as fc from "fast-check"
 import { Hooks, Invocation, Timing, Tool, ToolContext } from "../src/index.js"
 
@@ -119,6 +133,51 @@ describe("Invocation.run: input (design: Input)", () => {
         Effect.provide(Invocation.layerConfig({ maxPayloadBytes: 100 }))
       )
       assert.strictEqual(fits.value, "ran")
+    }))
+
+  it.effect("a flat input (no struct below it) decodes as any: the same results and texts, whatever the arguments", () =>
+    Effect.gen(function*() {
+      // The pipeline checks a flat struct's keys itself (`flatKeys`); the suspended field makes the
+      // second tool's input not flat, so it takes Effect's own check of unexpected keys.
+      const fields = {
+        name: Schema.String,
+        count: Schema.Int.pipe(Schema.between(1, 9)),
+        tier: Schema.optional(Schema.Literal("gold", "silver")),
+        tags: Schema.Array(Schema.String)
+      }
+      const flat = counting("flat_tool", fields).tool
+      const nested = counting("flat_tool", { ...fields, name: Schema.suspend(() => Schema.String) }).tool
+      const value = fc.oneof(
+        fc.string(),
+        fc.integer({ min: -2, max: 12 }),
+        fc.constantFrom("gold", "bronze"),
+        fc.array(fc.string())
+      )
+      const keys = fc.constantFrom("name", "count", "tier", "tags", "extra")
+      const runtime = yield* Effect.runtime<never>()
+      yield* Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(fc.dictionary(keys, value), fc.boolean(), async (args, asText) => {
+            const payload = asText ? JSON.stringify(args) : args
+            const both = Effect.all([Invocation.run(flat, payload), Invocation.run(nested, payload)])
+            const [a, b] = await Runtime.runPromise(runtime)(both)
+            assert.deepStrictEqual([a!.value, a!.error], [b!.value, b!.error])
+          }),
+          { numRuns: 500 }
+        )
+      )
+      // A value (not text) may have keys JSON.stringify leaves out: Effect's check sees them, so does the pipeline's.
+      const hidden = Object.defineProperty({ name: "a", count: 2, tags: [] }, "secret", { value: 1, enumerable: false })
+      const symbolic = { name: "a", count: 2, tags: [], [Symbol.for("x")]: 1 }
+      for (const odd of [hidden, symbolic]) {
+        const [a, b] = [yield* Invocation.run(flat, odd), yield* Invocation.run(nested, odd)]
+        assert.match(a.error!, /is unexpected/)
+        assert.strictEqual(a.error, b.error)
+      }
+      const valid = yield* Invocation.run(flat, { name: "a", count: 2, tags: [] })
+      assert.strictEqual(valid.value, "ran")
+      const extra = yield* Invocation.run(flat, { name: "a", count: 2, tags: [], extra: 1 })
+      assert.match(extra.error!, /^flat_tool: invalid input: extra: is unexpected/)
     }))
 
   it.effect("refuses text that is not JSON, and values that are not JSON", () =>
