@@ -106,7 +106,7 @@ export interface Options {
    * come first): a call interrupted before it never had an effect (design: Interruption and shutdown).
    */
   readonly onStart?: (() => void) | undefined
-  /** The agent run the call is part of, whose state hooks may keep (design: Hooks); `Agent` sets it. */
+  /** The run whose state hooks may keep (design: Hooks): `Agent` sets it per run, `Serve` per task, `Mcp` per session. */
   readonly run?: RunState | undefined
   /** A person approved this call through the run's journal (design: Durable runs); `Agent` sets it. */
   readonly approved?: boolean | undefined
