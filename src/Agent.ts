@@ -401,15 +401,10 @@ const RunResultJson = Schema.parseJson(RunResult)
 /** Opens the run `start` names (design: Durable runs): a new one, or one the journal holds; an ended one is its result. */
 const open = (
   agent: Agent<any>,
-  start: Start
+  start: Start,
+  journal: Journal.Journal["Type"]
 ): Effect.Effect<Opened | { readonly ended: RunResult }, UnknownRun | RunIdInUse> =>
   Effect.gen(function*() {
-    const journal = Option.getOrUndefined(yield* Effect.serviceOption(Journal.Journal))
-    const fresh = (runId: string, prompt: string): Opened => ({ runId, prompt, journaled: undefined, resumed: false })
-    if (journal === undefined) {
-      if ("resume" in start) return yield* new UnknownRun({ runId: start.resume })
-      return fresh(start.runId ?? (yield* Ids).make("run"), start.prompt)
-    }
     const from = (known: Journal.OpenRun, host: HostOptions | undefined): Opened => ({
       runId: known.runId,
       prompt: known.prompt,
@@ -468,7 +463,13 @@ const loop = (
 ): Effect.Effect<RunResult, AgentError | UnknownRun, LanguageModel.LanguageModel> =>
   Effect.gen(function*() {
     const toolkit = yield* toolkitOf(agent)
-    const opened = yield* open(agent, start)
+    const journal = Option.getOrUndefined(yield* Effect.serviceOption(Journal.Journal))
+    // Without a journal a run is new, and opening it costs nothing more than its id.
+    const opened = journal !== undefined
+      ? yield* open(agent, start, journal)
+      : "resume" in start
+      ? yield* new UnknownRun({ runId: start.resume })
+      : { runId: start.runId ?? (yield* Ids).make("run"), prompt: start.prompt, journaled: undefined, resumed: false }
     if ("ended" in opened) {
       emit?.(AgentEvent.Done({ result: opened.ended }))
       return opened.ended
