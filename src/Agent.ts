@@ -841,12 +841,7 @@ class Run {
   ): Effect.Effect<ToolResult> {
     const { journal } = this.journaled!
     const deadlineAt = known?.deadlineAt ?? 0
-    return Effect.zipRight(
-      known === undefined
-        ? journal.callStarted(this.runId, { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt })
-        : Effect.void,
-      journal.callEnded(this.runId, call.id, result)
-    )
+    return journal.callAnswered(this.runId, { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt }, result)
   }
 
   /**

@@ -119,6 +119,20 @@ export class Journal extends Context.Tag("agent-tools/Journal")<Journal, {
   ) => Effect.Effect<void>
   /** Writes a call's outcome; gives the one the journal holds, which is the call's: the first writer's. */
   readonly callEnded: (runId: string, toolCallId: string, result: ToolResult) => Effect.Effect<ToolResult>
+  /**
+   * A call and its outcome at once, for an outcome no handler ran for here (reused, unknown,
+   * denied): never journaled as started without one. Gives the outcome the journal holds.
+   */
+  readonly callAnswered: (
+    runId: string,
+    call: {
+      readonly toolCallId: string
+      readonly name: string
+      readonly arguments: string
+      readonly deadlineAt: number
+    },
+    result: ToolResult
+  ) => Effect.Effect<ToolResult>
   /** Asks for approvals and marks the run suspended until they are given. */
   readonly suspended: (runId: string, approvals: ReadonlyArray<Omit<Approval, "decision" | "reason">>) => Effect.Effect<void>
   /** Marks a suspended run as running again. */
@@ -227,6 +241,23 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
         return open
       }).pipe(SqlStore.orUnavailable(unavailable))
 
+    /** Writes `result` with `write`; gives the outcome the journal holds (the first writer's). */
+    const held = <E>(
+      result: ToolResult,
+      write: (text: string) => Effect.Effect<ReadonlyArray<{ readonly result: string | null }>, E>
+    ): Effect.Effect<ToolResult> => {
+      const text = Schema.encodeSync(ResultJson)(result)
+      return write(text).pipe(
+        Effect.flatMap((rows) => {
+          const stored = rows[0]?.result
+          return stored === undefined || stored === null || stored === text
+            ? Effect.succeed(result)
+            : Schema.decode(ResultJson)(stored)
+        }),
+        Effect.orDie
+      )
+    }
+
     const tasks = (endedSince: number) =>
       Effect.gen(function*() {
         yield* Sql.purgeEnded(sql, endedSince)
@@ -261,18 +292,8 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
         )
       },
       callStarted: (runId, call) => Effect.orDie(Sql.insertCall(sql, runId, call)),
-      callEnded: (runId, toolCallId, result) => {
-        const text = Schema.encodeSync(ResultJson)(result)
-        return Sql.answerCall(sql, runId, toolCallId, text).pipe(
-          Effect.flatMap((rows) => {
-            const held = rows[0]?.result
-            return held === undefined || held === null || held === text
-              ? Effect.succeed(result)
-              : Schema.decode(ResultJson)(held)
-          }),
-          Effect.orDie
-        )
-      },
+      callEnded: (runId, toolCallId, result) => held(result, (text) => Sql.answerCall(sql, runId, toolCallId, text)),
+      callAnswered: (runId, call, result) => held(result, (text) => Sql.insertAnswered(sql, runId, call, text)),
       suspended: (runId, approvals) =>
         Effect.orDie(sql.withTransaction(Effect.zipRight(
           Effect.forEach(approvals, (a) =>

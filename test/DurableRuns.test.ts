@@ -191,6 +191,14 @@ describe("Durable runs: resume (design: Durable runs)", () => {
       const first = yield* journal.callEnded("run-w", "x", ToolResult.ToolResult.success("first"))
       const second = yield* journal.callEnded("run-w", "x", ToolResult.ToolResult.success("second"))
       assert.deepStrictEqual([first.value, second.value], ["first", "first"])
+      // An outcome no handler ran for (reused, unknown, denied) goes in with its call, in one write:
+      // it is never journaled as started without one.
+      const answered = { toolCallId: "y", name: "lookup", arguments: "{}", deadlineAt: 0 }
+      yield* journal.started({ runId: "run-y", kind: "run", agentId: "agent", processId: "", prompt: "go", tools: [] })
+      yield* journal.callAnswered("run-y", answered, ToolResult.ToolResult.success("reused"))
+      yield* journal.callAnswered("run-y", answered, ToolResult.ToolResult.success("again"))
+      const open = yield* journal.run("run-y")
+      assert.strictEqual(open !== undefined && Journal.isOpen(open) ? open.calls.get("y")?.result?.value : undefined, "reused")
     }).pipe(Effect.provide(Journal.layerMemory)))
 })
 

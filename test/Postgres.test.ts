@@ -91,6 +91,11 @@ layer(Pg.layer(), { timeout: "60 seconds", excludeTestServices: true })("stores 
       yield* journal.callStarted("task-j", { toolCallId: "call-1", name: "work", arguments: call.arguments, deadlineAt })
       yield* journal.callStarted("task-j", { toolCallId: "call-2", name: "work", arguments: "{}", deadlineAt })
       yield* journal.callEnded("task-j", "call-1", ToolResult.success("did a"))
+      // Written with its outcome in one statement (ON CONFLICT ... excluded on PostgreSQL too); the first stays.
+      const answered = { toolCallId: "call-3", name: "work", arguments: "{}", deadlineAt }
+      yield* journal.callAnswered("task-j", answered, ToolResult.success("reused"))
+      const again = yield* journal.callAnswered("task-j", answered, ToolResult.success("later"))
+      assert.strictEqual(again.value, "reused")
 
       const { open } = yield* journal.tasks(0)
       assert.deepStrictEqual(open.map((t) => [t.runId, t.agentId, t.processId, t.prompt, t.tools]), [
@@ -112,7 +117,7 @@ layer(Pg.layer(), { timeout: "60 seconds", excludeTestServices: true })("stores 
         "did a"
       ])
       assert.deepStrictEqual([two?.deadlineAt, two?.result], [deadlineAt, undefined])
-      assert.deepStrictEqual(yield* journal.counts, { tasks: 1, turns: 2, calls: 2 })
+      assert.deepStrictEqual(yield* journal.counts, { tasks: 1, turns: 2, calls: 3 })
 
       // An approval: asked (the run suspends), decided once, read back with its numbers as numbers.
       const approval = { toolCallId: "call-2", toolName: "work", input: "{}", inputKey: "{}", fingerprint: "f", expiresAt: deadlineAt }

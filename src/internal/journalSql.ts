@@ -159,6 +159,21 @@ export const answerCall = (sql: SqlClient.SqlClient, taskId: string, toolCallId:
     RETURNING result`
 
 /**
+ * Writes a call and its outcome in one statement, for an outcome that ran no handler here (reused,
+ * unknown, denied): it is never journaled as started without one. Gives the outcome the journal holds.
+ */
+export const insertAnswered = (
+  sql: SqlClient.SqlClient,
+  taskId: string,
+  call: { readonly toolCallId: string; readonly name: string; readonly arguments: string; readonly deadlineAt: number },
+  result: string
+) =>
+  sql<{ readonly result: string | null }>`INSERT INTO journal_calls (task_id, tool_call_id, name, arguments, deadline_at, result)
+    VALUES (${taskId}, ${call.toolCallId}, ${call.name}, ${call.arguments}, ${call.deadlineAt}, ${result})
+    ON CONFLICT (task_id, tool_call_id) DO UPDATE SET result = COALESCE(journal_calls.result, excluded.result)
+    RETURNING result`
+
+/**
  * Ends a run: only its end stays (a task's final event, for a late re-attach; a run's result, for a
  * late resume); its prompt, tools, turns, calls and approvals are no longer needed.
  */
