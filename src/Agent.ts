@@ -532,12 +532,14 @@ const toMessage = (record: ToolCallRecord): LanguageModel.Message => ({
   isError: record.result.error !== undefined
 })
 
+/**
+ * A call's arguments as a record and an event show them: the parsed JSON, or the raw text when it is
+ * not JSON within the limits (design: Hostile clients). A value nested past them stays text, so no
+ * consumer of the record (a stream, a journal writing the run's result) can exhaust its stack on it.
+ */
 const parseInput = (text: string): unknown => {
-  try {
-    return JSON.parse(text)
-  } catch {
-    return text
-  }
+  const parsed = Json.parse(text)
+  return "value" in parsed && !Json.deeperThan(parsed.value, Json.defaultLimits.maxDepth) ? parsed.value : text
 }
 
 /** The state of one run: its messages, records, usage and idempotency cache (design: Per-run reuse), owned by the run. */

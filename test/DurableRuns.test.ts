@@ -202,6 +202,29 @@ describe("Durable runs: resume (design: Durable runs)", () => {
     }).pipe(Effect.provide(Journal.layerMemory)))
 })
 
+describe("Durable runs: hostile arguments (design: Hostile clients)", () => {
+  it.effect("arguments nested 100,000 deep: the call is refused, the run ends and journals its result", () =>
+    Effect.gen(function*() {
+      const { runs, tools } = makeTools()
+      const agent = Agent.make({ tools })
+      const deep = `{"orderId":${"[".repeat(100_000)}${"]".repeat(100_000)},"amount":1}`
+      const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+        { toolCalls: [{ id: "r1", name: "refund", arguments: deep }] },
+        doneTurn
+      ]
+      const { exit } = yield* withModel(script, Agent.run(agent, "go", { runId: "run-deep" }))
+      assert.isTrue(Exit.isSuccess(exit), Exit.isFailure(exit) ? Cause.pretty(exit.cause).slice(0, 300) : "")
+      if (Exit.isSuccess(exit)) {
+        assert.include(exit.value.output, "r1!refund: invalid input: the value is nested deeper than 128 levels")
+        // The record keeps the text: nothing downstream walks the nesting.
+        assert.strictEqual(exit.value.toolCalls[0]!.input, deep)
+      }
+      assert.deepStrictEqual(runs, [])
+      const again = yield* withModel([], Agent.resume(agent, "run-deep"))
+      assert.isTrue(Exit.isSuccess(again.exit))
+    }).pipe(Effect.provide(Journal.layerMemory)))
+})
+
 describe("Durable runs: approvals (design: Durable runs)", () => {
   it.effect(
     "a call that needs approval suspends the run; the turn's other calls run; approved, the resumed run runs it once",
