@@ -161,32 +161,30 @@ export const renderDoc = (
   return { text: lines.join("\n"), problems: found.sort((a, b) => a.line - b.line).map((p) => p.text) }
 }
 
-/** Every problem of the docs under `dir`, including each block that differs from its example. */
-export const check = (dir: string = root): Array<string> => {
+/** Each doc under `dir` as it is and as its examples render it, with the problems found. */
+const renderAll = (dir: string) => {
   const load = loadFrom(dir)
-  const problems: Array<string> = []
-  for (const path of docFiles(dir)) {
+  return docFiles(dir).map((path) => {
     const text = readFileSync(join(dir, path), "utf8")
-    const rendered = renderDoc(path, text, load)
-    problems.push(...rendered.problems)
-    if (rendered.text !== text) {
-      const before = text.split("\n")
-      const after = rendered.text.split("\n")
-      const line = before.findIndex((l, i) => l !== after[i])
-      problems.push(`${path}:${line + 1}: a block differs from its example: run npm run docs:examples`)
-    }
-  }
-  return problems
+    return { path, text, rendered: renderDoc(path, text, load) }
+  })
 }
+
+/** Every problem of the docs under `dir`, including each block that differs from its example. */
+export const check = (dir: string = root): Array<string> =>
+  renderAll(dir).flatMap(({ path, rendered, text }) => {
+    if (rendered.text === text) return rendered.problems
+    const before = text.split("\n")
+    const after = rendered.text.split("\n")
+    const line = before.findIndex((l, i) => l !== after[i])
+    return [...rendered.problems, `${path}:${line + 1}: a block differs from its example: run npm run docs:examples`]
+  })
 
 /** Rewrites the docs under `dir` from their examples; gives the files changed and the problems left. */
 export const write = (dir: string = root): { readonly changed: Array<string>; readonly problems: Array<string> } => {
-  const load = loadFrom(dir)
   const changed: Array<string> = []
   const problems: Array<string> = []
-  for (const path of docFiles(dir)) {
-    const text = readFileSync(join(dir, path), "utf8")
-    const rendered = renderDoc(path, text, load)
+  for (const { path, rendered, text } of renderAll(dir)) {
     problems.push(...rendered.problems)
     if (rendered.text !== text) {
       writeFileSync(join(dir, path), rendered.text)
