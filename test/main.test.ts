@@ -181,6 +181,9 @@ describe("main: platform and serve as two processes", () => {
       })
       const serveLog = watch(serve)
       assert.isTrue(await platformLog.until(/registered 7 tools/, 20_000), platformLog.text() + serveLog.text())
+      // Serve's own word that registration returned (the platform's can come first): SIGINT before
+      // it lands in the register call, before the deregistration is armed (Serve arms it once it returns).
+      assert.isTrue(await serveLog.until(/demo-agent: registered/, 20_000), serveLog.text())
       // No IDEMPOTENCY_DB: said once, at start, since issue_refund is idempotent.
       const warnings = serveLog.text().split("\n").filter((line) => line.includes("level=WARN"))
       assert.strictEqual(warnings.length, 1, serveLog.text())
