@@ -3,7 +3,12 @@
  * redelivery, reconnection and the stores' sweeps. Defaults apply when nothing is provided;
  * `Timing.layer({...})` overrides some of them in main.ts or a test.
  */
-import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
 import { stepper } from "./internal/schedule.js"
 
 /** The named Schedules. Each one's output is ignored; only its delays and its end matter. */

@@ -3,7 +3,10 @@
  * known by its kind (`failure._tag`, for hooks and callers to match on) and by its text (`error`,
  * what the model reads; the same text on the wire, where only the text travels).
  */
-import { Cause, Data, Duration, Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Schema from "effect/Schema"
 
 /** The arguments were refused before anything ran (design: Input): too large, not JSON, a refused key, the Schema's issues. */
 export class InvalidInput extends Data.TaggedClass("InvalidInput")<{

@@ -11,14 +11,30 @@
  * Only the CLI is imported up front: each command imports what it needs when it runs, so that
  * `--help` or a bad command line loads @effect/cli and no more, and `mcp` no platform, journal or
  * model provider. Start-up is most of what an MCP client waits for (`test/bench/startup.ts`).
+ * For the same reason this file and the modules it imports up front (ToolResult, Timing and the
+ * schedule stepper) import Effect module by module, not from the `effect` barrel, which would load
+ * some 100 modules of Effect that `--help` never runs; and the platform layer is the file system,
+ * path and terminal @effect/cli needs, not `NodeContext` (a command executor and a worker manager).
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, ConfigProvider, Console, Data, Duration, Effect, Layer, Logger, LogLevel, Option, Stream } from "effect"
+import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
+import * as Cause from "effect/Cause"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Console from "effect/Console"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { errorText } from "./ToolResult.js"
@@ -362,7 +378,6 @@ const logLevel = LogLevel.allLevels.find((level) => level.label.toLowerCase() ==
  * must not keep the process), the cause in full at debug. Its scopes have closed by then.
  */
 const reportFatal = (cause: Cause.Cause<unknown>): Effect.Effect<void> =>
-  // @effect-diagnostics-next-line lazyPromiseInEffectSync:off
   Effect.sync(() => {
     const failure = Cause.failureOption(cause)
     const error = Option.isSome(failure) ? failure.value : Cause.squash(cause)
@@ -376,8 +391,7 @@ const reportFatal = (cause: Cause.Cause<unknown>): Effect.Effect<void> =>
 cli(process.argv).pipe(
   // A bad command line: @effect/cli has printed what is wrong and the usage; exit 2, no stack.
   Effect.catchIf(ValidationError.isValidationError, () =>
-    // @effect-diagnostics-next-line lazyPromiseInEffectSync:off
-    Effect.sync(() => {
+      Effect.sync(() => {
       process.exit(2)
     })),
   // Stopped by a signal: runMain ends the process; any other failure is reported, one line.
@@ -385,6 +399,7 @@ cli(process.argv).pipe(
   // stdout is the demo's view, or MCP's protocol messages: logs go to stderr.
   Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))),
   Logger.withMinimumLogLevel(logLevel ?? LogLevel.Info),
-  Effect.provide(NodeContext.layer),
+  // What @effect/cli needs (no command executor or worker manager: not loaded for `--help`).
+  Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer)),
   (program) => NodeRuntime.runMain(program, { disablePrettyLogger: true })
 )

@@ -3,7 +3,10 @@
  * it: tool retries against the call's deadline (design: Retries), the check that they fit, and
  * model retries against a provider's retry-after.
  */
-import { Effect, type Schedule, ScheduleDecision, ScheduleIntervals } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Schedule from "effect/Schedule"
+import * as ScheduleDecision from "effect/ScheduleDecision"
+import * as ScheduleIntervals from "effect/ScheduleIntervals"
 
 /** A schedule being stepped: `next(now, input)` is when its next recurrence may start, or undefined once it is done. */
 export interface Stepper {
