@@ -13,7 +13,8 @@ const slow = [
   "test/McpStdioProcess.test.ts",
   "test/demo/worker.test.ts",
   "test/Package.test.ts",
-  "test/AgentApprovalProcess.test.ts"
+  "test/AgentApprovalProcess.test.ts",
+  "test/platform/ClusterFailover.test.ts"
 ]
 
 export default defineConfig({

@@ -239,7 +239,7 @@ export interface LayerOptions {
 }
 
 /**
- * The platform at `PLATFORM_URL` (`ws://host:port/rpc`) over WebSocket: `RpcClient` on the
+ * The platform at `PLATFORM_URL` (`ws://host:port/rpc`, or a comma-separated list: a cluster's runners, tried in turn) over WebSocket: `RpcClient` on the
  * protocol's wire (platform/Wire.ts), the token sent once with the upgrade. The connection opens
  * with the first call and again with the first call after it dropped; calls in flight when it drops
  * fail with `PlatformUnavailable` (Serve retries them on `Timing.reconnect`).
@@ -251,7 +251,8 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, M
       const url = yield* required("PLATFORM_URL", Config.string("PLATFORM_URL"))
       const token = yield* required("PLATFORM_TOKEN", Config.redacted("PLATFORM_TOKEN"))
       const protocol = yield* Wire.makeClient({
-        url,
+        // A cluster's runners: any of them serves every call; a dropped connection goes to the next.
+        urls: url.split(",").map((u) => u.trim()).filter((u) => u !== ""),
         headers: { [authorizationHeader]: `Bearer ${Redacted.value(token)}` },
         maxFrameBytes: options?.maxFrameBytes ?? Framing.defaultClientMaxFrameBytes,
         maxSendBytes: options?.maxSendBytes ?? Framing.defaultMaxFrameBytes,

@@ -34,6 +34,7 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
@@ -188,6 +189,55 @@ const demo = Command.make("demo", { model: modelOption, json: jsonOption }, runD
 // ---------------------------------------------------------------------------------------------
 // platform
 
+/** Options that parse but do not go together, or a setting a command cannot do without. */
+class BadOptions extends Data.TaggedError("BadOptions")<{ readonly message: string }> {}
+
+/** The cluster's PostgreSQL URL (a secret: it carries a password), from `--database` or `PLATFORM_DATABASE`. */
+const databaseOption = Options.text("database").pipe(
+  Options.withDescription(
+    "cluster mode: the PostgreSQL URL of the cluster's storage, postgres://user:password@host:port/db " +
+      "(default: PLATFORM_DATABASE; unset: one process, embedded)"
+  ),
+  Options.optional
+)
+
+/** The database URL chosen, or "" for none; a warning when it came on the command line. */
+const chooseDatabase = (option: Option.Option<string>) =>
+  Effect.gen(function*() {
+    if (Option.isSome(option)) {
+      yield* Effect.logWarning("--database puts the database's password on the command line, where every local " +
+        "user can read it; prefer PLATFORM_DATABASE")
+      return option.value
+    }
+    return process.env.PLATFORM_DATABASE ?? ""
+  })
+
+/** A PostgreSQL URL without its password, for logs. */
+const withoutPassword = (url: string): string => {
+  try {
+    const parsed = new URL(url)
+    parsed.password = ""
+    return parsed.toString()
+  } catch {
+    return "(an unparsable URL)"
+  }
+}
+
+/** The `SqlClient` on the cluster's PostgreSQL. */
+const loadDatabase = (url: string) =>
+  Effect.map(load(() => import("@effect/sql-pg")), ([{ PgClient }]) => PgClient.layer({ url: Redacted.make(url) }))
+
+const migrate = Command.make("migrate", { database: databaseOption }, ({ database }) =>
+  Effect.gen(function*() {
+    const url = yield* chooseDatabase(database)
+    if (url === "") {
+      return yield* new BadOptions({ message: "platform migrate needs the cluster's database: --database or PLATFORM_DATABASE" })
+    }
+    const [Cluster] = yield* load(() => import("./platform/Cluster.js"))
+    yield* Effect.provide(Cluster.migrate, yield* loadDatabase(url))
+    yield* Effect.logInfo(`the cluster's schema is ready on ${withoutPassword(url)}`)
+  })).pipe(Command.withDescription("Cluster mode: create the schema on the database, once, before the runners start"))
+
 const platform = Command.make("platform", {
   port: Options.integer("port").pipe(Options.withDefault(8787), Options.withDescription("the port to listen on")),
   host: Options.text("host").pipe(Options.withDefault("127.0.0.1"), Options.withDescription("the address to bind")),
@@ -209,8 +259,17 @@ const platform = Command.make("platform", {
     ),
     Options.optional
   ),
-  model: modelOption
-}, ({ host, journal, model, port, tokens, tokensFile }) =>
+  model: modelOption,
+  database: databaseOption,
+  runnerHost: Options.text("runner-host").pipe(
+    Options.withDefault("127.0.0.1"),
+    Options.withDescription("cluster mode: the address other runners reach this one at")
+  ),
+  runnerPort: Options.integer("runner-port").pipe(
+    Options.withDefault(34431),
+    Options.withDescription("cluster mode: the port runners talk to each other on")
+  )
+}, ({ database, host, journal, model, port, runnerHost, runnerPort, tokens, tokensFile }) =>
   Effect.gen(function*() {
     const [PlatformClient, PlatformServer] = yield* load(
       () => import("./PlatformClient.js"),
@@ -233,6 +292,27 @@ const platform = Command.make("platform", {
     }
     const chosen = chooseModel(model)
     const file = Option.getOrElse(journal, () => process.env.PLATFORM_JOURNAL ?? "")
+    const url = yield* chooseDatabase(database)
+    if (url !== "") {
+      // Cluster mode: a runner; its tasks journal to the cluster's database, not to a file.
+      if (file !== "") {
+        return yield* new BadOptions({
+          message: "--journal (or PLATFORM_JOURNAL) is the embedded platform's; a cluster's runner journals to its --database"
+        })
+      }
+      const [Cluster] = yield* load(() => import("./platform/Cluster.js"))
+      yield* Effect.logInfo(
+        `platform on ws://${host}:${port}${PlatformServer.path}, model ${chosen.model}, ` +
+          `a runner of the cluster on ${withoutPassword(url)} (runners reach it at ${runnerHost}:${runnerPort})`
+      )
+      return yield* Layer.launch(
+        PlatformServer.layerWebSocket({ port, host }).pipe(
+          Layer.provide(Cluster.layer({ tokens: pairs, runner: { host: runnerHost, port: runnerPort } })),
+          Layer.provide(yield* loadModel(chosen.model)),
+          Layer.provide(yield* loadDatabase(url))
+        )
+      )
+    }
     yield* Effect.logInfo(
       `platform on ws://${host}:${port}${PlatformServer.path}, model ${chosen.model}, ` +
         (file === "" ? "tasks in memory" : `journal ${file}`)
@@ -243,7 +323,10 @@ const platform = Command.make("platform", {
         Layer.provide(yield* loadModel(chosen.model))
       )
     )
-  })).pipe(Command.withDescription("Run the platform alone, on a WebSocket"))
+  })).pipe(
+  Command.withDescription("Run the platform alone, on a WebSocket; with --database, as a runner of a cluster"),
+  Command.withSubcommands([migrate])
+)
 
 // ---------------------------------------------------------------------------------------------
 // serve
@@ -316,9 +399,6 @@ const run = Command.make("run", {
 
 // ---------------------------------------------------------------------------------------------
 // approve
-
-/** Options that parse but do not go together. */
-class BadOptions extends Data.TaggedError("BadOptions")<{ readonly message: string }> {}
 
 const approve = Command.make("approve", {
   url: Options.text("url").pipe(

@@ -22,7 +22,8 @@ import {
   Ref,
   Runtime,
   type Schedule,
-  Schema
+  Schema,
+  type Scope
 } from "effect"
 import { createServer, STATUS_CODES } from "node:http"
 import type { Duplex } from "node:stream"
@@ -150,6 +151,15 @@ class Task {
   pending: Map<string, PendingCall> | undefined = new Map()
   /** What the task waits for when it suspended for approvals, until it goes on. */
   suspended: Suspension | undefined
+  /** The fiber running its loop, while it runs. */
+  loop: Fiber.RuntimeFiber<void> | undefined
+  /** Completed with the final event. */
+  readonly ended = new Signal<void>()
+  /**
+   * In cluster mode: the answers taken, journaled, by call id (see `Tasks.answer`); a call delivered
+   * again after its answer was taken is answered from here. Let go with `pending`.
+   */
+  answered: Map<string, ToolResult> | undefined = new Map()
   constructor(
     readonly taskId: string,
     readonly agentId: string,
@@ -163,6 +173,8 @@ class Task {
       this.final = event
       this.endedAt = this.clock.unsafeCurrentTimeMillis()
       this.pending = undefined
+      this.answered = undefined
+      this.ended.succeed(undefined)
       this.attachment?.unsafeOffer(event)
       this.attachment?.unsafeDone(Exit.void)
       this.attachment = undefined
@@ -282,20 +294,19 @@ const makeAgents = (limits: Limits) => {
 
   /** Counts a lifecycle call against the agent's budget; the call over it is refused. */
   const lifecycle = (agentId: string, kind: LifecycleKind) =>
-    Effect.flatMap(authorize(agentId), () =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const { lifecycleBudget: limit, lifecycleWindowMillis: windowMillis } = limits
-        const agent = agentOf(agentId)
-        agent.lifecycle = agent.lifecycle.filter((at) => at > now - windowMillis)
-        if (agent.lifecycle.length >= limit) {
-          return Effect.fail(new LifecycleBudgetExceeded({ agentId, limit, windowMillis }))
-        }
-        agent.lifecycle.push(now)
-        const count = counts.get(agentId) ?? noLifecycleCalls()
-        count[kind]++
-        counts.set(agentId, count)
-        return Effect.succeed({ agent, now })
-      }))
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const { lifecycleBudget: limit, lifecycleWindowMillis: windowMillis } = limits
+      const agent = agentOf(agentId)
+      agent.lifecycle = agent.lifecycle.filter((at) => at > now - windowMillis)
+      if (agent.lifecycle.length >= limit) {
+        return Effect.fail(new LifecycleBudgetExceeded({ agentId, limit, windowMillis }))
+      }
+      agent.lifecycle.push(now)
+      const count = counts.get(agentId) ?? noLifecycleCalls()
+      count[kind]++
+      counts.set(agentId, count)
+      return Effect.succeed({ agent, now })
+    })
 
   /** Processes of the agent not deregistered and heard from within 3 heartbeat intervals. */
   const live = (agentId: string, now: number): Array<ProcessEntry> =>
@@ -401,6 +412,8 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
 
     const deliver = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<ToolResult> =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const answered = task.answered?.get(call.toolCallId)
+        if (answered !== undefined) return Effect.succeed(answered)
         const event = { _tag: "ToolCallRequested" as const, taskId: task.taskId, ...call }
         const done = new Signal<ToolResult>()
         task.pending?.set(call.toolCallId, { event, done, sentAt: now })
@@ -474,7 +487,7 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
         }
       }
       if (journal === undefined) {
-        runTask(TaskRunner.run(runOptions))
+        task.loop = runTask(TaskRunner.run(runOptions))
         return
       }
       // The task is a journaled run of the loop (design: Durable runs), taken up from what the journal holds.
@@ -488,8 +501,42 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
           )
         ))
       )
-      runTask(journaled)
+      task.loop = runTask(journaled)
     }
+
+    /** The agent's task held here; another agent's is unknown to it. */
+    const held = (agentId: string, taskId: string): Effect.Effect<Task, UnknownTask> =>
+      Effect.flatMap(hold(taskId), (task) =>
+        task === undefined || task.agentId !== agentId ? Effect.fail(new UnknownTask({ taskId })) : Effect.succeed(task))
+
+    /** Only one task is taken up from the journal at a time: two messages for it must not start two loops. */
+    const holding = yield* Effect.makeSemaphore(1)
+
+    /**
+     * The task in this process, taken up from the journal if it is not (cluster mode: the runner that
+     * owns the task's shard holds it): an open task's loop goes on from what it journaled, an ended
+     * one answers its final event. Undefined if the journal does not hold it.
+     */
+    const hold = (taskId: string): Effect.Effect<Task | undefined> =>
+      Effect.suspend(() => {
+        const held = tasks.get(taskId)
+        if (held !== undefined || journal === undefined) return Effect.succeed(held)
+        return holding.withPermits(1)(Effect.gen(function*() {
+          const raced = tasks.get(taskId)
+          if (raced !== undefined) return raced
+          const run = yield* Effect.orDie(journal.run(taskId))
+          if (run === undefined || run.kind !== "task") return undefined
+          const task = add(taskId, run.agentId, run.processId)
+          if (Journal.isOpen(run)) {
+            start(task, run.prompt, run.tools)
+          } else if (run.final !== undefined) {
+            task.final = yield* Effect.orDie(Schema.decode(EventJson)(run.final))
+            task.endedAt = run.endedAt
+            task.ended.succeed(undefined)
+          }
+          return task
+        }))
+      })
 
     return {
       /** A new task, attached at once; its loop starts. */
@@ -616,7 +663,56 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
             yield* Effect.logInfo(`journal ${journal.path}: resumed ${open.length} unfinished task(s)`)
           }
         }),
-      count: (): number => tasks.size
+      count: (): number => tasks.size,
+
+      // What a cluster runner adds (Cluster.ts): the task entity's handlers on the owner of its shard.
+
+      /** The agent's task, held here (taken up from the journal if need be). */
+      heldBy: held,
+      /** `attach`, to a task held here (taken up from the journal if need be). */
+      attachHeld: (
+        { agentId, events, taskId }: {
+          readonly agentId: string
+          readonly taskId: string
+          readonly events?: EventsWanted | undefined
+        }
+      ) => Effect.flatMap(held(agentId, taskId), (task) => attachTo(task, events)),
+      /**
+       * Runs the task here until it ends (its loop taken up from the journal); interrupted (its shard
+       * moved, the runner stops), the loop stops and the task is let go: its journal is where the next
+       * owner takes it up, and a call it had started reads as started without an answer there.
+       */
+      runHere: (taskId: string): Effect.Effect<void> =>
+        Effect.flatMap(hold(taskId), (task) =>
+          task === undefined
+            ? Effect.logWarning(`task ${taskId}: the journal does not hold it; nothing to run`)
+            : Effect.onInterrupt(task.ended.await, () =>
+              Effect.suspend(() => {
+                if (tasks.get(taskId) === task) tasks.delete(taskId)
+                task.attachment?.unsafeDone(Exit.void)
+                task.attachment = undefined
+                const fibers = [task.loop, task.suspended?.expiry].filter((f) => f !== undefined)
+                return Fiber.interruptAll(fibers)
+              }))),
+      /**
+       * An answer taken through the cluster (a persisted message the engine delivers once per call id):
+       * checked against the output limits and journaled before the call's waiter sees it, so that a
+       * loop going on from the journal, here or on the next owner, finds it and never delivers the
+       * call again for an answer the engine would drop as a duplicate.
+       */
+      answer: (agentId: string, { result, taskId, toolCallId }: ToolCallResult): Effect.Effect<void, UnknownTask> =>
+        Effect.gen(function*() {
+          const task = yield* held(agentId, taskId)
+          if (task.final !== undefined || journal === undefined) return
+          const pending = task.pending?.get(toolCallId)
+          const name = pending?.event.name ?? (yield* Effect.map(Effect.orDie(journal.run(taskId)), (run) =>
+            run !== undefined && Journal.isOpen(run) ? run.calls.get(toolCallId)?.name : undefined))
+          // A call the task never delivered: nothing waits for it.
+          if (name === undefined) return
+          const stored = yield* journal.callEnded(taskId, toolCallId, Invocation.checkResult(name, result, config))
+          task.answered?.set(toolCallId, stored)
+          pending?.done.succeed(stored)
+        })
     }
   })
 
@@ -663,22 +759,58 @@ const sweep = (
 
 // --- The protocol ---
 
-/** The protocol's handlers: authorization, then the part each call is for. */
-const handlersOf = (agents: Agents, tasks: Tasks) =>
+/**
+ * What the protocol's calls do once authorized: the agents and tasks of this process (`localBackend`),
+ * or in cluster mode the entities of the agent and the task, wherever their shards live (Cluster.ts).
+ */
+export interface Backend {
+  readonly register: (
+    payload: Caller & { readonly manifest: ReadonlyArray<Toolkit.ManifestEntry>; readonly manifestHash: string }
+  ) => Effect.Effect<{ readonly heartbeatIntervalMillis: number }, ManifestRejected | LifecycleBudgetExceeded>
+  readonly heartbeat: (
+    payload: Caller & { readonly manifestHash: string }
+  ) => Effect.Effect<{ readonly known: boolean }, LifecycleBudgetExceeded>
+  readonly deregister: (payload: Caller) => Effect.Effect<void, LifecycleBudgetExceeded>
+  /** A new task, attached at once: its events. */
+  readonly submit: (
+    payload: Caller & { readonly prompt: string; readonly events?: EventsWanted | undefined }
+  ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent>, never, Scope.Scope>
+  readonly attach: (
+    payload: { readonly agentId: string; readonly taskId: string; readonly events?: EventsWanted | undefined }
+  ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent, UnknownTask>, UnknownTask, Scope.Scope>
+  readonly complete: (agentId: string, results: ReadonlyArray<ToolCallResult>) => Effect.Effect<void, UnknownTask>
+  readonly decide: (
+    agentId: string,
+    payload: { readonly taskId: string; readonly toolCallId: string; readonly approved: boolean; readonly reason?: string | undefined }
+  ) => Effect.Effect<void, UnknownTask | NoPendingApproval | ApprovalsNeedJournal>
+}
+
+/** The platform of one process: its own agents and tasks. */
+const localBackend = (agents: Agents, tasks: Tasks): Backend => ({
+  register: agents.register,
+  heartbeat: agents.heartbeat,
+  deregister: agents.deregister,
+  submit: (payload) =>
+    Effect.flatMap(
+      Clock.currentTimeMillis,
+      (now) => tasks.submit(payload, agents.visible(payload.agentId, payload.processId, now))
+    ),
+  attach: tasks.attach,
+  complete: tasks.complete,
+  decide: tasks.decide
+})
+
+/** The protocol's handlers: authorization, then the backend's part each call is for. */
+const handlersOf = (backend: Backend) =>
   PlatformRpcs.toLayer({
-    Register: agents.register,
-    Heartbeat: agents.heartbeat,
-    Deregister: agents.deregister,
-    SubmitTask: (payload) =>
-      Effect.gen(function*() {
-        yield* authorize(payload.agentId)
-        const tools = agents.visible(payload.agentId, payload.processId, yield* Clock.currentTimeMillis)
-        return yield* tasks.submit(payload, tools)
-      }),
-    AttachTask: (payload) => Effect.zipRight(authorize(payload.agentId), tasks.attach(payload)),
-    CompleteToolCall: ({ agentId, results }) => Effect.zipRight(authorize(agentId), tasks.complete(agentId, results)),
+    Register: (payload) => Effect.zipRight(authorize(payload.agentId), backend.register(payload)),
+    Heartbeat: (payload) => Effect.zipRight(authorize(payload.agentId), backend.heartbeat(payload)),
+    Deregister: (payload) => Effect.zipRight(authorize(payload.agentId), backend.deregister(payload)),
+    SubmitTask: (payload) => Effect.zipRight(authorize(payload.agentId), backend.submit(payload)),
+    AttachTask: (payload) => Effect.zipRight(authorize(payload.agentId), backend.attach(payload)),
+    CompleteToolCall: ({ agentId, results }) => Effect.zipRight(authorize(agentId), backend.complete(agentId, results)),
     // The agent is the token's: the payload names none.
-    DecideApproval: (payload) => Effect.flatMap(AuthenticatedAgent, ({ agentId }) => tasks.decide(agentId, payload))
+    DecideApproval: (payload) => Effect.flatMap(AuthenticatedAgent, ({ agentId }) => backend.decide(agentId, payload))
   })
 
 /** A token of `tokens` in the `authorization` header names the agent the calls are made as. */
@@ -713,19 +845,37 @@ const stateOf = (agents: Agents, tasks: Tasks) =>
  */
 export const layerHandlers = (options: Options) =>
   Layer.scopedContext(Effect.gen(function*() {
-    const limits = limitsOf(options)
-    const policy = yield* Timing
     // Opened before the tasks' fibers exist, so closed after they have stopped.
     const journal = yield* Journal.serviceOrFile(options.journal)
+    const parts = yield* makeParts(options, journal)
+    if (journal !== undefined) yield* parts.tasks.takeBack(journal, parts.limits.keepEndedTasksMillis)
+    return yield* Layer.build(layerOf(localBackend(parts.agents, parts.tasks), parts, options))
+  }))
+
+/**
+ * The parts of the platform in this process, in their start order (stopped in the reverse one):
+ * the agents, the tasks' loops, the redelivery and the retention sweep. A cluster runner (Cluster.ts)
+ * has them too, for the agents and tasks whose shards it owns.
+ */
+export const makeParts = (options: Options, journal: Journal.Journal["Type"] | undefined) =>
+  Effect.gen(function*() {
+    const limits = limitsOf(options)
+    const policy = yield* Timing
     const agents = makeAgents(limits)
     const tasks = yield* makeTasks(options, journal)
     yield* redeliver(tasks, policy.redelivery)
     yield* sweep({ agents, tasks, journal }, limits, policy.platformSweep)
-    if (journal !== undefined) yield* tasks.takeBack(journal, limits.keepEndedTasksMillis)
-    return yield* Layer.build(
-      Layer.mergeAll(handlersOf(agents, tasks), authenticationOf(options.tokens), stateOf(agents, tasks))
-    )
-  }))
+    return { limits, agents, tasks }
+  })
+
+/** The platform's parts, as `makeParts` gives them. */
+export type Parts = Effect.Effect.Success<ReturnType<typeof makeParts>>
+
+/** The protocol's handlers on `backend`, authentication and state: what `layerWebSocket` serves. */
+export const layerOf = (backend: Backend, parts: Parts, options: Options) =>
+  Layer.mergeAll(handlersOf(backend), stateOf(parts.agents, parts.tasks)).pipe(
+    Layer.provideMerge(authenticationOf(options.tokens))
+  )
 
 // ---------------------------------------------------------------------------------------------
 // Serving it.

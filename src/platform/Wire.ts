@@ -153,8 +153,11 @@ export const makeServer: Effect.Effect<Server, never, Scope.Scope> = Effect.gen(
 
 /** Where the client's wire connects, and the limits it keeps. */
 export interface ClientOptions {
-  /** `ws://host:port/rpc`. */
-  readonly url: string
+  /**
+   * `ws://host:port/rpc`, or several (a cluster's runners): a connection that fails to open, or
+   * drops, is followed by one to the next URL, in turn.
+   */
+  readonly urls: ReadonlyArray<string>
   /** The upgrade's headers: the token. */
   readonly headers: Readonly<Record<string, string>>
   /** The largest frame accepted from the platform. */
@@ -191,9 +194,12 @@ export const makeClient = (options: ClientOptions): Effect.Effect<RpcClient.Prot
       const calls = new Map<string, string>()
       let current: Connection | undefined
       let closed = false
+      /** The URL the next connection opens to. */
+      let next = 0
 
       const connect = (): Connection => {
-        const socket = new WebSocket(options.url, {
+        const url = options.urls[next % options.urls.length]!
+        const socket = new WebSocket(url, {
           headers: options.headers,
           maxPayload: options.maxFrameBytes,
           handshakeTimeout: options.handshakeTimeout,
@@ -236,6 +242,8 @@ export const makeClient = (options: ClientOptions): Effect.Effect<RpcClient.Prot
         })
         socket.on("close", (code, reason) => {
           if (current === connection) current = undefined
+          // Failed or dropped: the next connection tries the next URL (the same one if there is one).
+          next++
           const why = `connection closed, code ${code}${reason.length > 0 ? `: ${String(reason)}` : ""}`
           settle?.reject(unreachable(why))
           calls.clear()

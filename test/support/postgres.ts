@@ -193,7 +193,7 @@ const run = (file: string, args: ReadonlyArray<string>, owner: ReturnType<typeof
   })
 
 /** A port the OS says is free now: listened on, closed, handed on. */
-const freePort = () =>
+export const freePort = () =>
   new Promise<number>((resolve, reject) => {
     const server = createServer()
     server.on("error", reject)

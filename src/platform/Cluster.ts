@@ -1,0 +1,301 @@
+/**
+ * The platform past one machine (design: Cluster mode): each platform process is a runner of an
+ * `@effect/cluster` cluster whose storage is one PostgreSQL (`SqlMessageStorage`, `SqlRunnerStorage`;
+ * runners talk over `NodeClusterSocket`). What this module adds is the mapping, not an engine:
+ *
+ * - an agent is an entity sharded by agent id: its registrations, heartbeats, the manifests of its
+ *   live processes and its lifecycle budget live on the runner that owns its shard, so the budget
+ *   is counted per agent whichever runner a call reaches;
+ * - a task is an entity sharded by task id: a persisted `Run` message runs its loop on the owner of
+ *   its shard, journaling to the same database; when a runner dies, its shards move and the engine
+ *   delivers `Run` again to the new owner, whose loop goes on from the journal (a journaled turn is
+ *   not asked again). Answers are persisted messages keyed by the call id (the engine drops a
+ *   duplicate); events stream to whichever runner the submitting process is connected to, which
+ *   attaches again when the stream breaks.
+ *
+ * The protocol, its handlers' authorization and the WebSocket server are the embedded platform's
+ * (Server.ts): a runner serves `Server.layerWebSocket` over `layerHandlers` here instead of
+ * `Server.layerHandlers`.
+ */
+import { AlreadyProcessingMessage, MailboxFull, PersistenceError } from "@effect/cluster/ClusterError"
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
+import * as Entity from "@effect/cluster/Entity"
+import { RunnerAddress } from "@effect/cluster/RunnerAddress"
+import type * as Sharding from "@effect/cluster/Sharding"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as Rpc from "@effect/rpc/Rpc"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Cause, Clock, Data, Effect, Layer, Mailbox, Option, Schedule, Schema, Stream } from "effect"
+import * as Idempotency from "../Idempotency.js"
+import { Ids } from "../Ids.js"
+import * as Journal from "../Journal.js"
+import { clusterFailover, Timing } from "../Timing.js"
+import * as Toolkit from "../Toolkit.js"
+import {
+  ApprovalsNeedJournal,
+  EventsWanted,
+  LifecycleBudgetExceeded,
+  ManifestRejected,
+  NoPendingApproval,
+  TaskEvent,
+  ToolCallResult,
+  UnknownTask
+} from "../protocol/Protocol.js"
+import * as Server from "./Server.js"
+
+// ---------------------------------------------------------------------------------------------
+// The entities.
+
+/** An agent: its processes, their tools and its lifecycle budget. The entity id is the agent id. */
+export const AgentEntity = Entity.make("agent-tools/Agent", [
+  Rpc.make("Register", {
+    payload: { processId: Schema.String, manifest: Schema.Array(Toolkit.ManifestEntry), manifestHash: Schema.String },
+    success: Schema.Struct({ heartbeatIntervalMillis: Schema.Number }),
+    error: Schema.Union(ManifestRejected, LifecycleBudgetExceeded)
+  }),
+  Rpc.make("Heartbeat", {
+    payload: { processId: Schema.String, manifestHash: Schema.String },
+    success: Schema.Struct({ known: Schema.Boolean }),
+    error: LifecycleBudgetExceeded
+  }),
+  Rpc.make("Deregister", { payload: { processId: Schema.String }, error: LifecycleBudgetExceeded }),
+  // The tools a new task of `processId` is offered.
+  Rpc.make("Tools", { payload: { processId: Schema.String }, success: Journal.TaskTools })
+])
+
+/** A task: its loop, its events, its answers and its approvals. The entity id is the task id. */
+export const TaskEntity = Entity.make("agent-tools/Task", [
+  // Runs the loop to the task's end, on the owner of the task's shard; delivered again to the next owner.
+  Rpc.make("Run", { payload: { agentId: Schema.String }, primaryKey: () => "run" })
+    .annotate(ClusterSchema.Persisted, true),
+  Rpc.make("Attach", {
+    payload: { agentId: Schema.String, events: Schema.optional(EventsWanted) },
+    success: TaskEvent,
+    error: UnknownTask,
+    stream: true
+  }),
+  Rpc.make("Answer", {
+    payload: { agentId: Schema.String, result: ToolCallResult },
+    error: UnknownTask,
+    primaryKey: ({ result }) => result.toolCallId
+  }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("Decide", {
+    payload: {
+      agentId: Schema.String,
+      toolCallId: Schema.String,
+      approved: Schema.Boolean,
+      reason: Schema.optional(Schema.String)
+    },
+    error: Schema.Union(UnknownTask, NoPendingApproval, ApprovalsNeedJournal)
+  })
+])
+
+/** The entities' handlers, on this runner's parts: what a runner does for the shards it owns. */
+const layerEntities = (parts: Server.Parts) =>
+  Layer.mergeAll(
+    AgentEntity.toLayer({
+      Register: ({ address, payload }) => parts.agents.register({ agentId: address.entityId, ...payload }),
+      Heartbeat: ({ address, payload }) => parts.agents.heartbeat({ agentId: address.entityId, ...payload }),
+      Deregister: ({ address, payload }) => parts.agents.deregister({ agentId: address.entityId, ...payload }),
+      Tools: ({ address, payload }) =>
+        Effect.map(Clock.currentTimeMillis, (now) => parts.agents.visible(address.entityId, payload.processId, now))
+    }),
+    TaskEntity.toLayer({
+      Run: ({ address }) => parts.tasks.runHere(address.entityId),
+      Attach: ({ address, payload }) =>
+        Stream.unwrapScoped(Effect.map(
+          parts.tasks.attachHeld({ agentId: payload.agentId, taskId: address.entityId, events: payload.events }),
+          Mailbox.toStream
+        )),
+      Answer: ({ payload }) => parts.tasks.answer(payload.agentId, payload.result),
+      Decide: ({ address, payload }) =>
+        Effect.zipRight(
+          parts.tasks.heldBy(payload.agentId, address.entityId),
+          parts.tasks.decide(payload.agentId, { ...payload, taskId: address.entityId })
+        )
+    }, { concurrency: "unbounded" })
+  )
+
+// ---------------------------------------------------------------------------------------------
+// The front: what the runner a process is connected to does with its calls.
+
+/** The engine could not take a message (its storage, a full mailbox). */
+type EngineError = AlreadyProcessingMessage | MailboxFull | PersistenceError
+
+const isEngineError = (error: unknown): error is EngineError =>
+  error instanceof AlreadyProcessingMessage || error instanceof MailboxFull || error instanceof PersistenceError
+
+/** An engine failure is a defect of the call (its answer is a failure the caller can retry), not one of its errors. */
+const orDieOnEngine = <A, E, R>(effect: Effect.Effect<A, E | EngineError, R>): Effect.Effect<A, Exclude<E, EngineError>, R> =>
+  Effect.catchIf(effect, isEngineError, Effect.die)
+
+/** The stream from the task's owner broke, or ended before the task did: its shard moved; attach again. */
+class Moved extends Data.TaggedError("Moved") {}
+
+/** `Server.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
+const clusterBackend = Effect.gen(function*() {
+  const agents = yield* AgentEntity.client
+  const tasks = yield* TaskEntity.client
+  const ids = yield* Ids
+  const journal = yield* Journal.Journal
+  const policy = yield* Timing
+
+  /**
+   * The task's events from its owner, attached again (same task, same pending calls, `TaskStarted`
+   * once) whenever the stream breaks or ends before the task's end: a runner died and its shards
+   * moved, or the shard was handed over. Ends with the task's final event.
+   */
+  const follow = (agentId: string, taskId: string, events: EventsWanted | undefined): Stream.Stream<TaskEvent, UnknownTask> =>
+    Stream.suspend(() => {
+      let started = false
+      let ended = false
+      const once = tasks(taskId).Attach({ agentId, events }).pipe(
+        Stream.filter((event) => {
+          if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") ended = true
+          if (event._tag !== "TaskStarted") return true
+          if (started) return false
+          started = true
+          return true
+        }),
+        Stream.catchAllCause((cause): Stream.Stream<never, UnknownTask | Moved> => {
+          const failure = Cause.failureOption(cause)
+          return Option.isSome(failure) && failure.value._tag === "UnknownTask"
+            ? Stream.fail(failure.value)
+            : Stream.fail(new Moved())
+        }),
+        Stream.concat(Stream.suspend(() => ended ? Stream.empty : Stream.fail(new Moved())))
+      )
+      return once.pipe(
+        Stream.retry(Schedule.intersect(policy.reconnect, Schedule.recurWhile((error) => error instanceof Moved))),
+        Stream.catchAll((error) =>
+          error instanceof Moved ? Stream.die(`task ${taskId}: its owner could not be reached again`) : Stream.fail(error)
+        )
+      )
+    })
+
+  return {
+    register: ({ agentId, ...payload }) => orDieOnEngine(agents(agentId).Register(payload)),
+    heartbeat: ({ agentId, ...payload }) => orDieOnEngine(agents(agentId).Heartbeat(payload)),
+    deregister: ({ agentId, processId }) => orDieOnEngine(agents(agentId).Deregister({ processId })),
+    submit: ({ agentId, events, processId, prompt }) =>
+      Effect.gen(function*() {
+        const tools = yield* orDieOnEngine(agents(agentId).Tools({ processId }))
+        // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
+        const taskId = ids.make("task")
+        yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools })
+        yield* orDieOnEngine(tasks(taskId).Run({ agentId }, { discard: true }))
+        return yield* Mailbox.fromStream(Stream.orDie(follow(agentId, taskId, events)))
+      }),
+    attach: ({ agentId, events, taskId }) => Mailbox.fromStream(follow(agentId, taskId, events)),
+    complete: (agentId, results) =>
+      Effect.gen(function*() {
+        // Each answer is its own message (keyed by its call id); one for an unknown task fails after the others.
+        const outcomes = yield* Effect.forEach(
+          results,
+          (result) => Effect.either(orDieOnEngine(tasks(result.taskId).Answer({ agentId, result }))),
+          { concurrency: "unbounded" }
+        )
+        const unknown = outcomes.find((outcome) => outcome._tag === "Left")
+        if (unknown !== undefined && unknown._tag === "Left") return yield* unknown.left
+      }),
+    decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision }))
+  } satisfies Server.Backend
+})
+
+// ---------------------------------------------------------------------------------------------
+// Layers.
+
+/**
+ * The protocol's handlers on a runner (what `Server.layerWebSocket` serves): this runner's parts for
+ * the shards it owns, the entities registered with the cluster, and the front. Needs the cluster
+ * (`Sharding`), the run journal on the cluster's database and the tasks' `LanguageModel`.
+ */
+export const layerHandlers = (options: Server.Options) =>
+  Layer.scopedContext(Effect.gen(function*() {
+    const journal = yield* Journal.Journal
+    const parts = yield* Server.makeParts(options, journal)
+    // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
+    yield* Layer.build(layerEntities(parts))
+    const backend = yield* clusterBackend
+    return yield* Layer.build(Server.layerOf(backend, parts, options))
+  }))
+
+/** Where this runner is reached by the others, and the shards' layout. */
+export interface RunnerOptions {
+  /** The host the other runners reach this one at. Default 127.0.0.1. */
+  readonly host?: string | undefined
+  /** The port runners talk on (msgpack over TCP). Default 34431. */
+  readonly port?: number | undefined
+  /** Shards per group; every runner of a cluster must agree. Default 300. */
+  readonly shardsPerGroup?: number | undefined
+}
+
+/** The cluster's sharding config for this runner: its address, and the failover timings of `Timing.clusterFailover`. */
+export const shardingConfig = (options: RunnerOptions): Partial<ShardingConfig.ShardingConfig["Type"]> => ({
+  runnerAddress: Option.some(RunnerAddress.make({ host: options.host ?? "127.0.0.1", port: options.port ?? 34431 })),
+  shardsPerGroup: options.shardsPerGroup ?? 300,
+  ...clusterFailover
+})
+
+/** The cluster (`Sharding`) for this runner, its storage on the `SqlClient` in context. */
+export const layerSharding = (options: RunnerOptions) =>
+  NodeClusterSocket.layer({ storage: "sql", shardingConfig: shardingConfig(options) })
+
+/**
+ * A runner: the handlers on the cluster, the journal on the same database. Needs the `SqlClient`
+ * (PostgreSQL through `@effect/sql-pg`) and the tasks' `LanguageModel`; the schema must exist
+ * (`migrate`): it fails with `NotMigrated` otherwise, before anything is written.
+ */
+export const layer = (options: Server.Options & { readonly runner?: RunnerOptions | undefined }) =>
+  layerHandlers(options).pipe(
+    Layer.provide(layerSharding(options.runner ?? {})),
+    Layer.provide(Journal.layerSqlClient),
+    Layer.provide(Layer.effectDiscard(requireMigrated))
+  )
+
+// ---------------------------------------------------------------------------------------------
+// The schema.
+
+/** The tables a runner needs: the cluster's, the run journal's and the claims'. */
+const tables = ["cluster_messages", "cluster_replies", "cluster_runners", "journal_tasks", "journal_calls", "tool_claims"]
+
+/** The cluster's database has not been set up: `platform migrate` first. */
+export class NotMigrated extends Schema.TaggedError<NotMigrated>("agent-tools/platform/NotMigrated")("NotMigrated", {
+  missing: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `the cluster's database lacks ${this.missing.join(", ")}: run \`agent-tools platform migrate --database <url>\` ` +
+      `once, before the runners start (runners starting together on an empty database would race to create it)`
+  }
+}
+
+/** Fails with `NotMigrated` unless every table of the schema exists. */
+export const requireMigrated = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ readonly name: string }>`SELECT table_name AS name FROM information_schema.tables
+    WHERE table_schema = current_schema()`
+  const present = new Set(rows.map((row) => row.name))
+  const missing = tables.filter((table) => !present.has(table))
+  if (missing.length > 0) return yield* new NotMigrated({ missing })
+})
+
+/**
+ * Creates the schema once, in one process, before runners start: the cluster's tables, the run
+ * journal's and the claims store's (so every serving replica of an agent can share the claims on
+ * the same database). Running it again changes nothing.
+ */
+export const migrate = Effect.gen(function*() {
+  const config = ShardingConfig.layer(shardingConfig({}))
+  yield* Layer.build(Layer.mergeAll(
+    Layer.provide(SqlMessageStorage.layer, config),
+    Layer.provide(SqlRunnerStorage.layer, config),
+    Journal.layerSqlClient,
+    Idempotency.layerSqlClient()
+  ))
+}).pipe(Effect.scoped)
+
+/** The `Sharding` service a runner's layers need (re-exported for the type of `layerHandlers`' requirements). */
+export type ShardingService = Sharding.Sharding

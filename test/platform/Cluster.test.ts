@@ -1,0 +1,176 @@
+/**
+ * Cluster mode on a real PostgreSQL (started by test/support/postgres.ts): three runners in this
+ * process, each with its own database client, cluster socket and WebSocket server, as three
+ * platform processes would be; serving processes connect to different runners.
+ */
+import { assert, layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Exit, Layer, Logger, LogLevel, Redacted, Schedule, Schema, Stream } from "effect"
+import {
+  LanguageModel,
+  PlatformClient,
+  PlatformServer,
+  type Protocol,
+  Serve,
+  Timing,
+  Tool,
+  Toolkit
+} from "../../src/index.js"
+import * as Cluster from "../../src/platform/Cluster.js"
+import { clientLayer, resultsText } from "../support/platform.js"
+import * as Pg from "../support/postgres.js"
+
+const tokens = new Map([["tok-1", "agent-1"]])
+
+const policy = Timing.layer({
+  redelivery: Schedule.spaced("1 second"),
+  reconnect: Schedule.spaced("100 millis").pipe(Schedule.intersect(Schedule.recurs(300)))
+})
+
+const quiet = Logger.minimumLogLevel(LogLevel.Warning)
+
+/** The first user message of a request: the task's prompt. */
+const promptOf = (request: LanguageModel.ModelRequest) => {
+  const first = request.messages.find((m) => m._tag === "UserMessage")
+  return first?._tag === "UserMessage" ? first.text : ""
+}
+
+/**
+ * Turn 1: the task's own tool (the first offered: the submitting process's) on the prompt's number;
+ * turn 2: the results as text. Answered by conversation step, so a task taken up anywhere is
+ * answered where it stands.
+ */
+const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+  (request) => ({
+    toolCalls: [{
+      id: "c1",
+      name: request.tools[0]!.name,
+      arguments: JSON.stringify({ n: Number(promptOf(request).split(" ")[1]) })
+    }]
+  }),
+  (request) => ({ text: resultsText(request) })
+]
+
+/** A runner on `url`: the cluster's handlers, served on a WebSocket of its own; its URL. */
+const startRunner = (url: string, models: Context.Context<LanguageModel.LanguageModel>, options: { readonly lifecycleBudget?: number } = {}) =>
+  Effect.gen(function*() {
+    const port = yield* Effect.promise(() => Pg.freePort())
+    const context = yield* Layer.build(
+      PlatformServer.layerWebSocket({ port: 0 }).pipe(
+        Layer.provide(Cluster.layer({ tokens, runner: { port, shardsPerGroup: 30 }, ...options })),
+        Layer.provide(Layer.succeedContext(models)),
+        Layer.provide(PgClient.layer({ url: Redacted.make(url) })),
+        Layer.provide(policy),
+        Layer.provide(quiet)
+      )
+    )
+    return yield* Effect.provide(PlatformServer.url, context)
+  })
+
+/** A tool that records each run of an input (its side effect). */
+const recordingTool = (name: string, effects: Map<string, number>) =>
+  Tool.make(name, {
+    description: `Works on n (${name}).`,
+    input: { n: Schema.Number },
+    output: Schema.String,
+    timeout: "20 seconds"
+  }, ({ n }) =>
+    Effect.sync(() => {
+      effects.set(`${name}:${n}`, (effects.get(`${name}:${n}`) ?? 0) + 1)
+      return `${name} did ${n}`
+    }))
+
+/** A new database on the server, for one test (runners of an earlier test must not linger in its tables). */
+let databases = 0
+const freshDatabase = Effect.gen(function*() {
+  const server = yield* Pg.Postgres
+  const sql = yield* SqlClient.SqlClient
+  const name = `cluster_${++databases}`
+  yield* sql.unsafe(`CREATE DATABASE ${name}`)
+  return server.url.replace(/\/[^/]+$/, `/${name}`)
+}).pipe(Effect.orDie)
+
+/** `Cluster.migrate` on the database at `url`. */
+const migrate = (url: string) => Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(url) }))
+
+layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluster mode", (it) => {
+  it.scoped("a runner on a database that was not migrated refuses to start, naming the command; migrate is idempotent", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      const exit = yield* Effect.exit(Effect.scoped(startRunner(url, models)))
+      assert.isTrue(Exit.isFailure(exit))
+      const text = Exit.isFailure(exit) ? String(exit.cause) : ""
+      assert.include(text, "platform migrate --database")
+      assert.include(text, "cluster_messages")
+      yield* migrate(url)
+      yield* migrate(url)
+      yield* Effect.provide(Cluster.requireMigrated, PgClient.layer({ url: Redacted.make(url) }))
+    }))
+
+  it.scoped("three runners, two serving processes on different runners, 20 tasks: all complete in order, side effects = unique calls", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      yield* migrate(url)
+      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      const urls = yield* Effect.all([0, 1, 2].map(() => startRunner(url, models)), { concurrency: "unbounded" })
+      const effects = new Map<string, number>()
+      const serving = (runner: string, tool: string) =>
+        Effect.gen(function*() {
+          const scope = yield* Effect.scope
+          const client = Context.get(yield* Layer.buildWithScope(clientLayer({ url: runner }, policy), scope), PlatformClient.PlatformClient)
+          const toolkit = yield* Toolkit.make(recordingTool(tool, effects))
+          return yield* Serve.make(toolkit).pipe(
+            Effect.provideService(PlatformClient.PlatformClient, client)
+          )
+        }).pipe(Effect.provide(policy))
+      const a = yield* serving(urls[0]!, "alpha")
+      const b = yield* serving(urls[1]!, "beta")
+      const started = performance.now()
+      const runs = yield* Effect.forEach(
+        Array.from({ length: 20 }, (_, i) => i),
+        (i) => Stream.runCollect((i % 2 === 0 ? a : b).submitTask(`task ${i}`)).pipe(Effect.map((events) => [...events])),
+        { concurrency: "unbounded" }
+      ).pipe(Effect.timeout("60 seconds"))
+      const millis = performance.now() - started
+      for (const [i, events] of runs.entries()) {
+        const tool = i % 2 === 0 ? "alpha" : "beta"
+        const tags = events.map((e) => e._tag)
+        assert.strictEqual(tags[0], "TaskStarted", `task ${i}: ${tags}`)
+        const last = events[events.length - 1] as Protocol.TaskEvent
+        assert.strictEqual(last._tag, "TaskCompleted", `task ${i}: ${tags}`)
+        assert.strictEqual(last._tag === "TaskCompleted" ? last.output : "", `c1:"${tool} did ${i}"`)
+        assert.isBelow(tags.indexOf("ToolCallRequested"), tags.indexOf("ToolCallCompleted"), `task ${i}: ${tags}`)
+      }
+      assert.strictEqual(effects.size, 20)
+      assert.deepStrictEqual([...new Set(effects.values())], [1])
+      const requests = yield* Effect.flatMap(LanguageModel.Scripted, (s) => s.requests).pipe(Effect.provide(models))
+      assert.strictEqual(requests.length, 40)
+      console.log(`cluster: 3 runners, 20 tasks in ${millis.toFixed(0)} ms; model turns asked ${requests.length}; side effects ${effects.size}`)
+    }), { timeout: 90_000 })
+
+  it.scoped("the lifecycle budget is counted per agent across runners: the 31st call is refused whichever runner it reaches", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      yield* migrate(url)
+      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      const urls = yield* Effect.all([0, 1, 2].map(() => startRunner(url, models)), { concurrency: "unbounded" })
+      const clients = yield* Effect.forEach(urls, (runner) =>
+        Effect.map(Layer.build(clientLayer({ url: runner }, policy)), Context.get(PlatformClient.PlatformClient)))
+      const { manifest } = yield* Toolkit.make(recordingTool("alpha", new Map()))
+      const outcomes: Array<string> = []
+      for (let i = 0; i < 31; i++) {
+        const client = clients[i % 3]!
+        const exit = yield* Effect.exit(client.register({ agentId: "agent-1", processId: `p-${i % 3}`, manifest, manifestHash: "h" }))
+        outcomes.push(Exit.isSuccess(exit) ? "ok" : String(Exit.causeOption(exit)))
+      }
+      assert.deepStrictEqual(outcomes.slice(0, 30), Array(30).fill("ok"))
+      assert.include(outcomes[30], "LifecycleBudgetExceeded")
+      // And through each other runner too.
+      for (const client of clients) {
+        const exit = yield* Effect.exit(client.heartbeat({ agentId: "agent-1", processId: "p-0", manifestHash: "h" }))
+        assert.isTrue(Exit.isFailure(exit))
+      }
+    }))
+})

@@ -1,0 +1,155 @@
+/**
+ * Cluster mode when a runner dies (slow project): three runner processes on a real PostgreSQL, two
+ * serving processes (here, in this process) each connected first to a different runner with the
+ * other runners' URLs to go on to. 10 tasks of 4 tool calls each run across the runners; SIGKILL
+ * takes one runner away with tasks running on it and a serving process's socket on it. Every task
+ * completes on the others, no journaled turn is asked again, and no call has a second side effect.
+ */
+import { assert, it } from "@effect/vitest"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Fiber, Layer, Redacted, Schedule, Schema, Stream } from "effect"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { PlatformClient, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
+import * as Cluster from "../../src/platform/Cluster.js"
+import { type Child, startChild } from "../support/childProcess.js"
+import { record } from "../support/figures.js"
+import { clientLayer } from "../support/platform.js"
+import * as Pg from "../support/postgres.js"
+
+const policy = Timing.layer({
+  redelivery: Schedule.spaced("2 seconds"),
+  reconnect: Schedule.spaced("200 millis").pipe(Schedule.intersect(Schedule.recurs(300)))
+})
+
+const tasks = 10
+const turns = 4
+
+/** A tool that takes 300 ms and records each run of an input (its side effect). */
+const slowTool = (name: string, effects: Map<string, number>) =>
+  Tool.make(name, {
+    description: `Works on n at a step (${name}).`,
+    input: { n: Schema.Number, step: Schema.Number },
+    output: Schema.String,
+    timeout: "60 seconds"
+  }, ({ n, step }) =>
+    Effect.gen(function*() {
+      yield* Effect.sleep("300 millis")
+      const key = `${name}:${n}:${step}`
+      effects.set(key, (effects.get(key) ?? 0) + 1)
+      return `${name} did ${n}.${step}`
+    }))
+
+interface Ask {
+  readonly at: number
+  readonly runner: string
+  readonly prompt: string
+  readonly step: number
+}
+
+const readAsks = (file: string): Array<Ask> =>
+  readFileSync(file, "utf8").split("\n").filter((l) => l !== "").map((line) => {
+    const [at, runner, prompt, step] = line.split(" ")
+    return { at: Number(at), runner: runner!, prompt: prompt!, step: Number(step) }
+  })
+
+it.live("SIGKILL of a runner with tasks and a socket on it: every task completes on the others, turns asked once, side effects = unique calls", () =>
+  Effect.gen(function*() {
+    const dir = mkdtempSync(join(tmpdir(), "agent-tools-cluster-"))
+    yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+    const asksFile = join(dir, "asks.txt")
+    writeFileSync(asksFile, "")
+    const server = yield* Pg.postgres()
+    yield* Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(server.url) }))
+
+    // Three runners, one after the other (each waits for its socket before the next starts).
+    const runners: Array<{ child: Child; url: string }> = []
+    for (let i = 0; i < 3; i++) {
+      const runnerPort = yield* Effect.promise(() => Pg.freePort())
+      const child = startChild("test/support/clusterRunnerChild.ts", {
+        DATABASE_URL: server.url,
+        RUNNER_PORT: String(runnerPort),
+        RUNNER: `r${i}`,
+        ASKS_FILE: asksFile,
+        TURNS: String(turns)
+      })
+      yield* Effect.addFinalizer(() => Effect.sync(() => child.process.kill("SIGKILL")))
+      const line = yield* Effect.promise(() => child.waitFor("listening:", 60_000))
+      assert.isDefined(line, `runner ${i} did not start: ${child.lines.join("\n")}`)
+      runners.push({ child, url: line!.slice("listening:".length) })
+    }
+    const [r0, r1, r2] = runners as [typeof runners[0], typeof runners[0], typeof runners[0]]
+
+    const effects = new Map<string, number>()
+    const serving = (urls: ReadonlyArray<string>, tool: string) =>
+      Effect.gen(function*() {
+        const scope = yield* Effect.scope
+        const client = Context.get(
+          yield* Layer.buildWithScope(clientLayer({ url: urls.join(",") }, policy), scope),
+          PlatformClient.PlatformClient
+        )
+        const toolkit = yield* Toolkit.make(slowTool(tool, effects))
+        return yield* Serve.make(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
+      }).pipe(Effect.provide(policy))
+    // A's socket is on the runner that will die; B's on another.
+    const a = yield* serving([r0.url, r1.url, r2.url], "alpha")
+    const b = yield* serving([r1.url, r2.url, r0.url], "beta")
+
+    const runs = yield* Effect.forEach(
+      Array.from({ length: tasks }, (_, i) => i),
+      (i) =>
+        Stream.runCollect((i % 2 === 0 ? a : b).submitTask(`task ${i}`)).pipe(
+          Effect.map((events) => [...events]),
+          Effect.timeout("120 seconds")
+        ),
+      { concurrency: "unbounded" }
+    ).pipe(Effect.fork)
+
+    // Kill r0 once the tasks are under way: some of them run on it, A's calls go out on its socket.
+    yield* Effect.promise(async () => {
+      while (readAsks(asksFile).length < tasks * 2) await new Promise((r) => setTimeout(r, 50))
+    })
+    const asksOnR0 = readAsks(asksFile).filter((ask) => ask.runner === "r0").length
+    const killedAt = Date.now()
+    r0.child.process.kill("SIGKILL")
+    const results = yield* Fiber.join(runs)
+
+    for (const [i, events] of results.entries()) {
+      const last = events[events.length - 1]!
+      assert.strictEqual(last._tag, "TaskCompleted", `task ${i}: ${events.map((e) => e._tag).join(" ")}`)
+      assert.strictEqual(last._tag === "TaskCompleted" ? last.output : "", `done task ${i}`)
+    }
+    // Side effects = unique calls: every (tool, task, step) ran exactly once.
+    assert.strictEqual(effects.size, tasks * turns)
+    const twice = [...effects].filter(([, n]) => n > 1)
+    assert.deepStrictEqual(twice, [])
+
+    const asks = readAsks(asksFile)
+    const seen = new Map<string, Ask>()
+    let askedAgain = 0
+    for (const ask of asks) {
+      const key = `${ask.prompt}#${ask.step}`
+      const first = seen.get(key)
+      if (first === undefined) {
+        seen.set(key, ask)
+        continue
+      }
+      askedAgain++
+      // Only a reply lost with the dead runner before its journal held it may be asked again.
+      assert.strictEqual(first.runner, "r0", `${key} asked again though ${first.runner} did not die`)
+      assert.isBelow(first.at, killedAt + 1, `${key} asked again after the kill`)
+    }
+    assert.strictEqual(seen.size, tasks * (turns + 1))
+    const movedTasks = new Set(asks.filter((ask) => ask.runner === "r0").map((ask) => ask.prompt))
+    const resumed = asks.find((ask) => ask.at > killedAt && ask.runner !== "r0" && movedTasks.has(ask.prompt))
+    assert.isDefined(resumed, "no task of the dead runner went on elsewhere")
+    const failoverMillis = resumed!.at - killedAt
+    const line = `cluster failover: 3 runners, ${tasks} tasks x ${turns} calls, SIGKILL of a runner after ${asksOnR0} asks on it ` +
+      `(${movedTasks.size} tasks had run there); first resumed turn ${failoverMillis} ms after the kill; ` +
+      `model turns asked ${asks.length}, distinct ${seen.size} (asked again, the reply lost with the runner: ${askedAgain}); ` +
+      `calls ${tasks * turns}, side effects ${[...effects.values()].reduce((x, y) => x + y, 0)}`
+    console.log(line)
+    record({ suite: "cluster failover", measure: "SIGKILL of one of 3 runners mid-run: first resumed turn after the kill", value: `${failoverMillis} ms` })
+    record({ suite: "cluster failover", measure: "model turns asked / distinct; side effects / unique calls", value: `${asks.length} / ${seen.size}; ${[...effects.values()].reduce((x, y) => x + y, 0)} / ${effects.size}`, expected: "side effects = unique calls" })
+  }).pipe(Effect.scoped), { timeout: 240_000 })

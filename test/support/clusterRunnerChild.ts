@@ -1,0 +1,58 @@
+/**
+ * A platform runner for the cluster failover test: `Cluster.layer` on the PostgreSQL at DATABASE_URL,
+ * its cluster socket on RUNNER_PORT, its WebSocket on 127.0.0.1 (a port of the OS's). The tasks'
+ * model is a script of TURNS calls (each to the task's own tool, on the prompt's number and the
+ * step) and then a text; every ask is appended to ASKS_FILE as `<time> <RUNNER> <prompt> <step>`
+ * before it is answered. It prints `listening:<url>` once serving.
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Logger, LogLevel, Redacted, Schedule } from "effect"
+import { appendFileSync } from "node:fs"
+import { LanguageModel, PlatformServer, Timing } from "../../src/index.js"
+import * as Cluster from "../../src/platform/Cluster.js"
+
+const turns = Number(process.env.TURNS ?? 4)
+
+const promptOf = (request: LanguageModel.ModelRequest) => {
+  const first = request.messages.find((m) => m._tag === "UserMessage")
+  return first?._tag === "UserMessage" ? first.text : ""
+}
+
+const stepOf = (request: LanguageModel.ModelRequest) => request.messages.filter((m) => m._tag === "AssistantMessage").length
+
+const turn: LanguageModel.ScriptedTurn = (request) => {
+  const prompt = promptOf(request)
+  const step = stepOf(request)
+  appendFileSync(process.env.ASKS_FILE!, `${Date.now()} ${process.env.RUNNER} ${prompt.replace(/ /g, "_")} ${step}\n`)
+  if (step >= turns) return { text: `done ${prompt}` }
+  return {
+    toolCalls: [{
+      id: `c${step}`,
+      name: request.tools[0]!.name,
+      arguments: JSON.stringify({ n: Number(prompt.split(" ")[1]), step })
+    }]
+  }
+}
+
+const program = Effect.gen(function*() {
+  const url = yield* PlatformServer.url
+  process.stdout.write(`listening:${url}\n`)
+  return yield* Effect.never
+})
+
+program.pipe(
+  Effect.provide(
+    PlatformServer.layerWebSocket({ port: 0 }).pipe(
+      Layer.provide(Cluster.layer({
+        tokens: new Map([["tok-1", "agent-1"]]),
+        runner: { port: Number(process.env.RUNNER_PORT), shardsPerGroup: 30 }
+      })),
+      Layer.provide(LanguageModel.layerScripted(Array.from({ length: turns + 1 }, () => turn), { perConversation: true })),
+      Layer.provide(PgClient.layer({ url: Redacted.make(process.env.DATABASE_URL!) })),
+      Layer.provide(Timing.layer({ redelivery: Schedule.spaced("2 seconds") }))
+    )
+  ),
+  Logger.withMinimumLogLevel(LogLevel.Warning),
+  NodeRuntime.runMain
+)
