@@ -14,7 +14,9 @@ const slow = [
   "test/demo/worker.test.ts",
   "test/Package.test.ts",
   "test/AgentApprovalProcess.test.ts",
-  "test/platform/ClusterFailover.test.ts"
+  "test/platform/ClusterFailover.test.ts",
+  "test/platform/Cluster.test.ts",
+  "test/platform/HostileCluster.test.ts"
 ]
 
 export default defineConfig({

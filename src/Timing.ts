@@ -54,13 +54,18 @@ export const shutdownGrace = Duration.seconds(30)
  * they expire 5 s after its last renewal; runners check each other's health every 2 s. A dead
  * runner's shards move in about 3-6 s, well inside `redelivery`'s interval, so its tasks go on
  * elsewhere before a serving process would have seen their calls again. (The engine's defaults,
- * 35 s and 1 minute, took 33 s to fail over.)
+ * 35 s and 1 minute, took 33 s to fail over.) Messages for another runner are polled for every
+ * 500 ms (the engine's default, 10 s, made every persisted message wait seconds). A runner that
+ * stops gives its entities 1 s to finish: a task's `Run` never finishes on its own (it runs the task),
+ * so the engine's 15 s would hold every shutdown that long; interrupted, the task goes on at the
+ * next owner from its journal.
  */
 export const clusterFailover = {
   shardLockRefreshInterval: Duration.seconds(1),
   shardLockExpiration: Duration.seconds(5),
   runnerHealthCheckInterval: Duration.seconds(2),
-  entityMessagePollInterval: Duration.millis(500)
+  entityMessagePollInterval: Duration.millis(500),
+  entityTerminationTimeout: Duration.seconds(1)
 }
 
 /** The defaults, used when no layer provides other schedules. */

@@ -146,7 +146,7 @@ const clusterBackend = Effect.gen(function*() {
   /**
    * The task's events from its owner, attached again (same task, same pending calls, `TaskStarted`
    * once) whenever the stream breaks or ends before the task's end: a runner died and its shards
-   * moved, or the shard was handed over. Ends with the task's final event.
+   * moved, or the shard was handed over. Ends with the task's final event, or with `TaskTakenOver`.
    */
   const follow = (agentId: string, taskId: string, events: EventsWanted | undefined): Stream.Stream<TaskEvent, UnknownTask> =>
     Stream.suspend(() => {
@@ -154,7 +154,8 @@ const clusterBackend = Effect.gen(function*() {
       let ended = false
       const once = tasks(taskId).Attach({ agentId, events }).pipe(
         Stream.filter((event) => {
-          if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") ended = true
+          // Its end, or another attachment took it over (which must not be taken back by attaching again).
+          if (event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskTakenOver") ended = true
           if (event._tag !== "TaskStarted") return true
           if (started) return false
           started = true

@@ -21,6 +21,7 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["serve.ts"],
   ["claims.ts"],
   ["journal.ts"],
+  ["cluster.ts"],
   ["startup.ts"]
 ]
 

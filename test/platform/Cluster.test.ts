@@ -19,6 +19,7 @@ import {
 } from "../../src/index.js"
 import * as Cluster from "../../src/platform/Cluster.js"
 import { clientLayer, resultsText } from "../support/platform.js"
+import { spawn } from "node:child_process"
 import * as Pg from "../support/postgres.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
@@ -173,4 +174,40 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluste
         assert.isTrue(Exit.isFailure(exit))
       }
     }))
+
+  it.scoped("the CLI: platform migrate, then a runner that serves; the database's password in no line either prints", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      const password = new URL(url).password
+      const env = { PLATFORM_DATABASE: url, PLATFORM_TOKENS: "tok-1:agent-1", LOG_LEVEL: "debug" }
+      const run = (args: ReadonlyArray<string>, extra: Record<string, string> = {}) =>
+        Effect.promise(() =>
+          new Promise<{ code: number | null; output: string }>((resolve) => {
+            const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", ...args], {
+              env: { ...process.env, ...env, ...extra },
+              stdio: ["ignore", "pipe", "pipe"]
+            })
+            let output = ""
+            child.stdout.on("data", (chunk) => (output += String(chunk)))
+            child.stderr.on("data", (chunk) => {
+              output += String(chunk)
+              // A runner serves until stopped: once it says where it listens, stop it.
+              if (output.includes("a runner of the cluster")) setTimeout(() => child.kill("SIGTERM"), 1_500)
+            })
+            child.on("close", (code) => resolve({ code, output }))
+          })
+        )
+      const migrated = yield* run(["platform", "migrate"])
+      assert.strictEqual(migrated.code, 0, migrated.output)
+      assert.include(migrated.output, "the cluster's schema is ready")
+      const runnerPort = yield* Effect.promise(() => Pg.freePort())
+      const port = yield* Effect.promise(() => Pg.freePort())
+      const served = yield* run(["platform", "--port", String(port), "--runner-port", String(runnerPort)])
+      assert.include(served.output, "a runner of the cluster on postgres://postgres@127.0.0.1")
+      assert.strictEqual(served.code, 0, served.output)
+      const refused = yield* run(["platform", "migrate"], { PLATFORM_DATABASE: url.replace(/:\d+\//, ":1/") })
+      assert.strictEqual(refused.code, 1)
+      assert.match(refused.output, /agent-tools: SqlError: PgClient: Failed to connect/)
+      for (const output of [migrated.output, served.output, refused.output]) assert.notInclude(output, password)
+    }), { timeout: 90_000 })
 })
