@@ -68,6 +68,17 @@ export const clusterFailover = {
   entityTerminationTimeout: Duration.seconds(1)
 }
 
+/**
+ * Cluster mode: how often the runner that owns a task tells the runners following it that it is
+ * there (`every`), and how long a follower waits without a word before it attaches again (`within`).
+ * A runner's stream to a task can break without ending (its owner died, its shard moved): this is
+ * what finds out, in seconds rather than at the serving process's next heartbeat.
+ */
+export const followAlive = {
+  every: Duration.seconds(1),
+  within: Duration.seconds(5)
+}
+
 /** The defaults, used when no layer provides other schedules. */
 export const defaults: Schedules = {
   toolRetry: defaultToolRetry,

@@ -9,9 +9,9 @@
  * - a task is an entity sharded by task id: a persisted `Run` message runs its loop on the owner of
  *   its shard, journaling to the same database; when a runner dies, its shards move and the engine
  *   delivers `Run` again to the new owner, whose loop goes on from the journal (a journaled turn is
- *   not asked again). Answers are persisted messages keyed by the call id (the engine drops a
- *   duplicate); events stream to whichever runner the submitting process is connected to, which
- *   attaches again when the stream breaks.
+ *   not asked again). An answer is journaled by the task's owner before the loop sees it, the first
+ *   one winning (a duplicate is dropped there); events stream to whichever runner the submitting
+ *   process is connected to, which attaches again when the stream breaks or goes quiet.
  *
  * The protocol, its handlers' authorization and the WebSocket server are the embedded platform's
  * (Server.ts): a runner serves `Server.layerWebSocket` over `layerHandlers` here instead of
@@ -32,7 +32,7 @@ import { Cause, Clock, Data, Effect, Layer, Mailbox, Option, Schedule, Schema, S
 import * as Idempotency from "../Idempotency.js"
 import { Ids } from "../Ids.js"
 import * as Journal from "../Journal.js"
-import { clusterFailover, Timing } from "../Timing.js"
+import { clusterFailover, followAlive, Timing } from "../Timing.js"
 import * as Toolkit from "../Toolkit.js"
 import {
   ApprovalsNeedJournal,
@@ -66,6 +66,13 @@ export const AgentEntity = Entity.make("agent-tools/Agent", [
   Rpc.make("Tools", { payload: { processId: Schema.String }, success: Journal.TaskTools })
 ])
 
+/**
+ * What the owner of a task sends a follower between events, every `Timing.followAlive.every`: a
+ * stream that goes quiet for longer (its owner was replaced, or its entity stopped without a word)
+ * is given up and attached again, never waited on.
+ */
+const Alive = Schema.TaggedStruct("Alive", {})
+
 /** A task: its loop, its events, its answers and its approvals. The entity id is the task id. */
 export const TaskEntity = Entity.make("agent-tools/Task", [
   // Runs the loop to the task's end, on the owner of the task's shard; delivered again to the next owner.
@@ -73,15 +80,18 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
     .annotate(ClusterSchema.Persisted, true),
   Rpc.make("Attach", {
     payload: { agentId: Schema.String, events: Schema.optional(EventsWanted) },
-    success: TaskEvent,
+    success: Schema.Union(TaskEvent, Alive),
     error: UnknownTask,
     stream: true
   }),
+  // Not a persisted message: the owner journals it (see `tasks.answer`), and one lost on the way is
+  // given again when the call is delivered again. Persisted and keyed by the call id, as first built,
+  // an answer sent again after a runner died waited for the reply of the first one, stuck with the
+  // dead runner's shard: the tasks of the failover test then stalled about 55 s.
   Rpc.make("Answer", {
     payload: { agentId: Schema.String, result: ToolCallResult },
-    error: UnknownTask,
-    primaryKey: ({ result }) => result.toolCallId
-  }).annotate(ClusterSchema.Persisted, true),
+    error: UnknownTask
+  }),
   Rpc.make("Decide", {
     payload: {
       agentId: Schema.String,
@@ -108,7 +118,10 @@ const layerEntities = (parts: Server.Parts) =>
       Attach: ({ address, payload }) =>
         Stream.unwrapScoped(Effect.map(
           parts.tasks.attachHeld({ agentId: payload.agentId, taskId: address.entityId, events: payload.events }),
-          Mailbox.toStream
+          (mailbox) =>
+            Stream.merge(Mailbox.toStream(mailbox), Stream.as(Stream.tick(followAlive.every), Alive.make({})), {
+              haltStrategy: "left"
+            })
         )),
       Answer: ({ payload }) => parts.tasks.answer(payload.agentId, payload.result),
       Decide: ({ address, payload }) =>
@@ -153,7 +166,9 @@ const clusterBackend = Effect.gen(function*() {
       let started = false
       let ended = false
       const once = tasks(taskId).Attach({ agentId, events }).pipe(
-        Stream.filter((event) => {
+        Stream.timeoutFail(() => new Moved(), followAlive.within),
+        Stream.filter((event): event is TaskEvent => {
+          if (event._tag === "Alive") return false
           // Its end, or another attachment took it over (which must not be taken back by attaching again).
           if (event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskTakenOver") ended = true
           if (event._tag !== "TaskStarted") return true
@@ -193,7 +208,7 @@ const clusterBackend = Effect.gen(function*() {
     attach: ({ agentId, events, taskId }) => Mailbox.fromStream(follow(agentId, taskId, events)),
     complete: (agentId, results) =>
       Effect.gen(function*() {
-        // Each answer is its own message (keyed by its call id); one for an unknown task fails after the others.
+        // Each answer is its own message, to its task's owner; one for an unknown task fails after the others.
         const outcomes = yield* Effect.forEach(
           results,
           (result) => Effect.either(orDieOnEngine(tasks(result.taskId).Answer({ agentId, result }))),

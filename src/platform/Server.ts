@@ -695,10 +695,10 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
                 return Fiber.interruptAll(fibers)
               }))),
       /**
-       * An answer taken through the cluster (a persisted message the engine delivers once per call id):
-       * checked against the output limits and journaled before the call's waiter sees it, so that a
-       * loop going on from the journal, here or on the next owner, finds it and never delivers the
-       * call again for an answer the engine would drop as a duplicate.
+       * An answer taken through the cluster: checked against the output limits and journaled (the first
+       * answer wins) before the call's waiter sees it, so that a loop going on from the journal, here or
+       * on the next owner, finds it; kept for the task's life, so that a call delivered again after it
+       * was answered is answered at once.
        */
       answer: (agentId: string, { result, taskId, toolCallId }: ToolCallResult): Effect.Effect<void, UnknownTask> =>
         Effect.gen(function*() {

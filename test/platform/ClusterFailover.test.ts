@@ -1,9 +1,10 @@
 /**
  * Cluster mode when a runner dies (slow project): three runner processes on a real PostgreSQL, two
  * serving processes (here, in this process) each connected first to a different runner with the
- * other runners' URLs to go on to. 10 tasks of 4 tool calls each run across the runners; SIGKILL
- * takes one runner away with tasks running on it and a serving process's socket on it. Every task
- * completes on the others, no journaled turn is asked again, and no call has a second side effect.
+ * other runners' URLs to go on to. First 20 tasks of 4 tool calls each run across the runners and
+ * all complete; then 10 more, and SIGKILL takes one runner away with tasks running on it and a call
+ * in flight on a serving process's socket to it. Every task completes on the others, no journaled
+ * turn is asked again, and no call has a second side effect.
  */
 import { assert, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
@@ -26,6 +27,9 @@ const policy = Timing.layer({
 const tasks = 10
 const turns = 4
 
+/** Calls running now, per tool. */
+const running = new Map<string, number>()
+
 /** A tool that takes 300 ms and records each run of an input (its side effect). */
 const slowTool = (name: string, effects: Map<string, number>) =>
   Tool.make(name, {
@@ -35,7 +39,8 @@ const slowTool = (name: string, effects: Map<string, number>) =>
     timeout: "60 seconds"
   }, ({ n, step }) =>
     Effect.gen(function*() {
-      yield* Effect.sleep("300 millis")
+      running.set(name, (running.get(name) ?? 0) + 1)
+      yield* Effect.sleep("300 millis").pipe(Effect.ensuring(Effect.sync(() => running.set(name, running.get(name)! - 1))))
       const key = `${name}:${n}:${step}`
       effects.set(key, (effects.get(key) ?? 0) + 1)
       return `${name} did ${n}.${step}`
@@ -96,6 +101,26 @@ it.live("SIGKILL of a runner with tasks and a socket on it: every task completes
     const a = yield* serving([r0.url, r1.url, r2.url], "alpha")
     const b = yield* serving([r1.url, r2.url, r0.url], "beta")
 
+    // First, 20 tasks at once with no runner lost: every one completes, its events in order.
+    const warmStarted = Date.now()
+    const warm = yield* Effect.forEach(
+      Array.from({ length: 20 }, (_, i) => i),
+      (i) => Stream.runCollect((i % 2 === 0 ? a : b).submitTask(`warm ${i}`)).pipe(Effect.map((events) => [...events])),
+      { concurrency: "unbounded" }
+    ).pipe(Effect.timeout("120 seconds"))
+    const warmMillis = Date.now() - warmStarted
+    for (const [i, events] of warm.entries()) {
+      const tags = events.map((e) => e._tag)
+      assert.strictEqual(tags[0], "TaskStarted", `warm ${i}: ${tags}`)
+      assert.strictEqual(tags[tags.length - 1], "TaskCompleted", `warm ${i}: ${tags}`)
+      const last = events[events.length - 1]!
+      assert.strictEqual(last._tag === "TaskCompleted" ? last.output : "", `done warm ${i}`)
+    }
+    assert.strictEqual(effects.size, 20 * turns)
+    assert.deepStrictEqual([...effects].filter(([, n]) => n > 1), [])
+    effects.clear()
+    const asksBefore = readAsks(asksFile).length
+
     const runs = yield* Effect.forEach(
       Array.from({ length: tasks }, (_, i) => i),
       (i) =>
@@ -107,13 +132,18 @@ it.live("SIGKILL of a runner with tasks and a socket on it: every task completes
     ).pipe(Effect.fork)
 
     // Kill r0 once the tasks are under way: some of them run on it, A's calls go out on its socket.
+    // ... with a call of A's in flight on r0's socket.
     yield* Effect.promise(async () => {
-      while (readAsks(asksFile).length < tasks * 2) await new Promise((r) => setTimeout(r, 50))
+      while (readAsks(asksFile).length < asksBefore + tasks * 2 || (running.get("alpha") ?? 0) === 0) {
+        await new Promise((r) => setTimeout(r, 10))
+      }
     })
-    const asksOnR0 = readAsks(asksFile).filter((ask) => ask.runner === "r0").length
+    const inFlight = running.get("alpha") ?? 0
+    const asksOnR0 = readAsks(asksFile).slice(asksBefore).filter((ask) => ask.runner === "r0").length
     const killedAt = Date.now()
     r0.child.process.kill("SIGKILL")
     const results = yield* Fiber.join(runs)
+    const doneMillis = Date.now() - killedAt
 
     for (const [i, events] of results.entries()) {
       const last = events[events.length - 1]!
@@ -125,7 +155,7 @@ it.live("SIGKILL of a runner with tasks and a socket on it: every task completes
     const twice = [...effects].filter(([, n]) => n > 1)
     assert.deepStrictEqual(twice, [])
 
-    const asks = readAsks(asksFile)
+    const asks = readAsks(asksFile).slice(asksBefore)
     const seen = new Map<string, Ask>()
     let askedAgain = 0
     for (const ask of asks) {
@@ -145,10 +175,11 @@ it.live("SIGKILL of a runner with tasks and a socket on it: every task completes
     const resumed = asks.find((ask) => ask.at > killedAt && ask.runner !== "r0" && movedTasks.has(ask.prompt))
     assert.isDefined(resumed, "no task of the dead runner went on elsewhere")
     const failoverMillis = resumed!.at - killedAt
-    const line = `cluster failover: 3 runners, ${tasks} tasks x ${turns} calls, SIGKILL of a runner after ${asksOnR0} asks on it ` +
+    const line = `cluster: 3 runner processes, 20 tasks x ${turns} calls in ${warmMillis} ms, all completed, side effects = unique calls; ` +
+      `then ${tasks} tasks x ${turns} calls, SIGKILL of a runner after ${asksOnR0} asks on it with ${inFlight} call(s) of A's in flight on its socket ` +
       `(${movedTasks.size} tasks had run there); first resumed turn ${failoverMillis} ms after the kill; ` +
       `model turns asked ${asks.length}, distinct ${seen.size} (asked again, the reply lost with the runner: ${askedAgain}); ` +
-      `calls ${tasks * turns}, side effects ${[...effects.values()].reduce((x, y) => x + y, 0)}`
+      `calls ${tasks * turns}, side effects ${[...effects.values()].reduce((x, y) => x + y, 0)}; all tasks ended ${doneMillis} ms after the kill`
     console.log(line)
     record({ suite: "cluster failover", measure: "SIGKILL of one of 3 runners mid-run: first resumed turn after the kill", value: `${failoverMillis} ms` })
     record({ suite: "cluster failover", measure: "model turns asked / distinct; side effects / unique calls", value: `${asks.length} / ${seen.size}; ${[...effects.values()].reduce((x, y) => x + y, 0)} / ${effects.size}`, expected: "side effects = unique calls" })
