@@ -1,0 +1,480 @@
+/**
+ * Tools of a remote MCP server as tools of ours (design: Remote MCP tools): `Mcp.toolkit` connects
+ * with the official SDK's `Client`, over stdio (a child process) or Streamable HTTP, as a scoped
+ * resource, lists the server's tools and makes each a `Tool` whose JSON Schema is the server's
+ * `inputSchema`, verbatim. Every call goes through `Invocation` like a local tool's: the arguments
+ * are checked against that schema (ajv) before anything is sent, the deadline aborts the request
+ * (the SDK sends `notifications/cancelled`), and retries and idempotency are opted in per tool.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import {
+  type CallToolResult,
+  CallToolResultSchema,
+  ErrorCode,
+  McpError,
+  type Tool as McpTool,
+  ToolListChangedNotificationSchema
+} from "@modelcontextprotocol/sdk/types.js"
+import { Ajv, type ErrorObject, type ValidateFunction } from "ajv"
+import { Ajv2019 } from "ajv/dist/2019.js"
+import { Ajv2020 } from "ajv/dist/2020.js"
+import { type Duration, Effect, Either, Runtime, Schema, type Scope, type Stream, SubscriptionRef } from "effect"
+import { basename } from "node:path"
+import * as Json from "./internal/json.js"
+import { redactUrl } from "./internal/settings.js"
+import * as Tool from "./Tool.js"
+import * as Toolkit from "./Toolkit.js"
+import { errorText } from "./ToolResult.js"
+
+/** A server spawned as a child process, spoken to over its stdin and stdout. */
+export interface RemoteStdio {
+  readonly command: string
+  readonly args?: ReadonlyArray<string> | undefined
+  /** Added to the SDK's short list of safe variables (HOME, PATH, USER...): the child does not get all of ours. */
+  readonly env?: Record<string, string> | undefined
+  readonly cwd?: string | undefined
+  /** The child's stderr: ours (default) or nowhere. */
+  readonly stderr?: "inherit" | "ignore" | undefined
+}
+
+/** A server over Streamable HTTP. */
+export interface RemoteHttp {
+  readonly url: string | URL
+  /** Sent with every request (an `authorization` header, say). */
+  readonly headers?: Record<string, string> | undefined
+}
+
+/** What a remote tool may have of the options `Tool.make` gives a local one. */
+export interface RemoteToolOptions {
+  /** How long one call may run. Default: the toolkit's `timeout`. */
+  readonly timeout?: Duration.DurationInput | undefined
+  /** Re-runs of a failed call, inside the deadline (design: Retries). Default 0. */
+  readonly retries?: number | undefined
+  /** `_tag`s never retried: `McpToolError` (the server's `isError` results), `McpClientError` (the connection). */
+  readonly permanent?: ReadonlyArray<string> | undefined
+  /** Which failures may be retried; default every one. */
+  readonly retryable?: Tool.Retryable<McpToolError | McpClientError> | undefined
+  /** The same input may reuse an earlier outcome (design: Per-run reuse). Default false. */
+  readonly idempotent?: boolean | undefined
+  /** With `Hooks.approval` installed, ask a person before each call. Default false. */
+  readonly needsApproval?: boolean | undefined
+  /** Replaces the text of failures; default: the server's own text for `isError` results. */
+  readonly errorTransform?: Tool.ErrorTransform | undefined
+}
+
+/** Options of `Mcp.toolkit`: where the server is, and how its tools are named and run. */
+export type ToolkitOptions = (RemoteStdio | RemoteHttp) & {
+  /** Put before every remote name (`remote_` makes `search` `remote_search`), to keep them apart from local tools. Default none. */
+  readonly prefix?: string | undefined
+  /** The timeout of a tool not named in `tools`. Default 30 seconds. */
+  readonly timeout?: Duration.DurationInput | undefined
+  /** Options per tool, by the server's name of the tool (without the prefix). */
+  readonly tools?: Readonly<Record<string, RemoteToolOptions>> | undefined
+  /** How the client introduces itself. Default `agent-tools`. */
+  readonly clientName?: string | undefined
+}
+
+/** The defaults of `ToolkitOptions`. */
+export const toolkitDefaults = { timeout: "30 seconds", prefix: "" } as const
+
+/** The connection failed: it could not be made, it closed during a call, or the server answered with a protocol error. */
+export class McpClientError extends Schema.TaggedError<McpClientError>("agent-tools/McpClientError")("McpClientError", {
+  reason: Schema.String
+}) {
+  override get message() {
+    return this.reason
+  }
+}
+
+/** The server's result said `isError: true`; `text` is its text, which the model reads as it is. */
+export class McpToolError extends Schema.TaggedError<McpToolError>("agent-tools/McpToolError")("McpToolError", {
+  tool: Schema.String,
+  text: Schema.String
+}) {
+  override get message() {
+    return this.text
+  }
+}
+
+/** A remote tool: its handler sends the call to the server (an async body, given the pipeline's abort signal). */
+export type RemoteTool = Tool.Tool<string, unknown, unknown, unknown, never, PromiseLike<unknown>>
+
+/** A connected remote server's tools; they change when the server says its list changed. */
+export interface RemoteToolkit {
+  /** The tools as the server lists them now, unchecked: combine them with local ones in `Toolkit.make`. */
+  readonly tools: Effect.Effect<ReadonlyArray<RemoteTool>>
+  /** The tools now, checked: a name that breaks the limits is a `ManifestError` naming it. Read it per run. */
+  readonly toolkit: Effect.Effect<Toolkit.Toolkit<never>, Toolkit.ManifestError>
+  /** The current list, then each new one. */
+  readonly changes: Stream.Stream<ReadonlyArray<RemoteTool>>
+  /** Lists the server's tools again (for a server that does not send list changes). */
+  readonly refresh: Effect.Effect<ReadonlyArray<RemoteTool>, McpClientError>
+  /** The stdio child's process id while it runs; undefined over HTTP or between connections. */
+  readonly processId: Effect.Effect<number | undefined>
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checking JSON against a remote JSON Schema.
+
+/** A JSON Schema as the server gave it. */
+type RemoteSchema = Record<string, unknown>
+
+/** The ajv instance for a schema's dialect (its `$schema`), made on first use: draft-07 unless it says 2019-09 or 2020-12. */
+class Validators {
+  private readonly byDialect = new Map<string, Ajv>()
+  compile(schema: RemoteSchema): Either.Either<ValidateFunction, string> {
+    const declared = typeof schema.$schema === "string" ? schema.$schema : ""
+    const dialect = declared.includes("2020-12") ? "2020-12" : declared.includes("2019-09") ? "2019-09" : "07"
+    let ajv = this.byDialect.get(dialect)
+    if (ajv === undefined) {
+      // Formats are the server's to check: the known ones need a package of their own, unknown ones would fail the compile.
+      const options = { allErrors: true, strict: false, verbose: true, validateFormats: false, logger: false } as const
+      ajv = dialect === "2020-12" ? new Ajv2020(options) : dialect === "2019-09" ? new Ajv2019(options) : new Ajv(options)
+      this.byDialect.set(dialect, ajv)
+    }
+    try {
+      return Either.right(ajv.compile(schema))
+    } catch (error) {
+      return Either.left(error instanceof Error ? error.message : String(error))
+    }
+  }
+}
+
+/** A path segment of a JSON Pointer: an array index as a number (so that it reads `items[0]`), else the key. */
+const pathOf = (pointer: string, value: unknown): Array<PropertyKey> => {
+  const path: Array<PropertyKey> = []
+  let at = value
+  for (const raw of pointer === "" ? [] : pointer.slice(1).split("/")) {
+    const key = raw.replace(/~1/g, "/").replace(/~0/g, "~")
+    const index = Array.isArray(at) && /^\d+$/.test(key) ? Number(key) : undefined
+    path.push(index ?? key)
+    at = typeof at === "object" && at !== null ? (at as Record<PropertyKey, unknown>)[index ?? key] : undefined
+  }
+  return path
+}
+
+/** One ajv error in the words of the pipeline's own invalid-input texts: `<path>: <what was expected>, actual <value>`. */
+const issueOf = (error: ErrorObject, value: unknown): { readonly path: Array<PropertyKey>; readonly message: string } => {
+  const path = pathOf(error.instancePath, value)
+  const actual = `actual ${Json.preview(error.data, 60)}`
+  const params = error.params as Record<string, unknown>
+  switch (error.keyword) {
+    case "additionalProperties": {
+      const properties = (error.parentSchema as { properties?: unknown } | undefined)?.properties
+      const known = typeof properties === "object" && properties !== null ? Object.keys(properties) : []
+      const expected = known.length === 0 ? "" : `, expected: ${known.map((k) => JSON.stringify(k)).join(" | ")}`
+      return { path: [...path, String(params.additionalProperty)], message: `is unexpected${expected}` }
+    }
+    case "unevaluatedProperties":
+      return { path: [...path, String(params.unevaluatedProperty)], message: "is unexpected" }
+    case "required":
+      return { path: [...path, String(params.missingProperty)], message: "is missing" }
+    case "type":
+      return { path, message: `Expected ${String(params.type).split(",").join(" | ")}, ${actual}` }
+    case "enum": {
+      const allowed = Array.isArray(params.allowedValues) ? params.allowedValues : []
+      return { path, message: `Expected ${allowed.map((v) => JSON.stringify(v)).join(" | ")}, ${actual}` }
+    }
+    case "const":
+      return { path, message: `Expected ${JSON.stringify(params.allowedValue)}, ${actual}` }
+    default:
+      return { path, message: `${error.message ?? `fails ${error.keyword}`}, ${actual}` }
+  }
+}
+
+/**
+ * A Schema of any JSON value that `schema` accepts: ajv decides, each of its errors an issue at its
+ * path. Its JSON Schema is `schema` itself, verbatim (Effect's `jsonSchema` annotation replaces the
+ * generated one when it has a `type`, as MCP's `inputSchema` and `outputSchema` must).
+ */
+const checkedBy = (validate: ValidateFunction, schema: RemoteSchema): Schema.Schema<unknown> =>
+  Schema.Unknown.pipe(Schema.filter((value) => {
+    if (validate(value)) return true
+    const seen = new Set<string>()
+    const issues: Array<{ readonly path: Array<PropertyKey>; readonly message: string }> = []
+    for (const error of validate.errors ?? []) {
+      const issue = issueOf(error, value)
+      const key = JSON.stringify([issue.path.map(String), issue.message])
+      if (seen.has(key)) continue
+      seen.add(key)
+      issues.push(issue)
+    }
+    return issues.length === 0 ? false : issues
+  }, { jsonSchema: schema }))
+
+// ---------------------------------------------------------------------------------------------
+// A remote tool as a Tool.
+
+/** The output of a successful result (design: Remote MCP tools): see docs/mcp.md. */
+const outputOf = (listed: McpTool, result: CallToolResult): unknown => {
+  if (listed.outputSchema !== undefined || result.structuredContent !== undefined) return result.structuredContent ?? null
+  const [only, ...more] = result.content
+  return only !== undefined && more.length === 0 && only.type === "text" ? only.text : result.content
+}
+
+/** The text of an `isError` result: its text items, one a line. */
+const errorTextOf = (listed: McpTool, result: CallToolResult): string => {
+  const texts = result.content.flatMap((item) => item.type === "text" ? [item.text] : [])
+  return texts.length > 0 ? texts.join("\n") : `${listed.name} failed; the server gave no text`
+}
+
+/** What makes a call: a connection to use, and what to do when it failed under the call. */
+interface Connections {
+  readonly get: () => Promise<Live>
+  readonly failed: (live: Live, error: unknown) => McpClientError
+}
+
+/** A remote tool as one of ours, under `name`; a schema ajv cannot compile is a violation of `Toolkit.make` (`input-json`, `output-json`). */
+const remoteTool = (
+  listed: McpTool,
+  name: string,
+  options: ToolkitOptions,
+  validators: Validators,
+  connections: Connections
+): RemoteTool => {
+  const own = options.tools?.[listed.name] ?? {}
+  const inputSchema = listed.inputSchema as RemoteSchema
+  const outputSchema = listed.outputSchema as RemoteSchema | undefined
+  const compiledInput = validators.compile(inputSchema)
+  const compiledOutput = outputSchema === undefined ? undefined : validators.compile(outputSchema)
+  const description = listed.description ?? listed.title ?? listed.annotations?.title ?? listed.name
+  const tool = Tool.make(name, {
+    description,
+    input: Either.isRight(compiledInput) ? checkedBy(compiledInput.right, inputSchema) : Schema.Unknown,
+    output: compiledOutput !== undefined && Either.isRight(compiledOutput)
+      ? checkedBy(compiledOutput.right, outputSchema!)
+      : Schema.Unknown,
+    timeout: own.timeout ?? options.timeout ?? toolkitDefaults.timeout,
+    retries: own.retries,
+    permanent: own.permanent,
+    retryable: own.retryable as Tool.Retryable<unknown> | undefined,
+    idempotent: own.idempotent,
+    needsApproval: own.needsApproval,
+    errorTransform: own.errorTransform ?? ((error) => error instanceof McpToolError ? error.text : errorText(error))
+  }, async (input: unknown, call) => {
+    const send = (live: Live) =>
+      live.client.request(
+        { method: "tools/call", params: { name: listed.name, arguments: input as Record<string, unknown> } },
+        CallToolResultSchema,
+        // The pipeline's deadline aborts the signal, and the SDK sends notifications/cancelled; its own timeout must not come first.
+        { signal: call.signal, timeout: call.remaining() + 1_000 }
+      )
+    let live = await connections.get()
+    let result: CallToolResult
+    try {
+      result = await send(live)
+    } catch (error) {
+      if (call.signal.aborted) throw error
+      const failure = connections.failed(live, error)
+      if (!notDelivered(error)) throw failure
+      // The server never took the request (its session is gone, nothing listens): once more, on a new connection.
+      live = await connections.get()
+      try {
+        result = await send(live)
+      } catch (again) {
+        throw call.signal.aborted ? again : connections.failed(live, again)
+      }
+    }
+    if (result.isError === true) throw new McpToolError({ tool: listed.name, text: errorTextOf(listed, result) })
+    return outputOf(listed, result)
+  })
+  const problems: Array<Tool.SchemaProblem> = []
+  if (Either.isLeft(compiledInput)) {
+    problems.push({ rule: "input-json", message: `the server's inputSchema cannot be checked: ${compiledInput.left}` })
+  }
+  if (compiledOutput !== undefined && Either.isLeft(compiledOutput)) {
+    problems.push({ rule: "output-json", message: `the server's outputSchema cannot be checked: ${compiledOutput.left}` })
+  }
+  return problems.length === 0 ? tool : { ...tool, schemas: Either.left(problems) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The connection.
+
+/** One connection: a client on a transport; a new one after the old one closed. */
+interface Live {
+  readonly client: Client
+  readonly transport: StdioClientTransport | StreamableHTTPClientTransport
+  /** Settles when the connection is made and the tools listed, or it failed. */
+  ready: Promise<void>
+  closed: boolean
+}
+
+/** A request the server cannot have run: over HTTP, its session is unknown (404) or nothing listens at the URL. */
+const notDelivered = (error: unknown): boolean =>
+  (error instanceof StreamableHTTPError && error.code === 404) ||
+  (error instanceof TypeError && (error.cause as { code?: unknown } | undefined)?.code === "ECONNREFUSED")
+
+const reasonOf = (error: unknown): string => {
+  const text = error instanceof Error ? error.message : String(error)
+  return text.length > 300 ? `${text.slice(0, 300)}...` : text
+}
+
+/** The server in error texts (a model may read them): the command's file name, or the URL without credentials and query values. */
+const describeServer = (options: ToolkitOptions): string =>
+  "command" in options
+    ? `the MCP server ${JSON.stringify(basename(options.command))}`
+    : `the MCP server at ${redactUrl(String(options.url))}`
+
+/**
+ * Connects to an MCP server and gives its tools as ours (design: Remote MCP tools), until the scope
+ * closes: then the connection closes, and a stdio child ends (stdin closed, then SIGTERM, then
+ * SIGKILL, as the SDK does). Fails with `McpClientError` when the first connection or listing
+ * fails. A connection that breaks later is made again by the next call (a new child, a new session).
+ */
+export const toolkit = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, McpClientError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const runtime = yield* Effect.runtime<never>()
+    const prefix = options.prefix ?? toolkitDefaults.prefix
+    const server = describeServer(options)
+    const validators = new Validators()
+    const state = yield* SubscriptionRef.make<ReadonlyArray<RemoteTool>>([])
+    // The connection in use, or being made; a closed one is replaced by the next call.
+    let current: Live | undefined
+    let ended = false
+    const closing = new Set<Promise<void>>()
+    // Lists from several refreshes may cross: only a later one replaces an earlier.
+    let listings = 0
+    let published = 0
+
+    const close = (live: Live): Promise<void> => {
+      forget(live)
+      if (live.closed) return Promise.resolve()
+      live.closed = true
+      const transport = live.transport
+      const done = (async () => {
+        // Over HTTP, end the session on the server too (best effort, bounded).
+        if (transport instanceof StreamableHTTPClientTransport) {
+          await Promise.race([transport.terminateSession().catch(() => undefined), new Promise((r) => setTimeout(r, 1_000))])
+        }
+        await live.client.close().catch(() => undefined)
+      })()
+      closing.add(done)
+      return done.finally(() => closing.delete(done))
+    }
+
+    /** A closed connection is dropped, so that the next call makes a new one. */
+    const forget = (live: Live) => {
+      if (current === live) current = undefined
+    }
+
+    const list = async (live: Live): Promise<ReadonlyArray<RemoteTool>> => {
+      const listing = ++listings
+      const listed: Array<McpTool> = []
+      let cursor: string | undefined
+      do {
+        const page = await live.client.listTools(cursor === undefined ? {} : { cursor })
+        listed.push(...page.tools)
+        cursor = page.nextCursor
+      } while (cursor !== undefined)
+      const tools = listed.map((entry) => remoteTool(entry, prefix + entry.name, options, validators, connections))
+      if (listing > published) {
+        published = listing
+        // Options for a tool the server does not list would be lost without a word: a typo, or a tool gone.
+        const unknown = Object.keys(options.tools ?? {}).filter((name) => !listed.some((entry) => entry.name === name))
+        await Runtime.runPromise(runtime)(Effect.zipRight(
+          SubscriptionRef.set(state, tools),
+          unknown.length === 0 ? Effect.void : Effect.logWarning(
+            `Mcp.toolkit: ${server} lists no tool named ${unknown.map((name) => JSON.stringify(name)).join(", ")}; ` +
+              `its options are not used (the server lists ${listed.map((entry) => entry.name).join(", ")})`
+          )
+        ))
+      }
+      return tools
+    }
+
+    const open = (): Live => {
+      const transport = "command" in options
+        ? new StdioClientTransport({
+          command: options.command,
+          args: options.args === undefined ? [] : [...options.args],
+          ...(options.env === undefined ? {} : { env: options.env }),
+          ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+          stderr: options.stderr ?? "inherit"
+        })
+        : new StreamableHTTPClientTransport(new URL(options.url), {
+          ...(options.headers === undefined ? {} : { requestInit: { headers: options.headers } })
+        })
+      const client = new Client({ name: options.clientName ?? "agent-tools", version: "0.1.0" }, { capabilities: {} })
+      const live: Live = { client, transport, ready: Promise.resolve(), closed: false }
+      // A stream that breaks under a call (the server went away) leaves the call unanswered: the connection is lost.
+      client.onerror = (error) => {
+        if (error.message.startsWith("SSE stream disconnected")) void close(live)
+      }
+      client.onclose = () => {
+        live.closed = true
+        forget(live)
+      }
+      // Whatever the server declared: a list change is worth a new listing.
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+        if (live.closed) return
+        list(live).catch((error) =>
+          Runtime.runFork(runtime)(
+            Effect.logWarning(`Mcp.toolkit: listing the tools of ${server} after a list change failed: ${reasonOf(error)}`)
+          )
+        )
+      })
+      live.ready = (async () => {
+        try {
+          await client.connect(transport)
+          await list(live)
+        } catch (error) {
+          await close(live)
+          throw new McpClientError({ reason: `could not connect to ${server}: ${reasonOf(error)}` })
+        }
+      })()
+      return live
+    }
+
+    const connections: Connections = {
+      get: () => {
+        if (ended) return Promise.reject(new McpClientError({ reason: `the connection to ${server} is closed (its scope ended)` }))
+        if (current === undefined || current.closed) current = open()
+        const live = current
+        return live.ready.then(() => live)
+      },
+      failed: (live, error) => {
+        // A JSON-RPC error answer leaves the connection as it was; anything else (closed, unreachable, session gone) drops it.
+        if (error instanceof McpError && error.code !== ErrorCode.ConnectionClosed) {
+          return new McpClientError({ reason: `${server} answered with an error: ${error.message}` })
+        }
+        void close(live)
+        return new McpClientError({
+          reason: `the connection to ${server} failed during the call (${reasonOf(error)}); the next call connects again`
+        })
+      }
+    }
+
+    yield* Effect.acquireRelease(
+      Effect.tryPromise({ try: () => connections.get(), catch: (error) => error as McpClientError }),
+      () =>
+        Effect.promise(async () => {
+          ended = true
+          const live = current
+          if (live !== undefined) {
+            await live.ready.catch(() => undefined)
+            await close(live)
+          }
+          await Promise.allSettled([...closing])
+        })
+    )
+
+    const tools = SubscriptionRef.get(state)
+    return {
+      tools,
+      toolkit: Effect.flatMap(tools, (all) => Toolkit.make(...all)),
+      changes: state.changes,
+      refresh: Effect.tryPromise({
+        try: async () => list(await connections.get()),
+        catch: (error) =>
+          error instanceof McpClientError ? error : new McpClientError({ reason: `listing the tools of ${server} failed: ${reasonOf(error)}` })
+      }),
+      processId: Effect.sync(() =>
+        current !== undefined && !current.closed && current.transport instanceof StdioClientTransport
+          ? current.transport.pid ?? undefined
+          : undefined
+      )
+    }
+  })
