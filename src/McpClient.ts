@@ -66,7 +66,7 @@ export interface RemoteToolOptions {
 
 /** Options of `Mcp.toolkit`: where the server is, and how its tools are named and run. */
 export type ToolkitOptions = (RemoteStdio | RemoteHttp) & {
-  /** Put before every remote name (`remote_` makes `search` `remote_search`), to keep them apart from local tools. Default none. */
+  /** Put before every remote name (`remote_`: `search` is `remote_search`), apart from local tools. Default none. */
   readonly prefix?: string | undefined
   /** The timeout of a tool not named in `tools`. Default 30 seconds. */
   readonly timeout?: Duration.DurationInput | undefined
@@ -79,7 +79,7 @@ export type ToolkitOptions = (RemoteStdio | RemoteHttp) & {
 /** The defaults of `ToolkitOptions`. */
 export const toolkitDefaults = { timeout: "30 seconds", prefix: "" } as const
 
-/** The connection failed: it could not be made, it closed during a call, or the server answered with a protocol error. */
+/** The connection failed: it could not be made, it broke during a call, or the server answered with an error. */
 export class McpClientError extends Schema.TaggedError<McpClientError>("agent-tools/McpClientError")("McpClientError", {
   reason: Schema.String
 }) {
@@ -121,24 +121,46 @@ export interface RemoteToolkit {
 /** A JSON Schema as the server gave it. */
 type RemoteSchema = Record<string, unknown>
 
-/** The ajv instance for a schema's dialect (its `$schema`), made on first use: draft-07 unless it says 2019-09 or 2020-12. */
+/**
+ * The validators of one listing: an ajv instance per dialect (the schema's `$schema`: draft-07
+ * unless it names 2019-09 or 2020-12), made on first use, and one compiled function per distinct
+ * schema. Made afresh for each listing, so that a schema whose `$id` comes back changed compiles, and
+ * the old ones go with the old tools.
+ */
 class Validators {
   private readonly byDialect = new Map<string, Ajv>()
+  private readonly bySchema = new Map<string, Either.Either<ValidateFunction, string>>()
   compile(schema: RemoteSchema): Either.Either<ValidateFunction, string> {
+    const text = Json.canonical(schema)
+    const known = this.bySchema.get(text)
+    if (known !== undefined) return known
     const declared = typeof schema.$schema === "string" ? schema.$schema : ""
     const dialect = declared.includes("2020-12") ? "2020-12" : declared.includes("2019-09") ? "2019-09" : "07"
     let ajv = this.byDialect.get(dialect)
     if (ajv === undefined) {
-      // Formats are the server's to check: the known ones need a package of their own, unknown ones would fail the compile.
-      const options = { allErrors: true, strict: false, verbose: true, validateFormats: false, logger: false } as const
-      ajv = dialect === "2020-12" ? new Ajv2020(options) : dialect === "2019-09" ? new Ajv2019(options) : new Ajv(options)
+      // As the SDK's own validator: no check of the schema against its meta-schema (a draft-04 one compiles as
+      // draft-07), and formats left to the server (the known ones need a package of their own).
+      const options = {
+        allErrors: true,
+        strict: false,
+        verbose: true,
+        validateSchema: false,
+        validateFormats: false,
+        logger: false
+      } as const
+      ajv = dialect === "2020-12" ? new Ajv2020(options)
+        : dialect === "2019-09" ? new Ajv2019(options)
+        : new Ajv(options)
       this.byDialect.set(dialect, ajv)
     }
+    let compiled: Either.Either<ValidateFunction, string>
     try {
-      return Either.right(ajv.compile(schema))
+      compiled = Either.right(ajv.compile(schema))
     } catch (error) {
-      return Either.left(error instanceof Error ? error.message : String(error))
+      compiled = Either.left(error instanceof Error ? error.message : String(error))
     }
+    this.bySchema.set(text, compiled)
+    return compiled
   }
 }
 
@@ -155,8 +177,14 @@ const pathOf = (pointer: string, value: unknown): Array<PropertyKey> => {
   return path
 }
 
-/** One ajv error in the words of the pipeline's own invalid-input texts: `<path>: <what was expected>, actual <value>`. */
-const issueOf = (error: ErrorObject, value: unknown): { readonly path: Array<PropertyKey>; readonly message: string } => {
+/** An issue of a value: where, and what was expected. */
+interface Issue {
+  readonly path: Array<PropertyKey>
+  readonly message: string
+}
+
+/** One ajv error in the words of the pipeline's invalid-input texts: `<path>: <expected>, actual <value>`. */
+const issueOf = (error: ErrorObject, value: unknown): Issue => {
   const path = pathOf(error.instancePath, value)
   const actual = `actual ${Json.preview(error.data, 60)}`
   const params = error.params as Record<string, unknown>
@@ -193,7 +221,7 @@ const checkedBy = (validate: ValidateFunction, schema: RemoteSchema): Schema.Sch
   Schema.Unknown.pipe(Schema.filter((value) => {
     if (validate(value)) return true
     const seen = new Set<string>()
-    const issues: Array<{ readonly path: Array<PropertyKey>; readonly message: string }> = []
+    const issues: Array<Issue> = []
     for (const error of validate.errors ?? []) {
       const issue = issueOf(error, value)
       const key = JSON.stringify([issue.path.map(String), issue.message])
@@ -209,7 +237,9 @@ const checkedBy = (validate: ValidateFunction, schema: RemoteSchema): Schema.Sch
 
 /** The output of a successful result (design: Remote MCP tools): see docs/mcp.md. */
 const outputOf = (listed: McpTool, result: CallToolResult): unknown => {
-  if (listed.outputSchema !== undefined || result.structuredContent !== undefined) return result.structuredContent ?? null
+  if (listed.outputSchema !== undefined || result.structuredContent !== undefined) {
+    return result.structuredContent ?? null
+  }
   const [only, ...more] = result.content
   return only !== undefined && more.length === 0 && only.type === "text" ? only.text : result.content
 }
@@ -226,7 +256,7 @@ interface Connections {
   readonly failed: (live: Live, error: unknown) => McpClientError
 }
 
-/** A remote tool as one of ours, under `name`; a schema ajv cannot compile is a violation of `Toolkit.make` (`input-json`, `output-json`). */
+/** A remote tool as one of ours, under `name`; a schema ajv cannot compile is a `Toolkit.make` violation. */
 const remoteTool = (
   listed: McpTool,
   name: string,
@@ -258,7 +288,7 @@ const remoteTool = (
       live.client.request(
         { method: "tools/call", params: { name: listed.name, arguments: input as Record<string, unknown> } },
         CallToolResultSchema,
-        // The pipeline's deadline aborts the signal, and the SDK sends notifications/cancelled; its own timeout must not come first.
+        // The deadline aborts the signal: the SDK sends notifications/cancelled. Its own timeout must not come first.
         { signal: call.signal, timeout: call.remaining() + 1_000 }
       )
     let live = await connections.get()
@@ -285,7 +315,10 @@ const remoteTool = (
     problems.push({ rule: "input-json", message: `the server's inputSchema cannot be checked: ${compiledInput.left}` })
   }
   if (compiledOutput !== undefined && Either.isLeft(compiledOutput)) {
-    problems.push({ rule: "output-json", message: `the server's outputSchema cannot be checked: ${compiledOutput.left}` })
+    problems.push({
+      rule: "output-json",
+      message: `the server's outputSchema cannot be checked: ${compiledOutput.left}`
+    })
   }
   return problems.length === 0 ? tool : { ...tool, schemas: Either.left(problems) }
 }
@@ -312,7 +345,7 @@ const reasonOf = (error: unknown): string => {
   return text.length > 300 ? `${text.slice(0, 300)}...` : text
 }
 
-/** The server in error texts (a model may read them): the command's file name, or the URL without credentials and query values. */
+/** The server in error texts (a model may read them): the command's file name, or the URL, credentials hidden. */
 const describeServer = (options: ToolkitOptions): string =>
   "command" in options
     ? `the MCP server ${JSON.stringify(basename(options.command))}`
@@ -324,12 +357,11 @@ const describeServer = (options: ToolkitOptions): string =>
  * SIGKILL, as the SDK does). Fails with `McpClientError` when the first connection or listing
  * fails. A connection that breaks later is made again by the next call (a new child, a new session).
  */
-export const toolkit = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, McpClientError, Scope.Scope> =>
-  Effect.gen(function*() {
+export const toolkit: (options: ToolkitOptions) => Effect.Effect<RemoteToolkit, McpClientError, Scope.Scope> = Effect
+  .fn("Mcp.toolkit")(function*(options: ToolkitOptions) {
     const runtime = yield* Effect.runtime<never>()
     const prefix = options.prefix ?? toolkitDefaults.prefix
     const server = describeServer(options)
-    const validators = new Validators()
     const state = yield* SubscriptionRef.make<ReadonlyArray<RemoteTool>>([])
     // The connection in use, or being made; a closed one is replaced by the next call.
     let current: Live | undefined
@@ -347,7 +379,8 @@ export const toolkit = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, M
       const done = (async () => {
         // Over HTTP, end the session on the server too (best effort, bounded).
         if (transport instanceof StreamableHTTPClientTransport) {
-          await Promise.race([transport.terminateSession().catch(() => undefined), new Promise((r) => setTimeout(r, 1_000))])
+          const bound = new Promise((resolve) => setTimeout(resolve, 1_000))
+          await Promise.race([transport.terminateSession().catch(() => undefined), bound])
         }
         await live.client.close().catch(() => undefined)
       })()
@@ -369,6 +402,7 @@ export const toolkit = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, M
         listed.push(...page.tools)
         cursor = page.nextCursor
       } while (cursor !== undefined)
+      const validators = new Validators()
       const tools = listed.map((entry) => remoteTool(entry, prefix + entry.name, options, validators, connections))
       if (listing > published) {
         published = listing
@@ -412,7 +446,9 @@ export const toolkit = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, M
         if (live.closed) return
         list(live).catch((error) =>
           Runtime.runFork(runtime)(
-            Effect.logWarning(`Mcp.toolkit: listing the tools of ${server} after a list change failed: ${reasonOf(error)}`)
+            Effect.logWarning(`Mcp.toolkit: listing the tools of ${server} after a list change failed: ${
+              reasonOf(error)
+            }`)
           )
         )
       })
@@ -430,19 +466,24 @@ export const toolkit = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, M
 
     const connections: Connections = {
       get: () => {
-        if (ended) return Promise.reject(new McpClientError({ reason: `the connection to ${server} is closed (its scope ended)` }))
+        if (ended) {
+          const reason = `the connection to ${server} is closed (its scope ended)`
+          return Promise.reject(new McpClientError({ reason }))
+        }
         if (current === undefined || current.closed) current = open()
         const live = current
         return live.ready.then(() => live)
       },
       failed: (live, error) => {
-        // A JSON-RPC error answer leaves the connection as it was; anything else (closed, unreachable, session gone) drops it.
+        // A JSON-RPC error answer leaves the connection as it was; anything else (closed, unreachable) drops it.
         if (error instanceof McpError && error.code !== ErrorCode.ConnectionClosed) {
           return new McpClientError({ reason: `${server} answered with an error: ${error.message}` })
         }
         void close(live)
         return new McpClientError({
-          reason: `the connection to ${server} failed during the call (${reasonOf(error)}); the next call connects again`
+          reason: `the connection to ${server} failed during the call (${
+            reasonOf(error)
+          }); the next call connects again`
         })
       }
     }
@@ -469,7 +510,9 @@ export const toolkit = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, M
       refresh: Effect.tryPromise({
         try: async () => list(await connections.get()),
         catch: (error) =>
-          error instanceof McpClientError ? error : new McpClientError({ reason: `listing the tools of ${server} failed: ${reasonOf(error)}` })
+          error instanceof McpClientError
+            ? error
+            : new McpClientError({ reason: `listing the tools of ${server} failed: ${reasonOf(error)}` })
       }),
       processId: Effect.sync(() =>
         current !== undefined && !current.closed && current.transport instanceof StdioClientTransport

@@ -301,12 +301,55 @@ describe("Mcp.toolkit: our own server over Streamable HTTP", () => {
     }).pipe(Effect.scoped), 30_000)
 })
 
-describe("Mcp.toolkit: list changes", () => {
+describe("Mcp.toolkit: results and list changes, on the SDK's low-level Server", () => {
+  it.live("the output: structuredContent, checked against an outputSchema; a single text; else the content", () =>
+    Effect.gen(function*() {
+      const bundle = yield* Effect.promise(() => listChild)
+      const remote = yield* Mcp.toolkit({ command: process.execPath, args: [bundle] })
+      assert.deepStrictEqual((yield* call(remote, "mixed", {})).value, [
+        { type: "text", text: "a chart" },
+        { type: "image", data: "AAAA", mimeType: "image/png" }
+      ])
+      assert.deepStrictEqual((yield* call(remote, "structured", {})).value, { n: 1 })
+      const bad = yield* call(remote, "bad_output", {})
+      assert.strictEqual(bad.failure?._tag, "InvalidOutput")
+      assert.strictEqual(bad.error, "bad_output: invalid output: n: Expected number, actual \"x\"")
+      const failing = yield* call(remote, "failing", {})
+      assert.strictEqual(failing.failure?._tag, "HandlerFailed")
+      assert.strictEqual(failing.error, "the quota is spent\nretry tomorrow")
+      // Without additionalProperties: false, ajv lets an unknown key through to the server.
+      assert.strictEqual((yield* call(remote, "mixed", { extra: 1 })).success, true)
+    }).pipe(Effect.scoped), 30_000)
+
+
+  it.live("a schema's dialect is its $schema's; one ajv cannot compile is a violation naming the tool", () =>
+    Effect.gen(function*() {
+      const bundle = yield* Effect.promise(() => listChild)
+      const remote = yield* Mcp.toolkit({ command: process.execPath, args: [bundle] })
+      const strict2020 = {
+        $schema: "https://json-schema.org/draft/2020-12/schema",
+        type: "object",
+        properties: { a: { type: "string" } },
+        unevaluatedProperties: false
+      }
+      yield* call(remote, "add_tool", { name: "modern", inputSchema: strict2020 })
+      const tools = yield* eventually(remote.tools, (tools) => tools.some((t) => t.name === "modern"))
+      assert.deepStrictEqual(Tool.jsonSchema(byName(tools, "modern")).parameters as unknown, strict2020)
+      assert.strictEqual((yield* call(remote, "modern", { a: "x" })).value, "modern ran")
+      assert.strictEqual((yield* call(remote, "modern", { a: "x", b: 1 })).error, "modern: invalid input: b: is unexpected")
+      yield* call(remote, "add_tool", { name: "odd", inputSchema: { type: "object", properties: { a: { type: "strin" } } } })
+      yield* eventually(remote.tools, (tools) => tools.some((t) => t.name === "odd"))
+      const refused = yield* Effect.flip(remote.toolkit)
+      assert.deepStrictEqual(refused.violations.map((v) => [v.tool, v.rule]), [["odd", "input-json"]])
+      assert.match(refused.message, /^"odd": the server's inputSchema cannot be checked: type must be JSONType/)
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("notifications/tools/list_changed updates the toolkit; a reserved name that arrives is a violation", () =>
     Effect.gen(function*() {
       const bundle = yield* Effect.promise(() => listChild)
       const remote = yield* Mcp.toolkit({ command: process.execPath, args: [bundle, "alpha"] })
-      assert.deepStrictEqual((yield* remote.toolkit).tools.map((t) => t.name), ["add_tool", "alpha"])
+      const fixed = ["add_tool", "mixed", "structured", "bad_output", "failing"]
+      assert.deepStrictEqual((yield* remote.toolkit).tools.map((t) => t.name), [...fixed, "alpha"])
       assert.strictEqual((yield* call(remote, "add_tool", { name: "beta" })).value, "added")
       const changed = yield* remote.changes.pipe(
         Stream.filter((tools) => tools.some((t) => t.name === "beta")),
@@ -314,11 +357,11 @@ describe("Mcp.toolkit: list changes", () => {
         Stream.runCollect,
         Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "no list change within 5 s" })
       )
-      assert.deepStrictEqual(Chunk.unsafeHead(changed).map((t) => t.name), ["add_tool", "alpha", "beta"])
+      assert.deepStrictEqual(Chunk.unsafeHead(changed).map((t) => t.name), [...fixed, "alpha", "beta"])
       assert.strictEqual((yield* call(remote, "beta", {})).value, "beta ran")
       // A name our limits refuse is reported, not a crash: the toolkit says why, the tools stay readable.
       yield* call(remote, "add_tool", { name: "finish" })
-      yield* eventually(remote.tools, (tools) => tools.length === 4)
+      yield* eventually(remote.tools, (tools) => tools.some((t) => t.name === "finish"))
       const refused = yield* Effect.flip(remote.toolkit)
       assert.deepStrictEqual(refused.violations.map((v) => [v.tool, v.rule]), [["finish", "name-reserved"]])
     }).pipe(Effect.scoped), 30_000)

@@ -1,32 +1,59 @@
 /**
- * An MCP server over stdio whose tool list changes (the SDK's low-level `Server`): it starts with the
- * tools named in argv, and `add_tool` adds one and sends `notifications/tools/list_changed`.
+ * An MCP server over stdio on the SDK's low-level `Server`, with a tool of each result shape, whose
+ * tool list changes: it starts with the tools named in argv too, and `add_tool` adds one (with the
+ * input schema it is given) and sends `notifications/tools/list_changed`.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
-import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 
-const names = [...process.argv.slice(2)]
-const server = new Server({ name: "list-changing", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } })
-const empty = { type: "object" as const, properties: {}, additionalProperties: false }
+/** The tools added, by name, with an input schema of their own when `add_tool` gave one. */
+const added: Array<{ readonly name: string; readonly inputSchema?: unknown }> = process.argv.slice(2).map((name) => ({ name }))
+const server = new Server({ name: "list-changing", version: "1.0.0" }, {
+  capabilities: { tools: { listChanged: true } }
+})
+const empty = { type: "object" as const, properties: {} }
+
+/** The fixed tools, and the result each gives. */
+const shapes: Record<string, CallToolResult> = {
+  mixed: { content: [{ type: "text", text: "a chart" }, { type: "image", data: "AAAA", mimeType: "image/png" }] },
+  structured: { content: [{ type: "text", text: "{\"n\":1}" }], structuredContent: { n: 1 } },
+  bad_output: { content: [{ type: "text", text: "{\"n\":\"x\"}" }], structuredContent: { n: "x" } },
+  failing: { content: [{ type: "text", text: "the quota is spent" }, { type: "text", text: "retry tomorrow" }], isError: true }
+}
 
 server.setRequestHandler(ListToolsRequestSchema, () => ({
   tools: [
     {
       name: "add_tool",
       description: "Add a tool.",
-      inputSchema: { type: "object", properties: { name: { type: "string" } }, required: ["name"], additionalProperties: false }
+      inputSchema: {
+        type: "object",
+        properties: { name: { type: "string" }, inputSchema: { type: "object" } },
+        required: ["name"],
+        additionalProperties: false
+      }
     },
-    ...names.map((name) => ({ name, description: `The tool ${name}.`, inputSchema: empty }))
+    ...Object.keys(shapes).map((name) => ({
+      name,
+      description: `Answers a ${name} result.`,
+      inputSchema: empty,
+      ...(name === "bad_output"
+        ? { outputSchema: { type: "object" as const, properties: { n: { type: "number" } }, required: ["n"] } }
+        : {})
+    })),
+    ...added.map(({ inputSchema, name }) => ({ name, description: `The tool ${name}.`, inputSchema: inputSchema ?? empty }))
   ]
 }))
 server.setRequestHandler(CallToolRequestSchema, async (request) => {
-  if (request.params.name === "add_tool") {
-    names.push(String(request.params.arguments?.name))
+  const name = request.params.name
+  if (name === "add_tool") {
+    const tool = request.params.arguments as { readonly name: string; readonly inputSchema?: unknown }
+    added.push(tool)
     await server.sendToolListChanged()
     return { content: [{ type: "text", text: "added" }] }
   }
-  return { content: [{ type: "text", text: `${request.params.name} ran` }] }
+  return shapes[name] ?? { content: [{ type: "text", text: `${name} ran` }] }
 })
 
 await server.connect(new StdioServerTransport())
