@@ -7,14 +7,26 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { Chunk, Effect, Either, Exit, Layer, Logger, Schedule, Scope, Stream } from "effect"
+import { Chunk, ConfigProvider, Effect, Either, Exit, Layer, Logger, Schedule, Scope, Stream } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createRequire } from "node:module"
-import { Agent, Ids, Invocation, LanguageModel, Mcp, Timing, Tool, Toolkit } from "../src/index.js"
+import {
+  Agent,
+  Ids,
+  Invocation,
+  LanguageModel,
+  Mcp,
+  PlatformClient,
+  PlatformServer,
+  Serve,
+  Timing,
+  Tool,
+  Toolkit
+} from "../src/index.js"
 import { bundleChild } from "./support/childProcess.js"
 import { mcpServer } from "./support/mcpHttp.js"
 import { makeSeen, remoteTools, type Seen } from "./support/mcpRemoteTools.js"
@@ -281,6 +293,34 @@ describe("Mcp.toolkit: our own server over Streamable HTTP", () => {
       assert.strictEqual(logged.length, 1)
       assert.match(logged[0]!, /^Mcp\.toolkit: the MCP server at http:\/\/127\.0\.0\.1:\d+\/mcp lists no tool named "chrage"; its options are not used/)
     }).pipe(Effect.scoped), 30_000)
+
+  it.live("served to the platform: its model is offered the server's schema, and a task's call reaches the server", () =>
+    Effect.gen(function*() {
+      const seen = makeSeen()
+      const remote = yield* overHttp(seen, { prefix: "shop_" })
+      const served = yield* Serve.make(yield* remote.toolkit)
+      const output = yield* served.runTask("Place order o-7")
+      assert.strictEqual(output, "{\"placed\":\"o-7\"}")
+      assert.strictEqual(seen.placed, 1)
+      const [first] = yield* Effect.flatMap(LanguageModel.Scripted, (scripted) => scripted.requests)
+      const offered = first!.tools.find((t) => t.name === "shop_place_order")
+      assert.deepStrictEqual(offered?.parameters, Tool.jsonSchema(remoteTools(makeSeen())[0]!).parameters as unknown)
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(PlatformClient.layerTest.pipe(
+        Layer.provideMerge(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
+        Layer.provideMerge(LanguageModel.layerScripted([
+          { toolCalls: [{ id: "c1", name: "shop_place_order", arguments: "{\"order\":{\"id\":\"o-7\",\"qty\":1}}" }] },
+          (request) => ({
+            text: request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : []).join()
+          })
+        ])),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([
+          ["AGENT_ID", "agent-1"],
+          ["PLATFORM_TOKEN", "tok-1"]
+        ]))))
+      ))
+    ), 30_000)
 
   it.live("remote tools served again over MCP keep the remote schemas", () =>
     Effect.gen(function*() {
