@@ -85,9 +85,10 @@ const freePort = () =>
     })
   )
 
+// The examples of the SDK's ESM build, beside the CommonJS one that require.resolve finds (dist/cjs/client/index.js).
 const sdkExamples = join(
   createRequire(import.meta.url).resolve("@modelcontextprotocol/sdk/client/index.js"),
-  "../../examples/server"
+  "../../../esm/examples/server"
 )
 
 /** The SDK's example Streamable HTTP server, spawned on `port`; ended with the scope. */
@@ -100,14 +101,27 @@ const sdkExampleServer = (port: number) =>
           stdio: ["ignore", "pipe", "ignore"]
         })
         let out = ""
-        child.stdout.on("data", (chunk) => {
+        const onData = (chunk: unknown) => {
           out += String(chunk)
-          if (out.includes("listening on port")) resolve(child)
-        })
+          if (!out.includes("listening on port")) return
+          // It logs every request: read on, keep nothing.
+          child.stdout.off("data", onData)
+          child.stdout.resume()
+          resolve(child)
+        }
+        child.stdout.on("data", onData)
         child.once("exit", (code) => reject(new Error(`the example server exited (${code}): ${out}`)))
       })
     ),
-    (child) => Effect.sync(() => child.kill("SIGKILL"))
+    // Gone before the scope is: a server started next on the same port finds it free.
+    (child) =>
+      Effect.promise(() =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve()
+          child.once("exit", () => resolve())
+          child.kill("SIGKILL")
+        })
+      )
   )
 
 describe("Mcp.toolkit: our own server over stdio", () => {
