@@ -13,6 +13,7 @@ import {
   type CallToolResult,
   CallToolResultSchema,
   ErrorCode,
+  ListToolsResultSchema,
   McpError,
   type Tool as McpTool,
   ToolListChangedNotificationSchema
@@ -398,7 +399,12 @@ export const toolkit: (options: ToolkitOptions) => Effect.Effect<RemoteToolkit, 
       const listed: Array<McpTool> = []
       let cursor: string | undefined
       do {
-        const page = await live.client.listTools(cursor === undefined ? {} : { cursor })
+        // Not `listTools`: it compiles the output schemas for `callTool` (unused here), and one that does not compile
+        // would fail the listing instead of being reported as a violation of that tool.
+        const page = await live.client.request(
+          { method: "tools/list", params: cursor === undefined ? {} : { cursor } },
+          ListToolsResultSchema
+        )
         listed.push(...page.tools)
         cursor = page.nextCursor
       } while (cursor !== undefined)

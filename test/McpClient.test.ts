@@ -391,10 +391,11 @@ describe("Mcp.toolkit: results and list changes, on the SDK's low-level Server",
       assert.deepStrictEqual(Tool.jsonSchema(byName(tools, "modern")).parameters as unknown, strict2020)
       assert.strictEqual((yield* call(remote, "modern", { a: "x" })).value, "modern ran")
       assert.strictEqual((yield* call(remote, "modern", { a: "x", b: 1 })).error, "modern: invalid input: b: is unexpected")
-      yield* call(remote, "add_tool", { name: "odd", inputSchema: { type: "object", properties: { a: { type: "strin" } } } })
+      const unusable = { type: "object", properties: { a: { type: "strin" } } }
+      yield* call(remote, "add_tool", { name: "odd", inputSchema: unusable, outputSchema: unusable })
       yield* eventually(remote.tools, (tools) => tools.some((t) => t.name === "odd"))
       const refused = yield* Effect.flip(remote.toolkit)
-      assert.deepStrictEqual(refused.violations.map((v) => [v.tool, v.rule]), [["odd", "input-json"]])
+      assert.deepStrictEqual(refused.violations.map((v) => [v.tool, v.rule]), [["odd", "input-json"], ["odd", "output-json"]])
       assert.match(refused.message, /^"odd": the server's inputSchema cannot be checked: type must be JSONType/)
     }).pipe(Effect.scoped), 30_000)
 

@@ -1,14 +1,19 @@
 /**
  * An MCP server over stdio on the SDK's low-level `Server`, with a tool of each result shape, whose
  * tool list changes: it starts with the tools named in argv too, and `add_tool` adds one (with the
- * input schema it is given) and sends `notifications/tools/list_changed`.
+ * schemas it is given) and sends `notifications/tools/list_changed`.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 
-/** The tools added, by name, with an input schema of their own when `add_tool` gave one. */
-const added: Array<{ readonly name: string; readonly inputSchema?: unknown }> = process.argv.slice(2).map((name) => ({ name }))
+/** The tools added, by name, with schemas of their own when `add_tool` gave them. */
+interface Added {
+  readonly name: string
+  readonly inputSchema?: unknown
+  readonly outputSchema?: unknown
+}
+const added: Array<Added> = process.argv.slice(2).map((name) => ({ name }))
 const server = new Server({ name: "list-changing", version: "1.0.0" }, {
   capabilities: { tools: { listChanged: true } }
 })
@@ -29,7 +34,7 @@ server.setRequestHandler(ListToolsRequestSchema, () => ({
       description: "Add a tool.",
       inputSchema: {
         type: "object",
-        properties: { name: { type: "string" }, inputSchema: { type: "object" } },
+        properties: { name: { type: "string" }, inputSchema: { type: "object" }, outputSchema: { type: "object" } },
         required: ["name"],
         additionalProperties: false
       }
@@ -42,13 +47,18 @@ server.setRequestHandler(ListToolsRequestSchema, () => ({
         ? { outputSchema: { type: "object" as const, properties: { n: { type: "number" } }, required: ["n"] } }
         : {})
     })),
-    ...added.map(({ inputSchema, name }) => ({ name, description: `The tool ${name}.`, inputSchema: inputSchema ?? empty }))
+    ...added.map(({ inputSchema, name, outputSchema }) => ({
+      name,
+      description: `The tool ${name}.`,
+      inputSchema: inputSchema ?? empty,
+      ...(outputSchema === undefined ? {} : { outputSchema })
+    }))
   ]
 }))
 server.setRequestHandler(CallToolRequestSchema, async (request) => {
   const name = request.params.name
   if (name === "add_tool") {
-    const tool = request.params.arguments as { readonly name: string; readonly inputSchema?: unknown }
+    const tool = request.params.arguments as unknown as Added
     added.push(tool)
     await server.sendToolListChanged()
     return { content: [{ type: "text", text: "added" }] }
