@@ -167,6 +167,16 @@ describe("Mcp.toolkit: our own server over stdio", () => {
       assert.strictEqual((stats.value as { result: Seen }).result.placed, 0)
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("a slow call is cancelled at its deadline: the server in the child sees notifications/cancelled", () =>
+    Effect.gen(function*() {
+      const remote = yield* overStdio({ tools: { slow: { timeout: "300 millis" } } })
+      const result = yield* call(remote, "slow", {})
+      assert.strictEqual(result.error, "slow timed out after 300ms; its outcome is unknown")
+      const stats = Effect.map(call(remote, "stats", {}), (r) => (r.value as { result: Seen }).result)
+      const seen = yield* eventually(stats, (s) => s.cancelled === 1)
+      assert.deepStrictEqual([seen.slowStarted, seen.cancelled], [1, 1])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a server that dies mid-call gives a failure; the next call starts a new one and succeeds", () =>
     Effect.gen(function*() {
       const remote = yield* overStdio()
