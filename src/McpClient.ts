@@ -483,7 +483,9 @@ export const toolkit: (options: ToolkitOptions) => Effect.Effect<RemoteToolkit, 
       failed: (live, error) => {
         // A JSON-RPC error answer leaves the connection as it was; anything else (closed, unreachable) drops it.
         if (error instanceof McpError && error.code !== ErrorCode.ConnectionClosed) {
-          return new McpClientError({ reason: `${server} answered with an error: ${error.message}` })
+          // The SDK puts "MCP error <code>: " before the message, once on each side: said once, here.
+          const message = error.message.replace(/^(MCP error -?\d+: )+/, "")
+          return new McpClientError({ reason: `${server} answered with an error (${error.code}): ${message}` })
         }
         void close(live)
         return new McpClientError({

@@ -381,6 +381,13 @@ describe("Mcp.toolkit: results and list changes, on the SDK's low-level Server",
       const failing = yield* call(remote, "failing", {})
       assert.strictEqual(failing.failure?._tag, "HandlerFailed")
       assert.strictEqual(failing.error, "the quota is spent\nretry tomorrow")
+      // A JSON-RPC error answer is a failure too; the connection stays.
+      const refused = yield* call(remote, "refused", {})
+      assert.strictEqual(
+        refused.error,
+        "McpClientError: the MCP server \"node\" answered with an error (-32602): refused: not today"
+      )
+      assert.strictEqual((yield* call(remote, "structured", {})).success, true)
       // Without additionalProperties: false, ajv lets an unknown key through to the server.
       assert.strictEqual((yield* call(remote, "mixed", { extra: 1 })).success, true)
     }).pipe(Effect.scoped), 30_000)
@@ -413,7 +420,7 @@ describe("Mcp.toolkit: results and list changes, on the SDK's low-level Server",
     Effect.gen(function*() {
       const bundle = yield* Effect.promise(() => listChild)
       const remote = yield* Mcp.toolkit({ command: process.execPath, args: [bundle, "alpha"] })
-      const fixed = ["add_tool", "mixed", "structured", "bad_output", "failing"]
+      const fixed = ["add_tool", "refused", "mixed", "structured", "bad_output", "failing"]
       assert.deepStrictEqual((yield* remote.toolkit).tools.map((t) => t.name), [...fixed, "alpha"])
       assert.strictEqual((yield* call(remote, "add_tool", { name: "beta" })).value, "added")
       const changed = yield* remote.changes.pipe(

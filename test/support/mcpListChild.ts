@@ -5,7 +5,13 @@
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
-import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError
+} from "@modelcontextprotocol/sdk/types.js"
 
 /** The tools added, by name, with schemas of their own when `add_tool` gave them. */
 interface Added {
@@ -39,6 +45,7 @@ server.setRequestHandler(ListToolsRequestSchema, () => ({
         additionalProperties: false
       }
     },
+    { name: "refused", description: "Answers with a JSON-RPC error.", inputSchema: empty },
     ...Object.keys(shapes).map((name) => ({
       name,
       description: `Answers a ${name} result.`,
@@ -63,6 +70,7 @@ server.setRequestHandler(CallToolRequestSchema, async (request) => {
     await server.sendToolListChanged()
     return { content: [{ type: "text", text: "added" }] }
   }
+  if (name === "refused") throw new McpError(ErrorCode.InvalidParams, "refused: not today")
   return shapes[name] ?? { content: [{ type: "text", text: `${name} ran` }] }
 })
 
