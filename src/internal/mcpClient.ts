@@ -269,6 +269,9 @@ const describeServer = (options: ToolkitOptions): string =>
     ? `the MCP server ${JSON.stringify(basename(options.command))}`
     : `the MCP server at ${redactUrl(String(options.url))}`
 
+/** Pages of `tools/list` read at most. */
+const maxPages = 100
+
 /** `Mcp.toolkit`'s work, loaded on its first use. */
 export const connect = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, McpClientError, Scope.Scope> =>
   Effect.gen(function*() {
@@ -292,8 +295,10 @@ export const connect = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, M
       const done = (async () => {
         // Over HTTP, end the session on the server too (best effort, bounded).
         if (transport instanceof StreamableHTTPClientTransport) {
-          const bound = new Promise((resolve) => setTimeout(resolve, 1_000))
+          let timer: ReturnType<typeof setTimeout> | undefined
+          const bound = new Promise((resolve) => (timer = setTimeout(resolve, 1_000)))
           await Promise.race([transport.terminateSession().catch(() => undefined), bound])
+          clearTimeout(timer)
         }
         await live.client.close().catch(() => undefined)
       })()
@@ -310,7 +315,10 @@ export const connect = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, M
       const listing = ++listings
       const listed: Array<McpTool> = []
       let cursor: string | undefined
+      let pages = 0
       do {
+        // A server that pages forever does not hold the listing: past the tool limit, the toolkit is refused anyway.
+        if (++pages > maxPages || listed.length > Toolkit.maxTools) break
         // Not `listTools`: it compiles the output schemas for `callTool` (unused here), and one that does not compile
         // would fail the listing instead of being reported as a violation of that tool.
         const page = await live.client.request(
