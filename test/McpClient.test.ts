@@ -416,7 +416,7 @@ describe("Mcp.toolkit: results and list changes, on the SDK's low-level Server",
       assert.match(refused.message, /^"odd": the server's inputSchema cannot be checked: type must be JSONType/)
     }).pipe(Effect.scoped), 30_000)
 
-  it.live("notifications/tools/list_changed updates the toolkit; a reserved name that arrives is a violation", () =>
+  it.live("notifications/tools/list_changed updates the toolkit; names past our limits that arrive are violations", () =>
     Effect.gen(function*() {
       const bundle = yield* Effect.promise(() => listChild)
       const remote = yield* Mcp.toolkit({ command: process.execPath, args: [bundle, "alpha"] })
@@ -433,9 +433,14 @@ describe("Mcp.toolkit: results and list changes, on the SDK's low-level Server",
       assert.strictEqual((yield* call(remote, "beta", {})).value, "beta ran")
       // A name our limits refuse is reported, not a crash: the toolkit says why, the tools stay readable.
       yield* call(remote, "add_tool", { name: "finish" })
-      yield* eventually(remote.tools, (tools) => tools.some((t) => t.name === "finish"))
+      yield* call(remote, "add_tool", { name: "read.file" })
+      yield* eventually(remote.tools, (tools) => tools.some((t) => t.name === "read.file"))
       const refused = yield* Effect.flip(remote.toolkit)
-      assert.deepStrictEqual(refused.violations.map((v) => [v.tool, v.rule]), [["finish", "name-reserved"]])
+      assert.deepStrictEqual(refused.violations.map((v) => [v.tool, v.rule]), [
+        ["finish", "name-reserved"],
+        ["read.file", "name-pattern"]
+      ])
+      assert.strictEqual(refused.violations[1]!.message, "\"read.file\": the name must match ^[a-zA-Z0-9_-]+$")
     }).pipe(Effect.scoped), 30_000)
 })
 
