@@ -36,6 +36,9 @@ import * as Tool from "./Tool.js"
 import type { ToolContext } from "./ToolContext.js"
 import type * as Toolkit from "./Toolkit.js"
 
+/** Remote MCP servers' tools as ours: `Mcp.toolkit` (design: Remote MCP tools). */
+export * from "./McpClient.js"
+
 /** How the server introduces itself. */
 export interface Options {
   /** Default `agent-tools`. */

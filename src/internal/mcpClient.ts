@@ -1,0 +1,451 @@
+/**
+ * The work of `Mcp.toolkit` (design: Remote MCP tools): the connection and its replacement, the
+ * listing, the remote tools and ajv's check of their schemas. Loaded on the first `Mcp.toolkit`.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import {
+  type CallToolResult,
+  CallToolResultSchema,
+  ErrorCode,
+  ListToolsResultSchema,
+  McpError,
+  type Tool as McpTool,
+  ToolListChangedNotificationSchema
+} from "@modelcontextprotocol/sdk/types.js"
+import { Ajv, type ErrorObject, type ValidateFunction } from "ajv"
+import { Ajv2019 } from "ajv/dist/2019.js"
+import { Ajv2020 } from "ajv/dist/2020.js"
+import { Effect, Either, Runtime, Schema, type Scope, SubscriptionRef } from "effect"
+import { basename } from "node:path"
+import {
+  McpClientError,
+  McpToolError,
+  type RemoteTool,
+  type RemoteToolkit,
+  toolkitDefaults,
+  type ToolkitOptions
+} from "../McpClient.js"
+import * as Tool from "../Tool.js"
+import * as Toolkit from "../Toolkit.js"
+import { errorText } from "../ToolResult.js"
+import * as Json from "./json.js"
+import { redactUrl } from "./settings.js"
+
+// ---------------------------------------------------------------------------------------------
+// Checking JSON against a remote JSON Schema.
+
+/** A JSON Schema as the server gave it. */
+type RemoteSchema = Record<string, unknown>
+
+/**
+ * The validators of one listing: an ajv instance per dialect (the schema's `$schema`: draft-07
+ * unless it names 2019-09 or 2020-12), made on first use, and one compiled function per distinct
+ * schema. Made afresh for each listing, so that a schema whose `$id` comes back changed compiles, and
+ * the old ones go with the old tools.
+ */
+class Validators {
+  private readonly byDialect = new Map<string, Ajv>()
+  private readonly bySchema = new Map<string, Either.Either<ValidateFunction, string>>()
+  compile(schema: RemoteSchema): Either.Either<ValidateFunction, string> {
+    const text = Json.canonical(schema)
+    const known = this.bySchema.get(text)
+    if (known !== undefined) return known
+    const declared = typeof schema.$schema === "string" ? schema.$schema : ""
+    const dialect = declared.includes("2020-12") ? "2020-12" : declared.includes("2019-09") ? "2019-09" : "07"
+    let ajv = this.byDialect.get(dialect)
+    if (ajv === undefined) {
+      // As the SDK's own validator: no check of the schema against its meta-schema (a draft-04 one compiles as
+      // draft-07), and formats left to the server (the known ones need a package of their own).
+      const options = {
+        allErrors: true,
+        strict: false,
+        verbose: true,
+        validateSchema: false,
+        validateFormats: false,
+        logger: false
+      } as const
+      ajv = dialect === "2020-12" ? new Ajv2020(options)
+        : dialect === "2019-09" ? new Ajv2019(options)
+        : new Ajv(options)
+      this.byDialect.set(dialect, ajv)
+    }
+    let compiled: Either.Either<ValidateFunction, string>
+    try {
+      compiled = Either.right(ajv.compile(schema))
+    } catch (error) {
+      compiled = Either.left(error instanceof Error ? error.message : String(error))
+    }
+    this.bySchema.set(text, compiled)
+    return compiled
+  }
+}
+
+/** A path segment of a JSON Pointer: an array index as a number (so that it reads `items[0]`), else the key. */
+const pathOf = (pointer: string, value: unknown): Array<PropertyKey> => {
+  const path: Array<PropertyKey> = []
+  let at = value
+  for (const raw of pointer === "" ? [] : pointer.slice(1).split("/")) {
+    const key = raw.replace(/~1/g, "/").replace(/~0/g, "~")
+    const index = Array.isArray(at) && /^\d+$/.test(key) ? Number(key) : undefined
+    path.push(index ?? key)
+    at = typeof at === "object" && at !== null ? (at as Record<PropertyKey, unknown>)[index ?? key] : undefined
+  }
+  return path
+}
+
+/** An issue of a value: where, and what was expected. */
+interface Issue {
+  readonly path: Array<PropertyKey>
+  readonly message: string
+}
+
+/** One ajv error in the words of the pipeline's invalid-input texts: `<path>: <expected>, actual <value>`. */
+const issueOf = (error: ErrorObject, value: unknown): Issue => {
+  const path = pathOf(error.instancePath, value)
+  const actual = `actual ${Json.preview(error.data, 60)}`
+  const params = error.params as Record<string, unknown>
+  switch (error.keyword) {
+    case "additionalProperties": {
+      const properties = (error.parentSchema as { properties?: unknown } | undefined)?.properties
+      const known = typeof properties === "object" && properties !== null ? Object.keys(properties) : []
+      const expected = known.length === 0 ? "" : `, expected: ${known.map((k) => JSON.stringify(k)).join(" | ")}`
+      return { path: [...path, String(params.additionalProperty)], message: `is unexpected${expected}` }
+    }
+    case "unevaluatedProperties":
+      return { path: [...path, String(params.unevaluatedProperty)], message: "is unexpected" }
+    case "required":
+      return { path: [...path, String(params.missingProperty)], message: "is missing" }
+    case "type":
+      return { path, message: `Expected ${String(params.type).split(",").join(" | ")}, ${actual}` }
+    case "enum": {
+      const allowed = Array.isArray(params.allowedValues) ? params.allowedValues : []
+      return { path, message: `Expected ${allowed.map((v) => JSON.stringify(v)).join(" | ")}, ${actual}` }
+    }
+    case "const":
+      return { path, message: `Expected ${JSON.stringify(params.allowedValue)}, ${actual}` }
+    default:
+      return { path, message: `${error.message ?? `fails ${error.keyword}`}, ${actual}` }
+  }
+}
+
+/**
+ * A Schema of any JSON value that `schema` accepts: ajv decides, each of its errors an issue at its
+ * path. Its JSON Schema is `schema` itself, verbatim (Effect's `jsonSchema` annotation replaces the
+ * generated one when it has a `type`, as MCP's `inputSchema` and `outputSchema` must).
+ */
+const checkedBy = (validate: ValidateFunction, schema: RemoteSchema): Schema.Schema<unknown> =>
+  Schema.Unknown.pipe(Schema.filter((value) => {
+    if (validate(value)) return true
+    const seen = new Set<string>()
+    const issues: Array<Issue> = []
+    for (const error of validate.errors ?? []) {
+      const issue = issueOf(error, value)
+      const key = JSON.stringify([issue.path.map(String), issue.message])
+      if (seen.has(key)) continue
+      seen.add(key)
+      issues.push(issue)
+    }
+    return issues.length === 0 ? false : issues
+  }, { jsonSchema: schema }))
+
+// ---------------------------------------------------------------------------------------------
+// A remote tool as a Tool.
+
+/** The output of a successful result (design: Remote MCP tools): see docs/mcp.md. */
+const outputOf = (listed: McpTool, result: CallToolResult): unknown => {
+  if (listed.outputSchema !== undefined || result.structuredContent !== undefined) {
+    return result.structuredContent ?? null
+  }
+  const [only, ...more] = result.content
+  return only !== undefined && more.length === 0 && only.type === "text" ? only.text : result.content
+}
+
+/** The text of an `isError` result: its text items, one a line. */
+const errorTextOf = (listed: McpTool, result: CallToolResult): string => {
+  const texts = result.content.flatMap((item) => item.type === "text" ? [item.text] : [])
+  return texts.length > 0 ? texts.join("\n") : `${listed.name} failed; the server gave no text`
+}
+
+/** What makes a call: a connection to use, and what to do when it failed under the call. */
+interface Connections {
+  readonly get: () => Promise<Live>
+  readonly failed: (live: Live, error: unknown) => McpClientError
+}
+
+/** A remote tool as one of ours, under `name`; a schema ajv cannot compile is a `Toolkit.make` violation. */
+const remoteTool = (
+  listed: McpTool,
+  name: string,
+  options: ToolkitOptions,
+  validators: Validators,
+  connections: Connections
+): RemoteTool => {
+  const own = options.tools?.[listed.name] ?? {}
+  const inputSchema = listed.inputSchema as RemoteSchema
+  const outputSchema = listed.outputSchema as RemoteSchema | undefined
+  const compiledInput = validators.compile(inputSchema)
+  const compiledOutput = outputSchema === undefined ? undefined : validators.compile(outputSchema)
+  const description = listed.description ?? listed.title ?? listed.annotations?.title ?? listed.name
+  const tool = Tool.make(name, {
+    description,
+    input: Either.isRight(compiledInput) ? checkedBy(compiledInput.right, inputSchema) : Schema.Unknown,
+    output: compiledOutput !== undefined && Either.isRight(compiledOutput)
+      ? checkedBy(compiledOutput.right, outputSchema!)
+      : Schema.Unknown,
+    timeout: own.timeout ?? options.timeout ?? toolkitDefaults.timeout,
+    retries: own.retries,
+    permanent: own.permanent,
+    retryable: own.retryable as Tool.Retryable<unknown> | undefined,
+    idempotent: own.idempotent,
+    needsApproval: own.needsApproval,
+    errorTransform: own.errorTransform ?? ((error) => error instanceof McpToolError ? error.text : errorText(error))
+  }, async (input: unknown, call) => {
+    const send = (live: Live) =>
+      live.client.request(
+        { method: "tools/call", params: { name: listed.name, arguments: input as Record<string, unknown> } },
+        CallToolResultSchema,
+        // The deadline aborts the signal: the SDK sends notifications/cancelled. Its own timeout must not come first.
+        { signal: call.signal, timeout: call.remaining() + 1_000 }
+      )
+    let live = await connections.get()
+    let result: CallToolResult
+    try {
+      result = await send(live)
+    } catch (error) {
+      if (call.signal.aborted) throw error
+      const failure = connections.failed(live, error)
+      if (!notDelivered(error)) throw failure
+      // The server never took the request (its session is gone, nothing listens): once more, on a new connection.
+      live = await connections.get()
+      try {
+        result = await send(live)
+      } catch (again) {
+        throw call.signal.aborted ? again : connections.failed(live, again)
+      }
+    }
+    if (result.isError === true) throw new McpToolError({ tool: listed.name, text: errorTextOf(listed, result) })
+    return outputOf(listed, result)
+  })
+  const problems: Array<Tool.SchemaProblem> = []
+  if (Either.isLeft(compiledInput)) {
+    problems.push({ rule: "input-json", message: `the server's inputSchema cannot be checked: ${compiledInput.left}` })
+  }
+  if (compiledOutput !== undefined && Either.isLeft(compiledOutput)) {
+    problems.push({
+      rule: "output-json",
+      message: `the server's outputSchema cannot be checked: ${compiledOutput.left}`
+    })
+  }
+  return problems.length === 0 ? tool : { ...tool, schemas: Either.left(problems) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The connection.
+
+/** One connection: a client on a transport; a new one after the old one closed. */
+interface Live {
+  readonly client: Client
+  readonly transport: StdioClientTransport | StreamableHTTPClientTransport
+  /** Settles when the connection is made and the tools listed, or it failed. */
+  ready: Promise<void>
+  closed: boolean
+}
+
+/** A request the server cannot have run: over HTTP, its session is unknown (404) or nothing listens at the URL. */
+const notDelivered = (error: unknown): boolean =>
+  (error instanceof StreamableHTTPError && error.code === 404) ||
+  (error instanceof TypeError && (error.cause as { code?: unknown } | undefined)?.code === "ECONNREFUSED")
+
+const reasonOf = (error: unknown): string => {
+  const text = error instanceof Error ? error.message : String(error)
+  return text.length > 300 ? `${text.slice(0, 300)}...` : text
+}
+
+/** The server in error texts (a model may read them): the command's file name, or the URL, credentials hidden. */
+const describeServer = (options: ToolkitOptions): string =>
+  "command" in options
+    ? `the MCP server ${JSON.stringify(basename(options.command))}`
+    : `the MCP server at ${redactUrl(String(options.url))}`
+
+/** Pages of `tools/list` read at most. */
+const maxPages = 100
+
+/** `Mcp.toolkit`'s work, loaded on its first use. */
+export const connect = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, McpClientError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const runtime = yield* Effect.runtime<never>()
+    const prefix = options.prefix ?? toolkitDefaults.prefix
+    const server = describeServer(options)
+    const state = yield* SubscriptionRef.make<ReadonlyArray<RemoteTool>>([])
+    // The connection in use, or being made; a closed one is replaced by the next call.
+    let current: Live | undefined
+    let ended = false
+    const closing = new Set<Promise<void>>()
+    // Lists from several refreshes may cross: only a later one replaces an earlier.
+    let listings = 0
+    let published = 0
+
+    const close = (live: Live): Promise<void> => {
+      forget(live)
+      if (live.closed) return Promise.resolve()
+      live.closed = true
+      const transport = live.transport
+      const done = (async () => {
+        // Over HTTP, end the session on the server too (best effort, bounded).
+        if (transport instanceof StreamableHTTPClientTransport) {
+          let timer: ReturnType<typeof setTimeout> | undefined
+          const bound = new Promise((resolve) => (timer = setTimeout(resolve, 1_000)))
+          await Promise.race([transport.terminateSession().catch(() => undefined), bound])
+          clearTimeout(timer)
+        }
+        await live.client.close().catch(() => undefined)
+      })()
+      closing.add(done)
+      return done.finally(() => closing.delete(done))
+    }
+
+    /** A closed connection is dropped, so that the next call makes a new one. */
+    const forget = (live: Live) => {
+      if (current === live) current = undefined
+    }
+
+    const list = async (live: Live): Promise<ReadonlyArray<RemoteTool>> => {
+      const listing = ++listings
+      const listed: Array<McpTool> = []
+      let cursor: string | undefined
+      let pages = 0
+      do {
+        // A server that pages forever does not hold the listing: past the tool limit, the toolkit is refused anyway.
+        if (++pages > maxPages || listed.length > Toolkit.maxTools) break
+        // Not `listTools`: it compiles the output schemas for `callTool` (unused here), and one that does not compile
+        // would fail the listing instead of being reported as a violation of that tool.
+        const page = await live.client.request(
+          { method: "tools/list", params: cursor === undefined ? {} : { cursor } },
+          ListToolsResultSchema
+        )
+        listed.push(...page.tools)
+        cursor = page.nextCursor
+      } while (cursor !== undefined)
+      const validators = new Validators()
+      const tools = listed.map((entry) => remoteTool(entry, prefix + entry.name, options, validators, connections))
+      if (listing > published) {
+        published = listing
+        // Options for a tool the server does not list would be lost without a word: a typo, or a tool gone.
+        const unknown = Object.keys(options.tools ?? {}).filter((name) => !listed.some((entry) => entry.name === name))
+        await Runtime.runPromise(runtime)(Effect.zipRight(
+          SubscriptionRef.set(state, tools),
+          unknown.length === 0 ? Effect.void : Effect.logWarning(
+            `Mcp.toolkit: ${server} lists no tool named ${unknown.map((name) => JSON.stringify(name)).join(", ")}; ` +
+              `its options are not used (the server lists ${listed.map((entry) => entry.name).join(", ")})`
+          )
+        ))
+      }
+      return tools
+    }
+
+    const open = (): Live => {
+      const transport = "command" in options
+        ? new StdioClientTransport({
+          command: options.command,
+          args: options.args === undefined ? [] : [...options.args],
+          ...(options.env === undefined ? {} : { env: options.env }),
+          ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+          stderr: options.stderr ?? "inherit"
+        })
+        : new StreamableHTTPClientTransport(new URL(options.url), {
+          ...(options.headers === undefined ? {} : { requestInit: { headers: options.headers } })
+        })
+      const client = new Client({ name: options.clientName ?? "agent-tools", version: "0.1.0" }, { capabilities: {} })
+      const live: Live = { client, transport, ready: Promise.resolve(), closed: false }
+      // A stream that breaks under a call (the server went away) leaves the call unanswered: the connection is lost.
+      client.onerror = (error) => {
+        if (error.message.startsWith("SSE stream disconnected")) void close(live)
+      }
+      client.onclose = () => {
+        live.closed = true
+        forget(live)
+      }
+      // Whatever the server declared: a list change is worth a new listing.
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+        if (live.closed) return
+        list(live).catch((error) =>
+          Runtime.runFork(runtime)(
+            Effect.logWarning(`Mcp.toolkit: listing the tools of ${server} after a list change failed: ${
+              reasonOf(error)
+            }`)
+          )
+        )
+      })
+      live.ready = (async () => {
+        try {
+          await client.connect(transport)
+          await list(live)
+        } catch (error) {
+          await close(live)
+          throw new McpClientError({ reason: `could not connect to ${server}: ${reasonOf(error)}` })
+        }
+      })()
+      return live
+    }
+
+    const connections: Connections = {
+      get: () => {
+        if (ended) {
+          const reason = `the connection to ${server} is closed (its scope ended)`
+          return Promise.reject(new McpClientError({ reason }))
+        }
+        if (current === undefined || current.closed) current = open()
+        const live = current
+        return live.ready.then(() => live)
+      },
+      failed: (live, error) => {
+        // A JSON-RPC error answer leaves the connection as it was; anything else (closed, unreachable) drops it.
+        if (error instanceof McpError && error.code !== ErrorCode.ConnectionClosed) {
+          // The SDK puts "MCP error <code>: " before the message, once on each side: said once, here.
+          const message = error.message.replace(/^(MCP error -?\d+: )+/, "")
+          return new McpClientError({ reason: `${server} answered with an error (${error.code}): ${message}` })
+        }
+        void close(live)
+        return new McpClientError({
+          reason: `the connection to ${server} failed during the call (${
+            reasonOf(error)
+          }); the next call connects again`
+        })
+      }
+    }
+
+    yield* Effect.acquireRelease(
+      Effect.tryPromise({ try: () => connections.get(), catch: (error) => error as McpClientError }),
+      () =>
+        Effect.promise(async () => {
+          ended = true
+          const live = current
+          if (live !== undefined) {
+            await live.ready.catch(() => undefined)
+            await close(live)
+          }
+          await Promise.allSettled([...closing])
+        })
+    )
+
+    const tools = SubscriptionRef.get(state)
+    return {
+      tools,
+      toolkit: Effect.flatMap(tools, (all) => Toolkit.make(...all)),
+      changes: state.changes,
+      refresh: Effect.tryPromise({
+        try: async () => list(await connections.get()),
+        catch: (error) =>
+          error instanceof McpClientError
+            ? error
+            : new McpClientError({ reason: `listing the tools of ${server} failed: ${reasonOf(error)}` })
+      }),
+      processId: Effect.sync(() =>
+        current !== undefined && !current.closed && current.transport instanceof StdioClientTransport
+          ? current.transport.pid ?? undefined
+          : undefined
+      )
+    }
+  })
