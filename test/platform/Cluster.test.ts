@@ -6,8 +6,9 @@
 import { assert, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Exit, Layer, Logger, LogLevel, Redacted, Schedule, Schema, Stream } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Logger, LogLevel, Redacted, Schedule, Schema, Stream } from "effect"
 import {
+  Idempotency,
   LanguageModel,
   PlatformClient,
   PlatformServer,
@@ -209,5 +210,66 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluste
       assert.strictEqual(refused.code, 1)
       assert.match(refused.output, /agent-tools: SqlError: PgClient: Failed to connect/)
       for (const output of [migrated.output, served.output, refused.output]) assert.notInclude(output, password)
+    }), { timeout: 90_000 })
+
+  it.scoped("claims on PostgreSQL: two replicas of one agent on different runners, the same call delivered to both (a takeover mid-call): one side effect", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      yield* migrate(url)
+      const once: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+        { toolCalls: [{ id: "c1", name: "refund", arguments: JSON.stringify({ n: 7 }) }] },
+        (request) => ({ text: resultsText(request) })
+      ]
+      const models = yield* Layer.build(LanguageModel.layerScripted(once, { perConversation: true }))
+      const urls = yield* Effect.all([0, 1].map(() => startRunner(url, models)), { concurrency: "unbounded" })
+      let started = 0
+      let effects = 0
+      const refund = Tool.make("refund", {
+        description: "Refunds n, once.",
+        input: { n: Schema.Number },
+        output: Schema.String,
+        timeout: "20 seconds"
+      }, ({ n }) =>
+        Effect.gen(function*() {
+          started++
+          yield* Effect.sleep("1500 millis")
+          effects++
+          return `refunded ${n}`
+        }))
+      // Each replica has its own client and its own claims store, on the same database.
+      const replica = (runner: string) =>
+        Effect.gen(function*() {
+          const scope = yield* Effect.scope
+          const context = yield* Layer.buildWithScope(
+            Layer.merge(
+              clientLayer({ url: runner }, policy),
+              Idempotency.layerSqlClient({ lease: "2 seconds", poll: "50 millis" }).pipe(
+                Layer.provide(PgClient.layer({ url: Redacted.make(url) }))
+              )
+            ),
+            scope
+          )
+          const toolkit = yield* Toolkit.make(refund)
+          return yield* Serve.make(toolkit).pipe(Effect.provide(context))
+        }).pipe(Effect.provide(policy))
+      const first = yield* replica(urls[0]!)
+      const second = yield* replica(urls[1]!)
+      const seen: Array<Protocol.TaskEvent> = []
+      const firstRun = yield* Stream.runForEach(first.submitTask("refund 7"), (event) => Effect.sync(() => seen.push(event))).pipe(
+        Effect.fork
+      )
+      // Once the first replica runs the call, the second takes the task over: the call is delivered to it too.
+      yield* Effect.promise(async () => {
+        while (started === 0) await new Promise((r) => setTimeout(r, 10))
+      })
+      const taskId = seen.find((e) => e._tag === "TaskStarted")!.taskId
+      const events = yield* Stream.runCollect(second.attachTask(taskId)).pipe(Effect.map((c) => [...c]), Effect.timeout("30 seconds"))
+      yield* Fiber.join(firstRun)
+      const last = events[events.length - 1]!
+      assert.strictEqual(last._tag, "TaskCompleted", events.map((e) => e._tag).join(" "))
+      assert.strictEqual(last._tag === "TaskCompleted" ? last.output : "", `c1:"refunded 7"`)
+      assert.include(seen.map((e) => e._tag), "TaskTakenOver")
+      assert.isTrue(events.some((e) => e._tag === "ToolCallRequested"), "the call was delivered to the second replica")
+      assert.deepStrictEqual({ started, effects }, { started: 1, effects: 1 })
     }), { timeout: 90_000 })
 })
