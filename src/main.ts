@@ -26,6 +26,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import * as Cause from "effect/Cause"
 import * as ConfigProvider from "effect/ConfigProvider"
+import * as Context from "effect/Context"
 import * as Console from "effect/Console"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
@@ -148,10 +149,13 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     // task waits for it (TaskSuspended), and this non-interactive demo gives it itself, and says so.
     const hooks = Hooks.layer({ tool: [Hooks.logging, Hooks.approval] })
     const backend = yield* Layer.build(backendLayer)
+    const withMcp = yield* fromOwnMcpServer(toolkit, "lookup_customer", backend)
+    view.line(`${withMcp.taken} comes from an MCP server this demo started, at ${withMcp.url}; it runs through the pipeline like the others`)
+    const tools = withMcp.toolkit
     let output = ""
     yield* Effect.gen(function*() {
-      const served = yield* Serve.make(toolkit)
-      view.line(`serving ${toolkit.tools.length} tools for ${agentId}: ${toolkit.tools.map((t) => t.name).join(", ")}`)
+      const served = yield* Serve.make(tools)
+      view.line(`serving ${tools.tools.length} tools for ${agentId}: ${tools.tools.map((t) => t.name).join(", ")}`)
       view.line(`task: ${Demo.prompt}`)
       view.startSpinner()
       const client = yield* PlatformClient.PlatformClient
@@ -181,6 +185,35 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     )
     view.line("deregistered from the platform; connection closed")
   }).pipe(Effect.scoped)
+
+/**
+ * The demo's toolkit with one tool (`name`) taken from an MCP server the demo starts itself, on
+ * 127.0.0.1 over Streamable HTTP, serving that tool alone (`Mcp.layerHttp`, then `Mcp.toolkit`):
+ * remote MCP tools are tools like the others. Server and connection close with the demo's scope.
+ */
+const fromOwnMcpServer = <R>(
+  local: import("./Toolkit.js").Toolkit<R>,
+  name: string,
+  services: Context.Context<Exclude<R, import("./ToolContext.js").ToolContext>>
+) =>
+  Effect.gen(function*() {
+    const [Mcp, HttpServer, Toolkit] = yield* load(
+      () => import("./Mcp.js"),
+      () => import("@effect/platform/HttpServer"),
+      () => import("./Toolkit.js")
+    )
+    // Tools of `local` (filtered, so typed as any tool): they need what `local` needs.
+    const own: import("./Toolkit.js").Toolkit<R> = yield* Toolkit.make(...local.tools.filter((tool) => tool.name === name))
+    const server = yield* Layer.build(Mcp.layerHttp(own, { port: 0 }).pipe(Layer.provide(Layer.succeedContext(services))))
+    const address = Context.get(server, HttpServer.HttpServer).address
+    const url = `http://127.0.0.1:${address._tag === "TcpAddress" ? address.port : 0}/mcp`
+    const remote = yield* Mcp.toolkit({ url })
+    const toolkit: import("./Toolkit.js").Toolkit<R> = yield* Toolkit.make(
+      ...local.tools.filter((tool) => tool.name !== name),
+      ...(yield* remote.tools)
+    )
+    return { toolkit, url, taken: name }
+  })
 
 const demo = Command.make("demo", { model: modelOption, json: jsonOption }, runDemo).pipe(
   Command.withDescription("Run the demo: platform, serving and a task, end to end in this process (the default)")

@@ -28,9 +28,10 @@ import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as Rpc from "@effect/rpc/Rpc"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Cause, Clock, Data, Effect, Layer, Mailbox, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Clock, Data, Effect, Exit, Layer, Mailbox, Option, Schedule, Schema, Stream } from "effect"
 import * as Idempotency from "../Idempotency.js"
 import { Ids } from "../Ids.js"
+import * as SqlStore from "../internal/sqlStore.js"
 import * as Journal from "../Journal.js"
 import { clusterFailover, followAlive, Timing } from "../Timing.js"
 import * as Toolkit from "../Toolkit.js"
@@ -103,16 +104,110 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
   })
 ])
 
+// ---------------------------------------------------------------------------------------------
+// The agents' registrations, kept in the database.
+
+/** Its own migrations table (the journal's and the claims' number from 1 too). */
+const registryMigrationsTable = "agent_tools_cluster_migrations"
+
+const registryMigrations = {
+  "0001_create_cluster_processes": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`CREATE TABLE IF NOT EXISTS cluster_processes (
+      agent_id TEXT NOT NULL,
+      process_id TEXT NOT NULL,
+      manifest TEXT NOT NULL,
+      manifest_hash TEXT NOT NULL,
+      last_seen BIGINT NOT NULL,
+      PRIMARY KEY (agent_id, process_id)
+    )`),
+  "0002_create_cluster_lifecycle": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`CREATE TABLE IF NOT EXISTS cluster_lifecycle (agent_id TEXT NOT NULL, at BIGINT NOT NULL)`)
+}
+
+const ManifestJson = Schema.parseJson(Schema.Array(Toolkit.ManifestEntry))
+
+/**
+ * The registrations of the agents' live processes, in the database: an agent's entity reads them
+ * when it starts on a runner (its shard moved there, or it had gone idle), so that a move forgets
+ * no process; register, heartbeat and deregister write them; silent ones are deleted by the sweep.
+ */
+const makeRegistry = Effect.gen(function*() {
+  const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+  return {
+    load: (agentId: string) =>
+      Effect.flatMap(
+        sql<{ readonly process_id: string; readonly manifest: string; readonly manifest_hash: string; readonly last_seen: string | number }>`
+          SELECT process_id, manifest, manifest_hash, last_seen FROM cluster_processes WHERE agent_id = ${agentId}`,
+        (rows) =>
+          Effect.forEach(rows, (row) =>
+            Effect.map(Schema.decode(ManifestJson)(row.manifest), (manifest) => ({
+              processId: row.process_id,
+              manifest,
+              manifestHash: row.manifest_hash,
+              lastSeen: Number(row.last_seen)
+            })))
+      ).pipe(Effect.orDie),
+    registered: (agentId: string, processId: string, manifest: ReadonlyArray<Toolkit.ManifestEntry>, manifestHash: string, now: number) =>
+      Effect.flatMap(Schema.encode(ManifestJson)(manifest), (text) =>
+        sql`INSERT INTO cluster_processes (agent_id, process_id, manifest, manifest_hash, last_seen)
+          VALUES (${agentId}, ${processId}, ${text}, ${manifestHash}, ${now})
+          ON CONFLICT (agent_id, process_id) DO UPDATE SET manifest = ${text}, manifest_hash = ${manifestHash}, last_seen = ${now}`)
+        .pipe(Effect.orDie, Effect.asVoid),
+    heard: (agentId: string, processId: string, now: number) =>
+      sql`UPDATE cluster_processes SET last_seen = ${now} WHERE agent_id = ${agentId} AND process_id = ${processId}`
+        .pipe(Effect.orDie, Effect.asVoid),
+    deregistered: (agentId: string, processId: string) =>
+      sql`DELETE FROM cluster_processes WHERE agent_id = ${agentId} AND process_id = ${processId}`
+        .pipe(Effect.orDie, Effect.asVoid),
+    /** The times of the agent's lifecycle calls since `since`. */
+    lifecycle: (agentId: string, since: number) =>
+      Effect.map(
+        sql<{ readonly at: string | number }>`SELECT at FROM cluster_lifecycle WHERE agent_id = ${agentId} AND at > ${since}`,
+        (rows) => rows.map((row) => Number(row.at))
+      ).pipe(Effect.orDie),
+    counted: (agentId: string, at: number) =>
+      sql`INSERT INTO cluster_lifecycle (agent_id, at) VALUES (${agentId}, ${at})`.pipe(Effect.orDie, Effect.asVoid),
+    forgetSilent: (before: number, windowStart: number) =>
+      Effect.zipRight(
+        sql`DELETE FROM cluster_processes WHERE last_seen < ${before}`,
+        sql`DELETE FROM cluster_lifecycle WHERE at <= ${windowStart}`
+      ).pipe(Effect.orDie, Effect.asVoid)
+  }
+})
+
+type Registry = Effect.Effect.Success<typeof makeRegistry>
+
 /** The entities' handlers, on this runner's parts: what a runner does for the shards it owns. */
-const layerEntities = (parts: Server.Parts) =>
+const layerEntities = (parts: Server.Parts, registry: Registry) =>
   Layer.mergeAll(
-    AgentEntity.toLayer({
-      Register: ({ address, payload }) => parts.agents.register({ agentId: address.entityId, ...payload }),
-      Heartbeat: ({ address, payload }) => parts.agents.heartbeat({ agentId: address.entityId, ...payload }),
-      Deregister: ({ address, payload }) => parts.agents.deregister({ agentId: address.entityId, ...payload }),
-      Tools: ({ address, payload }) =>
-        Effect.map(Clock.currentTimeMillis, (now) => parts.agents.visible(address.entityId, payload.processId, now))
-    }),
+    AgentEntity.toLayer(Effect.gen(function*() {
+      // This runner now holds the agent: its processes and its budget's window as the database has them.
+      const { entityId: agentId } = yield* Entity.CurrentAddress
+      const now = yield* Clock.currentTimeMillis
+      for (const process of yield* registry.load(agentId)) parts.agents.restore(agentId, process)
+      parts.agents.restoreLifecycle(agentId, yield* registry.lifecycle(agentId, now - parts.limits.lifecycleWindowMillis))
+      /** A lifecycle call the budget let through (refused ones are not counted) is counted in the database too. */
+      const counted = <A, E extends { readonly _tag: string }>(call: Effect.Effect<A, E>, at: number) =>
+        Effect.onExit(call, (exit) =>
+          Exit.isSuccess(exit) || Option.exists(Cause.failureOption(exit.cause), (e) => e._tag !== "LifecycleBudgetExceeded")
+            ? registry.counted(agentId, at)
+            : Effect.void)
+      return AgentEntity.of({
+        Register: ({ payload }) =>
+          Effect.flatMap(Clock.currentTimeMillis, (at) =>
+            Effect.tap(counted(parts.agents.register({ agentId, ...payload }), at), () =>
+              registry.registered(agentId, payload.processId, payload.manifest, payload.manifestHash, at))),
+        Heartbeat: ({ payload }) =>
+          Effect.flatMap(Clock.currentTimeMillis, (at) =>
+            Effect.tap(counted(parts.agents.heartbeat({ agentId, ...payload }), at), ({ known }) =>
+              known ? registry.heard(agentId, payload.processId, at) : Effect.void)),
+        Deregister: ({ payload }) =>
+          Effect.flatMap(Clock.currentTimeMillis, (at) =>
+            Effect.tap(counted(parts.agents.deregister({ agentId, ...payload }), at), () =>
+              registry.deregistered(agentId, payload.processId))),
+        Tools: ({ payload }) => Effect.map(Clock.currentTimeMillis, (now) => parts.agents.visible(agentId, payload.processId, now))
+      })
+    })),
     TaskEntity.toLayer({
       Run: ({ address }) => parts.tasks.runHere(address.entityId),
       Attach: ({ address, payload }) =>
@@ -233,8 +328,15 @@ export const layerHandlers = (options: Server.Options) =>
   Layer.scopedContext(Effect.gen(function*() {
     const journal = yield* Journal.Journal
     const parts = yield* Server.makeParts(options, journal)
+    const registry = yield* makeRegistry
+    // A process silent for `evictSilentAfter` intervals is forgotten by the database too.
+    yield* Effect.forkScoped(Effect.schedule(
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        registry.forgetSilent(now - parts.limits.evictAfterMillis, now - parts.limits.lifecycleWindowMillis)),
+      (yield* Timing).platformSweep
+    ))
     // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
-    yield* Layer.build(layerEntities(parts))
+    yield* Layer.build(layerEntities(parts, registry))
     const backend = yield* clusterBackend
     return yield* Layer.build(Server.layerOf(backend, parts, options))
   }))
@@ -276,7 +378,16 @@ export const layer = (options: Server.Options & { readonly runner?: RunnerOption
 // The schema.
 
 /** The tables a runner needs: the cluster's, the run journal's and the claims'. */
-const tables = ["cluster_messages", "cluster_replies", "cluster_runners", "journal_tasks", "journal_calls", "tool_claims"]
+const tables = [
+  "cluster_messages",
+  "cluster_replies",
+  "cluster_runners",
+  "cluster_processes",
+  "cluster_lifecycle",
+  "journal_tasks",
+  "journal_calls",
+  "tool_claims"
+]
 
 /** The cluster's database has not been set up: `platform migrate` first. */
 export class NotMigrated extends Schema.TaggedError<NotMigrated>("agent-tools/platform/NotMigrated")("NotMigrated", {
@@ -311,6 +422,11 @@ export const migrate = Effect.gen(function*() {
     Journal.layerSqlClient,
     Idempotency.layerSqlClient()
   ))
+  yield* SqlStore.migrate({
+    migrations: registryMigrations,
+    table: registryMigrationsTable,
+    unavailable: (reason) => new NotMigrated({ missing: [`cluster_processes (${reason})`] })
+  })
 }).pipe(Effect.scoped)
 
 /** The `Sharding` service a runner's layers need (re-exported for the type of `layerHandlers`' requirements). */

@@ -372,6 +372,23 @@ const makeAgents = (limits: Limits) => {
         if (agent.processes.size === 0 && agent.lifecycle.every((at) => at <= windowStart)) agents.delete(agentId)
       }
     },
+    /**
+     * Takes back a registration kept elsewhere (cluster mode: the runner that now owns the agent's
+     * shard reads them from the database): the process as it was last heard from, no budget counted.
+     * One already held here is kept.
+     */
+    restore: (agentId: string, process: ProcessEntry): void => {
+      const agent = agentOf(agentId)
+      if (!agent.processes.has(process.processId)) agent.processes.set(process.processId, { ...process })
+    },
+    /**
+     * Takes the times of the agent's lifecycle calls inside the window from where they are kept
+     * (cluster mode: the database, which holds every runner's), in place of this process's, so that
+     * the budget holds across a move of the agent's shard.
+     */
+    restoreLifecycle: (agentId: string, times: ReadonlyArray<number>): void => {
+      agentOf(agentId).lifecycle = [...times].sort((a, b) => a - b)
+    },
     lifecycleCalls: (agentId: string) => ({ ...(counts.get(agentId) ?? noLifecycleCalls()) }),
     processCount: (agentId: string) => agents.get(agentId)?.processes.size ?? 0
   }
