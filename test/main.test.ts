@@ -39,6 +39,9 @@ describe("main: the demo", () => {
     assert.include(stdout, "✔ issue_refund (call-refund-1) approved by the demo's code, not a person: this demo is not interactive")
     assert.include(stdout, "model turn 2 replayed from the journal (the model is not asked again)")
     assert.isBelow(stdout.indexOf("approved by the demo's code"), stdout.indexOf("✓ issue_refund (call-refund-1)"))
+    // One tool comes from an MCP server the demo started itself, and the model's call of it worked (the customer's name).
+    assert.match(stdout, /lookup_customer comes from an MCP server this demo started, at http:\/\/127\.0\.0\.1:\d+\/mcp/)
+    assert.match(stdout, /✓ lookup_customer \(call-customer\)/)
     assert.include(stdout, "deregistered from the platform")
   }, 60_000)
 
