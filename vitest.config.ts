@@ -16,7 +16,8 @@ const slow = [
   "test/AgentApprovalProcess.test.ts",
   "test/platform/ClusterFailover.test.ts",
   "test/platform/Cluster.test.ts",
-  "test/platform/HostileCluster.test.ts"
+  "test/platform/HostileCluster.test.ts",
+  "test/McpConformance.test.ts"
 ]
 
 export default defineConfig({
