@@ -21,7 +21,6 @@ import {
   ErrorCode,
   isInitializeRequest,
   ListToolsRequestSchema,
-  McpError,
   type Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
@@ -95,6 +94,13 @@ const toCallResult = (result: ToolResult, wrapped: boolean): CallToolResult => {
   return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured }
 }
 
+/**
+ * A JSON-RPC error for the SDK to send: its message goes out as it is. An `McpError`'s message
+ * already says "MCP error <code>: ", and the client's McpError says it again.
+ */
+const protocolError = (code: number, message: string): Error & { readonly code: number } =>
+  Object.assign(new Error(message), { code })
+
 /** A server of one connection (stdio) or one session (HTTP), and how to close it. */
 interface Served {
   readonly server: Server
@@ -124,7 +130,7 @@ const makeServer = (
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = toolkit.byName.get(request.params.name)
     if (tool === undefined) {
-      throw new McpError(
+      throw protocolError(
         ErrorCode.InvalidParams,
         `unknown tool ${JSON.stringify(request.params.name)}; the available tools are ${tools.map((t) => t.name).join(", ")}`
       )
@@ -137,7 +143,7 @@ const makeServer = (
     inFlight.add(running)
     const exit = await running.finally(() => inFlight.delete(running))
     // Only a cancelled request ends without a result; the SDK sends nothing for it.
-    if (Exit.isFailure(exit)) throw new McpError(ErrorCode.RequestTimeout, "the request was cancelled")
+    if (Exit.isFailure(exit)) throw protocolError(ErrorCode.RequestTimeout, "the request was cancelled")
     return toCallResult(exit.value, wrappedByName.get(tool.name) ?? true)
   })
   const close = Effect.promise(async () => {

@@ -117,6 +117,11 @@ describe("Mcp over Streamable HTTP, with the official client", () => {
       const cause = error.cause
       assert.instanceOf(cause, McpError)
       assert.strictEqual((cause as McpError).code, -32602)
+      // The prefix once: the server sends the bare message, the client's McpError says "MCP error <code>: ".
+      assert.strictEqual(
+        (cause as McpError).message,
+        "MCP error -32602: unknown tool \"nope\"; the available tools are lookup_order, list_orders, crash, slow"
+      )
     }).pipe(Effect.scoped))
 
   it.live("a request with a foreign Host or Origin header gets a 4xx", () =>
@@ -167,6 +172,24 @@ describe("Mcp over Streamable HTTP, with the official client", () => {
       assert.strictEqual(yield* Effect.promise(() => pending), "cancelled")
       yield* Effect.repeat(Effect.sleep("10 millis"), { until: () => finalized.count > before }).pipe(Effect.timeout("5 seconds"))
       assert.strictEqual(finalized.count, before + 1)
+    }).pipe(Effect.scoped))
+})
+
+describe("Mcp: input errors", () => {
+  it.live("an enum given another value is one issue naming every member", () =>
+    Effect.gen(function*() {
+      const pick = Tool.make("pick", {
+        description: "Pick a kind.",
+        input: { kind: Schema.Literal("a", "b") },
+        timeout: "5 seconds"
+      }, ({ kind }) => Effect.succeed(kind))
+      const { client } = yield* mcpClient(yield* Toolkit.make(pick))
+      const result = yield* Effect.promise(() => client.callTool({ name: "pick", arguments: { kind: "c" } }))
+      assert.isTrue(result.isError)
+      assert.deepStrictEqual(result.content, [{
+        type: "text",
+        text: "pick: invalid input: kind: Expected one of \"a\", \"b\", actual \"c\""
+      }])
     }).pipe(Effect.scoped))
 })
 
