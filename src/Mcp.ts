@@ -16,11 +16,13 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js"
 import {
+  type CallToolRequest,
   CallToolRequestSchema,
   type CallToolResult,
   ErrorCode,
   isInitializeRequest,
   ListToolsRequestSchema,
+  type ServerNotification,
   type Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
@@ -32,7 +34,7 @@ import * as Invocation from "./Invocation.js"
 import { RunState } from "./internal/toolHooks.js"
 import { ToolResult } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
-import type { ToolContext } from "./ToolContext.js"
+import * as ToolContext from "./ToolContext.js"
 import type * as Toolkit from "./Toolkit.js"
 
 /** Remote MCP servers' tools as ours: `Mcp.toolkit` (design: Remote MCP tools). */
@@ -101,6 +103,53 @@ const toCallResult = (result: ToolResult, wrapped: boolean): CallToolResult => {
 const protocolError = (code: number, message: string): Error & { readonly code: number } =>
   Object.assign(new Error(message), { code })
 
+/** What a request handler is given by the SDK. */
+type Extra = Parameters<Parameters<Server["setRequestHandler"]>[1]>[1]
+
+/**
+ * The call's listener (design: MCP): progress to the client when its request carried a progress
+ * token (rising values only, as MCP requires), log lines as `notifications/message` at or above the
+ * session's `logging/setLevel` (the SDK keeps the level per session). Nothing once the call ended.
+ * `related`: sent on the request's own stream (stdio); over HTTP our POST answers are JSON, which
+ * carries nothing but the answer, so they go on the session's GET stream.
+ */
+const listenerOf = (
+  server: Server,
+  tool: string,
+  request: CallToolRequest,
+  extra: Extra,
+  related: boolean
+): ToolContext.Listener & { end: () => void } => {
+  const token = request.params._meta?.progressToken
+  let ended = false
+  let last = -Infinity
+  const send = (notification: ServerNotification) => {
+    const sent = related ? extra.sendNotification(notification) : server.notification(notification)
+    // A client gone or a closed stream: the call goes on regardless.
+    sent.catch(() => undefined)
+  }
+  return {
+    end: () => void (ended = true),
+    progress: (progress, total, message) => {
+      if (ended || token === undefined || !Number.isFinite(progress) || progress <= last) return
+      last = progress
+      send({
+        method: "notifications/progress",
+        params: {
+          progressToken: token,
+          progress,
+          ...(total === undefined || !Number.isFinite(total) ? {} : { total }),
+          ...(message === undefined ? {} : { message })
+        }
+      })
+    },
+    log: (level, message) => {
+      if (ended) return
+      server.sendLoggingMessage({ level, logger: tool, data: message }, extra.sessionId).catch(() => undefined)
+    }
+  }
+}
+
 /** A server of one connection (stdio) or one session (HTTP), and how to close it. */
 interface Served {
   readonly server: Server
@@ -115,11 +164,13 @@ const makeServer = (
   runtime: Runtime.Runtime<any>,
   // One validator for every session: the SDK's default builds an Ajv instance (~100 KB) per server.
   validator: AjvJsonSchemaValidator,
+  // Notifications of a call on the request's stream (stdio), or on the session's (HTTP, JSON answers).
+  related: boolean,
   options?: Options
 ): Served => {
   const server = new Server(
     { name: options?.name ?? "agent-tools", version: options?.version ?? "0.1.0" },
-    { capabilities: { tools: {} }, jsonSchemaValidator: validator }
+    { capabilities: { tools: {}, logging: {} }, jsonSchemaValidator: validator }
   )
   const wrappedByName = new Map(listed.map((l) => [l.entry.name, l.wrapped]))
   const tools = listed.map((l) => l.entry)
@@ -136,12 +187,18 @@ const makeServer = (
       )
     }
     // The SDK aborts `extra.signal` on notifications/cancelled and when the transport closes.
+    const listener = listenerOf(server, tool.name, request, extra, related)
     const running = Runtime.runPromiseExit(runtime)(
-      Invocation.run(tool, request.params.arguments ?? {}, { toolCallId: `mcp-${String(extra.requestId)}`, run }),
+      Invocation.run(tool, request.params.arguments ?? {}, { toolCallId: `mcp-${String(extra.requestId)}`, run }).pipe(
+        Effect.provideService(ToolContext.CallListener, listener)
+      ),
       { signal: extra.signal }
     )
     inFlight.add(running)
-    const exit = await running.finally(() => inFlight.delete(running))
+    const exit = await running.finally(() => {
+      listener.end()
+      inFlight.delete(running)
+    })
     // Only a cancelled request ends without a result; the SDK sends nothing for it.
     if (Exit.isFailure(exit)) throw protocolError(ErrorCode.RequestTimeout, "the request was cancelled")
     return toCallResult(exit.value, wrappedByName.get(tool.name) ?? true)
@@ -190,12 +247,12 @@ const reasonOf = (error: unknown): string => {
 export const serveStdio = <R>(
   toolkit: Toolkit.Toolkit<R>,
   options?: StdioOptions
-): Effect.Effect<void, McpStdioError, Exclude<R, ToolContext>> =>
+): Effect.Effect<void, McpStdioError, Exclude<R, ToolContext.ToolContext>> =>
   Effect.scoped(Effect.gen(function*() {
-    const runtime = yield* Effect.runtime<Exclude<R, ToolContext>>()
+    const runtime = yield* Effect.runtime<Exclude<R, ToolContext.ToolContext>>()
     const stdin = options?.stdin ?? process.stdin
     const stdout = options?.stdout ?? process.stdout
-    const served = makeServer(toolkit, listOf(toolkit), runtime, new AjvJsonSchemaValidator(), options)
+    const served = makeServer(toolkit, listOf(toolkit), runtime, new AjvJsonSchemaValidator(), true, options)
     const ended = yield* Deferred.make<void, McpStdioError>()
     // The SDK reports an error, then closes the transport on a fatal one: the last error is the reason.
     let lastError: string | undefined
@@ -394,7 +451,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
   const listed = listOf(toolkit)
   const route = HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
-      const runtime = yield* Effect.runtime<Exclude<R, ToolContext>>()
+      const runtime = yield* Effect.runtime<Exclude<R, ToolContext.ToolContext>>()
       const ids = yield* Ids
       const clock = yield* Effect.clock
       const validator = new AjvJsonSchemaValidator()
@@ -513,7 +570,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
 
       const openSession = (web: Request, parsedBody: unknown) =>
         Effect.gen(function*() {
-          const served = makeServer(toolkit, listed, runtime, validator, options)
+          const served = makeServer(toolkit, listed, runtime, validator, false, options)
           const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
             sessionIdGenerator: () => ids.make("session"),
             enableJsonResponse: true,

@@ -581,7 +581,7 @@ const runAttempt = (
   info: ToolCallInfo,
   span: Tracer.Span | undefined
 ): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
-  const call = new CallContext(info, calling.clock)
+  const call = new CallContext(info, calling.clock, calling.context)
   let body: unknown
   try {
     body = tool.handler(input, call)
