@@ -1,6 +1,6 @@
 /** The shop's tools over MCP: stdio, or Streamable HTTP. */
 import { Effect, Layer, Schema } from "effect"
-import { Mcp, Tool, ToolContext, Toolkit } from "../src/index.js"
+import { Content, Mcp, Tool, ToolContext, Toolkit } from "../src/index.js"
 import { issueRefund, lookupOrder } from "./tools.js"
 
 /** Serves over HTTP or stdio until stopped. */
@@ -32,3 +32,20 @@ export const importRows = Tool.make("import_rows", {
     return { imported }
   }))
 // #endregion
+
+// #region content
+/** A chart as an image, with a line of text: MCP content rather than JSON. */
+export const salesChart = Tool.make("sales_chart", {
+  description: "Draw the month's sales as a PNG chart.",
+  input: { month: Schema.String },
+  output: Content.Items, // a mix; Content.Item for one item
+  timeout: "10 seconds"
+}, ({ month }) =>
+  Effect.succeed([
+    Content.text(`sales of ${month}`),
+    Content.image({ data: drawChart(month), mimeType: "image/png" }) // bytes, or base64 already
+  ]))
+// #endregion
+
+/** A stand-in for a real chart: the PNG signature. */
+const drawChart = (_month: string): Uint8Array => new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])

@@ -29,6 +29,7 @@ import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv
 import { Deferred, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
 import { createServer } from "node:http"
 import type { Readable, Writable } from "node:stream"
+import * as Content from "./Content.js"
 import { Ids } from "./Ids.js"
 import * as Invocation from "./Invocation.js"
 import { RunState } from "./internal/toolHooks.js"
@@ -51,6 +52,8 @@ interface Listed {
   readonly entry: McpTool
   /** Arrays and primitives go out as `{ result: ... }`, and the output schema says so. */
   readonly wrapped: boolean
+  /** The output is MCP content (`Content.Item`, `Content.Items`): it goes out as `content` items, without an output schema. */
+  readonly content: boolean
 }
 
 // `$id`s that Effect puts on `unknown` and the like would clash inside one schema for a validator.
@@ -67,6 +70,17 @@ const isObjectSchema = (schema: Tool.JsonSchema): boolean =>
 
 /** What `tools/list` says of a tool: the parameters as `inputSchema`, and an object `outputSchema`. */
 export const describe = (tool: Tool.Any): Listed => {
+  if (Content.isContentSchema(tool.output)) {
+    return {
+      wrapped: false,
+      content: true,
+      entry: {
+        name: tool.name,
+        description: tool.description,
+        inputSchema: Tool.jsonSchema(tool).parameters as McpTool["inputSchema"]
+      }
+    }
+  }
   const output = Tool.outputJsonSchema(tool)
   const wrapped = !isObjectSchema(output)
   const { $defs, ...rest } = output as Tool.JsonSchema & { $defs?: unknown }
@@ -80,6 +94,7 @@ export const describe = (tool: Tool.Any): Listed => {
     : withoutIds(output) as McpTool["outputSchema"] & object
   return {
     wrapped,
+    content: false,
     entry: {
       name: tool.name,
       description: tool.description,
@@ -90,8 +105,13 @@ export const describe = (tool: Tool.Any): Listed => {
 }
 
 /** A call's result in MCP's words. */
-const toCallResult = (result: ToolResult, wrapped: boolean): CallToolResult => {
+const toCallResult = (result: ToolResult, listed: Listed | undefined): CallToolResult => {
   if (result.error !== undefined) return { content: [{ type: "text", text: result.error }], isError: true }
+  // Checked against the content Schemas by the pipeline's output encoding.
+  if (listed?.content === true) {
+    return { content: (Array.isArray(result.value) ? result.value : [result.value]) as CallToolResult["content"] }
+  }
+  const wrapped = listed?.wrapped ?? true
   const structured = (wrapped ? { result: result.value } : result.value) as Record<string, unknown>
   return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured }
 }
@@ -172,7 +192,7 @@ const makeServer = (
     { name: options?.name ?? "agent-tools", version: options?.version ?? "0.1.0" },
     { capabilities: { tools: {}, logging: {} }, jsonSchemaValidator: validator }
   )
-  const wrappedByName = new Map(listed.map((l) => [l.entry.name, l.wrapped]))
+  const listedByName = new Map(listed.map((l) => [l.entry.name, l]))
   const tools = listed.map((l) => l.entry)
   const inFlight = new Set<Promise<unknown>>()
   // The session's hook state (design: Hooks): every call of this server shares it; it goes with the server.
@@ -201,7 +221,7 @@ const makeServer = (
     })
     // Only a cancelled request ends without a result; the SDK sends nothing for it.
     if (Exit.isFailure(exit)) throw protocolError(ErrorCode.RequestTimeout, "the request was cancelled")
-    return toCallResult(exit.value, wrappedByName.get(tool.name) ?? true)
+    return toCallResult(exit.value, listedByName.get(tool.name))
   })
   const close = Effect.promise(async () => {
     await server.close()
