@@ -1,7 +1,8 @@
 /**
  * Any toolkit over the Model Context Protocol (design: MCP), on the official SDK's low-level `Server` (raw
  * JSON Schema, no zod of ours): stdio, and Streamable HTTP bound to 127.0.0.1 with Host/Origin
- * checks. `tools/call` goes through `Invocation`; every failure is a result with `isError: true`
+ * checks. `tools/call` goes through the pipeline, as `Invocation.run` (an idempotent tool's outcomes reused within a
+ * session); progress and log lines go to the client; every failure is a result with `isError: true`
  * and the error text; a cancelled request interrupts the call. Limits (design: Hostile clients): over HTTP a body limit
  * counted while reading, a session cap and an idle expiry; over stdio the SDK's message limit, and
  * an end when stdin closes (success) or the transport fails (the reason logged, a failure).
@@ -31,7 +32,7 @@ import { createServer } from "node:http"
 import type { Readable, Writable } from "node:stream"
 import * as Content from "./Content.js"
 import { Ids } from "./Ids.js"
-import * as Invocation from "./Invocation.js"
+import * as Pipeline from "./internal/pipeline.js"
 import { RunState } from "./internal/toolHooks.js"
 import { ToolResult } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
@@ -41,12 +42,63 @@ import type * as Toolkit from "./Toolkit.js"
 /** Remote MCP servers' tools as ours: `Mcp.toolkit` (design: Remote MCP tools). */
 export * from "./McpClient.js"
 
-/** How the server introduces itself. */
+/** How the server introduces itself, and what a session keeps. */
 export interface Options {
   /** Default `agent-tools`. */
   readonly name?: string | undefined
   readonly version?: string | undefined
+  /**
+   * The JSON an idempotent tool's reused outcomes may hold per session, their inputs' keys counted
+   * too: past it, a new outcome is not kept (the calls still run). Default 256 KiB; 0 reuses nothing.
+   */
+  readonly maxReusedBytes?: number | undefined
 }
+
+/** The default of `Options.maxReusedBytes`. */
+export const reuseDefaults = { maxReusedBytes: 256 * 1024 } as const
+
+/**
+ * An idempotent tool's outcomes within one session (design: MCP), as the agent loop's per-run reuse:
+ * the first outcome for an input, success or failure, answers the session's later calls with it. A
+ * cancelled call leaves none. Bounded by the bytes of their JSON and keys.
+ */
+class SessionOutcomes {
+  private readonly entries = new Map<string, ToolResult>()
+  private bytes = 0
+  constructor(private readonly maxBytes: number) {}
+  get(key: string): ToolResult | undefined {
+    return this.entries.get(key)
+  }
+  /** Keeps `result` for `key` if it is the first and fits. */
+  keep(key: string, result: ToolResult): void {
+    if (this.entries.has(key) || result.failure?._tag === "Interrupted") return
+    const size = key.length + (result.error?.length ?? (JSON.stringify(result.value) ?? "").length)
+    if (this.bytes + size > this.maxBytes) return
+    this.bytes += size
+    this.entries.set(key, result)
+  }
+}
+
+/** A `tools/call` through the pipeline; an idempotent tool's through the session's outcomes. */
+const invoke = (
+  tool: Tool.Any,
+  args: unknown,
+  options: Pipeline.Options & { readonly toolCallId: string },
+  outcomes: SessionOutcomes
+): Effect.Effect<ToolResult> =>
+  Effect.withFiberRuntime((fiber, status) => {
+    const calling = new Pipeline.CallingFiber(fiber, status.runtimeFlags)
+    if (!tool.idempotent) return Pipeline.awaitStarted(Pipeline.start(calling, tool, args, options))
+    const decoded = Pipeline.decodeInput(calling, tool, args)
+    if (decoded instanceof ToolResult) return Effect.succeed(decoded)
+    const key = `${tool.name}\n${Pipeline.inputKey(tool, decoded.input)}`
+    const known = outcomes.get(key)
+    if (known !== undefined) return Pipeline.awaitStarted(Pipeline.traceReuse(calling, tool, options.toolCallId, known))
+    return Effect.tap(
+      Pipeline.awaitStarted(Pipeline.startDecoded(calling, tool, decoded.input, options)),
+      (result) => Effect.sync(() => outcomes.keep(key, result))
+    )
+  })
 
 interface Listed {
   readonly entry: McpTool
@@ -197,6 +249,7 @@ const makeServer = (
   const inFlight = new Set<Promise<unknown>>()
   // The session's hook state (design: Hooks): every call of this server shares it; it goes with the server.
   const run = new RunState()
+  const outcomes = new SessionOutcomes(options?.maxReusedBytes ?? reuseDefaults.maxReusedBytes)
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }))
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = toolkit.byName.get(request.params.name)
@@ -209,7 +262,7 @@ const makeServer = (
     // The SDK aborts `extra.signal` on notifications/cancelled and when the transport closes.
     const listener = listenerOf(server, tool.name, request, extra, related)
     const running = Runtime.runPromiseExit(runtime)(
-      Invocation.run(tool, request.params.arguments ?? {}, { toolCallId: `mcp-${String(extra.requestId)}`, run }).pipe(
+      invoke(tool, request.params.arguments ?? {}, { toolCallId: `mcp-${String(extra.requestId)}`, run }, outcomes).pipe(
         Effect.provideService(ToolContext.CallListener, listener)
       ),
       { signal: extra.signal }

@@ -10,7 +10,8 @@ import {
 } from "@modelcontextprotocol/sdk/types.js"
 import { Deferred, Effect, Schema } from "effect"
 import { fileURLToPath } from "node:url"
-import { mcpClient, mcpServer } from "./support/mcpHttp.js"
+import { mcpClient, mcpServer, mcpSession } from "./support/mcpHttp.js"
+import { mcpStdioClient } from "./support/mcpStreams.js"
 import { Tool, Toolkit } from "../src/index.js"
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
@@ -190,6 +191,46 @@ describe("Mcp: input errors", () => {
         type: "text",
         text: "pick: invalid input: kind: Expected one of \"a\", \"b\", actual \"c\""
       }])
+    }).pipe(Effect.scoped))
+})
+
+describe("Mcp: an idempotent tool's outcomes within a session", () => {
+  it.live("are reused by the session's later calls with the same input; another session or input runs again", () =>
+    Effect.gen(function*() {
+      const runs = { quote: 0, draw: 0 }
+      const quote = Tool.make("quote", {
+        description: "Quote a price.",
+        input: { sku: Schema.String },
+        output: Schema.Struct({ sku: Schema.String, run: Schema.Number }),
+        idempotent: true,
+        timeout: "5 seconds"
+      }, ({ sku }) => Effect.sync(() => ({ sku, run: ++runs.quote })))
+      const draw = Tool.make("draw", { description: "Draw a number.", input: {}, timeout: "5 seconds" }, () =>
+        Effect.sync(() => ++runs.draw))
+      const { client, port } = yield* mcpClient(yield* Toolkit.make(quote, draw))
+      const call = (c: typeof client, name: string, args: Record<string, unknown>) =>
+        Effect.promise(() => c.callTool({ name, arguments: args })).pipe(Effect.map((r) => r.structuredContent))
+      assert.deepStrictEqual(yield* call(client, "quote", { sku: "a" }), { sku: "a", run: 1 })
+      assert.deepStrictEqual(yield* call(client, "quote", { sku: "a" }), { sku: "a", run: 1 })
+      assert.deepStrictEqual(yield* call(client, "quote", { sku: "b" }), { sku: "b", run: 2 })
+      const other = yield* mcpSession(port)
+      assert.deepStrictEqual(yield* call(other, "quote", { sku: "a" }), { sku: "a", run: 3 })
+      assert.deepStrictEqual(yield* call(client, "draw", {}), { result: 1 })
+      assert.deepStrictEqual(yield* call(client, "draw", {}), { result: 2 })
+      assert.deepStrictEqual(runs, { quote: 3, draw: 2 })
+    }).pipe(Effect.scoped))
+
+  it.live("past maxReusedBytes an outcome is not kept: the calls run again", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      const quote = Tool.make("quote", { description: "Quote.", input: { sku: Schema.String }, idempotent: true, timeout: "5 seconds" },
+        () => Effect.sync(() => ++runs))
+      const { client } = yield* mcpStdioClient(yield* Toolkit.make(quote), { maxReusedBytes: 12 })
+      const call = (sku: string) =>
+        Effect.promise(() => client.callTool({ name: "quote", arguments: { sku } })).pipe(Effect.map((r) => r.structuredContent))
+      // "quote\n{"sku":"a"}" and "1" are 15 bytes: over 12.
+      assert.deepStrictEqual([yield* call("a"), yield* call("a")], [{ result: 1 }, { result: 2 }])
+      assert.strictEqual(runs, 2)
     }).pipe(Effect.scoped))
 })
 
