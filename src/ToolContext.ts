@@ -3,7 +3,7 @@
  * this is, and when its deadline falls. `Invocation` provides it; a handler reads it with
  * `yield* ToolContext.ToolContext` or, when it may run outside a call, `yield* ToolContext.current`.
  */
-import { Clock, Context, Duration, Effect, LogLevel as EffectLogLevel, Option } from "effect"
+import { Clock, Context, Duration, Effect, type FiberRefs, LogLevel as EffectLogLevel, Option, Runtime } from "effect"
 
 /** What a handler knows about the call it is serving. Times are epoch milliseconds. */
 export interface ToolCallInfo {
@@ -133,8 +133,11 @@ export class CallContext implements Call {
   constructor(
     readonly info: ToolCallInfo,
     readonly clock: { readonly unsafeCurrentTimeMillis: () => number },
-    // The caller's context, read for the listener on first use only.
-    readonly context: Context.Context<never> = Context.empty()
+    // The calling fiber's services and fiber refs, read on first use only: the listener, and the logger of a line nobody hears.
+    readonly calling?: {
+      readonly context: Context.Context<never>
+      readonly fiber: { readonly getFiberRefs: () => FiberRefs.FiberRefs }
+    }
   ) {}
   get taskId(): string {
     return this.info.taskId
@@ -166,10 +169,23 @@ export class CallContext implements Call {
     return () => this.info.deadlineAt - this.clock.unsafeCurrentTimeMillis() <= this.info.expiringThresholdMillis
   }
   get progress(): (progress: number, total?: number, message?: string) => void {
-    return (progress, total, message) => Context.get(this.context, CallListener).progress(progress, total, message)
+    return (progress, total, message) => this.listener().progress(progress, total, message)
   }
   get log(): (level: LogLevel, message: unknown) => void {
-    return (level, message) => Context.get(this.context, CallListener).log(level, logText(message))
+    return (level, message) => {
+      const listener = this.listener()
+      if (listener !== nobody || this.calling === undefined) return listener.log(level, logText(message))
+      // Through the caller's logger (stderr under `mcp`, its annotations), as `ToolContext.log` in an Effect.
+      const runtime = Runtime.make({
+        context: this.calling.context,
+        fiberRefs: this.calling.fiber.getFiberRefs(),
+        runtimeFlags: Runtime.defaultRuntimeFlags
+      })
+      Runtime.runSync(runtime)(Effect.logWithLevel(effectLevels[level], logText(message)))
+    }
+  }
+  private listener(): Listener {
+    return this.calling === undefined ? nobody : Context.get(this.calling.context, CallListener)
   }
   /** Aborts the signal with `reason`; later aborts keep the first reason. */
   abort(reason: unknown): void {

@@ -16,8 +16,17 @@ describe("ToolContext.progress and ToolContext.log outside MCP", () => {
           yield* ToolContext.log("critical", { token: Redacted.make("s3cret") })
           return "done"
         }))
-      const result = yield* Invocation.run(tool, {}).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+      // A body that is not an Effect: its Call's log goes through the caller's logger too.
+      const plain = Tool.make("plain", { description: "Works.", input: {}, timeout: "5 seconds" }, async (_, call) => {
+        call.progress(1)
+        call.log("notice", "plain line")
+        return "done too"
+      })
+      const withLogger = Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+      const result = yield* Invocation.run(tool, {}).pipe(withLogger)
+      const plainResult = yield* Invocation.run(plain, {}).pipe(withLogger)
       assert.strictEqual(result.value, "done")
-      assert.deepStrictEqual(lines, ["WARN key <redacted>", "FATAL {\"token\":\"<redacted>\"}"])
+      assert.strictEqual(plainResult.value, "done too")
+      assert.deepStrictEqual(lines, ["WARN key <redacted>", "FATAL {\"token\":\"<redacted>\"}", "INFO plain line"])
     }))
 })

@@ -581,7 +581,7 @@ const runAttempt = (
   info: ToolCallInfo,
   span: Tracer.Span | undefined
 ): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
-  const call = new CallContext(info, calling.clock, calling.context)
+  const call = new CallContext(info, calling.clock, calling)
   let body: unknown
   try {
     body = tool.handler(input, call)
