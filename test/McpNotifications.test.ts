@@ -5,7 +5,7 @@ import { LoggingMessageNotificationSchema, type Progress } from "@modelcontextpr
 import { Deferred, Effect, Redacted } from "effect"
 import { mcpClient, mcpSession } from "./support/mcpHttp.js"
 import { mcpStdioClient } from "./support/mcpStreams.js"
-import { Tool, ToolContext, Toolkit } from "../src/index.js"
+import { Mcp, Tool, ToolContext, Toolkit } from "../src/index.js"
 
 const steps = Tool.make("steps", { description: "Counts to three.", input: {}, timeout: "5 seconds" }, () =>
   Effect.gen(function*() {
@@ -156,5 +156,36 @@ describe("Mcp: log lines", () => {
       yield* Effect.sleep("50 millis")
       assert.deepStrictEqual(lines, ["error logs {\"user\":\"ada\",\"token\":\"<redacted>\"}"])
       assert.deepStrictEqual(otherLines.map((l) => l.split(" ")[0]), ["info", "warning", "error"])
+    }).pipe(Effect.scoped))
+})
+
+describe("Mcp: progress of a remote tool", () => {
+  it.live("a remote server's progress reaches our client through Mcp.toolkit and our server", () =>
+    Effect.gen(function*() {
+      const heard = yield* Deferred.make<void>()
+      const ticking = Tool.make("ticking", { description: "Ticks.", input: {}, timeout: "10 seconds" }, () =>
+        Effect.gen(function*() {
+          for (let i = 1; i <= 200 && !(yield* Deferred.isDone(heard)); i++) {
+            yield* ToolContext.progress(i, 200)
+            yield* Effect.sleep("20 millis")
+          }
+          return "ticked"
+        }))
+      // The remote server over HTTP; its tools served again by ours, over stdio framing.
+      const { url } = yield* mcpClient(yield* Toolkit.make(ticking))
+      const remote = yield* Mcp.toolkit({ url, prefix: "far_" })
+      const { client } = yield* mcpStdioClient(yield* remote.toolkit)
+      const seen: Array<Progress> = []
+      const result = yield* Effect.promise(() =>
+        client.callTool({ name: "far_ticking", arguments: {} }, undefined, {
+          onprogress: (p) => {
+            seen.push(p)
+            Deferred.unsafeDone(heard, Effect.void)
+          }
+        })
+      )
+      assert.deepStrictEqual(result.structuredContent, { result: "ticked" })
+      assert.isAtLeast(seen.length, 1)
+      assert.strictEqual(seen[0]!.total, 200)
     }).pipe(Effect.scoped))
 })
