@@ -5,6 +5,7 @@
 import { Cause, Clock, Data, Duration, Effect, Either, FiberRef, type Layer, Mailbox, Option, Schema, Stream } from "effect"
 import { createHash } from "node:crypto"
 import * as Builtins from "./Builtins.js"
+import * as Content from "./Content.js"
 import { Ids } from "./Ids.js"
 import * as Journal from "./Journal.js"
 import * as Json from "./internal/json.js"
@@ -497,7 +498,7 @@ const loop = (
       // Calls waiting for approval: their turn's other outcomes are journaled; the run stops here.
       if (state.pending.length > 0) return yield* state.suspend()
       state.records.push(...records)
-      state.messages = [...state.messages, said, ...records.map(toMessage)]
+      state.messages = [...state.messages, said, ...records.map(toMessage(toolkit))]
       if (agent.completion === "explicit") {
         // A task_complete beside other calls ends the run once they have all finished (design: Built-ins).
         const complete = records.find((r) => r.name === Builtins.taskCompleteName && r.result.success)
@@ -524,13 +525,21 @@ const fingerprintOf = (tool: Tool.Any): string => {
   return known
 }
 
-const toMessage = (record: ToolCallRecord): LanguageModel.Message => ({
+/** A call's outcome as the model reads it: the error text, a content output's rendering (design: Content), or JSON. */
+const toMessage = (toolkit: Toolkit.Toolkit<any>) => (record: ToolCallRecord): LanguageModel.Message => ({
   _tag: "ToolResultMessage",
   toolCallId: record.id,
   name: record.name,
-  content: record.result.error ?? JSON.stringify(record.result.value),
+  content: record.result.error ?? contentText(toolkit, record) ?? JSON.stringify(record.result.value),
   isError: record.result.error !== undefined
 })
+
+const contentText = (toolkit: Toolkit.Toolkit<any>, record: ToolCallRecord): string | undefined => {
+  const tool = toolkit.byName.get(record.name)
+  return tool !== undefined && Content.isContentSchema(tool.output)
+    ? Content.render(record.result.value as Content.Item | Content.Items)
+    : undefined
+}
 
 /**
  * A call's arguments as a record and an event show them: the parsed JSON, or the raw text when it is

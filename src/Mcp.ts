@@ -1,7 +1,8 @@
 /**
  * Any toolkit over the Model Context Protocol (design: MCP), on the official SDK's low-level `Server` (raw
  * JSON Schema, no zod of ours): stdio, and Streamable HTTP bound to 127.0.0.1 with Host/Origin
- * checks. `tools/call` goes through `Invocation`; every failure is a result with `isError: true`
+ * checks. `tools/call` goes through the pipeline, as `Invocation.run` (an idempotent tool's outcomes reused within a
+ * session); progress and log lines go to the client; every failure is a result with `isError: true`
  * and the error text; a cancelled request interrupts the call. Limits (design: Hostile clients): over HTTP a body limit
  * counted while reading, a session cap and an idle expiry; over stdio the SDK's message limit, and
  * an end when stdin closes (success) or the transport fails (the reason logged, a failure).
@@ -16,40 +17,95 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js"
 import {
+  type CallToolRequest,
   CallToolRequestSchema,
   type CallToolResult,
   ErrorCode,
   isInitializeRequest,
   ListToolsRequestSchema,
-  McpError,
+  type ServerNotification,
   type Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
 import { Deferred, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
 import { createServer } from "node:http"
 import type { Readable, Writable } from "node:stream"
+import * as Content from "./Content.js"
 import { Ids } from "./Ids.js"
-import * as Invocation from "./Invocation.js"
+import * as Pipeline from "./internal/pipeline.js"
 import { RunState } from "./internal/toolHooks.js"
 import { ToolResult } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
-import type { ToolContext } from "./ToolContext.js"
+import * as ToolContext from "./ToolContext.js"
 import type * as Toolkit from "./Toolkit.js"
 
 /** Remote MCP servers' tools as ours: `Mcp.toolkit` (design: Remote MCP tools). */
 export * from "./McpClient.js"
 
-/** How the server introduces itself. */
+/** How the server introduces itself, and what a session keeps. */
 export interface Options {
   /** Default `agent-tools`. */
   readonly name?: string | undefined
   readonly version?: string | undefined
+  /**
+   * The JSON an idempotent tool's reused outcomes may hold per session, their inputs' keys counted
+   * too: past it, a new outcome is not kept (the calls still run). Default 256 KiB; 0 reuses nothing.
+   */
+  readonly maxReusedBytes?: number | undefined
 }
+
+/** The default of `Options.maxReusedBytes`. */
+export const reuseDefaults = { maxReusedBytes: 256 * 1024 } as const
+
+/**
+ * An idempotent tool's outcomes within one session (design: MCP), as the agent loop's per-run reuse:
+ * the first outcome for an input, success or failure, answers the session's later calls with it. A
+ * cancelled call leaves none. Bounded by the bytes of their JSON and keys.
+ */
+class SessionOutcomes {
+  private readonly entries = new Map<string, ToolResult>()
+  private bytes = 0
+  constructor(private readonly maxBytes: number) {}
+  get(key: string): ToolResult | undefined {
+    return this.entries.get(key)
+  }
+  /** Keeps `result` for `key` if it is the first and fits. */
+  keep(key: string, result: ToolResult): void {
+    if (this.entries.has(key) || result.failure?._tag === "Interrupted") return
+    const size = key.length + (result.error?.length ?? (JSON.stringify(result.value) ?? "").length)
+    if (this.bytes + size > this.maxBytes) return
+    this.bytes += size
+    this.entries.set(key, result)
+  }
+}
+
+/** A `tools/call` through the pipeline; an idempotent tool's through the session's outcomes. */
+const invoke = (
+  tool: Tool.Any,
+  args: unknown,
+  options: Pipeline.Options & { readonly toolCallId: string },
+  outcomes: SessionOutcomes
+): Effect.Effect<ToolResult> =>
+  Effect.withFiberRuntime((fiber, status) => {
+    const calling = new Pipeline.CallingFiber(fiber, status.runtimeFlags)
+    if (!tool.idempotent) return Pipeline.awaitStarted(Pipeline.start(calling, tool, args, options))
+    const decoded = Pipeline.decodeInput(calling, tool, args)
+    if (decoded instanceof ToolResult) return Effect.succeed(decoded)
+    const key = `${tool.name}\n${Pipeline.inputKey(tool, decoded.input)}`
+    const known = outcomes.get(key)
+    if (known !== undefined) return Pipeline.awaitStarted(Pipeline.traceReuse(calling, tool, options.toolCallId, known))
+    return Effect.tap(
+      Pipeline.awaitStarted(Pipeline.startDecoded(calling, tool, decoded.input, options)),
+      (result) => Effect.sync(() => outcomes.keep(key, result))
+    )
+  })
 
 interface Listed {
   readonly entry: McpTool
   /** Arrays and primitives go out as `{ result: ... }`, and the output schema says so. */
   readonly wrapped: boolean
+  /** The output is MCP content (`Content.Item`, `Content.Items`): it goes out as `content` items, without an output schema. */
+  readonly content: boolean
 }
 
 // `$id`s that Effect puts on `unknown` and the like would clash inside one schema for a validator.
@@ -66,6 +122,17 @@ const isObjectSchema = (schema: Tool.JsonSchema): boolean =>
 
 /** What `tools/list` says of a tool: the parameters as `inputSchema`, and an object `outputSchema`. */
 export const describe = (tool: Tool.Any): Listed => {
+  if (Content.isContentSchema(tool.output)) {
+    return {
+      wrapped: false,
+      content: true,
+      entry: {
+        name: tool.name,
+        description: tool.description,
+        inputSchema: Tool.jsonSchema(tool).parameters as McpTool["inputSchema"]
+      }
+    }
+  }
   const output = Tool.outputJsonSchema(tool)
   const wrapped = !isObjectSchema(output)
   const { $defs, ...rest } = output as Tool.JsonSchema & { $defs?: unknown }
@@ -79,6 +146,7 @@ export const describe = (tool: Tool.Any): Listed => {
     : withoutIds(output) as McpTool["outputSchema"] & object
   return {
     wrapped,
+    content: false,
     entry: {
       name: tool.name,
       description: tool.description,
@@ -89,10 +157,69 @@ export const describe = (tool: Tool.Any): Listed => {
 }
 
 /** A call's result in MCP's words. */
-const toCallResult = (result: ToolResult, wrapped: boolean): CallToolResult => {
+const toCallResult = (result: ToolResult, listed: Listed | undefined): CallToolResult => {
   if (result.error !== undefined) return { content: [{ type: "text", text: result.error }], isError: true }
+  // Checked against the content Schemas by the pipeline's output encoding.
+  if (listed?.content === true) {
+    return { content: (Array.isArray(result.value) ? result.value : [result.value]) as CallToolResult["content"] }
+  }
+  const wrapped = listed?.wrapped ?? true
   const structured = (wrapped ? { result: result.value } : result.value) as Record<string, unknown>
   return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured }
+}
+
+/**
+ * A JSON-RPC error for the SDK to send: its message goes out as it is. An `McpError`'s message
+ * already says "MCP error <code>: ", and the client's McpError says it again.
+ */
+const protocolError = (code: number, message: string): Error & { readonly code: number } =>
+  Object.assign(new Error(message), { code })
+
+/** What a request handler is given by the SDK. */
+type Extra = Parameters<Parameters<Server["setRequestHandler"]>[1]>[1]
+
+/**
+ * The call's listener (design: MCP): progress to the client when its request carried a progress
+ * token (rising values only, as MCP requires), log lines as `notifications/message` at or above the
+ * session's `logging/setLevel` (the SDK keeps the level per session). Nothing once the call ended.
+ * `related`: sent on the request's own stream (stdio); over HTTP our POST answers are JSON, which
+ * carries nothing but the answer, so they go on the session's GET stream.
+ */
+const listenerOf = (
+  server: Server,
+  tool: string,
+  request: CallToolRequest,
+  extra: Extra,
+  related: boolean
+): ToolContext.Listener & { end: () => void } => {
+  const token = request.params._meta?.progressToken
+  let ended = false
+  let last = -Infinity
+  const send = (notification: ServerNotification) => {
+    const sent = related ? extra.sendNotification(notification) : server.notification(notification)
+    // A client gone or a closed stream: the call goes on regardless.
+    sent.catch(() => undefined)
+  }
+  return {
+    end: () => void (ended = true),
+    progress: (progress, total, message) => {
+      if (ended || token === undefined || !Number.isFinite(progress) || progress <= last) return
+      last = progress
+      send({
+        method: "notifications/progress",
+        params: {
+          progressToken: token,
+          progress,
+          ...(total === undefined || !Number.isFinite(total) ? {} : { total }),
+          ...(message === undefined ? {} : { message })
+        }
+      })
+    },
+    log: (level, message) => {
+      if (ended) return
+      server.sendLoggingMessage({ level, logger: tool, data: message }, extra.sessionId).catch(() => undefined)
+    }
+  }
 }
 
 /** A server of one connection (stdio) or one session (HTTP), and how to close it. */
@@ -109,36 +236,45 @@ const makeServer = (
   runtime: Runtime.Runtime<any>,
   // One validator for every session: the SDK's default builds an Ajv instance (~100 KB) per server.
   validator: AjvJsonSchemaValidator,
+  // Notifications of a call on the request's stream (stdio), or on the session's (HTTP, JSON answers).
+  related: boolean,
   options?: Options
 ): Served => {
   const server = new Server(
     { name: options?.name ?? "agent-tools", version: options?.version ?? "0.1.0" },
-    { capabilities: { tools: {} }, jsonSchemaValidator: validator }
+    { capabilities: { tools: {}, logging: {} }, jsonSchemaValidator: validator }
   )
-  const wrappedByName = new Map(listed.map((l) => [l.entry.name, l.wrapped]))
+  const listedByName = new Map(listed.map((l) => [l.entry.name, l]))
   const tools = listed.map((l) => l.entry)
   const inFlight = new Set<Promise<unknown>>()
   // The session's hook state (design: Hooks): every call of this server shares it; it goes with the server.
   const run = new RunState()
+  const outcomes = new SessionOutcomes(options?.maxReusedBytes ?? reuseDefaults.maxReusedBytes)
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }))
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = toolkit.byName.get(request.params.name)
     if (tool === undefined) {
-      throw new McpError(
+      throw protocolError(
         ErrorCode.InvalidParams,
         `unknown tool ${JSON.stringify(request.params.name)}; the available tools are ${tools.map((t) => t.name).join(", ")}`
       )
     }
     // The SDK aborts `extra.signal` on notifications/cancelled and when the transport closes.
+    const listener = listenerOf(server, tool.name, request, extra, related)
     const running = Runtime.runPromiseExit(runtime)(
-      Invocation.run(tool, request.params.arguments ?? {}, { toolCallId: `mcp-${String(extra.requestId)}`, run }),
+      invoke(tool, request.params.arguments ?? {}, { toolCallId: `mcp-${String(extra.requestId)}`, run }, outcomes).pipe(
+        Effect.provideService(ToolContext.CallListener, listener)
+      ),
       { signal: extra.signal }
     )
     inFlight.add(running)
-    const exit = await running.finally(() => inFlight.delete(running))
+    const exit = await running.finally(() => {
+      listener.end()
+      inFlight.delete(running)
+    })
     // Only a cancelled request ends without a result; the SDK sends nothing for it.
-    if (Exit.isFailure(exit)) throw new McpError(ErrorCode.RequestTimeout, "the request was cancelled")
-    return toCallResult(exit.value, wrappedByName.get(tool.name) ?? true)
+    if (Exit.isFailure(exit)) throw protocolError(ErrorCode.RequestTimeout, "the request was cancelled")
+    return toCallResult(exit.value, listedByName.get(tool.name))
   })
   const close = Effect.promise(async () => {
     await server.close()
@@ -184,12 +320,12 @@ const reasonOf = (error: unknown): string => {
 export const serveStdio = <R>(
   toolkit: Toolkit.Toolkit<R>,
   options?: StdioOptions
-): Effect.Effect<void, McpStdioError, Exclude<R, ToolContext>> =>
+): Effect.Effect<void, McpStdioError, Exclude<R, ToolContext.ToolContext>> =>
   Effect.scoped(Effect.gen(function*() {
-    const runtime = yield* Effect.runtime<Exclude<R, ToolContext>>()
+    const runtime = yield* Effect.runtime<Exclude<R, ToolContext.ToolContext>>()
     const stdin = options?.stdin ?? process.stdin
     const stdout = options?.stdout ?? process.stdout
-    const served = makeServer(toolkit, listOf(toolkit), runtime, new AjvJsonSchemaValidator(), options)
+    const served = makeServer(toolkit, listOf(toolkit), runtime, new AjvJsonSchemaValidator(), true, options)
     const ended = yield* Deferred.make<void, McpStdioError>()
     // The SDK reports an error, then closes the transport on a fatal one: the last error is the reason.
     let lastError: string | undefined
@@ -388,7 +524,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
   const listed = listOf(toolkit)
   const route = HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
-      const runtime = yield* Effect.runtime<Exclude<R, ToolContext>>()
+      const runtime = yield* Effect.runtime<Exclude<R, ToolContext.ToolContext>>()
       const ids = yield* Ids
       const clock = yield* Effect.clock
       const validator = new AjvJsonSchemaValidator()
@@ -507,7 +643,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
 
       const openSession = (web: Request, parsedBody: unknown) =>
         Effect.gen(function*() {
-          const served = makeServer(toolkit, listed, runtime, validator, options)
+          const served = makeServer(toolkit, listed, runtime, validator, false, options)
           const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
             sessionIdGenerator: () => ids.make("session"),
             enableJsonResponse: true,

@@ -3,7 +3,7 @@
  * this is, and when its deadline falls. `Invocation` provides it; a handler reads it with
  * `yield* ToolContext.ToolContext` or, when it may run outside a call, `yield* ToolContext.current`.
  */
-import { Clock, Context, Duration, Effect, Option } from "effect"
+import { Clock, Context, Duration, Effect, type FiberRefs, LogLevel as EffectLogLevel, Option, Runtime } from "effect"
 
 /** What a handler knows about the call it is serving. Times are epoch milliseconds. */
 export interface ToolCallInfo {
@@ -37,6 +37,70 @@ export const isExpiring: Effect.Effect<boolean, never, ToolContext> = Effect.fla
   (ctx) => Effect.map(Clock.currentTimeMillis, (now) => ctx.deadlineAt - now <= ctx.expiringThresholdMillis)
 )
 
+/** The levels of a call's log lines: MCP's (syslog's), lowest first. */
+export type LogLevel = "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency"
+
+/**
+ * Who hears a call's progress and log lines (design: Call context): over MCP, the client that made the
+ * call (`Mcp` provides it for each `tools/call`); by default, nobody for progress and Effect's
+ * logger for log lines. Plain functions that never throw, so a report costs a handler nothing.
+ */
+export interface Listener {
+  readonly progress: (progress: number, total: number | undefined, message: string | undefined) => void
+  readonly log: (level: LogLevel, message: string) => void
+}
+
+const effectLevels: Record<LogLevel, EffectLogLevel.LogLevel> = {
+  debug: EffectLogLevel.Debug,
+  info: EffectLogLevel.Info,
+  notice: EffectLogLevel.Info,
+  warning: EffectLogLevel.Warning,
+  error: EffectLogLevel.Error,
+  critical: EffectLogLevel.Fatal,
+  alert: EffectLogLevel.Fatal,
+  emergency: EffectLogLevel.Fatal
+}
+
+/** A log line as text: a string as it is, anything else as JSON; a `Redacted` anywhere is `<redacted>`. */
+export const logText = (message: unknown): string => {
+  if (typeof message === "string") return message
+  try {
+    return JSON.stringify(message) ?? String(message)
+  } catch {
+    return String(message)
+  }
+}
+
+const nobody: Listener = {
+  progress: () => undefined,
+  log: (level, message) => void Effect.runFork(Effect.logWithLevel(effectLevels[level], message))
+}
+
+/** The listener of the current call: `Mcp`'s for a `tools/call`, the default elsewhere. */
+export class CallListener extends Context.Reference<CallListener>()("agent-tools/ToolContext/CallListener", {
+  defaultValue: (): Listener => nobody
+}) {}
+
+/**
+ * Reports how far the call is: `progress` (rising with each report) of `total` if known, and a
+ * message. Over MCP, a `notifications/progress` to the client when its request asked for them; a
+ * no-op elsewhere. A notification only: it does not move the call's deadline.
+ */
+export const progress = (progress: number, total?: number, message?: string): Effect.Effect<void> =>
+  Effect.flatMap(CallListener, (listener) => Effect.sync(() => listener.progress(progress, total, message)))
+
+/**
+ * A log line of the call: over MCP, a `notifications/message` to the client (at or above the level it
+ * set with `logging/setLevel`); elsewhere, Effect's log at the matching level. A value that is not a
+ * string goes as JSON; a `Redacted` in it, or in a template string, reads `<redacted>`.
+ */
+export const log = (level: LogLevel, message: unknown): Effect.Effect<void> =>
+  Effect.flatMap(CallListener, (listener) =>
+    listener === nobody
+      // In the calling fiber, so that its logger (stderr under `mcp`) and annotations apply.
+      ? Effect.logWithLevel(effectLevels[level], logText(message))
+      : Effect.sync(() => listener.log(level, logText(message))))
+
 /**
  * The second argument of every handler (design: Handler shapes): the call's context for a body that is not an Effect,
  * an async or a plain function. Its clock is the caller's, so `TestClock` drives `remaining`.
@@ -51,6 +115,10 @@ export interface Call extends ToolCallInfo {
   readonly remaining: () => number
   /** True when the remaining time is at or under the expiring threshold: finish up, start nothing new. */
   readonly isExpiring: () => boolean
+  /** As `ToolContext.progress`, at once. */
+  readonly progress: (progress: number, total?: number, message?: string) => void
+  /** As `ToolContext.log`, at once. */
+  readonly log: (level: LogLevel, message: unknown) => void
 }
 
 /**
@@ -62,7 +130,15 @@ export class CallContext implements Call {
   private controller: AbortController | undefined = undefined
   private reason: unknown = undefined
   private aborted = false
-  constructor(readonly info: ToolCallInfo, readonly clock: { readonly unsafeCurrentTimeMillis: () => number }) {}
+  constructor(
+    readonly info: ToolCallInfo,
+    readonly clock: { readonly unsafeCurrentTimeMillis: () => number },
+    // The calling fiber's services and fiber refs, read on first use only: the listener, and the logger of a line nobody hears.
+    readonly calling?: {
+      readonly context: Context.Context<never>
+      readonly fiber: { readonly getFiberRefs: () => FiberRefs.FiberRefs }
+    }
+  ) {}
   get taskId(): string {
     return this.info.taskId
   }
@@ -91,6 +167,25 @@ export class CallContext implements Call {
   }
   get isExpiring(): () => boolean {
     return () => this.info.deadlineAt - this.clock.unsafeCurrentTimeMillis() <= this.info.expiringThresholdMillis
+  }
+  get progress(): (progress: number, total?: number, message?: string) => void {
+    return (progress, total, message) => this.listener().progress(progress, total, message)
+  }
+  get log(): (level: LogLevel, message: unknown) => void {
+    return (level, message) => {
+      const listener = this.listener()
+      if (listener !== nobody || this.calling === undefined) return listener.log(level, logText(message))
+      // Through the caller's logger (stderr under `mcp`, its annotations), as `ToolContext.log` in an Effect.
+      const runtime = Runtime.make({
+        context: this.calling.context,
+        fiberRefs: this.calling.fiber.getFiberRefs(),
+        runtimeFlags: Runtime.defaultRuntimeFlags
+      })
+      Runtime.runSync(runtime)(Effect.logWithLevel(effectLevels[level], logText(message)))
+    }
+  }
+  private listener(): Listener {
+    return this.calling === undefined ? nobody : Context.get(this.calling.context, CallListener)
   }
   /** Aborts the signal with `reason`; later aborts keep the first reason. */
   abort(reason: unknown): void {

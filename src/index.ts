@@ -1,6 +1,7 @@
 /** agent-tools: one tool definition, run by agents, served to a platform, and spoken over MCP. */
 export * as Agent from "./Agent.js"
 export * as Builtins from "./Builtins.js"
+export * as Content from "./Content.js"
 export * as Hooks from "./Hooks.js"
 export * as Idempotency from "./Idempotency.js"
 export * as Ids from "./Ids.js"

@@ -87,12 +87,26 @@ describe("Invocation.run: input (design: Input)", () => {
       assert.deepStrictEqual(issues, [
         "order.id: Expected string, actual 7",
         "order.customer.name: is missing",
-        "order.customer.tier: Expected \"gold\", actual \"bronze\"",
-        "order.customer.tier: Expected \"silver\", actual \"bronze\"",
+        "order.customer.tier: Expected one of \"gold\", \"silver\", actual \"bronze\"",
         "note: Expected string, actual false"
       ])
       assert.notInclude(result.error!, "Expected undefined")
       assert.strictEqual(runs.count, 0)
+    }))
+
+  it.effect("an enum refused is one issue naming every member; a union of types keeps one per member", () =>
+    Effect.gen(function*() {
+      const { tool } = counting("pick", {
+        kind: Schema.Literal("a", "b"),
+        level: Schema.Literal(1, 2, 3),
+        id: Schema.Union(Schema.String, Schema.Number)
+      })
+      const result = yield* Invocation.run(tool, { kind: "c", level: 4, id: true })
+      assert.strictEqual(
+        result.error,
+        "pick: invalid input: kind: Expected one of \"a\", \"b\", actual \"c\"; level: Expected one of 1, 2, 3, actual 4; " +
+          "id: Expected string, actual true; id: Expected number, actual true"
+      )
     }))
 
   it.effect("refuses __proto__ and constructor keys, however spelled, in text and in values", () =>

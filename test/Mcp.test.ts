@@ -10,7 +10,8 @@ import {
 } from "@modelcontextprotocol/sdk/types.js"
 import { Deferred, Effect, Schema } from "effect"
 import { fileURLToPath } from "node:url"
-import { mcpClient, mcpServer } from "./support/mcpHttp.js"
+import { mcpClient, mcpServer, mcpSession } from "./support/mcpHttp.js"
+import { mcpStdioClient } from "./support/mcpStreams.js"
 import { Tool, Toolkit } from "../src/index.js"
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
@@ -117,6 +118,11 @@ describe("Mcp over Streamable HTTP, with the official client", () => {
       const cause = error.cause
       assert.instanceOf(cause, McpError)
       assert.strictEqual((cause as McpError).code, -32602)
+      // The prefix once: the server sends the bare message, the client's McpError says "MCP error <code>: ".
+      assert.strictEqual(
+        (cause as McpError).message,
+        "MCP error -32602: unknown tool \"nope\"; the available tools are lookup_order, list_orders, crash, slow"
+      )
     }).pipe(Effect.scoped))
 
   it.live("a request with a foreign Host or Origin header gets a 4xx", () =>
@@ -167,6 +173,64 @@ describe("Mcp over Streamable HTTP, with the official client", () => {
       assert.strictEqual(yield* Effect.promise(() => pending), "cancelled")
       yield* Effect.repeat(Effect.sleep("10 millis"), { until: () => finalized.count > before }).pipe(Effect.timeout("5 seconds"))
       assert.strictEqual(finalized.count, before + 1)
+    }).pipe(Effect.scoped))
+})
+
+describe("Mcp: input errors", () => {
+  it.live("an enum given another value is one issue naming every member", () =>
+    Effect.gen(function*() {
+      const pick = Tool.make("pick", {
+        description: "Pick a kind.",
+        input: { kind: Schema.Literal("a", "b") },
+        timeout: "5 seconds"
+      }, ({ kind }) => Effect.succeed(kind))
+      const { client } = yield* mcpClient(yield* Toolkit.make(pick))
+      const result = yield* Effect.promise(() => client.callTool({ name: "pick", arguments: { kind: "c" } }))
+      assert.isTrue(result.isError)
+      assert.deepStrictEqual(result.content, [{
+        type: "text",
+        text: "pick: invalid input: kind: Expected one of \"a\", \"b\", actual \"c\""
+      }])
+    }).pipe(Effect.scoped))
+})
+
+describe("Mcp: an idempotent tool's outcomes within a session", () => {
+  it.live("are reused by the session's later calls with the same input; another session or input runs again", () =>
+    Effect.gen(function*() {
+      const runs = { quote: 0, draw: 0 }
+      const quote = Tool.make("quote", {
+        description: "Quote a price.",
+        input: { sku: Schema.String },
+        output: Schema.Struct({ sku: Schema.String, run: Schema.Number }),
+        idempotent: true,
+        timeout: "5 seconds"
+      }, ({ sku }) => Effect.sync(() => ({ sku, run: ++runs.quote })))
+      const draw = Tool.make("draw", { description: "Draw a number.", input: {}, timeout: "5 seconds" }, () =>
+        Effect.sync(() => ++runs.draw))
+      const { client, port } = yield* mcpClient(yield* Toolkit.make(quote, draw))
+      const call = (c: typeof client, name: string, args: Record<string, unknown>) =>
+        Effect.promise(() => c.callTool({ name, arguments: args })).pipe(Effect.map((r) => r.structuredContent))
+      assert.deepStrictEqual(yield* call(client, "quote", { sku: "a" }), { sku: "a", run: 1 })
+      assert.deepStrictEqual(yield* call(client, "quote", { sku: "a" }), { sku: "a", run: 1 })
+      assert.deepStrictEqual(yield* call(client, "quote", { sku: "b" }), { sku: "b", run: 2 })
+      const other = yield* mcpSession(port)
+      assert.deepStrictEqual(yield* call(other, "quote", { sku: "a" }), { sku: "a", run: 3 })
+      assert.deepStrictEqual(yield* call(client, "draw", {}), { result: 1 })
+      assert.deepStrictEqual(yield* call(client, "draw", {}), { result: 2 })
+      assert.deepStrictEqual(runs, { quote: 3, draw: 2 })
+    }).pipe(Effect.scoped))
+
+  it.live("past maxReusedBytes an outcome is not kept: the calls run again", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      const quote = Tool.make("quote", { description: "Quote.", input: { sku: Schema.String }, idempotent: true, timeout: "5 seconds" },
+        () => Effect.sync(() => ++runs))
+      const { client } = yield* mcpStdioClient(yield* Toolkit.make(quote), { maxReusedBytes: 12 })
+      const call = (sku: string) =>
+        Effect.promise(() => client.callTool({ name: "quote", arguments: { sku } })).pipe(Effect.map((r) => r.structuredContent))
+      // "quote\n{"sku":"a"}" and "1" are 15 bytes: over 12.
+      assert.deepStrictEqual([yield* call("a"), yield* call("a")], [{ result: 1 }, { result: 2 }])
+      assert.strictEqual(runs, 2)
     }).pipe(Effect.scoped))
 })
 

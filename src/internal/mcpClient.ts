@@ -207,7 +207,12 @@ const remoteTool = (
         { method: "tools/call", params: { name: listed.name, arguments: input as Record<string, unknown> } },
         CallToolResultSchema,
         // The deadline aborts the signal: the SDK sends notifications/cancelled. Its own timeout must not come first.
-        { signal: call.signal, timeout: call.remaining() + 1_000 }
+        // The server's progress is the call's: passed on to whoever hears ours (our MCP client, say).
+        {
+          signal: call.signal,
+          timeout: call.remaining() + 1_000,
+          onprogress: (progress) => call.progress(progress.progress, progress.total, progress.message)
+        }
       )
     let live = await connections.get()
     let result: CallToolResult

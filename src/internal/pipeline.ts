@@ -509,11 +509,47 @@ export const checkResult = (toolName: string, result: ToolResult, config: Config
 
 /** Every issue of a parse error, `path: message`, joined with "; ". */
 const formatIssues = (issue: ParseResult.ParseIssue): string =>
-  ParseResult.ArrayFormatter.formatIssueSync(issue)
-    // An optional field's schema is `X | undefined`: Effect reports the `undefined` branch too. Noise.
-    .filter((issue) => !(issue._tag === "Type" && issue.message.startsWith("Expected undefined, actual")))
-    .map((issue) => `${formatPath(issue.path)}: ${issue.message}`)
-    .join("; ")
+  withLiteralsJoined(
+    ParseResult.ArrayFormatter.formatIssueSync(issue)
+      // An optional field's schema is `X | undefined`: Effect reports the `undefined` branch too. Noise.
+      .filter((issue) => !(issue._tag === "Type" && issue.message.startsWith("Expected undefined, actual")))
+      .map((issue) => ({ path: formatPath(issue.path), message: issue.message }))
+  ).map((issue) => `${issue.path}: ${issue.message}`).join("; ")
+
+// Effect's message for one literal member of a union: `Expected "a", actual "c"` (a JSON string, a number, a boolean, null).
+const literalMismatch = /^Expected ("(?:[^"\\]|\\.)*"|-?\d[\d.e+-]*n?|true|false|null), actual (.*)$/s
+
+/**
+ * An enum (a union of literals) refused: Effect gives one issue per member, said here once, at the
+ * first one's place: `kind: Expected one of "a", "b", actual "c"`. Other issues are kept as they are.
+ */
+const withLiteralsJoined = (
+  issues: ReadonlyArray<{ readonly path: string; readonly message: string }>
+): Array<{ readonly path: string; readonly message: string }> => {
+  const groups = new Map<string, Array<string>>()
+  for (const issue of issues) {
+    const match = literalMismatch.exec(issue.message)
+    if (match === null) continue
+    const key = `${issue.path}\u0000${match[2]}`
+    const group = groups.get(key)
+    if (group === undefined) groups.set(key, [match[1]!])
+    else group.push(match[1]!)
+  }
+  const out: Array<{ readonly path: string; readonly message: string }> = []
+  const said = new Set<string>()
+  for (const issue of issues) {
+    const match = literalMismatch.exec(issue.message)
+    const key = match === null ? undefined : `${issue.path}\u0000${match[2]}`
+    const group = key === undefined ? undefined : groups.get(key)
+    if (group === undefined || group.length < 2) {
+      out.push(issue)
+    } else if (!said.has(key!)) {
+      said.add(key!)
+      out.push({ path: issue.path, message: `Expected one of ${group.join(", ")}, actual ${match![2]}` })
+    }
+  }
+  return out
+}
 
 const formatPath = (path: ReadonlyArray<PropertyKey>): string => {
   if (path.length === 0) return "(root)"
@@ -545,7 +581,7 @@ const runAttempt = (
   info: ToolCallInfo,
   span: Tracer.Span | undefined
 ): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
-  const call = new CallContext(info, calling.clock)
+  const call = new CallContext(info, calling.clock, calling)
   let body: unknown
   try {
     body = tool.handler(input, call)
