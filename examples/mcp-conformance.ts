@@ -6,7 +6,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer, Schema } from "effect"
-import { Mcp, Tool, Toolkit } from "../src/index.js"
+import { Content, Mcp, Tool, Toolkit, ToolContext } from "../src/index.js"
 
 /** tools-call-simple-text: a text result. */
 const simpleText = Tool.make("test_simple_text", {
@@ -26,10 +26,67 @@ const errorHandling = Tool.make("test_error_handling", {
   timeout: "10 seconds"
 }, () => Effect.fail(new TestError({ message: "This tool intentionally returns an error for testing" })))
 
+/** A 1x1 PNG, and a short silent WAV: what the content scenarios check is the item's type, data and mimeType. */
+const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+const wav = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA="
+
+const content = (name: string, description: string, output: Content.Item) =>
+  Tool.make(name, { description, input: {}, output: Content.Item, timeout: "10 seconds" }, () => Effect.succeed(output))
+
+const contents_ = (name: string, description: string, output: Content.Items) =>
+  Tool.make(name, { description, input: {}, output: Content.Items, timeout: "10 seconds" }, () => Effect.succeed(output))
+
+/** tools-call-image, -audio, -embedded-resource, -mixed-content. */
+const contents = [
+  content("test_image_content", "Tests image content response", Content.image({ data: png, mimeType: "image/png" })),
+  content("test_audio_content", "Tests audio content response", Content.audio({ data: wav, mimeType: "audio/wav" })),
+  content(
+    "test_embedded_resource",
+    "Tests embedded resource content response",
+    Content.resource({ uri: "test://embedded-resource", mimeType: "text/plain", text: "This is an embedded resource content." })
+  ),
+  contents_("test_multiple_content_types", "Tests response with multiple content types (text, image, resource)", [
+    Content.text("Multiple content types test:"),
+    Content.image({ data: png, mimeType: "image/png" }),
+    Content.resource({ uri: "test://mixed-content-resource", mimeType: "application/json", text: "{\"test\":\"data\",\"value\":123}" })
+  ])
+]
+
+/** tools-call-with-logging: three log lines to the client during the call. */
+const withLogging = Tool.make("test_tool_with_logging", {
+  description: "Tests tool that emits log messages during execution",
+  input: {},
+  output: Schema.String,
+  timeout: "10 seconds"
+}, () =>
+  Effect.gen(function*() {
+    yield* ToolContext.log("info", "Tool execution started")
+    yield* Effect.sleep("50 millis")
+    yield* ToolContext.log("info", "Tool processing data")
+    yield* Effect.sleep("50 millis")
+    yield* ToolContext.log("info", "Tool execution completed")
+    return "Tool with logging executed successfully"
+  }))
+
+/** tools-call-with-progress: progress 0, 50 and 100 of 100. */
+const withProgress = Tool.make("test_tool_with_progress", {
+  description: "Tests tool that reports progress notifications",
+  input: {},
+  output: Schema.String,
+  timeout: "10 seconds"
+}, () =>
+  Effect.gen(function*() {
+    for (const done of [0, 50, 100]) {
+      yield* ToolContext.progress(done, 100, `Completed step ${done / 50 + 1} of 3`)
+      yield* Effect.sleep("50 millis")
+    }
+    return "Tool with progress executed successfully"
+  }))
+
 const port = Number(process.argv[process.argv.indexOf("--port") + 1] || 8790)
 
 Effect.gen(function*() {
-  const toolkit = yield* Toolkit.make(simpleText, errorHandling)
+  const toolkit = yield* Toolkit.make(simpleText, errorHandling, ...contents, withLogging, withProgress)
   return yield* Layer.launch(Layer.mergeAll(
     Mcp.layerHttp(toolkit, { port }),
     Layer.effectDiscard(Effect.sync(() => process.stdout.write(`listening http://127.0.0.1:${port}/mcp\n`)))

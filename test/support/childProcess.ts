@@ -16,9 +16,9 @@ export interface Child {
   readonly waitFor: (prefix: string, timeoutMillis: number) => Promise<string | undefined>
 }
 
-/** Starts `node --import tsx <script>` in the project's folder with `env` added to this process's. */
-export const startChild = (script: string, env: Record<string, string>): Child =>
-  startNode(["--import", "tsx", script], env)
+/** Starts `node --import tsx <script> [args]` in the project's folder with `env` added to this process's. */
+export const startChild = (script: string, env: Record<string, string>, args: ReadonlyArray<string> = []): Child =>
+  startNode(["--import", "tsx", script, ...args], env)
 
 /**
  * Bundles `script` (a path from the project's folder) and what it imports into one ESM file in
