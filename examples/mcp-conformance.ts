@@ -6,7 +6,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer, Schema } from "effect"
-import { Content, Mcp, Tool, Toolkit, ToolContext } from "../src/index.js"
+import { Content, Mcp, Sampling, Tool, Toolkit, ToolContext, UserPrompt } from "../src/index.js"
 
 /** tools-call-simple-text: a text result. */
 const simpleText = Tool.make("test_simple_text", {
@@ -83,10 +83,42 @@ const withProgress = Tool.make("test_tool_with_progress", {
     return "Tool with progress executed successfully"
   }))
 
+/** tools-call-sampling: the client's model answers the prompt (`Sampling`, there when the client can sample). */
+const sampling = Tool.make("test_sampling", {
+  description: "Tests server-initiated sampling (LLM completion request)",
+  input: { prompt: Schema.String },
+  output: Schema.String,
+  timeout: "30 seconds"
+}, ({ prompt }) =>
+  Effect.flatMap(Effect.serviceOption(Sampling.Sampling), (model) =>
+    model._tag === "None"
+      ? Effect.succeed("this client cannot sample")
+      : Effect.map(model.value.ask(prompt, { maxTokens: 100 }), (text) => `LLM response: ${text}`)))
+
+/** tools-call-elicitation: the user answers through the client (`UserPrompt`, backed by elicitation). */
+const elicitation = Tool.make("test_elicitation", {
+  description: "Tests server-initiated elicitation (user input request)",
+  input: { message: Schema.String },
+  output: Schema.String,
+  timeout: "30 seconds"
+}, ({ message }) =>
+  Effect.flatMap(Effect.serviceOption(UserPrompt.UserPrompt), (prompt) =>
+    prompt._tag === "None"
+      ? Effect.succeed("this client cannot ask its user")
+      : Effect.map(prompt.value.ask(message), (answer) => `User response: ${answer}`)))
+
 const port = Number(process.argv[process.argv.indexOf("--port") + 1] || 8790)
 
 Effect.gen(function*() {
-  const toolkit = yield* Toolkit.make(simpleText, errorHandling, ...contents, withLogging, withProgress)
+  const toolkit = yield* Toolkit.make(
+    simpleText,
+    errorHandling,
+    ...contents,
+    withLogging,
+    withProgress,
+    sampling,
+    elicitation
+  )
   return yield* Layer.launch(Layer.mergeAll(
     Mcp.layerHttp(toolkit, { port }),
     Layer.effectDiscard(Effect.sync(() => process.stdout.write(`listening http://127.0.0.1:${port}/mcp\n`)))

@@ -38,6 +38,8 @@ import { ToolResult } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
 import * as ToolContext from "./ToolContext.js"
 import type * as Toolkit from "./Toolkit.js"
+import { Sampling, SamplingError } from "./Sampling.js"
+import { UserPrompt, UserPromptError } from "./UserPrompt.js"
 
 /** Remote MCP servers' tools as ours: `Mcp.toolkit` (design: Remote MCP tools). */
 export * from "./McpClient.js"
@@ -222,6 +224,58 @@ const listenerOf = (
   }
 }
 
+/**
+ * What a call may ask the client (design: MCP), when the client said it can: the user, through
+ * elicitation (the `UserPrompt` that `ask_user` and approvals use), and its model, through sampling
+ * (`Sampling`). Over HTTP the request goes on the session's stream, as notifications do.
+ */
+const clientServices = (server: Server, extra: Extra, related: boolean, signal: AbortSignal) => {
+  const capabilities = server.getClientCapabilities()
+  const options = { signal, ...(related ? { relatedRequestId: extra.requestId } : {}) }
+  const describe = (error: unknown) => error instanceof Error ? error.message : String(error)
+  const prompt = capabilities?.elicitation === undefined ? undefined : UserPrompt.of({
+    ask: (question) =>
+      Effect.tryPromise({
+        try: () =>
+          server.elicitInput({
+            message: question,
+            requestedSchema: {
+              type: "object",
+              properties: { answer: { type: "string", title: "Answer", description: question } },
+              required: ["answer"]
+            }
+          }, options),
+        catch: (error) => new UserPromptError({ message: `the client gave no answer (${describe(error)})` })
+      }).pipe(Effect.flatMap((result) => {
+        const answer = result.content?.answer
+        if (result.action === "accept" && typeof answer === "string") return Effect.succeed(answer)
+        return Effect.fail(new UserPromptError({
+          message: result.action === "accept" ? "the client's answer has no text" : `the user ${result.action === "decline" ? "declined" : "cancelled"} the question`
+        }))
+      }))
+  })
+  const sampling = capabilities?.sampling === undefined ? undefined : Sampling.of({
+    ask: (text, ask) =>
+      Effect.tryPromise({
+        try: () =>
+          server.createMessage({
+            messages: [{ role: "user", content: { type: "text", text } }],
+            maxTokens: ask?.maxTokens ?? 1024
+          }, options),
+        catch: (error) => new SamplingError({ message: `the client's model gave no answer (${describe(error)})` })
+      }).pipe(Effect.flatMap((result) =>
+        result.content.type === "text"
+          ? Effect.succeed(result.content.text)
+          : Effect.fail(new SamplingError({ message: `the client's model answered ${result.content.type}, not text` }))
+      ))
+  })
+  return <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    effect.pipe(
+      prompt === undefined ? (e) => e : Effect.provideService(UserPrompt, prompt),
+      sampling === undefined ? (e) => e : Effect.provideService(Sampling, sampling)
+    )
+}
+
 /** A server of one connection (stdio) or one session (HTTP), and how to close it. */
 interface Served {
   readonly server: Server
@@ -263,7 +317,8 @@ const makeServer = (
     const listener = listenerOf(server, tool.name, request, extra, related)
     const running = Runtime.runPromiseExit(runtime)(
       invoke(tool, request.params.arguments ?? {}, { toolCallId: `mcp-${String(extra.requestId)}`, run }, outcomes).pipe(
-        Effect.provideService(ToolContext.CallListener, listener)
+        Effect.provideService(ToolContext.CallListener, listener),
+        clientServices(server, extra, related, extra.signal)
       ),
       { signal: extra.signal }
     )

@@ -2,8 +2,10 @@
  * The official MCP conformance suite (`@modelcontextprotocol/conformance`), run as its CLI runs it,
  * on Node 20 through test/support/conformance/preload.mjs.
  * - Server scenarios: the suite against examples/mcp-conformance.ts (our `Mcp.layerHttp` serving
- *   tools written with `Tool.make`). Not applicable, because not built: sampling, elicitation,
- *   completion, resources, prompts and the JSON Schema 2020-12 tool.
+ *   tools written with `Tool.make`). Not applicable, because not built: completion, resources,
+ *   prompts, the JSON Schema 2020-12 tool and the elicitation scenarios of forms with defaults and
+ *   enums (SEP-1034, SEP-1330); `server-sse-polling` has no check for a server that answers POSTs
+ *   with JSON.
  * - Client scenarios: the suite's scenario servers against our client (`Mcp.toolkit`, in
  *   test/support/conformanceClient.ts).
  */
@@ -42,6 +44,8 @@ const serverScenarios = [
   "tools-call-with-logging",
   "tools-call-error",
   "tools-call-with-progress",
+  "tools-call-sampling",
+  "tools-call-elicitation",
   "logging-set-level",
   "dns-rebinding-protection",
   "server-sse-multiple-streams"

@@ -37,12 +37,15 @@ class StreamsTransport implements Transport {
 }
 
 /** The toolkit served over stdio framing in this process, and a connected client; both end with the scope. */
-export const mcpStdioClient = (toolkit: Toolkit.Toolkit<any>, options?: Mcp.Options) =>
+export const mcpStdioClient = (
+  toolkit: Toolkit.Toolkit<any>,
+  options?: Mcp.Options,
+  client: Client = new Client({ name: "test", version: "1.0.0" })
+) =>
   Effect.gen(function*() {
     const toServer = new PassThrough()
     const toClient = new PassThrough()
     yield* Effect.forkScoped(Mcp.serveStdio(toolkit as Toolkit.Toolkit<never>, { ...options, stdin: toServer, stdout: toClient }))
-    const client = new Client({ name: "test", version: "1.0.0" })
     const transport = new StreamsTransport(toClient, toServer)
     yield* Effect.acquireRelease(
       Effect.promise(() => client.connect(transport)),
