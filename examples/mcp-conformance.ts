@@ -107,6 +107,26 @@ const elicitation = Tool.make("test_elicitation", {
       ? Effect.succeed("this client cannot ask its user")
       : Effect.map(prompt.value.ask(message), (answer) => `User response: ${answer}`)))
 
+/**
+ * json-schema-2020-12: the input Schema carries its JSON Schema (a 2020-12 document, with `$defs`
+ * and `additionalProperties`), which `tools/list` gives as it is; the input is decoded by the Schema.
+ */
+const Address = Schema.Struct({ street: Schema.optional(Schema.String), city: Schema.optional(Schema.String) })
+const jsonSchema2020 = Tool.make("json_schema_2020_12_tool", {
+  description: "Tool with JSON Schema 2020-12 features",
+  input: Schema.Struct({ name: Schema.optional(Schema.String), address: Schema.optional(Address) }).annotations({
+    jsonSchema: {
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+      type: "object",
+      $defs: { address: { type: "object", properties: { street: { type: "string" }, city: { type: "string" } } } },
+      properties: { name: { type: "string" }, address: { $ref: "#/$defs/address" } },
+      additionalProperties: false
+    }
+  }),
+  output: Schema.String,
+  timeout: "10 seconds"
+}, ({ name }) => Effect.succeed(`hello ${name ?? "there"}`))
+
 const port = Number(process.argv[process.argv.indexOf("--port") + 1] || 8790)
 
 Effect.gen(function*() {
@@ -117,7 +137,8 @@ Effect.gen(function*() {
     withLogging,
     withProgress,
     sampling,
-    elicitation
+    elicitation,
+    jsonSchema2020
   )
   return yield* Layer.launch(Layer.mergeAll(
     Mcp.layerHttp(toolkit, { port }),

@@ -3,7 +3,7 @@
  * on Node 20 through test/support/conformance/preload.mjs.
  * - Server scenarios: the suite against examples/mcp-conformance.ts (our `Mcp.layerHttp` serving
  *   tools written with `Tool.make`). Not applicable, because not built: completion, resources,
- *   prompts, the JSON Schema 2020-12 tool and the elicitation scenarios of forms with defaults and
+ *   prompts, and the elicitation scenarios of forms with defaults and
  *   enums (SEP-1034, SEP-1330); `server-sse-polling` has no check for a server that answers POSTs
  *   with JSON.
  * - Client scenarios: the suite's scenario servers against our client (`Mcp.toolkit`, in
@@ -46,6 +46,7 @@ const serverScenarios = [
   "tools-call-with-progress",
   "tools-call-sampling",
   "tools-call-elicitation",
+  "json-schema-2020-12",
   "logging-set-level",
   "dns-rebinding-protection",
   "server-sse-multiple-streams"
