@@ -3,8 +3,9 @@
  * serving processes (here, in this process) each connected first to a different runner with the
  * other runners' URLs to go on to. First 20 tasks of 4 tool calls each run across the runners and
  * all complete; then 10 more, and SIGKILL takes one runner away with tasks running on it and a call
- * in flight on a serving process's socket to it. Every task completes on the others, no journaled
- * turn is asked again, and no call has a second side effect.
+ * in flight on a serving process's socket to it (and, in a second test, SIGTERM stops it as a deploy
+ * would). Every task completes on the others, no journaled turn is asked again, and no call has a
+ * second side effect.
  */
 import { assert, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
@@ -59,128 +60,131 @@ const readAsks = (file: string): Array<Ask> =>
     return { at: Number(at), runner: runner!, prompt: prompt!, step: Number(step) }
   })
 
-it.live("SIGKILL of a runner with tasks and a socket on it: every task completes on the others, turns asked once, side effects = unique calls", () =>
-  Effect.gen(function*() {
-    const dir = mkdtempSync(join(tmpdir(), "agent-tools-cluster-"))
-    yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
-    const asksFile = join(dir, "asks.txt")
-    writeFileSync(asksFile, "")
-    const server = yield* Pg.postgres()
-    yield* Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(server.url) }))
+// SIGKILL: the runner dies at once (its shard locks expire); SIGTERM: a deploy stops it (it hands its shards over).
+for (const signal of ["SIGKILL", "SIGTERM"] as const) {
+  it.live(`${signal} of a runner with tasks and a socket on it: every task completes on the others, turns asked once, side effects = unique calls`, () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "agent-tools-cluster-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const asksFile = join(dir, "asks.txt")
+      writeFileSync(asksFile, "")
+      const server = yield* Pg.postgres()
+      yield* Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(server.url) }))
 
-    // Three runners, one after the other (each waits for its socket before the next starts).
-    const runners: Array<{ child: Child; url: string }> = []
-    for (let i = 0; i < 3; i++) {
-      const runnerPort = yield* Effect.promise(() => Pg.freePort())
-      const child = startChild("test/support/clusterRunnerChild.ts", {
-        DATABASE_URL: server.url,
-        RUNNER_PORT: String(runnerPort),
-        RUNNER: `r${i}`,
-        ASKS_FILE: asksFile,
-        TURNS: String(turns)
+      // Three runners, one after the other (each waits for its socket before the next starts).
+      const runners: Array<{ child: Child; url: string }> = []
+      for (let i = 0; i < 3; i++) {
+        const runnerPort = yield* Effect.promise(() => Pg.freePort())
+        const child = startChild("test/support/clusterRunnerChild.ts", {
+          DATABASE_URL: server.url,
+          RUNNER_PORT: String(runnerPort),
+          RUNNER: `r${i}`,
+          ASKS_FILE: asksFile,
+          TURNS: String(turns)
+        })
+        yield* Effect.addFinalizer(() => Effect.sync(() => child.process.kill("SIGKILL")))
+        const line = yield* Effect.promise(() => child.waitFor("listening:", 60_000))
+        assert.isDefined(line, `runner ${i} did not start: ${child.lines.join("\n")}`)
+        runners.push({ child, url: line!.slice("listening:".length) })
+      }
+      const [r0, r1, r2] = runners as [typeof runners[0], typeof runners[0], typeof runners[0]]
+
+      const effects = new Map<string, number>()
+      const serving = (urls: ReadonlyArray<string>, tool: string) =>
+        Effect.gen(function*() {
+          const scope = yield* Effect.scope
+          const client = Context.get(
+            yield* Layer.buildWithScope(clientLayer({ url: urls.join(",") }, policy), scope),
+            PlatformClient.PlatformClient
+          )
+          const toolkit = yield* Toolkit.make(slowTool(tool, effects))
+          return yield* Serve.make(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
+        }).pipe(Effect.provide(policy))
+      // A's socket is on the runner that will die; B's on another.
+      const a = yield* serving([r0.url, r1.url, r2.url], "alpha")
+      const b = yield* serving([r1.url, r2.url, r0.url], "beta")
+
+      // First, 20 tasks at once with no runner lost: every one completes, its events in order.
+      const warmStarted = Date.now()
+      const warm = yield* Effect.forEach(
+        Array.from({ length: 20 }, (_, i) => i),
+        (i) => Stream.runCollect((i % 2 === 0 ? a : b).submitTask(`warm ${i}`)).pipe(Effect.map((events) => [...events])),
+        { concurrency: "unbounded" }
+      ).pipe(Effect.timeout("120 seconds"))
+      const warmMillis = Date.now() - warmStarted
+      for (const [i, events] of warm.entries()) {
+        const tags = events.map((e) => e._tag)
+        assert.strictEqual(tags[0], "TaskStarted", `warm ${i}: ${tags}`)
+        assert.strictEqual(tags[tags.length - 1], "TaskCompleted", `warm ${i}: ${tags}`)
+        const last = events[events.length - 1]!
+        assert.strictEqual(last._tag === "TaskCompleted" ? last.output : "", `done warm ${i}`)
+      }
+      assert.strictEqual(effects.size, 20 * turns)
+      assert.deepStrictEqual([...effects].filter(([, n]) => n > 1), [])
+      effects.clear()
+      const asksBefore = readAsks(asksFile).length
+
+      const runs = yield* Effect.forEach(
+        Array.from({ length: tasks }, (_, i) => i),
+        (i) =>
+          Stream.runCollect((i % 2 === 0 ? a : b).submitTask(`task ${i}`)).pipe(
+            Effect.map((events) => [...events]),
+            Effect.timeout("120 seconds")
+          ),
+        { concurrency: "unbounded" }
+      ).pipe(Effect.fork)
+
+      // Kill r0 once the tasks are under way: some of them run on it, A's calls go out on its socket.
+      // ... with a call of A's in flight on r0's socket.
+      yield* Effect.promise(async () => {
+        while (readAsks(asksFile).length < asksBefore + tasks * 2 || (running.get("alpha") ?? 0) === 0) {
+          await new Promise((r) => setTimeout(r, 10))
+        }
       })
-      yield* Effect.addFinalizer(() => Effect.sync(() => child.process.kill("SIGKILL")))
-      const line = yield* Effect.promise(() => child.waitFor("listening:", 60_000))
-      assert.isDefined(line, `runner ${i} did not start: ${child.lines.join("\n")}`)
-      runners.push({ child, url: line!.slice("listening:".length) })
-    }
-    const [r0, r1, r2] = runners as [typeof runners[0], typeof runners[0], typeof runners[0]]
+      const inFlight = running.get("alpha") ?? 0
+      const asksOnR0 = readAsks(asksFile).slice(asksBefore).filter((ask) => ask.runner === "r0").length
+      const killedAt = Date.now()
+      r0.child.process.kill(signal)
+      const results = yield* Fiber.join(runs)
+      const doneMillis = Date.now() - killedAt
 
-    const effects = new Map<string, number>()
-    const serving = (urls: ReadonlyArray<string>, tool: string) =>
-      Effect.gen(function*() {
-        const scope = yield* Effect.scope
-        const client = Context.get(
-          yield* Layer.buildWithScope(clientLayer({ url: urls.join(",") }, policy), scope),
-          PlatformClient.PlatformClient
-        )
-        const toolkit = yield* Toolkit.make(slowTool(tool, effects))
-        return yield* Serve.make(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
-      }).pipe(Effect.provide(policy))
-    // A's socket is on the runner that will die; B's on another.
-    const a = yield* serving([r0.url, r1.url, r2.url], "alpha")
-    const b = yield* serving([r1.url, r2.url, r0.url], "beta")
-
-    // First, 20 tasks at once with no runner lost: every one completes, its events in order.
-    const warmStarted = Date.now()
-    const warm = yield* Effect.forEach(
-      Array.from({ length: 20 }, (_, i) => i),
-      (i) => Stream.runCollect((i % 2 === 0 ? a : b).submitTask(`warm ${i}`)).pipe(Effect.map((events) => [...events])),
-      { concurrency: "unbounded" }
-    ).pipe(Effect.timeout("120 seconds"))
-    const warmMillis = Date.now() - warmStarted
-    for (const [i, events] of warm.entries()) {
-      const tags = events.map((e) => e._tag)
-      assert.strictEqual(tags[0], "TaskStarted", `warm ${i}: ${tags}`)
-      assert.strictEqual(tags[tags.length - 1], "TaskCompleted", `warm ${i}: ${tags}`)
-      const last = events[events.length - 1]!
-      assert.strictEqual(last._tag === "TaskCompleted" ? last.output : "", `done warm ${i}`)
-    }
-    assert.strictEqual(effects.size, 20 * turns)
-    assert.deepStrictEqual([...effects].filter(([, n]) => n > 1), [])
-    effects.clear()
-    const asksBefore = readAsks(asksFile).length
-
-    const runs = yield* Effect.forEach(
-      Array.from({ length: tasks }, (_, i) => i),
-      (i) =>
-        Stream.runCollect((i % 2 === 0 ? a : b).submitTask(`task ${i}`)).pipe(
-          Effect.map((events) => [...events]),
-          Effect.timeout("120 seconds")
-        ),
-      { concurrency: "unbounded" }
-    ).pipe(Effect.fork)
-
-    // Kill r0 once the tasks are under way: some of them run on it, A's calls go out on its socket.
-    // ... with a call of A's in flight on r0's socket.
-    yield* Effect.promise(async () => {
-      while (readAsks(asksFile).length < asksBefore + tasks * 2 || (running.get("alpha") ?? 0) === 0) {
-        await new Promise((r) => setTimeout(r, 10))
+      for (const [i, events] of results.entries()) {
+        const last = events[events.length - 1]!
+        assert.strictEqual(last._tag, "TaskCompleted", `task ${i}: ${events.map((e) => e._tag).join(" ")}`)
+        assert.strictEqual(last._tag === "TaskCompleted" ? last.output : "", `done task ${i}`)
       }
-    })
-    const inFlight = running.get("alpha") ?? 0
-    const asksOnR0 = readAsks(asksFile).slice(asksBefore).filter((ask) => ask.runner === "r0").length
-    const killedAt = Date.now()
-    r0.child.process.kill("SIGKILL")
-    const results = yield* Fiber.join(runs)
-    const doneMillis = Date.now() - killedAt
+      // Side effects = unique calls: every (tool, task, step) ran exactly once.
+      assert.strictEqual(effects.size, tasks * turns)
+      const twice = [...effects].filter(([, n]) => n > 1)
+      assert.deepStrictEqual(twice, [])
 
-    for (const [i, events] of results.entries()) {
-      const last = events[events.length - 1]!
-      assert.strictEqual(last._tag, "TaskCompleted", `task ${i}: ${events.map((e) => e._tag).join(" ")}`)
-      assert.strictEqual(last._tag === "TaskCompleted" ? last.output : "", `done task ${i}`)
-    }
-    // Side effects = unique calls: every (tool, task, step) ran exactly once.
-    assert.strictEqual(effects.size, tasks * turns)
-    const twice = [...effects].filter(([, n]) => n > 1)
-    assert.deepStrictEqual(twice, [])
-
-    const asks = readAsks(asksFile).slice(asksBefore)
-    const seen = new Map<string, Ask>()
-    let askedAgain = 0
-    for (const ask of asks) {
-      const key = `${ask.prompt}#${ask.step}`
-      const first = seen.get(key)
-      if (first === undefined) {
-        seen.set(key, ask)
-        continue
+      const asks = readAsks(asksFile).slice(asksBefore)
+      const seen = new Map<string, Ask>()
+      let askedAgain = 0
+      for (const ask of asks) {
+        const key = `${ask.prompt}#${ask.step}`
+        const first = seen.get(key)
+        if (first === undefined) {
+          seen.set(key, ask)
+          continue
+        }
+        askedAgain++
+        // Only a reply lost with the dead runner before its journal held it may be asked again.
+        assert.strictEqual(first.runner, "r0", `${key} asked again though ${first.runner} did not die`)
+        assert.isBelow(first.at, killedAt + 1, `${key} asked again after the kill`)
       }
-      askedAgain++
-      // Only a reply lost with the dead runner before its journal held it may be asked again.
-      assert.strictEqual(first.runner, "r0", `${key} asked again though ${first.runner} did not die`)
-      assert.isBelow(first.at, killedAt + 1, `${key} asked again after the kill`)
-    }
-    assert.strictEqual(seen.size, tasks * (turns + 1))
-    const movedTasks = new Set(asks.filter((ask) => ask.runner === "r0").map((ask) => ask.prompt))
-    const resumed = asks.find((ask) => ask.at > killedAt && ask.runner !== "r0" && movedTasks.has(ask.prompt))
-    assert.isDefined(resumed, "no task of the dead runner went on elsewhere")
-    const failoverMillis = resumed!.at - killedAt
-    const line = `cluster: 3 runner processes, 20 tasks x ${turns} calls in ${warmMillis} ms, all completed, side effects = unique calls; ` +
-      `then ${tasks} tasks x ${turns} calls, SIGKILL of a runner after ${asksOnR0} asks on it with ${inFlight} call(s) of A's in flight on its socket ` +
-      `(${movedTasks.size} tasks had run there); first resumed turn ${failoverMillis} ms after the kill; ` +
-      `model turns asked ${asks.length}, distinct ${seen.size} (asked again, the reply lost with the runner: ${askedAgain}); ` +
-      `calls ${tasks * turns}, side effects ${[...effects.values()].reduce((x, y) => x + y, 0)}; all tasks ended ${doneMillis} ms after the kill`
-    console.log(line)
-    record({ suite: "cluster failover", measure: "SIGKILL of one of 3 runners mid-run: first resumed turn after the kill", value: `${failoverMillis} ms` })
-    record({ suite: "cluster failover", measure: "model turns asked / distinct; side effects / unique calls", value: `${asks.length} / ${seen.size}; ${[...effects.values()].reduce((x, y) => x + y, 0)} / ${effects.size}`, expected: "side effects = unique calls" })
-  }).pipe(Effect.scoped), { timeout: 240_000 })
+      assert.strictEqual(seen.size, tasks * (turns + 1))
+      const movedTasks = new Set(asks.filter((ask) => ask.runner === "r0").map((ask) => ask.prompt))
+      const resumed = asks.find((ask) => ask.at > killedAt && ask.runner !== "r0" && movedTasks.has(ask.prompt))
+      assert.isDefined(resumed, "no task of the dead runner went on elsewhere")
+      const failoverMillis = resumed!.at - killedAt
+      const line = `cluster: 3 runner processes, 20 tasks x ${turns} calls in ${warmMillis} ms, all completed, side effects = unique calls; ` +
+        `then ${tasks} tasks x ${turns} calls, ${signal} of a runner after ${asksOnR0} asks on it with ${inFlight} call(s) of A's in flight on its socket ` +
+        `(${movedTasks.size} tasks had run there); first resumed turn ${failoverMillis} ms after the kill; ` +
+        `model turns asked ${asks.length}, distinct ${seen.size} (asked again, the reply lost with the runner: ${askedAgain}); ` +
+        `calls ${tasks * turns}, side effects ${[...effects.values()].reduce((x, y) => x + y, 0)}; all tasks ended ${doneMillis} ms after the kill`
+      console.log(line)
+      record({ suite: "cluster failover", measure: `${signal} of one of 3 runners mid-run: first resumed turn after it`, value: `${failoverMillis} ms` })
+      record({ suite: "cluster failover", measure: "model turns asked / distinct; side effects / unique calls", value: `${asks.length} / ${seen.size}; ${[...effects.values()].reduce((x, y) => x + y, 0)} / ${effects.size}`, expected: "side effects = unique calls" })
+    }).pipe(Effect.scoped), { timeout: 240_000 })
+}
