@@ -23,7 +23,10 @@ export const taskComplete = Tool.make(taskCompleteName, {
   description: "Call this once the task is done, with the final answer for the user in result. It ends the task.",
   input: { result: Schema.String.annotations({ description: "The final answer for the user" }) },
   output: Schema.String,
-  timeout: "1 second"
+  // It runs in no time; the timeout is what a resumed run has to re-run it after a crash mid-call (a call
+  // started without an outcome re-runs within its journaled deadline): at 1 s, a resume more than a second
+  // after the crash read it as timed out, and the run asked the model for a turn past its end.
+  timeout: "10 minutes"
 }, ({ result }) => Effect.succeed(result))
 
 /** No `UserPrompt` service is provided. */

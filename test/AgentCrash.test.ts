@@ -171,7 +171,7 @@ const crashRounds = (options: {
           yield* Effect.promise(() => child.waitFor("{", 60_000))
           const code = yield* Effect.promise(() => child.exited)
           final = resultOf(child)
-          assert.isDefined(final, `${runId}: the last process ran the run to its end (exit ${code}; its stderr is above)`)
+          assert.isDefined(final, `${runId}: the last process ran the run to its end (exit ${code}; its stderr is above; its last lines: ${child.lines.slice(-8).join(" | ")})`)
           assert.strictEqual(code, 0, `${runId}: the last process exits 0`)
         }
       }
