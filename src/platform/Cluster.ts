@@ -21,7 +21,6 @@ import { AlreadyProcessingMessage, MailboxFull, PersistenceError } from "@effect
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import { RunnerAddress } from "@effect/cluster/RunnerAddress"
-import type * as Sharding from "@effect/cluster/Sharding"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
@@ -428,6 +427,3 @@ export const migrate = Effect.gen(function*() {
     unavailable: (reason) => new NotMigrated({ missing: [`cluster_processes (${reason})`] })
   })
 }).pipe(Effect.scoped)
-
-/** The `Sharding` service a runner's layers need (re-exported for the type of `layerHandlers`' requirements). */
-export type ShardingService = Sharding.Sharding
