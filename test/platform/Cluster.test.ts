@@ -6,7 +6,7 @@
 import { assert, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Exit, Fiber, Layer, Logger, LogLevel, Redacted, Schedule, Schema, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Logger, LogLevel, Redacted, Schedule, Schema, Stream } from "effect"
 import {
   Idempotency,
   LanguageModel,
@@ -224,6 +224,9 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluste
       const urls = yield* Effect.all([0, 1].map(() => startRunner(url, models)), { concurrency: "unbounded" })
       let started = 0
       let effects = 0
+      // The call goes on until the second replica has taken the task over (however long its attach takes to
+      // reach the task's owner), so that the call is pending when the task is delivered to the second.
+      const takenOver = yield* Deferred.make<void>()
       const refund = Tool.make("refund", {
         description: "Refunds n, once.",
         input: { n: Schema.Number },
@@ -232,7 +235,7 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluste
       }, ({ n }) =>
         Effect.gen(function*() {
           started++
-          yield* Effect.sleep("1500 millis")
+          yield* Deferred.await(takenOver)
           effects++
           return `refunded ${n}`
         }))
@@ -255,7 +258,11 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluste
       const first = yield* replica(urls[0]!)
       const second = yield* replica(urls[1]!)
       const seen: Array<Protocol.TaskEvent> = []
-      const firstRun = yield* Stream.runForEach(first.submitTask("refund 7"), (event) => Effect.sync(() => seen.push(event))).pipe(
+      const firstRun = yield* Stream.runForEach(first.submitTask("refund 7"), (event) =>
+        Effect.zipRight(
+          Effect.sync(() => seen.push(event)),
+          event._tag === "TaskTakenOver" ? Deferred.succeed(takenOver, undefined) : Effect.void
+        )).pipe(
         Effect.fork
       )
       // Once the first replica runs the call, the second takes the task over: the call is delivered to it too.
