@@ -2,7 +2,7 @@
  * The agent loop (design: Per-run reuse, Calls in a turn, The loop, Built-ins): ask the model, run the tools it calls through `Invocation`,
  * feed the results back, repeat until it answers (or calls `task_complete`).
  */
-import { Cause, Clock, Data, Duration, Effect, Either, FiberRef, type Layer, Mailbox, Option, Schema, Stream } from "effect"
+import { Cause, Clock, Context, Data, Duration, Effect, Either, FiberRef, type Layer, Mailbox, Option, Schema, Stream } from "effect"
 import { createHash } from "node:crypto"
 import * as Builtins from "./Builtins.js"
 import * as Content from "./Content.js"
@@ -349,8 +349,8 @@ export const runPromise = <R, E>(
 
 /** The run's span, `invoke_agent <name>`, when tracing is on; nothing at all when it is off. */
 const traced = <A, E, R>(agent: Agent<any>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.flatMap(FiberRef.get(FiberRef.currentTracerEnabled), (on) =>
-    on
+  Effect.withFiberRuntime((fiber) =>
+    fiber.getFiberRef(FiberRef.currentTracerEnabled)
       ? Effect.withSpan(effect, `invoke_agent ${agent.name}`, {
         attributes: { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name },
         // A stack trace per span costs more than the rest of the span: the names say where.
@@ -463,22 +463,19 @@ const loop = (
   emit: Emit | undefined
 ): Effect.Effect<RunResult, AgentError | UnknownRun, LanguageModel.LanguageModel> =>
   Effect.gen(function*() {
+    const { journal, ...services } = yield* runServices
     const toolkit = yield* toolkitOf(agent)
-    const journal = Option.getOrUndefined(yield* Effect.serviceOption(Journal.Journal))
     // Without a journal a run is new, and opening it costs nothing more than its id.
     const opened = journal !== undefined
       ? yield* open(agent, start, journal)
       : "resume" in start
       ? yield* new UnknownRun({ runId: start.resume })
-      : { runId: start.runId ?? (yield* Ids).make("run"), prompt: start.prompt, journaled: undefined, resumed: false }
+      : { runId: start.runId ?? services.ids.make("run"), prompt: start.prompt, journaled: undefined, resumed: false }
     if ("ended" in opened) {
       emit?.(AgentEvent.Done({ result: opened.ended }))
       return opened.ended
     }
-    const model = yield* LanguageModel.LanguageModel
-    const policy = yield* Timing
-    const tracing = yield* FiberRef.get(FiberRef.currentTracerEnabled)
-    const turnHooks = yield* TurnHooks
+    const { model, policy, tracing, turnHooks } = services
     const { journaled, runId } = opened
     const state = new Run(runId, agent, toolkit, model, policy.modelRetry, tracing, turnHooks, opened.prompt, emit, journaled)
     if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
@@ -510,6 +507,26 @@ const loop = (
 
 /** The result of a call waiting for approval: never recorded, never shown to the model. */
 const awaitingApproval = ToolResult.failure("awaiting approval")
+
+/** What a run reads from its fiber, in one step rather than one a service (a run's start is on the hot path). */
+const runServices = Effect.withFiberRuntime<{
+  readonly journal: Journal.Journal["Type"] | undefined
+  readonly ids: Ids["Type"]
+  readonly model: LanguageModel.LanguageModel["Type"]
+  readonly policy: Timing["Type"]
+  readonly tracing: boolean
+  readonly turnHooks: ReadonlyArray<TurnHook>
+}, never, LanguageModel.LanguageModel>((fiber) => {
+  const context = fiber.currentContext as Context.Context<LanguageModel.LanguageModel>
+  return Effect.succeed({
+    journal: Option.getOrUndefined(Context.getOption(context, Journal.Journal)),
+    ids: Context.get(context, Ids),
+    model: Context.get(context, LanguageModel.LanguageModel),
+    policy: Context.get(context, Timing),
+    tracing: fiber.getFiberRef(FiberRef.currentTracerEnabled),
+    turnHooks: Context.get(context, TurnHooks)
+  })
+})
 
 const fingerprints = new WeakMap<Tool.Any, string>()
 
@@ -690,25 +707,30 @@ class Run {
    */
   execute(step: number, calls: ReadonlyArray<LanguageModel.ToolCall>): Effect.Effect<Array<ToolCallRecord>> {
     return Effect.withFiberRuntime((fiber, status) => {
+      // Each call's arguments are parsed once: for its events and record, and for the pipeline.
+      const inputs = calls.map((call) => parseInput(call.arguments))
       if (this.emit !== undefined) {
-        for (const call of calls) {
-          this.emit(AgentEvent.ToolCallStarted({ step, id: call.id, name: call.name, input: parseInput(call.arguments) }))
+        for (let i = 0; i < calls.length; i++) {
+          const call = calls[i]!
+          this.emit(AgentEvent.ToolCallStarted({ step, id: call.id, name: call.name, input: inputs[i] }))
         }
       }
       const records = new Array<ToolCallRecord>(calls.length)
       // Starts call `i` on the stack of `calling`: undefined once recorded, else the wait for its record.
       const begin = (calling: Pipeline.CallingFiber, i: number): Effect.Effect<void> | undefined => {
         const call = calls[i]!
+        const input = inputs[i]
+        const args = input === call.arguments ? call.arguments : new Pipeline.ParsedArguments(call.arguments, input)
         const startedAt = calling.clock.unsafeCurrentTimeMillis()
         const { cached, started } = this.journaled === undefined
-          ? this.start(calling, call)
-          : this.startJournaled(calling, step, call)
+          ? this.start(calling, call, args)
+          : this.startJournaled(calling, step, call, args)
         if (started instanceof ToolResult) {
-          records[i] = this.record(calling, step, call, started, cached, startedAt)
+          records[i] = this.record(calling, step, call, input, started, cached, startedAt)
           return undefined
         }
         return Effect.map(started, (result) => {
-          records[i] = this.record(calling, step, call, result, cached, startedAt)
+          records[i] = this.record(calling, step, call, input, result, cached, startedAt)
         })
       }
       const limit = this.limit
@@ -735,7 +757,8 @@ class Run {
   /** Starts one call: unknown tool -> `UnknownTool`; an idempotent one through the run's cache (design: Per-run reuse). */
   private start(
     calling: Pipeline.CallingFiber,
-    call: LanguageModel.ToolCall
+    call: LanguageModel.ToolCall,
+    args: string | Pipeline.ParsedArguments
   ): { readonly started: Pipeline.Started; readonly cached: boolean } {
     const tool = this.toolkit.byName.get(call.name)
     if (tool === undefined) {
@@ -743,8 +766,8 @@ class Run {
       return { started: ToolResult.failure(new UnknownTool({ toolName: call.name, available })), cached: false }
     }
     const options = { taskId: this.runId, toolCallId: call.id, run: this.hookState }
-    if (!tool.idempotent) return { started: Pipeline.start(calling, tool, call.arguments, options), cached: false }
-    const decoded = Pipeline.decodeInput(calling, tool, call.arguments)
+    if (!tool.idempotent) return { started: Pipeline.start(calling, tool, args, options), cached: false }
+    const decoded = Pipeline.decodeInput(calling, tool, args)
     if (decoded instanceof ToolResult) return { started: decoded, cached: false }
     const key = `${tool.name}\n${Pipeline.inputKey(tool, decoded.input)}`
     const use = this.cache.use(key, () => Pipeline.startDecoded(calling, tool, decoded.input, options))
@@ -761,17 +784,18 @@ class Run {
   private startJournaled(
     calling: Pipeline.CallingFiber,
     step: number,
-    call: LanguageModel.ToolCall
+    call: LanguageModel.ToolCall,
+    args: string | Pipeline.ParsedArguments
   ): { readonly started: Pipeline.Started; readonly cached: boolean } {
     const journaled = this.journaled!
     const known = journaled.calls.get(call.id)
     const tool = this.toolkit.byName.get(call.name)
     if (tool === undefined || known?.result !== undefined && !tool.idempotent) {
-      if (known?.result === undefined) return this.start(calling, call)
+      if (known?.result === undefined) return this.start(calling, call, args)
       this.emit?.(AgentEvent.Replayed({ step, id: call.id }))
       return { started: known.result, cached: false }
     }
-    const decoded = Pipeline.decodeInput(calling, tool, call.arguments)
+    const decoded = Pipeline.decodeInput(calling, tool, args)
     if (decoded instanceof ToolResult) return { started: decoded, cached: false }
     const inputKey = Pipeline.inputKey(tool, decoded.input)
     const key = `${tool.name}\n${inputKey}`
@@ -918,6 +942,7 @@ class Run {
     calling: Pipeline.CallingFiber,
     step: number,
     call: LanguageModel.ToolCall,
+    input: unknown,
     result: ToolResult,
     cached: boolean,
     startedAt: number
@@ -925,7 +950,7 @@ class Run {
     const record: ToolCallRecord = {
       id: call.id,
       name: call.name,
-      input: parseInput(call.arguments),
+      input,
       result,
       cached,
       durationMillis: calling.clock.unsafeCurrentTimeMillis() - startedAt

@@ -149,6 +149,15 @@ export const awaitStarted = (started: Started): Effect.Effect<ToolResult> =>
 export const start = (calling: CallingFiber, tool: Tool.Any, args: unknown, options?: Options): Started =>
   traced(calling, tool, args, false, options)
 
+/**
+ * A call's arguments as JSON text, with the value `Json.parse` made of it (refused keys checked), for a
+ * caller that parsed them already (`Agent`'s records show them): the pipeline checks the text's size
+ * and decodes the value, without parsing the text again.
+ */
+export class ParsedArguments {
+  constructor(readonly text: string, readonly value: unknown) {}
+}
+
 /** The decoded input of `args` for `tool`, or the `InvalidInput` result; nothing runs. */
 export const decodeInput = (
   calling: CallingFiber,
@@ -435,15 +444,20 @@ const decodeArgs = (
   config: Config
 ): { readonly value: unknown } | string => {
   let value: unknown
-  if (typeof args === "string") {
+  if (typeof args === "string" || args instanceof ParsedArguments) {
+    const text = typeof args === "string" ? args : args.text
     // A character is at least one UTF-8 byte and at most three (surrogate pairs: four per two).
-    if (args.length > config.maxPayloadBytes ||
-      (args.length * 3 > config.maxPayloadBytes && Buffer.byteLength(args, "utf8") > config.maxPayloadBytes)) {
+    if (text.length > config.maxPayloadBytes ||
+      (text.length * 3 > config.maxPayloadBytes && Buffer.byteLength(text, "utf8") > config.maxPayloadBytes)) {
       return `the arguments exceed ${config.maxPayloadBytes} bytes`
     }
-    const parsed = Json.parse(args)
-    if ("problem" in parsed) return parsed.problem
-    value = parsed.value
+    if (typeof args === "string") {
+      const parsed = Json.parse(args)
+      if ("problem" in parsed) return parsed.problem
+      value = parsed.value
+    } else {
+      value = args.value
+    }
   } else {
     let text: string | undefined
     try {
@@ -469,7 +483,7 @@ const decodeArgs = (
   try {
     // A flat input's keys are checked here, far cheaper than by Effect; with none unexpected, the same decode.
     const flat = compiled.flat
-    const decoded = flat !== undefined && onlyKeysIn(value, flat.keys, typeof args === "string")
+    const decoded = flat !== undefined && onlyKeysIn(value, flat.keys, typeof args === "string" || args instanceof ParsedArguments)
       ? flat.decode(value)
       : compiled.decode(value)
     if (Either.isRight(decoded)) return { value: decoded.right }
