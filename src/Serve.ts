@@ -287,9 +287,16 @@ interface Published {
  * Registration (design: Serving): the toolkit published now, registered once before anything else
  * is set up (a refusal, as a bad token, a rejected manifest or the lifecycle budget, fails `make`
  * with nothing to undo); `register` tells the platform again (the heartbeat's republish), `republish`
- * swaps the toolkit first. It holds no fiber: its end is the deregistration's.
+ * swaps the toolkit first. It holds no fiber: its end is the deregistration's, which is armed before
+ * the first call goes out: interrupted while that call is in flight, the platform may have recorded
+ * it, so the process deregisters (`sent` stays true); refused or unsent, it does not.
  */
-const makeRegistration = (client: PlatformClient["Type"], caller: Caller, toolkit: Toolkit.Toolkit<any>) =>
+const makeRegistration = (
+  client: PlatformClient["Type"],
+  caller: Caller,
+  toolkit: Toolkit.Toolkit<any>,
+  sent: Ref.Ref<boolean>
+) =>
   Effect.gen(function*() {
     const current = yield* Ref.make<Published>({ toolkit, hash: manifestHash(toolkit) })
     const register = Effect.flatMap(Ref.get(current), ({ hash, toolkit }) =>
@@ -297,7 +304,7 @@ const makeRegistration = (client: PlatformClient["Type"], caller: Caller, toolki
         Effect.tap(() => Effect.logDebug(`agent ${caller.agentId}: registered`)),
         Effect.withSpan("Serve.register", { attributes: { agentId: caller.agentId }, captureStackTrace: false })
       )
-    yield* register
+    yield* Effect.zipRight(Ref.set(sent, true), register).pipe(Effect.tapError(() => Ref.set(sent, false)))
     return {
       current: Ref.get(current),
       register: Effect.asVoid(register),
@@ -320,7 +327,7 @@ interface Stopped {
 /**
  * The shutdown report (design: Interruption and shutdown): what shutdown did, counted by the drain
  * and the deliveries, said when everything else has stopped, so that deliveries arriving during the
- * deregistration are counted too. Its finalizer is the first added after registration: it runs last.
+ * deregistration are counted too. Its finalizer is the first `make` adds: it runs last.
  */
 const shutdownReport = (agentId: string) =>
   Effect.gen(function*() {
@@ -339,20 +346,27 @@ const shutdownReport = (agentId: string) =>
 
 /**
  * The deregistration (design: Interruption and shutdown): the last call to the platform, after the
- * drain, the last answers and the heartbeat. Best effort, bounded: a platform already gone (a closed
- * connection, an in-process platform whose scope ended first) neither fails nor interrupts the scope
- * that is closing.
+ * drain, the last answers and the heartbeat, made when the registration was `sent` (not refused).
+ * Best effort, bounded: a platform already gone (a closed connection, an in-process platform whose
+ * scope ended first) neither fails nor interrupts the scope that is closing.
  */
 const deregisterOnClose = (client: PlatformClient["Type"], caller: Caller) =>
-  Effect.addFinalizer(() =>
-    boundedInFinalizer(client.deregister(caller), "5 seconds").pipe(
-      Effect.flatMap((exit) =>
-        Exit.isSuccess(exit)
-          ? Effect.logDebug(`agent ${caller.agentId}: deregistered`)
-          : Effect.logWarning(`agent ${caller.agentId}: deregistration failed: ${causeText(exit.cause)}`)
-      )
-    )
-  )
+  Effect.flatMap(Ref.make(false), (sent) =>
+    Effect.as(
+      Effect.addFinalizer(() =>
+        Effect.flatMap(Ref.get(sent), (sent) =>
+          sent
+            ? boundedInFinalizer(client.deregister(caller), "5 seconds").pipe(
+              Effect.flatMap((exit) =>
+                Exit.isSuccess(exit)
+                  ? Effect.logDebug(`agent ${caller.agentId}: deregistered`)
+                  : Effect.logWarning(`agent ${caller.agentId}: deregistration failed: ${causeText(exit.cause)}`)
+              )
+            )
+            : Effect.void)
+      ),
+      sent
+    ))
 
 // --- Heartbeat ---
 
@@ -675,9 +689,9 @@ export const make = <R>(
     const caller: Caller = { agentId, processId: yield* Ids.make("process") }
 
     yield* warnIfMemoryOnly(agentId, toolkit, byDefault)
-    const registration = yield* makeRegistration(client, caller, toolkit)
     const report = yield* shutdownReport(agentId)
-    yield* deregisterOnClose(client, caller)
+    const sent = yield* deregisterOnClose(client, caller)
+    const registration = yield* makeRegistration(client, caller, toolkit, sent)
     const failed = yield* heartbeat(client, caller, registration, policy.heartbeat)
     const answers = yield* makeAnswers((results) =>
       awayRetried(policy.reconnect, client.completeToolCall({ ...caller, results })).pipe(

@@ -125,6 +125,40 @@ describe("Serve: lifecycle (design: Serving)", () => {
       assert.deepStrictEqual(yield* state.visibleTools("agent-1"), [])
     }).pipe(Effect.scoped, Effect.provide(inProcess())))
 
+  it.effect("an interruption while the register call is in flight deregisters: the platform recorded it, its answer was still on the way", () => {
+    const recorded = Deferred.unsafeMake<void>(undefined as never)
+    // A client whose register call reaches the platform, whose answer never comes back (a SIGINT lands then).
+    const slowAnswer = Layer.effect(
+      PlatformClient.PlatformClient,
+      Effect.map(PlatformClient.PlatformClient, (client) => ({
+        ...client,
+        register: (payload: Parameters<typeof client.register>[0]) =>
+          Effect.zipRight(client.register(payload), Effect.zipRight(Deferred.succeed(recorded, undefined), Effect.never))
+      }))
+    )
+    return Effect.gen(function*() {
+      const fiber = yield* Effect.fork(Serve.serve(yield* Toolkit.make(lookup)))
+      yield* Deferred.await(recorded)
+      const state = yield* PlatformServer.PlatformState
+      assert.deepStrictEqual(yield* state.visibleTools("agent-1"), ["lookup"])
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(yield* calls(), { register: 1, heartbeat: 0, deregister: 1 })
+      assert.deepStrictEqual(yield* state.visibleTools("agent-1"), [])
+    }).pipe(Effect.scoped, Effect.provide(Layer.provideMerge(slowAnswer, inProcess())))
+  })
+
+  it.effect("a refused registration is not undone: no deregistration follows it", () =>
+    Effect.gen(function*() {
+      const toolkit = yield* Toolkit.make(lookup)
+      const sneaky: Toolkit.Toolkit = {
+        ...toolkit,
+        manifest: [new Toolkit.ManifestEntry({ ...toolkit.manifest[0]!, name: "finish" })]
+      }
+      const error = yield* Effect.flip(Serve.serve(sneaky))
+      assert.strictEqual(error._tag, "ManifestRejected")
+      assert.deepStrictEqual(yield* calls(), { register: 1, heartbeat: 0, deregister: 0 })
+    }).pipe(Effect.scoped, Effect.provide(inProcess())))
+
   it.effect("a manifest the platform rejects fails serve at once with the violations", () =>
     Effect.gen(function*() {
       const toolkit = yield* Toolkit.make(lookup)
