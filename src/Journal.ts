@@ -156,8 +156,12 @@ export class Journal extends Context.Tag("agent-tools/Journal")<Journal, {
     { readonly open: ReadonlyArray<RunRecord>; readonly ended: ReadonlyArray<EndedRun> },
     JournalUnavailable
   >
-  /** Deletes the platform tasks that ended at or before `before` (epoch ms). */
-  readonly purge: (before: number) => Effect.Effect<void>
+  /**
+   * Deletes the runs of `kind` (default `"task"`, the platform's) that ended at or before `before`
+   * (epoch ms). An ended run keeps one row, its result, for a resume to answer; the platform purges
+   * its tasks past `keepEndedTasks`, and agent runs (`"run"`) stay until their owner purges them.
+   */
+  readonly purge: (before: number, kind?: "task" | "run") => Effect.Effect<void>
   /** Rows per table, for tests. */
   readonly counts: Effect.Effect<{ readonly tasks: number; readonly turns: number; readonly calls: number }>
 }>() {}
@@ -260,7 +264,7 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
 
     const tasks = (endedSince: number) =>
       Effect.gen(function*() {
-        yield* Sql.purgeEnded(sql, endedSince)
+        yield* Sql.purgeEnded(sql, endedSince, "task")
         const open: Array<RunRecord> = []
         const done: Array<EndedRun> = []
         for (const row of yield* Sql.tasks(sql)) {
@@ -318,7 +322,7 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
         Effect.orDie(Sql.endTask(sql, runId, { final: end.final ?? null, result: end.result ?? null }, endedAt)),
       run,
       tasks,
-      purge: (before) => Effect.ignoreLogged(Sql.purgeEnded(sql, before)),
+      purge: (before, kind = "task") => Effect.ignoreLogged(Sql.purgeEnded(sql, before, kind)),
       counts: Effect.orDie(Sql.counts(sql))
     })
   })

@@ -98,6 +98,28 @@ describe("Durable runs: resume (design: Durable runs)", () => {
       }
     }).pipe(Effect.provide(Journal.layerMemory)))
 
+  it.effect("purge(before, \"run\") forgets the agent runs that ended by then, not later ones, not open ones, not the platform's tasks", () =>
+    Effect.gen(function*() {
+      const { tools } = makeTools()
+      const agent = Agent.make({ tools })
+      yield* Agent.run(agent, "hi", { runId: "old" }).pipe(Effect.provide(model([{ text: "old answer" }])))
+      const suspended = yield* withModel([refundTurn], Agent.run(agent, "refund", { runId: "waiting" }))
+      suspendedOf(suspended.exit)
+      const journal = yield* Journal.Journal
+      yield* journal.started({ runId: "task-1", kind: "task", agentId: "a", processId: "p", prompt: "x", tools: [] })
+      yield* journal.ended("task-1", { final: "{}" }, 0)
+      yield* TestClock.adjust("10 minutes")
+      yield* Agent.run(agent, "hi", { runId: "new" }).pipe(Effect.provide(model([{ text: "new answer" }])))
+      yield* journal.purge(5 * 60_000, "run")
+      const old = yield* Effect.flip(Agent.resume(agent, "old")).pipe(Effect.provide(model([])))
+      assert.strictEqual(old._tag, "UnknownRun")
+      const kept = yield* Agent.resume(agent, "new").pipe(Effect.provide(model([])))
+      assert.strictEqual(kept.output, "new answer")
+      const waiting = yield* journal.run("waiting")
+      assert.isTrue(waiting !== undefined && Journal.isOpen(waiting), "an open run is never purged")
+      assert.isDefined(yield* journal.run("task-1"), "a platform task is purged by the platform's own sweep")
+    }).pipe(Effect.provide(Journal.layerMemory)))
+
   it.effect("an unknown run id fails with UnknownRun; a run id in use fails with RunIdInUse", () =>
     Effect.gen(function*() {
       const { tools } = makeTools()

@@ -254,8 +254,8 @@ export const approvalsOf = (sql: SqlClient.SqlClient, taskId: string) =>
     FROM journal_approvals WHERE task_id = ${taskId}`
 
 /** Deletes the platform tasks that ended at or before `before`. */
-export const purgeEnded = (sql: SqlClient.SqlClient, before: number) =>
-  sql`DELETE FROM journal_tasks WHERE kind = 'task' AND status = 'ended' AND ended_at <= ${before}`
+export const purgeEnded = (sql: SqlClient.SqlClient, before: number, kind: "task" | "run") =>
+  sql`DELETE FROM journal_tasks WHERE kind = ${kind} AND status = 'ended' AND ended_at <= ${before}`
 
 /** Every platform task still in the journal (agent runs are resumed by their own id, not taken back). */
 export const tasks = (sql: SqlClient.SqlClient) =>
