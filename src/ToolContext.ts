@@ -3,7 +3,8 @@
  * this is, and when its deadline falls. `Invocation` provides it; a handler reads it with
  * `yield* ToolContext.ToolContext` or, when it may run outside a call, `yield* ToolContext.current`.
  */
-import { Clock, Context, Duration, Effect, type FiberRefs, LogLevel as EffectLogLevel, Option, Runtime } from "effect"
+import { Clock, Context, Duration, Effect, type FiberRefs, Option, Runtime } from "effect"
+import { effectLevels, type McpLogLevel } from "./internal/logLevels.js"
 
 /** What a handler knows about the call it is serving. Times are epoch milliseconds. */
 export interface ToolCallInfo {
@@ -38,7 +39,7 @@ export const isExpiring: Effect.Effect<boolean, never, ToolContext> = Effect.fla
 )
 
 /** The levels of a call's log lines: MCP's (syslog's), lowest first. */
-export type LogLevel = "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency"
+export type LogLevel = McpLogLevel
 
 /**
  * Who hears a call's progress and log lines (design: Call context): over MCP, the client that made the
@@ -48,17 +49,6 @@ export type LogLevel = "debug" | "info" | "notice" | "warning" | "error" | "crit
 export interface Listener {
   readonly progress: (progress: number, total: number | undefined, message: string | undefined) => void
   readonly log: (level: LogLevel, message: string) => void
-}
-
-const effectLevels: Record<LogLevel, EffectLogLevel.LogLevel> = {
-  debug: EffectLogLevel.Debug,
-  info: EffectLogLevel.Info,
-  notice: EffectLogLevel.Info,
-  warning: EffectLogLevel.Warning,
-  error: EffectLogLevel.Error,
-  critical: EffectLogLevel.Fatal,
-  alert: EffectLogLevel.Fatal,
-  emergency: EffectLogLevel.Fatal
 }
 
 /** A log line as text: a string as it is, anything else as JSON; a `Redacted` anywhere is `<redacted>`. */

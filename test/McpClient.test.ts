@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { Chunk, ConfigProvider, Effect, Either, Exit, Layer, Logger, Schedule, Scope, Stream } from "effect"
+import { Chunk, ConfigProvider, Effect, Either, Exit, Layer, Logger, LogLevel, Schedule, Schema, Scope, Stream } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync } from "node:fs"
 import { createServer } from "node:net"
@@ -25,6 +25,7 @@ import {
   Serve,
   Timing,
   Tool,
+  ToolContext,
   Toolkit
 } from "../src/index.js"
 import { bundleChild } from "./support/childProcess.js"
@@ -316,6 +317,32 @@ describe("Mcp.toolkit: our own server over Streamable HTTP", () => {
       )
       assert.strictEqual(logged.length, 1)
       assert.match(logged[0]!, /^Mcp\.toolkit: the MCP server at http:\/\/127\.0\.0\.1:\d+\/mcp lists no tool named "chrage"; its options are not used/)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the server's log lines are logged here at their level, named after the server and its logger, each cut to 2,000 characters", () =>
+    Effect.gen(function*() {
+      const logged: Array<{ level: string; text: string }> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        const text = String(Array.isArray(message) ? message.join(" ") : message)
+        if (text.startsWith("Mcp.toolkit: ")) logged.push({ level: logLevel.label, text })
+      })
+      const chatty = Tool.make("chatty", { description: "Logs.", input: {}, output: Schema.String, timeout: "10 seconds" }, () =>
+        Effect.gen(function*() {
+          yield* ToolContext.log("warning", "low on stock")
+          yield* ToolContext.log("debug", "x".repeat(10_000))
+          return "ok"
+        }))
+      const port = yield* mcpServer(yield* Toolkit.make(chatty))
+      const result = yield* Effect.gen(function*() {
+        const remote = yield* Mcp.toolkit({ url: `http://127.0.0.1:${port}/mcp` })
+        return yield* call(remote, "chatty", {})
+      }).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)), Logger.withMinimumLogLevel(LogLevel.All))
+      assert.isUndefined(result.error)
+      yield* eventually(Effect.sync(() => logged.length), (n) => n >= 2)
+      const server = `the MCP server at http://127.0.0.1:${port}/mcp (chatty)`
+      assert.deepStrictEqual(logged[0], { level: "WARN", text: `Mcp.toolkit: ${server}: low on stock` })
+      assert.strictEqual(logged[1]!.level, "DEBUG")
+      assert.strictEqual(logged[1]!.text, `Mcp.toolkit: ${server}: ${"x".repeat(1_999)}…`)
     }).pipe(Effect.scoped), 30_000)
 
   it.live("served to the platform: its model is offered the server's schema, and a task's call reaches the server", () =>

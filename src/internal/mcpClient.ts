@@ -10,6 +10,7 @@ import {
   CallToolResultSchema,
   ErrorCode,
   ListToolsResultSchema,
+  LoggingMessageNotificationSchema,
   McpError,
   type Tool as McpTool,
   ToolListChangedNotificationSchema
@@ -31,7 +32,11 @@ import * as Tool from "../Tool.js"
 import * as Toolkit from "../Toolkit.js"
 import { errorText } from "../ToolResult.js"
 import * as Json from "./json.js"
+import { effectLevels } from "./logLevels.js"
 import { redactUrl } from "./settings.js"
+
+/** How much of a remote server's log line is logged. */
+const maxLogLineLength = 2_000
 
 // ---------------------------------------------------------------------------------------------
 // Checking JSON against a remote JSON Schema.
@@ -372,6 +377,14 @@ export const connect = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, M
         live.closed = true
         forget(live)
       }
+      // The server's log lines are ours, at their level, named after the server (and its logger), each cut to
+      // `maxLogLineLength`: a server may send any data, as long and as deep as it likes.
+      client.setNotificationHandler(LoggingMessageNotificationSchema, ({ params: { data, level, logger } }) => {
+        const text = typeof data === "string" ? data : Json.preview(data, maxLogLineLength)
+        const line = text.length <= maxLogLineLength ? text : `${text.slice(0, maxLogLineLength - 1)}…`
+        const from = typeof logger === "string" ? `${server} (${logger.slice(0, 100)})` : server
+        Runtime.runFork(runtime)(Effect.logWithLevel(effectLevels[level], `Mcp.toolkit: ${from}: ${line}`))
+      })
       // Whatever the server declared: a list change is worth a new listing.
       client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
         if (live.closed) return
