@@ -302,7 +302,7 @@ const makeServer = (
   const tools = listed.map((l) => l.entry)
   const inFlight = new Set<Promise<unknown>>()
   // The session's hook state (design: Hooks): every call of this server shares it; it goes with the server.
-  const run = new RunState()
+  const run = new RunState("session")
   const outcomes = new SessionOutcomes(options?.maxReusedBytes ?? reuseDefaults.maxReusedBytes)
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }))
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {

@@ -568,7 +568,7 @@ const makeFollowers = (deps: FollowerDeps) =>
     ): Effect.Effect<TaskEvent | undefined, ServeError> =>
       Effect.suspend(() => {
         // The task's hook state, across the attempts of this follower: a reconnect keeps it.
-        const run = new RunState()
+        const run = new RunState("task")
         return retryWhileAway(deps.reconnect, (from) => attempt(prompt, onEvent, from, run), {
           taskId: known,
           started: false

@@ -333,13 +333,21 @@ describe("Hooks shipped with the runtime", () => {
       const twoCalls: LanguageModel.ScriptedTurn = {
         toolCalls: ["a", "b"].map((id) => ({ id, name: "person", arguments: `{"id":"${id}"}` }))
       }
-      const served = yield* servedTasks(toolkit, budget, [twoCalls, { text: "done" }, twoCalls, { text: "done" }], 2)
+      const denials: Array<string> = []
+      const done: LanguageModel.ScriptedTurn = (request) => {
+        for (const m of request.messages) if (m._tag === "ToolResultMessage" && m.isError) denials.push(m.content)
+        return { text: "done" }
+      }
+      const served = yield* servedTasks(toolkit, budget, [twoCalls, done, twoCalls, done], 2)
       assert.deepStrictEqual(served, [[true, false], [true, false]])
+      assert.deepStrictEqual(denials, Array(2).fill("person: the budget of 1 call for this task is spent; it did not run"))
       const port = yield* mcpServer(toolkit, budget)
       const session = Effect.gen(function*() {
         const client = yield* mcpSession(port)
         const first = yield* Effect.promise(() => client.callTool({ name: "person", arguments: { id: "a" } }))
         const second = yield* Effect.promise(() => client.callTool({ name: "person", arguments: { id: "b" } }))
+        const text = (second.content as Array<{ readonly text?: string }>)[0]?.text
+        assert.strictEqual(text, "person: the budget of 1 call for this session is spent; it did not run")
         return [first.isError !== true, second.isError !== true]
       }).pipe(Effect.scoped)
       assert.deepStrictEqual([yield* session, yield* session], [[true, false], [true, false]])

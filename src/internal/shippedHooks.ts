@@ -65,6 +65,6 @@ export const callBudget = (limit: number): ToolHook => {
       const n = (counts?.get(call.tool.name) ?? 0) + 1
       counts?.set(call.tool.name, n)
       if (n <= limit) return proceed
-      return Effect.succeed(denied(call, `the budget of ${limit} calls for this run is spent; it did not run`))
+      return Effect.succeed(denied(call, `the budget of ${limit} ${limit === 1 ? "call" : "calls"} for this ${call.run?.kind ?? "call"} is spent; it did not run`))
     })
 }

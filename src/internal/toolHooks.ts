@@ -15,6 +15,9 @@ import { HookFailed, ToolResult } from "../ToolResult.js"
 export class RunState {
   private values: Map<object, unknown> | undefined = undefined
 
+  /** What the calls are part of, as texts about it name it. */
+  constructor(readonly kind: "run" | "task" | "session" = "run") {}
+
   /** The value kept under `key` for this run, made by `make` at its first use. */
   get<A>(key: object, make: () => A): A {
     const values = this.values ??= new Map()
