@@ -79,7 +79,13 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
   Rpc.make("Run", { payload: { agentId: Schema.String }, primaryKey: () => "run" })
     .annotate(ClusterSchema.Persisted, true),
   Rpc.make("Attach", {
-    payload: { agentId: Schema.String, events: Schema.optional(EventsWanted) },
+    payload: {
+      agentId: Schema.String,
+      events: Schema.optional(EventsWanted),
+      // The follower's attachment, the same in each of its attaches; `reattach` after the first (see `follow`).
+      attachmentId: Schema.String,
+      reattach: Schema.Boolean
+    },
     success: Schema.Union(TaskEvent, Alive),
     error: UnknownTask,
     stream: true
@@ -211,7 +217,12 @@ const layerEntities = (parts: Server.Parts, registry: Registry) =>
       Run: ({ address }) => parts.tasks.runHere(address.entityId),
       Attach: ({ address, payload }) =>
         Stream.unwrapScoped(Effect.map(
-          parts.tasks.attachHeld({ agentId: payload.agentId, taskId: address.entityId, events: payload.events }),
+          parts.tasks.attachHeld({
+            agentId: payload.agentId,
+            taskId: address.entityId,
+            events: payload.events,
+            follower: { attachmentId: payload.attachmentId, reattach: payload.reattach }
+          }),
           (mailbox) =>
             Stream.merge(Mailbox.toStream(mailbox), Stream.as(Stream.tick(followAlive.every), Alive.make({})), {
               haltStrategy: "left"
@@ -259,7 +270,10 @@ const clusterBackend = Effect.gen(function*() {
     Stream.suspend(() => {
       let started = false
       let ended = false
-      const once = tasks(taskId).Attach({ agentId, events }).pipe(
+      // A re-attach names the first attach: one taken over while its shard moved must not take the task back.
+      const attachmentId = ids.make("attachment")
+      let attempts = 0
+      const once = Stream.suspend(() => tasks(taskId).Attach({ agentId, events, attachmentId, reattach: attempts++ > 0 })).pipe(
         Stream.timeoutFail(() => new Moved(), followAlive.within),
         Stream.filter((event): event is TaskEvent => {
           if (event._tag === "Alive") return false

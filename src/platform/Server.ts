@@ -142,6 +142,8 @@ const leftOutOfCalls = new Set<TaskEvent["_tag"]>(["TurnStarted", "ModelText", "
 
 class Task {
   attachment: Mailbox.Mailbox<TaskEvent> | undefined
+  /** Cluster mode: the id its follower gave the attachment, the same in each of its re-attaches (see `attach`). */
+  attachmentId: string | undefined
   /** What the attachment wants: every event, or only what running the calls needs. */
   wanted: EventsWanted = "all"
   final: TaskEvent | undefined
@@ -187,8 +189,28 @@ class Task {
   /**
    * A new stream for this task: `TaskStarted`, then the end if it ended, else every pending call
    * again, or the `TaskSuspended` it waits on. A stream still attached is taken over: it ends with `TaskTakenOver`, never silently.
+   *
+   * Cluster mode: a follower attaches again when the task's shard moved (`reattach`, with the id of
+   * its first attach). One that finds another attachment here was taken over while it moved (that
+   * attach came later): it ends with `TaskTakenOver` itself, and the other keeps the task.
    */
-  attach(mailbox: Mailbox.Mailbox<TaskEvent>, wanted: EventsWanted): void {
+  attach(
+    mailbox: Mailbox.Mailbox<TaskEvent>,
+    wanted: EventsWanted,
+    follower?: { readonly attachmentId: string; readonly reattach: boolean }
+  ): void {
+    if (
+      follower?.reattach === true && this.final === undefined && this.attachment !== undefined &&
+      this.attachmentId !== follower.attachmentId
+    ) {
+      mailbox.unsafeOffer({
+        _tag: "TaskTakenOver",
+        taskId: this.taskId,
+        reason: `another attachment of agent ${this.agentId} took task ${this.taskId} over; it goes on there`
+      })
+      mailbox.unsafeDone(Exit.void)
+      return
+    }
     if (this.attachment !== undefined) {
       this.attachment.unsafeOffer({
         _tag: "TaskTakenOver",
@@ -198,6 +220,7 @@ class Task {
       this.attachment.unsafeDone(Exit.void)
     }
     this.attachment = mailbox
+    this.attachmentId = follower?.attachmentId
     this.wanted = wanted
     mailbox.unsafeOffer({ _tag: "TaskStarted", taskId: this.taskId })
     if (this.final !== undefined) {
@@ -439,10 +462,14 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
       })
 
     /** A new attachment to the task; the scope's end is how the platform learns the client went away. */
-    const attachTo = (task: Task, wanted: EventsWanted | undefined) =>
+    const attachTo = (
+      task: Task,
+      wanted: EventsWanted | undefined,
+      follower?: { readonly attachmentId: string; readonly reattach: boolean }
+    ) =>
       Effect.gen(function*() {
         const mailbox = yield* Mailbox.make<TaskEvent>()
-        task.attach(mailbox, wanted ?? "all")
+        task.attach(mailbox, wanted ?? "all", follower)
         // Its calls then wait for a re-attach.
         yield* Effect.addFinalizer(() =>
           Effect.sync(() => {
@@ -688,12 +715,14 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
       heldBy: held,
       /** `attach`, to a task held here (taken up from the journal if need be). */
       attachHeld: (
-        { agentId, events, taskId }: {
+        { agentId, events, follower, taskId }: {
           readonly agentId: string
           readonly taskId: string
           readonly events?: EventsWanted | undefined
+          /** The follower's attachment and whether this is one of its re-attaches (see `Task.attach`). */
+          readonly follower?: { readonly attachmentId: string; readonly reattach: boolean } | undefined
         }
-      ) => Effect.flatMap(held(agentId, taskId), (task) => attachTo(task, events)),
+      ) => Effect.flatMap(held(agentId, taskId), (task) => attachTo(task, events, follower)),
       /**
        * Runs the task here until it ends (its loop taken up from the journal); interrupted (its shard
        * moved, the runner stops), the loop stops and the task is let go: its journal is where the next

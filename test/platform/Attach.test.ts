@@ -1,0 +1,68 @@
+/**
+ * Attaching to a task held by this process, as a cluster runner's task entity does (Cluster.ts): a
+ * follower attaches again after its task's shard moved, naming its first attach. A follower that was
+ * taken over while its shard moved must not take the task back.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Layer, type Mailbox, Option, Schema } from "effect"
+import { Journal, LanguageModel, Tool, Toolkit } from "../../src/index.js"
+import * as Server from "../../src/platform/Server.js"
+import type { TaskEvent } from "../../src/protocol/Protocol.js"
+
+const refund = Tool.make("refund", { description: "Refunds.", input: { n: Schema.Number }, timeout: "60 seconds" }, ({ n }) =>
+  Effect.succeed(n))
+
+/** What a mailbox holds now, and whether it ended (without waiting for more). */
+const drained = (mailbox: Mailbox.ReadonlyMailbox<TaskEvent, unknown>) =>
+  Effect.suspend(() =>
+    Option.exists(mailbox.unsafeSize(), (n) => n === 0)
+      ? Effect.succeed({ events: [] as Array<string>, done: false })
+      : Effect.map(mailbox.takeAll, ([events, done]) => ({ events: Chunk.toArray(events).map((e) => e._tag), done }))
+  )
+
+describe("attaching to a held task (cluster mode's follower)", () => {
+  it.scopedLive("a re-attach that finds another attachment ends with TaskTakenOver; the other keeps the task; a fresh attach takes it over", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal.Journal
+      const parts = yield* Server.makeParts({ tokens: new Map() }, journal)
+      const [entry] = (yield* Toolkit.make(refund)).manifest
+      yield* journal.started({
+        runId: "task-1",
+        kind: "task",
+        agentId: "agent-1",
+        processId: "p1",
+        prompt: "refund 7",
+        tools: [{ entry: entry!, own: true }]
+      })
+      const attach = (attachmentId: string, reattach: boolean) =>
+        parts.tasks.attachHeld({ agentId: "agent-1", taskId: "task-1", events: "calls", follower: { attachmentId, reattach } })
+      const a = yield* attach("attachment-a", false)
+      // The loop asks the model, which asks for a call: it waits for its answer.
+      let first = yield* drained(a)
+      while (!first.events.includes("ToolCallRequested")) {
+        yield* Effect.sleep("5 millis")
+        first = { events: [...first.events, ...(yield* drained(a)).events], done: false }
+      }
+      assert.deepStrictEqual(first.events, ["TaskStarted", "ToolCallRequested"])
+
+      // B attaches (a fresh attach): it takes the task over from A.
+      const b = yield* attach("attachment-b", false)
+      assert.deepStrictEqual(yield* drained(a), { events: ["TaskTakenOver"], done: true })
+      assert.deepStrictEqual(yield* drained(b), { events: ["TaskStarted", "ToolCallRequested"], done: false })
+
+      // A's follower, its shard moved meanwhile, attaches again: B keeps the task, A is told.
+      const again = yield* attach("attachment-a", true)
+      assert.deepStrictEqual(yield* drained(again), { events: ["TaskTakenOver"], done: true })
+      assert.deepStrictEqual(yield* drained(b), { events: [], done: false }, "B is not taken over")
+
+      // B's own re-attach goes on where B was; a fresh attach by A takes the task over again.
+      const bAgain = yield* attach("attachment-b", true)
+      assert.deepStrictEqual(yield* drained(bAgain), { events: ["TaskStarted", "ToolCallRequested"], done: false })
+      const aFresh = yield* attach("attachment-c", false)
+      assert.deepStrictEqual(yield* drained(bAgain), { events: ["TaskTakenOver"], done: true })
+      assert.deepStrictEqual((yield* drained(aFresh)).events, ["TaskStarted", "ToolCallRequested"])
+    }).pipe(Effect.provide(Layer.merge(
+      Journal.layerMemory,
+      LanguageModel.layerScripted([{ toolCalls: [{ id: "c1", name: "refund", arguments: "{\"n\":7}" }] }])
+    ))), { timeout: 10_000 })
+})
