@@ -140,6 +140,12 @@ interface Suspension {
 /** The events a `"calls"` stream leaves out. */
 const leftOutOfCalls = new Set<TaskEvent["_tag"]>(["TurnStarted", "ModelText", "ToolCallCompleted"])
 
+/** Cluster mode: a follower's attachment, and whether this attach is one of its re-attaches (see `Task.attach`). */
+interface Follower {
+  readonly attachmentId: string
+  readonly reattach: boolean
+}
+
 class Task {
   attachment: Mailbox.Mailbox<TaskEvent> | undefined
   /** Cluster mode: the id its follower gave the attachment, the same in each of its re-attaches (see `attach`). */
@@ -170,6 +176,15 @@ class Task {
     private readonly clock: Clock.Clock
   ) {}
 
+  /** The last event of an attachment another one took the task from. */
+  private takenOver(): TaskEvent {
+    return {
+      _tag: "TaskTakenOver",
+      taskId: this.taskId,
+      reason: `another attachment of agent ${this.agentId} took task ${this.taskId} over; it goes on there`
+    }
+  }
+
   emit(event: TaskEvent): void {
     if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
       this.final = event
@@ -194,29 +209,17 @@ class Task {
    * its first attach). One that finds another attachment here was taken over while it moved (that
    * attach came later): it ends with `TaskTakenOver` itself, and the other keeps the task.
    */
-  attach(
-    mailbox: Mailbox.Mailbox<TaskEvent>,
-    wanted: EventsWanted,
-    follower?: { readonly attachmentId: string; readonly reattach: boolean }
-  ): void {
+  attach(mailbox: Mailbox.Mailbox<TaskEvent>, wanted: EventsWanted, follower?: Follower): void {
     if (
       follower?.reattach === true && this.final === undefined && this.attachment !== undefined &&
       this.attachmentId !== follower.attachmentId
     ) {
-      mailbox.unsafeOffer({
-        _tag: "TaskTakenOver",
-        taskId: this.taskId,
-        reason: `another attachment of agent ${this.agentId} took task ${this.taskId} over; it goes on there`
-      })
+      mailbox.unsafeOffer(this.takenOver())
       mailbox.unsafeDone(Exit.void)
       return
     }
     if (this.attachment !== undefined) {
-      this.attachment.unsafeOffer({
-        _tag: "TaskTakenOver",
-        taskId: this.taskId,
-        reason: `another attachment of agent ${this.agentId} took task ${this.taskId} over; it goes on there`
-      })
+      this.attachment.unsafeOffer(this.takenOver())
       this.attachment.unsafeDone(Exit.void)
     }
     this.attachment = mailbox
@@ -465,7 +468,7 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
     const attachTo = (
       task: Task,
       wanted: EventsWanted | undefined,
-      follower?: { readonly attachmentId: string; readonly reattach: boolean }
+      follower?: Follower
     ) =>
       Effect.gen(function*() {
         const mailbox = yield* Mailbox.make<TaskEvent>()
@@ -719,8 +722,7 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
           readonly agentId: string
           readonly taskId: string
           readonly events?: EventsWanted | undefined
-          /** The follower's attachment and whether this is one of its re-attaches (see `Task.attach`). */
-          readonly follower?: { readonly attachmentId: string; readonly reattach: boolean } | undefined
+          readonly follower?: Follower | undefined
         }
       ) => Effect.flatMap(held(agentId, taskId), (task) => attachTo(task, events, follower)),
       /**
