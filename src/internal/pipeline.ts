@@ -444,7 +444,9 @@ const decodeArgs = (
   config: Config
 ): { readonly value: unknown } | string => {
   let value: unknown
-  if (typeof args === "string" || args instanceof ParsedArguments) {
+  // JSON text (perhaps parsed already): only enumerable string keys, sized by its text.
+  const fromText = typeof args === "string" || args instanceof ParsedArguments
+  if (fromText) {
     const text = typeof args === "string" ? args : args.text
     // A character is at least one UTF-8 byte and at most three (surrogate pairs: four per two).
     if (text.length > config.maxPayloadBytes ||
@@ -483,7 +485,7 @@ const decodeArgs = (
   try {
     // A flat input's keys are checked here, far cheaper than by Effect; with none unexpected, the same decode.
     const flat = compiled.flat
-    const decoded = flat !== undefined && onlyKeysIn(value, flat.keys, typeof args === "string" || args instanceof ParsedArguments)
+    const decoded = flat !== undefined && onlyKeysIn(value, flat.keys, fromText)
       ? flat.decode(value)
       : compiled.decode(value)
     if (Either.isRight(decoded)) return { value: decoded.right }
