@@ -5,12 +5,12 @@
  * (the first is outermost). A hook that fails gives the call a `HookFailed` result.
  */
 import { Layer } from "effect"
-import { type ToolHook, ToolHooks } from "./internal/toolHooks.js"
-import { type TurnHook, TurnHooks } from "./internal/turnHooks.js"
+import { type ToolHook, ToolHooks } from "./internal/hooks/tool.js"
+import { type TurnHook, TurnHooks } from "./internal/hooks/turn.js"
 
-export { approval, callBudget, logging } from "./internal/shippedHooks.js"
-export { RunState, type ToolCall, type ToolHook } from "./internal/toolHooks.js"
-export type { Turn, TurnHook } from "./internal/turnHooks.js"
+export { approval, callBudget, logging } from "./internal/hooks/shipped.js"
+export { RunState, type ToolCall, type ToolHook } from "./internal/hooks/tool.js"
+export type { Turn, TurnHook } from "./internal/hooks/turn.js"
 
 /** Installs hooks, in order: the first wraps the others. Hooks of a kind not given are none. */
 export const layer = (

@@ -18,10 +18,10 @@ import {
   Schema
 } from "effect"
 import * as Ids from "./Ids.js"
-import * as Claims from "./internal/claimsSql.js"
-import * as SqlStore from "./internal/sqlStore.js"
+import * as Claims from "./internal/sql/claims.js"
+import * as SqlStore from "./internal/sql/store.js"
 import { OutcomeUnknown, ToolResult, ToolResultFromJson } from "./ToolResult.js"
-import { Signal } from "./internal/signal.js"
+import { Signal } from "./internal/util/signal.js"
 import { Timing } from "./Timing.js"
 
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@
  * becomes a failed result, its kind in `failure` and its text in `error`; nothing escapes as a defect.
  */
 import { Effect, Layer } from "effect"
-import * as Pipeline from "./internal/pipeline.js"
+import * as Pipeline from "./internal/call/pipeline.js"
 import type * as Tool from "./Tool.js"
 import type { ToolContext } from "./ToolContext.js"
 import type { ToolResult } from "./ToolResult.js"
@@ -20,7 +20,7 @@ export {
   InvocationObserver,
   type Options,
   type RetryEvent
-} from "./internal/pipeline.js"
+} from "./internal/call/pipeline.js"
 
 /** Overrides some limits; the rest keep their defaults. */
 export const layerConfig = (config: Partial<Pipeline.Config>): Layer.Layer<Pipeline.InvocationConfig> =>

@@ -10,8 +10,8 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
-import * as Sql from "./internal/journalSql.js"
-import * as SqlStore from "./internal/sqlStore.js"
+import * as Sql from "./internal/sql/journal.js"
+import * as SqlStore from "./internal/sql/store.js"
 import { ToolResult, ToolResultFromJson } from "./ToolResult.js"
 import * as LanguageModel from "./LanguageModel.js"
 import * as Toolkit from "./Toolkit.js"

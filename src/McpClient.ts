@@ -6,7 +6,7 @@
  * are checked against that schema (ajv) before anything is sent, the deadline aborts the request
  * (the SDK sends `notifications/cancelled`), and retries and idempotency are opted in per tool.
  *
- * This module holds the API; the work is `internal/mcpClient.ts`, loaded on the first `toolkit`, so
+ * This module holds the API; the work is `internal/mcp/client.ts`, loaded on the first `toolkit`, so
  * that serving MCP (`Mcp`, which re-exports this module) does not load the SDK's client.
  */
 import { type Duration, Effect, Schema, type Scope, type Stream } from "effect"
@@ -108,6 +108,6 @@ export interface RemoteToolkit {
  */
 export const toolkit: (options: ToolkitOptions) => Effect.Effect<RemoteToolkit, McpClientError, Scope.Scope> = Effect
   .fn("Mcp.toolkit")(function*(options: ToolkitOptions) {
-    const { connect } = yield* Effect.promise(() => import("./internal/mcpClient.js"))
+    const { connect } = yield* Effect.promise(() => import("./internal/mcp/client.js"))
     return yield* connect(options)
   })

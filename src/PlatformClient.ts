@@ -25,7 +25,7 @@ import {
   Unauthorized,
   type UnknownTask
 } from "./protocol/Protocol.js"
-import * as Settings from "./internal/settings.js"
+import * as Settings from "./internal/util/settings.js"
 import * as Wire from "./platform/Wire.js"
 import type * as Toolkit from "./Toolkit.js"
 import { InvalidOutput, ToolResult } from "./ToolResult.js"

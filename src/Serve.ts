@@ -30,9 +30,9 @@ import * as Ids from "./Ids.js"
 import { Idempotency, layerMemory, layerSql, type StoreUnavailable } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
 import { ToolResult, UnknownTool } from "./ToolResult.js"
-import * as Json from "./internal/json.js"
-import * as Settings from "./internal/settings.js"
-import { RunState } from "./internal/toolHooks.js"
+import * as Json from "./internal/util/json.js"
+import * as Settings from "./internal/util/settings.js"
+import { RunState } from "./internal/hooks/tool.js"
 import type {
   LifecycleBudgetExceeded,
   ManifestRejected,

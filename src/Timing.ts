@@ -9,7 +9,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
-import { stepper } from "./internal/schedule.js"
+import { stepper } from "./internal/util/schedule.js"
 
 /** The named Schedules. Each one's output is ignored; only its delays and its end matter. */
 export interface Schedules {

@@ -4,7 +4,7 @@
  * `yield* ToolContext.ToolContext` or, when it may run outside a call, `yield* ToolContext.current`.
  */
 import { Clock, Context, Duration, Effect, type FiberRefs, Option, Runtime } from "effect"
-import { effectLevels, type McpLogLevel } from "./internal/logLevels.js"
+import { effectLevels, type McpLogLevel } from "./internal/util/logLevels.js"
 
 /** What a handler knows about the call it is serving. Times are epoch milliseconds. */
 export interface ToolCallInfo {

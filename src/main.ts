@@ -376,7 +376,7 @@ const serve = Command.make("serve", {
     const [PlatformClient, Serve, Settings] = yield* load(
       () => import("./PlatformClient.js"),
       () => import("./Serve.js"),
-      () => import("./internal/settings.js")
+      () => import("./internal/util/settings.js")
     )
     // Every missing setting at once, before anything connects.
     yield* PlatformClient.requireAll(["AGENT_ID", "PLATFORM_TOKEN", "PLATFORM_URL"])

@@ -20,7 +20,7 @@ import * as RpcSchema from "@effect/rpc/RpcSchema"
 import type { FromServerEncoded, InterruptEncoded, RequestEncoded } from "@effect/rpc/RpcMessage"
 import { Predicate, Schema } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
-import * as Json from "../internal/json.js"
+import * as Json from "../internal/util/json.js"
 import { PlatformRpcs } from "./Protocol.js"
 
 /**

@@ -6,7 +6,7 @@
 import * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
-import { optionalSecret, optionalString } from "../internal/settings.js"
+import { optionalSecret, optionalString } from "../internal/util/settings.js"
 import { endpoint, layerModel, MissingApiKey, turnFromBody } from "./Http.js"
 
 /** How to reach the API. */

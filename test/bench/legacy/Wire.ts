@@ -39,7 +39,7 @@ import {
   type Scope,
   Stream
 } from "effect"
-import * as Json from "../../../src/internal/json.js"
+import * as Json from "../../../src/internal/util/json.js"
 
 /**
  * The largest frame the platform accepts, by default: 2 MiB, room for a call's 1 MiB of arguments or

@@ -1,8 +1,8 @@
 /** The tool hooks shipped with the runtime (design: Hooks): `Hooks.logging`, `Hooks.approval`, `Hooks.callBudget`. */
 import { Duration, Effect, Option } from "effect"
-import { Denied, ToolResult } from "../ToolResult.js"
-import { UserPrompt, type UserPromptError } from "../UserPrompt.js"
-import type { ToolCall, ToolHook } from "./toolHooks.js"
+import { Denied, ToolResult } from "../../ToolResult.js"
+import { UserPrompt, type UserPromptError } from "../../UserPrompt.js"
+import type { ToolCall, ToolHook } from "./tool.js"
 
 const denied = (call: ToolCall, reason: string): ToolResult =>
   ToolResult.failure(new Denied({ toolName: call.tool.name, reason }))

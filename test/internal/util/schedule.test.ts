@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schedule } from "effect"
-import { stepper } from "../../src/internal/schedule.js"
+import { stepper } from "../../../src/internal/util/schedule.js"
 
 describe("stepper", () => {
   it.effect("gives each recurrence's start from the time asked at, then undefined once the schedule is done", () =>

@@ -3,9 +3,9 @@
  * input is reused for the rest of the run.
  */
 import { Effect, Exit, FiberId } from "effect"
-import { ToolResult } from "../ToolResult.js"
+import { ToolResult } from "../../ToolResult.js"
 import type { Started } from "./pipeline.js"
-import { Signal } from "./signal.js"
+import { Signal } from "../util/signal.js"
 
 /**
  * The per-run cache: key -> the first outcome, or the call still computing it (single

@@ -4,9 +4,9 @@
  * its usual path and pays one context lookup.
  */
 import { Cause, Context, Effect } from "effect"
-import type * as Tool from "../Tool.js"
-import type { ToolCallInfo } from "../ToolContext.js"
-import { HookFailed, ToolResult } from "../ToolResult.js"
+import type * as Tool from "../../Tool.js"
+import type { ToolCallInfo } from "../../ToolContext.js"
+import { HookFailed, ToolResult } from "../../ToolResult.js"
 
 /**
  * What hooks keep for one run of calls, dropped with it: per-run budgets and counters. An agent run

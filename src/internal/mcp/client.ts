@@ -27,13 +27,13 @@ import {
   type RemoteToolkit,
   toolkitDefaults,
   type ToolkitOptions
-} from "../McpClient.js"
-import * as Tool from "../Tool.js"
-import * as Toolkit from "../Toolkit.js"
-import { errorText } from "../ToolResult.js"
-import * as Json from "./json.js"
-import { effectLevels } from "./logLevels.js"
-import { redactUrl } from "./settings.js"
+} from "../../McpClient.js"
+import * as Tool from "../../Tool.js"
+import * as Toolkit from "../../Toolkit.js"
+import { errorText } from "../../ToolResult.js"
+import * as Json from "../util/json.js"
+import { effectLevels } from "../util/logLevels.js"
+import { redactUrl } from "../util/settings.js"
 
 /** How much of a remote server's log line is logged. */
 const maxLogLineLength = 2_000

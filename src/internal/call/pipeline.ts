@@ -34,12 +34,12 @@ import {
   type SchemaAST,
   Tracer
 } from "effect"
-import * as Json from "./json.js"
-import { stepper } from "./schedule.js"
-import { type RunState, runToolHooks, ToolHooks } from "./toolHooks.js"
-import { Timing } from "../Timing.js"
-import * as Tool from "../Tool.js"
-import { CallContext, ToolContext, type ToolCallInfo } from "../ToolContext.js"
+import * as Json from "../util/json.js"
+import { stepper } from "../util/schedule.js"
+import { type RunState, runToolHooks, ToolHooks } from "../hooks/tool.js"
+import { Timing } from "../../Timing.js"
+import * as Tool from "../../Tool.js"
+import { CallContext, ToolContext, type ToolCallInfo } from "../../ToolContext.js"
 import {
   DeadlinePassed,
   errorText,
@@ -50,7 +50,7 @@ import {
   TimedOut,
   type ToolFailure,
   ToolResult
-} from "../ToolResult.js"
+} from "../../ToolResult.js"
 
 /** Limits of the pipeline. */
 export interface Config {

@@ -3,7 +3,7 @@
  * change the instructions or the tools offered.
  */
 import { Context, type Effect } from "effect"
-import type * as LanguageModel from "../LanguageModel.js"
+import type * as LanguageModel from "../../LanguageModel.js"
 
 /** A model turn as a turn hook sees it; a hook may pass on other instructions or fewer tools. */
 export interface Turn {

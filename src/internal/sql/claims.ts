@@ -1,6 +1,6 @@
 /**
- * Every SQL statement of the durable claims (design: Delivery dedupe), in one module. Plain, portable SQL (SQLite now,
- * PostgreSQL's `@effect/sql-pg` later): `ON CONFLICT ... DO NOTHING`, integers for times, text for
+ * Every SQL statement of the durable claims (design: Delivery dedupe), in one module. Plain, portable SQL (SQLite and
+ * PostgreSQL through `@effect/sql-pg`): `ON CONFLICT ... DO NOTHING`, integers for times, text for
  * the outcome's JSON. Times come from the Effect `Clock`, never from the database.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
