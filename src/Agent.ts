@@ -10,7 +10,7 @@ import { Ids } from "./Ids.js"
 import * as Journal from "./Journal.js"
 import * as Json from "./internal/util/json.js"
 import * as Pipeline from "./internal/call/pipeline.js"
-import { RunCache } from "./internal/call/runCache.js"
+import * as Reuse from "./internal/call/reuse.js"
 import { RunState } from "./internal/hooks/tool.js"
 import { askApproval } from "./internal/hooks/shipped.js"
 import { runTurnHooks, type TurnHook, TurnHooks } from "./internal/hooks/turn.js"
@@ -573,7 +573,8 @@ class Run {
   messages: ReadonlyArray<LanguageModel.Message>
   readonly records: Array<ToolCallRecord> = []
   readonly usage = { inputTokens: 0, outputTokens: 0 }
-  readonly cache = new RunCache()
+  /** The run's outcomes of idempotent tools, by input (design: Per-run reuse). */
+  readonly outcomes = new Reuse.Outcomes({ joinInFlight: true })
   /** How many calls of a turn may run at once: 1 when sequential. */
   readonly limit: number
   /** What hooks keep for this run (a call budget's counts): it goes when the run does. */
@@ -722,15 +723,15 @@ class Run {
         const input = inputs[i]
         const args = input === call.arguments ? call.arguments : new Pipeline.ParsedArguments(call.arguments, input)
         const startedAt = calling.clock.unsafeCurrentTimeMillis()
-        const { cached, started } = this.journaled === undefined
+        const started = this.journaled === undefined
           ? this.start(calling, call, args)
           : this.startJournaled(calling, step, call, args)
         if (started instanceof ToolResult) {
-          records[i] = this.record(calling, step, call, input, started, cached, startedAt)
+          records[i] = this.record(calling, step, call, input, started, startedAt)
           return undefined
         }
         return Effect.map(started, (result) => {
-          records[i] = this.record(calling, step, call, input, result, cached, startedAt)
+          records[i] = this.record(calling, step, call, input, result, startedAt)
         })
       }
       const limit = this.limit
@@ -754,115 +755,106 @@ class Run {
     })
   }
 
-  /** Starts one call: unknown tool -> `UnknownTool`; an idempotent one through the run's cache (design: Per-run reuse). */
-  private start(
-    calling: Pipeline.CallingFiber,
-    call: LanguageModel.ToolCall,
-    args: string | Pipeline.ParsedArguments
-  ): { readonly started: Pipeline.Started; readonly cached: boolean } {
+  /** Starts one call through the pipeline: unknown tool -> `UnknownTool`; an idempotent one reuses the run's outcomes (design: Per-run reuse). */
+  private start(calling: Pipeline.CallingFiber, call: LanguageModel.ToolCall, args: string | Pipeline.ParsedArguments): Pipeline.Started {
     const tool = this.toolkit.byName.get(call.name)
     if (tool === undefined) {
       const available = this.toolkit.tools.map((t) => t.name)
-      return { started: ToolResult.failure(new UnknownTool({ toolName: call.name, available })), cached: false }
+      return ToolResult.failure(new UnknownTool({ toolName: call.name, available }))
     }
-    const options = { taskId: this.runId, toolCallId: call.id, run: this.hookState }
-    if (!tool.idempotent) return { started: Pipeline.start(calling, tool, args, options), cached: false }
-    const decoded = Pipeline.decodeInput(calling, tool, args)
-    if (decoded instanceof ToolResult) return { started: decoded, cached: false }
-    const key = `${tool.name}\n${Pipeline.inputKey(tool, decoded.input)}`
-    const use = this.cache.use(key, () => Pipeline.startDecoded(calling, tool, decoded.input, options))
-    if (!use.cached) return use
-    return { started: Pipeline.traceReuse(calling, tool, call.id, use.started), cached: true }
+    return Pipeline.start(calling, tool, args, { taskId: this.runId, toolCallId: call.id, run: this.hookState, reuse: this.outcomes })
   }
 
   /**
-   * Starts one call of a journaled run (design: Durable runs): a journaled outcome is reused; a call
-   * journaled as started without one reads "outcome unknown" if its tool is idempotent, and runs
-   * again (within its journaled deadline) if not; a new call is journaled as started before it runs,
-   * and its outcome before the loop sees it. A call that needs approval passes `gate` first.
+   * Starts one call of a journaled run (design: Durable runs): a journaled outcome is reused; else the
+   * pipeline decodes it and `replay` decides, as its gate.
    */
   private startJournaled(
     calling: Pipeline.CallingFiber,
     step: number,
     call: LanguageModel.ToolCall,
     args: string | Pipeline.ParsedArguments
-  ): { readonly started: Pipeline.Started; readonly cached: boolean } {
-    const journaled = this.journaled!
-    const known = journaled.calls.get(call.id)
+  ): Pipeline.Started {
+    const known = this.journaled!.calls.get(call.id)
     const tool = this.toolkit.byName.get(call.name)
     if (tool === undefined || known?.result !== undefined && !tool.idempotent) {
       if (known?.result === undefined) return this.start(calling, call, args)
       this.emit?.(AgentEvent.Replayed({ step, id: call.id }))
-      return { started: known.result, cached: false }
+      return known.result
     }
-    const decoded = Pipeline.decodeInput(calling, tool, args)
-    if (decoded instanceof ToolResult) return { started: decoded, cached: false }
-    const inputKey = Pipeline.inputKey(tool, decoded.input)
-    const key = `${tool.name}\n${inputKey}`
+    return Pipeline.start(calling, tool, args, {
+      taskId: this.runId,
+      toolCallId: call.id,
+      run: this.hookState,
+      reuse: this.outcomes,
+      gate: (admitted) => this.replay(calling.clock.unsafeCurrentTimeMillis(), step, call, known, admitted)
+    })
+  }
+
+  /**
+   * A decoded call of a journaled run (design: Durable runs): an idempotent tool's journaled outcome is the
+   * run's outcome for that input again; so is one the run reused already; a call journaled as
+   * started without an outcome reads "outcome unknown" if its tool is idempotent, and runs again
+   * (within its journaled deadline) if not; a new call is journaled as started before it runs, and its
+   * outcome before the loop sees it. A call that needs approval passes `approve` first.
+   */
+  private replay(
+    now: number,
+    step: number,
+    call: LanguageModel.ToolCall,
+    known: Journal.JournaledCall | undefined,
+    admitted: Pipeline.Admitted
+  ): Pipeline.Started {
+    const { tool } = admitted
     if (known?.result !== undefined) {
-      // An idempotent tool's journaled outcome is the run's outcome for that input again (design: Per-run reuse).
       this.emit?.(AgentEvent.Replayed({ step, id: call.id }))
-      this.cache.use(key, () => known.result!)
-      return { started: known.result, cached: false }
+      return admitted.keep(known.result)
     }
-    if (tool.idempotent) {
-      const reused = this.cache.peek(key)
-      if (reused !== undefined) {
-        const started = Pipeline.awaitStarted(Pipeline.traceReuse(calling, tool, call.id, reused))
-        return { started: Effect.flatMap(started, (result) => this.journalOutcome(call, result, known)), cached: true }
-      }
+    const reused = admitted.reused()
+    if (reused !== undefined) {
+      return Effect.flatMap(Pipeline.awaitStarted(reused), (result) => this.journalOutcome(call, result, known))
     }
-    const now = calling.clock.unsafeCurrentTimeMillis()
     if (known !== undefined) {
       // It started before the run stopped; whether it had its effect is unknown (design: Interruption and shutdown).
-      if (tool.idempotent && !journaled.rerunUnfinished) {
+      if (tool.idempotent && !this.journaled!.rerunUnfinished) {
         const unknown = ToolResult.failure(new OutcomeUnknown({ toolName: tool.name, earlierAttempt: "unfinished" }))
-        this.cache.use(key, () => unknown)
-        return { started: this.journalOutcome(call, unknown, known), cached: false }
+        admitted.keep(unknown)
+        return this.journalOutcome(call, unknown, known)
       }
       if (known.deadlineAt <= now) {
         // Its deadline passed while the run was stopped: it timed out, as the first run's would have.
         const allowedMillis = Duration.toMillis(tool.timeout)
         const timedOut = ToolResult.failure(new TimedOut({ toolName: tool.name, allowedMillis }))
-        return { started: this.journalOutcome(call, timedOut, known), cached: false }
+        return this.journalOutcome(call, timedOut, known)
       }
       // It passed its approval before it started.
-      return this.runJournaled(tool, call, decoded.input, key, known.deadlineAt, false, tool.needsApproval)
+      return this.runJournaled(admitted, call, known.deadlineAt, false, tool.needsApproval)
     }
     const deadlineAt = now + Duration.toMillis(tool.timeout)
-    if (tool.needsApproval) return this.gate(tool, call, decoded.input, inputKey, key, now, deadlineAt)
-    return this.runJournaled(tool, call, decoded.input, key, deadlineAt, true, false)
+    if (tool.needsApproval) return this.approve(admitted, call, now, deadlineAt)
+    return this.runJournaled(admitted, call, deadlineAt, true, false)
   }
 
   /**
-   * A journaled call through the pipeline: journaled as started first (unless it was already), its
-   * outcome journaled before the loop sees it; an idempotent tool's through the run's cache.
+   * A journaled call run: journaled as started first (unless it was already), its outcome journaled
+   * before the loop sees it; an idempotent tool's kept as the run's outcome for its input.
    */
   private runJournaled(
-    tool: Tool.Any,
+    admitted: Pipeline.Admitted,
     call: LanguageModel.ToolCall,
-    input: unknown,
-    key: string,
     deadlineAt: number,
     firstStart: boolean,
     approved: boolean
-  ): { readonly started: Pipeline.Started; readonly cached: boolean } {
+  ): Pipeline.Started {
     const { journal } = this.journaled!
-    const options = { taskId: this.runId, toolCallId: call.id, run: this.hookState, deadlineAt, approved }
-    const body = Effect.withFiberRuntime<ToolResult>((fiber, status) =>
-      Pipeline.awaitStarted(
-        Pipeline.startDecoded(new Pipeline.CallingFiber(fiber, status.runtimeFlags), tool, input, options)
-      )
-    )
     const started = Effect.zipRight(
       firstStart
         ? journal.callStarted(this.runId, { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt })
         : Effect.void,
       // The journal's outcome is the call's: the first writer's, should another process have run it too.
-      Effect.flatMap(body, (result) => journal.callEnded(this.runId, call.id, result))
+      Effect.flatMap(admitted.run({ deadlineAt, approved }), (result) => journal.callEnded(this.runId, call.id, result))
     )
-    if (!tool.idempotent) return { started, cached: false }
-    return this.cache.use(key, () => started)
+    return admitted.keep(started)
   }
 
   /**
@@ -885,29 +877,25 @@ class Run {
    * denied, the model reads the denial. With no decision, a person at hand (`UserPrompt`) decides now;
    * else the call waits and the run suspends after its turn.
    */
-  private gate(
-    tool: Tool.Any,
+  private approve(
+    admitted: Pipeline.Admitted,
     call: LanguageModel.ToolCall,
-    input: unknown,
-    inputKey: string,
-    key: string,
     now: number,
     deadlineAt: number
-  ): { readonly started: Pipeline.Started; readonly cached: boolean } {
+  ): Pipeline.Started {
+    const { input, inputKey, tool } = admitted
     const fingerprint = fingerprintOf(tool)
     const asked = this.journaled!.approvals.get(call.id)
     const bound = asked !== undefined && asked.toolName === tool.name && asked.inputKey === inputKey &&
       asked.fingerprint === fingerprint
-    const deny = (reason: string) => {
-      const denied = ToolResult.failure(new Denied({ toolName: tool.name, reason }))
-      return { started: this.journalOutcome(call, denied, undefined), cached: false }
-    }
+    const deny = (reason: string) =>
+      this.journalOutcome(call, ToolResult.failure(new Denied({ toolName: tool.name, reason })), undefined)
     if (bound && asked.decision !== "pending") {
       if (now >= asked.expiresAt) return deny("its approval expired before the run went on; it did not run")
       if (asked.decision === "denied") {
         return deny(`the user denied this call${asked.reason === undefined ? "" : `: ${asked.reason}`}; it did not run`)
       }
-      return this.runJournaled(tool, call, input, key, deadlineAt, true, true)
+      return this.runJournaled(admitted, call, deadlineAt, true, true)
     }
     if (bound && now >= asked.expiresAt) {
       return deny("no one decided on this call before its approval expired; it did not run")
@@ -923,19 +911,18 @@ class Run {
       })
       return awaitingApproval
     })
-    const started = Effect.flatMap(Effect.serviceOption(UserPrompt), (prompt) => {
+    return Effect.flatMap(Effect.serviceOption(UserPrompt), (prompt) => {
       if (Option.isNone(prompt)) return wait
       return askApproval(prompt.value, tool.name, input).pipe(
         Effect.flatMap((yes) =>
           yes
-            ? Pipeline.awaitStarted(this.runJournaled(tool, call, input, key, deadlineAt, true, true).started)
-            : deny("the user did not approve this call; it did not run").started
+            ? Pipeline.awaitStarted(this.runJournaled(admitted, call, deadlineAt, true, true))
+            : deny("the user did not approve this call; it did not run")
         ),
         // Nobody answered there: the decision can still come through the journal.
         Effect.catchAll(() => wait)
       )
     })
-    return { started, cached: false }
   }
 
   private record(
@@ -944,7 +931,6 @@ class Run {
     call: LanguageModel.ToolCall,
     input: unknown,
     result: ToolResult,
-    cached: boolean,
     startedAt: number
   ): ToolCallRecord {
     const record: ToolCallRecord = {
@@ -952,7 +938,7 @@ class Run {
       name: call.name,
       input,
       result,
-      cached,
+      cached: this.outcomes.wasReused(call.id),
       durationMillis: calling.clock.unsafeCurrentTimeMillis() - startedAt
     }
     if (result !== awaitingApproval) this.emit?.(AgentEvent.ToolCallFinished({ step, call: record }))

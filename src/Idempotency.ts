@@ -18,6 +18,7 @@ import {
   Schema
 } from "effect"
 import * as Ids from "./Ids.js"
+import { type ClaimOptions, type Deliveries, type DeliveryKey, sameDelivery } from "./internal/call/reuse.js"
 import * as Claims from "./internal/sql/claims.js"
 import * as SqlStore from "./internal/sql/store.js"
 import { OutcomeUnknown, ToolResult, ToolResultFromJson } from "./ToolResult.js"
@@ -27,26 +28,8 @@ import { Timing } from "./Timing.js"
 // ---------------------------------------------------------------------------------------------
 // Delivery dedupe.
 
-/** A delivered call: the pair is the key, never either half. */
-export interface DeliveryKey {
-  readonly taskId: string
-  readonly toolCallId: string
-}
-
-/** What the store needs to know of the tool a delivered call is for. */
-export interface ClaimOptions {
-  readonly toolName: string
-  /** The tool's timeout: how long the claim is kept. */
-  readonly timeout: Duration.Duration
-  /** An idempotent tool is not re-run after a crash: its outcome is declared unknown instead. */
-  readonly idempotent: boolean
-  /**
-   * Whether the handler has started (design: Interruption and shutdown). An interrupted call whose handler had not started is
-   * released (the next delivery runs it); one whose handler had started may have had its effect, so
-   * it is treated like a crash. Without it, an interrupted call counts as started.
-   */
-  readonly started?: (() => boolean) | undefined
-}
+/** A delivered call's key, and what the store needs to know of its tool (design: Delivery dedupe). */
+export type { ClaimOptions, DeliveryKey } from "./internal/call/reuse.js"
 
 /** The delivery-dedupe store. */
 export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempotency, {
@@ -54,11 +37,7 @@ export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempote
    * The outcome of the delivered call `key`: the first delivery's if there was one within the
    * tool's timeout (joining it while it still runs), else `run`'s. `reused` says which.
    */
-  readonly once: (
-    key: DeliveryKey,
-    claim: ClaimOptions,
-    run: Effect.Effect<ToolResult>
-  ) => Effect.Effect<{ readonly result: ToolResult; readonly reused: boolean }>
+  readonly once: Deliveries["once"]
   /** Entries held now (in flight or completed, not yet evicted). */
   readonly size: Effect.Effect<number>
   /** Whether claims and held tasks outlive the process (SQL: yes; memory: no). */
@@ -86,7 +65,6 @@ interface Entry {
   readonly done: Signal<ToolResult>
 }
 
-const keyOf = (key: DeliveryKey): string => `${key.taskId}\u0000${key.toolCallId}`
 
 /**
  * The store in memory: a `Ref` of entries, single flight through a `Deferred` per entry, each entry
@@ -104,7 +82,7 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
     return Idempotency.of({
       once: (key, claim, run) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const id = keyOf(key)
+          const id = sameDelivery(key)
           return Effect.flatMap(
             Ref.modify(entries, (map): [readonly [Entry, boolean], HashMap.HashMap<string, Entry>] => {
               const found = HashMap.get(map, id)

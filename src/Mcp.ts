@@ -32,7 +32,8 @@ import { createServer } from "node:http"
 import type { Readable, Writable } from "node:stream"
 import * as Content from "./Content.js"
 import { Ids } from "./Ids.js"
-import * as Pipeline from "./internal/call/pipeline.js"
+import * as Reuse from "./internal/call/reuse.js"
+import * as Invocation from "./Invocation.js"
 import { RunState } from "./internal/hooks/tool.js"
 import { ToolResult } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
@@ -59,48 +60,13 @@ export interface Options {
 /** The default of `Options.maxReusedBytes`. */
 export const reuseDefaults = { maxReusedBytes: 256 * 1024 } as const
 
-/**
- * An idempotent tool's outcomes within one session (design: MCP), as the agent loop's per-run reuse:
- * the first outcome for an input, success or failure, answers the session's later calls with it. A
- * cancelled call leaves none. Bounded by the bytes of their JSON and keys.
- */
-class SessionOutcomes {
-  private readonly entries = new Map<string, ToolResult>()
-  private bytes = 0
-  constructor(private readonly maxBytes: number) {}
-  get(key: string): ToolResult | undefined {
-    return this.entries.get(key)
-  }
-  /** Keeps `result` for `key` if it is the first and fits. */
-  keep(key: string, result: ToolResult): void {
-    if (this.entries.has(key) || result.failure?._tag === "Interrupted") return
-    const size = key.length + (result.error?.length ?? (JSON.stringify(result.value) ?? "").length)
-    if (this.bytes + size > this.maxBytes) return
-    this.bytes += size
-    this.entries.set(key, result)
-  }
-}
-
-/** A `tools/call` through the pipeline; an idempotent tool's through the session's outcomes. */
+/** A `tools/call` through the pipeline; an idempotent tool's through the session's outcomes (design: MCP). */
 const invoke = (
   tool: Tool.Any,
   args: unknown,
-  options: Pipeline.Options & { readonly toolCallId: string },
-  outcomes: SessionOutcomes
-): Effect.Effect<ToolResult> =>
-  Effect.withFiberRuntime((fiber, status) => {
-    const calling = new Pipeline.CallingFiber(fiber, status.runtimeFlags)
-    if (!tool.idempotent) return Pipeline.awaitStarted(Pipeline.start(calling, tool, args, options))
-    const decoded = Pipeline.decodeInput(calling, tool, args)
-    if (decoded instanceof ToolResult) return Effect.succeed(decoded)
-    const key = `${tool.name}\n${Pipeline.inputKey(tool, decoded.input)}`
-    const known = outcomes.get(key)
-    if (known !== undefined) return Pipeline.awaitStarted(Pipeline.traceReuse(calling, tool, options.toolCallId, known))
-    return Effect.tap(
-      Pipeline.awaitStarted(Pipeline.startDecoded(calling, tool, decoded.input, options)),
-      (result) => Effect.sync(() => outcomes.keep(key, result))
-    )
-  })
+  options: Invocation.Options & { readonly toolCallId: string },
+  outcomes: Reuse.Outcomes
+): Effect.Effect<ToolResult> => Invocation.run(tool, args, { ...options, reuse: outcomes }) as Effect.Effect<ToolResult>
 
 interface Listed {
   readonly entry: McpTool
@@ -303,7 +269,7 @@ const makeServer = (
   const inFlight = new Set<Promise<unknown>>()
   // The session's hook state (design: Hooks): every call of this server shares it; it goes with the server.
   const run = new RunState("session")
-  const outcomes = new SessionOutcomes(options?.maxReusedBytes ?? reuseDefaults.maxReusedBytes)
+  const outcomes = new Reuse.Outcomes({ joinInFlight: false, maxBytes: options?.maxReusedBytes ?? reuseDefaults.maxReusedBytes })
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }))
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = toolkit.byName.get(request.params.name)

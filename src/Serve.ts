@@ -28,6 +28,7 @@ import {
 import { createHash } from "node:crypto"
 import * as Ids from "./Ids.js"
 import { Idempotency, layerMemory, layerSql, type StoreUnavailable } from "./Idempotency.js"
+import { sameDelivery } from "./internal/call/reuse.js"
 import * as Invocation from "./Invocation.js"
 import { ToolResult, UnknownTool } from "./ToolResult.js"
 import * as Json from "./internal/util/json.js"
@@ -183,28 +184,16 @@ const runDelivered = (
   run: RunState
 ): Effect.Effect<ToolResult> => {
   const tool = toolkit.byName.get(event.name)
-  // Whether the handler started: an interruption before it leaves nothing behind (design: Interruption and shutdown).
-  let started = false
-  const call = tool === undefined
-    ? Effect.succeed(ToolResult.failure(new UnknownTool({ toolName: event.name })))
-    : Invocation.run(tool, event.arguments, {
-      taskId: event.taskId,
-      toolCallId: event.toolCallId,
-      deadlineAt: event.deadlineAt,
-      // Approved through the platform (a suspended task's DecideApproval): Hooks.approval does not ask again.
-      approved: event.approved,
-      onStart: () => void (started = true),
-      run
-    }) as Effect.Effect<ToolResult>
-  return Effect.map(
-    store.once(event, {
-      toolName: event.name,
-      timeout: tool?.timeout ?? Duration.seconds(1),
-      idempotent: tool?.idempotent ?? false,
-      started: () => started
-    }, call),
-    ({ result }) => result
-  )
+  if (tool === undefined) return Effect.succeed(ToolResult.failure(new UnknownTool({ toolName: event.name })))
+  return Invocation.run(tool, event.arguments, {
+    taskId: event.taskId,
+    toolCallId: event.toolCallId,
+    deadlineAt: event.deadlineAt,
+    // Approved through the platform (a suspended task's DecideApproval): Hooks.approval does not ask again.
+    approved: event.approved,
+    run,
+    dedupe: store
+  }) as Effect.Effect<ToolResult>
 }
 
 // --- Retrying while the platform is away ---
@@ -437,7 +426,7 @@ type Answers = Effect.Effect.Success<ReturnType<typeof makeAnswers>>
 // --- Deliveries ---
 
 /** A delivered call's key in the calls running now. */
-const callKey = (event: Delivered): string => `${event.taskId}\u0000${event.toolCallId}`
+const callKey = (event: Delivered): string => sameDelivery(event)
 
 const counted = (calls: HashMap.HashMap<string, number>, key: string, by: 1 | -1) => {
   const n = Option.getOrElse(HashMap.get(calls, key), () => 0) + by

@@ -35,6 +35,8 @@ import {
   Tracer
 } from "effect"
 import * as Json from "../util/json.js"
+import * as Reuse from "./reuse.js"
+import { awaitStarted, type Started } from "./reuse.js"
 import { stepper } from "../util/schedule.js"
 import { type RunState, runToolHooks, ToolHooks } from "../hooks/tool.js"
 import { Timing } from "../../Timing.js"
@@ -110,7 +112,48 @@ export interface Options {
   readonly run?: RunState | undefined
   /** A person approved this call through the run's journal (design: Durable runs); `Agent` sets it. */
   readonly approved?: boolean | undefined
+  /**
+   * The scope whose outcomes an idempotent tool's call reuses and adds to (design: Per-run reuse): the same
+   * call (`sameCall`: the tool and its decoded input) is answered by the first one's outcome. `Agent`
+   * gives one per run, `Mcp` one per session.
+   */
+  readonly reuse?: Reuse.Outcomes | undefined
+  /**
+   * The store in which the call's delivery (task id, call id) runs once, however often it comes
+   * (design: Delivery dedupe): `Serve` gives its `Idempotency` store.
+   */
+  readonly dedupe?: Reuse.Deliveries | undefined
+  /**
+   * The caller's step once the input is decoded, in place of the plain reuse-or-run: an agent's
+   * journaled replay and approvals (design: Durable runs). It decides from the `Admitted` call.
+   */
+  readonly gate?: Gate | undefined
 }
+
+/** A decoded call as a `gate` sees it, with what it may do with it. */
+export interface Admitted {
+  readonly tool: Tool.Any
+  readonly toolCallId: string
+  /** The decoded input. */
+  readonly input: unknown
+  /** Its input's part of the `sameCall` key (an approval is bound to it). */
+  readonly inputKey: string
+  /** The outcome of the same call in the `reuse` scope, for an idempotent tool (the call is then marked reused). */
+  readonly reused: () => Started | undefined
+  /** Keeps `started` as the same call's outcome in the `reuse` scope, for an idempotent tool; gives what to await. */
+  readonly keep: (started: Started) => Started
+  /**
+   * Runs it (hooks, then the handler), on the fiber that runs the effect; `deadlineAt` and `approved`
+   * take the place of the options' (a journaled call keeps its journaled deadline).
+   */
+  readonly run: (overrides?: {
+    readonly deadlineAt?: number | undefined
+    readonly approved?: boolean | undefined
+  }) => Effect.Effect<ToolResult>
+}
+
+/** See `Options.gate`. */
+export type Gate = (admitted: Admitted) => Started
 
 const succeeded = (value: unknown): ToolResult => new ToolResult(value, undefined)
 /** A failed result, its text cut to the limit of `config`. */
@@ -134,20 +177,17 @@ export class CallingFiber {
   }
 }
 
-/** A call in progress: its result when it completed synchronously, else an effect awaiting it. */
-export type Started = ToolResult | Effect.Effect<ToolResult>
-
-/** `Started` as an effect. */
-export const awaitStarted = (started: Started): Effect.Effect<ToolResult> =>
-  started instanceof ToolResult ? Effect.succeed(started) : started
+export { awaitStarted, type Started } from "./reuse.js"
 
 /**
- * Starts the pipeline of `Invocation.run` on the calling fiber, for loops that run many calls at once: a
- * call that completes synchronously costs no fiber switch; one that suspends is already running
- * when this returns, and the returned effect awaits it within its deadline.
+ * THE entry of the pipeline: `Invocation.run` is it as an effect; loops that start many calls at once
+ * (the agent loop) call it on their own stack. A call that completes synchronously is its result,
+ * with no fiber switch; one that suspends is already running when this returns, and the returned
+ * effect awaits it within its deadline. Reuse (`reuse`, `dedupe`) and a caller's `gate` are options
+ * here, so no caller decodes or keys an input itself.
  */
 export const start = (calling: CallingFiber, tool: Tool.Any, args: unknown, options?: Options): Started =>
-  traced(calling, tool, args, false, options)
+  options?.dedupe === undefined ? traced(calling, tool, args, options) : deduped(options.dedupe, tool, args, options)
 
 /**
  * A call's arguments as JSON text, with the value `Json.parse` made of it (refused keys checked), for a
@@ -158,28 +198,6 @@ export class ParsedArguments {
   constructor(readonly text: string, readonly value: unknown) {}
 }
 
-/** The decoded input of `args` for `tool`, or the `InvalidInput` result; nothing runs. */
-export const decodeInput = (
-  calling: CallingFiber,
-  tool: Tool.Any,
-  args: unknown
-): { readonly input: unknown } | ToolResult => {
-  const input = decodeArgs(tool, compile(tool), args, calling.config)
-  return typeof input === "string"
-    ? failed(new InvalidInput({ toolName: tool.name, reason: input }), calling.config)
-    : { input: input.value }
-}
-
-/** `start` for an input `decodeInput` already produced (so that the caller can look at it first: the per-run cache). */
-export const startDecoded = (calling: CallingFiber, tool: Tool.Any, input: unknown, options?: Options): Started =>
-  traced(calling, tool, input, true, options)
-
-/** The per-run reuse key part for an input: canonical JSON of the encoded input (one form for Dates, bigints...). */
-export const inputKey = (tool: Tool.Any, input: unknown): string => {
-  const encoded = compile(tool).encodeInput(input)
-  return Either.isRight(encoded) ? Json.canonical(encoded.right) : Json.canonical(input)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Per-tool compiled parts, made once on first use.
 
@@ -187,7 +205,6 @@ interface Compiled {
   readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
   /** For a flat input (`flatInput`): its keys, and `decode` without the check of unexpected keys. */
   readonly flat: FlatInput | undefined
-  readonly encodeInput: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
   readonly encode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
   readonly timeoutMillis: number
   readonly spanName: string
@@ -203,7 +220,6 @@ const compile = (tool: Tool.Any): Compiled => {
   const compiled: Compiled = {
     decode: ParseResult.decodeUnknownEither(tool.input, { onExcessProperty: "error", errors: "all" }),
     flat: flatInput(tool),
-    encodeInput: ParseResult.encodeUnknownEither(tool.input),
     encode: ParseResult.encodeUnknownEither(tool.output, { errors: "all" }),
     timeoutMillis: Duration.toMillis(tool.timeout),
     spanName: `execute_tool ${tool.name}`,
@@ -284,28 +300,38 @@ const expiringThresholdMillis = (config: Config): number => {
 // ---------------------------------------------------------------------------------------------
 // The stages.
 
-/** Stage 1, `traced`: the call's span `execute_tool <name>` around the other stages, when tracing is on. */
-const traced = (
-  calling: CallingFiber,
-  tool: Tool.Any,
-  payload: unknown,
-  decoded: boolean,
-  options: Options | undefined
-): Started => {
-  const toolCallId = options?.toolCallId ?? `local-${++localCallIds}`
-  if (!calling.tracing) return admit(calling, tool, payload, decoded, options, toolCallId, undefined)
-  const span = openSpan(calling, tool, toolCallId, false)
-  return endWhenDone(calling, span, admit(calling, tool, payload, decoded, options, toolCallId, span))
+/**
+ * Stage 0, `deduped`: a delivered call (task id, call id) through the delivery store around the
+ * rest (design: Delivery dedupe): it runs once however often it is delivered. Whether its handler started
+ * tells the store what an interruption leaves behind (design: Interruption and shutdown).
+ */
+const deduped = (dedupe: Reuse.Deliveries, tool: Tool.Any, args: unknown, options: Options): Started => {
+  let handlerStarted = false
+  const inner: Options = {
+    ...options,
+    dedupe: undefined,
+    onStart: () => {
+      handlerStarted = true
+      options.onStart?.()
+    }
+  }
+  const key = { taskId: options.taskId ?? "local", toolCallId: options.toolCallId ?? `local-${++localCallIds}` }
+  const claim = { toolName: tool.name, timeout: tool.timeout, idempotent: tool.idempotent, started: () => handlerStarted }
+  const run = Effect.withFiberRuntime<ToolResult>((fiber, status) =>
+    awaitStarted(traced(new CallingFiber(fiber, status.runtimeFlags), tool, args, { ...inner, toolCallId: key.toolCallId }))
+  )
+  return Effect.map(dedupe.once(key, claim, run), ({ result }) => result)
 }
 
-/**
- * Traces a call answered with an earlier outcome (design: Per-run reuse, Delivery dedupe) instead of running: a
- * span like any call's, marked `cached`. Returns `started` unchanged when tracing is off.
- */
-export const traceReuse = (calling: CallingFiber, tool: Tool.Any, toolCallId: string, started: Started): Started =>
-  calling.tracing ? endWhenDone(calling, openSpan(calling, tool, toolCallId, true), started) : started
+/** Stage 1, `traced`: the call's span `execute_tool <name>` around the other stages, when tracing is on. */
+const traced = (calling: CallingFiber, tool: Tool.Any, args: unknown, options: Options | undefined): Started => {
+  const toolCallId = options?.toolCallId ?? `local-${++localCallIds}`
+  if (!calling.tracing) return admit(calling, tool, args, options, toolCallId, undefined)
+  const span = openSpan(calling, tool, toolCallId)
+  return endWhenDone(calling, span, admit(calling, tool, args, options, toolCallId, span))
+}
 
-const openSpan = (calling: CallingFiber, tool: Tool.Any, toolCallId: string, cached: boolean): Tracer.Span => {
+const openSpan = (calling: CallingFiber, tool: Tool.Any, toolCallId: string): Tracer.Span => {
   const span = calling.fiber.currentTracer.span(
     compile(tool).spanName,
     Option.fromNullable(calling.fiber.currentSpan),
@@ -317,7 +343,7 @@ const openSpan = (calling: CallingFiber, tool: Tool.Any, toolCallId: string, cac
   span.attribute("gen_ai.tool.name", tool.name)
   span.attribute("gen_ai.tool.call.id", toolCallId)
   span.attribute("agent_tools.attempt", 1)
-  span.attribute("agent_tools.cached", cached)
+  span.attribute("agent_tools.cached", false)
   return span
 }
 
@@ -336,90 +362,140 @@ const endSpan = (calling: CallingFiber, span: Tracer.Span, result: ToolResult): 
   return result
 }
 
+/** A call past `admit`: decoded, its delivered deadline known, its span open (when tracing). */
+interface Call {
+  readonly tool: Tool.Any
+  readonly compiled: Compiled
+  readonly input: unknown
+  readonly toolCallId: string
+  readonly span: Tracer.Span | undefined
+  readonly options: Options | undefined
+  /** The delivered deadline, if any. */
+  readonly deliveredAt: number | undefined
+}
+
 /**
  * Stage 2, `admit`: refuses a call whose delivered deadline has passed (`DeadlinePassed`) or whose
- * arguments do not decode strictly (`InvalidInput`); else fixes its deadline, the earlier of the
- * delivered one and the tool's timeout, and goes on.
+ * arguments do not decode strictly (`InvalidInput`); else goes on, to the gate or reuse.
  */
 const admit = (
   calling: CallingFiber,
   tool: Tool.Any,
-  payload: unknown,
-  decoded: boolean,
+  args: unknown,
   options: Options | undefined,
   toolCallId: string,
   span: Tracer.Span | undefined
 ): Started => {
   const config = calling.config
   const compiled = compile(tool)
-  const start = calling.clock.unsafeCurrentTimeMillis()
   const given = options?.deadlineAt
-  const deadlineAt = given === undefined ? undefined : typeof given === "number" ? given : given.getTime()
-  if (deadlineAt !== undefined && deadlineAt <= start) {
+  const deliveredAt = given === undefined ? undefined : typeof given === "number" ? given : given.getTime()
+  if (deliveredAt !== undefined && deliveredAt <= calling.clock.unsafeCurrentTimeMillis()) {
     return failed(new DeadlinePassed({ toolName: tool.name }), config)
   }
-  let input = payload
-  if (!decoded) {
-    const result = decodeArgs(tool, compiled, payload, config)
-    if (typeof result === "string") return failed(new InvalidInput({ toolName: tool.name, reason: result }), config)
-    input = result.value
+  const decoded = decodeArgs(tool, compiled, args, config)
+  if (typeof decoded === "string") return failed(new InvalidInput({ toolName: tool.name, reason: decoded }), config)
+  const call: Call = { tool, compiled, input: decoded.value, toolCallId, span, options, deliveredAt }
+  if (options?.gate === undefined && (options?.reuse === undefined || !tool.idempotent)) {
+    return withHooks(calling, call, deliveredAt, options?.approved === true)
   }
-  const byTimeout = start + compiled.timeoutMillis
-  const info: ToolCallInfo = {
-    taskId: options?.taskId ?? "local",
-    toolCallId,
-    attempt: 1,
-    deadlineAt: deadlineAt === undefined ? byTimeout : Math.min(byTimeout, deadlineAt),
-    expiringThresholdMillis: expiringThresholdMillis(config)
-  }
-  return withHooks(calling, tool, compiled, input, info, start, span, options)
+  return reuseOrGate(calling, call)
 }
 
 /**
- * Stage 3, `withHooks`: the installed tool hooks (design: Hooks) around the run of the call; `proceed` may
- * run it again, or not at all. None installed: straight on, at the cost of one context lookup.
+ * Stage 3, `reuseOrGate`: an idempotent tool's same call in the `reuse` scope answers it (design: Per-run reuse),
+ * else it runs and its outcome is kept there; with a `gate`, the gate decides instead, from the `Admitted` call.
  */
-const withHooks = (
-  calling: CallingFiber,
-  tool: Tool.Any,
-  compiled: Compiled,
-  input: unknown,
-  info: ToolCallInfo,
-  start: number,
-  span: Tracer.Span | undefined,
-  options: Options | undefined
-): Started => {
+const reuseOrGate = (calling: CallingFiber, call: Call): Started => {
+  const { options, span, tool } = call
+  const reuse = tool.idempotent ? options?.reuse : undefined
+  const inputKey = Reuse.inputKey(tool, call.input)
+  const key = Reuse.sameCall(tool.name, inputKey)
+  const reused = (): Started | undefined => {
+    const known = reuse?.get(key)
+    if (known === undefined) return undefined
+    reuse!.markReused(call.toolCallId)
+    span?.attribute("agent_tools.cached", true)
+    return known
+  }
+  const keep = (started: Started): Started => reuse === undefined ? started : reuse.keep(key, started)
+  const gate = options?.gate
+  if (gate === undefined) return reused() ?? keep(withHooks(calling, call, call.deliveredAt, options?.approved === true))
+  return gate({
+    tool,
+    toolCallId: call.toolCallId,
+    input: call.input,
+    inputKey,
+    reused,
+    keep,
+    run: (overrides) =>
+      Effect.withFiberRuntime((fiber, status) => {
+        const running = new CallingFiber(fiber, status.runtimeFlags)
+        const deadlineAt = overrides?.deadlineAt ?? call.deliveredAt
+        if (deadlineAt !== undefined && deadlineAt <= running.clock.unsafeCurrentTimeMillis()) {
+          return Effect.succeed(failed(new DeadlinePassed({ toolName: tool.name }), running.config))
+        }
+        return awaitStarted(withHooks(running, call, deadlineAt, overrides?.approved ?? options?.approved === true))
+      })
+  })
+}
+
+/** The call's context as of `now`: its deadline the earlier of `now` + the tool's timeout and `deadlineAt`. */
+const infoAt = (calling: CallingFiber, call: Call, now: number, deadlineAt: number | undefined): ToolCallInfo => {
+  const byTimeout = now + call.compiled.timeoutMillis
+  return {
+    taskId: call.options?.taskId ?? "local",
+    toolCallId: call.toolCallId,
+    attempt: 1,
+    deadlineAt: deadlineAt === undefined ? byTimeout : Math.min(byTimeout, deadlineAt),
+    expiringThresholdMillis: expiringThresholdMillis(calling.config)
+  }
+}
+
+/**
+ * Stage 4, `withHooks`: the installed tool hooks (design: Hooks) around the run of the call; `proceed` may
+ * run it again, or not at all. None installed: straight on, at the cost of one context lookup. The
+ * handler's time starts when the handler does, not when the hooks do: a hook that waits (an approval
+ * asking a person) takes nothing from the tool's timeout; only a delivered deadline bounds both.
+ */
+const withHooks = (calling: CallingFiber, call: Call, deadlineAt: number | undefined, approved: boolean): Started => {
   const hooks = Context.get(calling.context, ToolHooks)
-  const onStart = options?.onStart
+  const onStart = call.options?.onStart
+  const now = calling.clock.unsafeCurrentTimeMillis()
   if (hooks.length === 0) {
     onStart?.()
-    return runHandler(calling, tool, compiled, input, info, start, span, undefined)
+    return runHandler(calling, call, infoAt(calling, call, now, deadlineAt), now, undefined)
   }
   const progress = { attempt: 1 }
+  const { input, tool } = call
+  const context = infoAt(calling, call, now, deadlineAt)
   return runToolHooks(
     hooks,
-    { tool, input, context: info, attempts: () => progress.attempt, run: options?.run, approved: options?.approved === true },
+    { tool, input, context, attempts: () => progress.attempt, run: call.options?.run, approved },
     Effect.suspend(() => {
+      const started = calling.clock.unsafeCurrentTimeMillis()
+      // The hooks took until the delivered deadline: the handler would have no time at all.
+      if (deadlineAt !== undefined && deadlineAt <= started) {
+        return Effect.succeed(failed(new DeadlinePassed({ toolName: tool.name }), calling.config))
+      }
       onStart?.()
-      return awaitStarted(runHandler(calling, tool, compiled, input, info, start, span, progress))
+      return awaitStarted(runHandler(calling, call, infoAt(calling, call, started, deadlineAt), started, progress))
     })
   )
 }
 
 /**
- * Stage 4, `runHandler`: the handler's attempts (one, or `withRetries` for a tool with retries),
+ * Stage 5, `runHandler`: the handler's attempts (one, or `withRetries` for a tool with retries),
  * and `toResult` of the outcome. A handler that completes synchronously costs no closure and no timer.
  */
 const runHandler = (
   calling: CallingFiber,
-  tool: Tool.Any,
-  compiled: Compiled,
-  input: unknown,
+  call: Call,
   info: ToolCallInfo,
   start: number,
-  span: Tracer.Span | undefined,
   progress: { attempt: number } | undefined
 ): Started => {
+  const { compiled, input, span, tool } = call
   const config = calling.config
   const allowed = info.deadlineAt - start
   if (tool.retries <= 0) {
