@@ -2,7 +2,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { collected } from "./support/collected.js"
 import { mcpClient, mcpServer, mcpSession } from "./support/mcpHttp.js"
-import { ConfigProvider, Effect, Fiber, Layer, Logger, Schema, Stream, TestClock } from "effect"
+import { Clock, ConfigProvider, type Duration, Effect, Fiber, Layer, Logger, Schema, Stream, TestClock } from "effect"
 import {
   Agent,
   Hooks,
@@ -13,6 +13,7 @@ import {
   PlatformServer,
   Serve,
   Tool,
+  ToolContext,
   Toolkit,
   UserPrompt
 } from "../src/index.js"
@@ -211,6 +212,57 @@ describe("Hooks: matching the kind of a failure (design: Hooks, Error text)", ()
       )
       assert.strictEqual(broken.failure?._tag, "HookFailed")
       assert.strictEqual(broken.error, "person: a hook failed: Error: down")
+    }))
+})
+
+describe("Hooks: a hook's wait is not the handler's time (design: Hooks, Deadlines)", () => {
+  /** A person who takes `delay` to say yes. */
+  const slowYes = (delay: Duration.DurationInput) =>
+    Layer.succeed(UserPrompt.UserPrompt, UserPrompt.UserPrompt.of({ ask: () => Effect.as(Effect.sleep(delay), "yes") }))
+
+  it.effect("an approval that waits longer than the tool's timeout: the handler still gets its whole timeout", () =>
+    Effect.gen(function*() {
+      let refunds = 0
+      const refund = Tool.make("refund", {
+        description: "Refund.",
+        input: { amount: Schema.Number },
+        timeout: "5 seconds",
+        needsApproval: true
+      }, () => Effect.as(Effect.sleep("3 seconds"), ++refunds))
+      const fiber = yield* Effect.fork(Invocation.run(refund, { amount: 5 }).pipe(
+        Effect.provide(Layer.merge(Hooks.layer({ tool: [Hooks.approval] }), slowYes("10 seconds")))
+      ))
+      yield* TestClock.adjust("10 seconds")
+      yield* TestClock.adjust("3 seconds")
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual([result.value, result.error, refunds], [1, undefined, 1])
+    }))
+
+  it.effect("the handler's deadline starts when it starts: what it sees in its context is its timeout from then", () =>
+    Effect.gen(function*() {
+      const seen: Array<number> = []
+      const probe = Tool.make("probe", { description: "Probe.", input: {}, timeout: "5 seconds" }, () =>
+        Effect.flatMap(ToolContext.ToolContext, (context) =>
+          Effect.map(Clock.currentTimeMillis, (now) => seen.push(context.deadlineAt - now))))
+      const waits = Hooks.layer({ tool: [(_, proceed) => Effect.zipRight(Effect.sleep("8 seconds"), proceed)] })
+      const fiber = yield* Effect.fork(Invocation.run(probe, {}).pipe(Effect.provide(waits)))
+      yield* TestClock.adjust("8 seconds")
+      const result = yield* Fiber.join(fiber)
+      assert.strictEqual(result.error, undefined)
+      assert.deepStrictEqual(seen, [5000])
+    }))
+
+  it.effect("a delivered deadline bounds the hooks too: past it, the handler never starts (DeadlinePassed)", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      const slow = Tool.make("slow", { description: "Slow.", input: {}, timeout: "1 minute" }, () =>
+        Effect.sync(() => ++runs))
+      const waits = Hooks.layer({ tool: [(_, proceed) => Effect.zipRight(Effect.sleep("10 seconds"), proceed)] })
+      const now = yield* Clock.currentTimeMillis
+      const fiber = yield* Effect.fork(Invocation.run(slow, {}, { deadlineAt: now + 5_000 }).pipe(Effect.provide(waits)))
+      yield* TestClock.adjust("10 seconds")
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual([result.failure?._tag, runs], ["DeadlinePassed", 0])
     }))
 })
 

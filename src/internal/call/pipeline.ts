@@ -469,17 +469,20 @@ const withHooks = (calling: CallingFiber, call: Call, deadlineAt: number | undef
   const progress = { attempt: 1 }
   const { input, tool } = call
   const context = infoAt(calling, call, now, deadlineAt)
+  let handler: { readonly info: ToolCallInfo; readonly start: number } | undefined
   return runToolHooks(
     hooks,
     { tool, input, context, attempts: () => progress.attempt, run: call.options?.run, approved },
     Effect.suspend(() => {
-      const started = calling.clock.unsafeCurrentTimeMillis()
+      const now = calling.clock.unsafeCurrentTimeMillis()
       // The hooks took until the delivered deadline: the handler would have no time at all.
-      if (deadlineAt !== undefined && deadlineAt <= started) {
+      if (deadlineAt !== undefined && deadlineAt <= now) {
         return Effect.succeed(failed(new DeadlinePassed({ toolName: tool.name }), calling.config))
       }
+      // Fixed when the handler first starts: a hook that proceeds again shares it, as retries do.
+      handler ??= { info: infoAt(calling, call, now, deadlineAt), start: now }
       onStart?.()
-      return awaitStarted(runHandler(calling, call, infoAt(calling, call, started, deadlineAt), started, progress))
+      return awaitStarted(runHandler(calling, call, handler.info, handler.start, progress))
     })
   )
 }
