@@ -1,0 +1,122 @@
+/**
+ * The agent loop's outer part (design: The loop): a run's services read in one step, its toolkit checked once per
+ * agent, its span, and the loop over model turns that the other parts (`modelTurn`, `turn`) serve.
+ */
+import { Context, Effect, Either, FiberRef, Option } from "effect"
+import * as Builtins from "../../Builtins.js"
+import { Ids } from "../../Ids.js"
+import * as Journal from "../../Journal.js"
+import * as LanguageModel from "../../LanguageModel.js"
+import { Timing } from "../../Timing.js"
+import * as Toolkit from "../../Toolkit.js"
+import { type TurnHook, TurnHooks } from "../hooks/turn.js"
+import { ask } from "./modelTurn.js"
+import { open } from "./open.js"
+import { Run } from "./run.js"
+import { execute, toMessage } from "./turn.js"
+import {
+  type Agent,
+  type AgentError,
+  AgentEvent,
+  type Emit,
+  MaxStepsExceeded,
+  type RunResult,
+  type Start,
+  UnknownRun
+} from "./types.js"
+
+/** The run's span, `invoke_agent <name>`, when tracing is on; nothing at all when it is off. */
+export const traced = <A, E, R>(agent: Agent<any>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime((fiber) =>
+    fiber.getFiberRef(FiberRef.currentTracerEnabled)
+      ? Effect.withSpan(effect, `invoke_agent ${agent.name}`, {
+        attributes: { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name },
+        // A stack trace per span costs more than the rest of the span: the names say where.
+        captureStackTrace: false
+      })
+      : effect)
+
+const toolkits = new WeakMap<Agent<any>, Either.Either<Toolkit.Toolkit, Toolkit.ManifestError>>()
+
+/** The agent's toolkit, checked (design: Limits) once, at its first run. */
+const toolkitOf = (agent: Agent<any>): Effect.Effect<Toolkit.Toolkit, Toolkit.ManifestError> =>
+  Effect.suspend(() => {
+    let toolkit = toolkits.get(agent)
+    if (toolkit === undefined) {
+      toolkit = Toolkit.makeEither(agent.tools)
+      toolkits.set(agent, toolkit)
+    }
+    return toolkit
+  })
+
+/**
+ * The loop (design: The loop): open the run, then ask the model, run the calls it emits, feed the results back,
+ * until it answers (or calls `task_complete`), suspends for approvals or runs out of steps.
+ */
+export const loop = (
+  agent: Agent<any>,
+  start: Start,
+  emit: Emit | undefined
+): Effect.Effect<RunResult, AgentError | UnknownRun, LanguageModel.LanguageModel> =>
+  Effect.gen(function*() {
+    const { journal, ...services } = yield* runServices
+    const toolkit = yield* toolkitOf(agent)
+    // Without a journal a run is new, and opening it costs nothing more than its id.
+    const opened = journal !== undefined
+      ? yield* open(agent, start, journal)
+      : "resume" in start
+      ? yield* new UnknownRun({ runId: start.resume })
+      : { runId: start.runId ?? services.ids.make("run"), prompt: start.prompt, journaled: undefined, resumed: false }
+    if ("ended" in opened) {
+      emit?.(AgentEvent.Done({ result: opened.ended }))
+      return opened.ended
+    }
+    const { model, policy, tracing, turnHooks } = services
+    const { journaled, runId } = opened
+    const state = new Run(runId, agent, toolkit, model, policy.modelRetry, tracing, turnHooks, opened.prompt, emit, journaled)
+    if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
+    for (let step = 1; step <= agent.maxSteps; step++) {
+      emit?.(AgentEvent.TurnStarted({ step }))
+      const turn = yield* ask(state, step)
+      state.usage.inputTokens += turn.usage.inputTokens
+      state.usage.outputTokens += turn.usage.outputTokens
+      if (turn.text !== undefined && turn.text !== "") emit?.(AgentEvent.Text({ step, text: turn.text }))
+      const said: LanguageModel.Message = { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls }
+      if (turn.toolCalls.length === 0) {
+        if (agent.completion === "implicit") return yield* state.finish(turn.text ?? "", step)
+        state.messages = [...state.messages, said, { _tag: "UserMessage", text: Builtins.reminder }]
+        continue
+      }
+      const records = yield* execute(state, step, turn.toolCalls)
+      // Calls waiting for approval: their turn's other outcomes are journaled; the run stops here.
+      if (state.pending.length > 0) return yield* state.suspend()
+      state.records.push(...records)
+      state.messages = [...state.messages, said, ...records.map(toMessage(toolkit))]
+      if (agent.completion === "explicit") {
+        // A task_complete beside other calls ends the run once they have all finished (design: Built-ins).
+        const complete = records.find((r) => r.name === Builtins.taskCompleteName && r.result.success)
+        if (complete !== undefined) return yield* state.finish(complete.result.value as string, step)
+      }
+    }
+    return yield* new MaxStepsExceeded({ maxSteps: agent.maxSteps, partial: state.result("", agent.maxSteps) })
+  })
+
+/** What a run reads from its fiber, in one step rather than one a service (a run's start is on the hot path). */
+const runServices = Effect.withFiberRuntime<{
+  readonly journal: Journal.Journal["Type"] | undefined
+  readonly ids: Ids["Type"]
+  readonly model: LanguageModel.LanguageModel["Type"]
+  readonly policy: Timing["Type"]
+  readonly tracing: boolean
+  readonly turnHooks: ReadonlyArray<TurnHook>
+}, never, LanguageModel.LanguageModel>((fiber) => {
+  const context = fiber.currentContext as Context.Context<LanguageModel.LanguageModel>
+  return Effect.succeed({
+    journal: Option.getOrUndefined(Context.getOption(context, Journal.Journal)),
+    ids: Context.get(context, Ids),
+    model: Context.get(context, LanguageModel.LanguageModel),
+    policy: Context.get(context, Timing),
+    tracing: fiber.getFiberRef(FiberRef.currentTracerEnabled),
+    turnHooks: Context.get(context, TurnHooks)
+  })
+})

@@ -1,0 +1,104 @@
+/**
+ * The state of one run (design: The loop, Per-run reuse): its messages, records, usage, the outcomes it reuses, the
+ * approvals its turn waits for; how it ends (finished, suspended) and how it tells of durable-run events.
+ * The parts of the loop (`modelTurn`, `turn`, `replay`, `approvals`) work on it.
+ */
+import { Clock, Effect, Option, Schema } from "effect"
+import type * as Journal from "../../Journal.js"
+import type * as LanguageModel from "../../LanguageModel.js"
+import type { Timing } from "../../Timing.js"
+import type * as Toolkit from "../../Toolkit.js"
+import { ToolResult } from "../../ToolResult.js"
+import * as Reuse from "../call/reuse.js"
+import { RunState } from "../hooks/tool.js"
+import type { TurnHook } from "../hooks/turn.js"
+import { type Journaled, RunResultJson } from "./open.js"
+import { type Agent, AgentEvent, type Emit, type RunResult, RunSuspended, type ToolCallRecord } from "./types.js"
+
+/** The result of a call waiting for approval: never recorded, never shown to the model. */
+export const awaitingApproval = ToolResult.failure("awaiting approval")
+
+/** The state of one run: its messages, records, usage and idempotency cache (design: Per-run reuse), owned by the run. */
+export class Run {
+  messages: ReadonlyArray<LanguageModel.Message>
+  readonly records: Array<ToolCallRecord> = []
+  readonly usage = { inputTokens: 0, outputTokens: 0 }
+  /** The run's outcomes of idempotent tools, by input (design: Per-run reuse). */
+  readonly outcomes = new Reuse.Outcomes({ joinInFlight: true })
+  /** How many calls of a turn may run at once: 1 when sequential. */
+  readonly limit: number
+  /** What hooks keep for this run (a call budget's counts): it goes when the run does. */
+  readonly hookState = new RunState()
+  /** The approvals this turn's calls wait for (design: Durable runs): the run suspends after the turn. */
+  readonly pending: Array<Omit<Journal.Approval, "decision" | "reason">> = []
+
+  constructor(
+    /** The run's id: the task id its tool calls carry (per-run budgets and logs key on it). */
+    readonly runId: string,
+    readonly agent: Agent<any>,
+    readonly toolkit: Toolkit.Toolkit,
+    readonly model: LanguageModel.LanguageModel["Type"],
+    readonly modelRetry: Timing["Type"]["modelRetry"],
+    readonly tracing: boolean,
+    readonly turnHooks: ReadonlyArray<TurnHook>,
+    prompt: string,
+    readonly emit: Emit | undefined,
+    /** Its journal, when it has one (design: Durable runs). */
+    readonly journaled: Journaled | undefined
+  ) {
+    this.messages = [{ _tag: "UserMessage", text: prompt }]
+    this.limit = agent.toolExecution === "sequential" ? 1 : agent.maxConcurrency ?? Infinity
+  }
+
+  result(output: string, steps: number): RunResult {
+    return { output, steps, toolCalls: this.records, usage: this.usage }
+  }
+
+  /** Ends the run with `output`: journaled first (unless its host ends it), then `Done`. */
+  finish(output: string, steps: number): Effect.Effect<RunResult> {
+    const result = this.result(output, steps)
+    const done = Effect.sync(() => {
+      this.emit?.(AgentEvent.Done({ result }))
+      return result
+    })
+    const journaled = this.journaled
+    if (journaled === undefined || journaled.hostEnds) return done
+    return Effect.zipRight(
+      Effect.flatMap(
+        Clock.currentTimeMillis,
+        (now) => journaled.journal.ended(this.runId, { result: Schema.encodeSync(RunResultJson)(result) }, now)
+      ),
+      done
+    )
+  }
+
+  /** Suspends the run on the approvals its last turn asked for: journaled, then `Suspended`, then `RunSuspended`. */
+  suspend(): Effect.Effect<never, RunSuspended> {
+    const pending = this.pending.map((p) => ({
+      toolCallId: p.toolCallId,
+      toolName: p.toolName,
+      input: JSON.parse(p.input) as unknown,
+      expiresAt: p.expiresAt
+    }))
+    return this.journaled!.journal.suspended(this.runId, this.pending).pipe(
+      Effect.zipRight(this.note(AgentEvent.Suspended({ runId: this.runId, pending }))),
+      Effect.zipRight(Effect.fail(new RunSuspended({ runId: this.runId, pending })))
+    )
+  }
+
+  /** Tells the run's observers of a durable-run event: `emit`, a log line, and the run's span when tracing. */
+  note(event: AgentEvent): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      this.emit?.(event)
+      const attributes = { "agent_tools.run.id": this.runId }
+      const span = this.tracing
+        ? Effect.flatMap(
+          Effect.option(Effect.currentSpan),
+          (span) =>
+            Effect.sync(() => Option.map(span, (s) => s.event(`agent_tools.run.${event._tag.toLowerCase()}`, 0n, attributes)))
+        )
+        : Effect.void
+      return Effect.zipRight(span, Effect.logInfo(`run ${this.runId}: ${event._tag.toLowerCase()}`))
+    })
+  }
+}

@@ -1,0 +1,205 @@
+/**
+ * What an agent and its runs are, as data (design: The loop, Durable runs): the agent's options, a run's
+ * record and result, its events and its errors. `Agent` re-exports all of it; the loop's parts read it.
+ */
+import { Data, type Duration, Schema } from "effect"
+import * as LanguageModel from "../../LanguageModel.js"
+import type * as Tool from "../../Tool.js"
+import type * as Toolkit from "../../Toolkit.js"
+import { ToolResultFromJson } from "../../ToolResult.js"
+
+/** Identifies an `Agent` value at run time. */
+export const TypeId: unique symbol = Symbol.for("agent-tools/Agent")
+
+/** How the calls of one model turn run (design: Calls in a turn). */
+export type ToolExecution = "concurrent" | "sequential"
+
+/** How a run ends: when the model answers without a tool call, or only through `task_complete` (design: Built-ins). */
+export type Completion = "implicit" | "explicit"
+
+/** Options of `Agent.make` (design: The loop). */
+export interface Options<Tools extends ReadonlyArray<Tool.Any>> {
+  /** Shown in spans and logs. Default `"agent"`. */
+  readonly name?: string | undefined
+  readonly tools: Tools
+  /** The system instructions. */
+  readonly instructions?: string | undefined
+  /** Default `"concurrent"`: all calls of a turn at once. */
+  readonly toolExecution?: ToolExecution | undefined
+  /** With `"concurrent"`: at most this many calls of a turn at once. Default: no limit. */
+  readonly maxConcurrency?: number | undefined
+  /** Default `"implicit"`. `"explicit"` adds `task_complete` and `ask_user`. */
+  readonly completion?: Completion | undefined
+  /** Model turns allowed per run. Default 20. */
+  readonly maxSteps?: number | undefined
+  /**
+   * With a `Journal`: how long an approval a suspended run asks for stays valid (design: Durable runs);
+   * no decision counts after it, and the call does not run. Default 24 hours.
+   */
+  readonly approvalExpiry?: Duration.DurationInput | undefined
+}
+
+/** An agent: tools, instructions and how to run them. `R` is what its tools' handlers need. */
+export interface Agent<R = never> {
+  readonly [TypeId]: { readonly _R: (_: never) => R }
+  readonly name: string
+  /** The tools offered to the model, built-ins included. */
+  readonly tools: ReadonlyArray<Tool.Any>
+  readonly instructions: string | undefined
+  readonly toolExecution: ToolExecution
+  readonly maxConcurrency: number | undefined
+  readonly completion: Completion
+  readonly maxSteps: number
+  readonly approvalExpiry: Duration.Duration
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a run returns.
+
+/** One tool call of a run: what was asked, what came back, whether it was reused (design: Per-run reuse), how long it took. */
+export const ToolCallRecord = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  /** The arguments as parsed JSON (the raw text when they were not JSON). */
+  input: Schema.Unknown,
+  result: ToolResultFromJson,
+  cached: Schema.Boolean,
+  durationMillis: Schema.Number
+})
+/** One tool call of a run. */
+export type ToolCallRecord = typeof ToolCallRecord.Type
+
+/** The record of a run (design: The loop). */
+export const RunResult = Schema.Struct({
+  /** The final text, or `task_complete`'s result. */
+  output: Schema.String,
+  /** Model turns taken. */
+  steps: Schema.Number,
+  toolCalls: Schema.Array(ToolCallRecord),
+  usage: LanguageModel.Usage
+})
+/** The record of a run. */
+export type RunResult = typeof RunResult.Type
+
+/** The model was still calling tools after `maxSteps` turns; `partial` is the run so far. */
+export class MaxStepsExceeded extends Schema.TaggedError<MaxStepsExceeded>("agent-tools/MaxStepsExceeded")(
+  "MaxStepsExceeded",
+  { maxSteps: Schema.Number, partial: RunResult }
+) {
+  override get message(): string {
+    return `the run did not finish within ${this.maxSteps} model turns`
+  }
+}
+
+/** A call a suspended run waits to have approved or denied (design: Durable runs). */
+export const PendingApproval = Schema.Struct({
+  toolCallId: Schema.String,
+  toolName: Schema.String,
+  /** The decoded input, as JSON. */
+  input: Schema.Unknown,
+  /** Epoch milliseconds: no decision counts at or after it. */
+  expiresAt: Schema.Number
+})
+/** A call a suspended run waits to have approved or denied. */
+export type PendingApproval = typeof PendingApproval.Type
+
+/**
+ * A journaled run stopped to wait for a person (design: Durable runs): each call in `pending` needs
+ * approval. `Agent.approve` / `Agent.deny` give the decisions (from any process with the journal),
+ * then `Agent.resume(agent, runId)` goes on.
+ */
+export class RunSuspended extends Schema.TaggedError<RunSuspended>("agent-tools/RunSuspended")("RunSuspended", {
+  runId: Schema.String,
+  pending: Schema.Array(PendingApproval)
+}) {
+  override get message(): string {
+    const calls = this.pending.map((p) => `${p.toolName} (${p.toolCallId})`).join(", ")
+    return `the run ${this.runId} waits for approval of ${calls}`
+  }
+}
+
+/** `Agent.run` was given a `runId` the journal already has: resume it with `Agent.resume` instead. */
+export class RunIdInUse extends Schema.TaggedError<RunIdInUse>("agent-tools/RunIdInUse")("RunIdInUse", {
+  runId: Schema.String
+}) {
+  override get message(): string {
+    return `the journal already has a run ${this.runId}: resume it with Agent.resume, or give another runId`
+  }
+}
+
+/** `Agent.resume` was given a run id the journal does not have. */
+export class UnknownRun extends Schema.TaggedError<UnknownRun>("agent-tools/UnknownRun")("UnknownRun", {
+  runId: Schema.String
+}) {
+  override get message(): string {
+    return `the journal has no run ${this.runId}`
+  }
+}
+
+/** `Agent.approve` / `Agent.deny` found no approval to decide: none asked, expired, or decided already. */
+export class NoPendingApproval extends Schema.TaggedError<NoPendingApproval>("agent-tools/NoPendingApproval")(
+  "NoPendingApproval",
+  { runId: Schema.String, toolCallId: Schema.String }
+) {
+  override get message(): string {
+    return `the run ${this.runId} has no pending approval for call ${this.toolCallId} ` +
+      `(none was asked, it expired, or it was decided already)`
+  }
+}
+
+/**
+ * Why a run failed: its toolkit broke a limit, the model failed for good, it ran out of steps; with a
+ * journal, it suspended for approvals or its given id was in use.
+ */
+export type AgentError =
+  | Toolkit.ManifestError
+  | LanguageModel.ModelFailure
+  | MaxStepsExceeded
+  | RunSuspended
+  | RunIdInUse
+
+/** What `Agent.stream` reports, in order, as a run goes. */
+export type AgentEvent = Data.TaggedEnum<{
+  TurnStarted: { readonly step: number }
+  Text: { readonly step: number; readonly text: string }
+  ToolCallStarted: { readonly step: number; readonly id: string; readonly name: string; readonly input: unknown }
+  ToolCallFinished: { readonly step: number; readonly call: ToolCallRecord }
+  /** A journaled run goes on from its journal (design: Durable runs): its first `step` not journaled yet. */
+  Resumed: { readonly runId: string; readonly step: number }
+  /** A journaled model turn (`id` undefined) or call outcome (`id`) used instead of asking or running again. */
+  Replayed: { readonly step: number; readonly id: string | undefined }
+  /** The run stopped to wait for approvals; nothing follows (resume it once they are given). */
+  Suspended: { readonly runId: string; readonly pending: ReadonlyArray<PendingApproval> }
+  Done: { readonly result: RunResult }
+}>
+
+/** Constructors and matchers of `AgentEvent`. */
+export const AgentEvent = Data.taggedEnum<AgentEvent>()
+
+/** Options of one run. */
+export interface RunOptions {
+  /**
+   * With a `Journal`: the run's id, by which `Agent.resume` finds it (design: Durable runs). Default: a
+   * new id from the id service (`RunSuspended` names it; so does `Agent.stream`'s `Resumed`).
+   */
+  readonly runId?: string | undefined
+}
+
+/** What a host that journals runs itself (the platform's task runner) tells the loop. */
+export interface HostOptions {
+  /** The run's id in the journal in context, where the host wrote it first; it is resumed from there. */
+  readonly runId: string
+  /**
+   * A call journaled as started without an outcome runs again whatever its tool: its executor
+   * dedupes by (run id, call id) (the platform's serving processes), so a repeat has no second effect.
+   */
+  readonly rerunUnfinished: boolean
+}
+
+/** Tells a run's observer each `AgentEvent`, synchronously and in order. */
+export type Emit = (event: AgentEvent) => void
+
+/** How a run starts: new (a prompt, maybe its id; a host's task), or resumed from the journal. */
+export type Start =
+  | { readonly prompt: string; readonly runId?: string | undefined; readonly host?: HostOptions | undefined }
+  | { readonly resume: string }
