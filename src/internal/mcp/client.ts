@@ -27,7 +27,7 @@ import {
   type RemoteToolkit,
   toolkitDefaults,
   type ToolkitOptions
-} from "../../McpClient.js"
+} from "./types.js"
 import * as Tool from "../../Tool.js"
 import * as Toolkit from "../../Toolkit.js"
 import { errorText } from "../../ToolResult.js"
@@ -174,7 +174,8 @@ const errorTextOf = (listed: McpTool, result: CallToolResult): string => {
 }
 
 /** What makes a call: a connection to use, and what to do when it failed under the call. */
-interface Connections {
+/** What a remote tool needs of its server's connections. */
+interface ConnectionsOf {
   readonly get: () => Promise<Live>
   readonly failed: (live: Live, error: unknown) => McpClientError
 }
@@ -185,7 +186,7 @@ const remoteTool = (
   name: string,
   options: ToolkitOptions,
   validators: Validators,
-  connections: Connections
+  connections: ConnectionsOf
 ): RemoteTool => {
   const own = options.tools?.[listed.name] ?? {}
   const inputSchema = listed.inputSchema as RemoteSchema
@@ -282,188 +283,213 @@ const describeServer = (options: ToolkitOptions): string =>
 /** Pages of `tools/list` read at most. */
 const maxPages = 100
 
+/**
+ * The connections to one server, one at a time (design: Remote MCP tools): the one in use, or being made; a
+ * closed one is replaced by the next call. It lists the server's tools into `state` and hears its
+ * notifications (log lines, list changes).
+ */
+class Connections {
+  private current: Live | undefined
+  private ended = false
+  private readonly closing = new Set<Promise<void>>()
+  // Lists from several refreshes may cross: only a later one replaces an earlier.
+  private listings = 0
+  private published = 0
+
+  constructor(
+    private readonly options: ToolkitOptions,
+    private readonly runtime: Runtime.Runtime<never>,
+    private readonly state: SubscriptionRef.SubscriptionRef<ReadonlyArray<RemoteTool>>,
+    readonly server: string
+  ) {}
+
+  /** The connection, made (and its tools listed) if there is none; refused once the scope ended. */
+  readonly get = (): Promise<Live> => {
+    if (this.ended) {
+      const reason = `the connection to ${this.server} is closed (its scope ended)`
+      return Promise.reject(new McpClientError({ reason }))
+    }
+    if (this.current === undefined || this.current.closed) this.current = this.open()
+    const live = this.current
+    return live.ready.then(() => live)
+  }
+
+  /** The error of a call that failed on `live`; a failure of the connection itself drops it. */
+  readonly failed = (live: Live, error: unknown): McpClientError => {
+    // A JSON-RPC error answer leaves the connection as it was; anything else (closed, unreachable) drops it.
+    if (error instanceof McpError && error.code !== ErrorCode.ConnectionClosed) {
+      // The SDK puts "MCP error <code>: " before the message, once on each side: said once, here.
+      const message = error.message.replace(/^(MCP error -?\d+: )+/, "")
+      return new McpClientError({ reason: `${this.server} answered with an error (${error.code}): ${message}` })
+    }
+    void this.close(live)
+    return new McpClientError({
+      reason: `the connection to ${this.server} failed during the call (${reasonOf(error)}); the next call connects again`
+    })
+  }
+
+  /** The stdio child's process id while it runs. */
+  processId(): number | undefined {
+    const current = this.current
+    return current !== undefined && !current.closed && current.transport instanceof StdioClientTransport
+      ? current.transport.pid ?? undefined
+      : undefined
+  }
+
+  /** Ends it all at the scope's end: no new connection; the one in use closed, and every close awaited. */
+  async end(): Promise<void> {
+    this.ended = true
+    const live = this.current
+    if (live !== undefined) {
+      await live.ready.catch(() => undefined)
+      await this.close(live)
+    }
+    await Promise.allSettled([...this.closing])
+  }
+
+  private close(live: Live): Promise<void> {
+    this.forget(live)
+    if (live.closed) return Promise.resolve()
+    live.closed = true
+    const transport = live.transport
+    const done = (async () => {
+      // Over HTTP, end the session on the server too (best effort, bounded).
+      if (transport instanceof StreamableHTTPClientTransport) {
+        let timer: ReturnType<typeof setTimeout> | undefined
+        const bound = new Promise((resolve) => (timer = setTimeout(resolve, 1_000)))
+        await Promise.race([transport.terminateSession().catch(() => undefined), bound])
+        clearTimeout(timer)
+      }
+      await live.client.close().catch(() => undefined)
+    })()
+    this.closing.add(done)
+    return done.finally(() => this.closing.delete(done))
+  }
+
+  /** A closed connection is dropped, so that the next call makes a new one. */
+  private forget(live: Live): void {
+    if (this.current === live) this.current = undefined
+  }
+
+  /** Lists the server's tools (every page, bounded) and publishes them, unless a later listing did already. */
+  async list(live: Live): Promise<ReadonlyArray<RemoteTool>> {
+    const { options } = this
+    const listing = ++this.listings
+    const listed: Array<McpTool> = []
+    let cursor: string | undefined
+    let pages = 0
+    do {
+      // A server that pages forever does not hold the listing: past the tool limit, the toolkit is refused anyway.
+      if (++pages > maxPages || listed.length > Toolkit.maxTools) break
+      // Not `listTools`: it compiles the output schemas for `callTool` (unused here), and one that does not compile
+      // would fail the listing instead of being reported as a violation of that tool.
+      const page = await live.client.request(
+        { method: "tools/list", params: cursor === undefined ? {} : { cursor } },
+        ListToolsResultSchema
+      )
+      listed.push(...page.tools)
+      cursor = page.nextCursor
+    } while (cursor !== undefined)
+    const validators = new Validators()
+    const prefix = options.prefix ?? toolkitDefaults.prefix
+    const tools = listed.map((entry) => remoteTool(entry, prefix + entry.name, options, validators, this))
+    if (listing > this.published) {
+      this.published = listing
+      // Options for a tool the server does not list would be lost without a word: a typo, or a tool gone.
+      const unknown = Object.keys(options.tools ?? {}).filter((name) => !listed.some((entry) => entry.name === name))
+      await Runtime.runPromise(this.runtime)(Effect.zipRight(
+        SubscriptionRef.set(this.state, tools),
+        unknown.length === 0 ? Effect.void : Effect.logWarning(
+          `Mcp.toolkit: ${this.server} lists no tool named ${unknown.map((name) => JSON.stringify(name)).join(", ")}; ` +
+            `its options are not used (the server lists ${listed.map((entry) => entry.name).join(", ")})`
+        )
+      ))
+    }
+    return tools
+  }
+
+  /** A new connection: its transport and client, its notifications heard, connected and listed in `ready`. */
+  private open(): Live {
+    const { options, server } = this
+    const transport = "command" in options
+      ? new StdioClientTransport({
+        command: options.command,
+        args: options.args === undefined ? [] : [...options.args],
+        ...(options.env === undefined ? {} : { env: options.env }),
+        ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+        stderr: options.stderr ?? "inherit"
+      })
+      : new StreamableHTTPClientTransport(new URL(options.url), {
+        ...(options.headers === undefined ? {} : { requestInit: { headers: options.headers } })
+      })
+    const client = new Client({ name: options.clientName ?? "agent-tools", version: "0.1.0" }, { capabilities: {} })
+    const live: Live = { client, transport, ready: Promise.resolve(), closed: false }
+    // A stream that breaks under a call (the server went away) leaves the call unanswered: the connection is lost.
+    client.onerror = (error) => {
+      if (error.message.startsWith("SSE stream disconnected")) void this.close(live)
+    }
+    client.onclose = () => {
+      live.closed = true
+      this.forget(live)
+    }
+    this.hear(live)
+    live.ready = (async () => {
+      try {
+        await client.connect(transport)
+        await this.list(live)
+      } catch (error) {
+        await this.close(live)
+        throw new McpClientError({ reason: `could not connect to ${server}: ${reasonOf(error)}` })
+      }
+    })()
+    return live
+  }
+
+  /** The server's notifications on `live`: its log lines, and its list changes. */
+  private hear(live: Live): void {
+    const { runtime, server } = this
+    // The server's log lines are ours, at their level, named after the server (and its logger), each cut to
+    // `maxLogLineLength`: a server may send any data, as long and as deep as it likes.
+    live.client.setNotificationHandler(LoggingMessageNotificationSchema, ({ params: { data, level, logger } }) => {
+      const text = typeof data === "string" ? data : Json.preview(data, maxLogLineLength)
+      const line = text.length <= maxLogLineLength ? text : `${text.slice(0, maxLogLineLength - 1)}…`
+      const from = typeof logger === "string" ? `${server} (${logger.slice(0, 100)})` : server
+      Runtime.runFork(runtime)(Effect.logWithLevel(effectLevels[level], `Mcp.toolkit: ${from}: ${line}`))
+    })
+    // Whatever the server declared: a list change is worth a new listing.
+    live.client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      if (live.closed) return
+      this.list(live).catch((error) =>
+        Runtime.runFork(runtime)(
+          Effect.logWarning(`Mcp.toolkit: listing the tools of ${server} after a list change failed: ${reasonOf(error)}`)
+        )
+      )
+    })
+  }
+}
+
 /** `Mcp.toolkit`'s work, loaded on its first use. */
 export const connect = (options: ToolkitOptions): Effect.Effect<RemoteToolkit, McpClientError, Scope.Scope> =>
   Effect.gen(function*() {
     const runtime = yield* Effect.runtime<never>()
-    const prefix = options.prefix ?? toolkitDefaults.prefix
-    const server = describeServer(options)
     const state = yield* SubscriptionRef.make<ReadonlyArray<RemoteTool>>([])
-    // The connection in use, or being made; a closed one is replaced by the next call.
-    let current: Live | undefined
-    let ended = false
-    const closing = new Set<Promise<void>>()
-    // Lists from several refreshes may cross: only a later one replaces an earlier.
-    let listings = 0
-    let published = 0
-
-    const close = (live: Live): Promise<void> => {
-      forget(live)
-      if (live.closed) return Promise.resolve()
-      live.closed = true
-      const transport = live.transport
-      const done = (async () => {
-        // Over HTTP, end the session on the server too (best effort, bounded).
-        if (transport instanceof StreamableHTTPClientTransport) {
-          let timer: ReturnType<typeof setTimeout> | undefined
-          const bound = new Promise((resolve) => (timer = setTimeout(resolve, 1_000)))
-          await Promise.race([transport.terminateSession().catch(() => undefined), bound])
-          clearTimeout(timer)
-        }
-        await live.client.close().catch(() => undefined)
-      })()
-      closing.add(done)
-      return done.finally(() => closing.delete(done))
-    }
-
-    /** A closed connection is dropped, so that the next call makes a new one. */
-    const forget = (live: Live) => {
-      if (current === live) current = undefined
-    }
-
-    const list = async (live: Live): Promise<ReadonlyArray<RemoteTool>> => {
-      const listing = ++listings
-      const listed: Array<McpTool> = []
-      let cursor: string | undefined
-      let pages = 0
-      do {
-        // A server that pages forever does not hold the listing: past the tool limit, the toolkit is refused anyway.
-        if (++pages > maxPages || listed.length > Toolkit.maxTools) break
-        // Not `listTools`: it compiles the output schemas for `callTool` (unused here), and one that does not compile
-        // would fail the listing instead of being reported as a violation of that tool.
-        const page = await live.client.request(
-          { method: "tools/list", params: cursor === undefined ? {} : { cursor } },
-          ListToolsResultSchema
-        )
-        listed.push(...page.tools)
-        cursor = page.nextCursor
-      } while (cursor !== undefined)
-      const validators = new Validators()
-      const tools = listed.map((entry) => remoteTool(entry, prefix + entry.name, options, validators, connections))
-      if (listing > published) {
-        published = listing
-        // Options for a tool the server does not list would be lost without a word: a typo, or a tool gone.
-        const unknown = Object.keys(options.tools ?? {}).filter((name) => !listed.some((entry) => entry.name === name))
-        await Runtime.runPromise(runtime)(Effect.zipRight(
-          SubscriptionRef.set(state, tools),
-          unknown.length === 0 ? Effect.void : Effect.logWarning(
-            `Mcp.toolkit: ${server} lists no tool named ${unknown.map((name) => JSON.stringify(name)).join(", ")}; ` +
-              `its options are not used (the server lists ${listed.map((entry) => entry.name).join(", ")})`
-          )
-        ))
-      }
-      return tools
-    }
-
-    const open = (): Live => {
-      const transport = "command" in options
-        ? new StdioClientTransport({
-          command: options.command,
-          args: options.args === undefined ? [] : [...options.args],
-          ...(options.env === undefined ? {} : { env: options.env }),
-          ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
-          stderr: options.stderr ?? "inherit"
-        })
-        : new StreamableHTTPClientTransport(new URL(options.url), {
-          ...(options.headers === undefined ? {} : { requestInit: { headers: options.headers } })
-        })
-      const client = new Client({ name: options.clientName ?? "agent-tools", version: "0.1.0" }, { capabilities: {} })
-      const live: Live = { client, transport, ready: Promise.resolve(), closed: false }
-      // A stream that breaks under a call (the server went away) leaves the call unanswered: the connection is lost.
-      client.onerror = (error) => {
-        if (error.message.startsWith("SSE stream disconnected")) void close(live)
-      }
-      client.onclose = () => {
-        live.closed = true
-        forget(live)
-      }
-      // The server's log lines are ours, at their level, named after the server (and its logger), each cut to
-      // `maxLogLineLength`: a server may send any data, as long and as deep as it likes.
-      client.setNotificationHandler(LoggingMessageNotificationSchema, ({ params: { data, level, logger } }) => {
-        const text = typeof data === "string" ? data : Json.preview(data, maxLogLineLength)
-        const line = text.length <= maxLogLineLength ? text : `${text.slice(0, maxLogLineLength - 1)}…`
-        const from = typeof logger === "string" ? `${server} (${logger.slice(0, 100)})` : server
-        Runtime.runFork(runtime)(Effect.logWithLevel(effectLevels[level], `Mcp.toolkit: ${from}: ${line}`))
-      })
-      // Whatever the server declared: a list change is worth a new listing.
-      client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-        if (live.closed) return
-        list(live).catch((error) =>
-          Runtime.runFork(runtime)(
-            Effect.logWarning(`Mcp.toolkit: listing the tools of ${server} after a list change failed: ${
-              reasonOf(error)
-            }`)
-          )
-        )
-      })
-      live.ready = (async () => {
-        try {
-          await client.connect(transport)
-          await list(live)
-        } catch (error) {
-          await close(live)
-          throw new McpClientError({ reason: `could not connect to ${server}: ${reasonOf(error)}` })
-        }
-      })()
-      return live
-    }
-
-    const connections: Connections = {
-      get: () => {
-        if (ended) {
-          const reason = `the connection to ${server} is closed (its scope ended)`
-          return Promise.reject(new McpClientError({ reason }))
-        }
-        if (current === undefined || current.closed) current = open()
-        const live = current
-        return live.ready.then(() => live)
-      },
-      failed: (live, error) => {
-        // A JSON-RPC error answer leaves the connection as it was; anything else (closed, unreachable) drops it.
-        if (error instanceof McpError && error.code !== ErrorCode.ConnectionClosed) {
-          // The SDK puts "MCP error <code>: " before the message, once on each side: said once, here.
-          const message = error.message.replace(/^(MCP error -?\d+: )+/, "")
-          return new McpClientError({ reason: `${server} answered with an error (${error.code}): ${message}` })
-        }
-        void close(live)
-        return new McpClientError({
-          reason: `the connection to ${server} failed during the call (${
-            reasonOf(error)
-          }); the next call connects again`
-        })
-      }
-    }
-
+    const connections = new Connections(options, runtime, state, describeServer(options))
     yield* Effect.acquireRelease(
       Effect.tryPromise({ try: () => connections.get(), catch: (error) => error as McpClientError }),
-      () =>
-        Effect.promise(async () => {
-          ended = true
-          const live = current
-          if (live !== undefined) {
-            await live.ready.catch(() => undefined)
-            await close(live)
-          }
-          await Promise.allSettled([...closing])
-        })
+      () => Effect.promise(() => connections.end())
     )
-
     const tools = SubscriptionRef.get(state)
     return {
       tools,
       toolkit: Effect.flatMap(tools, (all) => Toolkit.make(...all)),
       changes: state.changes,
       refresh: Effect.tryPromise({
-        try: async () => list(await connections.get()),
+        try: async () => connections.list(await connections.get()),
         catch: (error) =>
           error instanceof McpClientError
             ? error
-            : new McpClientError({ reason: `listing the tools of ${server} failed: ${reasonOf(error)}` })
+            : new McpClientError({ reason: `listing the tools of ${connections.server} failed: ${reasonOf(error)}` })
       }),
-      processId: Effect.sync(() =>
-        current !== undefined && !current.closed && current.transport instanceof StdioClientTransport
-          ? current.transport.pid ?? undefined
-          : undefined
-      )
+      processId: Effect.sync(() => connections.processId())
     }
   })
