@@ -59,7 +59,7 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
   readonly register: (
     payload: Caller & { readonly manifest: ReadonlyArray<Toolkit.ManifestEntry>; readonly manifestHash: string }
   ) => Effect.Effect<
-    { readonly heartbeatIntervalMillis: number },
+    { readonly heartbeatIntervalMillis?: number | undefined },
     ManifestRejected | LifecycleBudgetExceeded | Unauthorized | PlatformUnavailable
   >
   readonly heartbeat: (

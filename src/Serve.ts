@@ -23,7 +23,8 @@ import {
   Schedule,
   Schema,
   type Scope,
-  Stream
+  Stream,
+  SubscriptionRef
 } from "effect"
 import { createHash } from "node:crypto"
 import * as Ids from "./Ids.js"
@@ -48,7 +49,7 @@ import {
   type PlatformUnavailable,
   required
 } from "./PlatformClient.js"
-import { shutdownGrace, Timing } from "./Timing.js"
+import * as Timing from "./Timing.js"
 import type { ToolContext } from "./ToolContext.js"
 import type * as Toolkit from "./Toolkit.js"
 
@@ -153,7 +154,7 @@ export const manifestHash = (toolkit: Toolkit.Toolkit<any>): string =>
   createHash("sha256").update(Json.canonical(toolkit.manifest)).digest("hex")
 
 /** The default of `MakeOptions.shutdownGrace`. */
-export const defaultShutdownGrace: Duration.Duration = shutdownGrace
+export const defaultShutdownGrace: Duration.Duration = Timing.shutdownGrace
 
 /** Options of `make`, `layer` and `serve`. */
 export interface MakeOptions {
@@ -287,9 +288,11 @@ interface Published {
  * Registration (design: Serving): the toolkit published now, registered once before anything else
  * is set up (a refusal, as a bad token, a rejected manifest or the lifecycle budget, fails `make`
  * with nothing to undo); `register` tells the platform again (the heartbeat's republish), `republish`
- * swaps the toolkit first. It holds no fiber: its end is the deregistration's, which is armed before
- * the first call goes out: interrupted while that call is in flight, the platform may have recorded
- * it, so the process deregisters (`sent` stays true); refused or unsent, it does not.
+ * swaps the toolkit first. Each answer's heartbeat interval is kept (`interval`): the latest answer
+ * wins, so a platform that restarted with another interval is followed. It holds no fiber: its end is
+ * the deregistration's, which is armed before the first call goes out: interrupted while that call is
+ * in flight, the platform may have recorded it, so the process deregisters (`sent` stays true);
+ * refused or unsent, it does not.
  */
 const makeRegistration = (
   client: PlatformClient["Type"],
@@ -299,17 +302,21 @@ const makeRegistration = (
 ) =>
   Effect.gen(function*() {
     const current = yield* Ref.make<Published>({ toolkit, hash: manifestHash(toolkit) })
+    const interval = yield* SubscriptionRef.make<number | undefined>(undefined)
     const register = Effect.flatMap(Ref.get(current), ({ hash, toolkit }) =>
       client.register({ ...caller, manifest: toolkit.manifest, manifestHash: hash })).pipe(
+        Effect.flatMap(({ heartbeatIntervalMillis }) => SubscriptionRef.set(interval, heartbeatIntervalMillis)),
         Effect.tap(() => Effect.logDebug(`agent ${caller.agentId}: registered`)),
         Effect.withSpan("Serve.register", { attributes: { agentId: caller.agentId }, captureStackTrace: false })
       )
     yield* Effect.zipRight(Ref.set(sent, true), register).pipe(Effect.tapError(() => Ref.set(sent, false)))
     return {
       current: Ref.get(current),
-      register: Effect.asVoid(register),
+      /** The heartbeat interval the platform said at the last registration, in milliseconds (none: it did not say). */
+      interval,
+      register,
       republish: (next: Toolkit.Toolkit<any>) =>
-        Effect.zipRight(Ref.set(current, { toolkit: next, hash: manifestHash(next) }), Effect.asVoid(register))
+        Effect.zipRight(Ref.set(current, { toolkit: next, hash: manifestHash(next) }), register)
     }
   })
 
@@ -371,16 +378,19 @@ const deregisterOnClose = (client: PlatformClient["Type"], caller: Caller) =>
 // --- Heartbeat ---
 
 /**
- * The heartbeat (design: Serving): a fiber on `Timing.heartbeat`. The platform not knowing the
- * manifest republishes it; 3 failures in a row fail serving (the returned `failed`), a success resets
- * the count. It keeps beating through the drain, and stops before the deregistration, so that no beat
+ * The heartbeat (design: Serving): a fiber beating on the interval the platform said at the last
+ * registration (`Timing.heartbeatFor`; `Timing.heartbeat` when it said none). A registration that
+ * says another interval (a re-registration after the platform restarted, a republish) ends the wait
+ * on the old one and the beats go on at the new one. The platform not knowing the manifest
+ * republishes it; 3 failures in a row fail serving (the returned `failed`), a success resets the
+ * count. It keeps beating through the drain, and stops before the deregistration, so that no beat
  * registers the process again after it.
  */
 const heartbeat = (
   client: PlatformClient["Type"],
   caller: Caller,
   registration: Registration,
-  schedule: Schedule.Schedule<unknown, unknown>
+  local: Schedule.Schedule<unknown, unknown>
 ) =>
   Effect.gen(function*() {
     const failed = yield* Deferred.make<never, ServeError>()
@@ -398,7 +408,28 @@ const heartbeat = (
               : Effect.logWarning(`agent ${caller.agentId}: heartbeat failed (${inARow} in a row): ${error.message}`))
       })
     )
-    yield* Effect.forkScoped(Effect.schedule(beat, schedule))
+    /** Completes when the platform says an interval other than `said`. */
+    const changedFrom = (said: number | undefined) =>
+      registration.interval.changes.pipe(Stream.filter((now) => now !== said), Stream.runHead)
+    const beats = Effect.gen(function*() {
+      let said = yield* SubscriptionRef.get(registration.interval)
+      let driver = yield* Schedule.driver(Timing.heartbeatFor(local, said))
+      while (true) {
+        // The wait alone races a change: a beat (and the registration it may make) is never cut short.
+        const due = yield* Effect.option(
+          Effect.raceFirst(Effect.as(driver.next(undefined), true), Effect.as(changedFrom(said), false))
+        )
+        // The schedule ended (a local one with an end): no more beats, as with `Effect.schedule`.
+        if (Option.isNone(due)) return
+        if (due.value) yield* beat
+        const now = yield* SubscriptionRef.get(registration.interval)
+        if (now !== said) {
+          said = now
+          driver = yield* Schedule.driver(Timing.heartbeatFor(local, said))
+        }
+      }
+    })
+    yield* Effect.forkScoped(beats)
     return failed
   })
 
@@ -670,8 +701,8 @@ const drainOnClose = (deliveries: Deliveries, answers: Answers, report: Ref.Ref<
 
 /**
  * Registers `toolkit` and keeps it registered for as long as the scope lives: a heartbeat fiber
- * on `Timing`'s `heartbeat` schedule; with a durable store, the unfinished tasks held before a
- * restart attached again. When the scope closes (design: Interruption and shutdown): no new delivery
+ * on the interval the platform says (`Timing`'s `heartbeat` when it says none); with a durable
+ * store, the unfinished tasks held before a restart attached again. When the scope closes (design: Interruption and shutdown): no new delivery
  * is started, the calls still running get `shutdownGrace`, what is left is interrupted, their answers
  * go out, then a best-effort deregistration. Reads `AGENT_ID`; the `PlatformClient` beneath reads
  * `PLATFORM_TOKEN` (and `PLATFORM_URL`).
@@ -683,7 +714,7 @@ export const make = <R>(
   Effect.gen(function*() {
     const agentId = yield* required("AGENT_ID", Config.string("AGENT_ID"))
     const client = yield* PlatformClient
-    const policy = yield* Timing
+    const policy = yield* Timing.Timing
     const { byDefault, store } = yield* storeFromConfig
     const grace = Duration.decode(options?.shutdownGrace ?? defaultShutdownGrace)
     const caller: Caller = { agentId, processId: yield* Ids.make("process") }

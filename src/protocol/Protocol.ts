@@ -207,7 +207,8 @@ export type ToolCallResult = typeof ToolCallResult.Type
 export class PlatformRpcs extends RpcGroup.make(
   Rpc.make("Register", {
     payload: payload("Register", { ...Caller, manifest: Schema.Array(Toolkit.ManifestEntry), manifestHash: Schema.String }),
-    success: Schema.Struct({ heartbeatIntervalMillis: Schema.Number }),
+    // The interval the platform judges silence by: the serving process beats on it (an older platform may not say).
+    success: Schema.Struct({ heartbeatIntervalMillis: Schema.optional(Schema.Number) }),
     error: Schema.Union(ManifestRejected, LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("Heartbeat", {
