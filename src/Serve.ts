@@ -30,7 +30,7 @@ import { createHash } from "node:crypto"
 import * as Ids from "./Ids.js"
 import { Idempotency, layerMemory, layerSql, type StoreUnavailable } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
-import { ToolResult, UnknownTool } from "./ToolResult.js"
+import { ToolResult } from "./ToolResult.js"
 import * as Json from "./internal/util/json.js"
 import * as Settings from "./internal/util/settings.js"
 import { RunState } from "./internal/hooks/tool.js"
@@ -51,7 +51,7 @@ import {
 } from "./PlatformClient.js"
 import * as Timing from "./Timing.js"
 import type { ToolContext } from "./ToolContext.js"
-import type * as Toolkit from "./Toolkit.js"
+import * as Toolkit from "./Toolkit.js"
 
 /** Why serving failed. */
 export type ServeError =
@@ -175,7 +175,7 @@ type Delivered = Extract<TaskEvent, { _tag: "ToolCallRequested" }>
 /**
  * The one call into dedupe (design: Delivery dedupe) and the pipeline: a delivered call runs once
  * however often it is delivered, and gives its result. A call for a tool this process does not serve
- * is answered as such. `run` is the hook state of the task's follower (design: Hooks).
+ * is answered as every face answers an unknown tool (`Toolkit.unknownTool`: the tools it serves). `run` is the hook state of the task's follower (design: Hooks).
  */
 const runDelivered = (
   store: Idempotency["Type"],
@@ -187,7 +187,7 @@ const runDelivered = (
   // Whether the handler started: an interruption before it leaves nothing behind (design: Interruption and shutdown).
   let started = false
   const call = tool === undefined
-    ? Effect.succeed(ToolResult.failure(new UnknownTool({ toolName: event.name })))
+    ? Effect.succeed(ToolResult.failure(Toolkit.unknownTool(toolkit, event.name)))
     : Invocation.run(tool, event.arguments, {
       taskId: event.taskId,
       toolCallId: event.toolCallId,

@@ -92,8 +92,9 @@ export class UnknownTool extends Data.TaggedClass("UnknownTool")<{
   readonly available?: ReadonlyArray<string>
 }> {
   get text(): string {
-    return this.available === undefined
-      ? `${this.toolName}: this process does not serve this tool`
+    if (this.available === undefined) return `${this.toolName}: this process does not serve this tool`
+    return this.available.length === 0
+      ? `${this.toolName}: no such tool; there are no tools`
       : `${this.toolName}: no such tool; the available tools are ${this.available.join(", ")}`
   }
 }
