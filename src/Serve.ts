@@ -31,6 +31,7 @@ import * as Ids from "./Ids.js"
 import { Idempotency, layerMemory, layerSql, type StoreUnavailable } from "./Idempotency.js"
 import * as Invocation from "./Invocation.js"
 import { ToolResult } from "./ToolResult.js"
+import type { HeldTasks } from "./internal/serve/heldTasks.js"
 import * as Json from "./internal/util/json.js"
 import * as Settings from "./internal/util/settings.js"
 import { RunState } from "./internal/hooks/tool.js"
@@ -175,7 +176,8 @@ type Delivered = Extract<TaskEvent, { _tag: "ToolCallRequested" }>
 /**
  * The one call into dedupe (design: Delivery dedupe) and the pipeline: a delivered call runs once
  * however often it is delivered, and gives its result. A call for a tool this process does not serve
- * is answered as every face answers an unknown tool (`Toolkit.unknownTool`: the tools it serves). `run` is the hook state of the task's follower (design: Hooks).
+ * is answered as every face answers an unknown tool (`Toolkit.unknownTool`: the tools it serves).
+ * `run` is the hook state of the task's follower (design: Hooks).
  */
 const runDelivered = (
   store: Idempotency["Type"],
@@ -531,7 +533,8 @@ interface Followed {
 interface FollowerDeps {
   readonly client: PlatformClient["Type"]
   readonly caller: Caller
-  readonly store: Idempotency["Type"]
+  /** The record of the tasks this process holds (in the store's database). */
+  readonly held: HeldTasks
   readonly reconnect: Schedule.Schedule<unknown, unknown>
   readonly deliver: (event: Delivered, run: RunState) => Effect.Effect<void>
 }
@@ -539,7 +542,8 @@ interface FollowerDeps {
 /**
  * The followers (design: Serving): a follower follows one task to its last event, submitted or
  * attached by id, handing its delivered calls to the deliveries; `onEvent` sees every event. The
- * store holds the task from its start to its end, so that a restarted process takes it back. After a
+ * held-task record (`HeldTasks`) holds the task from its start to its end, so that a restarted
+ * process takes it back. After a
  * dropped connection the same task is attached again, from the state the attempt before reached, and
  * its pending calls come again. One follower per task here: an explicit attach takes a task over from
  * its re-attach at start (`resume`). At shutdown the re-attached followers stop after the drain; a
@@ -548,7 +552,7 @@ interface FollowerDeps {
  */
 const makeFollowers = (deps: FollowerDeps) =>
   Effect.gen(function*() {
-    const { caller, client, store } = deps
+    const { caller, client, held } = deps
     const resumed = yield* FiberMap.make<string>()
 
     /** One attempt: the task's stream from `from` to the task's end, a take-over, or the stream's end (undefined). */
@@ -576,12 +580,12 @@ const makeFollowers = (deps: FollowerDeps) =>
           }))
           for (const event of chunk) {
             if (event._tag === "TaskStarted") {
-              if (!at.started) yield* store.holdTask(caller.agentId, event.taskId)
+              if (!at.started) yield* held.holdTask(caller.agentId, event.taskId)
               at = { taskId: event.taskId, started: true }
             } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event, run)
             onEvent?.(event)
             if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
-              yield* store.releaseTask(caller.agentId, event.taskId)
+              yield* held.releaseTask(caller.agentId, event.taskId)
               return event
             }
             // Another attach has the task now (its holder keeps it held): this follower stops.
@@ -608,7 +612,7 @@ const makeFollowers = (deps: FollowerDeps) =>
         // The platform does not know the task (any more): nothing is left to take back.
         Effect.tapError(({ error, reached }) =>
           (error._tag === "TaskLost" || error._tag === "UnknownTask") && reached.taskId !== undefined
-            ? store.releaseTask(caller.agentId, reached.taskId)
+            ? held.releaseTask(caller.agentId, reached.taskId)
             : Effect.void
         ),
         Effect.mapError(({ error }) => error)
@@ -671,13 +675,13 @@ const outcome = (last: TaskEvent | undefined): Effect.Effect<string, TaskFailedE
  * With a durable store, the tasks this agent held when a process stopped are attached again, each by
  * a follower of its own (design: Interruption and shutdown). Those followers stop right after the drain.
  */
-const resumeHeld = (agentId: string, store: Idempotency["Type"], followers: Followers) =>
+const resumeHeld = (agentId: string, held: HeldTasks, followers: Followers) =>
   Effect.gen(function*() {
-    const held = yield* store.heldTasks(agentId)
-    if (held.length > 0) {
-      yield* Effect.logInfo(`agent ${agentId}: attaching ${held.length} unfinished task(s) again: ${held.join(", ")}`)
+    const tasks = yield* held.heldTasks(agentId)
+    if (tasks.length > 0) {
+      yield* Effect.logInfo(`agent ${agentId}: attaching ${tasks.length} unfinished task(s) again: ${tasks.join(", ")}`)
     }
-    for (const taskId of held) yield* followers.resume(taskId)
+    for (const taskId of tasks) yield* followers.resume(taskId)
   })
 
 // --- Drain ---
@@ -702,9 +706,10 @@ const drainOnClose = (deliveries: Deliveries, answers: Answers, report: Ref.Ref<
 /**
  * Registers `toolkit` and keeps it registered for as long as the scope lives: a heartbeat fiber
  * on the interval the platform says (`Timing`'s `heartbeat` when it says none); with a durable
- * store, the unfinished tasks held before a restart attached again. When the scope closes (design: Interruption and shutdown): no new delivery
- * is started, the calls still running get `shutdownGrace`, what is left is interrupted, their answers
- * go out, then a best-effort deregistration. Reads `AGENT_ID`; the `PlatformClient` beneath reads
+ * store, the unfinished tasks held before a restart attached again. When the scope closes (design:
+ * Interruption and shutdown): no new delivery is started, the calls still running get
+ * `shutdownGrace`, what is left is interrupted, their answers go out, then a best-effort
+ * deregistration. Reads `AGENT_ID`; the `PlatformClient` beneath reads
  * `PLATFORM_TOKEN` (and `PLATFORM_URL`).
  */
 export const make = <R>(
@@ -736,14 +741,16 @@ export const make = <R>(
             answers.answer({ taskId: event.taskId, toolCallId: event.toolCallId, result }))),
       report
     )
+    // The store's database also keeps the tasks this process holds.
+    const held: HeldTasks = store
     const followers = yield* makeFollowers({
       client,
       caller,
-      store,
+      held,
       reconnect: policy.reconnect,
       deliver: deliveries.deliver
     })
-    if (options?.resumeTasks !== false && store.durable) yield* resumeHeld(agentId, store, followers)
+    if (options?.resumeTasks !== false && held.durable) yield* resumeHeld(agentId, held, followers)
     yield* drainOnClose(deliveries, answers, report, grace)
 
     return Serve.of({
