@@ -84,8 +84,9 @@ export class Denied extends Data.TaggedClass("Denied")<{ readonly toolName: stri
 }
 
 /**
- * No tool of that name is here: the agent's toolkit has none (`available` lists its tools), or
- * the serving process does not serve it (`available` absent).
+ * No tool of that name is here (design: Error text). Every face makes it with `Toolkit.unknownTool`,
+ * `available` listing the tools there are; made without `available`, it reads that this process
+ * does not serve the tool (the serving side's text before there was one text).
  */
 export class UnknownTool extends Data.TaggedClass("UnknownTool")<{
   readonly toolName: string
