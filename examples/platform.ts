@@ -9,7 +9,7 @@ const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [{ text: "Nothing to d
 export const platform = PlatformServer.layerWebSocket({ port: 8787 }).pipe(
   Layer.provide(PlatformServer.layerHandlers({
     tokens: PlatformServer.parseTokens("secret-1:support-agent,secret-2:billing-agent"), // PLATFORM_TOKENS format
-    heartbeatInterval: "60 seconds",     // 3 silent intervals hide an agent's tools
+    heartbeatInterval: "60 seconds",     // 3 silent intervals hide an agent's tools; processes beat on it
     lifecycleBudget: 30,                  // register/heartbeat/deregister calls per agent per window
     lifecycleWindow: "1 minute",
     instructions: "You are a support agent.", // the tasks' system instructions

@@ -1,6 +1,7 @@
 /**
  * Delivery dedupe (design: Delivery dedupe): a served call delivered more than once, keyed by (task id, tool call
- * id), runs once. (Per-run reuse, within one agent run, is the agent loop's own cache.)
+ * id), runs once. (Per-run reuse, within one agent run, is the agent loop's own cache; the tasks a serving
+ * process holds are `internal/serve/heldTasks.ts`'s, kept in the same store.)
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import {
@@ -19,6 +20,7 @@ import {
 } from "effect"
 import * as Ids from "./Ids.js"
 import { type ClaimOptions, type Deliveries, type DeliveryKey, sameDelivery } from "./internal/call/reuse.js"
+import * as HeldTasks from "./internal/serve/heldTasks.js"
 import * as Claims from "./internal/sql/claims.js"
 import * as SqlStore from "./internal/sql/store.js"
 import { OutcomeUnknown, ToolResult, ToolResultFromJson } from "./ToolResult.js"
@@ -31,8 +33,12 @@ import { Timing } from "./Timing.js"
 /** A delivered call's key, and what the store needs to know of its tool (design: Delivery dedupe). */
 export type { ClaimOptions, DeliveryKey } from "./internal/call/reuse.js"
 
-/** The delivery-dedupe store. */
-export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempotency, {
+/**
+ * The delivery-dedupe store. It also carries the record of the tasks a serving process holds
+ * (`HeldTasks`: `durable`, `holdTask`, `releaseTask`, `heldTasks`), a serving-side concern
+ * (`internal/serve/heldTasks.ts`) kept in the same database, so that one file or client holds both.
+ */
+export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempotency, HeldTasks.HeldTasks & {
   /**
    * The outcome of the delivered call `key`: the first delivery's if there was one within the
    * tool's timeout (joining it while it still runs), else `run`'s. `reused` says which.
@@ -40,14 +46,6 @@ export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempote
   readonly once: Deliveries["once"]
   /** Entries held now (in flight or completed, not yet evicted). */
   readonly size: Effect.Effect<number>
-  /** Whether claims and held tasks outlive the process (SQL: yes; memory: no). */
-  readonly durable: boolean
-  /** Records that this agent's serving process holds the task (design: Interruption and shutdown; re-attached after a restart). */
-  readonly holdTask: (agentId: string, taskId: string) => Effect.Effect<void>
-  /** The task ended (or the platform forgot it): no longer held. */
-  readonly releaseTask: (agentId: string, taskId: string) => Effect.Effect<void>
-  /** The tasks of this agent still held, oldest first: a restarted process attaches them again. */
-  readonly heldTasks: (agentId: string) => Effect.Effect<ReadonlyArray<string>>
 }>() {}
 
 /** The text of an idempotent call whose earlier attempt was interrupted after its handler started. */
@@ -113,11 +111,7 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
           )
         }),
       size: Effect.map(Ref.get(entries), HashMap.size),
-      // Nothing outlives the process: a restarted one has no tasks to take back.
-      durable: false,
-      holdTask: () => Effect.void,
-      releaseTask: () => Effect.void,
-      heldTasks: () => Effect.succeed([])
+      ...HeldTasks.none
     })
   })
 )
@@ -275,10 +269,6 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
           }
         }),
       size: orDie(Claims.count(sql)),
-      durable: true,
-      holdTask: (agentId, taskId) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.ignoreLogged(Claims.holdTask(sql, agentId, taskId, now))),
-      releaseTask: (agentId, taskId) => Effect.ignoreLogged(Claims.releaseTask(sql, agentId, taskId)),
-      heldTasks: (agentId) => Effect.orElseSucceed(Claims.heldTasks(sql, agentId), () => [])
+      ...HeldTasks.inSql(sql)
     })
   })

@@ -38,7 +38,7 @@ import { RunState } from "./internal/hooks/tool.js"
 import { ToolResult } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
 import * as ToolContext from "./ToolContext.js"
-import type * as Toolkit from "./Toolkit.js"
+import * as Toolkit from "./Toolkit.js"
 import { Sampling, SamplingError } from "./Sampling.js"
 import { UserPrompt, UserPromptError } from "./UserPrompt.js"
 
@@ -274,10 +274,8 @@ const makeServer = (
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = toolkit.byName.get(request.params.name)
     if (tool === undefined) {
-      throw protocolError(
-        ErrorCode.InvalidParams,
-        `unknown tool ${JSON.stringify(request.params.name)}; the available tools are ${tools.map((t) => t.name).join(", ")}`
-      )
+      // A protocol error, as MCP's clients expect, with the text every face gives (design: Error text).
+      throw protocolError(ErrorCode.InvalidParams, Toolkit.unknownTool(toolkit, request.params.name).text)
     }
     // The SDK aborts `extra.signal` on notifications/cancelled and when the transport closes.
     const listener = listenerOf(server, tool.name, request, extra, related)

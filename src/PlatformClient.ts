@@ -18,7 +18,7 @@ import {
   type EventsWanted,
   type LifecycleBudgetExceeded,
   type ManifestRejected,
-  type NoPendingApproval,
+  type NoPendingTaskApproval,
   PlatformRpcs,
   type TaskEvent,
   type ToolCallResult,
@@ -59,7 +59,7 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
   readonly register: (
     payload: Caller & { readonly manifest: ReadonlyArray<Toolkit.ManifestEntry>; readonly manifestHash: string }
   ) => Effect.Effect<
-    { readonly heartbeatIntervalMillis: number },
+    { readonly heartbeatIntervalMillis?: number | undefined },
     ManifestRejected | LifecycleBudgetExceeded | Unauthorized | PlatformUnavailable
   >
   readonly heartbeat: (
@@ -105,7 +105,7 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
 /** Why a decision on a suspended task's call was refused, or could not be given. */
 export type DecisionError =
   | UnknownTask
-  | NoPendingApproval
+  | NoPendingTaskApproval
   | ApprovalsNeedJournal
   | Unauthorized
   | PlatformUnavailable

@@ -23,14 +23,16 @@ import {
   Schedule,
   Schema,
   type Scope,
-  Stream
+  Stream,
+  SubscriptionRef
 } from "effect"
 import { createHash } from "node:crypto"
 import * as Ids from "./Ids.js"
 import { Idempotency, layerMemory, layerSql, type StoreUnavailable } from "./Idempotency.js"
 import { sameDelivery } from "./internal/call/reuse.js"
 import * as Invocation from "./Invocation.js"
-import { ToolResult, UnknownTool } from "./ToolResult.js"
+import { ToolResult } from "./ToolResult.js"
+import type { HeldTasks } from "./internal/serve/heldTasks.js"
 import * as Json from "./internal/util/json.js"
 import * as Settings from "./internal/util/settings.js"
 import { RunState } from "./internal/hooks/tool.js"
@@ -49,9 +51,9 @@ import {
   type PlatformUnavailable,
   required
 } from "./PlatformClient.js"
-import { shutdownGrace, Timing } from "./Timing.js"
+import * as Timing from "./Timing.js"
 import type { ToolContext } from "./ToolContext.js"
-import type * as Toolkit from "./Toolkit.js"
+import * as Toolkit from "./Toolkit.js"
 
 /** Why serving failed. */
 export type ServeError =
@@ -154,7 +156,7 @@ export const manifestHash = (toolkit: Toolkit.Toolkit<any>): string =>
   createHash("sha256").update(Json.canonical(toolkit.manifest)).digest("hex")
 
 /** The default of `MakeOptions.shutdownGrace`. */
-export const defaultShutdownGrace: Duration.Duration = shutdownGrace
+export const defaultShutdownGrace: Duration.Duration = Timing.shutdownGrace
 
 /** Options of `make`, `layer` and `serve`. */
 export interface MakeOptions {
@@ -175,7 +177,8 @@ type Delivered = Extract<TaskEvent, { _tag: "ToolCallRequested" }>
 /**
  * The one call into dedupe (design: Delivery dedupe) and the pipeline: a delivered call runs once
  * however often it is delivered, and gives its result. A call for a tool this process does not serve
- * is answered as such. `run` is the hook state of the task's follower (design: Hooks).
+ * is answered as every face answers an unknown tool (`Toolkit.unknownTool`: the tools it serves).
+ * `run` is the hook state of the task's follower (design: Hooks).
  */
 const runDelivered = (
   store: Idempotency["Type"],
@@ -184,7 +187,7 @@ const runDelivered = (
   run: RunState
 ): Effect.Effect<ToolResult> => {
   const tool = toolkit.byName.get(event.name)
-  if (tool === undefined) return Effect.succeed(ToolResult.failure(new UnknownTool({ toolName: event.name })))
+  if (tool === undefined) return Effect.succeed(ToolResult.failure(Toolkit.unknownTool(toolkit, event.name)))
   return Invocation.run(tool, event.arguments, {
     taskId: event.taskId,
     toolCallId: event.toolCallId,
@@ -276,9 +279,11 @@ interface Published {
  * Registration (design: Serving): the toolkit published now, registered once before anything else
  * is set up (a refusal, as a bad token, a rejected manifest or the lifecycle budget, fails `make`
  * with nothing to undo); `register` tells the platform again (the heartbeat's republish), `republish`
- * swaps the toolkit first. It holds no fiber: its end is the deregistration's, which is armed before
- * the first call goes out: interrupted while that call is in flight, the platform may have recorded
- * it, so the process deregisters (`sent` stays true); refused or unsent, it does not.
+ * swaps the toolkit first. Each answer's heartbeat interval is kept (`interval`): the latest answer
+ * wins, so a platform that restarted with another interval is followed. It holds no fiber: its end is
+ * the deregistration's, which is armed before the first call goes out: interrupted while that call is
+ * in flight, the platform may have recorded it, so the process deregisters (`sent` stays true);
+ * refused or unsent, it does not.
  */
 const makeRegistration = (
   client: PlatformClient["Type"],
@@ -288,17 +293,21 @@ const makeRegistration = (
 ) =>
   Effect.gen(function*() {
     const current = yield* Ref.make<Published>({ toolkit, hash: manifestHash(toolkit) })
+    const interval = yield* SubscriptionRef.make<number | undefined>(undefined)
     const register = Effect.flatMap(Ref.get(current), ({ hash, toolkit }) =>
       client.register({ ...caller, manifest: toolkit.manifest, manifestHash: hash })).pipe(
+        Effect.flatMap(({ heartbeatIntervalMillis }) => SubscriptionRef.set(interval, heartbeatIntervalMillis)),
         Effect.tap(() => Effect.logDebug(`agent ${caller.agentId}: registered`)),
         Effect.withSpan("Serve.register", { attributes: { agentId: caller.agentId }, captureStackTrace: false })
       )
     yield* Effect.zipRight(Ref.set(sent, true), register).pipe(Effect.tapError(() => Ref.set(sent, false)))
     return {
       current: Ref.get(current),
-      register: Effect.asVoid(register),
+      /** The heartbeat interval the platform said at the last registration, in milliseconds (none: it did not say). */
+      interval,
+      register,
       republish: (next: Toolkit.Toolkit<any>) =>
-        Effect.zipRight(Ref.set(current, { toolkit: next, hash: manifestHash(next) }), Effect.asVoid(register))
+        Effect.zipRight(Ref.set(current, { toolkit: next, hash: manifestHash(next) }), register)
     }
   })
 
@@ -360,16 +369,19 @@ const deregisterOnClose = (client: PlatformClient["Type"], caller: Caller) =>
 // --- Heartbeat ---
 
 /**
- * The heartbeat (design: Serving): a fiber on `Timing.heartbeat`. The platform not knowing the
- * manifest republishes it; 3 failures in a row fail serving (the returned `failed`), a success resets
- * the count. It keeps beating through the drain, and stops before the deregistration, so that no beat
+ * The heartbeat (design: Serving): a fiber beating on the interval the platform said at the last
+ * registration (`Timing.heartbeatFor`; `Timing.heartbeat` when it said none). A registration that
+ * says another interval (a re-registration after the platform restarted, a republish) ends the wait
+ * on the old one and the beats go on at the new one. The platform not knowing the manifest
+ * republishes it; 3 failures in a row fail serving (the returned `failed`), a success resets the
+ * count. It keeps beating through the drain, and stops before the deregistration, so that no beat
  * registers the process again after it.
  */
 const heartbeat = (
   client: PlatformClient["Type"],
   caller: Caller,
   registration: Registration,
-  schedule: Schedule.Schedule<unknown, unknown>
+  local: Schedule.Schedule<unknown, unknown>
 ) =>
   Effect.gen(function*() {
     const failed = yield* Deferred.make<never, ServeError>()
@@ -387,7 +399,28 @@ const heartbeat = (
               : Effect.logWarning(`agent ${caller.agentId}: heartbeat failed (${inARow} in a row): ${error.message}`))
       })
     )
-    yield* Effect.forkScoped(Effect.schedule(beat, schedule))
+    /** Completes when the platform says an interval other than `said`. */
+    const changedFrom = (said: number | undefined) =>
+      registration.interval.changes.pipe(Stream.filter((now) => now !== said), Stream.runHead)
+    const beats = Effect.gen(function*() {
+      let said = yield* SubscriptionRef.get(registration.interval)
+      let driver = yield* Schedule.driver(Timing.heartbeatFor(local, said))
+      while (true) {
+        // The wait alone races a change: a beat (and the registration it may make) is never cut short.
+        const due = yield* Effect.option(
+          Effect.raceFirst(Effect.as(driver.next(undefined), true), Effect.as(changedFrom(said), false))
+        )
+        // The schedule ended (a local one with an end): no more beats, as with `Effect.schedule`.
+        if (Option.isNone(due)) return
+        if (due.value) yield* beat
+        const now = yield* SubscriptionRef.get(registration.interval)
+        if (now !== said) {
+          said = now
+          driver = yield* Schedule.driver(Timing.heartbeatFor(local, said))
+        }
+      }
+    })
+    yield* Effect.forkScoped(beats)
     return failed
   })
 
@@ -489,7 +522,8 @@ interface Followed {
 interface FollowerDeps {
   readonly client: PlatformClient["Type"]
   readonly caller: Caller
-  readonly store: Idempotency["Type"]
+  /** The record of the tasks this process holds (in the store's database). */
+  readonly held: HeldTasks
   readonly reconnect: Schedule.Schedule<unknown, unknown>
   readonly deliver: (event: Delivered, run: RunState) => Effect.Effect<void>
 }
@@ -497,7 +531,8 @@ interface FollowerDeps {
 /**
  * The followers (design: Serving): a follower follows one task to its last event, submitted or
  * attached by id, handing its delivered calls to the deliveries; `onEvent` sees every event. The
- * store holds the task from its start to its end, so that a restarted process takes it back. After a
+ * held-task record (`HeldTasks`) holds the task from its start to its end, so that a restarted
+ * process takes it back. After a
  * dropped connection the same task is attached again, from the state the attempt before reached, and
  * its pending calls come again. One follower per task here: an explicit attach takes a task over from
  * its re-attach at start (`resume`). At shutdown the re-attached followers stop after the drain; a
@@ -506,7 +541,7 @@ interface FollowerDeps {
  */
 const makeFollowers = (deps: FollowerDeps) =>
   Effect.gen(function*() {
-    const { caller, client, store } = deps
+    const { caller, client, held } = deps
     const resumed = yield* FiberMap.make<string>()
 
     /** One attempt: the task's stream from `from` to the task's end, a take-over, or the stream's end (undefined). */
@@ -534,12 +569,12 @@ const makeFollowers = (deps: FollowerDeps) =>
           }))
           for (const event of chunk) {
             if (event._tag === "TaskStarted") {
-              if (!at.started) yield* store.holdTask(caller.agentId, event.taskId)
+              if (!at.started) yield* held.holdTask(caller.agentId, event.taskId)
               at = { taskId: event.taskId, started: true }
             } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event, run)
             onEvent?.(event)
             if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
-              yield* store.releaseTask(caller.agentId, event.taskId)
+              yield* held.releaseTask(caller.agentId, event.taskId)
               return event
             }
             // Another attach has the task now (its holder keeps it held): this follower stops.
@@ -566,7 +601,7 @@ const makeFollowers = (deps: FollowerDeps) =>
         // The platform does not know the task (any more): nothing is left to take back.
         Effect.tapError(({ error, reached }) =>
           (error._tag === "TaskLost" || error._tag === "UnknownTask") && reached.taskId !== undefined
-            ? store.releaseTask(caller.agentId, reached.taskId)
+            ? held.releaseTask(caller.agentId, reached.taskId)
             : Effect.void
         ),
         Effect.mapError(({ error }) => error)
@@ -629,13 +664,13 @@ const outcome = (last: TaskEvent | undefined): Effect.Effect<string, TaskFailedE
  * With a durable store, the tasks this agent held when a process stopped are attached again, each by
  * a follower of its own (design: Interruption and shutdown). Those followers stop right after the drain.
  */
-const resumeHeld = (agentId: string, store: Idempotency["Type"], followers: Followers) =>
+const resumeHeld = (agentId: string, held: HeldTasks, followers: Followers) =>
   Effect.gen(function*() {
-    const held = yield* store.heldTasks(agentId)
-    if (held.length > 0) {
-      yield* Effect.logInfo(`agent ${agentId}: attaching ${held.length} unfinished task(s) again: ${held.join(", ")}`)
+    const tasks = yield* held.heldTasks(agentId)
+    if (tasks.length > 0) {
+      yield* Effect.logInfo(`agent ${agentId}: attaching ${tasks.length} unfinished task(s) again: ${tasks.join(", ")}`)
     }
-    for (const taskId of held) yield* followers.resume(taskId)
+    for (const taskId of tasks) yield* followers.resume(taskId)
   })
 
 // --- Drain ---
@@ -659,10 +694,11 @@ const drainOnClose = (deliveries: Deliveries, answers: Answers, report: Ref.Ref<
 
 /**
  * Registers `toolkit` and keeps it registered for as long as the scope lives: a heartbeat fiber
- * on `Timing`'s `heartbeat` schedule; with a durable store, the unfinished tasks held before a
- * restart attached again. When the scope closes (design: Interruption and shutdown): no new delivery
- * is started, the calls still running get `shutdownGrace`, what is left is interrupted, their answers
- * go out, then a best-effort deregistration. Reads `AGENT_ID`; the `PlatformClient` beneath reads
+ * on the interval the platform says (`Timing`'s `heartbeat` when it says none); with a durable
+ * store, the unfinished tasks held before a restart attached again. When the scope closes (design:
+ * Interruption and shutdown): no new delivery is started, the calls still running get
+ * `shutdownGrace`, what is left is interrupted, their answers go out, then a best-effort
+ * deregistration. Reads `AGENT_ID`; the `PlatformClient` beneath reads
  * `PLATFORM_TOKEN` (and `PLATFORM_URL`).
  */
 export const make = <R>(
@@ -672,7 +708,7 @@ export const make = <R>(
   Effect.gen(function*() {
     const agentId = yield* required("AGENT_ID", Config.string("AGENT_ID"))
     const client = yield* PlatformClient
-    const policy = yield* Timing
+    const policy = yield* Timing.Timing
     const { byDefault, store } = yield* storeFromConfig
     const grace = Duration.decode(options?.shutdownGrace ?? defaultShutdownGrace)
     const caller: Caller = { agentId, processId: yield* Ids.make("process") }
@@ -694,14 +730,16 @@ export const make = <R>(
             answers.answer({ taskId: event.taskId, toolCallId: event.toolCallId, result }))),
       report
     )
+    // The store's database also keeps the tasks this process holds.
+    const held: HeldTasks = store
     const followers = yield* makeFollowers({
       client,
       caller,
-      store,
+      held,
       reconnect: policy.reconnect,
       deliver: deliveries.deliver
     })
-    if (options?.resumeTasks !== false && store.durable) yield* resumeHeld(agentId, store, followers)
+    if (options?.resumeTasks !== false && held.durable) yield* resumeHeld(agentId, held, followers)
     yield* drainOnClose(deliveries, answers, report, grace)
 
     return Serve.of({

@@ -17,7 +17,10 @@ export interface Schedules {
   readonly toolRetry: Schedule.Schedule<unknown, unknown>
   /** Backoff between re-tries of a model request that failed transiently (429, 5xx, reset), and how many. */
   readonly modelRetry: Schedule.Schedule<unknown, unknown>
-  /** When a serving process heartbeats (design: Serving): every 60 s, jittered. */
+  /**
+   * When a serving process heartbeats when the platform does not say its interval (design: Serving):
+   * every 60 s, jittered. The platform's interval wins (`heartbeatFor`); one set here beats sooner, never later.
+   */
   readonly heartbeat: Schedule.Schedule<unknown, unknown>
   /** When the platform delivers an unanswered tool call again (design: The platform). */
   readonly redelivery: Schedule.Schedule<unknown, unknown>
@@ -98,6 +101,23 @@ export const defaults: Schedules = {
 export class Timing extends Context.Reference<Timing>()("agent-tools/Timing", {
   defaultValue: (): Schedules => defaults
 }) {}
+
+/**
+ * The schedule a serving process heartbeats on (design: Serving). The platform owns the interval: it
+ * judges a process silent by it and says it at registration (`platformMillis`); the process beats on
+ * it, jittered to 80-100 % of it so never later. `local` (`Timing`'s `heartbeat`) alone when the
+ * platform said none (an older platform); a `local` set by a layer beats sooner where it is sooner.
+ */
+export const heartbeatFor = (
+  local: Schedule.Schedule<unknown, unknown>,
+  platformMillis: number | undefined
+): Schedule.Schedule<unknown, unknown> => {
+  if (platformMillis === undefined || !Number.isFinite(platformMillis) || platformMillis <= 0) return local
+  const platform = Schedule.spaced(Duration.millis(platformMillis))
+  return local === defaults.heartbeat
+    ? Schedule.jitteredWith(platform, { min: 0.8, max: 1 })
+    : Schedule.union(local, platform)
+}
 
 /** Overrides some schedules; the rest keep their defaults. */
 export const layer = (schedules: Partial<Schedules>): Layer.Layer<never> =>

@@ -84,16 +84,18 @@ export class Denied extends Data.TaggedClass("Denied")<{ readonly toolName: stri
 }
 
 /**
- * No tool of that name is here: the agent's toolkit has none (`available` lists its tools), or
- * the serving process does not serve it (`available` absent).
+ * No tool of that name is here (design: Error text). Every face makes it with `Toolkit.unknownTool`,
+ * `available` listing the tools there are; made without `available`, it reads that this process
+ * does not serve the tool (the serving side's text before there was one text).
  */
 export class UnknownTool extends Data.TaggedClass("UnknownTool")<{
   readonly toolName: string
   readonly available?: ReadonlyArray<string>
 }> {
   get text(): string {
-    return this.available === undefined
-      ? `${this.toolName}: this process does not serve this tool`
+    if (this.available === undefined) return `${this.toolName}: this process does not serve this tool`
+    return this.available.length === 0
+      ? `${this.toolName}: no such tool; there are no tools`
       : `${this.toolName}: no such tool; the available tools are ${this.available.join(", ")}`
   }
 }

@@ -4,6 +4,7 @@
  */
 import { Duration, Effect, Either, Schema } from "effect"
 import * as Tool from "./Tool.js"
+import { UnknownTool } from "./ToolResult.js"
 
 /** At most this many tools per toolkit. */
 export const maxTools = 64
@@ -84,6 +85,14 @@ export interface Toolkit<out R = any> {
   /** The manifest a server registers. */
   readonly manifest: ReadonlyArray<ManifestEntry>
 }
+
+/**
+ * The one answer to a call of a tool `toolkit` does not have, on every face (the agent loop, a served
+ * call, MCP's `tools/call`; design: Error text): `UnknownTool`, its text listing the tools there are,
+ * `<name>: no such tool; the available tools are a, b`.
+ */
+export const unknownTool = (toolkit: Toolkit, toolName: string): UnknownTool =>
+  new UnknownTool({ toolName, available: toolkit.tools.map((tool) => tool.name) })
 
 /** Validates `tools` against every limit; fails with all violations at once. */
 export const make = <const Tools extends ReadonlyArray<Tool.Any>>(

@@ -121,7 +121,7 @@ describe("Mcp over Streamable HTTP, with the official client", () => {
       // The prefix once: the server sends the bare message, the client's McpError says "MCP error <code>: ".
       assert.strictEqual(
         (cause as McpError).message,
-        "MCP error -32602: unknown tool \"nope\"; the available tools are lookup_order, list_orders, crash, slow"
+        "MCP error -32602: nope: no such tool; the available tools are lookup_order, list_orders, crash, slow"
       )
     }).pipe(Effect.scoped))
 

@@ -173,6 +173,62 @@ describe("Serve: lifecycle (design: Serving)", () => {
       assert.deepStrictEqual(error.violations.map((v) => v.rule), ["name-reserved", "timeout-range"])
     }).pipe(Effect.scoped, Effect.provide(inProcess())))
 
+  it.effect("beats on the platform's interval: a platform at 2 s sees a process whose local default is 60 s", () =>
+    Effect.gen(function*() {
+      yield* Serve.make(yield* Toolkit.make(lookup))
+      const state = yield* PlatformServer.PlatformState
+      // Silence for 3 of the platform's intervals (6 s) hides the tools; the local default would beat after 48-72 s.
+      for (let second = 2; second <= 120; second += 2) {
+        yield* TestClock.adjust("2 seconds")
+        assert.deepStrictEqual(yield* state.visibleTools("agent-1"), ["lookup"], `visible at ${second} s`)
+      }
+      assert.isAtLeast((yield* calls()).heartbeat, 60)
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(PlatformClient.layerTest.pipe(
+        Layer.provideMerge(
+          // A budget for a beat every 2 s (the default, 30 a minute, is for 60 s).
+          PlatformServer.layerHandlers({ tokens, heartbeatInterval: "2 seconds", lifecycleBudget: 100 }).pipe(
+            Layer.provide(LanguageModel.layerScripted([], { repeat: false }))
+          )
+        ),
+        Layer.provide(agentOne)
+      ))
+    ))
+
+  it.effect("without an interval in the answer (an older platform) beats on Timing's; a re-registration's answer wins", () => {
+    // What the platform says at registration, as an older or a restarted platform would.
+    const said: { millis: number | undefined } = { millis: undefined }
+    const answering = Layer.effect(
+      PlatformClient.PlatformClient,
+      Effect.map(PlatformClient.PlatformClient, (client) => ({
+        ...client,
+        register: (payload: Parameters<typeof client.register>[0]) =>
+          Effect.as(client.register(payload), { heartbeatIntervalMillis: said.millis })
+      }))
+    )
+    return Effect.gen(function*() {
+      const served = yield* Serve.make(yield* Toolkit.make(lookup))
+      yield* TestClock.adjust("60 seconds")
+      assert.strictEqual((yield* calls()).heartbeat, 1, "Timing's 60 s")
+      yield* TestClock.adjust("30 seconds")
+      // A registration whose answer says 10 s: the wait for the old beat ends, the next comes 10 s on.
+      said.millis = 10_000
+      yield* served.republish(yield* Toolkit.make(lookup, other))
+      yield* TestClock.adjust("10 seconds")
+      assert.strictEqual((yield* calls()).heartbeat, 2, "the new interval at once")
+      yield* TestClock.adjust("40 seconds")
+      assert.strictEqual((yield* calls()).heartbeat, 6)
+      // The next answer says nothing again: back to Timing's 60 s (the sooner of it and nothing).
+      said.millis = undefined
+      yield* served.republish(yield* Toolkit.make(lookup))
+      yield* TestClock.adjust("59 seconds")
+      assert.strictEqual((yield* calls()).heartbeat, 6)
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual((yield* calls()).heartbeat, 7)
+    }).pipe(Effect.scoped, Effect.provide(Layer.provideMerge(answering, inProcess())))
+  })
+
   it.effect("two heartbeat failures are survived; the third fails serve", () => {
     const failing = { on: false }
     // A client whose heartbeats fail while `failing.on`, as when the connection is away.

@@ -246,7 +246,7 @@ describe("main: approve", () => {
         return last._tag === "TaskCompleted" ? last.output : `${last._tag}`
       }).pipe(Effect.scoped, Effect.provide(clientLayer({ url }, policy)))
       assert.strictEqual(cli[0]!.code, 1)
-      assert.include(cli[0]!.stderr, `agent-tools: NoPendingApproval: task ${taskId} does not wait for approval of call nope`)
+      assert.include(cli[0]!.stderr, `agent-tools: NoPendingTaskApproval: task ${taskId} does not wait for approval of call nope`)
       assert.strictEqual(cli[1]!.code, 0, cli[1]!.stderr)
       assert.include(cli[1]!.stdout, `approved: call r1 of task ${taskId}`)
       assert.strictEqual(output, "r1:\"refunded A-1\"")

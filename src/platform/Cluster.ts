@@ -39,7 +39,7 @@ import {
   EventsWanted,
   LifecycleBudgetExceeded,
   ManifestRejected,
-  NoPendingApproval,
+  NoPendingTaskApproval,
   TaskEvent,
   ToolCallResult,
   UnknownTask
@@ -105,7 +105,7 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
       approved: Schema.Boolean,
       reason: Schema.optional(Schema.String)
     },
-    error: Schema.Union(UnknownTask, NoPendingApproval, ApprovalsNeedJournal)
+    error: Schema.Union(UnknownTask, NoPendingTaskApproval, ApprovalsNeedJournal)
   })
 ])
 

@@ -46,7 +46,7 @@ import {
   type EventsWanted,
   LifecycleBudgetExceeded,
   ManifestRejected,
-  NoPendingApproval,
+  NoPendingTaskApproval,
   PlatformRpcs,
   TaskEvent,
   type ToolCallResult,
@@ -647,14 +647,14 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
           readonly approved: boolean
           readonly reason?: string | undefined
         }
-      ): Effect.Effect<void, UnknownTask | NoPendingApproval | ApprovalsNeedJournal> =>
+      ): Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal> =>
         Effect.gen(function*() {
           const task = own(agentId, taskId)
           if (task === undefined) return yield* new UnknownTask({ taskId })
           if (journal === undefined) return yield* new ApprovalsNeedJournal({ taskId })
           const suspension = task.suspended
           if (suspension === undefined || !suspension.undecided.has(toolCallId)) {
-            return yield* new NoPendingApproval({ taskId, toolCallId })
+            return yield* new NoPendingTaskApproval({ taskId, toolCallId })
           }
           // Taken at once: the same call decided twice at the same moment is refused the second time.
           suspension.undecided.delete(toolCallId)
@@ -666,7 +666,7 @@ const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefine
           // Expired: nothing can decide it any more; the task goes on without it (the loop denies it).
           if (!decided) {
             if (suspension.undecided.size === 0) yield* goOn(task, suspension)
-            return yield* new NoPendingApproval({ taskId, toolCallId })
+            return yield* new NoPendingTaskApproval({ taskId, toolCallId })
           }
           yield* Effect.logInfo(`task ${taskId}: call ${toolCallId} ${approved ? "approved" : "denied"}`)
           if (suspension.undecided.size === 0) yield* goOn(task, suspension)
@@ -830,7 +830,7 @@ export interface Backend {
   readonly decide: (
     agentId: string,
     payload: { readonly taskId: string; readonly toolCallId: string; readonly approved: boolean; readonly reason?: string | undefined }
-  ) => Effect.Effect<void, UnknownTask | NoPendingApproval | ApprovalsNeedJournal>
+  ) => Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal>
 }
 
 /** The platform of one process: its own agents and tasks. */

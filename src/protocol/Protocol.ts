@@ -47,8 +47,10 @@ export class UnknownTask extends Schema.TaggedError<UnknownTask>("agent-tools/Un
 }
 
 /** `DecideApproval` found nothing to decide: the task does not wait for that call (now), it expired, or it was decided. */
-export class NoPendingApproval extends Schema.TaggedError<NoPendingApproval>("agent-tools/platform/NoPendingApproval")(
-  "NoPendingApproval",
+export class NoPendingTaskApproval extends Schema.TaggedError<NoPendingTaskApproval>(
+  "agent-tools/platform/NoPendingTaskApproval"
+)(
+  "NoPendingTaskApproval",
   { taskId: Schema.String, toolCallId: Schema.String }
 ) {
   override get message(): string {
@@ -56,6 +58,13 @@ export class NoPendingApproval extends Schema.TaggedError<NoPendingApproval>("ag
       `(it is not among the calls of its last TaskSuspended, it expired, or it was decided already)`
   }
 }
+
+/**
+ * @deprecated Use `NoPendingTaskApproval` (renamed: the agent loop's `Agent.NoPendingApproval` had the tag).
+ */
+export const NoPendingApproval = NoPendingTaskApproval
+/** @deprecated Use `NoPendingTaskApproval`. */
+export type NoPendingApproval = NoPendingTaskApproval
 
 /**
  * `DecideApproval` on a platform without a journal: its tasks cannot suspend (nothing durable to go
@@ -207,7 +216,8 @@ export type ToolCallResult = typeof ToolCallResult.Type
 export class PlatformRpcs extends RpcGroup.make(
   Rpc.make("Register", {
     payload: payload("Register", { ...Caller, manifest: Schema.Array(Toolkit.ManifestEntry), manifestHash: Schema.String }),
-    success: Schema.Struct({ heartbeatIntervalMillis: Schema.Number }),
+    // The interval the platform judges silence by: the serving process beats on it (an older platform may not say).
+    success: Schema.Struct({ heartbeatIntervalMillis: Schema.optional(Schema.Number) }),
     error: Schema.Union(ManifestRejected, LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("Heartbeat", {
@@ -245,7 +255,7 @@ export class PlatformRpcs extends RpcGroup.make(
       approved: Schema.Boolean,
       reason: Schema.optional(Schema.String)
     }),
-    error: Schema.Union(UnknownTask, NoPendingApproval, ApprovalsNeedJournal, Unauthorized)
+    error: Schema.Union(UnknownTask, NoPendingTaskApproval, ApprovalsNeedJournal, Unauthorized)
   })
 ).middleware(Authentication) {}
 

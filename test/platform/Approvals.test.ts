@@ -229,11 +229,11 @@ describe("platform approvals (a journal)", () => {
       const again = yield* Effect.flip(p.client.deny(taskId, "r1"))
       assert.deepStrictEqual(refused, [
         `UnknownTask: no task ${taskId} for this agent`,
-        `NoPendingApproval: task ${taskId} does not wait for approval of call l1 (it is not among the calls ` +
+        `NoPendingTaskApproval: task ${taskId} does not wait for approval of call l1 (it is not among the calls ` +
         `of its last TaskSuspended, it expired, or it was decided already)`
       ])
-      assert.strictEqual(again._tag, "NoPendingApproval")
-      if (again._tag === "NoPendingApproval") assert.strictEqual(again.toolCallId, "r1")
+      assert.strictEqual(again._tag, "NoPendingTaskApproval")
+      if (again._tag === "NoPendingTaskApproval") assert.strictEqual(again.toolCallId, "r1")
     }).pipe(quiet))
 
   it.scoped("with Hooks.approval on the serving side and no UserPrompt there, the approved call still runs", () =>

@@ -4,7 +4,8 @@
  * run's outcomes, through the pipeline's `reuse`.
  */
 import type * as LanguageModel from "../../LanguageModel.js"
-import { ToolResult, UnknownTool } from "../../ToolResult.js"
+import * as Toolkit from "../../Toolkit.js"
+import { ToolResult } from "../../ToolResult.js"
 import * as Pipeline from "../call/pipeline.js"
 import type { Run } from "./run.js"
 
@@ -19,9 +20,6 @@ export const startCall = (
   args: Arguments
 ): Pipeline.Started => {
   const tool = run.toolkit.byName.get(call.name)
-  if (tool === undefined) {
-    const available = run.toolkit.tools.map((t) => t.name)
-    return ToolResult.failure(new UnknownTool({ toolName: call.name, available }))
-  }
+  if (tool === undefined) return ToolResult.failure(Toolkit.unknownTool(run.toolkit, call.name))
   return Pipeline.start(calling, tool, args, { taskId: run.runId, toolCallId: call.id, run: run.hookState, reuse: run.outcomes })
 }
