@@ -173,6 +173,101 @@ const ToolsJson = Schema.parseJson(TaskTools)
 const TurnJson = Schema.parseJson(LanguageModel.ModelTurn)
 const ResultJson = Schema.parseJson(ToolResultFromJson)
 
+type Client = SqlClient.SqlClient
+
+/** A run's row as `RunRecord`, its tools decoded. */
+const recordOf = (row: Sql.TaskRow) =>
+  Effect.map(
+    Schema.decode(ToolsJson)(row.tools),
+    (tools): RunRecord => ({
+      runId: row.task_id,
+      kind: row.kind,
+      agentId: row.agent_id,
+      processId: row.process_id,
+      prompt: row.prompt,
+      tools
+    })
+  )
+
+/** An ended run's row as `EndedRun`. */
+const endedOf = (row: Sql.TaskRow): EndedRun => ({
+  runId: row.task_id,
+  kind: row.kind,
+  agentId: row.agent_id,
+  processId: row.process_id,
+  final: row.final ?? undefined,
+  result: row.result ?? undefined,
+  endedAt: Number(row.ended_at ?? 0)
+})
+
+/** The run `runId` as the journal holds it: ended, or open with its turns (up to the first gap), calls and approvals. */
+const readRun = (sql: Client, runId: string) =>
+  Effect.gen(function*() {
+    const row = (yield* Sql.task(sql, runId))[0]
+    if (row === undefined) return undefined
+    if (row.status === "ended") return endedOf(row)
+    const turns: Array<LanguageModel.ModelTurn> = []
+    for (const turn of yield* Sql.turnsOf(sql, runId)) {
+      // Steps are 1, 2, ...: a gap would replay the wrong turn, so the replay stops before it.
+      if (Number(turn.step) !== turns.length + 1) break
+      turns.push(yield* Schema.decode(TurnJson)(turn.turn))
+    }
+    const calls = new Map<string, JournaledCall>()
+    for (const call of yield* Sql.callsOf(sql, runId)) {
+      calls.set(call.tool_call_id, {
+        name: call.name,
+        arguments: call.arguments,
+        deadlineAt: Number(call.deadline_at),
+        result: call.result === null ? undefined : yield* Schema.decode(ResultJson)(call.result)
+      })
+    }
+    const approvals = new Map<string, Approval>()
+    for (const approval of yield* Sql.approvalsOf(sql, runId)) {
+      approvals.set(approval.tool_call_id, {
+        toolCallId: approval.tool_call_id,
+        toolName: approval.tool_name,
+        input: approval.input,
+        inputKey: approval.input_key,
+        fingerprint: approval.fingerprint,
+        expiresAt: Number(approval.expires_at),
+        decision: approval.decision,
+        reason: approval.reason ?? undefined
+      })
+    }
+    const open: OpenRun = { ...(yield* recordOf(row)), status: row.status, turns, calls, approvals }
+    return open
+  })
+
+/** Writes `result` with `write`; gives the outcome the journal holds (the first writer's). */
+const held = <E>(
+  result: ToolResult,
+  write: (text: string) => Effect.Effect<ReadonlyArray<{ readonly result: string | null }>, E>
+): Effect.Effect<ToolResult> => {
+  const text = Schema.encodeSync(ResultJson)(result)
+  return write(text).pipe(
+    Effect.flatMap((rows) => {
+      const stored = rows[0]?.result
+      return stored === undefined || stored === null || stored === text
+        ? Effect.succeed(result)
+        : Schema.decode(ResultJson)(stored)
+    }),
+    Effect.orDie
+  )
+}
+
+/** The platform's tasks: the open ones and those ended since `endedSince` (older ended ones purged first). */
+const readTasks = (sql: Client, endedSince: number) =>
+  Effect.gen(function*() {
+    yield* Sql.purgeEnded(sql, endedSince, "task")
+    const open: Array<RunRecord> = []
+    const done: Array<EndedRun> = []
+    for (const row of yield* Sql.tasks(sql)) {
+      if (row.status === "ended") done.push(endedOf(row))
+      else open.push(yield* recordOf(row))
+    }
+    return { open, ended: done }
+  })
+
 /**
  * The journal in the database of the `SqlClient` in context. Its tables are made at start (migrations
  * in a table of their own); failing that, or reading it, is `JournalUnavailable` naming the database.
@@ -185,148 +280,65 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
     const path = SqlStore.databaseName(sql)
     const unavailable = (reason: string) => new JournalUnavailable({ path, reason })
     yield* SqlStore.migrate({ migrations: Sql.migrations, table: Sql.migrationsTable, unavailable })
-
-    const record = (row: Sql.TaskRow) =>
-      Effect.map(
-        Schema.decode(ToolsJson)(row.tools),
-        (tools): RunRecord => ({
-          runId: row.task_id,
-          kind: row.kind,
-          agentId: row.agent_id,
-          processId: row.process_id,
-          prompt: row.prompt,
-          tools
-        })
-      )
-    const ended = (row: Sql.TaskRow): EndedRun => ({
-      runId: row.task_id,
-      kind: row.kind,
-      agentId: row.agent_id,
-      processId: row.process_id,
-      final: row.final ?? undefined,
-      result: row.result ?? undefined,
-      endedAt: Number(row.ended_at ?? 0)
-    })
-
-    const run = (runId: string) =>
-      Effect.gen(function*() {
-        const row = (yield* Sql.task(sql, runId))[0]
-        if (row === undefined) return undefined
-        if (row.status === "ended") return ended(row)
-        const turns: Array<LanguageModel.ModelTurn> = []
-        for (const turn of yield* Sql.turnsOf(sql, runId)) {
-          // Steps are 1, 2, ...: a gap would replay the wrong turn, so the replay stops before it.
-          if (Number(turn.step) !== turns.length + 1) break
-          turns.push(yield* Schema.decode(TurnJson)(turn.turn))
-        }
-        const calls = new Map<string, JournaledCall>()
-        for (const call of yield* Sql.callsOf(sql, runId)) {
-          calls.set(call.tool_call_id, {
-            name: call.name,
-            arguments: call.arguments,
-            deadlineAt: Number(call.deadline_at),
-            result: call.result === null ? undefined : yield* Schema.decode(ResultJson)(call.result)
-          })
-        }
-        const approvals = new Map<string, Approval>()
-        for (const approval of yield* Sql.approvalsOf(sql, runId)) {
-          approvals.set(approval.tool_call_id, {
-            toolCallId: approval.tool_call_id,
-            toolName: approval.tool_name,
-            input: approval.input,
-            inputKey: approval.input_key,
-            fingerprint: approval.fingerprint,
-            expiresAt: Number(approval.expires_at),
-            decision: approval.decision,
-            reason: approval.reason ?? undefined
-          })
-        }
-        const open: OpenRun = { ...(yield* record(row)), status: row.status, turns, calls, approvals }
-        return open
-      }).pipe(SqlStore.orUnavailable(unavailable))
-
-    /** Writes `result` with `write`; gives the outcome the journal holds (the first writer's). */
-    const held = <E>(
-      result: ToolResult,
-      write: (text: string) => Effect.Effect<ReadonlyArray<{ readonly result: string | null }>, E>
-    ): Effect.Effect<ToolResult> => {
-      const text = Schema.encodeSync(ResultJson)(result)
-      return write(text).pipe(
-        Effect.flatMap((rows) => {
-          const stored = rows[0]?.result
-          return stored === undefined || stored === null || stored === text
-            ? Effect.succeed(result)
-            : Schema.decode(ResultJson)(stored)
-        }),
-        Effect.orDie
-      )
-    }
-
-    const tasks = (endedSince: number) =>
-      Effect.gen(function*() {
-        yield* Sql.purgeEnded(sql, endedSince, "task")
-        const open: Array<RunRecord> = []
-        const done: Array<EndedRun> = []
-        for (const row of yield* Sql.tasks(sql)) {
-          if (row.status === "ended") done.push(ended(row))
-          else open.push(yield* record(row))
-        }
-        return { open, ended: done }
-      }).pipe(SqlStore.orUnavailable(unavailable))
-
-    return Journal.of({
-      path,
-      started: (run) =>
-        Effect.orDie(Sql.insertTask(sql, {
-          taskId: run.runId,
-          kind: run.kind,
-          agentId: run.agentId,
-          processId: run.processId,
-          prompt: run.prompt,
-          tools: Schema.encodeSync(ToolsJson)(run.tools)
-        })),
-      turn: (runId, step, turn) => {
-        const text = Schema.encodeSync(TurnJson)(turn)
-        return Sql.insertTurn(sql, runId, step, text).pipe(
-          Effect.flatMap((rows) => {
-            const held = rows[0]?.turn
-            return held === undefined || held === text ? Effect.succeed(turn) : Schema.decode(TurnJson)(held)
-          }),
-          Effect.orDie
-        )
-      },
-      callStarted: (runId, call) => Effect.orDie(Sql.insertCall(sql, runId, call)),
-      callEnded: (runId, toolCallId, result) => held(result, (text) => Sql.answerCall(sql, runId, toolCallId, text)),
-      callAnswered: (runId, call, result) => held(result, (text) => Sql.insertAnswered(sql, runId, call, text)),
-      suspended: (runId, approvals) =>
-        Effect.orDie(sql.withTransaction(Effect.zipRight(
-          Effect.forEach(approvals, (a) =>
-            Sql.askApproval(sql, {
-              task_id: runId,
-              tool_call_id: a.toolCallId,
-              tool_name: a.toolName,
-              input: a.input,
-              input_key: a.inputKey,
-              fingerprint: a.fingerprint,
-              expires_at: a.expiresAt
-            }), { discard: true }),
-          Sql.suspendTask(sql, runId)
-        ))),
-      resumed: (runId) => Effect.orDie(Sql.resumeTask(sql, runId)),
-      decide: (runId, toolCallId, decision) =>
-        Sql.decideApproval(sql, { taskId: runId, toolCallId }, { ...decision, reason: decision.reason ?? null }).pipe(
-          Effect.map((changed) => changed > 0),
-          SqlStore.orUnavailable(unavailable)
-        ),
-      ended: (runId, end, endedAt) =>
-        Effect.orDie(Sql.endTask(sql, runId, { final: end.final ?? null, result: end.result ?? null }, endedAt)),
-      run,
-      tasks,
-      purge: (before, kind = "task") => Effect.ignoreLogged(Sql.purgeEnded(sql, before, kind)),
-      counts: Effect.orDie(Sql.counts(sql))
-    })
+    const run = (runId: string) => readRun(sql, runId).pipe(SqlStore.orUnavailable(unavailable))
+    const tasks = (endedSince: number) => readTasks(sql, endedSince).pipe(SqlStore.orUnavailable(unavailable))
+    const write = makeWrites(sql, unavailable)
+    return Journal.of({ path, ...write, run, tasks })
   })
 )
+
+/** The journal's writes on `sql`: a run's start, turns, calls, approvals and end. */
+const makeWrites = (
+  sql: Client,
+  unavailable: (reason: string) => JournalUnavailable
+): Omit<Journal["Type"], "path" | "run" | "tasks"> => ({
+  started: (run) =>
+    Effect.orDie(Sql.insertTask(sql, {
+      taskId: run.runId,
+      kind: run.kind,
+      agentId: run.agentId,
+      processId: run.processId,
+      prompt: run.prompt,
+      tools: Schema.encodeSync(ToolsJson)(run.tools)
+    })),
+  turn: (runId, step, turn) => {
+    const text = Schema.encodeSync(TurnJson)(turn)
+    return Sql.insertTurn(sql, runId, step, text).pipe(
+      Effect.flatMap((rows) => {
+        const held = rows[0]?.turn
+        return held === undefined || held === text ? Effect.succeed(turn) : Schema.decode(TurnJson)(held)
+      }),
+      Effect.orDie
+    )
+  },
+  callStarted: (runId, call) => Effect.orDie(Sql.insertCall(sql, runId, call)),
+  callEnded: (runId, toolCallId, result) => held(result, (text) => Sql.answerCall(sql, runId, toolCallId, text)),
+  callAnswered: (runId, call, result) => held(result, (text) => Sql.insertAnswered(sql, runId, call, text)),
+  suspended: (runId, approvals) =>
+    Effect.orDie(sql.withTransaction(Effect.zipRight(
+      Effect.forEach(approvals, (a) =>
+        Sql.askApproval(sql, {
+          task_id: runId,
+          tool_call_id: a.toolCallId,
+          tool_name: a.toolName,
+          input: a.input,
+          input_key: a.inputKey,
+          fingerprint: a.fingerprint,
+          expires_at: a.expiresAt
+        }), { discard: true }),
+      Sql.suspendTask(sql, runId)
+    ))),
+  resumed: (runId) => Effect.orDie(Sql.resumeTask(sql, runId)),
+  decide: (runId, toolCallId, decision) =>
+    Sql.decideApproval(sql, { taskId: runId, toolCallId }, { ...decision, reason: decision.reason ?? null }).pipe(
+      Effect.map((changed) => changed > 0),
+      SqlStore.orUnavailable(unavailable)
+    ),
+  ended: (runId, end, endedAt) =>
+    Effect.orDie(Sql.endTask(sql, runId, { final: end.final ?? null, result: end.result ?? null }, endedAt)),
+  purge: (before, kind = "task") => Effect.ignoreLogged(Sql.purgeEnded(sql, before, kind)),
+  counts: Effect.orDie(Sql.counts(sql))
+})
 
 /**
  * The journal in the SQLite file `filename` (created if missing; WAL mode): `layerSqlClient` on a
