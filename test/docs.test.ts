@@ -127,6 +127,51 @@ describe("docs: links and words", () => {
     assert.deepStrictEqual(missing.filter((m) => !m.startsWith("test/docs.test.ts")), [])
   })
 
+  it("every file and symbol design.md names exists: a file it cites, a symbol beside its file, a module's member", () => {
+    const design = read("docs/design.md").replace(/```[\s\S]*?```/g, "")
+    const walk = (dir: string): Array<string> =>
+      readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) =>
+        entry.isDirectory() ? walk(`${dir}/${entry.name}`) : entry.name.endsWith(".ts") ? [`${dir}/${entry.name}`] : []
+      )
+    const sources = walk("src")
+    // A cited file: a path under src/ as written, else a file of that name (or path's end) anywhere under src/.
+    const fileOf = (cited: string): string | undefined =>
+      sources.find((file) => file === `src/${cited}` || file === cited || file.endsWith(`/${cited}`))
+    const has = (file: string, symbol: string) => new RegExp(`\\b${symbol.replace(/\$/g, "\\$")}\\b`).test(read(file))
+    const problems: Array<string> = []
+    let checked = 0
+    for (const [, cited] of design.matchAll(/`([\w./-]+\.ts)`/g)) {
+      if (cited!.startsWith("test/") || cited!.startsWith("examples/") || cited === "vitest.config.ts") continue
+      checked++
+      if (fileOf(cited!) === undefined) problems.push(`no file ${cited}`)
+    }
+    // "(`file.ts`, `symbol`, `symbol`)": the symbols listed right after a file are in that file (a bare
+    // file name that several files share names none of them).
+    for (const [, cited, list] of design.matchAll(/\(`([\w./-]+\.ts)`((?:, `[^`]+`)+)[);]/g)) {
+      const matches = sources.filter((file) => file === `src/${cited}` || file === cited || file.endsWith(`/${cited}`))
+      if (matches.length !== 1) continue
+      for (const [, token] of list!.matchAll(/`([^`]+)`/g)) {
+        const symbol = /^(?:\w+\.)?(\w+)(?:\(.*\))?$/.exec(token!)?.[1]
+        if (symbol === undefined) continue
+        checked++
+        if (!has(matches[0]!, symbol)) problems.push(`${symbol} is not in ${matches[0]}`)
+      }
+    }
+    // "`Module.member`" of a public module: the member is in the module (or in what it re-exports from).
+    for (const [, module, member] of design.matchAll(/`([A-Z]\w+)\.([a-zA-Z]\w*)(?:\([^`]*\))?`/g)) {
+      if (member === "ts") continue
+      const file = sources.find((f) => f === `src/${module}.ts`)
+      if (file === undefined) continue
+      checked++
+      const reexported = [...read(file).matchAll(/from "\.\/([\w./]+)\.js"/g)].map((m) => `src/${m[1]}.ts`)
+      if (![file, ...reexported].some((f) => sources.includes(f) && has(f, member!))) {
+        problems.push(`${module}.${member} is not in ${file}`)
+      }
+    }
+    assert.isAbove(checked, 150)
+    assert.deepStrictEqual(problems, [])
+  })
+
   it("no contract section numbers or tracker references: the docs say what they mean", () => {
     const cited: Array<string> = []
     for (const file of [...docs, ...readdirSync(join(root, "examples")).map((name) => `examples/${name}`)]) {
