@@ -18,9 +18,14 @@ export {
   defaultConfig,
   InvocationConfig,
   InvocationObserver,
-  type Options,
   type RetryEvent
 } from "./internal/call/pipeline.js"
+
+/**
+ * Who is calling, by when the call must be done, and where an earlier outcome may answer it: a
+ * scope's (`reuse`) or a delivery store's (`dedupe`, such as the `Idempotency` service).
+ */
+export type Options = Omit<Pipeline.Options, "gate">
 
 /** Overrides some limits; the rest keep their defaults. */
 export const layerConfig = (config: Partial<Pipeline.Config>): Layer.Layer<Pipeline.InvocationConfig> =>
@@ -34,7 +39,7 @@ export const layerConfig = (config: Partial<Pipeline.Config>): Layer.Layer<Pipel
 export const run = <R>(
   tool: Tool.Tool<string, any, any, any, R, any>,
   args: unknown,
-  options?: Pipeline.Options
+  options?: Options
 ): Effect.Effect<ToolResult, never, Exclude<R, ToolContext>> =>
   Effect.withFiberRuntime((fiber, status) =>
     Pipeline.awaitStarted(Pipeline.start(new Pipeline.CallingFiber(fiber, status.runtimeFlags), tool, args, options))
