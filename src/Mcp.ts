@@ -109,13 +109,15 @@ const invoke = (
  * The serving fiber as the caller of one `tools/call`, with the call's own services in its context (its listener,
  * the client's user and model): a call costs no fiber of its own until it suspends.
  */
-class CallOf extends Pipeline.CallingFiber {
-  override readonly context: Context.Context<never>
-  constructor(serving: Pipeline.CallingFiber, context: Context.Context<never>) {
-    super(serving.fiber, serving.runtimeFlags)
-    this.context = context
-  }
-}
+const callOf = (serving: Pipeline.CallingFiber, context: Context.Context<never>): Pipeline.CallingFiber => ({
+  fiber: serving.fiber,
+  runtimeFlags: serving.runtimeFlags,
+  // Its limits and clock are the serving fiber's: the call's services add neither.
+  clock: serving.clock,
+  config: serving.config,
+  tracing: serving.tracing,
+  context
+})
 
 /** `runtime` as a fiber that calls start on: the same services, fiber refs and flags as a fiber it runs. */
 const servingFiber = (runtime: Runtime.Runtime<any>): Pipeline.CallingFiber =>
@@ -335,7 +337,8 @@ const makeServer = (
   // Calls start on this fiber's services and fiber refs, each with its own services added (`CallOf`).
   const serving = servingFiber(runtime)
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }))
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+  // A call that completes synchronously is answered at once, without a promise of ours.
+  server.setRequestHandler(CallToolRequestSchema, (request, extra): CallToolResult | Promise<CallToolResult> => {
     const tool = toolkit.byName.get(request.params.name)
     if (tool === undefined) {
       throw protocolError(
@@ -356,7 +359,7 @@ const makeServer = (
     const options = { toolCallId: `mcp-${String(extra.requestId)}`, run }
     let started: Pipeline.Started
     try {
-      started = invoke(new CallOf(serving, context), tool, request.params.arguments ?? {}, options, outcomes)
+      started = invoke(callOf(serving, context), tool, request.params.arguments ?? {}, options, outcomes)
     } catch {
       // The pipeline turns every failure into a result; a throw here would have been the fiber's defect.
       listener.end()
@@ -366,9 +369,18 @@ const makeServer = (
       listener.end()
       return toCallResult(started, listedByName.get(tool.name))
     }
-    // It suspended: awaited in a fiber with the call's services, which `extra.signal` interrupts.
+    return awaitCall(tool, started, context, extra.signal, listener)
+  })
+  /** A call that suspended, awaited in a fiber with the call's services, which `signal` interrupts. */
+  const awaitCall = async (
+    tool: Tool.Any,
+    started: Effect.Effect<ToolResult>,
+    context: Context.Context<never>,
+    signal: AbortSignal,
+    listener: McpListener
+  ): Promise<CallToolResult> => {
     const awaiting = Runtime.make({ context, fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags })
-    const running = Runtime.runPromiseExit(awaiting)(started, { signal: extra.signal })
+    const running = Runtime.runPromiseExit(awaiting)(started, { signal })
     inFlight.add(running)
     const exit = await running.finally(() => {
       listener.end()
@@ -377,7 +389,7 @@ const makeServer = (
     // Only a cancelled request ends without a result; the SDK sends nothing for it.
     if (Exit.isFailure(exit)) throw cancelled()
     return toCallResult(exit.value, listedByName.get(tool.name))
-  })
+  }
   const close = Effect.promise(async () => {
     await server.close()
     await Promise.allSettled([...inFlight])
