@@ -1,7 +1,8 @@
 /**
  * The MCP bench's server (test/bench/mcp.ts): the `add` tool over stdio, `--server=ours` (a Toolkit
  * of `Tool.make` served by `Mcp.serveStdio`, as `src/main.ts mcp` runs it: tracing on, logs on
- * stderr) or `--server=sdk` (the SDK's `McpServer` with zod, the same input and output schemas).
+ * stderr), `--server=untraced` (the same with tracing disabled) or `--server=sdk` (the SDK's
+ * `McpServer` with zod, the same input and output schemas).
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
@@ -19,9 +20,10 @@ const add = Tool.make("add", {
   timeout: "10 seconds"
 }, ({ a, b }) => Effect.succeed(a + b))
 
-if (server === "ours") {
+if (server === "ours" || server === "untraced") {
   Effect.runPromise(Effect.flatMap(Toolkit.make(add), (toolkit) => Mcp.serveStdio(toolkit)).pipe(
-    Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger)))
+    Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))),
+    Effect.withTracerEnabled(server === "ours")
   )).then(() => process.exit(0), () => process.exit(1))
 } else if (server === "sdk") {
   const sdk = new McpServer({ name: "sdk-bench", version: "0.1.0" })
@@ -37,6 +39,6 @@ if (server === "ours") {
   process.stdin.once("end", () => process.exit(0))
   void sdk.connect(new StdioServerTransport())
 } else {
-  process.stderr.write("usage: mcpServer.ts --server=ours|sdk\n")
+  process.stderr.write("usage: mcpServer.ts --server=ours|untraced|sdk\n")
   process.exit(2)
 }
