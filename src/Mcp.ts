@@ -17,7 +17,6 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js"
 import {
-  type CallToolRequest,
   CallToolRequestSchema,
   type CallToolResult,
   ErrorCode,
@@ -27,11 +26,12 @@ import {
   type Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
-import { Deferred, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
 import { createServer } from "node:http"
 import type { Readable, Writable } from "node:stream"
 import * as Content from "./Content.js"
 import { Ids } from "./Ids.js"
+import * as Pipeline from "./internal/call/pipeline.js"
 import * as Reuse from "./internal/call/reuse.js"
 import * as Invocation from "./Invocation.js"
 import { RunState } from "./internal/hooks/tool.js"
@@ -60,13 +60,37 @@ export interface Options {
 /** The default of `Options.maxReusedBytes`. */
 export const reuseDefaults = { maxReusedBytes: 256 * 1024 } as const
 
-/** A `tools/call` through the pipeline; an idempotent tool's through the session's outcomes (design: MCP). */
+/**
+ * A `tools/call` started through the pipeline on `calling`; an idempotent tool's reuses the session's outcomes
+ * (design: MCP, Per-run reuse). A call that completes synchronously is its result, with no fiber of its own.
+ */
 const invoke = (
+  calling: Pipeline.CallingFiber,
   tool: Tool.Any,
   args: unknown,
   options: Invocation.Options & { readonly toolCallId: string },
   outcomes: Reuse.Outcomes
-): Effect.Effect<ToolResult> => Invocation.run(tool, args, { ...options, reuse: outcomes }) as Effect.Effect<ToolResult>
+): Pipeline.Started => Pipeline.start(calling, tool, args, { ...options, reuse: outcomes })
+
+/**
+ * The serving fiber as the caller of one `tools/call`, with the call's own services in its context (its listener,
+ * the client's user and model): a call costs no fiber of its own until it suspends.
+ */
+const callOf = (serving: Pipeline.CallingFiber, context: Context.Context<never>): Pipeline.CallingFiber => ({
+  fiber: serving.fiber,
+  runtimeFlags: serving.runtimeFlags,
+  // Its limits and clock are the serving fiber's: the call's services add neither.
+  clock: serving.clock,
+  config: serving.config,
+  tracing: serving.tracing,
+  context
+})
+
+/** `runtime` as a fiber that calls start on: the same services, fiber refs and flags as a fiber it runs. */
+const servingFiber = (runtime: Runtime.Runtime<any>): Pipeline.CallingFiber =>
+  Runtime.runSync(runtime)(
+    Effect.withFiberRuntime((fiber, status) => Effect.succeed(new Pipeline.CallingFiber(fiber, status.runtimeFlags)))
+  )
 
 interface Listed {
   readonly entry: McpTool
@@ -143,6 +167,9 @@ const toCallResult = (result: ToolResult, listed: Listed | undefined): CallToolR
 const protocolError = (code: number, message: string): Error & { readonly code: number } =>
   Object.assign(new Error(message), { code })
 
+/** A request cancelled (notifications/cancelled, the transport closed) ends without a result; the SDK sends nothing. */
+const cancelled = () => protocolError(ErrorCode.RequestTimeout, "the request was cancelled")
+
 /** What a request handler is given by the SDK. */
 type Extra = Parameters<Parameters<Server["setRequestHandler"]>[1]>[1]
 
@@ -153,40 +180,40 @@ type Extra = Parameters<Parameters<Server["setRequestHandler"]>[1]>[1]
  * `related`: sent on the request's own stream (stdio); over HTTP our POST answers are JSON, which
  * carries nothing but the answer, so they go on the session's GET stream.
  */
-const listenerOf = (
-  server: Server,
-  tool: string,
-  request: CallToolRequest,
-  extra: Extra,
-  related: boolean
-): ToolContext.Listener & { end: () => void } => {
-  const token = request.params._meta?.progressToken
-  let ended = false
-  let last = -Infinity
-  const send = (notification: ServerNotification) => {
-    const sent = related ? extra.sendNotification(notification) : server.notification(notification)
+class McpListener implements ToolContext.Listener {
+  private ended = false
+  private last = -Infinity
+  constructor(
+    private readonly server: Server,
+    private readonly tool: string,
+    private readonly token: string | number | undefined,
+    private readonly extra: Extra,
+    private readonly related: boolean
+  ) {}
+  /** Nothing is sent once the call ended. */
+  end(): void {
+    this.ended = true
+  }
+  progress(progress: number, total?: number, message?: string): void {
+    if (this.ended || this.token === undefined || !Number.isFinite(progress) || progress <= this.last) return
+    this.last = progress
+    const notification: ServerNotification = {
+      method: "notifications/progress",
+      params: {
+        progressToken: this.token,
+        progress,
+        ...(total === undefined || !Number.isFinite(total) ? {} : { total }),
+        ...(message === undefined ? {} : { message })
+      }
+    }
+    const sent = this.related ? this.extra.sendNotification(notification) : this.server.notification(notification)
     // A client gone or a closed stream: the call goes on regardless.
     sent.catch(() => undefined)
   }
-  return {
-    end: () => void (ended = true),
-    progress: (progress, total, message) => {
-      if (ended || token === undefined || !Number.isFinite(progress) || progress <= last) return
-      last = progress
-      send({
-        method: "notifications/progress",
-        params: {
-          progressToken: token,
-          progress,
-          ...(total === undefined || !Number.isFinite(total) ? {} : { total }),
-          ...(message === undefined ? {} : { message })
-        }
-      })
-    },
-    log: (level, message) => {
-      if (ended) return
-      server.sendLoggingMessage({ level, logger: tool, data: message }, extra.sessionId).catch(() => undefined)
-    }
+  log(level: ToolContext.LogLevel, message: string): void {
+    if (this.ended) return
+    const sent = this.server.sendLoggingMessage({ level, logger: this.tool, data: message }, this.extra.sessionId)
+    sent.catch(() => undefined)
   }
 }
 
@@ -195,8 +222,15 @@ const listenerOf = (
  * elicitation (the `UserPrompt` that `ask_user` and approvals use), and its model, through sampling
  * (`Sampling`). Over HTTP the request goes on the session's stream, as notifications do.
  */
-const clientServices = (server: Server, extra: Extra, related: boolean, signal: AbortSignal) => {
+const clientServices = (
+  server: Server,
+  extra: Extra,
+  related: boolean,
+  signal: AbortSignal,
+  context: Context.Context<never>
+): Context.Context<never> => {
   const capabilities = server.getClientCapabilities()
+  if (capabilities?.elicitation === undefined && capabilities?.sampling === undefined) return context
   const options = { signal, ...(related ? { relatedRequestId: extra.requestId } : {}) }
   const describe = (error: unknown) => error instanceof Error ? error.message : String(error)
   const prompt = capabilities?.elicitation === undefined ? undefined : UserPrompt.of({
@@ -235,11 +269,8 @@ const clientServices = (server: Server, extra: Extra, related: boolean, signal: 
           : Effect.fail(new SamplingError({ message: `the client's model answered ${result.content.type}, not text` }))
       ))
   })
-  return <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-    effect.pipe(
-      prompt === undefined ? (e) => e : Effect.provideService(UserPrompt, prompt),
-      sampling === undefined ? (e) => e : Effect.provideService(Sampling, sampling)
-    )
+  const prompted = prompt === undefined ? context : Context.add(context, UserPrompt, prompt)
+  return sampling === undefined ? prompted : Context.add(prompted, Sampling, sampling)
 }
 
 /** A server of one connection (stdio) or one session (HTTP), and how to close it. */
@@ -270,31 +301,60 @@ const makeServer = (
   // The session's hook state (design: Hooks): every call of this server shares it; it goes with the server.
   const run = new RunState("session")
   const outcomes = new Reuse.Outcomes({ joinInFlight: false, maxBytes: options?.maxReusedBytes ?? reuseDefaults.maxReusedBytes })
+  // Calls start on this fiber's services and fiber refs, each with its own services added (`CallOf`).
+  const serving = servingFiber(runtime)
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }))
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+  // A call that completes synchronously is answered at once, without a promise of ours.
+  server.setRequestHandler(CallToolRequestSchema, (request, extra): CallToolResult | Promise<CallToolResult> => {
     const tool = toolkit.byName.get(request.params.name)
     if (tool === undefined) {
       // A protocol error, as MCP's clients expect, with the text every face gives (design: Error text).
       throw protocolError(ErrorCode.InvalidParams, Toolkit.unknownTool(toolkit, request.params.name).text)
     }
     // The SDK aborts `extra.signal` on notifications/cancelled and when the transport closes.
-    const listener = listenerOf(server, tool.name, request, extra, related)
-    const running = Runtime.runPromiseExit(runtime)(
-      invoke(tool, request.params.arguments ?? {}, { toolCallId: `mcp-${String(extra.requestId)}`, run }, outcomes).pipe(
-        Effect.provideService(ToolContext.CallListener, listener),
-        clientServices(server, extra, related, extra.signal)
-      ),
-      { signal: extra.signal }
+    if (extra.signal.aborted) throw cancelled()
+    const listener = new McpListener(server, tool.name, request.params._meta?.progressToken, extra, related)
+    const context = clientServices(
+      server,
+      extra,
+      related,
+      extra.signal,
+      Context.add(serving.context, ToolContext.CallListener, listener)
     )
+    const options = { toolCallId: `mcp-${String(extra.requestId)}`, run }
+    let started: Pipeline.Started
+    try {
+      started = invoke(callOf(serving, context), tool, request.params.arguments ?? {}, options, outcomes)
+    } catch {
+      // The pipeline turns every failure into a result; a throw here would have been the fiber's defect.
+      listener.end()
+      throw cancelled()
+    }
+    if (started instanceof ToolResult) {
+      listener.end()
+      return toCallResult(started, listedByName.get(tool.name))
+    }
+    return awaitCall(tool, started, context, extra.signal, listener)
+  })
+  /** A call that suspended, awaited in a fiber with the call's services, which `signal` interrupts. */
+  const awaitCall = async (
+    tool: Tool.Any,
+    started: Effect.Effect<ToolResult>,
+    context: Context.Context<never>,
+    signal: AbortSignal,
+    listener: McpListener
+  ): Promise<CallToolResult> => {
+    const awaiting = Runtime.make({ context, fiberRefs: runtime.fiberRefs, runtimeFlags: runtime.runtimeFlags })
+    const running = Runtime.runPromiseExit(awaiting)(started, { signal })
     inFlight.add(running)
     const exit = await running.finally(() => {
       listener.end()
       inFlight.delete(running)
     })
     // Only a cancelled request ends without a result; the SDK sends nothing for it.
-    if (Exit.isFailure(exit)) throw protocolError(ErrorCode.RequestTimeout, "the request was cancelled")
+    if (Exit.isFailure(exit)) throw cancelled()
     return toCallResult(exit.value, listedByName.get(tool.name))
-  })
+  }
   const close = Effect.promise(async () => {
     await server.close()
     await Promise.allSettled([...inFlight])

@@ -19,6 +19,7 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["loop.ts", "--tracing=off"],
   ["loop.ts", "--tracing=on"],
   ["serve.ts"],
+  ["mcp.ts"],
   ["claims.ts"],
   ["journal.ts"],
   ["cluster.ts"],
