@@ -14,6 +14,7 @@ import * as Framing from "./protocol/Framing.js"
 import {
   type ApprovalsNeedJournal,
   Authentication,
+  type Caller,
   authorizationHeader,
   type EventsWanted,
   type LifecycleBudgetExceeded,
@@ -48,11 +49,8 @@ export class PlatformUnavailable extends Schema.TaggedError<PlatformUnavailable>
   { message: Schema.String }
 ) {}
 
-/** Who is calling: the agent and this process. */
-export interface Caller {
-  readonly agentId: string
-  readonly processId: string
-}
+/** Who is calling: the agent and this process (the protocol's `Caller`). */
+export type { Caller } from "./protocol/Protocol.js"
 
 /** The protocol's calls, token attached. */
 export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<PlatformClient, {

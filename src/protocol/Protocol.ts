@@ -156,8 +156,14 @@ export type TaskEvent = typeof TaskEvent.Type
 // ---------------------------------------------------------------------------------------------
 // Calls.
 
-/** Who is calling: the agent, and which of its processes (a process registers its own tools). */
-const Caller = { agentId: Schema.String, processId: Schema.String }
+/** Who makes a call: the agent, and which of its processes (a process registers its own tools). */
+export interface Caller {
+  readonly agentId: string
+  readonly processId: string
+}
+
+/** `Caller` as a payload's fields. */
+const callerFields = { agentId: Schema.String, processId: Schema.String }
 
 /**
  * A call's payload, named for it: a payload that does not decode says which call's it was.
@@ -206,35 +212,35 @@ export type ToolCallResult = typeof ToolCallResult.Type
 /** The platform protocol. */
 export class PlatformRpcs extends RpcGroup.make(
   Rpc.make("Register", {
-    payload: payload("Register", { ...Caller, manifest: Schema.Array(Toolkit.ManifestEntry), manifestHash: Schema.String }),
+    payload: payload("Register", { ...callerFields, manifest: Schema.Array(Toolkit.ManifestEntry), manifestHash: Schema.String }),
     success: Schema.Struct({ heartbeatIntervalMillis: Schema.Number }),
     error: Schema.Union(ManifestRejected, LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("Heartbeat", {
-    payload: payload("Heartbeat", { ...Caller, manifestHash: Schema.String }),
+    payload: payload("Heartbeat", { ...callerFields, manifestHash: Schema.String }),
     // `known: false`: the platform does not hold this manifest (it restarted, or it expired): register again.
     success: Schema.Struct({ known: Schema.Boolean }),
     error: Schema.Union(LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("Deregister", {
-    payload: payload("Deregister", Caller),
+    payload: payload("Deregister", callerFields),
     error: Schema.Union(LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("SubmitTask", {
-    payload: payload("SubmitTask", { ...Caller, prompt: Schema.String, events: Schema.optional(EventsWanted) }),
+    payload: payload("SubmitTask", { ...callerFields, prompt: Schema.String, events: Schema.optional(EventsWanted) }),
     success: TaskEvent,
     error: Unauthorized,
     stream: true
   }),
   Rpc.make("AttachTask", {
-    payload: payload("AttachTask", { ...Caller, taskId: Schema.String, events: Schema.optional(EventsWanted) }),
+    payload: payload("AttachTask", { ...callerFields, taskId: Schema.String, events: Schema.optional(EventsWanted) }),
     success: TaskEvent,
     error: Schema.Union(UnknownTask, Unauthorized),
     stream: true
   }),
   // One or more results: a client sends the results ready at the same moment together.
   Rpc.make("CompleteToolCall", {
-    payload: payload("CompleteToolCall", { ...Caller, results: Schema.Array(ToolCallResult) }),
+    payload: payload("CompleteToolCall", { ...callerFields, results: Schema.Array(ToolCallResult) }),
     error: Schema.Union(UnknownTask, Unauthorized)
   }),
   // A person's decision on a call a suspended task waits for; the agent is the token's.
