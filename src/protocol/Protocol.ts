@@ -7,7 +7,7 @@ import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
 import { Context, ParseResult, Schema } from "effect"
-import { ToolResultFromJson } from "../ToolResult.js"
+import { TypedToolResultFromJson } from "../ToolResult.js"
 import * as Toolkit from "../Toolkit.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -97,7 +97,7 @@ export const ToolCallCompleted = Schema.TaggedStruct("ToolCallCompleted", {
   taskId: Schema.String,
   toolCallId: Schema.String,
   name: Schema.String,
-  result: ToolResultFromJson,
+  result: TypedToolResultFromJson,
   cached: Schema.optionalWith(Schema.Boolean, { default: () => false })
 })
 /** The task is done; `usage` sums the model's tokens. */
@@ -204,7 +204,7 @@ export type EventsWanted = typeof EventsWanted.Type
 export const ToolCallResult = Schema.Struct({
   taskId: Schema.String,
   toolCallId: Schema.String,
-  result: ToolResultFromJson
+  result: TypedToolResultFromJson
 })
 /** The result of one delivered call. */
 export type ToolCallResult = typeof ToolCallResult.Type
