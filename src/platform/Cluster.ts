@@ -14,8 +14,8 @@
  *   process is connected to, which attaches again when the stream breaks or goes quiet.
  *
  * The protocol, its handlers' authorization and the WebSocket server are the embedded platform's
- * (Server.ts): a runner serves `Server.layerWebSocket` over `layerHandlers` here instead of
- * `Server.layerHandlers`.
+ * (Handlers.ts, WebSocket.ts): a runner serves `Server.layerWebSocket` over `layerHandlers` here
+ * instead of `Server.layerHandlers`; what only a runner does with a task is ClusterTasks.ts.
  */
 import { AlreadyProcessingMessage, MailboxFull, PersistenceError } from "@effect/cluster/ClusterError"
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
@@ -339,6 +339,9 @@ const clusterBackend = Effect.gen(function*() {
  * The protocol's handlers on a runner (what `Server.layerWebSocket` serves): this runner's parts for
  * the shards it owns, the entities registered with the cluster, and the front. Needs the cluster
  * (`Sharding`), the run journal on the cluster's database and the tasks' `LanguageModel`.
+ * Shutdown, the reverse of this order: the front's layers, the entities (unregistered, their tasks
+ * let go for the next owner), the registry's sweep, then the parts (Parts.ts); the journal and the
+ * cluster, provided from outside, close after.
  */
 export const layerHandlers = (options: Options) =>
   Layer.scopedContext(Effect.gen(function*() {

@@ -6,6 +6,9 @@
  * answer, never thrown (design: Hostile clients), and the token travels once, as the `authorization`
  * header of the upgrade, which every call's headers then carry. The client's side is the serving
  * side's own (internal/serve/wire.ts): the two share only protocol/.
+ *
+ * Nothing of its own to stop: the WebSocket server (WebSocket.ts) ends the connections, each `close`
+ * ending its reader and telling `RpcServer`, whose fiber its scope interrupts.
  */
 import * as Headers from "@effect/platform/Headers"
 import type { FromClientEncoded, FromServerEncoded } from "@effect/rpc/RpcMessage"
