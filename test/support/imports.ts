@@ -6,10 +6,11 @@
  */
 import { readdirSync, readFileSync } from "node:fs"
 import { dirname, join, relative, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
 import ts from "typescript"
 
 /** The repository's root (this file is test/support/imports.ts). */
-export const root = resolve(import.meta.dirname, "../..")
+export const root = fileURLToPath(new URL("../..", import.meta.url))
 
 /** Every TypeScript module under `dir` (relative to the root), as root-relative paths with `/`. */
 export const modulesUnder = (dir: string): Array<string> => {
