@@ -14,6 +14,7 @@ import * as Framing from "./protocol/Framing.js"
 import {
   type ApprovalsNeedJournal,
   Authentication,
+  type Caller,
   authorizationHeader,
   type EventsWanted,
   type LifecycleBudgetExceeded,
@@ -26,7 +27,7 @@ import {
   type UnknownTask
 } from "./protocol/Protocol.js"
 import * as Settings from "./internal/util/settings.js"
-import * as Wire from "./platform/Wire.js"
+import * as Wire from "./internal/serve/wire.js"
 import type * as Toolkit from "./Toolkit.js"
 import { InvalidOutput, ToolResult } from "./ToolResult.js"
 
@@ -48,11 +49,8 @@ export class PlatformUnavailable extends Schema.TaggedError<PlatformUnavailable>
   { message: Schema.String }
 ) {}
 
-/** Who is calling: the agent and this process. */
-export interface Caller {
-  readonly agentId: string
-  readonly processId: string
-}
+/** Who is calling: the agent and this process (the protocol's `Caller`). */
+export type { Caller } from "./protocol/Protocol.js"
 
 /** The protocol's calls, token attached. */
 export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<PlatformClient, {
@@ -240,7 +238,7 @@ export interface LayerOptions {
 
 /**
  * The platform at `PLATFORM_URL` (`ws://host:port/rpc`, or a comma-separated list: a cluster's runners, tried in turn) over WebSocket: `RpcClient` on the
- * protocol's wire (platform/Wire.ts), the token sent once with the upgrade. The connection opens
+ * protocol's wire (internal/serve/wire.ts), the token sent once with the upgrade. The connection opens
  * with the first call and again with the first call after it dropped; calls in flight when it drops
  * fail with `PlatformUnavailable` (Serve retries them on `Timing.reconnect`).
  */

@@ -1,7 +1,8 @@
 /**
  * The outcome of one tool call (design: Error text): the encoded output in `value`, or a failure,
  * known by its kind (`failure._tag`, for hooks and callers to match on) and by its text (`error`,
- * what the model reads; the same text on the wire, where only the text travels).
+ * what the model reads). On the platform's wire a failure travels as its text and its kind
+ * (`TypedToolResultFromJson`); in the stores only the text is kept (`ToolResultFromJson`).
  */
 import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
@@ -185,6 +186,134 @@ export const ToolResultFromJson: Schema.Schema<ToolResult, { readonly value?: un
       encode: (result) => result.error === undefined ? { value: result.value } : { error: result.error }
     }
   )
+
+/**
+ * A failure's kind as it travels beside its text: the `_tag` and the fields the text is not made of
+ * (a `Cause` stays with the process it happened in; its text travels).
+ */
+const FailureKind = Schema.Union(
+  Schema.TaggedStruct("InvalidInput", { toolName: Schema.String }),
+  Schema.TaggedStruct("DeadlinePassed", { toolName: Schema.String }),
+  Schema.TaggedStruct("TimedOut", { toolName: Schema.String, allowedMillis: Schema.Number }),
+  Schema.TaggedStruct("HandlerFailed", { toolName: Schema.String }),
+  Schema.TaggedStruct("Interrupted", { toolName: Schema.String }),
+  Schema.TaggedStruct("InvalidOutput", { toolName: Schema.optionalWith(Schema.String, { exact: true }) }),
+  Schema.TaggedStruct("HookFailed", { toolName: Schema.String }),
+  Schema.TaggedStruct("Denied", { toolName: Schema.String }),
+  Schema.TaggedStruct("UnknownTool", {
+    toolName: Schema.String,
+    available: Schema.optionalWith(Schema.Array(Schema.String), { exact: true })
+  }),
+  Schema.TaggedStruct("OutcomeUnknown", { toolName: Schema.String, earlierAttempt: Schema.Literal("interrupted", "unfinished") })
+)
+type FailureKind = typeof FailureKind.Type
+
+const decodeKind = Schema.decodeUnknownOption(FailureKind)
+
+/** The kind of `failure` as it travels; an `Unclassified` one has none (its text is all there is). */
+const kindOf = (failure: ToolFailure): FailureKind | undefined => {
+  switch (failure._tag) {
+    case "TimedOut":
+      return { _tag: failure._tag, toolName: failure.toolName, allowedMillis: failure.allowedMillis }
+    case "InvalidOutput":
+      return failure.toolName === undefined ? { _tag: failure._tag } : { _tag: failure._tag, toolName: failure.toolName }
+    case "UnknownTool":
+      return failure.available === undefined
+        ? { _tag: failure._tag, toolName: failure.toolName }
+        : { _tag: failure._tag, toolName: failure.toolName, available: failure.available }
+    case "OutcomeUnknown":
+      return { _tag: failure._tag, toolName: failure.toolName, earlierAttempt: failure.earlierAttempt }
+    case "Unclassified":
+      return undefined
+    default:
+      return { _tag: failure._tag, toolName: failure.toolName }
+  }
+}
+
+/** An error that reads as `text` (`errorText` of it is `text`): the cause of a failure rebuilt from its text. */
+class RemoteError {
+  readonly _tag: string
+  readonly message: string
+  constructor(text: string) {
+    const colon = text.indexOf(": ")
+    this._tag = colon < 0 ? text : text.slice(0, colon)
+    this.message = colon < 0 ? "" : text.slice(colon + 2)
+  }
+}
+
+/** What follows `prefix` in `text`; undefined when `text` does not start with it. */
+const after = (text: string, prefix: string): string | undefined =>
+  text.startsWith(prefix) ? text.slice(prefix.length) : undefined
+
+/** The failure of `kind` whose text is `text`, its text-made fields read back from it; undefined if `text` is not its text. */
+const rebuild = (kind: FailureKind, text: string): ToolFailure | undefined => {
+  switch (kind._tag) {
+    case "InvalidInput": {
+      const reason = after(text, `${kind.toolName}: invalid input: `)
+      return reason === undefined ? undefined : new InvalidInput({ toolName: kind.toolName, reason })
+    }
+    case "DeadlinePassed":
+      return new DeadlinePassed(kind)
+    case "TimedOut":
+      return new TimedOut(kind)
+    case "HandlerFailed":
+      return new HandlerFailed({ toolName: kind.toolName, cause: Cause.fail(new RemoteError(text)), text })
+    case "Interrupted":
+      return new Interrupted(kind)
+    case "InvalidOutput": {
+      const reason = after(text, kind.toolName === undefined ? "invalid output: " : `${kind.toolName}: invalid output: `)
+      return reason === undefined ? undefined : new InvalidOutput({ ...kind, reason })
+    }
+    case "HookFailed": {
+      const error = after(text, `${kind.toolName}: a hook failed: `)
+      return error === undefined ? undefined : new HookFailed({ toolName: kind.toolName, cause: Cause.fail(new RemoteError(error)) })
+    }
+    case "Denied": {
+      const reason = after(text, `${kind.toolName}: `)
+      return reason === undefined ? undefined : new Denied({ toolName: kind.toolName, reason })
+    }
+    case "UnknownTool":
+      return new UnknownTool(kind)
+    case "OutcomeUnknown":
+      return new OutcomeUnknown(kind)
+  }
+}
+
+/** The failure an answer's `error` and `failure` (its kind) describe: that kind if its text is `error`, else `Unclassified`. */
+const failureFrom = (error: string, failure: unknown): ToolFailure => {
+  const kind = failure === undefined ? undefined : decodeKind(failure)
+  const rebuilt = kind === undefined || kind._tag === "None" ? undefined : rebuild(kind.value, error)
+  // A kind whose text is not the one sent (a cut text, another version's wording) keeps the text, unclassified.
+  return rebuilt !== undefined && rebuilt.text === error ? rebuilt : new Unclassified({ text: error })
+}
+
+/**
+ * `ToolResult` on the platform's wire: `{ value }`, or `{ error, failure }` where `failure` is the
+ * failure's kind (`_tag` and the fields its text is not made of), so the other side rebuilds the same
+ * `ToolFailure` (a `TimedOut` stays `TimedOut`; design: Error text). An answer without a kind, or one
+ * whose kind does not match its text, decodes as `Unclassified` with the text, as `ToolResultFromJson`.
+ */
+export const TypedToolResultFromJson: Schema.Schema<
+  ToolResult,
+  { readonly value?: unknown; readonly error?: string; readonly failure?: unknown }
+> = Schema.transform(
+  Schema.Struct({
+    value: Schema.optionalWith(Schema.Unknown, { exact: true }),
+    error: Schema.optionalWith(Schema.String, { exact: true }),
+    failure: Schema.optionalWith(Schema.Unknown, { exact: true })
+  }),
+  Schema.instanceOf(ToolResult),
+  {
+    strict: true,
+    decode: ({ error, failure, value }) =>
+      error === undefined ? ToolResult.success(value) : new ToolResult(undefined, failureFrom(error, failure)),
+    encode: (result) => {
+      if (result.error === undefined) return { value: result.value }
+      const kind = kindOf(result.failure!)
+      return kind === undefined ? { error: result.error } : { error: result.error, failure: kind }
+    }
+  }
+)
 
 /** Cuts `text` to at most `max` characters, marking the cut. */
 const cut = (text: string, max: number | undefined): string => {

@@ -14,8 +14,8 @@
  *   process is connected to, which attaches again when the stream breaks or goes quiet.
  *
  * The protocol, its handlers' authorization and the WebSocket server are the embedded platform's
- * (Server.ts): a runner serves `Server.layerWebSocket` over `layerHandlers` here instead of
- * `Server.layerHandlers`.
+ * (Handlers.ts, WebSocket.ts): a runner serves `Server.layerWebSocket` over `layerHandlers` here
+ * instead of `Server.layerHandlers`; what only a runner does with a task is ClusterTasks.ts.
  */
 import { AlreadyProcessingMessage, MailboxFull, PersistenceError } from "@effect/cluster/ClusterError"
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
@@ -44,7 +44,10 @@ import {
   ToolCallResult,
   UnknownTask
 } from "../protocol/Protocol.js"
-import * as Server from "./Server.js"
+import * as ClusterTasks from "./ClusterTasks.js"
+import * as Handlers from "./Handlers.js"
+import type { Options } from "./Options.js"
+import * as Parts from "./Parts.js"
 
 // ---------------------------------------------------------------------------------------------
 // The entities.
@@ -183,7 +186,7 @@ const makeRegistry = Effect.gen(function*() {
 type Registry = Effect.Effect.Success<typeof makeRegistry>
 
 /** The entities' handlers, on this runner's parts: what a runner does for the shards it owns. */
-const layerEntities = (parts: Server.Parts, registry: Registry) =>
+const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, registry: Registry) =>
   Layer.mergeAll(
     AgentEntity.toLayer(Effect.gen(function*() {
       // This runner now holds the agent: its processes and its budget's window as the database has them.
@@ -214,10 +217,10 @@ const layerEntities = (parts: Server.Parts, registry: Registry) =>
       })
     })),
     TaskEntity.toLayer({
-      Run: ({ address }) => parts.tasks.runHere(address.entityId),
+      Run: ({ address }) => tasks.runHere(address.entityId),
       Attach: ({ address, payload }) =>
         Stream.unwrapScoped(Effect.map(
-          parts.tasks.attachHeld({
+          tasks.attachHeld({
             agentId: payload.agentId,
             taskId: address.entityId,
             events: payload.events,
@@ -228,10 +231,10 @@ const layerEntities = (parts: Server.Parts, registry: Registry) =>
               haltStrategy: "left"
             })
         )),
-      Answer: ({ payload }) => parts.tasks.answer(payload.agentId, payload.result),
+      Answer: ({ payload }) => tasks.answer(payload.agentId, payload.result),
       Decide: ({ address, payload }) =>
         Effect.zipRight(
-          parts.tasks.heldBy(payload.agentId, address.entityId),
+          tasks.heldBy(payload.agentId, address.entityId),
           parts.tasks.decide(payload.agentId, { ...payload, taskId: address.entityId })
         )
     }, { concurrency: "unbounded" })
@@ -253,7 +256,7 @@ const orDieOnEngine = <A, E, R>(effect: Effect.Effect<A, E | EngineError, R>): E
 /** The stream from the task's owner broke, or ended before the task did: its shard moved; attach again. */
 class Moved extends Data.TaggedError("Moved") {}
 
-/** `Server.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
+/** `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
 const clusterBackend = Effect.gen(function*() {
   const agents = yield* AgentEntity.client
   const tasks = yield* TaskEntity.client
@@ -326,7 +329,7 @@ const clusterBackend = Effect.gen(function*() {
         if (unknown !== undefined && unknown._tag === "Left") return yield* unknown.left
       }),
     decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision }))
-  } satisfies Server.Backend
+  } satisfies Handlers.Backend
 })
 
 // ---------------------------------------------------------------------------------------------
@@ -336,11 +339,15 @@ const clusterBackend = Effect.gen(function*() {
  * The protocol's handlers on a runner (what `Server.layerWebSocket` serves): this runner's parts for
  * the shards it owns, the entities registered with the cluster, and the front. Needs the cluster
  * (`Sharding`), the run journal on the cluster's database and the tasks' `LanguageModel`.
+ * Shutdown, the reverse of this order: the front's layers, the entities (unregistered, their tasks
+ * let go for the next owner), the registry's sweep, then the parts (Parts.ts); the journal and the
+ * cluster, provided from outside, close after.
  */
-export const layerHandlers = (options: Server.Options) =>
+export const layerHandlers = (options: Options) =>
   Layer.scopedContext(Effect.gen(function*() {
     const journal = yield* Journal.Journal
-    const parts = yield* Server.makeParts(options, journal)
+    const parts = yield* Parts.makeParts(options, journal)
+    const tasks = yield* ClusterTasks.make(parts.tasks, journal)
     const registry = yield* makeRegistry
     // A process silent for `evictSilentAfter` intervals is forgotten by the database too.
     yield* Effect.forkScoped(Effect.schedule(
@@ -349,9 +356,9 @@ export const layerHandlers = (options: Server.Options) =>
       (yield* Timing).platformSweep
     ))
     // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
-    yield* Layer.build(layerEntities(parts, registry))
+    yield* Layer.build(layerEntities(parts, tasks, registry))
     const backend = yield* clusterBackend
-    return yield* Layer.build(Server.layerOf(backend, parts, options))
+    return yield* Layer.build(Handlers.layerOf(backend, parts, options))
   }))
 
 /** Where this runner is reached by the others, and the shards' layout. */
@@ -380,7 +387,7 @@ export const layerSharding = (options: RunnerOptions) =>
  * (PostgreSQL through `@effect/sql-pg`) and the tasks' `LanguageModel`; the schema must exist
  * (`migrate`): it fails with `NotMigrated` otherwise, before anything is written.
  */
-export const layer = (options: Server.Options & { readonly runner?: RunnerOptions | undefined }) =>
+export const layer = (options: Options & { readonly runner?: RunnerOptions | undefined }) =>
   layerHandlers(options).pipe(
     Layer.provide(layerSharding(options.runner ?? {})),
     Layer.provide(Journal.layerSqlClient),

@@ -7,7 +7,7 @@ import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
 import { Context, ParseResult, Schema } from "effect"
-import { ToolResultFromJson } from "../ToolResult.js"
+import { TypedToolResultFromJson } from "../ToolResult.js"
 import * as Toolkit from "../Toolkit.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ export const ToolCallCompleted = Schema.TaggedStruct("ToolCallCompleted", {
   taskId: Schema.String,
   toolCallId: Schema.String,
   name: Schema.String,
-  result: ToolResultFromJson,
+  result: TypedToolResultFromJson,
   cached: Schema.optionalWith(Schema.Boolean, { default: () => false })
 })
 /** The task is done; `usage` sums the model's tokens. */
@@ -165,8 +165,14 @@ export type TaskEvent = typeof TaskEvent.Type
 // ---------------------------------------------------------------------------------------------
 // Calls.
 
-/** Who is calling: the agent, and which of its processes (a process registers its own tools). */
-const Caller = { agentId: Schema.String, processId: Schema.String }
+/** Who makes a call: the agent, and which of its processes (a process registers its own tools). */
+export interface Caller {
+  readonly agentId: string
+  readonly processId: string
+}
+
+/** `Caller` as a payload's fields. */
+const callerFields = { agentId: Schema.String, processId: Schema.String }
 
 /**
  * A call's payload, named for it: a payload that does not decode says which call's it was.
@@ -207,7 +213,7 @@ export type EventsWanted = typeof EventsWanted.Type
 export const ToolCallResult = Schema.Struct({
   taskId: Schema.String,
   toolCallId: Schema.String,
-  result: ToolResultFromJson
+  result: TypedToolResultFromJson
 })
 /** The result of one delivered call. */
 export type ToolCallResult = typeof ToolCallResult.Type
@@ -215,36 +221,36 @@ export type ToolCallResult = typeof ToolCallResult.Type
 /** The platform protocol. */
 export class PlatformRpcs extends RpcGroup.make(
   Rpc.make("Register", {
-    payload: payload("Register", { ...Caller, manifest: Schema.Array(Toolkit.ManifestEntry), manifestHash: Schema.String }),
+    payload: payload("Register", { ...callerFields, manifest: Schema.Array(Toolkit.ManifestEntry), manifestHash: Schema.String }),
     // The interval the platform judges silence by: the serving process beats on it (an older platform may not say).
     success: Schema.Struct({ heartbeatIntervalMillis: Schema.optional(Schema.Number) }),
     error: Schema.Union(ManifestRejected, LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("Heartbeat", {
-    payload: payload("Heartbeat", { ...Caller, manifestHash: Schema.String }),
+    payload: payload("Heartbeat", { ...callerFields, manifestHash: Schema.String }),
     // `known: false`: the platform does not hold this manifest (it restarted, or it expired): register again.
     success: Schema.Struct({ known: Schema.Boolean }),
     error: Schema.Union(LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("Deregister", {
-    payload: payload("Deregister", Caller),
+    payload: payload("Deregister", callerFields),
     error: Schema.Union(LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("SubmitTask", {
-    payload: payload("SubmitTask", { ...Caller, prompt: Schema.String, events: Schema.optional(EventsWanted) }),
+    payload: payload("SubmitTask", { ...callerFields, prompt: Schema.String, events: Schema.optional(EventsWanted) }),
     success: TaskEvent,
     error: Unauthorized,
     stream: true
   }),
   Rpc.make("AttachTask", {
-    payload: payload("AttachTask", { ...Caller, taskId: Schema.String, events: Schema.optional(EventsWanted) }),
+    payload: payload("AttachTask", { ...callerFields, taskId: Schema.String, events: Schema.optional(EventsWanted) }),
     success: TaskEvent,
     error: Schema.Union(UnknownTask, Unauthorized),
     stream: true
   }),
   // One or more results: a client sends the results ready at the same moment together.
   Rpc.make("CompleteToolCall", {
-    payload: payload("CompleteToolCall", { ...Caller, results: Schema.Array(ToolCallResult) }),
+    payload: payload("CompleteToolCall", { ...callerFields, results: Schema.Array(ToolCallResult) }),
     error: Schema.Union(UnknownTask, Unauthorized)
   }),
   // A person's decision on a call a suspended task waits for; the agent is the token's.

@@ -1,11 +1,12 @@
 /**
- * Attaching to a task held by this process, as a cluster runner's task entity does (Cluster.ts): a
+ * Attaching to a task held by this process, as a cluster runner's task entity does (Cluster.ts, ClusterTasks.ts): a
  * follower attaches again after its task's shard moved, naming its first attach. A follower that was
  * taken over while its shard moved must not take the task back.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Layer, type Mailbox, Option, Schema } from "effect"
 import { Journal, LanguageModel, Tool, Toolkit } from "../../src/index.js"
+import * as ClusterTasks from "../../src/platform/ClusterTasks.js"
 import * as Server from "../../src/platform/Server.js"
 import type { TaskEvent } from "../../src/protocol/Protocol.js"
 
@@ -25,6 +26,7 @@ describe("attaching to a held task (cluster mode's follower)", () => {
     Effect.gen(function*() {
       const journal = yield* Journal.Journal
       const parts = yield* Server.makeParts({ tokens: new Map() }, journal)
+      const tasks = yield* ClusterTasks.make(parts.tasks, journal)
       const [entry] = (yield* Toolkit.make(refund)).manifest
       yield* journal.started({
         runId: "task-1",
@@ -35,7 +37,7 @@ describe("attaching to a held task (cluster mode's follower)", () => {
         tools: [{ entry: entry!, own: true }]
       })
       const attach = (attachmentId: string, reattach: boolean) =>
-        parts.tasks.attachHeld({ agentId: "agent-1", taskId: "task-1", events: "calls", follower: { attachmentId, reattach } })
+        tasks.attachHeld({ agentId: "agent-1", taskId: "task-1", events: "calls", follower: { attachmentId, reattach } })
       const a = yield* attach("attachment-a", false)
       // The loop asks the model, which asks for a call: it waits for its answer.
       let first = yield* drained(a)

@@ -1,0 +1,190 @@
+/**
+ * The serving side's half of the protocol's wire (design: Serving): `@effect/rpc`'s `RpcClient.Protocol`
+ * over a `ws` WebSocket, in the protocol's JSON framing (protocol/Framing.ts), for `PlatformClient`.
+ * The typed client is `@effect/rpc`'s; this module only moves frames. The token travels once, as the
+ * `authorization` header of the upgrade. The platform's half is its own (platform/Wire.ts): the two
+ * share only protocol/.
+ */
+import * as RpcClient from "@effect/rpc/RpcClient"
+import { RpcClientError } from "@effect/rpc/RpcClientError"
+import type { FromClientEncoded, FromServerEncoded } from "@effect/rpc/RpcMessage"
+import { Effect, Mailbox, type Scope } from "effect"
+import { WebSocket } from "ws"
+import * as Framing from "../../protocol/Framing.js"
+import { Unauthorized } from "../../protocol/Protocol.js"
+
+/** Where the client's wire connects, and the limits it keeps. */
+export interface ClientOptions {
+  /**
+   * `ws://host:port/rpc`, or several (a cluster's runners): a connection that fails to open, or
+   * drops, is followed by one to the next URL, in turn.
+   */
+  readonly urls: ReadonlyArray<string>
+  /** The upgrade's headers: the token. */
+  readonly headers: Readonly<Record<string, string>>
+  /** The largest frame accepted from the platform. */
+  readonly maxFrameBytes: number
+  /** The largest frame sent: a call over it fails with `FrameTooLarge` (the cause of its `RpcClientError`), unsent. */
+  readonly maxSendBytes: number
+  /** How long opening the WebSocket may take, in milliseconds. */
+  readonly handshakeTimeout: number
+}
+
+const describe = (error: unknown): string => error instanceof Error ? error.message : String(error)
+
+const unreachable = (message: string, cause?: unknown) => new RpcClientError({ reason: "Protocol", message, cause })
+
+interface Connection {
+  readonly socket: WebSocket
+  readonly opened: Promise<WebSocket>
+  open: boolean
+}
+
+/** What the connections of one client share, one after another. */
+interface Link {
+  readonly options: ClientOptions
+  /** Hands a frame read to `RpcClient`, in order. */
+  readonly deliver: (message: FromServerEncoded) => void
+  /** The calls sent and not answered yet, by request id (a defect's text names its call). */
+  readonly calls: Map<string, string>
+  current: Connection | undefined
+  closed: boolean
+  /** The URL the next connection opens to. */
+  next: number
+}
+
+// --- a connection ---
+
+/** A new connection to the link's next URL; its frames go to `RpcClient`, its end fails the calls waiting. */
+const connect = (link: Link): Connection => {
+  const { calls, deliver, options } = link
+  const url = options.urls[link.next % options.urls.length]!
+  const socket = new WebSocket(url, {
+    headers: options.headers,
+    maxPayload: options.maxFrameBytes,
+    handshakeTimeout: options.handshakeTimeout,
+    perMessageDeflate: false
+  })
+  let settle: { resolve: (socket: WebSocket) => void; reject: (error: RpcClientError) => void } | undefined
+  const connection: Connection = {
+    socket,
+    open: false,
+    opened: new Promise<WebSocket>((resolve, reject) => void (settle = { resolve, reject }))
+  }
+  // Nobody may be waiting when it fails: the failure still counts as handled.
+  connection.opened.catch(() => undefined)
+  socket.on("open", () => {
+    connection.open = true
+    settle?.resolve(socket)
+  })
+  // The platform checks the token at the upgrade: a 401 is the protocol's Unauthorized, not an outage.
+  socket.on("unexpected-response", (request, response) => {
+    const status = response.statusCode ?? 0
+    response.resume()
+    request.destroy()
+    if (link.current === connection) link.current = undefined
+    settle?.reject(
+      status === 401
+        ? unreachable("missing or unknown platform token", new Unauthorized({ message: "missing or unknown platform token" }))
+        : unreachable(`the platform refused the connection (${status} ${response.statusMessage ?? ""})`)
+    )
+  })
+  socket.on("message", (data) => {
+    const message = Framing.readServerFrame(String(data), (id) => calls.get(id))
+    if (message === undefined) return
+    if (message._tag === "Exit") calls.delete(message.requestId)
+    deliver(message)
+  })
+  socket.on("error", (error) => {
+    // Failing to open: the next call tries a new connection (ws also emits "close" after this).
+    if (!connection.open && link.current === connection) link.current = undefined
+    settle?.reject(unreachable(error.message))
+  })
+  socket.on("close", (code, reason) => {
+    if (link.current === connection) link.current = undefined
+    // Failed or dropped: the next connection tries the next URL (the same one if there is one).
+    link.next++
+    const why = `connection closed, code ${code}${reason.length > 0 ? `: ${String(reason)}` : ""}`
+    settle?.reject(unreachable(why))
+    calls.clear()
+    // Every call waiting fails: the connection it went out on is gone.
+    deliver({ _tag: "ClientProtocolError", error: unreachable(why) })
+  })
+  return connection
+}
+
+/** The open connection, opened now if there is none. */
+const open = (link: Link): Effect.Effect<WebSocket, RpcClientError> =>
+  Effect.suspend(() => {
+    if (link.closed) return Effect.fail(unreachable("the client is closed"))
+    const connection = link.current ??= connect(link)
+    if (connection.open) return Effect.succeed(connection.socket)
+    return Effect.tryPromise({
+      try: () => connection.opened,
+      catch: (error) => error instanceof RpcClientError ? error : unreachable(describe(error))
+    })
+  })
+
+// --- sending ---
+
+/** A call goes out as a frame (one over `maxSendBytes` fails unsent), an interruption as a cancel frame. */
+const sendOn = (link: Link) => (request: FromClientEncoded): Effect.Effect<void, RpcClientError> => {
+  const { calls, options } = link
+  switch (request._tag) {
+    case "Request": {
+      const frame = Framing.callFrame(request)
+      const bytes = Framing.bytesOver(frame, options.maxSendBytes)
+      if (bytes !== undefined) {
+        const tooLarge = new Framing.FrameTooLarge({ call: request.tag, bytes, limit: options.maxSendBytes })
+        return Effect.fail(unreachable(tooLarge.message, tooLarge))
+      }
+      return Effect.map(open(link), (socket) => {
+        calls.set(request.id, request.tag)
+        socket.send(frame)
+      })
+    }
+    case "Interrupt":
+      return Effect.sync(() => {
+        // Never a connection opened for it: a call whose connection dropped is gone with it.
+        if (!calls.delete(request.requestId) || link.current?.open !== true) return
+        link.current.socket.send(Framing.cancelFrame(request.requestId))
+      })
+    default:
+      return Effect.void
+  }
+}
+
+// --- the protocol ---
+
+/**
+ * The client's side of the wire, for `RpcClient.make`. The connection opens with the first call and
+ * again with the first call after it dropped; calls waiting when it drops fail with an
+ * `RpcClientError`, and a refused token with one whose cause is the protocol's `Unauthorized`.
+ * Shutdown: the scope closes the connection, then stops the fiber that hands frames to `RpcClient`.
+ */
+export const makeClient = (options: ClientOptions): Effect.Effect<RpcClient.Protocol["Type"], never, Scope.Scope> =>
+  RpcClient.Protocol.make((writeResponse) =>
+    Effect.gen(function*() {
+      // The frames read go to `RpcClient` in order, from one fiber (not one per frame).
+      const inbox = yield* Mailbox.make<FromServerEncoded>()
+      yield* Effect.forkScoped(Effect.forever(
+        Effect.flatMap(inbox.takeAll, ([messages]) => Effect.forEach(messages, writeResponse, { discard: true }))
+      ))
+      const link: Link = {
+        options,
+        deliver: (message) => void inbox.unsafeOffer(message),
+        calls: new Map(),
+        current: undefined,
+        closed: false,
+        next: 0
+      }
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          link.closed = true
+          link.current?.socket.close()
+          link.current = undefined
+        })
+      )
+      return { send: sendOn(link), supportsAck: false, supportsTransferables: false }
+    })
+  )

@@ -1,0 +1,167 @@
+/**
+ * The agents (design: The platform): each one's processes and the tools they registered, the tools
+ * a task's model is offered, and the lifecycle budget each agent's calls are held to (design: Hostile
+ * clients). Memory only and no fiber: nothing of it stops at shutdown; the platform's retention
+ * sweep forgets processes gone silent (`forgetSilent`).
+ */
+import { Clock, Effect } from "effect"
+import type * as Journal from "../Journal.js"
+import { type Caller, LifecycleBudgetExceeded, ManifestRejected } from "../protocol/Protocol.js"
+import * as Toolkit from "../Toolkit.js"
+import type { Limits } from "./Options.js"
+
+/** A registered process: its manifest, and when it was last heard from. */
+export interface ProcessEntry {
+  readonly processId: string
+  readonly manifest: ReadonlyArray<Toolkit.ManifestEntry>
+  readonly manifestHash: string
+  lastSeen: number
+}
+
+interface AgentEntry {
+  readonly processes: Map<string, ProcessEntry>
+  /** Times of the lifecycle calls inside the current window. */
+  lifecycle: Array<number>
+}
+
+type LifecycleKind = "register" | "heartbeat" | "deregister"
+
+const noLifecycleCalls = (): Record<LifecycleKind, number> => ({ register: 0, heartbeat: 0, deregister: 0 })
+
+// --- the book: who is registered, and who is live ---
+
+/** The agents held here, the budget's counting, and the live processes and visible tools read from them. */
+const makeBook = (limits: Limits) => {
+  const agents = new Map<string, AgentEntry>()
+  const counts = new Map<string, Record<LifecycleKind, number>>()
+
+  const agentOf = (agentId: string): AgentEntry => {
+    let agent = agents.get(agentId)
+    if (agent === undefined) {
+      agent = { processes: new Map(), lifecycle: [] }
+      agents.set(agentId, agent)
+    }
+    return agent
+  }
+
+  /** Counts a lifecycle call against the agent's budget; the call over it is refused. */
+  const lifecycle = (agentId: string, kind: LifecycleKind) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const { lifecycleBudget: limit, lifecycleWindowMillis: windowMillis } = limits
+      const agent = agentOf(agentId)
+      agent.lifecycle = agent.lifecycle.filter((at) => at > now - windowMillis)
+      if (agent.lifecycle.length >= limit) {
+        return Effect.fail(new LifecycleBudgetExceeded({ agentId, limit, windowMillis }))
+      }
+      agent.lifecycle.push(now)
+      const count = counts.get(agentId) ?? noLifecycleCalls()
+      count[kind]++
+      counts.set(agentId, count)
+      return Effect.succeed({ agent, now })
+    })
+
+  /** Processes of the agent not deregistered and heard from within 3 heartbeat intervals. */
+  const live = (agentId: string, now: number): Array<ProcessEntry> =>
+    [...(agents.get(agentId)?.processes.values() ?? [])].filter((p) => now - p.lastSeen <= 3 * limits.heartbeatMillis)
+
+  /** The tools a task of `processId` is offered: every live process's, the task holder's own first. */
+  const visible = (agentId: string, processId: string, now: number): Journal.TaskTools => {
+    const seen = new Set<string>()
+    const tools: Array<{ entry: Toolkit.ManifestEntry; own: boolean }> = []
+    // On a name clash, the call goes where it can be answered.
+    const processes = live(agentId, now).sort((a, b) =>
+      Number(b.processId === processId) - Number(a.processId === processId)
+    )
+    for (const process of processes) {
+      for (const entry of process.manifest) {
+        if (seen.has(entry.name)) continue
+        seen.add(entry.name)
+        tools.push({ entry, own: process.processId === processId })
+      }
+    }
+    return tools
+  }
+
+  return { agents, counts, agentOf, lifecycle, live, visible }
+}
+
+type Book = ReturnType<typeof makeBook>
+
+// --- the lifecycle calls: register, heartbeat, deregister ---
+
+/** What the protocol's lifecycle calls do, each counted against the agent's budget first. */
+const lifecycleCalls = (book: Book, limits: Limits) => ({
+  register: (
+    { agentId, manifest, manifestHash, processId }: Caller & {
+      readonly manifest: ReadonlyArray<Toolkit.ManifestEntry>
+      readonly manifestHash: string
+    }
+  ) =>
+    Effect.gen(function*() {
+      const { agent, now } = yield* book.lifecycle(agentId, "register")
+      const violations = Toolkit.checkEntries(manifest)
+      if (violations.length > 0) return yield* new ManifestRejected({ violations })
+      agent.processes.set(processId, { processId, manifest, manifestHash, lastSeen: now })
+      yield* Effect.logDebug(`agent ${agentId}: process ${processId} registered ${manifest.length} tools`)
+      return { heartbeatIntervalMillis: limits.heartbeatMillis }
+    }),
+  heartbeat: ({ agentId, manifestHash, processId }: Caller & { readonly manifestHash: string }) =>
+    Effect.gen(function*() {
+      const { agent, now } = yield* book.lifecycle(agentId, "heartbeat")
+      const process = agent.processes.get(processId)
+      if (process === undefined || process.manifestHash !== manifestHash) return { known: false }
+      process.lastSeen = now
+      yield* Effect.logDebug(`agent ${agentId}: heartbeat from process ${processId}`)
+      return { known: true }
+    }),
+  deregister: ({ agentId, processId }: Caller) =>
+    Effect.gen(function*() {
+      const { agent } = yield* book.lifecycle(agentId, "deregister")
+      agent.processes.delete(processId)
+      yield* Effect.logDebug(`agent ${agentId}: process ${processId} deregistered`)
+    })
+})
+
+// --- upkeep: forgetting, restoring (cluster mode), counting ---
+
+/** What the retention sweep, a cluster runner and `PlatformState` read or change. */
+const upkeep = ({ agentOf, agents, counts }: Book, limits: Limits) => ({
+  /** Forgets the processes silent for `evictSilentAfter` intervals, and agents left with nothing. */
+  forgetSilent: (now: number): void => {
+    for (const [agentId, agent] of agents) {
+      for (const process of agent.processes.values()) {
+        if (now - process.lastSeen > limits.evictAfterMillis) agent.processes.delete(process.processId)
+      }
+      const windowStart = now - limits.lifecycleWindowMillis
+      if (agent.processes.size === 0 && agent.lifecycle.every((at) => at <= windowStart)) agents.delete(agentId)
+    }
+  },
+  /**
+   * Takes back a registration kept elsewhere (cluster mode: the runner that now owns the agent's
+   * shard reads them from the database): the process as it was last heard from, no budget counted.
+   * One already held here is kept.
+   */
+  restore: (agentId: string, process: ProcessEntry): void => {
+    const agent = agentOf(agentId)
+    if (!agent.processes.has(process.processId)) agent.processes.set(process.processId, { ...process })
+  },
+  /**
+   * Takes the times of the agent's lifecycle calls inside the window from where they are kept
+   * (cluster mode: the database, which holds every runner's), in place of this process's, so that
+   * the budget holds across a move of the agent's shard.
+   */
+  restoreLifecycle: (agentId: string, times: ReadonlyArray<number>): void => {
+    agentOf(agentId).lifecycle = [...times].sort((a, b) => a - b)
+  },
+  lifecycleCalls: (agentId: string) => ({ ...(counts.get(agentId) ?? noLifecycleCalls()) }),
+  processCount: (agentId: string) => agents.get(agentId)?.processes.size ?? 0
+})
+
+/** The agents of this process, held to `limits`. */
+export const makeAgents = (limits: Limits) => {
+  const book = makeBook(limits)
+  return { live: book.live, visible: book.visible, ...lifecycleCalls(book, limits), ...upkeep(book, limits) }
+}
+
+/** The agents, as `makeAgents` gives them. */
+export type Agents = ReturnType<typeof makeAgents>

@@ -1,0 +1,66 @@
+/**
+ * What a cluster runner (Cluster.ts) adds to the tasks of Tasks.ts: the task entity's handlers on the
+ * owner of its shard. A task is taken up from the journal on the first message for it, runs here
+ * until it ends or its shard moves, and its answers are journaled before its loop sees them.
+ * Nothing of its own to stop: a task let go is interrupted by the entity's `Run` ending.
+ */
+import { Effect, Exit, Fiber } from "effect"
+import * as Invocation from "../Invocation.js"
+import * as Journal from "../Journal.js"
+import type { EventsWanted, ToolCallResult, UnknownTask } from "../protocol/Protocol.js"
+import { attachTo, type Follower, type Tasks } from "./Tasks.js"
+
+/** The cluster's ways into the tasks of this runner, all on the journal of the cluster's database. */
+export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
+  Effect.map(Invocation.InvocationConfig, (config) => ({
+    /** The agent's task, held here (taken up from the journal if need be). */
+    heldBy: tasks.held,
+    /** `attach`, to a task held here (taken up from the journal if need be). */
+    attachHeld: (
+      { agentId, events, follower, taskId }: {
+        readonly agentId: string
+        readonly taskId: string
+        readonly events?: EventsWanted | undefined
+        readonly follower?: Follower | undefined
+      }
+    ) => Effect.flatMap(tasks.held(agentId, taskId), (task) => attachTo(task, events, follower)),
+    /**
+     * Runs the task here until it ends (its loop taken up from the journal); interrupted (its shard
+     * moved, the runner stops), the loop stops and the task is let go: its journal is where the next
+     * owner takes it up, and a call it had started reads as started without an answer there.
+     */
+    runHere: (taskId: string): Effect.Effect<void> =>
+      Effect.flatMap(tasks.hold(taskId), (task) =>
+        task === undefined
+          ? Effect.logWarning(`task ${taskId}: the journal does not hold it; nothing to run`)
+          : Effect.onInterrupt(task.ended.await, () =>
+            Effect.suspend(() => {
+              tasks.letGo(task)
+              task.attachment?.unsafeDone(Exit.void)
+              task.attachment = undefined
+              const fibers = [task.loop, task.suspended?.expiry].filter((f) => f !== undefined)
+              return Fiber.interruptAll(fibers)
+            }))),
+    /**
+     * An answer taken through the cluster: checked against the output limits and journaled (the first
+     * answer wins) before the call's waiter sees it, so that a loop going on from the journal, here or
+     * on the next owner, finds it; kept for the task's life, so that a call delivered again after it
+     * was answered is answered at once.
+     */
+    answer: (agentId: string, { result, taskId, toolCallId }: ToolCallResult): Effect.Effect<void, UnknownTask> =>
+      Effect.gen(function*() {
+        const task = yield* tasks.held(agentId, taskId)
+        if (task.final !== undefined) return
+        const pending = task.pending?.get(toolCallId)
+        const name = pending?.event.name ?? (yield* Effect.map(Effect.orDie(journal.run(taskId)), (run) =>
+          run !== undefined && Journal.isOpen(run) ? run.calls.get(toolCallId)?.name : undefined))
+        // A call the task never delivered: nothing waits for it.
+        if (name === undefined) return
+        const stored = yield* journal.callEnded(taskId, toolCallId, Invocation.checkResult(name, result, config))
+        task.answered?.set(toolCallId, stored)
+        pending?.done.succeed(stored)
+      })
+  }))
+
+/** The cluster's ways into the tasks, as `make` gives them. */
+export type ClusterTasks = Effect.Effect.Success<ReturnType<typeof make>>

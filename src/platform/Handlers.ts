@@ -1,0 +1,157 @@
+/**
+ * The protocol's handlers (design: The platform): what each call of `PlatformRpcs` does once its
+ * token is checked and its agent authorized, on a `Backend` (this process's agents and tasks, or in
+ * cluster mode the entities wherever their shards live), with the authentication middleware and
+ * `PlatformState` for inspection. Whatever the transport: WebSocket.ts serves them on a socket,
+ * `PlatformClient.layerTest` in process.
+ */
+import { Clock, Context, Effect, Layer, type Mailbox, type Scope } from "effect"
+import * as Journal from "../Journal.js"
+import {
+  type ApprovalsNeedJournal,
+  AuthenticatedAgent,
+  Authentication,
+  authorizationHeader,
+  type Caller,
+  type EventsWanted,
+  type LifecycleBudgetExceeded,
+  type ManifestRejected,
+  type NoPendingTaskApproval,
+  PlatformRpcs,
+  type TaskEvent,
+  type ToolCallResult,
+  Unauthorized,
+  type UnknownTask
+} from "../protocol/Protocol.js"
+import type * as Toolkit from "../Toolkit.js"
+import type { Agents } from "./Agents.js"
+import type { Options } from "./Options.js"
+import { makeParts, type Parts } from "./Parts.js"
+import type { Tasks } from "./Tasks.js"
+
+/** What the platform holds, for inspection (tests, an admin view). */
+export class PlatformState extends Context.Tag("agent-tools/platform/PlatformState")<PlatformState, {
+  /** The manifest hash each live process of `agentId` registered. */
+  readonly manifestHashes: (agentId: string) => Effect.Effect<ReadonlyArray<string>>
+  /** The tool names models of `agentId` are offered now. */
+  readonly visibleTools: (agentId: string) => Effect.Effect<ReadonlyArray<string>>
+  /** The processes of `agentId` the platform holds an entry for (live or silent, not yet evicted). */
+  readonly processCount: (agentId: string) => Effect.Effect<number>
+  /** The tasks held in memory (running, or ended and still attachable for their final event). */
+  readonly taskCount: Effect.Effect<number>
+  /** Lifecycle calls seen per agent, all time. */
+  readonly lifecycleCalls: (agentId: string) => Effect.Effect<{ register: number; heartbeat: number; deregister: number }>
+}>() {}
+
+// --- the backend: what the calls do ---
+
+/**
+ * What the protocol's calls do once authorized: the agents and tasks of this process (`localBackend`),
+ * or in cluster mode the entities of the agent and the task, wherever their shards live (Cluster.ts).
+ */
+export interface Backend {
+  readonly register: (
+    payload: Caller & { readonly manifest: ReadonlyArray<Toolkit.ManifestEntry>; readonly manifestHash: string }
+  ) => Effect.Effect<{ readonly heartbeatIntervalMillis: number }, ManifestRejected | LifecycleBudgetExceeded>
+  readonly heartbeat: (
+    payload: Caller & { readonly manifestHash: string }
+  ) => Effect.Effect<{ readonly known: boolean }, LifecycleBudgetExceeded>
+  readonly deregister: (payload: Caller) => Effect.Effect<void, LifecycleBudgetExceeded>
+  /** A new task, attached at once: its events. */
+  readonly submit: (
+    payload: Caller & { readonly prompt: string; readonly events?: EventsWanted | undefined }
+  ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent>, never, Scope.Scope>
+  readonly attach: (
+    payload: { readonly agentId: string; readonly taskId: string; readonly events?: EventsWanted | undefined }
+  ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent, UnknownTask>, UnknownTask, Scope.Scope>
+  readonly complete: (agentId: string, results: ReadonlyArray<ToolCallResult>) => Effect.Effect<void, UnknownTask>
+  readonly decide: (
+    agentId: string,
+    payload: { readonly taskId: string; readonly toolCallId: string; readonly approved: boolean; readonly reason?: string | undefined }
+  ) => Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal>
+}
+
+/** The platform of one process: its own agents and tasks. */
+const localBackend = (agents: Agents, tasks: Tasks): Backend => ({
+  register: agents.register,
+  heartbeat: agents.heartbeat,
+  deregister: agents.deregister,
+  submit: (payload) =>
+    Effect.flatMap(
+      Clock.currentTimeMillis,
+      (now) => tasks.submit(payload, agents.visible(payload.agentId, payload.processId, now))
+    ),
+  attach: tasks.attach,
+  complete: tasks.complete,
+  decide: tasks.decide
+})
+
+// --- authorization, authentication, inspection ---
+
+/** The caller's token must be bound to the agent it names. */
+const authorize = (agentId: string) =>
+  Effect.flatMap(AuthenticatedAgent, (authenticated) =>
+    authenticated.agentId === agentId
+      ? Effect.void
+      : Effect.fail(new Unauthorized({ message: `the token is not valid for agent ${agentId}` })))
+
+/** The protocol's handlers: authorization, then the backend's part each call is for. */
+const handlersOf = (backend: Backend) =>
+  PlatformRpcs.toLayer({
+    Register: (payload) => Effect.zipRight(authorize(payload.agentId), backend.register(payload)),
+    Heartbeat: (payload) => Effect.zipRight(authorize(payload.agentId), backend.heartbeat(payload)),
+    Deregister: (payload) => Effect.zipRight(authorize(payload.agentId), backend.deregister(payload)),
+    SubmitTask: (payload) => Effect.zipRight(authorize(payload.agentId), backend.submit(payload)),
+    AttachTask: (payload) => Effect.zipRight(authorize(payload.agentId), backend.attach(payload)),
+    CompleteToolCall: ({ agentId, results }) => Effect.zipRight(authorize(agentId), backend.complete(agentId, results)),
+    // The agent is the token's: the payload names none.
+    DecideApproval: (payload) => Effect.flatMap(AuthenticatedAgent, ({ agentId }) => backend.decide(agentId, payload))
+  })
+
+/** A token of `tokens` in the `authorization` header names the agent the calls are made as. */
+const authenticationOf = (tokens: ReadonlyMap<string, string>) =>
+  Layer.succeed(
+    Authentication,
+    Authentication.of(({ headers }) => {
+      const value = headers[authorizationHeader]
+      const token = typeof value === "string" && value.startsWith("Bearer ") ? value.slice(7) : undefined
+      const agentId = token === undefined ? undefined : tokens.get(token)
+      return agentId === undefined
+        ? Effect.fail(new Unauthorized({ message: "missing or unknown platform token" }))
+        : Effect.succeed({ agentId })
+    })
+  )
+
+/** `PlatformState` over the agents and the tasks. */
+const stateOf = (agents: Agents, tasks: Tasks) =>
+  Layer.succeed(PlatformState, {
+    manifestHashes: (agentId) =>
+      Effect.map(Clock.currentTimeMillis, (now) => agents.live(agentId, now).map((p) => p.manifestHash)),
+    visibleTools: (agentId) =>
+      Effect.map(Clock.currentTimeMillis, (now) => agents.visible(agentId, "", now).map((t) => t.entry.name)),
+    lifecycleCalls: (agentId) => Effect.sync(() => agents.lifecycleCalls(agentId)),
+    processCount: (agentId) => Effect.sync(() => agents.processCount(agentId)),
+    taskCount: Effect.sync(() => tasks.count())
+  })
+
+// --- layers ---
+
+/** The protocol's handlers on `backend`, authentication and state: what `layerWebSocket` serves. */
+export const layerOf = (backend: Backend, parts: Parts, options: Options) =>
+  Layer.mergeAll(handlersOf(backend), stateOf(parts.agents, parts.tasks)).pipe(
+    Layer.provideMerge(authenticationOf(options.tokens))
+  )
+
+/**
+ * The platform: protocol handlers, authentication and state. Needs the tasks' `LanguageModel`.
+ * With `journal`, fails with `JournalUnavailable` if the file cannot be opened or read. Its scope
+ * stops the parts in the reverse of their start order (Parts.ts), and last the journal, opened first.
+ */
+export const layerHandlers = (options: Options) =>
+  Layer.scopedContext(Effect.gen(function*() {
+    // Opened before the tasks' fibers exist, so closed after they have stopped.
+    const journal = yield* Journal.serviceOrFile(options.journal)
+    const parts = yield* makeParts(options, journal)
+    if (journal !== undefined) yield* parts.tasks.takeBack(journal, parts.limits.keepEndedTasksMillis)
+    return yield* Layer.build(layerOf(localBackend(parts.agents, parts.tasks), parts, options))
+  }))

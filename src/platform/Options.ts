@@ -1,0 +1,70 @@
+/**
+ * How the platform runs (design: The platform): its options, the tokens they bind to agents, and
+ * the limits they come to once defaults are applied, in milliseconds.
+ */
+import { Duration } from "effect"
+import * as Timing from "../Timing.js"
+
+/** How the platform runs. */
+export interface Options {
+  /** Token -> the agent id it is bound to. */
+  readonly tokens: ReadonlyMap<string, string>
+  /** The interval serving processes heartbeat at; 3 of them silent hides an agent's tools. Default 60 s. */
+  readonly heartbeatInterval?: Duration.DurationInput | undefined
+  /** Lifecycle calls (register, heartbeat, deregister) allowed per agent per window. Default 30. */
+  readonly lifecycleBudget?: number | undefined
+  /** Default 1 minute. */
+  readonly lifecycleWindow?: Duration.DurationInput | undefined
+  /** System instructions for the tasks' model. */
+  readonly instructions?: string | undefined
+  /** Model turns per task. Default 20. */
+  readonly maxSteps?: number | undefined
+  /**
+   * A SQLite file (created if missing) journaling tasks, model turns, delivered calls and answers:
+   * on start, the tasks that had not ended run again from it. Default: none, everything in memory.
+   */
+  readonly journal?: string | undefined
+  /**
+   * With a journal: how long a suspended task waits for a decision on a call that needs approval
+   * (`DecideApproval`); at the first expiry it goes on, and the model reads that no one decided. Default 24 hours.
+   */
+  readonly approvalExpiry?: Duration.DurationInput | undefined
+  /** How long an ended task can still be attached for its final event, in memory and in the journal. Default 10 minutes. */
+  readonly keepEndedTasks?: Duration.DurationInput | undefined
+  /** A process silent for this many heartbeat intervals is forgotten (its manifest freed). Default 10. */
+  readonly evictSilentAfter?: number | undefined
+}
+
+/** Parses `PLATFORM_TOKENS` (`token:agent,token:agent`, or one pair a line) into `Options.tokens`. */
+export const parseTokens = (text: string): ReadonlyMap<string, string> =>
+  new Map(
+    text.split(/[,\n]/).map((pair) => pair.trim()).filter((pair) => pair !== "").map((pair) => {
+      const colon = pair.indexOf(":")
+      return [pair.slice(0, colon), pair.slice(colon + 1)] as const
+    }).filter(([token, agent]) => token !== "" && agent !== "")
+  )
+
+/** The default of `Options.keepEndedTasks`. */
+const defaultKeepEndedTasks = Duration.minutes(10)
+
+/** `Options` in milliseconds, defaults applied. */
+export interface Limits {
+  readonly heartbeatMillis: number
+  readonly lifecycleBudget: number
+  readonly lifecycleWindowMillis: number
+  readonly keepEndedTasksMillis: number
+  readonly evictAfterMillis: number
+}
+
+/** The limits `options` set, defaults applied. */
+export const limitsOf = (options: Options): Limits => {
+  const millis = (duration: Duration.DurationInput) => Duration.toMillis(Duration.decode(duration))
+  const heartbeatMillis = millis(options.heartbeatInterval ?? Timing.heartbeatInterval)
+  return {
+    heartbeatMillis,
+    lifecycleBudget: options.lifecycleBudget ?? 30,
+    lifecycleWindowMillis: millis(options.lifecycleWindow ?? "1 minute"),
+    keepEndedTasksMillis: millis(options.keepEndedTasks ?? defaultKeepEndedTasks),
+    evictAfterMillis: (options.evictSilentAfter ?? 10) * heartbeatMillis
+  }
+}

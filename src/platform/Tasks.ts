@@ -1,0 +1,509 @@
+/**
+ * The tasks (design: The platform): each one's loop (TaskRunner) runs in a fiber of the platform's
+ * own, its calls go out on whichever stream attached to it last and wait for their answers. With a
+ * journal, every step is journaled, and the tasks the journal holds are taken back at start; a task
+ * that waits for approvals suspends and goes on from the journal once they are decided.
+ *
+ * Shutdown: the loops and the approvals' expiry timers are fibers of one `FiberSet`, interrupted when
+ * the platform's scope closes them, after the retention sweep and the redelivery have stopped and
+ * before the journal closes (see Parts.ts).
+ */
+import { Clock, Effect, Exit, Fiber, FiberSet, Mailbox, Schema } from "effect"
+import { Ids } from "../Ids.js"
+import { Signal } from "../internal/util/signal.js"
+import * as Invocation from "../Invocation.js"
+import * as Journal from "../Journal.js"
+import type * as LanguageModel from "../LanguageModel.js"
+import {
+  ApprovalsNeedJournal,
+  type Caller,
+  type EventsWanted,
+  NoPendingTaskApproval,
+  TaskEvent,
+  type ToolCallResult,
+  UnknownTask
+} from "../protocol/Protocol.js"
+import type { ToolResult } from "../ToolResult.js"
+import type { Options } from "./Options.js"
+import * as TaskRunner from "./TaskRunner.js"
+
+// --- a task ---
+
+/** A task's final event as the journal keeps it. */
+const EventJson = Schema.parseJson(TaskEvent)
+
+interface PendingCall {
+  readonly event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>
+  readonly done: Signal<ToolResult>
+  /** When it was last delivered. */
+  sentAt: number
+}
+
+/**
+ * A journaled task waiting for a person (design: Durable runs): its `TaskSuspended`, the calls of it
+ * not decided yet, and the fiber that takes the task up when the first approval expires. Its loop has
+ * stopped; once every call is decided it runs again from the journal.
+ */
+interface Suspension {
+  readonly event: Extract<TaskEvent, { _tag: "TaskSuspended" }>
+  readonly undecided: Set<string>
+  expiry: Fiber.RuntimeFiber<void> | undefined
+}
+
+/** The events a `"calls"` stream leaves out. */
+const leftOutOfCalls = new Set<TaskEvent["_tag"]>(["TurnStarted", "ModelText", "ToolCallCompleted"])
+
+/** Cluster mode: a follower's attachment, and whether this attach is one of its re-attaches (see `Task.attach`). */
+export interface Follower {
+  readonly attachmentId: string
+  readonly reattach: boolean
+}
+
+/** One task held in this process: its attachment, its pending calls, its loop and its end. */
+export class Task {
+  attachment: Mailbox.Mailbox<TaskEvent> | undefined
+  /** Cluster mode: the id its follower gave the attachment, the same in each of its re-attaches (see `attach`). */
+  attachmentId: string | undefined
+  /** What the attachment wants: every event, or only what running the calls needs. */
+  wanted: EventsWanted = "all"
+  final: TaskEvent | undefined
+  /** When the task ended, for forgetting it a while later. */
+  endedAt: number | undefined
+  /** Calls delivered and not answered yet; let go when the task ends, after which a re-attach needs only `final`. */
+  pending: Map<string, PendingCall> | undefined = new Map()
+  /** What the task waits for when it suspended for approvals, until it goes on. */
+  suspended: Suspension | undefined
+  /** The fiber running its loop, while it runs. */
+  loop: Fiber.RuntimeFiber<void> | undefined
+  /** Completed with the final event. */
+  readonly ended = new Signal<void>()
+  /**
+   * In cluster mode: the answers taken, journaled, by call id (see ClusterTasks.ts, `answer`); a call
+   * delivered again after its answer was taken is answered from here. Let go with `pending`.
+   */
+  answered: Map<string, ToolResult> | undefined = new Map()
+  constructor(
+    readonly taskId: string,
+    readonly agentId: string,
+    readonly processId: string,
+    /** The platform's Clock (so that a TestClock drives when ended tasks are forgotten). */
+    private readonly clock: Clock.Clock
+  ) {}
+
+  /** The last event of an attachment another one took the task from. */
+  private takenOver(): TaskEvent {
+    return {
+      _tag: "TaskTakenOver",
+      taskId: this.taskId,
+      reason: `another attachment of agent ${this.agentId} took task ${this.taskId} over; it goes on there`
+    }
+  }
+
+  emit(event: TaskEvent): void {
+    if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
+      this.final = event
+      this.endedAt = this.clock.unsafeCurrentTimeMillis()
+      this.pending = undefined
+      this.answered = undefined
+      this.ended.succeed(undefined)
+      this.attachment?.unsafeOffer(event)
+      this.attachment?.unsafeDone(Exit.void)
+      this.attachment = undefined
+      return
+    }
+    if (this.wanted === "calls" && leftOutOfCalls.has(event._tag)) return
+    this.attachment?.unsafeOffer(event)
+  }
+
+  /**
+   * A new stream for this task: `TaskStarted`, then the end if it ended, else every pending call
+   * again, or the `TaskSuspended` it waits on. A stream still attached is taken over: it ends with `TaskTakenOver`, never silently.
+   *
+   * Cluster mode: a follower attaches again when the task's shard moved (`reattach`, with the id of
+   * its first attach). One that finds another attachment here was taken over while it moved (that
+   * attach came later): it ends with `TaskTakenOver` itself, and the other keeps the task.
+   */
+  attach(mailbox: Mailbox.Mailbox<TaskEvent>, wanted: EventsWanted, follower?: Follower): void {
+    if (
+      follower?.reattach === true && this.final === undefined && this.attachment !== undefined &&
+      this.attachmentId !== follower.attachmentId
+    ) {
+      mailbox.unsafeOffer(this.takenOver())
+      mailbox.unsafeDone(Exit.void)
+      return
+    }
+    if (this.attachment !== undefined) {
+      this.attachment.unsafeOffer(this.takenOver())
+      this.attachment.unsafeDone(Exit.void)
+    }
+    this.attachment = mailbox
+    this.attachmentId = follower?.attachmentId
+    this.wanted = wanted
+    mailbox.unsafeOffer({ _tag: "TaskStarted", taskId: this.taskId })
+    if (this.final !== undefined) {
+      mailbox.unsafeOffer(this.final)
+      mailbox.unsafeDone(Exit.void)
+      this.attachment = undefined
+      return
+    }
+    for (const call of this.pending?.values() ?? []) mailbox.unsafeOffer(call.event)
+    if (this.suspended !== undefined) mailbox.unsafeOffer(this.suspended.event)
+  }
+}
+
+// --- the book: the tasks held here, and what running them needs ---
+
+/** Starts a task's loop in the platform's own fiber set. */
+type RunTask = (effect: Effect.Effect<void, never, LanguageModel.LanguageModel>) => Fiber.RuntimeFiber<void, never>
+
+/** What the parts below share. */
+interface Book {
+  readonly tasks: Map<string, Task>
+  readonly options: Options
+  readonly journal: Journal.Journal["Type"] | undefined
+  readonly clock: Clock.Clock
+  readonly runTask: RunTask
+  readonly add: (taskId: string, agentId: string, processId: string) => Task
+  /** The agent's task; another agent's task is unknown to it. */
+  readonly own: (agentId: string, taskId: string) => Task | undefined
+}
+
+const makeBook = (options: Options, journal: Journal.Journal["Type"] | undefined) =>
+  Effect.gen(function*() {
+    const tasks = new Map<string, Task>()
+    const clock = yield* Effect.clock
+    // Tasks run in the platform's own context, never the caller's (an in-process caller's services
+    // and hooks must not leak into the platform's loop).
+    const runTask: RunTask = yield* FiberSet.runtime(yield* FiberSet.make())<LanguageModel.LanguageModel>()
+    const book: Book = {
+      tasks,
+      options,
+      journal,
+      clock,
+      runTask,
+      add: (taskId, agentId, processId) => {
+        const task = new Task(taskId, agentId, processId, clock)
+        tasks.set(taskId, task)
+        return task
+      },
+      own: (agentId, taskId) => {
+        const task = tasks.get(taskId)
+        return task === undefined || task.agentId !== agentId ? undefined : task
+      }
+    }
+    return book
+  })
+
+// --- the calls' way out: delivery and attachments ---
+
+/** Delivers a call of `task` on its stream and waits for the answer (one taken already is the answer). */
+const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<ToolResult> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    const answered = task.answered?.get(call.toolCallId)
+    if (answered !== undefined) return Effect.succeed(answered)
+    const event = { _tag: "ToolCallRequested" as const, taskId: task.taskId, ...call }
+    const done = new Signal<ToolResult>()
+    task.pending?.set(call.toolCallId, { event, done, sentAt: now })
+    task.emit(event)
+    return Effect.ensuring(done.await, Effect.sync(() => task.pending?.delete(call.toolCallId)))
+  })
+
+/** A new attachment to the task; the scope's end is how the platform learns the client went away. */
+export const attachTo = (task: Task, wanted: EventsWanted | undefined, follower?: Follower) =>
+  Effect.gen(function*() {
+    const mailbox = yield* Mailbox.make<TaskEvent>()
+    task.attach(mailbox, wanted ?? "all", follower)
+    // Its calls then wait for a re-attach.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        if (task.attachment === mailbox) task.attachment = undefined
+      })
+    )
+    return mailbox
+  })
+
+// --- the loops: started, suspended for approvals, going on ---
+
+/** Starting a task's loop, and what a suspended one does at its first expiry or last decision. */
+const makeLoops = (book: Book) => {
+  const { clock, journal, options, runTask } = book
+
+  /**
+   * The task waits for the calls of `event` to be decided (`decide`); at the first one's expiry it
+   * goes on anyway, and the loop's gate denies what expired (the task never waits for ever).
+   */
+  const suspend = (task: Task, event: Suspension["event"]): void => {
+    const suspension: Suspension = { event, undecided: new Set(event.pending.map((p) => p.toolCallId)), expiry: undefined }
+    task.suspended = suspension
+    const first = Math.min(...event.pending.map((p) => p.expiresAt))
+    suspension.expiry = runTask(Effect.gen(function*() {
+      yield* Effect.sleep(Math.max(0, first - (yield* Clock.currentTimeMillis)))
+      suspension.expiry = undefined
+      yield* goOn(task, suspension)
+    }))
+  }
+
+  /** A suspended task goes on: its loop runs again from the journal, which holds the decisions. */
+  const goOn = (task: Task, suspension: Suspension): Effect.Effect<void> =>
+    Effect.gen(function*() {
+      if (journal === undefined || task.suspended !== suspension) return
+      task.suspended = undefined
+      if (suspension.expiry !== undefined) yield* Fiber.interrupt(suspension.expiry)
+      yield* journal.resumed(task.taskId)
+      const run = yield* Effect.orDie(journal.run(task.taskId))
+      if (run === undefined || !Journal.isOpen(run)) {
+        return yield* Effect.logWarning(`task ${task.taskId}: the journal no longer holds it open; it cannot go on`)
+      }
+      yield* Effect.logInfo(`task ${task.taskId}: its approvals are decided; it goes on`)
+      start(task, run.prompt, run.tools)
+    })
+
+  /** Runs a task's loop: a new one, or with a journal, one taken back after a restart (from what it journaled). */
+  const start = (task: Task, prompt: string, tools: Journal.TaskTools): void => {
+    const { taskId } = task
+    const runOptions = {
+      taskId,
+      agentId: task.agentId,
+      prompt,
+      instructions: options.instructions,
+      maxSteps: options.maxSteps,
+      approvalExpiry: options.approvalExpiry,
+      tools,
+      deliver: deliverOf(task),
+      emit: (event: TaskEvent) => {
+        if (event._tag === "TaskSuspended") suspend(task, event)
+        task.emit(event)
+      }
+    }
+    if (journal === undefined) {
+      task.loop = runTask(TaskRunner.run(runOptions))
+      return
+    }
+    // The task is a journaled run of the loop (design: Durable runs), taken up from what the journal holds.
+    const journaled = TaskRunner.run({ ...runOptions, journaled: true }).pipe(
+      Effect.provideService(Journal.Journal, journal),
+      // The end is journaled after the final event went out: a restart in between replays to the same end.
+      Effect.zipRight(Effect.suspend(() =>
+        task.final === undefined ? Effect.void : Schema.encode(EventJson)(task.final).pipe(
+          Effect.orDie,
+          Effect.flatMap((final) => journal.ended(taskId, { final }, task.endedAt ?? clock.unsafeCurrentTimeMillis()))
+        )
+      ))
+    )
+    task.loop = runTask(journaled)
+  }
+
+  return { start, goOn }
+}
+
+type Loops = ReturnType<typeof makeLoops>
+
+// --- taking tasks up from the journal ---
+
+/** Taking up one task from the journal on demand (`hold`), and every one it holds at start (`takeBack`). */
+const makeHolding = (book: Book, { start }: Loops) =>
+  Effect.gen(function*() {
+    const { add, journal, tasks } = book
+    /** Only one task is taken up from the journal at a time: two messages for it must not start two loops. */
+    const holding = yield* Effect.makeSemaphore(1)
+
+    /**
+     * The task in this process, taken up from the journal if it is not (cluster mode: the runner that
+     * owns the task's shard holds it): an open task's loop goes on from what it journaled, an ended
+     * one answers its final event. Undefined if the journal does not hold it.
+     */
+    const hold = (taskId: string): Effect.Effect<Task | undefined> =>
+      Effect.suspend(() => {
+        const held = tasks.get(taskId)
+        if (held !== undefined || journal === undefined) return Effect.succeed(held)
+        return holding.withPermits(1)(Effect.gen(function*() {
+          const raced = tasks.get(taskId)
+          if (raced !== undefined) return raced
+          const run = yield* Effect.orDie(journal.run(taskId))
+          if (run === undefined || run.kind !== "task") return undefined
+          const task = add(taskId, run.agentId, run.processId)
+          if (Journal.isOpen(run)) {
+            start(task, run.prompt, run.tools)
+          } else if (run.final !== undefined) {
+            task.final = yield* Effect.orDie(Schema.decode(EventJson)(run.final))
+            task.endedAt = run.endedAt
+            task.ended.succeed(undefined)
+          }
+          return task
+        }))
+      })
+
+    /** The agent's task held here; another agent's is unknown to it. */
+    const held = (agentId: string, taskId: string): Effect.Effect<Task, UnknownTask> =>
+      Effect.flatMap(hold(taskId), (task) =>
+        task === undefined || task.agentId !== agentId ? Effect.fail(new UnknownTask({ taskId })) : Effect.succeed(task))
+
+    /**
+     * Takes back what the journal holds: recently ended tasks (for their final event) and every
+     * task that had not ended, whose loop runs again from its journaled turns and answers.
+     */
+    const takeBack = (journal: Journal.Journal["Type"], keepEndedMillis: number) =>
+      Effect.gen(function*() {
+        const { ended, open } = yield* journal.tasks((yield* Clock.currentTimeMillis) - keepEndedMillis)
+        for (const entry of ended) {
+          if (entry.final === undefined) continue
+          const task = add(entry.runId, entry.agentId, entry.processId)
+          task.final = yield* Schema.decode(EventJson)(entry.final).pipe(
+            Effect.mapError((error) => new Journal.JournalUnavailable({ path: journal.path, reason: error.message }))
+          )
+          task.endedAt = entry.endedAt
+        }
+        for (const entry of open) {
+          start(add(entry.runId, entry.agentId, entry.processId), entry.prompt, entry.tools)
+        }
+        if (open.length > 0) {
+          yield* Effect.logInfo(`journal ${journal.path}: resumed ${open.length} unfinished task(s)`)
+        }
+      })
+
+    return { hold, held, takeBack }
+  })
+
+// --- answers and approvals ---
+
+/** Answers: each completes its call; one for a task the agent does not have fails, after the others. */
+const completeOf = ({ own }: Book, config: Invocation.Config) =>
+(agentId: string, results: ReadonlyArray<ToolCallResult>): Effect.Effect<void, UnknownTask> =>
+  Effect.suspend(() => {
+    let unknown: string | undefined
+    for (const { result, taskId, toolCallId } of results) {
+      const task = own(agentId, taskId)
+      if (task === undefined) {
+        unknown ??= taskId
+        continue
+      }
+      // A late or repeated answer (at least once) is fine: the first one counts. One past the output limits
+      // is the invalid-output result the model reads (design: Error text, Hostile clients), never a failed task.
+      const pending = task.pending?.get(toolCallId)
+      pending?.done.succeed(Invocation.checkResult(pending.event.name, result, config))
+    }
+    return unknown === undefined ? Effect.void : Effect.fail(new UnknownTask({ taskId: unknown }))
+  })
+
+/**
+ * A person's decision on a call a suspended task of the agent's waits for (design: Durable runs),
+ * journaled; once every call of its `TaskSuspended` is decided, the task goes on from the journal.
+ * Only a call of the task's last suspension can be decided, and once.
+ */
+const decideOf = ({ journal, own }: Book, { goOn }: Loops) =>
+(
+  agentId: string,
+  { approved, reason, taskId, toolCallId }: {
+    readonly taskId: string
+    readonly toolCallId: string
+    readonly approved: boolean
+    readonly reason?: string | undefined
+  }
+): Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal> =>
+  Effect.gen(function*() {
+    const task = own(agentId, taskId)
+    if (task === undefined) return yield* new UnknownTask({ taskId })
+    if (journal === undefined) return yield* new ApprovalsNeedJournal({ taskId })
+    const suspension = task.suspended
+    if (suspension === undefined || !suspension.undecided.has(toolCallId)) {
+      return yield* new NoPendingTaskApproval({ taskId, toolCallId })
+    }
+    // Taken at once: the same call decided twice at the same moment is refused the second time.
+    suspension.undecided.delete(toolCallId)
+    const now = yield* Clock.currentTimeMillis
+    const decided = yield* journal.decide(taskId, toolCallId, { approved, reason, now }).pipe(
+      Effect.orDie,
+      Effect.onExit((exit) => Effect.sync(() => Exit.isFailure(exit) && suspension.undecided.add(toolCallId)))
+    )
+    // Expired: nothing can decide it any more; the task goes on without it (the loop denies it).
+    if (!decided) {
+      if (suspension.undecided.size === 0) yield* goOn(task, suspension)
+      return yield* new NoPendingTaskApproval({ taskId, toolCallId })
+    }
+    yield* Effect.logInfo(`task ${taskId}: call ${toolCallId} ${approved ? "approved" : "denied"}`)
+    if (suspension.undecided.size === 0) yield* goOn(task, suspension)
+  })
+
+// --- upkeep: redelivery and retention ---
+
+/** What the redelivery and the retention sweep (Parts.ts) do to the tasks. */
+const upkeep = ({ tasks }: Book) => ({
+  /** Delivers again each pending call last sent at or before `sentBy`; it counts as sent `now`. */
+  redeliver: (sentBy: number, now: number): void => {
+    for (const task of tasks.values()) {
+      for (const call of task.pending?.values() ?? []) {
+        if (call.sentAt <= sentBy) {
+          call.sentAt = now
+          task.emit(call.event)
+        }
+      }
+    }
+  },
+  /** Forgets the tasks that ended at or before `before`. */
+  forgetEnded: (before: number): void => {
+    for (const task of tasks.values()) {
+      if (task.endedAt !== undefined && task.endedAt <= before) tasks.delete(task.taskId)
+    }
+  },
+  count: (): number => tasks.size,
+  /** Lets go of `task` (cluster mode: its shard moved); a task taken up again since is kept. */
+  letGo: (task: Task): void => {
+    if (tasks.get(task.taskId) === task) tasks.delete(task.taskId)
+  }
+})
+
+// --- the tasks ---
+
+/** The tasks of this process; with `journal`, journaled and taken up from it. */
+export const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefined) =>
+  Effect.gen(function*() {
+    const book = yield* makeBook(options, journal)
+    const config = yield* Invocation.InvocationConfig
+    const ids = yield* Ids
+    const loops = makeLoops(book)
+    const { held, hold, takeBack } = yield* makeHolding(book, loops)
+    return {
+      /** A new task, attached at once; its loop starts. */
+      submit: (
+        { agentId, events, processId, prompt }: Caller & {
+          readonly prompt: string
+          readonly events?: EventsWanted | undefined
+        },
+        tools: Journal.TaskTools
+      ) =>
+        Effect.gen(function*() {
+          // Unguessable as well as unique: knowing one task's id tells nothing of another's.
+          const task = book.add(ids.make("task"), agentId, processId)
+          // Journaled before anyone learns the task's id: a restart cannot lose a task a client knows.
+          if (journal !== undefined) {
+            yield* journal.started({ runId: task.taskId, kind: "task", agentId, processId, prompt, tools })
+          }
+          const mailbox = yield* attachTo(task, events)
+          loops.start(task, prompt, tools)
+          return mailbox
+        }),
+      /** Another attachment to a task of the agent's. */
+      attach: (
+        { agentId, events, taskId }: {
+          readonly agentId: string
+          readonly taskId: string
+          readonly events?: EventsWanted | undefined
+        }
+      ) =>
+        Effect.suspend(() => {
+          const task = book.own(agentId, taskId)
+          return task === undefined ? Effect.fail(new UnknownTask({ taskId })) : attachTo(task, events)
+        }),
+      complete: completeOf(book, config),
+      decide: decideOf(book, loops),
+      takeBack,
+      ...upkeep(book),
+      /** The task, held here (taken up from the journal if need be); undefined if the journal does not hold it. */
+      hold,
+      /** The agent's task, held here (taken up from the journal if need be). */
+      held
+    }
+  })
+
+/** The tasks, as `makeTasks` gives them. */
+export type Tasks = Effect.Effect.Success<ReturnType<typeof makeTasks>>

@@ -1,0 +1,256 @@
+/**
+ * The platform on a real WebSocket (design: The platform, Hostile clients): a `node:http` server whose
+ * upgrades to `/rpc` are checked (path, connection cap, token) before the socket exists, and `ws`
+ * connections that carry the protocol's frames to `RpcServer` through the wire (Wire.ts), each one
+ * pinged, held to a frame size, and no longer read while it does not read what it is sent.
+ *
+ * Shutdown (its scope, last-added first): the listener closes (the pinger stops, every connection is
+ * terminated, the server closes), then `RpcServer`'s fiber, forked first, is interrupted.
+ */
+import * as Headers from "@effect/platform/Headers"
+import type * as Rpc from "@effect/rpc/Rpc"
+import type * as RpcGroup from "@effect/rpc/RpcGroup"
+import * as RpcServer from "@effect/rpc/RpcServer"
+import { Context, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
+import { createServer, type IncomingMessage, type Server as HttpServer, STATUS_CODES } from "node:http"
+import type { Duplex } from "node:stream"
+import { type WebSocket, WebSocketServer } from "ws"
+import * as Framing from "../protocol/Framing.js"
+import { Authentication, PlatformRpcs } from "../protocol/Protocol.js"
+import * as Wire from "./Wire.js"
+
+/** Where the WebSocket server listens, and the limits each connection is held to (design: Hostile clients). */
+export interface ListenOptions {
+  /** Default 127.0.0.1. */
+  readonly host?: string | undefined
+  /** 0 picks a free port. */
+  readonly port: number
+  /** The largest frame accepted from a client; a larger one closes its connection (1009). Default 2 MiB. */
+  readonly maxFrameBytes?: number | undefined
+  /** Open connections (and upgrades being checked) at most; the upgrade over it gets 503. Default 256. */
+  readonly maxConnections?: number | undefined
+  /**
+   * Each connection is pinged this often; one that answered neither the last ping nor sent a frame
+   * since is closed (a client gone without a word, a half-open connection). Default 30 s.
+   */
+  readonly pingInterval?: Duration.DurationInput | undefined
+  /**
+   * Bytes queued for a client that does not read: past this the platform stops reading its frames
+   * until the queue is below half of it (and its unread pong then closes it). Default 1 MiB.
+   */
+  readonly maxBufferedBytes?: number | undefined
+}
+
+/** The defaults of `ListenOptions`' limits. */
+export const defaultListenLimits = {
+  maxFrameBytes: Framing.defaultMaxFrameBytes,
+  maxConnections: 256,
+  pingInterval: Duration.seconds(30),
+  maxBufferedBytes: 1024 * 1024
+} as const
+
+/** The path of the protocol's WebSocket. */
+export const path = "/rpc"
+
+/** Where a platform served by `layerWebSocket` listens (the port picked for `port: 0`). */
+export class Listening extends Context.Tag("agent-tools/platform/Listening")<Listening, {
+  readonly host: string
+  readonly port: number
+}>() {}
+
+/** The platform could not listen (the port is taken, say). */
+export class ListenError extends Schema.TaggedError<ListenError>("agent-tools/platform/ListenError")("ListenError", {
+  message: Schema.String
+}) {}
+
+/** `ListenOptions`, defaults applied. */
+interface Limits {
+  readonly maxPayload: number
+  readonly maxConnections: number
+  readonly pingMillis: number
+  readonly maxBuffered: number
+}
+
+/** Live connections: whether each was heard from since the last ping. */
+type Live = Map<WebSocket, { heard: boolean }>
+
+// --- refusing and accepting upgrades ---
+
+/** Refused before the socket is a WebSocket: nothing the client sends after is read. */
+const refuse = (socket: Duplex, status: number, text: string) => {
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nconnection: close\r\ncontent-type: text/plain\r\n` +
+      `content-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`
+  )
+  socket.destroy()
+}
+
+/** A connection whose upgrade was accepted: its frames to the wire, its answers back, held to the limits. */
+const acceptOf = (wire: Wire.Server, live: Live, limits: Limits, warn: (message: string) => void) =>
+(ws: WebSocket, headers: Headers.Input) => {
+  const state = { heard: true }
+  live.set(ws, state)
+  let paused: ReturnType<typeof setInterval> | undefined
+  // A client that does not read: stop reading it until what it was sent has gone out.
+  const send = (frame: string) => {
+    ws.send(frame)
+    if (paused === undefined && ws.bufferedAmount > limits.maxBuffered) {
+      ws.pause()
+      paused = setInterval(() => {
+        if (ws.bufferedAmount > limits.maxBuffered / 2) return
+        clearInterval(paused)
+        paused = undefined
+        ws.resume()
+      }, 10)
+    }
+  }
+  const connection = wire.connect(headers, send)
+  ws.on("message", (data) => {
+    state.heard = true
+    connection.receive(String(data))
+  })
+  ws.on("pong", () => void (state.heard = true))
+  ws.on("error", (error: Error & { code?: string }) =>
+    warn(
+      error.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH"
+        ? `a client sent a frame over ${limits.maxPayload} bytes; its connection is closed (1009)`
+        : `a platform connection failed: ${error.message}; it is closed`
+    ))
+  ws.on("close", () => {
+    live.delete(ws)
+    if (paused !== undefined) clearInterval(paused)
+    connection.close()
+  })
+}
+
+/**
+ * The upgrade's checks, in order: the path (404), the connection cap (503), the token (401, checked
+ * here and once more per call by the middleware, which binds the agent); then the WebSocket.
+ */
+const onUpgradeOf = (
+  options: {
+    readonly sockets: WebSocketServer
+    readonly live: Live
+    readonly limits: Limits
+    readonly authenticate: (headers: Headers.Headers, onExit: (exit: Exit.Exit<unknown, unknown>) => void) => void
+    readonly warn: (message: string) => void
+    readonly accept: (ws: WebSocket, headers: Headers.Input) => void
+  }
+) => {
+  const { accept, authenticate, limits, live, sockets, warn } = options
+  let upgrading = 0
+  return (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    // A client resetting mid-upgrade must not be an uncaught error.
+    socket.on("error", () => socket.destroy())
+    if (new URL(request.url ?? "/", "http://platform").pathname !== path) return refuse(socket, 404, "not found\n")
+    if (live.size + upgrading >= limits.maxConnections) {
+      warn(`a connection was refused: ${limits.maxConnections} are open (maxConnections)`)
+      return refuse(socket, 503, `the platform holds ${limits.maxConnections} connections already\n`)
+    }
+    upgrading++
+    authenticate(Headers.fromInput(request.headers), (exit) => {
+      upgrading--
+      if (Exit.isFailure(exit)) return refuse(socket, 401, "missing or unknown platform token\n")
+      if (socket.destroyed) return
+      sockets.handleUpgrade(request, socket, head, (ws) => accept(ws, request.headers))
+    })
+  }
+}
+
+// --- the listener ---
+
+/** Each connection pinged every interval; one not heard from since the last ping is closed. */
+const startPinger = (live: Live, pingMillis: number) => {
+  const pinger = setInterval(() => {
+    for (const [ws, state] of live) {
+      if (!state.heard) {
+        ws.terminate()
+        continue
+      }
+      state.heard = false
+      ws.ping()
+    }
+  }, pingMillis)
+  pinger.unref()
+  return pinger
+}
+
+/** Listens on `host:port`; the port picked for 0. */
+const listenOn = (server: HttpServer, host: string, port: number) =>
+  Effect.async<number, ListenError>((resume) => {
+    server.once("error", (error) =>
+      resume(Effect.fail(new ListenError({ message: `the platform cannot listen on ${host}:${port}: ${error.message}` }))))
+    server.listen(port, host, () => {
+      const address = server.address()
+      resume(Effect.succeed(typeof address === "object" && address !== null ? address.port : port))
+    })
+  })
+
+/**
+ * The platform on a real WebSocket (`ws://host:port/rpc`): `RpcServer` on the protocol's wire
+ * (platform/Wire.ts). Needs the handlers: `Layer.provide(layerHandlers(options))`.
+ */
+export const layerWebSocket = (
+  listen: ListenOptions
+): Layer.Layer<Listening, ListenError, Rpc.ToHandler<RpcGroup.Rpcs<typeof PlatformRpcs>> | Authentication> =>
+  Layer.scoped(
+    Listening,
+    Effect.gen(function*() {
+      const runtime = yield* Effect.runtime<never>()
+      const authentication = yield* Authentication
+      const wire = yield* Wire.makeServer
+      // A defect is its call's answer, not the end of every call on the connection.
+      yield* RpcServer.make(PlatformRpcs, { disableFatalDefects: true }).pipe(
+        Effect.provideService(RpcServer.Protocol, wire.protocol),
+        Effect.interruptible,
+        Effect.forkScoped
+      )
+      const host = listen.host ?? "127.0.0.1"
+      const limits: Limits = {
+        maxPayload: listen.maxFrameBytes ?? defaultListenLimits.maxFrameBytes,
+        maxConnections: listen.maxConnections ?? defaultListenLimits.maxConnections,
+        pingMillis: Duration.toMillis(Duration.decode(listen.pingInterval ?? defaultListenLimits.pingInterval)),
+        maxBuffered: listen.maxBufferedBytes ?? defaultListenLimits.maxBufferedBytes
+      }
+      const warn = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
+      const runCallback = Runtime.runCallback(runtime)
+      // The rpc the upgrade's check names to the middleware: any call carries the same token.
+      const anyRpc = PlatformRpcs.requests.values().next().value as unknown as Rpc.AnyWithProps
+      const server = createServer((_, response) => {
+        response.writeHead(426, { "content-type": "text/plain" })
+        response.end(`the platform speaks WebSocket at ${path}\n`)
+      })
+      // One message per turn of the event loop: a client flooding small frames cannot starve the others.
+      const sockets = new WebSocketServer({
+        noServer: true,
+        maxPayload: limits.maxPayload,
+        perMessageDeflate: false,
+        allowSynchronousEvents: false
+      })
+      const live: Live = new Map()
+      server.on("upgrade", onUpgradeOf({
+        sockets,
+        live,
+        limits,
+        warn,
+        accept: acceptOf(wire, live, limits, warn),
+        authenticate: (headers, onExit) =>
+          runCallback(authentication({ clientId: 0, rpc: anyRpc, payload: undefined, headers }), { onExit })
+      }))
+      const pinger = startPinger(live, limits.pingMillis)
+      const port = yield* listenOn(server, host, listen.port)
+      yield* Effect.addFinalizer(() =>
+        Effect.async<void>((resume) => {
+          clearInterval(pinger)
+          for (const client of sockets.clients) client.terminate()
+          sockets.close()
+          server.close(() => resume(Effect.void))
+          server.closeAllConnections()
+        })
+      )
+      return { host, port }
+    })
+  )
+
+/** The WebSocket URL of a platform served by `layerWebSocket`. */
+export const url = Effect.map(Listening, ({ host, port }) => `ws://${host.includes(":") ? `[${host}]` : host}:${port}${path}`)
