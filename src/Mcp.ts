@@ -26,7 +26,7 @@ import {
   type Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
-import { Context, Deferred, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
+import { type Clock, Context, Deferred, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
 import { createServer } from "node:http"
 import type { Readable, Writable } from "node:stream"
 import * as Content from "./Content.js"
@@ -588,6 +588,157 @@ const openedStream = (body: ReadableStream<Uint8Array>, onEnd: () => void): Read
   })
 }
 
+/** A POST's body, read once within `maxBodyBytes` and parsed, or the answer that refuses it (413, 400). */
+const readPost = (
+  request: HttpServerRequest.HttpServerRequest,
+  maxBodyBytes: number
+): Effect.Effect<{ readonly parsedBody: unknown } | HttpServerResponse.HttpServerResponse> =>
+  Effect.gen(function*() {
+    const body = yield* Effect.either(readBody(request, maxBodyBytes))
+    if (body._tag === "Right" && body.right._tag === "TooLarge") {
+      // The unread rest of the body is not worth reading: the connection closes after the answer.
+      return jsonRpcError(413, -32600, `the request body is over the limit of ${maxBodyBytes} bytes`, {
+        connection: "close"
+      })
+    }
+    const text = body._tag === "Right" && body.right._tag === "Read" ? body.right.text : undefined
+    const parsed = text === undefined ? undefined : yield* Effect.option(Effect.try(() => JSON.parse(text) as unknown))
+    if (parsed === undefined || parsed._tag === "None") return jsonRpcError(400, -32700, "Parse error: the body is not JSON")
+    return { parsedBody: parsed.value }
+  })
+
+/** What the HTTP face holds: its limits, its sessions (open, and opening) and how a new one is served. */
+interface HttpFace {
+  readonly host: string
+  readonly maxBodyBytes: number
+  readonly maxSessions: number
+  readonly idleMillis: number
+  readonly clock: Clock.Clock
+  readonly sessions: Map<string, Session>
+  /** Sessions being created (an `initialize` in progress): they count towards the cap too. */
+  opening: number
+  /** A new session's server, its transport's session ids from the id service. */
+  readonly serve: () => Served
+  readonly sessionId: () => string
+}
+
+/** A request to the MCP path: checked (host, origin, body), then to its session, or a new one for `initialize`. */
+const handleHttp = (face: HttpFace, request: HttpServerRequest.HttpServerRequest) =>
+  Effect.gen(function*() {
+    const refused = foreignRequest(request, face.host)
+    if (refused !== undefined) return HttpServerResponse.text(refused, { status: 403 })
+    // The body is read once, here, and handed to the transport parsed: the web Request has none.
+    let parsedBody: unknown = undefined
+    if (request.method === "POST") {
+      const read = yield* readPost(request, face.maxBodyBytes)
+      if (!("parsedBody" in read)) return read
+      parsedBody = read.parsedBody
+    }
+    const url = HttpServerRequest.toURL(request)
+    const web = new Request(url._tag === "Some" ? url.value : "http://127.0.0.1/mcp", {
+      method: request.method,
+      headers: request.headers
+    })
+    const sessionId = request.headers["mcp-session-id"]
+    const known = sessionId === undefined ? undefined : face.sessions.get(sessionId)
+    if (sessionId !== undefined && known === undefined) {
+      return HttpServerResponse.text("unknown or closed MCP session", { status: 404 })
+    }
+    if (known !== undefined) return yield* inSession(face, known, web, parsedBody)
+    if (isInitializeRequest(parsedBody) && face.sessions.size + face.opening >= face.maxSessions) {
+      return jsonRpcError(
+        503,
+        -32000,
+        `the server has its maximum of ${face.maxSessions} MCP sessions open; close one (DELETE) or retry later`,
+        { "retry-after": String(Math.ceil(face.idleMillis / 1000)) }
+      )
+    }
+    // A new session: its first request must be `initialize` (the transport answers 400 otherwise).
+    face.opening++
+    return yield* Effect.ensuring(openSession(face, web, parsedBody), Effect.sync(() => face.opening--))
+  })
+
+/** A request or a GET stream begins or ends in `session`: it is busy meanwhile, and active as of now. */
+const busy = (face: HttpFace, session: Session, by: 1 | -1) => {
+  session.busy += by
+  session.lastActive = face.clock.unsafeCurrentTimeMillis()
+}
+
+/** A request of a known session, through its transport; a GET stream keeps the session busy until it ends. */
+const inSession = (face: HttpFace, session: Session, web: Request, parsedBody: unknown) =>
+  Effect.gen(function*() {
+    busy(face, session, 1)
+    const transport = session.transport
+    const response = yield* Effect.promise(() => transport.handleRequest(web, { parsedBody })).pipe(
+      // The HTTP request closed before its answer: cancel its calls, as notifications/cancelled would.
+      Effect.onInterrupt(() =>
+        Effect.sync(() => {
+          busy(face, session, -1)
+          for (const requestId of requestIds(parsedBody)) {
+            transport.onmessage?.({
+              jsonrpc: "2.0",
+              method: "notifications/cancelled",
+              params: { requestId, reason: "the HTTP request closed" }
+            })
+          }
+        })
+      )
+    )
+    const stream = web.method === "GET" && response.body !== null &&
+      (response.headers.get("content-type") ?? "").startsWith("text/event-stream")
+    if (!stream) {
+      busy(face, session, -1)
+      return HttpServerResponse.fromWeb(response)
+    }
+    return HttpServerResponse.fromWeb(
+      new Response(openedStream(response.body!, () => busy(face, session, -1)), {
+        status: response.status,
+        headers: response.headers
+      })
+    )
+  })
+
+/** A new session: its server and transport, kept once the transport names it (its `initialize` went through). */
+const openSession = (face: HttpFace, web: Request, parsedBody: unknown) =>
+  Effect.gen(function*() {
+    const served = face.serve()
+    const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: face.sessionId,
+      enableJsonResponse: true,
+      onsessioninitialized: (id) =>
+        void face.sessions.set(id, { served, transport, busy: 0, lastActive: face.clock.unsafeCurrentTimeMillis() }),
+      onsessionclosed: (id) => void face.sessions.delete(id)
+    })
+    yield* Effect.promise(() => served.server.connect(transport))
+    const response = yield* Effect.promise(() => transport.handleRequest(web, { parsedBody }))
+    if (transport.sessionId === undefined) yield* served.close
+    return HttpServerResponse.fromWeb(response)
+  })
+
+/**
+ * The idle sessions closed: checked every tenth of the timeout (at most a minute), so a session ends
+ * between 1x and 1.1x the timeout idle; every session closed when the face's scope ends.
+ */
+const expireIdle = (face: HttpFace) =>
+  Effect.gen(function*() {
+    const closeAll = (all: Iterable<Session>) =>
+      Effect.forEach(all, (session) => session.served.close, { concurrency: "unbounded", discard: true })
+    const expire = Effect.suspend(() => {
+      const now = face.clock.unsafeCurrentTimeMillis()
+      const idle: Array<Session> = []
+      for (const [id, session] of face.sessions) {
+        if (session.busy === 0 && now - session.lastActive >= face.idleMillis) {
+          face.sessions.delete(id)
+          idle.push(session)
+        }
+      }
+      return closeAll(idle)
+    })
+    const period = Duration.millis(Math.max(1, Math.min(face.idleMillis / 10, 60_000)))
+    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(period), expire)))
+    yield* Effect.addFinalizer(() => closeAll(face.sessions.values()))
+  })
+
 /**
  * Serves the toolkit over Streamable HTTP at `http://host:port/mcp`, with sessions (so that a
  * `notifications/cancelled` reaches the server running the call, and interrupts it), JSON responses
@@ -597,146 +748,25 @@ const openedStream = (body: ReadableStream<Uint8Array>, onEnd: () => void): Read
  */
 export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) => {
   const host = options.host ?? "127.0.0.1"
-  const maxBodyBytes = options.maxBodyBytes ?? httpDefaults.maxBodyBytes
-  const maxSessions = options.maxSessions ?? httpDefaults.maxSessions
-  const idleMillis = Duration.toMillis(options.sessionIdleTimeout ?? httpDefaults.sessionIdleTimeout)
   const listed = listOf(toolkit)
   const route = HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
       const runtime = yield* Effect.runtime<Exclude<R, ToolContext.ToolContext>>()
       const ids = yield* Ids
-      const clock = yield* Effect.clock
       const validator = new AjvJsonSchemaValidator()
-      const sessions = new Map<string, Session>()
-      // Sessions being created (an `initialize` in progress) count towards the cap too.
-      let opening = 0
-
-      const begin = (session: Session) => {
-        session.busy++
-        session.lastActive = clock.unsafeCurrentTimeMillis()
+      const face: HttpFace = {
+        host,
+        maxBodyBytes: options.maxBodyBytes ?? httpDefaults.maxBodyBytes,
+        maxSessions: options.maxSessions ?? httpDefaults.maxSessions,
+        idleMillis: Duration.toMillis(options.sessionIdleTimeout ?? httpDefaults.sessionIdleTimeout),
+        clock: yield* Effect.clock,
+        sessions: new Map(),
+        opening: 0,
+        serve: () => makeServer(toolkit, listed, runtime, validator, false, options),
+        sessionId: () => ids.make("session")
       }
-      const done = (session: Session) => {
-        session.busy--
-        session.lastActive = clock.unsafeCurrentTimeMillis()
-      }
-
-      const closeAll = (all: Iterable<Session>) =>
-        Effect.forEach(all, (session) => session.served.close, { concurrency: "unbounded", discard: true })
-
-      // Checked every tenth of the timeout (at most a minute): a session ends between 1x and 1.1x the timeout idle.
-      const expire = Effect.suspend(() => {
-        const now = clock.unsafeCurrentTimeMillis()
-        const idle: Array<Session> = []
-        for (const [id, session] of sessions) {
-          if (session.busy === 0 && now - session.lastActive >= idleMillis) {
-            sessions.delete(id)
-            idle.push(session)
-          }
-        }
-        return closeAll(idle)
-      })
-      const period = Duration.millis(Math.max(1, Math.min(idleMillis / 10, 60_000)))
-      yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(period), expire)))
-      yield* Effect.addFinalizer(() => closeAll(sessions.values()))
-
-      const handle = (request: HttpServerRequest.HttpServerRequest) =>
-        Effect.gen(function*() {
-          const refused = foreignRequest(request, host)
-          if (refused !== undefined) return HttpServerResponse.text(refused, { status: 403 })
-          // The body is read once, here, and handed to the transport parsed: the web Request has none.
-          let parsedBody: unknown = undefined
-          if (request.method === "POST") {
-            const body = yield* Effect.either(readBody(request, maxBodyBytes))
-            if (body._tag === "Right" && body.right._tag === "TooLarge") {
-              // The unread rest of the body is not worth reading: the connection closes after the answer.
-              return jsonRpcError(413, -32600, `the request body is over the limit of ${maxBodyBytes} bytes`, {
-                connection: "close"
-              })
-            }
-            const text = body._tag === "Right" && body.right._tag === "Read" ? body.right.text : undefined
-            const parsed = text === undefined
-              ? undefined
-              : yield* Effect.option(Effect.try(() => JSON.parse(text) as unknown))
-            if (parsed === undefined || parsed._tag === "None") {
-              return jsonRpcError(400, -32700, "Parse error: the body is not JSON")
-            }
-            parsedBody = parsed.value
-          }
-          const url = HttpServerRequest.toURL(request)
-          const web = new Request(url._tag === "Some" ? url.value : "http://127.0.0.1/mcp", {
-            method: request.method,
-            headers: request.headers
-          })
-          const sessionId = request.headers["mcp-session-id"]
-          const known = sessionId === undefined ? undefined : sessions.get(sessionId)
-          if (sessionId !== undefined && known === undefined) {
-            return HttpServerResponse.text("unknown or closed MCP session", { status: 404 })
-          }
-          if (known !== undefined) return yield* inSession(known, web, parsedBody)
-          if (isInitializeRequest(parsedBody) && sessions.size + opening >= maxSessions) {
-            return jsonRpcError(
-              503,
-              -32000,
-              `the server has its maximum of ${maxSessions} MCP sessions open; close one (DELETE) or retry later`,
-              { "retry-after": String(Math.ceil(idleMillis / 1000)) }
-            )
-          }
-          // A new session: its first request must be `initialize` (the transport answers 400 otherwise).
-          opening++
-          return yield* Effect.ensuring(openSession(web, parsedBody), Effect.sync(() => opening--))
-        })
-
-      const inSession = (session: Session, web: Request, parsedBody: unknown) =>
-        Effect.gen(function*() {
-          begin(session)
-          const transport = session.transport
-          const response = yield* Effect.promise(() => transport.handleRequest(web, { parsedBody })).pipe(
-            // The HTTP request closed before its answer: cancel its calls, as notifications/cancelled would.
-            Effect.onInterrupt(() =>
-              Effect.sync(() => {
-                done(session)
-                for (const requestId of requestIds(parsedBody)) {
-                  transport.onmessage?.({
-                    jsonrpc: "2.0",
-                    method: "notifications/cancelled",
-                    params: { requestId, reason: "the HTTP request closed" }
-                  })
-                }
-              })
-            )
-          )
-          const stream = web.method === "GET" && response.body !== null &&
-            (response.headers.get("content-type") ?? "").startsWith("text/event-stream")
-          // A GET stream keeps the session busy until it ends.
-          if (!stream) {
-            done(session)
-            return HttpServerResponse.fromWeb(response)
-          }
-          return HttpServerResponse.fromWeb(
-            new Response(openedStream(response.body!, () => done(session)), {
-              status: response.status,
-              headers: response.headers
-            })
-          )
-        })
-
-      const openSession = (web: Request, parsedBody: unknown) =>
-        Effect.gen(function*() {
-          const served = makeServer(toolkit, listed, runtime, validator, false, options)
-          const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
-            sessionIdGenerator: () => ids.make("session"),
-            enableJsonResponse: true,
-            onsessioninitialized: (id) =>
-              void sessions.set(id, { served, transport, busy: 0, lastActive: clock.unsafeCurrentTimeMillis() }),
-            onsessionclosed: (id) => void sessions.delete(id)
-          })
-          yield* Effect.promise(() => served.server.connect(transport))
-          const response = yield* Effect.promise(() => transport.handleRequest(web, { parsedBody }))
-          if (transport.sessionId === undefined) yield* served.close
-          return HttpServerResponse.fromWeb(response)
-        })
-
-      yield* router.add("*", options.path ?? "/mcp", handle)
+      yield* expireIdle(face)
+      yield* router.add("*", options.path ?? "/mcp", (request) => handleHttp(face, request))
     })
   )
   return HttpLayerRouter.serve(route, { disableLogger: true, disableListenLog: true }).pipe(
