@@ -19,6 +19,15 @@ import {
 } from "../src/index.js"
 import { ToolResult } from "../src/ToolResult.js"
 
+/** A refund of `amount` that needs approval, its timeout 5 seconds: `body` is its handler. */
+const refundTool = (body: () => Effect.Effect<number>) =>
+  Tool.make("refund", {
+    description: "Refund.",
+    input: { amount: Schema.Number },
+    timeout: "5 seconds",
+    needsApproval: true
+  }, body)
+
 type Outcome = { readonly value?: unknown; readonly error?: string }
 const outcome = (result: ToolResult): Outcome =>
   result.error === undefined ? { value: result.value } : { error: result.error }
@@ -223,12 +232,7 @@ describe("Hooks: a hook's wait is not the handler's time (design: Hooks, Deadlin
   it.effect("an approval that waits longer than the tool's timeout: the handler still gets its whole timeout", () =>
     Effect.gen(function*() {
       let refunds = 0
-      const refund = Tool.make("refund", {
-        description: "Refund.",
-        input: { amount: Schema.Number },
-        timeout: "5 seconds",
-        needsApproval: true
-      }, () => Effect.as(Effect.sleep("3 seconds"), ++refunds))
+      const refund = refundTool(() => Effect.as(Effect.sleep("3 seconds"), ++refunds))
       const fiber = yield* Effect.fork(Invocation.run(refund, { amount: 5 }).pipe(
         Effect.provide(Layer.merge(Hooks.layer({ tool: [Hooks.approval] }), slowYes("10 seconds")))
       ))
@@ -300,12 +304,7 @@ describe("Hooks shipped with the runtime", () => {
   it.effect("approval: needsApproval tools ask the UserPrompt; a refusal is an error result the model sees", () =>
     Effect.gen(function*() {
       let refunds = 0
-      const refund = Tool.make("refund", {
-        description: "Refund.",
-        input: { amount: Schema.Number },
-        timeout: "5 seconds",
-        needsApproval: true
-      }, () => Effect.sync(() => ++refunds))
+      const refund = refundTool(() => Effect.sync(() => ++refunds))
       const agent = Agent.make({ tools: [refund] })
       const run = (answers: ReadonlyArray<string>) =>
         Agent.run(agent, "refund").pipe(Effect.provide(Layer.mergeAll(

@@ -2,9 +2,9 @@
  * Runs one task on the platform (design: The platform): the agent loop with the platform's model, whose tools are
  * the agent's registered ones and whose calls are delivered to the task's stream and awaited.
  */
-import { Cause, Data, Duration, Effect, Either, Option, Schema } from "effect"
+import { Cause, Duration, Effect, Either, Option, Schema } from "effect"
 import * as Agent from "../Agent.js"
-import { type ToolHook, ToolHooks } from "../internal/hooks/tool.js"
+import { Verbatim } from "../internal/call/pipeline.js"
 import { errorText, ToolResult } from "../ToolResult.js"
 import type * as LanguageModel from "../LanguageModel.js"
 import * as Tool from "../Tool.js"
@@ -49,34 +49,17 @@ class RemoteFailure extends Schema.TaggedError<RemoteFailure>("agent-tools/Remot
   text: Schema.String
 }) {}
 
-/**
- * A served call's answer, carried out of the remote tool's handler to `answered` (below): the answer is
- * the call's result as it came, its failure's kind kept (design: Error text), and the pipeline neither
- * relabels it `HandlerFailed` nor checks it again (the platform checked it once, on arrival).
- */
-class Answered extends Data.TaggedError("Answered")<{ readonly result: ToolResult }> {}
-
 const anyObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
-const passThrough = (error: unknown): string =>
-  error instanceof RemoteFailure ? error.text : error instanceof Answered ? "" : errorText(error)
-
-/** The answer a remote tool's handler carried out, as the call's result. */
-const answeredResult = (result: ToolResult): ToolResult => {
-  if (result.failure?._tag !== "HandlerFailed") return result
-  const failure = Cause.failureOption(result.failure.cause)
-  return Option.isSome(failure) && failure.value instanceof Answered ? failure.value.result : result
-}
-
-/** The innermost tool hook of a task: the platform's own hooks, around it, see the served answer as it came. */
-const answered: ToolHook = (_call, proceed) => Effect.map(proceed, answeredResult)
+const passThrough = (error: unknown): string => error instanceof RemoteFailure ? error.text : errorText(error)
 
 /**
  * A tool whose handler is a delivery; the model sees the manifest's own JSON Schemas. In a journaled
  * task a tool that needs approval passes the loop's gate (design: Durable runs): the task suspends
  * until a person decides, and a call of it that runs here was approved, so it is delivered as such.
  * Without a journal nothing can suspend: the serving side asks (`Hooks.approval`), as for any call.
- * The answer is the call's result as the serving process made it (`Answered`, `answered`).
+ * The answer is the call's result as the serving process made it (`Verbatim`): the platform's hooks see
+ * its failure's kind (a served `TimedOut` as `TimedOut`), and the pipeline neither relabels nor checks it again.
  */
 const remoteTool = (
   agentId: string,
@@ -115,8 +98,8 @@ const remoteTool = (
           deadlineAt: ctx.deadlineAt,
           ...approved
         }),
-        // Success or failure, the answer is the result (see `Answered`): a value too skips a second check.
-        (result) => Effect.fail(new Answered({ result }))
+        // Success or failure, the answer is the result: checked once, on arrival.
+        (result) => Effect.succeed(new Verbatim(result))
       ))
   })
   return { ...tool, schemas: Either.right({ parameters: entry.parameters as Tool.JsonSchema, output: entry.output as Tool.JsonSchema }) }
@@ -138,7 +121,7 @@ export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageMo
     approvalExpiry: options.approvalExpiry
   })
   const host = journaled ? { runId: taskId, rerunUnfinished: true } : undefined
-  const events = Agent.runWithEvents(agent, options.prompt, (event) => {
+  return Agent.runWithEvents(agent, options.prompt, (event) => {
     switch (event._tag) {
       case "TurnStarted":
         return emit({ _tag: "TurnStarted", taskId, step: event.step })
@@ -174,5 +157,4 @@ export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageMo
       })
     )
   )
-  return Effect.flatMap(ToolHooks, (hooks) => Effect.provideService(events, ToolHooks, [...hooks, answered]))
 }

@@ -190,6 +190,15 @@ export const start = (calling: CallingFiber, tool: Tool.Any, args: unknown, opti
   options?.dedupe === undefined ? traced(calling, tool, args, options) : deduped(options.dedupe, tool, args, options)
 
 /**
+ * A handler's value that is the call's result as it is, neither encoded nor checked again: the
+ * platform's remote tools give a served answer so (it was checked on arrival, and its failure keeps
+ * its kind: a served `TimedOut` stays `TimedOut`). Not exported by the package.
+ */
+export class Verbatim {
+  constructor(readonly result: ToolResult) {}
+}
+
+/**
  * A call's arguments as JSON text, with the value `Json.parse` made of it (refused keys checked), for a
  * caller that parsed them already (`Agent`'s records show them): the pipeline checks the text's size
  * and decodes the value, without parsing the text again.
@@ -909,6 +918,7 @@ const toResult = (
 ): ToolResult => {
   if (outcome === ReachedDeadline) return failed(new TimedOut({ toolName: tool.name, allowedMillis }), config)
   if (Exit.isFailure(outcome)) return failed(handlerFailure(tool, outcome.cause), config)
+  if (outcome.value instanceof Verbatim) return outcome.value.result
   const value = outcome.value === undefined ? null : outcome.value
   let encoded: Either.Either<unknown, ParseResult.ParseIssue>
   try {
