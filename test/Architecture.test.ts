@@ -4,6 +4,7 @@
  * TypeScript parser (test/support/imports.ts); `npx tsx scripts/structure.ts` prints the same.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Pipeline from "../src/internal/call/pipeline.js"
 import { cyclesOf, functionsOf, importGraph, importsOf, modulesUnder } from "./support/imports.js"
 
 const modules = modulesUnder("src")
@@ -32,5 +33,21 @@ describe("the structure of src/", () => {
       .sort((a, b) => b.lines - a.lines)
       .map(({ line, lines, module, name }) => `${module}:${line} ${name}: ${lines} lines`)
     assert.deepStrictEqual(offenders, [], `functions over 100 lines:\n${offenders.join("\n")}`)
+  })
+
+  it("the pipeline offers one way in, `start` (Invocation.run as an effect), and no stage: callers pass options", () => {
+    // Values only: its limits, its observer, the caller's fiber, the argument and answer wrappers, the
+    // entry and its await, and the output check the platform applies to a served answer.
+    assert.deepStrictEqual(Object.keys(Pipeline).sort(), [
+      "CallingFiber",
+      "InvocationConfig",
+      "InvocationObserver",
+      "ParsedArguments",
+      "Verbatim",
+      "awaitStarted",
+      "checkResult",
+      "defaultConfig",
+      "start"
+    ])
   })
 })
