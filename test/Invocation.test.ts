@@ -17,7 +17,7 @@ import {
   TestClock
 } from "effect"
 import * as fc from "fast-check"
-import { Hooks, Invocation, Timing, Tool, ToolContext } from "../src/index.js"
+import { Agent, Hooks, Invocation, LanguageModel, Timing, Tool, ToolContext } from "../src/index.js"
 
 /** A tool whose handler counts its runs. */
 const counting = <I extends Schema.Struct.Fields>(name: string, input: I) => {
@@ -202,6 +202,28 @@ describe("Invocation.run: input (design: Input)", () => {
       const bigint = yield* Invocation.run(tool, { text: 1n })
       assert.match(bigint.error!, /^text_tool: invalid input: the arguments are not JSON/)
       assert.strictEqual(runs.count, 0)
+    }))
+
+  it.effect("refuses arguments nested deeper than the limit whatever the Schema, so reusing an idempotent call cannot exhaust the stack", () =>
+    Effect.gen(function*() {
+      // `unknown` takes any depth; keying the input for reuse used to walk it and die.
+      let runs = 0
+      const echo = Tool.make("echo", { description: "Echo.", input: { x: Schema.Unknown }, timeout: "1 second", idempotent: true }, () =>
+        Effect.sync(() => ++runs))
+      let deep = "1"
+      for (let i = 0; i < 100_000; i++) deep = `[${deep}]`
+      const args = `{"x":${deep}}`
+      const direct = yield* Invocation.run(echo, args)
+      assert.strictEqual(direct.error, "echo: invalid input: the value is nested deeper than 128 levels")
+      const call = (id: string) => ({ id, name: "echo", arguments: args })
+      const run = yield* Agent.run(Agent.make({ tools: [echo] }), "go").pipe(
+        Effect.provide(LanguageModel.layerScripted([{ toolCalls: [call("1"), call("2")] }, { text: "done" }]))
+      )
+      assert.deepStrictEqual(run.toolCalls.map((c) => c.result.failure?._tag), ["InvalidInput", "InvalidInput"])
+      assert.strictEqual(run.output, "done")
+      // Shallow enough: still taken, and reused.
+      const shallow = yield* Invocation.run(echo, { x: [[[1]]] })
+      assert.deepStrictEqual([shallow.value, runs], [1, 1])
     }))
 })
 

@@ -532,10 +532,13 @@ const decodeArgs = (
   config: Config
 ): { readonly value: unknown } | string => {
   let value: unknown
+  // The JSON text's length: a text of n characters nests at most n / 2 levels deep.
+  let length = 0
   // JSON text (perhaps parsed already): only enumerable string keys, sized by its text.
   const fromText = typeof args === "string" || args instanceof ParsedArguments
   if (fromText) {
     const text = typeof args === "string" ? args : args.text
+    length = text.length
     // A character is at least one UTF-8 byte and at most three (surrogate pairs: four per two).
     if (text.length > config.maxPayloadBytes ||
       (text.length * 3 > config.maxPayloadBytes && Buffer.byteLength(text, "utf8") > config.maxPayloadBytes)) {
@@ -558,6 +561,7 @@ const decodeArgs = (
     if (text !== undefined && Buffer.byteLength(text, "utf8") > config.maxPayloadBytes) {
       return `the arguments exceed ${config.maxPayloadBytes} bytes`
     }
+    length = text?.length ?? 0
     const refused = Json.refusedKeyIn(args)
     if (refused !== undefined) return refused
     value = args
@@ -565,6 +569,12 @@ const decodeArgs = (
   // Arguments are a JSON object (design: What the model sees; the parameters' type is object), whatever the input Schema says.
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     return `(root): Expected an object, actual ${Array.isArray(value) ? "an array" : JSON.stringify(value)}`
+  }
+  // Nothing past here walks a value deeper than the limit (a Schema of `unknown` would take it; keying it,
+  // hooks and journals would exhaust the stack): refused whatever the input Schema says.
+  if (length > 2 * config.maxDepth) {
+    const deep = tooDeep(value, config)
+    if (deep !== undefined) return deep
   }
   if (compiled.emptyInput) {
     const keys = Object.keys(value)
