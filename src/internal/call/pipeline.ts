@@ -418,23 +418,27 @@ const admit = (
 const reuseOrGate = (calling: CallingFiber, call: Call): Started => {
   const { options, span, tool } = call
   const reuse = tool.idempotent ? options?.reuse : undefined
-  const inputKey = Reuse.inputKey(tool, call.input)
-  const key = Reuse.sameCall(tool.name, inputKey)
+  // Keyed when something reads the key: reuse, or a gate's approval (a gate's other calls need none).
+  let inputKey: string | undefined
+  const inputKeyOf = () => inputKey ??= Reuse.inputKey(tool, call.input)
   const reused = (): Started | undefined => {
-    const known = reuse?.get(key)
+    const known = reuse?.get(Reuse.sameCall(tool.name, inputKeyOf()))
     if (known === undefined) return undefined
     reuse!.markReused(call.toolCallId)
     span?.attribute("agent_tools.cached", true)
     return known
   }
-  const keep = (started: Started): Started => reuse === undefined ? started : reuse.keep(key, started)
+  const keep = (started: Started): Started =>
+    reuse === undefined ? started : reuse.keep(Reuse.sameCall(tool.name, inputKeyOf()), started)
   const gate = options?.gate
   if (gate === undefined) return reused() ?? keep(withHooks(calling, call, call.deliveredAt, options?.approved === true))
   return gate({
     tool,
     toolCallId: call.toolCallId,
     input: call.input,
-    inputKey,
+    get inputKey() {
+      return inputKeyOf()
+    },
     reused,
     keep,
     run: (overrides) =>
