@@ -34,7 +34,8 @@ export const layerConfig = (config: Partial<Pipeline.Config>): Layer.Layer<Pipel
 /**
  * Runs one call of `tool` with `args` (JSON text or an already-parsed value). Never fails and never
  * dies: every problem is a failed `ToolResult`. Interrupting it interrupts the handler.
- * With tracing on, the call is a span `execute_tool <name>`, parent of the handler's spans.
+ * With tracing on and a tracer installed, the call is a span `execute_tool <name>`, parent of the
+ * handler's spans; with no tracer installed no span is made (nobody would read it).
  */
 export const run = <R>(
   tool: Tool.Tool<string, any, any, any, R, any>,

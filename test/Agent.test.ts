@@ -493,6 +493,34 @@ describe("Agent: spans (design: Observability)", () => {
       { text: "2" }
     ])))
   })
+
+  it.effect("with no tracer installed no span is made (nobody would read it); a tracer installed gets them all", () => {
+    const seen: Array<string> = []
+    const probe = Tool.make("probe", { description: "Reports the span it runs in.", input: {}, timeout: "1 second" }, () =>
+      Effect.map(Effect.option(Effect.currentSpan), (span) => {
+        seen.push(Option.match(span, { onNone: () => "none", onSome: (s) => s.name }))
+        return "ok"
+      }))
+    const agent = Agent.make({ name: "probe", tools: [probe] })
+    const script = LanguageModel.layerScripted([{ toolCalls: [call("a", "probe", {})] }, { text: "done" }], { repeat: true })
+    const names: Array<string> = []
+    const tracer = Tracer.make({
+      span: (name, parent, context, links, startTime, kind) => {
+        names.push(name)
+        return new RecordedSpan(name, parent, context, links, startTime, kind, `span-${names.length}`)
+      },
+      context: (f) => f()
+    })
+    return Effect.gen(function*() {
+      yield* Agent.run(agent, "go")
+      yield* Invocation.run(probe, {})
+      assert.deepStrictEqual(seen, ["none", "none"])
+      yield* Agent.run(agent, "go").pipe(Effect.withTracer(tracer))
+      yield* Invocation.run(probe, {}).pipe(Effect.withTracer(tracer))
+      assert.deepStrictEqual(seen.slice(2), ["execute_tool probe", "execute_tool probe"])
+      assert.deepStrictEqual(names, ["invoke_agent probe", "chat", "execute_tool probe", "chat", "execute_tool probe"])
+    }).pipe(Effect.provide(script))
+  })
 })
 
 describe("Model.layer", () => {

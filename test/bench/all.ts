@@ -9,6 +9,7 @@ import { type Row, writeTable } from "./report.js"
 const root = fileURLToPath(new URL("../..", import.meta.url))
 const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["invocation.ts", "--variant=untraced"],
+  ["invocation.ts", "--variant=no-tracer"],
   ["invocation.ts", "--variant=parent-span"],
   ["invocation.ts", "--variant=root-span"],
   ["invocation.ts", "--variant=gen"],
@@ -18,6 +19,7 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["worker.ts"],
   ["loop.ts", "--tracing=off"],
   ["loop.ts", "--tracing=on"],
+  ["loop.ts", "--tracing=no-tracer"],
   ["serve.ts"],
   ["mcp.ts"],
   ["claims.ts"],

@@ -9,7 +9,7 @@ import { Effect, Schema } from "effect"
 import * as Invocation from "../../src/Invocation.js"
 import * as Tool from "../../src/Tool.js"
 import { report } from "./report.js"
-import { add } from "./tools.js"
+import { add, listeningTracer } from "./tools.js"
 
 
 // The same tool with a handler that is a program rather than a ready value: it runs in a fiber.
@@ -85,8 +85,22 @@ const variants = {
     run: Effect.withTracerEnabled(invocation(add), false),
     target: "ratio <= 10"
   },
-  "parent-span": { measure: "... spans on, inside a parent span", run: Effect.withSpan(invocation(add), "bench"), target: undefined },
-  "root-span": { measure: "... spans on, each call a root span", run: invocation(add), target: undefined },
+  "no-tracer": {
+    measure: "... tracing on, no tracer installed (no span is made)",
+    run: invocation(add),
+    target: undefined,
+    base: { label: "tracing disabled", run: Effect.withTracerEnabled(invocation(add), false) }
+  },
+  "parent-span": {
+    measure: "... spans on (a tracer installed), inside a parent span",
+    run: Effect.withTracer(Effect.withSpan(invocation(add), "bench"), listeningTracer),
+    target: undefined
+  },
+  "root-span": {
+    measure: "... spans on (a tracer installed), each call a root span",
+    run: Effect.withTracer(invocation(add), listeningTracer),
+    target: undefined
+  },
   gen: { measure: "... Effect.gen handler (own fiber), tracing disabled", run: Effect.withTracerEnabled(invocation(addGen), false), target: undefined },
   async: {
     measure: "... async body (a promise, no fiber of its own), tracing disabled",

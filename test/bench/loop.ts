@@ -2,12 +2,13 @@
  * Microseconds per agent run: two model turns (three concurrent trivial tool calls, then a final
  * text), runs one after another, the scripted model layer provided once for all runs. Beside it, a
  * hand-written minimal loop doing the same work in this process, and the ratio. Once with tracing
- * disabled, once with the spans on. Run with `npm run bench`.
+ * disabled, once with the spans on (a tracer installed), once with tracing on and no tracer installed
+ * (beside tracing disabled). Run with `npm run bench`.
  */
 import { Effect } from "effect"
 import { Agent, LanguageModel, Tool } from "../../src/index.js"
 import { report } from "./report.js"
-import { add } from "./tools.js"
+import { add, listeningTracer } from "./tools.js"
 
 
 const calls: ReadonlyArray<LanguageModel.ToolCall> = [
@@ -79,31 +80,55 @@ const timeAgent = (n: number) =>
 
 const median = (xs: Array<number>): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
-const measure = (tracing: boolean) =>
+const handBaseline = { label: "hand-written loop", run: Effect.sync(timeHand) }
+const untraced = Effect.withTracerEnabled(Effect.suspend(() => timeAgent(runs)), false)
+
+// `--tracing=off`: tracing disabled; `on`: a tracer installed, every span made; `no-tracer`: tracing
+// on with no tracer installed (no span is made), beside tracing disabled in the same run.
+const modes = {
+  off: { measure: "tracing disabled", run: untraced, base: handBaseline, target: "<= 50 us/run, ratio <= 15" },
+  on: {
+    measure: "spans on (a tracer installed)",
+    run: Effect.withTracer(Effect.suspend(() => timeAgent(runs)), listeningTracer),
+    base: handBaseline,
+    target: "<= 100 us/run"
+  },
+  "no-tracer": {
+    measure: "tracing on, no tracer installed",
+    run: Effect.suspend(() => timeAgent(runs)),
+    base: { label: "tracing disabled", run: untraced },
+    target: "ratio <= 1.2"
+  }
+} as const
+
+const measure = (mode: (typeof modes)[keyof typeof modes]) =>
   Effect.gen(function*() {
     for (let i = 0; i < warmup; i++) handLoop()
-    yield* timeAgent(warmup)
-    const hand: Array<number> = []
-    const loop: Array<number> = []
+    yield* Effect.withTracerEnabled(timeAgent(warmup), false)
+    yield* Effect.withTracer(timeAgent(warmup), listeningTracer)
+    const base: Array<number> = []
+    const measured: Array<number> = []
     for (let round = 0; round < rounds; round++) {
-      hand.push(timeHand())
-      loop.push(yield* timeAgent(runs))
+      base.push(yield* mode.base.run)
+      measured.push(yield* mode.run)
     }
-    const h = median(hand)
-    const l = median(loop)
+    const b = median(base)
+    const m = median(measured)
     report({
       bench: "agent loop",
-      measure: `Agent.run, 2 turns x 3 concurrent calls, ${tracing ? "spans on" : "tracing disabled"}`,
-      value: `${l.toFixed(1)} us/run`,
-      baseline: `${h.toFixed(2)} us/run (hand-written loop)`,
-      ratio: (l / h).toFixed(1),
-      target: tracing ? "<= 100 us/run" : "<= 50 us/run, ratio <= 15"
+      measure: `Agent.run, 2 turns x 3 concurrent calls, ${mode.measure}`,
+      value: `${m.toFixed(1)} us/run`,
+      baseline: `${b.toFixed(2)} us/run (${mode.base.label})`,
+      ratio: (m / b).toFixed(2),
+      target: mode.target
     })
-  }).pipe(Effect.withTracerEnabled(tracing))
+  })
 
-// One mode per process (`--tracing=on|off`), so that one cannot warm or slow the other.
-const tracing = process.argv.includes("--tracing=on")
+// One mode per process (`--tracing=off|on|no-tracer`), so that one cannot warm or slow the other.
+const chosen = process.argv.find((a) => a.startsWith("--tracing="))?.slice("--tracing=".length) ?? "off"
+const mode = modes[chosen as keyof typeof modes]
+if (mode === undefined) throw new Error(`unknown mode ${chosen}; one of ${Object.keys(modes).join(", ")}`)
 
-const main = measure(tracing).pipe(Effect.provide(model))
+const main = measure(mode).pipe(Effect.provide(model))
 
 Effect.runPromise(main)

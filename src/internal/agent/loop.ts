@@ -2,7 +2,7 @@
  * The agent loop's outer part (design: The loop): a run's services read in one step, its toolkit checked once per
  * agent, its span, and the loop over model turns that the other parts (`modelTurn`, `turn`) serve.
  */
-import { Context, Effect, Either, FiberRef, Option } from "effect"
+import { Context, Effect, Either, Option } from "effect"
 import * as Builtins from "../../Builtins.js"
 import { Ids } from "../../Ids.js"
 import * as Journal from "../../Journal.js"
@@ -13,6 +13,7 @@ import { type TurnHook, TurnHooks } from "../hooks/turn.js"
 import { ask } from "./modelTurn.js"
 import { open } from "./open.js"
 import { Run } from "./run.js"
+import { listening } from "../util/tracing.js"
 import { execute, toMessage } from "./turn.js"
 import {
   type Agent,
@@ -25,10 +26,10 @@ import {
   UnknownRun
 } from "./types.js"
 
-/** The run's span, `invoke_agent <name>`, when tracing is on; nothing at all when it is off. */
+/** The run's span, `invoke_agent <name>`, when a tracer listens; nothing at all when none does. */
 export const traced = <A, E, R>(agent: Agent<any>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.withFiberRuntime((fiber) =>
-    fiber.getFiberRef(FiberRef.currentTracerEnabled)
+    listening(fiber)
       ? Effect.withSpan(effect, `invoke_agent ${agent.name}`, {
         attributes: { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name },
         // A stack trace per span costs more than the rest of the span: the names say where.
@@ -116,7 +117,7 @@ const runServices = Effect.withFiberRuntime<{
     ids: Context.get(context, Ids),
     model: Context.get(context, LanguageModel.LanguageModel),
     policy: Context.get(context, Timing),
-    tracing: fiber.getFiberRef(FiberRef.currentTracerEnabled),
+    tracing: listening(fiber),
     turnHooks: Context.get(context, TurnHooks)
   })
 })

@@ -38,6 +38,7 @@ import * as Json from "../util/json.js"
 import * as Reuse from "./reuse.js"
 import { awaitStarted, type Started } from "./reuse.js"
 import { stepper } from "../util/schedule.js"
+import { listening } from "../util/tracing.js"
 import { type RunState, runToolHooks, ToolHooks } from "../hooks/tool.js"
 import { Timing } from "../../Timing.js"
 import * as Tool from "../../Tool.js"
@@ -173,7 +174,7 @@ export class CallingFiber {
     this.context = fiber.currentContext
     this.clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
     this.config = Context.get(this.context, InvocationConfig)
-    this.tracing = fiber.getFiberRef(FiberRef.currentTracerEnabled)
+    this.tracing = listening(fiber)
   }
 }
 
