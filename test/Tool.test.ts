@@ -123,3 +123,121 @@ describe("Tool.make", () => {
     assert.strictEqual((Tool.outputJsonSchema(tool) as { $id?: string }).$id, "/schemas/unknown")
   })
 })
+
+describe("Tool.jsonSchema: a field with a default (issue 27)", () => {
+  const properties = (tool: Tool.Any) => (Tool.jsonSchema(tool).parameters as Json).properties as Json
+
+  it("shows the default of an optionalWith field, and leaves the field out of required", () => {
+    const tool = Tool.make("lookup", {
+      description: "Look up.",
+      input: {
+        order_id: Schema.String,
+        include_history: Schema.optionalWith(Schema.Boolean, { default: () => false })
+      },
+      timeout: "1 second"
+    }, () => Effect.void)
+    const parameters = Tool.jsonSchema(tool).parameters as Json
+    assert.deepStrictEqual(parameters.required, ["order_id"])
+    assert.deepStrictEqual(parameters.properties.include_history, { type: "boolean", default: false })
+    assert.deepStrictEqual(parameters.properties.order_id, { type: "string" })
+  })
+
+  it("shows defaults at every depth: a nested struct, a struct in an array, a union member", () => {
+    const tool = Tool.make("nested", {
+      description: "Nested.",
+      input: {
+        filter: Schema.Struct({
+          page: Schema.Struct({ size: Schema.optionalWith(Schema.Number, { default: () => 20 }) }),
+          status: Schema.optionalWith(Schema.Literal("open", "closed"), { default: () => "open" as const })
+        }),
+        lines: Schema.Array(
+          Schema.Struct({ sku: Schema.String, quantity: Schema.optionalWith(Schema.Int, { default: () => 1 }) })
+        ),
+        target: Schema.Union(
+          Schema.Struct({ email: Schema.optionalWith(Schema.Boolean, { default: () => true }) }),
+          Schema.String
+        )
+      },
+      timeout: "1 second"
+    }, () => Effect.void)
+    const { filter, lines, target } = properties(tool)
+    assert.deepStrictEqual(filter.properties.page.properties.size, { type: "number", default: 20 })
+    assert.deepStrictEqual(filter.properties.page.required, [])
+    assert.deepStrictEqual(filter.properties.status, { type: "string", enum: ["open", "closed"], default: "open" })
+    assert.strictEqual(lines.items.properties.quantity.default, 1)
+    assert.deepStrictEqual(lines.items.required, ["sku"])
+    assert.deepStrictEqual(target.anyOf[0].properties.email, { type: "boolean", default: true })
+  })
+
+  it("shows the encoded value of a default: a Date as its ISO text, a number from a string as text, an array", () => {
+    const tool = Tool.make("encoded", {
+      description: "Encoded.",
+      input: {
+        since: Schema.optionalWith(Schema.Date, { default: () => new Date(Date.UTC(2026, 0, 2)) }),
+        limit: Schema.optionalWith(Schema.NumberFromString, { default: () => 50 }),
+        tags: Schema.optionalWith(Schema.Array(Schema.String), { default: () => ["new", "paid"] }),
+        renamed: Schema.optionalWith(Schema.String, { default: () => "x" }).pipe(Schema.fromKey("wire_name")),
+        decoding: Schema.optional(Schema.Number).pipe(Schema.withDecodingDefault(() => 3))
+      },
+      timeout: "1 second"
+    }, () => Effect.void)
+    const { decoding, limit, since, tags, wire_name } = properties(tool)
+    assert.strictEqual(since.default, "2026-01-02T00:00:00.000Z")
+    assert.strictEqual(limit.default, "50")
+    assert.deepStrictEqual(tags.default, ["new", "paid"])
+    assert.strictEqual(wire_name.default, "x")
+    assert.strictEqual(decoding.default, 3)
+  })
+
+  it("keeps a default the user annotated (on the type or on the field) instead of the decoding default", () => {
+    // Only the encoded side shows this one: its Type side is a Date.
+    const Day = Schema.transform(Schema.String, Schema.DateFromSelf, {
+      strict: true,
+      decode: (text) => new Date(text),
+      encode: (date) => date.toISOString().slice(0, 10)
+    })
+    const tool = Tool.make("annotated", {
+      description: "Annotated.",
+      input: {
+        day: Schema.optionalWith(Day.annotations({ default: new Date(Date.UTC(2026, 0, 2)) }), {
+          default: () => new Date(0)
+        }),
+        otherDay: Schema.optionalWith(Day, { default: () => new Date(0) }),
+        onType: Schema.optionalWith(Schema.Number.annotations({ default: 7 }), { default: () => 1 }),
+        onField: Schema.optionalWith(Schema.Number, { default: () => 1 }).annotations({ default: 9 }),
+        viaJsonSchema: Schema.optionalWith(Schema.Number.annotations({ jsonSchema: { default: 5 } }), {
+          default: () => 1
+        }),
+        plain: Schema.optionalWith(Schema.Number, { default: () => 1 })
+      },
+      timeout: "1 second"
+    }, () => Effect.void)
+    const { day, onField, onType, otherDay, plain, viaJsonSchema } = properties(tool)
+    assert.deepStrictEqual([day.default, otherDay.default], ["2026-01-02", "1970-01-01"])
+    assert.deepStrictEqual([onType.default, onField.default, viaJsonSchema.default, plain.default], [7, 9, 5, 1])
+  })
+
+  it("leaves out a default that is not JSON or that throws, and still makes the tool", () => {
+    const tool = Tool.make("odd", {
+      description: "Odd defaults.",
+      input: {
+        nan: Schema.optionalWith(Schema.Number, { default: () => NaN }),
+        map: Schema.optionalWith(Schema.Unknown, { default: () => new Map([["a", 1]]) }),
+        throws: Schema.optionalWith(Schema.String, {
+          default: () => {
+            throw new Error("no default today")
+          }
+        }),
+        maybe: Schema.optionalWith(Schema.String, { as: "Option" }),
+        fine: Schema.optionalWith(Schema.String, { default: () => "ok" })
+      },
+      timeout: "1 second"
+    }, () => Effect.void)
+    assert.isTrue(Either.isRight(tool.schemas))
+    const { fine, map, maybe, nan, throws } = properties(tool)
+    const shown = [nan, map, throws, maybe].map((property) => "default" in property)
+    assert.deepStrictEqual(shown, [false, false, false, false])
+    assert.deepStrictEqual(nan, { type: "number" })
+    assert.strictEqual(fine.default, "ok")
+  })
+})
