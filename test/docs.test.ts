@@ -207,6 +207,9 @@ describe("docs: the examples run", () => {
       // The parameters a model sees: strict objects, the optional field left out of `required`.
       const { parameters } = Tool.jsonSchema(ToolsExample.lookupOrder)
       assert.deepInclude(parameters as object, { type: "object", required: ["order_id"], additionalProperties: false })
+      // docs/tools.md shows them, the default included, as they are.
+      const shown = /```json\n([\s\S]*?)```/.exec(read("docs/tools.md"))?.[1]
+      assert.deepStrictEqual(JSON.parse(shown ?? "null"), parameters)
     }).pipe(Effect.provide(Shop.layer)))
 
   it.effect("handler shapes: a plain function's value, through the whole pipeline", () =>
