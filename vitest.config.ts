@@ -10,6 +10,7 @@ const slow = [
   "test/platform/Shutdown.test.ts",
   "test/main.test.ts",
   "test/WorkerPool.test.ts",
+  "test/WorkerTools.test.ts",
   "test/McpStdioProcess.test.ts",
   "test/demo/worker.test.ts",
   "test/Package.test.ts",

@@ -2,7 +2,8 @@
 /**
  * `npm run build`: the library as ESM with its `.d.ts` files (tsc, `tsconfig.build.json`, into
  * `dist/lib`), and the CLI bundled by esbuild into `dist/cli`: `agent-tools.mjs` (the package's
- * `bin`, what an MCP client spawns), the demo's worker-thread module and the chunks the commands
+ * `bin`, what an MCP client spawns), the demo's worker-thread module, the entry of the workers of
+ * tools made with `worker` (`toolWorker.mjs`) and the chunks the commands
  * import when they run, all in that one folder. `--cli` builds the bundle alone.
  */
 import { execFileSync } from "node:child_process"
@@ -22,6 +23,15 @@ const workerModule = {
   name: "worker-module",
   /** @param {esbuild.PluginBuild} build */
   setup(build) {
+    // The pools of tools made with `worker` point at their entry beside them; in the bundle it is `toolWorker.mjs`.
+    build.onLoad({ filter: /[\\/]src[\\/]internal[\\/]worker[\\/]pools\.ts$/ }, (args) => {
+      const source = readFileSync(args.path, "utf8")
+      const from = "import.meta.url.endsWith(\".ts\") ? \"./toolWorker.ts\" : \"./toolWorker.js\""
+      if (source.split(from).length !== 2) {
+        throw new Error(`${args.path} no longer names its worker entry as ${from} once: update scripts/build.mjs`)
+      }
+      return { contents: source.replace(from, "\"./toolWorker.mjs\""), loader: "ts" }
+    })
     build.onLoad({ filter: /[\\/]src[\\/]demo[\\/]Backend\.ts$/ }, (args) => {
       const source = readFileSync(args.path, "utf8")
       const from = "\"./reports.worker.ts\""
@@ -36,7 +46,11 @@ const workerModule = {
 rmSync(new URL("../dist/cli", import.meta.url), { recursive: true, force: true })
 await esbuild.build({
   absWorkingDir: root,
-  entryPoints: { "agent-tools": "src/main.ts", "reports.worker": "src/demo/reports.worker.ts" },
+  entryPoints: {
+    "agent-tools": "src/main.ts",
+    "reports.worker": "src/demo/reports.worker.ts",
+    "toolWorker": "src/internal/worker/toolWorker.ts"
+  },
   outdir: "dist/cli",
   outExtension: { ".js": ".mjs" },
   // Beside the entries: the chunk that starts the worker pool finds `./reports.worker.mjs`.

@@ -41,6 +41,7 @@ import * as ToolContext from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
 import { Sampling, SamplingError } from "./Sampling.js"
 import { UserPrompt, UserPromptError } from "./UserPrompt.js"
+import { prepareWorkers } from "./internal/worker/prepare.js"
 
 /** Remote MCP servers' tools as ours: `Mcp.toolkit` (design: Remote MCP tools). */
 export * from "./McpClient.js"
@@ -402,6 +403,8 @@ export const serveStdio = <R>(
 ): Effect.Effect<void, McpStdioError, Exclude<R, ToolContext.ToolContext>> =>
   Effect.scoped(Effect.gen(function*() {
     const runtime = yield* Effect.runtime<Exclude<R, ToolContext.ToolContext>>()
+    // Tools on worker threads: their workers are up before the first request is read.
+    yield* prepareWorkers(toolkit.tools)
     const stdin = options?.stdin ?? process.stdin
     const stdout = options?.stdout ?? process.stdout
     const served = makeServer(toolkit, listOf(toolkit), runtime, new AjvJsonSchemaValidator(), true, options)
@@ -752,6 +755,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
   const route = HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
       const runtime = yield* Effect.runtime<Exclude<R, ToolContext.ToolContext>>()
+      yield* prepareWorkers(toolkit.tools)
       const ids = yield* Ids
       const validator = new AjvJsonSchemaValidator()
       const face: HttpFace = {

@@ -54,6 +54,7 @@ import {
 import * as Timing from "./Timing.js"
 import type { ToolContext } from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
+import { prepareWorkers } from "./internal/worker/prepare.js"
 
 /** Why serving failed. */
 export type ServeError =
@@ -714,6 +715,8 @@ export const make = <R>(
     const caller: Caller = { agentId, processId: yield* Ids.make("process") }
 
     yield* warnIfMemoryOnly(agentId, toolkit, byDefault)
+    // Tools on worker threads: their workers are up before the platform can deliver a call.
+    yield* prepareWorkers(toolkit.tools)
     const report = yield* shutdownReport(agentId)
     const sent = yield* deregisterOnClose(client, caller)
     const registration = yield* makeRegistration(client, caller, toolkit, sent)

@@ -56,6 +56,11 @@ export interface Tool<Name extends string, Input, Output, E = never, R = never, 
   readonly needsApproval: boolean
   readonly errorTransform: ErrorTransform | undefined
   /**
+   * The module that defines (and exports) this tool, when its body runs on a worker thread
+   * (`worker: import.meta.url`): the workers load it and find the tool there by its name.
+   */
+  readonly worker: URL | undefined
+  /**
    * The handler, callable directly in a unit test: no `ToolContext` is provided then (design: Call context); one that
    * reads its second argument is given `ToolContext.makeCall()`.
    */
@@ -113,6 +118,15 @@ export interface Options<I, O, E = unknown> {
   readonly needsApproval?: boolean | undefined
   /** Replaces the text of handler failures and defects; fails closed to `tool <name> failed`. */
   readonly errorTransform?: ErrorTransform | undefined
+  /**
+   * Runs the body on a worker thread, off the event loop: `worker: import.meta.url`, the module
+   * that defines the tool, which must export it (design: Worker threads). The workers load that
+   * module and find the tool by its name, so the module must do nothing at load but define (no
+   * server started, no program run). The body gets its input and a `Call` without `signal` use
+   * (the worker is stopped at the deadline) and returns a value or a promise; input and output
+   * cross threads by structured clone.
+   */
+  readonly worker?: string | URL | undefined
 }
 
 /**
@@ -178,9 +192,20 @@ export function make(
     idempotent: options.idempotent ?? false,
     needsApproval: options.needsApproval ?? false,
     errorTransform: options.errorTransform,
+    worker: workerModule(options.worker),
     // The pipeline always passes the call; a direct call in a test may leave it out (design: Handler shapes).
     handler: handler as Any["handler"],
     schemas: computeSchemas(input, output)
+  }
+}
+
+// A string that is not a URL is kept as an invalid one: `Toolkit.make` reports it (`workerProblem`).
+const workerModule = (module: string | URL | undefined): URL | undefined => {
+  if (module === undefined || module instanceof URL) return module
+  try {
+    return new URL(module)
+  } catch {
+    return new URL(`invalid:${encodeURIComponent(String(module))}`)
   }
 }
 

@@ -40,6 +40,7 @@ export class Violation extends Schema.Class<Violation>("agent-tools/Violation")(
     "permanent-tags",
     "retryable-function",
     "handler-function",
+    "worker-module",
     "input-json",
     "output-json",
     "input-object"
@@ -157,6 +158,14 @@ export const validate = (tools: ReadonlyArray<Tool.Any>): Array<Violation> => {
     const handlerProblem = Tool.handlerProblem(tool)
     if (handlerProblem !== undefined) {
       violations.push(new Violation({ tool: tool.name, rule: "handler-function", message: handlerProblem }))
+    }
+    if (tool.worker !== undefined && tool.worker.protocol !== "file:") {
+      violations.push(new Violation({
+        tool: tool.name,
+        rule: "worker-module",
+        message: `${label}: worker must be the URL of the module that exports the tool (worker: import.meta.url), ` +
+          `got ${shown(tool.worker.protocol === "invalid:" ? decodeURIComponent(tool.worker.pathname) : tool.worker.href)}`
+      }))
     }
     if (Either.isLeft(tool.schemas)) {
       for (const problem of tool.schemas.left) {

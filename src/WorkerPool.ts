@@ -1,159 +1,56 @@
 /**
- * CPU-bound tool bodies on a pool of worker threads (design: Handler shapes), so the event loop is never
- * blocked. Closures cannot cross threads: a module the workers load declares the functions
- * (`WorkerPool.serve({ digest })`), and a tool's handler asks the pool to run one by name
- * (`(input) => pool.run("digest", input)`), an Effect like any other body, through the same pipeline.
+ * CPU-bound work on worker threads (design: Worker threads), so the event loop is never blocked.
+ * A tool's own body moves off the loop with one line, `Tool.make(..., { worker: import.meta.url })`:
+ * its pool (`ToolWorkers`) is started before the first call (`layerTools`, or by the face that runs
+ * the tools). For other work, a module the workers load declares functions (`WorkerPool.serve({
+ * digest })`) and a handler asks a pool to run one by name (`(input) => pool.run("digest", input)`).
  * At the deadline or on interruption the job's worker is terminated (a synchronous function cannot
  * yield) and the pool starts another; a worker that crashes is the call's failure, and is replaced.
  */
-import * as Worker from "@effect/platform/Worker"
-import * as WorkerRunner from "@effect/platform/WorkerRunner"
-import * as NodeWorker from "@effect/platform-node/NodeWorker"
-import * as NodeWorkerRunner from "@effect/platform-node/NodeWorkerRunner"
-import { Effect, Exit, Layer, Pool, Schema, type Scope } from "effect"
-import { createRequire } from "node:module"
-import { existsSync } from "node:fs"
-import { fileURLToPath, pathToFileURL } from "node:url"
-import * as WorkerThreads from "node:worker_threads"
+import { Effect, Layer } from "effect"
+import type * as Tool from "./Tool.js"
+import type { JobError, ModuleNotFound, WorkerCrashed } from "./internal/worker/pool.js"
+import { makeToolWorkers } from "./internal/worker/pools.js"
+import { ToolWorkers } from "./internal/worker/service.js"
 
-/** On the wire: a job's function threw (or the module has none of that name); its name and message. */
-export class JobFailed extends Schema.TaggedError<JobFailed>("agent-tools/WorkerPool/JobFailed")("JobFailed", {
-  name: Schema.String,
-  message: Schema.String
-}) {}
+export {
+  JobError,
+  JobFailed,
+  make,
+  ModuleNotFound,
+  type Options,
+  RunJob,
+  serve,
+  serveJobs,
+  WorkerCrashed,
+  type WorkerPool
+} from "./internal/worker/pool.js"
+export { processWorkers } from "./internal/worker/pools.js"
+export { ToolWorkers } from "./internal/worker/service.js"
+export type { ToolWorkersService } from "./internal/worker/types.js"
 
-/**
- * What a failed job is to the caller: `_tag` is the thrown error's name, so the model reads
- * `RangeError: ...` (design: Error text) and `permanent` matches it, as for a body run in the process.
- */
-export class JobError extends Error {
-  constructor(readonly _tag: string, message: string) {
-    super(message)
-    this.name = _tag
-  }
-}
-
-/** The worker running a job exited (crashed, or killed by something else) before answering. */
-export class WorkerCrashed extends Schema.TaggedError<WorkerCrashed>("agent-tools/WorkerPool/WorkerCrashed")(
-  "WorkerCrashed",
-  { message: Schema.String }
-) {}
-
-/** `make` was given a module that is not there: no worker could ever start. */
-export class ModuleNotFound extends Schema.TaggedError<ModuleNotFound>("agent-tools/WorkerPool/ModuleNotFound")(
-  "ModuleNotFound",
-  { message: Schema.String }
-) {}
-
-/** One job: the name of a function of the worker module and its (structured-cloneable) input. */
-export class RunJob extends Schema.TaggedRequest<RunJob>()("RunJob", {
-  failure: JobFailed,
-  success: Schema.Unknown,
-  payload: { fn: Schema.String, input: Schema.Unknown }
-}) {}
-
-/** A pool of worker threads that run the functions of one module. */
-export interface WorkerPool {
-  /**
-   * Runs `fn` of the worker module on `input` in a free worker; waits for one when all are busy.
-   * `A` is taken on trust: the tool's output Schema checks the value (invalid output).
-   */
-  readonly run: <A = unknown>(fn: string, input: unknown) => Effect.Effect<A, JobError | WorkerCrashed>
-  /** Workers started so far (the first `size`, plus one per replaced worker). */
-  readonly spawned: () => number
-}
-
-/** Options of `make`. */
-export interface Options {
-  /** The module the workers load: it calls `WorkerPool.serve` with its functions. */
-  readonly module: URL
-  /** How many workers, each running one job at a time. Default 2. */
+/** Options of `layerTools`. */
+export interface ToolWorkersOptions {
+  /** Workers per module. Default: the CPUs less one, at least two (a replaced worker does not stop every call). */
   readonly size?: number | undefined
 }
 
 /**
- * Starts the pool's workers in the scope; closing it stops them. A `.ts` module is loaded through
- * `tsx` (as the rest of this project runs).
+ * Starts the worker threads of `tools` (those made with `worker: import.meta.url`; others are
+ * ignored) and waits until each has loaded its module; closing the layer stops them. Build it with
+ * the layer that runs the tools (`Serve.layer`, `Mcp`'s servers do so for their toolkit): no call
+ * pays for a worker's start, and a call's deadline is the body's time alone.
  */
-export const make = (options: Options): Effect.Effect<WorkerPool, ModuleNotFound, Scope.Scope> =>
-  Effect.gen(function*() {
-    // Effect's worker manager re-spawns a worker that fails to start, for ever: refuse a missing module here.
-    if (options.module.protocol === "file:" && !existsSync(fileURLToPath(options.module))) {
-      return yield* new ModuleNotFound({ message: `the worker module ${options.module.href} does not exist` })
-    }
-    const threads = new Map<number, WorkerThreads.Worker>()
-    let spawned = 0
-    const spawnLayer = NodeWorker.layer((id) => {
-      spawned++
-      const thread = options.module.pathname.endsWith(".ts")
-        ? new WorkerThreads.Worker(tsBootstrap(options.module), { eval: true })
-        : new WorkerThreads.Worker(options.module)
-      threads.set(id, thread)
-      thread.once("exit", () => threads.delete(id))
-      return thread
+export const layerTools = (
+  tools: Iterable<Tool.Any>,
+  options?: ToolWorkersOptions
+): Layer.Layer<ToolWorkers, ModuleNotFound | JobError | WorkerCrashed> =>
+  Layer.scoped(
+    ToolWorkers,
+    Effect.gen(function*() {
+      const workers = makeToolWorkers(yield* Effect.scope, options?.size, false)
+      yield* workers.prepare(tools)
+      return workers
     })
-    // One manager for the pool: it numbers the workers, the key of `threads`.
-    const manager = yield* Layer.build(spawnLayer)
-    const pool = yield* Pool.make({
-      acquire: Worker.makeSerialized<RunJob>({}).pipe(Effect.provide(manager)),
-      size: options.size ?? 2
-    })
-    const run = <A>(fn: string, input: unknown): Effect.Effect<A, JobError | WorkerCrashed> =>
-      Effect.scoped(Effect.gen(function*() {
-        const worker = yield* Effect.mapError(
-          pool.get,
-          (error) => new WorkerCrashed({ message: `no worker could be started for ${fn}: ${error.message}` })
-        )
-        const exit = yield* worker.executeEffect(new RunJob({ fn, input })).pipe(
-          // Interrupted (the deadline, the caller): a busy thread cannot be asked to stop; end it.
-          Effect.onInterrupt(() => stop(worker)),
-          Effect.exit
-        )
-        if (Exit.isSuccess(exit)) return exit.value as A
-        const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
-        if (failure instanceof JobFailed) return yield* Effect.fail(new JobError(failure.name, failure.message))
-        // The thread died under the job, or the message could not cross: it is replaced.
-        yield* stop(worker)
-        const reason = failure !== undefined && "cause" in failure ? String(failure.cause) : "no answer"
-        return yield* new WorkerCrashed({ message: `the worker running ${fn} stopped: ${reason}` })
-      }))
-    // Ends the thread at once and has the pool start another in its place.
-    const stop = (worker: Worker.SerializedWorker<RunJob>) =>
-      Effect.gen(function*() {
-        const thread = threads.get(worker.id)
-        threads.delete(worker.id)
-        if (thread !== undefined) yield* Effect.promise(() => thread.terminate())
-        yield* Pool.invalidate(pool, worker)
-      })
-    return { run, spawned: () => spawned }
-  })
+  )
 
-// `--import tsx` is not honoured in a worker's execArgv on Node 20: register tsx's loader, then load.
-const tsBootstrap = (module: URL): string => {
-  // The ESM build of tsx's API, beside the CommonJS one `require.resolve` finds.
-  const api = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api").replace(/\.cjs$/, ".mjs")).href
-  return `import(${JSON.stringify(api)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(module.href)}) })`
-}
-
-/**
- * In the worker module: serves `functions` to the pool, each `(input) => output` (sync or async).
- * A throw is the job's failure, its name and message kept for the error text.
- */
-export const serve = (functions: Readonly<Record<string, (input: any) => unknown>>): void => {
-  const runner = WorkerRunner.layerSerialized(RunJob, {
-    RunJob: ({ fn, input }) =>
-      Effect.tryPromise({
-        try: async () => {
-          const f = functions[fn]
-          if (f === undefined) throw new Error(`the worker module has no function ${fn}`)
-          return await f(input)
-        },
-        catch: (error) =>
-          new JobFailed({
-            name: error instanceof Error ? error.name : "Error",
-            message: error instanceof Error ? error.message : String(error)
-          })
-      })
-  })
-  Effect.runFork(WorkerRunner.launch(Layer.provide(runner, NodeWorkerRunner.layer)))
-}

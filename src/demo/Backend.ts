@@ -129,7 +129,8 @@ export const layerReports: Layer.Layer<Reports> = Layer.scoped(
     let started: WorkerPool.WorkerPool | undefined
     return Reports.of({
       run: (fn, input) => Effect.flatMap(pool, (ready) => (started = ready).run(fn, input)),
-      spawned: () => started?.spawned() ?? 0
+      spawned: () => started?.spawned() ?? 0,
+      ready: Effect.flatMap(pool, (started) => started.ready)
     })
   })
 )

@@ -14,6 +14,7 @@ import { ask } from "./modelTurn.js"
 import { open } from "./open.js"
 import { Run } from "./run.js"
 import { listening } from "../util/tracing.js"
+import { prepareWorkers } from "../worker/prepare.js"
 import { execute, toMessage } from "./turn.js"
 import {
   type Agent,
@@ -62,6 +63,8 @@ export const loop = (
   Effect.gen(function*() {
     const { journal, ...services } = yield* runServices
     const toolkit = yield* toolkitOf(agent)
+    // Tools on worker threads: their workers start before the first call, not in its time.
+    yield* prepareWorkers(toolkit.tools)
     // Without a journal a run is new, and opening it costs nothing more than its id.
     const opened = journal !== undefined
       ? yield* open(agent, start, journal)

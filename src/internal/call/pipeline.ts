@@ -26,6 +26,7 @@ import {
   FiberId,
   FiberRef,
   FiberRefs,
+  LogLevel,
   Option,
   ParseResult,
   Runtime,
@@ -39,6 +40,8 @@ import * as Reuse from "./reuse.js"
 import { awaitStarted, type Started } from "./reuse.js"
 import { stepper } from "../util/schedule.js"
 import { listening } from "../util/tracing.js"
+import * as Logs from "./logs.js"
+import { ToolWorkers } from "../worker/service.js"
 import { type RunState, runToolHooks, ToolHooks } from "../hooks/tool.js"
 import { Timing } from "../../Timing.js"
 import * as Tool from "../../Tool.js"
@@ -65,6 +68,17 @@ export interface Config {
   readonly maxErrorLength: number
   /** `ToolContext.isExpiring` turns true when this little time is left. Default 1 second. */
   readonly expiringThreshold: Duration.DurationInput
+  /**
+   * The level of the log line of a handler's raw failure (a throw, a rejection, a defect), written
+   * where the handler ran, with its stack; `"None"`: no line. Default `"Error"`. A typed failure
+   * (`Effect.fail`) is the tool's answer and is not logged.
+   */
+  readonly failureLogLevel?: LogLevel.Literal | undefined
+  /**
+   * A synchronous body on the event loop that holds it longer than this logs a warning naming the
+   * tool and the line that moves it to a worker thread. Default 100 ms.
+   */
+  readonly blockingThreshold?: Duration.DurationInput | undefined
 }
 
 /** The defaults of `Config`. */
@@ -72,7 +86,9 @@ export const defaultConfig: Config = {
   maxPayloadBytes: 1024 * 1024,
   maxDepth: 128,
   maxErrorLength: 2048,
-  expiringThreshold: "1 second"
+  expiringThreshold: "1 second",
+  failureLogLevel: "Error",
+  blockingThreshold: "100 millis"
 }
 
 /** The limits in force: a `Context.Reference`, so a bare `Invocation.run` gets `defaultConfig`. */
@@ -603,16 +619,27 @@ const decodeArgs = (
 const tooDeep = (value: unknown, config: Config): string | undefined =>
   Json.deeperThan(value, config.maxDepth) ? `the value is nested deeper than ${config.maxDepth} levels` : undefined
 
-const limitsCache = new WeakMap<Config, Json.Limits>()
-/** The output limits of `config`, made once per config. */
-const outputLimits = (config: Config): Json.Limits => {
-  let limits = limitsCache.get(config)
-  if (limits === undefined) {
-    limits = { maxDepth: config.maxDepth ?? defaultConfig.maxDepth, maxBytes: config.maxPayloadBytes }
-    limitsCache.set(config, limits)
-  }
-  return limits
+/** What the pipeline reads of a config on every call, worked out once per config. */
+interface Derived {
+  readonly limits: Json.Limits
+  readonly blockingMillis: number
+  readonly failureLogLevel: LogLevel.Literal
 }
+const derivedCache = new WeakMap<Config, Derived>()
+const derived = (config: Config): Derived => {
+  let out = derivedCache.get(config)
+  if (out === undefined) {
+    out = {
+      limits: { maxDepth: config.maxDepth ?? defaultConfig.maxDepth, maxBytes: config.maxPayloadBytes },
+      blockingMillis: Duration.toMillis(Duration.decode(config.blockingThreshold ?? defaultConfig.blockingThreshold!)),
+      failureLogLevel: config.failureLogLevel ?? defaultConfig.failureLogLevel!
+    }
+    derivedCache.set(config, out)
+  }
+  return out
+}
+/** The output limits of `config`. */
+const outputLimits = (config: Config): Json.Limits => derived(config).limits
 
 /**
  * `result` as the platform may accept it from a serving process for a call of `toolName`: a value
@@ -700,17 +727,40 @@ const runAttempt = (
   info: ToolCallInfo,
   span: Tracer.Span | undefined
 ): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
+  // Real time, whatever the clock: how long the body's synchronous part held the event loop.
+  const started = Date.now()
+  const outcome = attempt(calling, tool, input, info, span)
+  const held = Date.now() - started
+  if (held > derived(calling.config).blockingMillis && tool.worker === undefined) Logs.blockedLoop(calling, tool, info, held)
+  // Logged once timed (a line's writing is not the body's time); a body's synchronous end is never a worker's.
+  return Exit.isExit(outcome) ? logged(calling, tool, info, false, outcome) : outcome
+}
+
+/** `runAttempt`'s run of the body by its shape; a raw failure that ends later is logged then (`logged`). */
+const attempt = (
+  calling: CallingFiber,
+  tool: Tool.Any,
+  input: unknown,
+  info: ToolCallInfo,
+  span: Tracer.Span | undefined
+): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
   const call = new CallContext(info, calling.clock, calling)
   let body: unknown
   try {
-    body = tool.handler(input, call)
+    // A body made to run on a worker thread (`worker: import.meta.url`) is an Effect here: its pool's job.
+    body = tool.worker === undefined ? tool.handler(input, call) : Context.get(calling.context, ToolWorkers).run(tool, input, info)
   } catch (defect) {
     // Toolkit.make refuses a handler that is not a function; a tool run without one says the same.
     const problem = Tool.handlerProblem(tool)
     return problem === undefined ? Exit.die(defect) : Exit.fail(new HandlerShapeError(problem))
   }
   if (Exit.isExit(body)) return body
-  if (!Effect.isEffect(body)) return isThenable(body) ? awaitPromise(calling, tool, body, call, info) : Exit.succeed(body)
+  if (!Effect.isEffect(body)) {
+    if (!isThenable(body)) return Exit.succeed(body)
+    return Effect.map(awaitPromise(calling, tool, body, call, info), (outcome) => logged(calling, tool, info, true, outcome))
+  }
+  // A worker's failure is a throw in the body there; an Effect's typed failure is the tool's answer.
+  const raw = tool.worker !== undefined
   // The R of the handler is in the caller's context: `Invocation.run` demands it of its caller.
   const effect = body as Effect.Effect<unknown, unknown, never>
   const context = Context.add(calling.context, ToolContext, info)
@@ -740,10 +790,24 @@ const runAttempt = (
   return Fiber.await(fiber).pipe(
     Effect.map((exit): Outcome => {
       cancel()
-      return timedOut && Exit.isInterrupted(exit) ? ReachedDeadline : exit
+      return timedOut && Exit.isInterrupted(exit) ? ReachedDeadline : logged(calling, tool, info, raw, exit)
     }),
     Effect.onInterrupt(() => Effect.zipRight(Effect.sync(cancel), Fiber.interrupt(fiber)))
   )
+}
+
+/**
+ * `outcome`, its raw failure logged where the handler ran (design: Logs): a defect always; a failure
+ * when `raw` (a rejection, a worker's throw), not an Effect's typed failure; never an interruption.
+ */
+const logged = <O extends Outcome>(calling: CallingFiber, tool: Tool.Any, info: ToolCallInfo, raw: boolean, outcome: O): O => {
+  if (outcome !== ReachedDeadline && Exit.isFailure(outcome as Exit.Exit<unknown, unknown>)) {
+    const cause = (outcome as Exit.Failure<unknown, unknown>).cause
+    if (raw ? !Cause.isInterruptedOnly(cause) : Cause.isDie(cause)) {
+      Logs.handlerFailed(calling, tool, info, cause, derived(calling.config).failureLogLevel)
+    }
+  }
+  return outcome
 }
 
 /** A handler that cannot be called: `Tool.handlerProblem`'s text as the call's failure. */
