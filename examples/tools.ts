@@ -19,8 +19,8 @@ export const lookupOrder = Tool.make("lookup_order", {
 }, ({ order_id }) => Orders.pipe(Effect.flatMap((orders) => orders.get(order_id))))
 
 Tool.jsonSchema(lookupOrder)   // { name, description, parameters }: what a model sees, computed once
-// The bare effect, for unit tests:
-export const bare = lookupOrder.handler({ order_id: "ord-1", include_history: false })
+// The body alone, for unit tests: no pipeline, no ToolContext (see Testing a tool)
+export const bare = Tool.test(lookupOrder, { order_id: "ord-1", include_history: false })
 // #endregion
 
 // #region refund

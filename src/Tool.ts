@@ -2,8 +2,8 @@
  * A tool: a name, a description the model reads, Schema-typed input and output, a timeout, and a
  * handler (design: Tools, What the model sees). A tool is plain data plus a function; `Invocation` runs it.
  */
-import { Duration, Either, JSONSchema, Option, ParseResult, Schema, SchemaAST as AST, type Effect } from "effect"
-import type { Call } from "./ToolContext.js"
+import { Duration, Effect, Either, JSONSchema, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
+import { type Call, makeCall, ToolContext } from "./ToolContext.js"
 
 /** Identifies a `Tool` value at run time. */
 export const TypeId: unique symbol = Symbol.for("agent-tools/Tool")
@@ -61,10 +61,11 @@ export interface Tool<Name extends string, Input, Output, E = never, R = never, 
    */
   readonly worker: URL | undefined
   /**
-   * The handler, callable directly in a unit test: no `ToolContext` is provided then (design: Call context); one that
-   * reads its second argument is given `ToolContext.makeCall()`.
+   * The body as given to `make`: `(input, call) => body`. The pipeline calls it; a unit test calls
+   * `Tool.test(tool, input)`, which gives it a `call` and tells by its type whether the body needs
+   * the `ToolContext` service (design: Call context).
    */
-  readonly handler: (input: Input, call?: Call) => Body
+  readonly handler: (input: Input, call: Call) => Body
   /** Phantom, never set: keeps `E` and `R` in the type whatever `Body` is (`Requirements` reads it). */
   readonly "~types"?: { readonly error: E; readonly requirements: R } | undefined
   /** The JSON Schemas, computed once when the tool is made, or why they could not be. */
@@ -193,7 +194,6 @@ export function make(
     needsApproval: options.needsApproval ?? false,
     errorTransform: options.errorTransform,
     worker: workerModule(options.worker),
-    // The pipeline always passes the call; a direct call in a test may leave it out (design: Handler shapes).
     handler: handler as Any["handler"],
     schemas: computeSchemas(input, output)
   }
@@ -225,6 +225,43 @@ export const handlerProblem = (tool: Any): string | undefined => {
 /** What `permanent` must be: an array of non-empty strings (`Toolkit.make` reports anything else). */
 export const isPermanentList = (u: unknown): u is ReadonlyArray<string> =>
   Array.isArray(u) && u.every((tag) => typeof tag === "string" && tag.length > 0)
+
+/**
+ * Runs `tool`'s body on `input` with no pipeline, platform or agent: for a unit test of its logic
+ * (design: Call context). The input is taken as it is (not decoded), the output not encoded; every
+ * body shape is an Effect here (a rejection is a failure, a throw a defect). The body gets `call` as
+ * its second argument, by default `ToolContext.makeCall()` (ids `"local"`, a deadline a minute away).
+ *
+ * Without `call`, the `ToolContext` service is absent, as outside any call: `ToolContext.current` is
+ * `None`, and a body that reads `ToolContext.ToolContext` without checking still needs it in its
+ * type, so running it does not compile. With `call`, that call is the service too.
+ */
+export function test<Input, Output, E, R, Body>(
+  tool: Tool<string, Input, Output, E, R, Body>,
+  input: NoInfer<Input>
+): Effect.Effect<Output, Body extends Effect.Effect<any, any, any> ? E : unknown, R>
+export function test<Input, Output, E, R, Body>(
+  tool: Tool<string, Input, Output, E, R, Body>,
+  input: NoInfer<Input>,
+  call: Call
+): Effect.Effect<Output, Body extends Effect.Effect<any, any, any> ? E : unknown, Exclude<R, ToolContext>>
+export function test(tool: Any, input: unknown, call?: Call): Effect.Effect<unknown, unknown, unknown> {
+  return Effect.suspend(() => {
+    const given = call ?? makeCall()
+    const body: unknown = tool.handler(input, given)
+    const effect: Effect.Effect<unknown, unknown, unknown> = Effect.isEffect(body)
+      ? body
+      : isPromiseLike(body)
+      ? Effect.async<unknown, unknown>((resume) => {
+        body.then((value) => resume(Effect.succeed(value)), (error) => resume(Effect.fail(error)))
+      })
+      : Effect.succeed(body)
+    return call === undefined ? effect : Effect.provideService(effect, ToolContext, given)
+  })
+}
+
+const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
+  typeof u === "object" && u !== null && typeof (u as { then?: unknown }).then === "function"
 
 /** True for values made by `Tool.make`. */
 export const isTool = (u: unknown): u is Any => typeof u === "object" && u !== null && TypeId in u

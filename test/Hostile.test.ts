@@ -18,6 +18,7 @@ import {
   Timing,
   Serve,
   type Tool,
+  type ToolContext,
   Toolkit,
   UserPrompt
 } from "../src/index.js"
@@ -47,7 +48,7 @@ const counted = () => {
   const runs = { count: 0 }
   const wrap = <T extends Tool.Any>(tool: T): T => ({
     ...tool,
-    handler: (input: unknown) => Effect.suspend(() => (runs.count++, tool.handler(input)))
+    handler: (input: unknown, call: ToolContext.Call) => Effect.suspend(() => (runs.count++, tool.handler(input, call)))
   })
   const tools = DemoTools.tools.map(wrap)
   return { runs, tools }

@@ -676,9 +676,11 @@ describe("Invocation.run: ToolContext (design: Call context)", () => {
   const whoAmI = Tool.make("who_am_i", { description: "Reports its context.", input: {}, timeout: "30 seconds" }, () =>
     Effect.map(ToolContext.current, Option.getOrNull))
 
-  it.effect("is None when the handler is called directly", () =>
+  it.effect("is None when the body runs directly (Tool.test), and the call given when one is", () =>
     Effect.gen(function*() {
-      assert.isNull(yield* whoAmI.handler({}))
+      assert.isNull(yield* Tool.test(whoAmI, {}))
+      const given = yield* Tool.test(whoAmI, {}, ToolContext.makeCall({ taskId: "task-1", toolCallId: "call-1", deadlineAt: 9_000 }))
+      assert.deepInclude(given, { taskId: "task-1", toolCallId: "call-1", attempt: 1, deadlineAt: 9_000 })
     }))
 
   it.effect("is Some with the ids, the attempt and the effective deadline inside Invocation.run", () =>

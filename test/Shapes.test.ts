@@ -195,7 +195,8 @@ describe("plain synchronous bodies (design: Handler shapes)", () => {
       })
       assert.strictEqual((yield* Invocation.run(double, { n: 21 })).value, 42)
       assert.strictEqual((yield* Invocation.run(double, { n: 101 })).error, "RangeError: 101 is over 100")
-      assert.strictEqual(double.handler({ n: 2 }), 4)
+      assert.strictEqual(yield* Tool.test(double, { n: 2 }), 4)
+      assert.match(String(yield* Effect.flip(Effect.sandbox(Tool.test(double, { n: 101 })))), /RangeError: 101 is over 100/)
     }))
 
   it.effect("a return that is not JSON is an invalid-output result", () =>

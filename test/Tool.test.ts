@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Schema } from "effect"
+import { Cause, Effect, Either, Exit, Schema } from "effect"
 import { readFileSync } from "node:fs"
-import { Tool } from "../src/index.js"
+import { Tool, ToolContext } from "../src/index.js"
+import * as Testing from "../examples/testing.js"
 import { samples } from "./fixtures/sampleTools.js"
 
 type Json = Record<string, any>
@@ -108,8 +109,8 @@ describe("Tool.jsonSchema", () => {
 })
 
 describe("Tool.make", () => {
-  it("keeps the handler directly callable", () =>
-    Effect.runPromise(samples[1].handler({ order_id: "ord-1", amount: 2 })).then((out) =>
+  it("runs the body directly for a unit test (Tool.test)", () =>
+    Effect.runPromise(Tool.test(samples[1], { order_id: "ord-1", amount: 2 })).then((out) =>
       assert.deepStrictEqual(out, { refund_id: "ref-ord-1" })
     ))
 
@@ -240,4 +241,29 @@ describe("Tool.jsonSchema: a field with a default (issue 27)", () => {
     assert.deepStrictEqual(nan, { type: "number" })
     assert.strictEqual(fine.default, "ok")
   })
+})
+
+describe("Tool.test: a tool's body without the platform (design: Call context)", () => {
+  it.effect("close_security_gate reads the context safely: closed outside a call, deferred with a context near its deadline", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(yield* Testing.closed, "closed")
+      assert.strictEqual(yield* Testing.deferred, "deferred")
+      assert.strictEqual(yield* Effect.promise(Testing.compiles), "closed")
+    }))
+
+  it.effect("an async body's rejection is a failure, a plain body's throw a defect; the call given is its second argument", () =>
+    Effect.gen(function*() {
+      const rejects = Tool.make("rejects", { description: "Rejects.", input: {}, timeout: "1 second" }, async () => {
+        throw new RangeError("no")
+      })
+      const throws = Tool.make("throws", { description: "Throws.", input: {}, timeout: "1 second" }, (): number => {
+        throw new TypeError("no")
+      })
+      const ids = Tool.make("ids", { description: "Ids.", input: {}, timeout: "1 second" }, (_, call) => `${call.taskId}/${call.toolCallId}`)
+      assert.instanceOf(yield* Effect.flip(Tool.test(rejects, {})), RangeError)
+      const exit = yield* Effect.exit(Tool.test(throws, {}))
+      assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
+      assert.strictEqual(yield* Tool.test(ids, {}), "local/local")
+      assert.strictEqual(yield* Tool.test(ids, {}, ToolContext.makeCall({ taskId: "t", toolCallId: "c" })), "t/c")
+    }))
 })

@@ -9,6 +9,7 @@ import { Effect, Schema } from "effect"
 import * as Invocation from "../../src/Invocation.js"
 import * as Tool from "../../src/Tool.js"
 import { report } from "./report.js"
+import { makeCall } from "../../src/ToolContext.js"
 import { add, listeningTracer } from "./tools.js"
 
 
@@ -34,6 +35,7 @@ const addAsync = Tool.make("add_async", {
 const addPlain = (input: { a: number; b: number }) => input.a + input.b
 
 const args = "{\"a\":1,\"b\":2}"
+const call = makeCall()
 const calls = 200_000
 const rounds = 5
 
@@ -68,7 +70,7 @@ const invocation = (tool: typeof add | typeof addGen | typeof addAsync) => Effec
 const direct = Effect.gen(function*() {
   let sink = 0
   const t0 = performance.now()
-  for (let i = 0; i < calls; i++) sink += yield* addGen.handler({ a: 1, b: 2 })
+  for (let i = 0; i < calls; i++) sink += yield* addGen.handler({ a: 1, b: 2 }, call)
   const micros = (performance.now() - t0) * 1000 / calls
   if (sink !== 3 * calls) throw new Error("the handler computed the wrong thing")
   return micros
