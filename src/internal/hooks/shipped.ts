@@ -2,7 +2,7 @@
 import { Duration, Effect, Option } from "effect"
 import { Denied, ToolResult } from "../../ToolResult.js"
 import { UserPrompt, type UserPromptError } from "../../UserPrompt.js"
-import type { ToolCall, ToolHook } from "./tool.js"
+import { approved, type ToolCall, type ToolHook } from "./tool.js"
 
 const denied = (call: ToolCall, reason: string): ToolResult =>
   ToolResult.failure(new Denied({ toolName: call.tool.name, reason }))
@@ -33,9 +33,9 @@ export const askApproval = (
   Effect.map(prompt.ask(`Allow ${toolName} ${JSON.stringify(input)}? [y/N]`), (answer) => /^\s*y(es)?\s*$/i.test(answer))
 
 /**
- * Tools made with `needsApproval: true` ask the `UserPrompt` service first; anything but a yes is
- * a `Denied` result the model sees, and so is the lack of anyone to ask. A call of a journaled
- * run was approved (or suspended) by the run itself (design: Durable runs) and is not asked again.
+ * Tools made with `needsApproval: true` ask the `UserPrompt` service first; a yes approves the call
+ * (`approved`), anything else is a `Denied` result the model sees, and so is the lack of anyone to
+ * ask. A call approved through a journaled run or the platform (design: Durable runs) is not asked again.
  */
 export const approval: ToolHook = (call, proceed) => {
   if (!call.tool.needsApproval || call.approved) return proceed
@@ -45,7 +45,7 @@ export const approval: ToolHook = (call, proceed) => {
     }
     return askApproval(prompt.value, call.tool.name, call.input).pipe(
       Effect.flatMap((yes) =>
-        yes ? proceed : Effect.succeed(denied(call, "the user did not approve this call; it did not run"))
+        yes ? approved(call, proceed) : Effect.succeed(denied(call, "the user did not approve this call; it did not run"))
       )
     )
   })
