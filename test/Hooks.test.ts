@@ -540,6 +540,24 @@ describe("Hooks: approvals fail closed (design: Hooks)", () => {
       assert.strictEqual(made, 1)
     }))
 
+  it.effect("a call a hook around Hooks.approval approved is not asked again; one it did not approve is", () =>
+    Effect.gen(function*() {
+      let made = 0
+      const refund = refundTool(() => Effect.sync(() => ++made))
+      const asked: Array<string> = []
+      const prompt = Layer.succeed(UserPrompt.UserPrompt, UserPrompt.UserPrompt.of({
+        ask: (question) => Effect.as(Effect.sync(() => asked.push(question)), "no")
+      }))
+      const small: Hooks.ToolHook = (call, proceed) =>
+        (call.input as { amount: number }).amount <= 10 ? Hooks.approved(call, proceed) : proceed
+      const hooks = Layer.merge(Hooks.layer({ tool: [small, Hooks.approval] }), prompt)
+      const results = yield* Effect.forEach([5, 50], (amount) =>
+        Effect.map(Invocation.run(refund, { amount }).pipe(Effect.provide(hooks)), outcome))
+      assert.deepStrictEqual(results, [{ value: 1 }, { error: "refund: the user did not approve this call; it did not run" }])
+      assert.deepStrictEqual(asked, ["Allow refund {\"amount\":50}? [y/N]"])
+      assert.strictEqual(made, 1)
+    }))
+
   it.effect("a journaled run's call approved with Agent.approve runs, with no hook installed", () =>
     Effect.gen(function*() {
       let made = 0

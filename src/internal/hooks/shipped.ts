@@ -2,7 +2,7 @@
 import { Duration, Effect, Option } from "effect"
 import { Denied, ToolResult } from "../../ToolResult.js"
 import { UserPrompt, type UserPromptError } from "../../UserPrompt.js"
-import { approved, type ToolCall, type ToolHook } from "./tool.js"
+import { approved, mayRun, type ToolCall, type ToolHook } from "./tool.js"
 
 const denied = (call: ToolCall, reason: string): ToolResult =>
   ToolResult.failure(new Denied({ toolName: call.tool.name, reason }))
@@ -35,10 +35,11 @@ export const askApproval = (
 /**
  * Tools made with `needsApproval: true` ask the `UserPrompt` service first; a yes approves the call
  * (`approved`), anything else is a `Denied` result the model sees, and so is the lack of anyone to
- * ask. A call approved through a journaled run or the platform (design: Durable runs) is not asked again.
+ * ask. A call approved already (through a journaled run or the platform, design: Durable runs; or by a
+ * hook around this one) is not asked again.
  */
 export const approval: ToolHook = (call, proceed) => {
-  if (!call.tool.needsApproval || call.approved) return proceed
+  if (mayRun(call)) return proceed
   return Effect.flatMap(Effect.serviceOption(UserPrompt), (prompt) => {
     if (Option.isNone(prompt)) {
       return Effect.succeed(denied(call, "needs approval, and no user is available to give it"))
