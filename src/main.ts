@@ -154,6 +154,9 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     const person = process.stdin.isTTY === true && !options.json
       ? yield* Effect.provide(UserPrompt.UserPrompt, UserPrompt.layerTerminal)
       : undefined
+    // No answer from the terminal is a no.
+    const ask = person === undefined ? undefined : (toolName: string, input: unknown) =>
+      Effect.orElseSucceed(Shipped.askApproval(person, toolName, input), () => false)
     const backend = yield* Layer.build(backendLayer)
     const withMcp = yield* fromOwnMcpServer(toolkit, "lookup_customer", backend)
     view.line(`${withMcp.taken} comes from an MCP server this demo started, at ${withMcp.url}; it runs through the pipeline like the others`)
@@ -169,29 +172,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
         Effect.gen(function*() {
           view.event(event)
           if (event._tag === "TaskCompleted") output = event.output
-          if (event._tag !== "TaskSuspended") return
-          // The same call asked twice in a turn (the refund) is one question to the person.
-          const answers = new Map<string, boolean>()
-          for (const pending of event.pending) {
-            if (person === undefined) {
-              view.approvedByDemo(pending.toolCallId, pending.toolName)
-              yield* client.approve(event.taskId, pending.toolCallId)
-              continue
-            }
-            const question = `${pending.toolName} ${JSON.stringify(pending.input)}`
-            let yes = answers.get(question)
-            if (yes === undefined) {
-              view.stopSpinner()
-              // No answer from the terminal is a no.
-              yes = yield* Effect.orElseSucceed(Shipped.askApproval(person, pending.toolName, pending.input), () => false)
-              answers.set(question, yes)
-              view.startSpinner()
-            }
-            view.decidedByPerson(pending.toolCallId, pending.toolName, yes)
-            yield* yes
-              ? client.approve(event.taskId, pending.toolCallId)
-              : client.deny(event.taskId, pending.toolCallId, { reason: "the person at the terminal said no" })
-          }
+          if (event._tag === "TaskSuspended") yield* decideDemo(event, client, view, ask)
         }))
       view.stopSpinner()
       const refunds = yield* Effect.flatMap(Effect.provide(Backend.Billing, backend), (billing) => billing.refunds)
@@ -209,6 +190,39 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     )
     view.line("deregistered from the platform; connection closed")
   }).pipe(Effect.scoped)
+
+/**
+ * Decides the calls a suspended demo task waits for: asked at the terminal (`ask`), the same call asked
+ * twice in a turn (the refund) one question; with no one to ask, the demo's code approves, and says so.
+ */
+const decideDemo = (
+  event: Extract<import("./protocol/Protocol.js").TaskEvent, { readonly _tag: "TaskSuspended" }>,
+  client: import("./PlatformClient.js").PlatformClient["Type"],
+  view: import("./demo/view.js").LiveView,
+  ask: ((toolName: string, input: unknown) => Effect.Effect<boolean>) | undefined
+) =>
+  Effect.gen(function*() {
+    const answers = new Map<string, boolean>()
+    for (const pending of event.pending) {
+      if (ask === undefined) {
+        view.approvedByDemo(pending.toolCallId, pending.toolName)
+        yield* client.approve(event.taskId, pending.toolCallId)
+        continue
+      }
+      const question = `${pending.toolName} ${JSON.stringify(pending.input)}`
+      let yes = answers.get(question)
+      if (yes === undefined) {
+        view.stopSpinner()
+        yes = yield* ask(pending.toolName, pending.input)
+        answers.set(question, yes)
+        view.startSpinner()
+      }
+      view.decidedByPerson(pending.toolCallId, pending.toolName, yes)
+      yield* yes
+        ? client.approve(event.taskId, pending.toolCallId)
+        : client.deny(event.taskId, pending.toolCallId, { reason: "the person at the terminal said no" })
+    }
+  })
 
 /**
  * The demo's toolkit with one tool (`name`) taken from an MCP server the demo starts itself, on
