@@ -108,7 +108,19 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     const [
       { Backend, backendLayer, toolkit },
       modelLayer,
-      [Demo, { LiveView }, Hooks, Idempotency, Invocation, Journal, PlatformClient, PlatformServer, Serve, UserPrompt, Shipped]
+      [
+        Demo,
+        { LiveView },
+        Hooks,
+        Idempotency,
+        Invocation,
+        Journal,
+        PlatformClient,
+        PlatformServer,
+        Serve,
+        UserPrompt,
+        Shipped
+      ]
     ] = yield* Effect.all([
       loadDemo,
       loadModel(model),
@@ -469,7 +481,9 @@ const run = Command.make("run", {
       interactive ? UserPrompt.layerTerminal : Layer.empty
     )
     const agent = Agent.make({ name: "demo", tools: DemoTools.all })
-    const result = yield* Agent.run(agent, prompt).pipe(Effect.provide(Layer.mergeAll(modelLayer, backendLayer, approval)))
+    const result = yield* Agent.run(agent, prompt).pipe(
+      Effect.provide(Layer.mergeAll(modelLayer, backendLayer, approval))
+    )
     for (const call of result.toolCalls) {
       yield* Console.log(
         `${call.result.success ? "✓" : "✗"} ${call.name} ${JSON.stringify(call.input)}${call.cached ? " (reused)" : ""}`

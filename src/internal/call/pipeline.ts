@@ -490,7 +490,8 @@ const withHooks = (calling: CallingFiber, call: Call, deadlineAt: number | undef
   const { input, tool } = call
   const context = infoAt(calling, call, now, deadlineAt)
   let handler: { readonly info: ToolCallInfo; readonly start: number } | undefined
-  const hookCall: ToolCall = { tool, input, context, attempts: () => progress.attempt, run: call.options?.run, approved }
+  const run = call.options?.run
+  const hookCall: ToolCall = { tool, input, context, attempts: () => progress.attempt, run, approved }
   return runToolHooks(
     hooks,
     hookCall,
