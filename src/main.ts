@@ -230,9 +230,7 @@ const decideDemo = (
         view.startSpinner()
       }
       view.decidedByPerson(pending.toolCallId, pending.toolName, yes)
-      yield* yes
-        ? client.approve(event.taskId, pending.toolCallId)
-        : client.deny(event.taskId, pending.toolCallId, { reason: "the person at the terminal said no" })
+      yield* yes ? client.approve(event.taskId, pending.toolCallId) : client.deny(event.taskId, pending.toolCallId)
     }
   })
 
