@@ -14,7 +14,7 @@ export const lookupOrder = Tool.make("lookup_order", {
   permanent: ["NotFound"],       // optional: _tags never retried (default: none)
   retryable: undefined,          // optional: (error) => may this failure be retried (default: every one)
   idempotent: false,             // optional: may an earlier outcome of the same input be reused
-  needsApproval: false,          // optional: with Hooks.approval installed, ask a person first
+  needsApproval: false,          // optional: runs only once approved (Hooks.approval, a journal), else refused
   errorTransform: undefined      // optional: (error) => the text the model reads instead
 }, ({ order_id }) => Orders.pipe(Effect.flatMap((orders) => orders.get(order_id))))
 

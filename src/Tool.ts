@@ -52,7 +52,7 @@ export interface Tool<Name extends string, Input, Output, E = never, R = never, 
    */
   readonly retryable: Retryable<unknown> | undefined
   readonly idempotent: boolean
-  /** Ask a person before each call (`Hooks.approval`). */
+  /** Each call runs only once approved (`Hooks.approval`, a journal, the platform); else refused (design: Hooks). */
   readonly needsApproval: boolean
   readonly errorTransform: ErrorTransform | undefined
   /**
@@ -115,7 +115,7 @@ export interface Options<I, O, E = unknown> {
   readonly retryable?: Retryable<NoInfer<E>> | undefined
   /** The same input may reuse an earlier outcome instead of running again (design: Per-run reuse, Delivery dedupe). Default false. */
   readonly idempotent?: boolean | undefined
-  /** With `Hooks.approval` installed, each call waits for a person's yes (design: Hooks). Default false. */
+  /** Each call runs only once approved (`Hooks.approval`, a journal, the platform); else refused. Default false. */
   readonly needsApproval?: boolean | undefined
   /** Replaces the text of handler failures and defects; fails closed to `tool <name> failed`. */
   readonly errorTransform?: ErrorTransform | undefined

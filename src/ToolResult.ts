@@ -77,7 +77,10 @@ export class HookFailed extends Data.TaggedClass("HookFailed")<{
   }
 }
 
-/** A hook refused the call (no approval, no one to approve, a spent budget: design: Hooks); it did not run. */
+/**
+ * A hook refused the call (no approval, no one to approve, a spent budget), or it needed an approval and none
+ * was given (design: Hooks); it did not run.
+ */
 export class Denied extends Data.TaggedClass("Denied")<{ readonly toolName: string; readonly reason: string }> {
   get text(): string {
     return `${this.toolName}: ${this.reason}`

@@ -108,7 +108,19 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     const [
       { Backend, backendLayer, toolkit },
       modelLayer,
-      [Demo, { LiveView }, Hooks, Idempotency, Invocation, Journal, PlatformClient, PlatformServer, Serve]
+      [
+        Demo,
+        { LiveView },
+        Hooks,
+        Idempotency,
+        Invocation,
+        Journal,
+        PlatformClient,
+        PlatformServer,
+        Serve,
+        UserPrompt,
+        Shipped
+      ]
     ] = yield* Effect.all([
       loadDemo,
       loadModel(model),
@@ -121,7 +133,9 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
         () => import("./Journal.js"),
         () => import("./PlatformClient.js"),
         () => import("./platform/Server.js"),
-        () => import("./Serve.js")
+        () => import("./Serve.js"),
+        () => import("./UserPrompt.js"),
+        () => import("./internal/hooks/shipped.js")
       )
     ], { concurrency: "unbounded" })
     const view = new LiveView({
@@ -146,8 +160,15 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     ))
     const observer = Layer.succeed(Invocation.InvocationObserver, { onRetry: (event) => view.retry(event) })
     // Hooks on the serving side: a log line per call, and approval for issue_refund: the platform's
-    // task waits for it (TaskSuspended), and this non-interactive demo gives it itself, and says so.
+    // task waits for it (TaskSuspended); a person at the terminal decides it, else (CI, a pipe, --json)
+    // the demo's code approves it, and says so.
     const hooks = Hooks.layer({ tool: [Hooks.logging, Hooks.approval] })
+    const person = process.stdin.isTTY === true && !options.json
+      ? yield* Effect.provide(UserPrompt.UserPrompt, UserPrompt.layerTerminal)
+      : undefined
+    // No answer from the terminal is a no.
+    const ask = person === undefined ? undefined : (toolName: string, input: unknown) =>
+      Effect.orElseSucceed(Shipped.askApproval(person, toolName, input), () => false)
     const backend = yield* Layer.build(backendLayer)
     const withMcp = yield* fromOwnMcpServer(toolkit, "lookup_customer", backend)
     view.line(`${withMcp.taken} comes from an MCP server this demo started, at ${withMcp.url}; it runs through the pipeline like the others`)
@@ -163,11 +184,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
         Effect.gen(function*() {
           view.event(event)
           if (event._tag === "TaskCompleted") output = event.output
-          if (event._tag !== "TaskSuspended") return
-          for (const pending of event.pending) {
-            view.approvedByDemo(pending.toolCallId, pending.toolName)
-            yield* client.approve(event.taskId, pending.toolCallId)
-          }
+          if (event._tag === "TaskSuspended") yield* decideDemo(event, client, view, ask)
         }))
       view.stopSpinner()
       const refunds = yield* Effect.flatMap(Effect.provide(Backend.Billing, backend), (billing) => billing.refunds)
@@ -185,6 +202,37 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     )
     view.line("deregistered from the platform; connection closed")
   }).pipe(Effect.scoped)
+
+/**
+ * Decides the calls a suspended demo task waits for: asked at the terminal (`ask`), the same call asked
+ * twice in a turn (the refund) one question; with no one to ask, the demo's code approves, and says so.
+ */
+const decideDemo = (
+  event: Extract<import("./protocol/Protocol.js").TaskEvent, { readonly _tag: "TaskSuspended" }>,
+  client: import("./PlatformClient.js").PlatformClient["Type"],
+  view: import("./demo/view.js").LiveView,
+  ask: ((toolName: string, input: unknown) => Effect.Effect<boolean>) | undefined
+) =>
+  Effect.gen(function*() {
+    const answers = new Map<string, boolean>()
+    for (const pending of event.pending) {
+      if (ask === undefined) {
+        view.approvedByDemo(pending.toolCallId, pending.toolName)
+        yield* client.approve(event.taskId, pending.toolCallId)
+        continue
+      }
+      const question = `${pending.toolName} ${JSON.stringify(pending.input)}`
+      let yes = answers.get(question)
+      if (yes === undefined) {
+        view.stopSpinner()
+        yes = yield* ask(pending.toolName, pending.input)
+        answers.set(question, yes)
+        view.startSpinner()
+      }
+      view.decidedByPerson(pending.toolCallId, pending.toolName, yes)
+      yield* yes ? client.approve(event.taskId, pending.toolCallId) : client.deny(event.taskId, pending.toolCallId)
+    }
+  })
 
 /**
  * The demo's toolkit with one tool (`name`) taken from an MCP server the demo starts itself, on
@@ -397,12 +445,15 @@ const mcp = Command.make("mcp", {
   port: Options.integer("port").pipe(Options.withDefault(8788), Options.withDescription("the HTTP port (with --http)"))
 }, ({ http, port }) =>
   Effect.gen(function*() {
-    const [[Mcp], { backendLayer, toolkit }] = yield* Effect.all([load(() => import("./Mcp.js")), loadDemo], {
-      concurrency: "unbounded"
-    })
-    if (!http) return yield* Mcp.serveStdio(toolkit).pipe(Effect.provide(backendLayer))
+    const [[Mcp, Hooks], { backendLayer, toolkit }] = yield* Effect.all([
+      load(() => import("./Mcp.js"), () => import("./Hooks.js")),
+      loadDemo
+    ], { concurrency: "unbounded" })
+    // A refund asks the client's user (elicitation); a client that cannot ask gets it refused.
+    const services = Layer.merge(backendLayer, Hooks.layer({ tool: [Hooks.approval] }))
+    if (!http) return yield* Mcp.serveStdio(toolkit).pipe(Effect.provide(services))
     yield* Effect.logInfo(`MCP over Streamable HTTP at http://127.0.0.1:${port}/mcp`)
-    return yield* Layer.launch(Mcp.layerHttp(toolkit, { port })).pipe(Effect.provide(backendLayer))
+    return yield* Layer.launch(Mcp.layerHttp(toolkit, { port })).pipe(Effect.provide(services))
   })).pipe(Command.withDescription("Serve the demo tools over MCP"))
 
 // ---------------------------------------------------------------------------------------------
@@ -414,14 +465,23 @@ const run = Command.make("run", {
 }, ({ model, prompt }) =>
   Effect.gen(function*() {
     const chosen = chooseModel(model)
-    const [[Agent], { DemoTools, backendLayer }, modelLayer] = yield* Effect.all([
-      load(() => import("./Agent.js")),
+    const [[Agent, Hooks, UserPrompt], { DemoTools, backendLayer }, modelLayer] = yield* Effect.all([
+      load(() => import("./Agent.js"), () => import("./Hooks.js"), () => import("./UserPrompt.js")),
       loadDemo,
       loadModel(chosen.model)
     ], { concurrency: "unbounded" })
     yield* Console.log(`model: ${chosen.model}${chosen.note === "" ? "" : ` (${chosen.note})`}`)
+    // A call that needs approval (issue_refund) asks on the terminal; with no terminal to ask, it is refused.
+    const interactive = process.stdin.isTTY === true
+    if (!interactive) yield* Console.log("stdin is not a terminal: no one can approve a refund here, so one is refused")
+    const approval = Layer.merge(
+      Hooks.layer({ tool: [Hooks.approval] }),
+      interactive ? UserPrompt.layerTerminal : Layer.empty
+    )
     const agent = Agent.make({ name: "demo", tools: DemoTools.all })
-    const result = yield* Agent.run(agent, prompt).pipe(Effect.provide(Layer.merge(modelLayer, backendLayer)))
+    const result = yield* Agent.run(agent, prompt).pipe(
+      Effect.provide(Layer.mergeAll(modelLayer, backendLayer, approval))
+    )
     for (const call of result.toolCalls) {
       yield* Console.log(
         `${call.result.success ? "✓" : "✗"} ${call.name} ${JSON.stringify(call.input)}${call.cached ? " (reused)" : ""}`

@@ -2,12 +2,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { collected } from "./support/collected.js"
 import { mcpClient, mcpServer, mcpSession } from "./support/mcpHttp.js"
+import { clientLayer } from "./support/platform.js"
 import { Clock, ConfigProvider, type Duration, Effect, Fiber, Layer, Logger, Schema, Stream, TestClock } from "effect"
 import {
   Agent,
   Hooks,
   Ids,
   Invocation,
+  Journal,
   LanguageModel,
   PlatformClient,
   PlatformServer,
@@ -449,4 +451,126 @@ describe("Hooks shipped with the runtime", () => {
       }
       assert.deepStrictEqual(seen, ["1:tool_calls", "2:stop"])
     }))
+})
+
+describe("Hooks: approvals fail closed (design: Hooks)", () => {
+  const refusal = "refund: needs approval, and nothing here gave it: install Hooks.approval (it asks the UserPrompt " +
+    "service), run the agent with a journal and decide with Agent.approve, or approve the call on a platform with a " +
+    "journal; it did not run"
+
+  /** The refund tool in a toolkit, counting the refunds its body made. */
+  const refunds = () =>
+    Effect.gen(function*() {
+      const made = { count: 0 }
+      const toolkit: Toolkit.Toolkit<never> = yield* Toolkit.make(refundTool(() => Effect.sync(() => ++made.count)))
+      return { made, toolkit }
+    })
+
+  /** The call submitted to the embedded platform over a real WebSocket (no journal), served by a process with `hooks`. */
+  const viaWebSocket = (toolkit: Toolkit.Toolkit<never>, hooks: Layer.Layer<never>, name: string, args: unknown) =>
+    Effect.gen(function*() {
+      const platform = yield* Layer.build(
+        PlatformServer.layerWebSocket({ port: 0 }).pipe(
+          Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
+          Layer.provide(LanguageModel.layerScripted(script(name, args)))
+        )
+      )
+      const url = yield* Effect.provide(PlatformServer.url, platform)
+      const events = yield* Effect.gen(function*() {
+        const served = yield* Serve.make(toolkit)
+        return yield* Stream.runCollect(served.submitTask("go"))
+      }).pipe(Effect.scoped, Effect.provide(Layer.merge(clientLayer({ url }, Layer.empty), hooks)))
+      const completed = [...events].find((e) => e._tag === "ToolCallCompleted")
+      assert.isDefined(completed)
+      assert.strictEqual([...events].at(-1)?._tag, "TaskCompleted", "the task goes on")
+      return outcome((completed as { result: ToolResult }).result)
+    }).pipe(Effect.scoped)
+
+  it.live("no journal, no hook, no prompt: refused on every face (agent run, served task over a WebSocket, MCP); the body never runs", () =>
+    Effect.gen(function*() {
+      const { made, toolkit } = yield* refunds()
+      const outcomes = yield* Effect.all([
+        viaAgent(toolkit, Layer.empty, "refund", { amount: 5 }),
+        viaWebSocket(toolkit, Layer.empty, "refund", { amount: 5 }),
+        viaMcp(toolkit, Layer.empty, "refund", { amount: 5 })
+      ])
+      assert.deepStrictEqual(outcomes, [{ error: refusal }, { error: refusal }, { error: refusal }])
+      assert.strictEqual(made.count, 0)
+    }))
+
+  it.live("hooks installed but none approves (a logging hook, a hook that only proceeds): refused, the body never runs", () =>
+    Effect.gen(function*() {
+      const { made, toolkit } = yield* refunds()
+      const kinds: Array<string | undefined> = []
+      const watch: Hooks.ToolHook = (_, proceed) => Effect.tap(proceed, (result) => Effect.sync(() => kinds.push(result.failure?._tag)))
+      const hooks = Layer.merge(
+        Hooks.layer({ tool: [watch, Hooks.logging, (_, proceed) => proceed] }),
+        Logger.replace(Logger.defaultLogger, Logger.none)
+      )
+      const outcomes = yield* throughAllPaths(toolkit, hooks, "refund", { amount: 5 })
+      assert.deepStrictEqual(outcomes, [{ error: refusal }, { error: refusal }, { error: refusal }])
+      assert.strictEqual(made.count, 0)
+      // The refusal is a result the hooks see, of the hooks' own kind.
+      assert.deepStrictEqual(kinds, ["Denied", "Denied", "Denied"])
+    }))
+
+  it.live("Hooks.approval with a yes from the UserPrompt: the call runs once on every face", () =>
+    Effect.gen(function*() {
+      const { made, toolkit } = yield* refunds()
+      const outcomes = yield* Effect.all([
+        viaAgent(toolkit, Layer.merge(Hooks.layer({ tool: [Hooks.approval] }), UserPrompt.layerTest(["yes"])), "refund", { amount: 5 }),
+        viaWebSocket(toolkit, Layer.merge(Hooks.layer({ tool: [Hooks.approval] }), UserPrompt.layerTest(["yes"])), "refund", { amount: 5 }),
+        viaMcp(toolkit, Layer.merge(Hooks.layer({ tool: [Hooks.approval] }), UserPrompt.layerTest(["yes"])), "refund", { amount: 5 })
+      ])
+      assert.deepStrictEqual(outcomes, [{ value: 1 }, { value: 2 }, { value: 3 }])
+      assert.strictEqual(made.count, 3)
+    }))
+
+  it.effect("a user's hook approves through Hooks.approved; a copy of the call, or an approval never run, approves nothing", () =>
+    Effect.gen(function*() {
+      let made = 0
+      const refund = refundTool(() => Effect.sync(() => ++made))
+      const call = (hook: Hooks.ToolHook) =>
+        Effect.map(Invocation.run(refund, { amount: 5 }).pipe(Effect.provide(Hooks.layer({ tool: [hook] }))), outcome)
+      const byPolicy: Hooks.ToolHook = (call, proceed) =>
+        (call.input as { amount: number }).amount <= 10 ? Hooks.approved(call, proceed) : proceed
+      assert.deepStrictEqual(yield* call(byPolicy), { value: 1 })
+      assert.deepStrictEqual(yield* call((call, proceed) => Hooks.approved({ ...call }, proceed)), { error: refusal })
+      assert.deepStrictEqual(yield* call((call, proceed) => (Hooks.approved(call, Effect.never), proceed)), { error: refusal })
+      assert.strictEqual(made, 1)
+    }))
+
+  it.effect("a call a hook around Hooks.approval approved is not asked again; one it did not approve is", () =>
+    Effect.gen(function*() {
+      let made = 0
+      const refund = refundTool(() => Effect.sync(() => ++made))
+      const asked: Array<string> = []
+      const prompt = Layer.succeed(UserPrompt.UserPrompt, UserPrompt.UserPrompt.of({
+        ask: (question) => Effect.as(Effect.sync(() => asked.push(question)), "no")
+      }))
+      const small: Hooks.ToolHook = (call, proceed) =>
+        (call.input as { amount: number }).amount <= 10 ? Hooks.approved(call, proceed) : proceed
+      const hooks = Layer.merge(Hooks.layer({ tool: [small, Hooks.approval] }), prompt)
+      const results = yield* Effect.forEach([5, 50], (amount) =>
+        Effect.map(Invocation.run(refund, { amount }).pipe(Effect.provide(hooks)), outcome))
+      assert.deepStrictEqual(results, [{ value: 1 }, { error: "refund: the user did not approve this call; it did not run" }])
+      assert.deepStrictEqual(asked, ["Allow refund {\"amount\":50}? [y/N]"])
+      assert.strictEqual(made, 1)
+    }))
+
+  it.effect("a journaled run's call approved with Agent.approve runs, with no hook installed", () =>
+    Effect.gen(function*() {
+      let made = 0
+      const agent = Agent.make({ tools: [refundTool(() => Effect.sync(() => ++made))] })
+      const suspended = yield* Effect.flip(Agent.run(agent, "refund"))
+      assert.strictEqual(suspended._tag, "RunSuspended")
+      assert.strictEqual(made, 0)
+      if (suspended._tag !== "RunSuspended") return
+      yield* Agent.approve(suspended.runId, "c1")
+      const result = yield* Agent.resume(agent, suspended.runId)
+      assert.deepStrictEqual([outcome(result.toolCalls[0]!.result), made], [{ value: 1 }, 1])
+    }).pipe(Effect.provide(Layer.merge(
+      LanguageModel.layerScripted(script("refund", { amount: 5 }), { perConversation: true }),
+      Journal.layerMemory
+    ))))
 })

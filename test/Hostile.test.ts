@@ -11,6 +11,7 @@ import * as DemoTools from "../src/demo/tools.js"
 import { record, scale } from "./support/figures.js"
 import { mcpClient } from "./support/mcpHttp.js"
 import {
+  Hooks,
   Invocation,
   LanguageModel,
   PlatformClient,
@@ -84,8 +85,14 @@ const hostile = fc.constantFrom(...tools).chain((tool) =>
   )
 )
 
-// Retries without the real backoff: valid refunds fail transiently or with NotFound and are retried.
-const backend = Layer.mergeAll(Backend.layer, UserPrompt.layerTest([]), Timing.layer({ toolRetry: Schedule.spaced("1 millis") }))
+// Retries without the real backoff: valid refunds fail transiently or with NotFound and are retried. A refund
+// needs approval: a person who says yes to each, so that a valid one runs its handler.
+const backend = Layer.mergeAll(
+  Backend.layer,
+  Hooks.layer({ tool: [Hooks.approval] }),
+  Layer.succeed(UserPrompt.UserPrompt, UserPrompt.UserPrompt.of({ ask: () => Effect.succeed("yes") })),
+  Timing.layer({ toolRetry: Schedule.spaced("1 millis") })
+)
 
 /** The counted twin of a demo tool. */
 const twin = (counted: ReadonlyArray<Tool.Any>, tool: Tool.Any): Tool.Any => counted.find((t) => t.name === tool.name)!

@@ -316,5 +316,10 @@ describe("Mcp over stdio, with the official client spawning tsx src/main.ts mcp"
       const missing = yield* Effect.promise(() => client.callTool({ name: "lookup_order", arguments: { order_id: "ord-0" } }))
       assert.isTrue(missing.isError)
       assert.deepStrictEqual(missing.content, [{ type: "text", text: "NotFound: no order with id=ord-0" }])
+      // The refund needs approval: this client cannot ask its user (no elicitation), so it is refused unrun.
+      const refund = yield* Effect.promise(() =>
+        client.callTool({ name: "issue_refund", arguments: { order_id: "ord-4821", amount: 59.9 } }))
+      assert.isTrue(refund.isError)
+      assert.deepStrictEqual(refund.content, [{ type: "text", text: "issue_refund: needs approval, and no user is available to give it" }])
     }).pipe(Effect.scoped), 30_000)
 })

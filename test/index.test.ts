@@ -15,8 +15,8 @@ describe("the public API", () => {
     assert.notInclude(Object.keys(Index.Idempotency), "RunCache")
   })
 
-  it("Hooks offers the hooks, their layer and the per-run state; the machinery that runs them stays inside", () => {
-    assert.sameMembers(Object.keys(Index.Hooks), ["approval", "callBudget", "layer", "logging", "RunState"])
+  it("Hooks offers the hooks, their layer, the per-run state and a hook's approval; the machinery that runs them stays inside", () => {
+    assert.sameMembers(Object.keys(Index.Hooks), ["approval", "approved", "callBudget", "layer", "logging", "RunState"])
   })
 
   it("no module exports a Caller value: the one Caller is PlatformClient's type", () => {

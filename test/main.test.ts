@@ -83,6 +83,18 @@ describe("main: the CLI", () => {
   }, 60_000)
 })
 
+describe("main: run", () => {
+  it("run asks before a refund; with no terminal to ask (stdin not a TTY) the refund is refused and not made", async () => {
+    const { code, stdout } = await main(["run", "Refund the duplicate charge on ord-4821"])
+    assert.strictEqual(code, 0)
+    assert.include(stdout, "stdin is not a terminal: no one can approve a refund here, so one is refused")
+    assert.include(stdout, "✓ lookup_order {\"order_id\":\"ord-4821\"}")
+    assert.include(stdout, "✗ issue_refund {\"order_id\":\"ord-4821\",\"amount\":59.9}")
+    assert.notInclude(stdout, "✓ issue_refund")
+    assert.include(stdout, "answer: I could not refund order ord-4821: issue_refund: needs approval, and no user is available to give it.")
+  }, 60_000)
+})
+
 describe("main: fatal errors and secrets (design: Hostile clients)", () => {
   const unset = { AGENT_ID: "", PLATFORM_TOKEN: "", PLATFORM_URL: "", PLATFORM_TOKENS: "", LOG_LEVEL: "" }
 

@@ -156,6 +156,12 @@ export class LiveView {
     this.line(`✔ ${toolName} (${toolCallId}) approved by the demo's code, not a person: this demo is not interactive`)
   }
 
+  /** A call the task waited for, decided by the person at the terminal. */
+  decidedByPerson(toolCallId: string, toolName: string, approved: boolean): void {
+    this.record("approval", { toolCallId, toolName, decision: approved ? "approved" : "denied", by: "person" })
+    this.line(`${approved ? "✔" : "✘"} ${toolName} (${toolCallId}) ${approved ? "approved" : "denied"} at the terminal`)
+  }
+
   /** A retry inside a served call. */
   retry(event: RetryEvent): void {
     this.summary.retries++

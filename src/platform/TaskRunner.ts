@@ -57,7 +57,8 @@ const passThrough = (error: unknown): string => error instanceof RemoteFailure ?
  * A tool whose handler is a delivery; the model sees the manifest's own JSON Schemas. In a journaled
  * task a tool that needs approval passes the loop's gate (design: Durable runs): the task suspends
  * until a person decides, and a call of it that runs here was approved, so it is delivered as such.
- * Without a journal nothing can suspend: the serving side asks (`Hooks.approval`), as for any call.
+ * Without a journal nothing can suspend: the serving side asks (`Hooks.approval`), as for any call, or,
+ * with no approving hook there, refuses it (approvals fail closed, design: Hooks).
  * The answer is the call's result as the serving process made it (`Verbatim`): the platform's hooks see
  * its failure's kind (a served `TimedOut` as `TimedOut`), and the pipeline neither relabels nor checks it again.
  */

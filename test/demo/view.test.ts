@@ -5,13 +5,15 @@ import * as Backend from "../../src/demo/Backend.js"
 import * as DemoTools from "../../src/demo/tools.js"
 import { LiveView } from "../../src/demo/view.js"
 import {
+  Hooks,
   Idempotency,
   LanguageModel,
   PlatformClient,
   PlatformServer,
   Serve,
   Timing,
-  Toolkit
+  Toolkit,
+  UserPrompt
 } from "../../src/index.js"
 
 const refund = (id: string, amount: number) => ({
@@ -46,6 +48,9 @@ const summaries = (script: ReadonlyArray<LanguageModel.ScriptedTurn>) =>
     Effect.provide(Layer.mergeAll(
       Backend.layer,
       Idempotency.layerMemory,
+      // The refunds need approval (the platform here has no journal): a person who says yes to each.
+      Hooks.layer({ tool: [Hooks.approval] }),
+      Layer.succeed(UserPrompt.UserPrompt, UserPrompt.UserPrompt.of({ ask: () => Effect.succeed("yes") })),
       PlatformClient.layerTest.pipe(
         Layer.provideMerge(
           PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) }).pipe(

@@ -42,7 +42,7 @@ import { stepper } from "../util/schedule.js"
 import { listening } from "../util/tracing.js"
 import * as Logs from "./logs.js"
 import { ToolWorkers } from "../worker/service.js"
-import { type RunState, runToolHooks, ToolHooks } from "../hooks/tool.js"
+import { mayRun, notApproved, type RunState, runToolHooks, type ToolCall, ToolHooks } from "../hooks/tool.js"
 import { Timing } from "../../Timing.js"
 import * as Tool from "../../Tool.js"
 import { CallContext, ToolContext, type ToolCallInfo } from "../../ToolContext.js"
@@ -127,7 +127,10 @@ export interface Options {
   readonly onStart?: (() => void) | undefined
   /** The run whose state hooks may keep (design: Hooks): `Agent` sets it per run, `Serve` per task, `Mcp` per session. */
   readonly run?: RunState | undefined
-  /** A person approved this call through the run's journal (design: Durable runs); `Agent` sets it. */
+  /**
+   * A person approved this call through the run's journal or the platform (design: Durable runs); `Agent` and
+   * `Serve` set it. Without it, a tool with `needsApproval` runs only if a hook approves (`Hooks.approved`).
+   */
   readonly approved?: boolean | undefined
   /**
    * The scope whose outcomes an idempotent tool's call reuses and adds to (design: Per-run reuse): the same
@@ -486,13 +489,16 @@ const infoAt = (calling: CallingFiber, call: Call, now: number, deadlineAt: numb
  * Stage 4, `withHooks`: the installed tool hooks (design: Hooks) around the run of the call; `proceed` may
  * run it again, or not at all. None installed: straight on, at the cost of one context lookup. The
  * handler's time starts when the handler does, not when the hooks do: a hook that waits (an approval
- * asking a person) takes nothing from the tool's timeout; only a delivered deadline bounds both.
+ * asking a person) takes nothing from the tool's timeout; only a delivered deadline bounds both. A call whose
+ * tool needs approval, not `approved` and not approved by a hook (`Hooks.approved`), is refused unrun (`Denied`).
  */
 const withHooks = (calling: CallingFiber, call: Call, deadlineAt: number | undefined, approved: boolean): Started => {
   const hooks = Context.get(calling.context, ToolHooks)
   const onStart = call.options?.onStart
   const now = calling.clock.unsafeCurrentTimeMillis()
   if (hooks.length === 0) {
+    // Approvals fail closed: with no hook, only the journal or the platform can have given one.
+    if (call.tool.needsApproval && !approved) return failed(notApproved(call.tool.name), calling.config)
     onStart?.()
     return runHandler(calling, call, infoAt(calling, call, now, deadlineAt), now, undefined)
   }
@@ -500,10 +506,14 @@ const withHooks = (calling: CallingFiber, call: Call, deadlineAt: number | undef
   const { input, tool } = call
   const context = infoAt(calling, call, now, deadlineAt)
   let handler: { readonly info: ToolCallInfo; readonly start: number } | undefined
+  const run = call.options?.run
+  const hookCall: ToolCall = { tool, input, context, attempts: () => progress.attempt, run, approved }
   return runToolHooks(
     hooks,
-    { tool, input, context, attempts: () => progress.attempt, run: call.options?.run, approved },
+    hookCall,
     Effect.suspend(() => {
+      // Innermost, after every hook: a call that needs approval runs only if one was given (`Hooks.approved`).
+      if (!mayRun(hookCall)) return Effect.succeed(failed(notApproved(tool.name), calling.config))
       const now = calling.clock.unsafeCurrentTimeMillis()
       // The hooks took until the delivered deadline: the handler would have no time at all.
       if (deadlineAt !== undefined && deadlineAt <= now) {

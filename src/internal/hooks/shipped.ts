@@ -2,7 +2,7 @@
 import { Duration, Effect, Option } from "effect"
 import { Denied, ToolResult } from "../../ToolResult.js"
 import { UserPrompt, type UserPromptError } from "../../UserPrompt.js"
-import type { ToolCall, ToolHook } from "./tool.js"
+import { approved, mayRun, type ToolCall, type ToolHook } from "./tool.js"
 
 const denied = (call: ToolCall, reason: string): ToolResult =>
   ToolResult.failure(new Denied({ toolName: call.tool.name, reason }))
@@ -33,19 +33,20 @@ export const askApproval = (
   Effect.map(prompt.ask(`Allow ${toolName} ${JSON.stringify(input)}? [y/N]`), (answer) => /^\s*y(es)?\s*$/i.test(answer))
 
 /**
- * Tools made with `needsApproval: true` ask the `UserPrompt` service first; anything but a yes is
- * a `Denied` result the model sees, and so is the lack of anyone to ask. A call of a journaled
- * run was approved (or suspended) by the run itself (design: Durable runs) and is not asked again.
+ * Tools made with `needsApproval: true` ask the `UserPrompt` service first; a yes approves the call
+ * (`approved`), anything else is a `Denied` result the model sees, and so is the lack of anyone to
+ * ask. A call approved already (through a journaled run or the platform, design: Durable runs; or by a
+ * hook around this one) is not asked again.
  */
 export const approval: ToolHook = (call, proceed) => {
-  if (!call.tool.needsApproval || call.approved) return proceed
+  if (mayRun(call)) return proceed
   return Effect.flatMap(Effect.serviceOption(UserPrompt), (prompt) => {
     if (Option.isNone(prompt)) {
       return Effect.succeed(denied(call, "needs approval, and no user is available to give it"))
     }
     return askApproval(prompt.value, call.tool.name, call.input).pipe(
       Effect.flatMap((yes) =>
-        yes ? proceed : Effect.succeed(denied(call, "the user did not approve this call; it did not run"))
+        yes ? approved(call, proceed) : Effect.succeed(denied(call, "the user did not approve this call; it did not run"))
       )
     )
   })

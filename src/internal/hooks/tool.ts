@@ -6,7 +6,7 @@
 import { Cause, Context, Effect } from "effect"
 import type * as Tool from "../../Tool.js"
 import type { ToolCallInfo } from "../../ToolContext.js"
-import { HookFailed, ToolResult } from "../../ToolResult.js"
+import { Denied, HookFailed, ToolResult } from "../../ToolResult.js"
 
 /**
  * What hooks keep for one run of calls, dropped with it: per-run budgets and counters. An agent run
@@ -42,9 +42,42 @@ export interface ToolCall {
    * for a call given none (a bare `Invocation.run`).
    */
   readonly run: RunState | undefined
-  /** A person approved this call already, through the run's journal (design: Durable runs): `Hooks.approval` does not ask again. */
+  /**
+   * A person approved this call already, through the run's journal or the platform (design: Durable runs):
+   * `Hooks.approval` does not ask again.
+   */
   readonly approved: boolean
 }
+
+/** The calls a hook approved (`approved`): the call objects the pipeline made, so a copy approves nothing. */
+const approvedByHook = new WeakSet<ToolCall>()
+
+/**
+ * `proceed` as a hook that gives the call its approval runs it (design: Hooks): a call of a tool with
+ * `needsApproval` runs only if it was approved through the journal or the platform, or a hook
+ * proceeded through this. Marks `call` (the one the hook was given) when the effect runs, not before.
+ */
+export const approved = (call: ToolCall, proceed: Effect.Effect<ToolResult>): Effect.Effect<ToolResult> =>
+  Effect.suspend(() => {
+    approvedByHook.add(call)
+    return proceed
+  })
+
+/** True when `call` may run as far as approval goes: its tool needs none, or it was given one. */
+export const mayRun = (call: ToolCall): boolean =>
+  !call.tool.needsApproval || call.approved || approvedByHook.has(call)
+
+/**
+ * The refusal of a call that needs approval and was given none (design: Hooks): approvals fail closed,
+ * and the text says how to give one.
+ */
+export const notApproved = (toolName: string): Denied =>
+  new Denied({
+    toolName,
+    reason: "needs approval, and nothing here gave it: install Hooks.approval (it asks the UserPrompt service), " +
+      "run the agent with a journal and decide with Agent.approve, or approve the call on a platform with a journal; " +
+      "it did not run"
+  })
 
 /**
  * Wraps a call: `proceed` runs it (handler, deadline, retries, output encoding) and may be run

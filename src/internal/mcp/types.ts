@@ -36,7 +36,7 @@ export interface RemoteToolOptions {
   readonly retryable?: Tool.Retryable<McpToolError | McpClientError> | undefined
   /** The same input may reuse an earlier outcome (design: Per-run reuse). Default false. */
   readonly idempotent?: boolean | undefined
-  /** With `Hooks.approval` installed, ask a person before each call. Default false. */
+  /** Each call runs only once approved (`Hooks.approval` asks a person); else it is refused. Default false. */
   readonly needsApproval?: boolean | undefined
   /** Replaces the text of failures; default: the server's own text for `isError` results. */
   readonly errorTransform?: Tool.ErrorTransform | undefined
