@@ -15,7 +15,8 @@ export const lookupOrder = Tool.make("lookup_order", {
   retryable: undefined,          // optional: (error) => may this failure be retried (default: every one)
   idempotent: false,             // optional: may an earlier outcome of the same input be reused
   needsApproval: false,          // optional: runs only once approved (Hooks.approval, a journal), else refused
-  errorTransform: undefined      // optional: (error) => the text the model reads instead
+  errorTransform: undefined,     // optional: (error) => the text the model reads instead
+  worker: undefined              // optional: import.meta.url runs the body on a worker thread
 }, ({ order_id }) => Orders.pipe(Effect.flatMap((orders) => orders.get(order_id))))
 
 Tool.jsonSchema(lookupOrder)   // { name, description, parameters }: what a model sees, computed once
