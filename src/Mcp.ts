@@ -41,6 +41,7 @@ import * as ToolContext from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
 import { Sampling, SamplingError } from "./Sampling.js"
 import { UserPrompt, UserPromptError } from "./UserPrompt.js"
+import * as Json from "./internal/util/json.js"
 import { prepareWorkers } from "./internal/worker/prepare.js"
 
 /** Remote MCP servers' tools as ours: `Mcp.toolkit` (design: Remote MCP tools). */
@@ -460,6 +461,11 @@ export interface HttpOptions extends Options {
   readonly path?: HttpLayerRouter.PathInput | undefined
   /** The largest request body, counted while it is read: one byte over, and the answer is 413. Default 4 MiB. */
   readonly maxBodyBytes?: number | undefined
+  /**
+   * A body nesting arrays and objects deeper than this is answered 400 from its text, before it is
+   * parsed (a value nested a million deep holds the event loop for a second while it is built). Default 512.
+   */
+  readonly maxBodyDepth?: number | undefined
   /** Open sessions at most: past it, `initialize` is answered 503 with a JSON-RPC error. Default 1,000. */
   readonly maxSessions?: number | undefined
   /** A session without a request (none in flight, no GET stream open) for this long is closed. Default 10 minutes. */
@@ -470,6 +476,7 @@ export interface HttpOptions extends Options {
 export const httpDefaults = {
   // The 1 MiB argument limit (Invocation) plus JSON-RPC framing, with room to spare; the SDK's own default.
   maxBodyBytes: 4 * 1024 * 1024,
+  maxBodyDepth: 512,
   maxSessions: 1_000,
   sessionIdleTimeout: Duration.minutes(10)
 } as const
@@ -594,7 +601,8 @@ const openedStream = (body: ReadableStream<Uint8Array>, onEnd: () => void): Read
 /** A POST's body, read once within `maxBodyBytes` and parsed, or the answer that refuses it (413, 400). */
 const readPost = (
   request: HttpServerRequest.HttpServerRequest,
-  maxBodyBytes: number
+  maxBodyBytes: number,
+  maxBodyDepth: number
 ): Effect.Effect<{ readonly parsedBody: unknown } | HttpServerResponse.HttpServerResponse> =>
   Effect.gen(function*() {
     const body = yield* Effect.either(readBody(request, maxBodyBytes))
@@ -605,6 +613,9 @@ const readPost = (
       })
     }
     const text = body._tag === "Right" && body.right._tag === "Read" ? body.right.text : undefined
+    if (text !== undefined && Json.textDeeperThan(text, maxBodyDepth)) {
+      return jsonRpcError(400, -32700, `Parse error: the body is nested deeper than ${maxBodyDepth} levels`)
+    }
     const parsed = text === undefined ? undefined : yield* Effect.option(Effect.try(() => JSON.parse(text) as unknown))
     if (parsed === undefined || parsed._tag === "None") return jsonRpcError(400, -32700, "Parse error: the body is not JSON")
     return { parsedBody: parsed.value }
@@ -614,6 +625,7 @@ const readPost = (
 interface HttpFace {
   readonly host: string
   readonly maxBodyBytes: number
+  readonly maxBodyDepth: number
   readonly maxSessions: number
   readonly idleMillis: number
   readonly clock: Clock.Clock
@@ -633,7 +645,7 @@ const handleHttp = (face: HttpFace, request: HttpServerRequest.HttpServerRequest
     // The body is read once, here, and handed to the transport parsed: the web Request has none.
     let parsedBody: unknown = undefined
     if (request.method === "POST") {
-      const read = yield* readPost(request, face.maxBodyBytes)
+      const read = yield* readPost(request, face.maxBodyBytes, face.maxBodyDepth)
       if (!("parsedBody" in read)) return read
       parsedBody = read.parsedBody
     }
@@ -761,6 +773,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
       const face: HttpFace = {
         host,
         maxBodyBytes: options.maxBodyBytes ?? httpDefaults.maxBodyBytes,
+        maxBodyDepth: options.maxBodyDepth ?? httpDefaults.maxBodyDepth,
         maxSessions: options.maxSessions ?? httpDefaults.maxSessions,
         idleMillis: Duration.toMillis(options.sessionIdleTimeout ?? httpDefaults.sessionIdleTimeout),
         clock: yield* Effect.clock,

@@ -83,6 +83,25 @@ const postHuge = (port: number, total: number, declare: boolean) =>
 const MiB = 1024 * 1024
 
 describe("Mcp over HTTP: the body limit", () => {
+  it.live("a body nested deeper than 512 levels is answered 400 from its text; the session goes on", () =>
+    Effect.gen(function*() {
+      const port = yield* mcpServer(toolkit)
+      const session = yield* openSession(port)
+      const deep = "[".repeat(1_000_000) + "]".repeat(1_000_000)
+      const refused = yield* Effect.promise(async () => {
+        const response = await fetch(`http://127.0.0.1:${port}/mcp`, {
+          method: "POST",
+          headers: { "content-type": "application/json", accept, ...session },
+          body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":${deep}}}}`
+        })
+        return { status: response.status, text: await response.text() }
+      })
+      assert.strictEqual(refused.status, 400)
+      assert.include(refused.text, "the body is nested deeper than 512 levels")
+      const answered = yield* ping(port, session)
+      assert.strictEqual(answered.status, 200, answered.text)
+    }).pipe(Effect.scoped), 60_000)
+
   it.live("a body over the limit is answered 413 while it is read, and the server does not hold it", () =>
     Effect.gen(function*() {
       const port = yield* mcpServer(toolkit)

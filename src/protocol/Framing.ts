@@ -100,6 +100,12 @@ const refused = (id: number | undefined, text: string): ClientFrame => ({ _tag: 
  * request carries `headers` (the upgrade's). Never throws on what a client sends.
  */
 export const readClientFrame = (text: string, headers: ReadonlyArray<[string, string]>): ClientFrame => {
+  // Refused before it is parsed: building a value nested a million deep holds the loop for a second.
+  // The envelope is one level; the id, when it comes first (as ours send it), is read from the text.
+  if (Json.textDeeperThan(text, maxFrameDepth + 1)) {
+    const id = /^\s*\{\s*"id"\s*:\s*(\d{1,15})\s*,/.exec(text)?.[1]
+    return refused(id === undefined ? undefined : Number(id), `the frame is nested deeper than ${maxFrameDepth} levels`)
+  }
   let frame: unknown
   try {
     // V8's parser does not recurse: any depth parses; the depth check comes next.

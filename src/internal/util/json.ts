@@ -79,6 +79,33 @@ export const problemIn = (value: unknown, limits: Limits = defaultLimits): strin
   return undefined
 }
 
+/**
+ * True when JSON text nests arrays or objects deeper than `maxDepth` (`"[]"` is one level), decided
+ * in one pass over its characters, before anything is built of it (design: Hostile clients): a
+ * parser given a value nested a million deep holds the event loop for a second building it. Text
+ * that is not JSON is scanned as if it were; a text of `2 * maxDepth` characters or fewer cannot be
+ * deeper and is not scanned.
+ */
+export const textDeeperThan = (text: string, maxDepth: number): boolean => {
+  if (text.length <= 2 * maxDepth) return false
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 92) i++ // a backslash: the next character is escaped
+      else if (c === 34) inString = false
+    } else if (c === 34) {
+      inString = true
+    } else if (c === 91 || c === 123) {
+      if (++depth > maxDepth) return true
+    } else if (c === 93 || c === 125) {
+      depth--
+    }
+  }
+  return false
+}
+
 /** True when `value` nests arrays or objects deeper than `maxDepth`; never walks past it. */
 export const deeperThan = (value: unknown, maxDepth: number): boolean => {
   if (typeof value !== "object" || value === null) return false
