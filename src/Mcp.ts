@@ -15,7 +15,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
-import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js"
+import { ReadBuffer, STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js"
 import {
   CallToolRequestSchema,
   type CallToolResult,
@@ -367,6 +367,31 @@ const makeServer = (
 /** The toolkit's `tools/list`, computed once. */
 const listOf = (toolkit: Toolkit.Toolkit<any>) => toolkit.tools.map(describe)
 
+/** The stdio transport's defaults. */
+export const stdioDefaults = { maxMessageDepth: 512 } as const
+
+/**
+ * The SDK's `ReadBuffer` (one JSON-RPC message a line), refusing a line nested deeper than
+ * `maxDepth` from its text: it is taken off the buffer and reported as the transport's error (a
+ * warning; the server reads on), never parsed. A value nested a million deep held the loop for
+ * seconds while the parser built it.
+ */
+class DepthBoundedReadBuffer extends ReadBuffer {
+  constructor(maxBufferSize: number, private readonly maxDepth: number) {
+    super({ maxBufferSize })
+  }
+  override readMessage() {
+    const held = this as unknown as { _buffer: Buffer | undefined }
+    const end = held._buffer?.indexOf("\n") ?? -1
+    // A line of 2 * maxDepth bytes or fewer cannot nest deeper: only a longer one is scanned.
+    if (end > 2 * this.maxDepth && Json.textDeeperThan(held._buffer!.toString("utf8", 0, end), this.maxDepth)) {
+      held._buffer = held._buffer!.subarray(end + 1)
+      throw new Error(`a message nested deeper than ${this.maxDepth} levels was dropped unread`)
+    }
+    return super.readMessage()
+  }
+}
+
 /** MCP over stdio stopped for a reason other than stdin closing: the process should exit non-zero. */
 export class McpStdioError extends Schema.TaggedError<McpStdioError>("agent-tools/McpStdioError")("McpStdioError", {
   reason: Schema.String
@@ -384,6 +409,11 @@ export interface StdioOptions extends Options {
   readonly stdout?: Writable | undefined
   /** Unread input at most, in bytes (one message must fit): over it, the transport fails. Default the SDK's 10 MiB. */
   readonly maxMessageBytes?: number | undefined
+  /**
+   * A message nesting arrays and objects deeper than this is dropped from its text, before it is
+   * parsed, with a warning; the server reads on. Default 512.
+   */
+  readonly maxMessageDepth?: number | undefined
 }
 
 // A reason goes to a log line: the client's text inside a parse error must not make it unbounded.
@@ -440,8 +470,14 @@ export const serveStdio = <R>(
         })
     )
     const maxBufferSize = options?.maxMessageBytes ?? STDIO_DEFAULT_MAX_BUFFER_SIZE
+    const transport = new StdioServerTransport(stdin, stdout, { maxBufferSize })
+    // The SDK's line reader, with one more check: a line nested too deep is dropped before it is parsed.
+    ;(transport as unknown as { _readBuffer: ReadBuffer })._readBuffer = new DepthBoundedReadBuffer(
+      maxBufferSize,
+      options?.maxMessageDepth ?? stdioDefaults.maxMessageDepth
+    )
     yield* Effect.acquireRelease(
-      Effect.promise(() => served.server.connect(new StdioServerTransport(stdin, stdout, { maxBufferSize }))),
+      Effect.promise(() => served.server.connect(transport)),
       () => served.close
     )
     if (stdin.readableEnded) onEnd()

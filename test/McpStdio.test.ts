@@ -82,4 +82,18 @@ describe("Mcp.serveStdio", () => {
       assert.match(served.logs[0]!, /^WARN MCP over stdio: .*JSON/)
       yield* Fiber.interrupt(served.fiber)
     }))
+
+  it.live("a line nested deeper than 512 levels is dropped unread with a warning; the server goes on answering", () =>
+    Effect.gen(function*() {
+      const served = yield* serveOnStreams(yield* Toolkit.make())
+      served.send(initialize)
+      assert.isDefined((yield* Effect.promise(() => served.answer(1))).result)
+      const deep = "[".repeat(1_000_000) + "]".repeat(1_000_000)
+      served.stdin.write(`{"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":${deep}}}\n`)
+      served.send({ jsonrpc: "2.0", id: 3, method: "ping" })
+      assert.deepStrictEqual((yield* Effect.promise(() => served.answer(3))).result, {})
+      assert.isNull(served.fiber.unsafePoll())
+      assert.deepStrictEqual(served.logs, ["WARN MCP over stdio: a message nested deeper than 512 levels was dropped unread"])
+      yield* Fiber.interrupt(served.fiber)
+    }))
 })
