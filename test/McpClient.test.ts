@@ -441,6 +441,27 @@ describe("Mcp.toolkit: results and list changes, on the SDK's low-level Server",
       const refused = yield* Effect.flip(remote.toolkit)
       assert.deepStrictEqual(refused.violations.map((v) => [v.tool, v.rule]), [["odd", "input-json"], ["odd", "output-json"]])
       assert.match(refused.message, /^"odd": the server's inputSchema cannot be checked: type must be JSONType/)
+      // Its input would go to the server unchecked: it cannot be called.
+      assert.match((yield* call(remote, "odd", { a: "x" })).error!, /^odd: invalid input: .*the tool cannot be called/)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a schema nested 200 deep refuses that tool only; past 64 tools none is compiled", () =>
+    Effect.gen(function*() {
+      const bundle = yield* Effect.promise(() => listChild)
+      const remote = yield* Mcp.toolkit({ command: process.execPath, args: [bundle] })
+      yield* call(remote, "add_tool", { name: "deep", depth: 200 })
+      yield* call(remote, "add_tool", { name: "shallow", depth: 3 })
+      const tools = yield* eventually(remote.tools, (tools) => tools.some((t) => t.name === "shallow"))
+      const refused = yield* Effect.flip(Toolkit.make(...tools))
+      assert.deepStrictEqual(refused.violations.map((v) => [v.tool, v.rule]), [["deep", "input-json"]])
+      assert.include(refused.violations[0]!.message, "nested deeper than 64 levels")
+      assert.match((yield* call(remote, "deep", {})).error!, /the tool cannot be called/)
+      assert.strictEqual((yield* call(remote, "shallow", { a: { a: { a: "x" } } })).value, "shallow ran")
+      yield* call(remote, "add_tool", { name: "many", count: 70 })
+      const all = yield* eventually(remote.tools, (tools) => tools.length > 64)
+      const over = yield* Effect.flip(Toolkit.make(...all))
+      assert.strictEqual(over.violations[0]!.rule, "max-tools")
+      assert.include(over.violations.find((v) => v.tool === "many_1")!.message, "the server lists more than 64 tools")
     }).pipe(Effect.scoped), 30_000)
 
   it.live("notifications/tools/list_changed updates the toolkit; names past our limits that arrive are violations", () =>

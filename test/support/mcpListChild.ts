@@ -1,7 +1,8 @@
 /**
  * An MCP server over stdio on the SDK's low-level `Server`, with a tool of each result shape, whose
  * tool list changes: it starts with the tools named in argv too, and `add_tool` adds one (with the
- * schemas it is given) and sends `notifications/tools/list_changed`.
+ * schemas it is given, or an input schema nested `depth` levels deep; `count` of them, numbered,
+ * past 1) and sends `notifications/tools/list_changed`.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
@@ -40,7 +41,13 @@ server.setRequestHandler(ListToolsRequestSchema, () => ({
       description: "Add a tool.",
       inputSchema: {
         type: "object",
-        properties: { name: { type: "string" }, inputSchema: { type: "object" }, outputSchema: { type: "object" } },
+        properties: {
+          name: { type: "string" },
+          inputSchema: { type: "object" },
+          outputSchema: { type: "object" },
+          depth: { type: "number" },
+          count: { type: "number" }
+        },
         required: ["name"],
         additionalProperties: false
       }
@@ -65,13 +72,22 @@ server.setRequestHandler(ListToolsRequestSchema, () => ({
 server.setRequestHandler(CallToolRequestSchema, async (request) => {
   const name = request.params.name
   if (name === "add_tool") {
-    const tool = request.params.arguments as unknown as Added
-    added.push(tool)
+    const { count, depth, ...tool } = request.params.arguments as unknown as Added & { depth?: number; count?: number }
+    const inputSchema = depth === undefined ? tool.inputSchema : nested(depth)
+    if (count === undefined) added.push({ ...tool, inputSchema })
+    else for (let i = 1; i <= count; i++) added.push({ ...tool, name: `${tool.name}_${i}`, inputSchema })
     await server.sendToolListChanged()
     return { content: [{ type: "text", text: "added" }] }
   }
   if (name === "refused") throw new McpError(ErrorCode.InvalidParams, "refused: not today")
   return shapes[name] ?? { content: [{ type: "text", text: `${name} ran` }] }
 })
+
+/** An object schema whose one property is an object schema, `depth` levels down. */
+function nested(depth: number): unknown {
+  let schema: unknown = { type: "string" }
+  for (let i = 0; i < depth; i++) schema = { type: "object", properties: { a: schema } }
+  return schema
+}
 
 await server.connect(new StdioServerTransport())

@@ -37,6 +37,11 @@ import { redactUrl } from "../util/settings.js"
 
 /** How much of a remote server's log line is logged. */
 const maxLogLineLength = 2_000
+/** A remote tool's schema, at most: past either, that tool cannot be called (design: Remote MCP tools). */
+const maxSchemaDepth = 64
+const maxSchemaBytes = 256 * 1024
+/** A server's log lines heard a second, at most; the rest are dropped and counted in a warning. */
+const maxLogLinesPerSecond = 100
 
 // ---------------------------------------------------------------------------------------------
 // Checking JSON against a remote JSON Schema.
@@ -53,7 +58,15 @@ type RemoteSchema = Record<string, unknown>
 class Validators {
   private readonly byDialect = new Map<string, Ajv>()
   private readonly bySchema = new Map<string, Either.Either<ValidateFunction, string>>()
+  /** `refused`: why nothing of this listing is compiled. */
+  constructor(private readonly refused?: string) {}
   compile(schema: RemoteSchema): Either.Either<ValidateFunction, string> {
+    if (this.refused !== undefined) return Either.left(this.refused)
+    // Bounded before anything walks it whole (the key's text, ajv): a schema a server made huge or deep
+    // refuses that tool only, never the listing.
+    if (Json.deeperThan(schema, maxSchemaDepth)) return Either.left(`it is nested deeper than ${maxSchemaDepth} levels`)
+    const problem = Json.problemIn(schema, { maxDepth: maxSchemaDepth, maxBytes: maxSchemaBytes })
+    if (problem !== undefined) return Either.left(problem)
     const text = Json.canonical(schema)
     const known = this.bySchema.get(text)
     if (known !== undefined) return known
@@ -155,6 +168,15 @@ const checkedBy = (validate: ValidateFunction, schema: RemoteSchema): Schema.Sch
     return issues.length === 0 ? false : issues
   }, { jsonSchema: schema }))
 
+/**
+ * The input Schema of a tool whose `inputSchema` could not be compiled: nothing passes, so the tool
+ * cannot be called (its input would go to the server unchecked); `Toolkit.make` reports it too.
+ */
+const refusing = (reason: string): Schema.Schema<unknown> =>
+  Schema.Unknown.pipe(Schema.filter(() => `the server's inputSchema cannot be checked (${reason}); the tool cannot be called`, {
+    jsonSchema: { type: "object" }
+  }))
+
 // ---------------------------------------------------------------------------------------------
 // A remote tool as a Tool.
 
@@ -196,7 +218,7 @@ const remoteTool = (
   const description = listed.description ?? listed.title ?? listed.annotations?.title ?? listed.name
   const tool = Tool.make(name, {
     description,
-    input: Either.isRight(compiledInput) ? checkedBy(compiledInput.right, inputSchema) : Schema.Unknown,
+    input: Either.isRight(compiledInput) ? checkedBy(compiledInput.right, inputSchema) : refusing(compiledInput.left),
     output: compiledOutput !== undefined && Either.isRight(compiledOutput)
       ? checkedBy(compiledOutput.right, outputSchema!)
       : Schema.Unknown,
@@ -390,7 +412,8 @@ class Connections {
       listed.push(...page.tools)
       cursor = page.nextCursor
     } while (cursor !== undefined)
-    const validators = new Validators()
+    // Past the tool limit the toolkit is refused whatever the schemas say: none is compiled.
+    const validators = listed.length > Toolkit.maxTools ? new Validators(`the server lists more than ${Toolkit.maxTools} tools`) : new Validators()
     const prefix = options.prefix ?? toolkitDefaults.prefix
     const tools = listed.map((entry) => remoteTool(entry, prefix + entry.name, options, validators, this))
     if (listing > this.published) {
@@ -450,21 +473,52 @@ class Connections {
     const { runtime, server } = this
     // The server's log lines are ours, at their level, named after the server (and its logger), each cut to
     // `maxLogLineLength`: a server may send any data, as long and as deep as it likes.
+    const rate = { second: 0, heard: 0, dropped: 0 }
     live.client.setNotificationHandler(LoggingMessageNotificationSchema, ({ params: { data, level, logger } }) => {
+      // At most `maxLogLinesPerSecond` a second: a server that floods its logs is not kept, only counted.
+      const second = Math.floor(Date.now() / 1000)
+      if (second !== rate.second) {
+        if (rate.dropped > 0) {
+          Runtime.runFork(runtime)(Effect.logWarning(
+            `Mcp.toolkit: ${server} sent more than ${maxLogLinesPerSecond} log lines a second: ${rate.dropped} dropped`
+          ))
+        }
+        rate.second = second
+        rate.heard = 0
+        rate.dropped = 0
+      }
+      if (++rate.heard > maxLogLinesPerSecond) {
+        rate.dropped++
+        return
+      }
       const text = typeof data === "string" ? data : Json.preview(data, maxLogLineLength)
       const line = text.length <= maxLogLineLength ? text : `${text.slice(0, maxLogLineLength - 1)}…`
       const from = typeof logger === "string" ? `${server} (${logger.slice(0, 100)})` : server
       Runtime.runFork(runtime)(Effect.logWithLevel(effectLevels[level], `Mcp.toolkit: ${from}: ${line}`))
     })
-    // Whatever the server declared: a list change is worth a new listing.
-    live.client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+    // Whatever the server declared: a list change is worth a new listing. Coalesced: one listing in
+    // flight, and at most one more after it, however many changes arrive meanwhile.
+    const listing = { running: false, again: false }
+    const relist = (): void => {
       if (live.closed) return
+      if (listing.running) {
+        listing.again = true
+        return
+      }
+      listing.running = true
       this.list(live).catch((error) =>
         Runtime.runFork(runtime)(
           Effect.logWarning(`Mcp.toolkit: listing the tools of ${server} after a list change failed: ${reasonOf(error)}`)
         )
-      )
-    })
+      ).finally(() => {
+        listing.running = false
+        if (listing.again) {
+          listing.again = false
+          relist()
+        }
+      })
+    }
+    live.client.setNotificationHandler(ToolListChangedNotificationSchema, relist)
   }
 }
 
