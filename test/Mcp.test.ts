@@ -58,7 +58,7 @@ describe("Mcp over Streamable HTTP, with the official client", () => {
       assert.strictEqual(client.getServerVersion()?.name, "agent-tools")
     }).pipe(Effect.scoped))
 
-  it.live("tools/list parses under the SDK's schema; inputSchema is the parameters; an output Schema is an outputSchema", () =>
+  it.live("tools/list parses under the SDK's schema; inputSchema is the parameters; outputSchema the output Schema's", () =>
     Effect.gen(function*() {
       const { client } = yield* httpClient
       const raw = yield* Effect.promise(() => client.request({ method: "tools/list" }, ListToolsResultSchema))
