@@ -187,7 +187,7 @@ const anyValue = Tool.make("any_value", {
 describe("Mcp: a tool without an output Schema, with the official client", () => {
   it.live("is listed without an outputSchema; an object goes out as it is, anything else as { result }", () =>
     Effect.gen(function*() {
-      const { client } = yield* mcpClient(Effect.runSync(Toolkit.make(anyValue)))
+      const { client } = yield* mcpClient(yield* Toolkit.make(anyValue))
       const { tools } = yield* Effect.promise(() => client.listTools())
       assert.deepStrictEqual(tools.map((t) => [t.name, t.outputSchema]), [["any_value", undefined]])
       const call = (value: unknown) =>

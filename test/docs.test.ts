@@ -269,7 +269,7 @@ describe("docs: the examples run", () => {
       const capture = Logger.add(Logger.make(({ logLevel, message }) => {
         lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
       }))
-      const logged = <A, E>(effect: Effect.Effect<A, E>, layer: Layer.Layer<never> = Layer.empty) =>
+      const logged = <A, E>(effect: Effect.Effect<A, E>, layer: Layer.Layer<never, unknown> = Layer.empty) =>
         Effect.suspend(() => {
           lines.length = 0
           return effect.pipe(Effect.provide(Layer.merge(capture, layer)), Effect.map(() => [...lines]))

@@ -10,7 +10,8 @@ import * as PlatformCluster from "agent-tools/cluster"
 const greet = Tool.make("greet", {
   description: "Greets someone.",
   input: { name: Schema.String },
-  output: Schema.String
+  output: Schema.String,
+  timeout: "5 seconds"
 }, ({ name }) => Effect.succeed(`hello, ${name}`))
 
 console.log(JSON.stringify({
