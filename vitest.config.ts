@@ -18,7 +18,8 @@ const slow = [
   "test/platform/ClusterFailover.test.ts",
   "test/platform/Cluster.test.ts",
   "test/platform/HostileCluster.test.ts",
-  "test/McpConformance.test.ts"
+  "test/McpConformance.test.ts",
+  "test/PostgresPrivateFolder.test.ts"
 ]
 
 export default defineConfig({

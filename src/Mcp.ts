@@ -26,7 +26,7 @@ import {
   type Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
-import { type Clock, Context, Deferred, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
+import { type Clock, Context, Deferred, Duration, Effect, Exit, Layer, Runtime, Schema, SchemaAST } from "effect"
 import { createServer } from "node:http"
 import type { Readable, Writable } from "node:stream"
 import * as Content from "./Content.js"
@@ -96,10 +96,12 @@ const servingFiber = (runtime: Runtime.Runtime<any>): Pipeline.CallingFiber =>
 
 interface Listed {
   readonly entry: McpTool
-  /** Arrays and primitives go out as `{ result: ... }`, and the output schema says so. */
-  readonly wrapped: boolean
-  /** The output is MCP content (`Content.Item`, `Content.Items`): it goes out as `content` items, without an output schema. */
-  readonly content: boolean
+  /**
+   * How an output goes out: `object` as it is; `wrapped` as `{ result: ... }` (arrays and primitives),
+   * as the output schema says; `any` (no output Schema) an object as it is, anything else wrapped, and
+   * no output schema; `content` as `content` items (`Content.Item`, `Content.Items`), no output schema.
+   */
+  readonly output: "object" | "wrapped" | "any" | "content"
 }
 
 // `$id`s that Effect puts on `unknown` and the like would clash inside one schema for a validator.
@@ -114,18 +116,20 @@ const withoutIds = (schema: unknown): unknown => {
 const isObjectSchema = (schema: Tool.JsonSchema): boolean =>
   "type" in schema && schema.type === "object" && !("anyOf" in schema)
 
-/** What `tools/list` says of a tool: the parameters as `inputSchema`, and an object `outputSchema`. */
+/** A tool made without an output Schema (so `Schema.Unknown`), or with `Schema.Any`: any JSON value. */
+const isAnyOutput = (tool: Tool.Any): boolean =>
+  SchemaAST.isUnknownKeyword(tool.output.ast) || SchemaAST.isAnyKeyword(tool.output.ast)
+
+/**
+ * What `tools/list` says of a tool: the parameters as `inputSchema`, and an object `outputSchema`
+ * when the tool has an output Schema that is not content.
+ */
 export const describe = (tool: Tool.Any): Listed => {
-  if (Content.isContentSchema(tool.output)) {
-    return {
-      wrapped: false,
-      content: true,
-      entry: {
-        name: tool.name,
-        description: tool.description,
-        inputSchema: Tool.jsonSchema(tool).parameters as McpTool["inputSchema"]
-      }
-    }
+  const inputSchema = Tool.jsonSchema(tool).parameters as McpTool["inputSchema"]
+  const content = Content.isContentSchema(tool.output)
+  if (content || isAnyOutput(tool)) {
+    const entry = { name: tool.name, description: tool.description, inputSchema }
+    return { output: content ? "content" : "any", entry }
   }
   const output = Tool.outputJsonSchema(tool)
   const wrapped = !isObjectSchema(output)
@@ -139,25 +143,22 @@ export const describe = (tool: Tool.Any): Listed => {
     }
     : withoutIds(output) as McpTool["outputSchema"] & object
   return {
-    wrapped,
-    content: false,
-    entry: {
-      name: tool.name,
-      description: tool.description,
-      inputSchema: Tool.jsonSchema(tool).parameters as McpTool["inputSchema"],
-      outputSchema
-    }
+    output: wrapped ? "wrapped" : "object",
+    entry: { name: tool.name, description: tool.description, inputSchema, outputSchema }
   }
 }
+
+const isObject = (value: unknown): boolean => typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** A call's result in MCP's words. */
 const toCallResult = (result: ToolResult, listed: Listed | undefined): CallToolResult => {
   if (result.error !== undefined) return { content: [{ type: "text", text: result.error }], isError: true }
+  const output = listed?.output ?? "any"
   // Checked against the content Schemas by the pipeline's output encoding.
-  if (listed?.content === true) {
+  if (output === "content") {
     return { content: (Array.isArray(result.value) ? result.value : [result.value]) as CallToolResult["content"] }
   }
-  const wrapped = listed?.wrapped ?? true
+  const wrapped = output === "wrapped" || (output === "any" && !isObject(result.value))
   const structured = (wrapped ? { result: result.value } : result.value) as Record<string, unknown>
   return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured }
 }

@@ -58,7 +58,7 @@ describe("Mcp over Streamable HTTP, with the official client", () => {
       assert.strictEqual(client.getServerVersion()?.name, "agent-tools")
     }).pipe(Effect.scoped))
 
-  it.live("tools/list parses under the SDK's schema; inputSchema is the parameters; output schemas are present", () =>
+  it.live("tools/list parses under the SDK's schema; inputSchema is the parameters; outputSchema the output Schema's", () =>
     Effect.gen(function*() {
       const { client } = yield* httpClient
       const raw = yield* Effect.promise(() => client.request({ method: "tools/list" }, ListToolsResultSchema))
@@ -67,8 +67,9 @@ describe("Mcp over Streamable HTTP, with the official client", () => {
         const tool = toolkit.byName.get(listed.name)!
         assert.deepStrictEqual(listed.inputSchema, Tool.jsonSchema(tool).parameters as unknown)
         assert.strictEqual(listed.inputSchema.type, "object")
-        assert.strictEqual(listed.outputSchema?.type, "object")
       }
+      // crash and slow have no output Schema: any value, and no schema said of it.
+      assert.deepStrictEqual(raw.tools.map((t) => t.outputSchema?.type), ["object", "object", undefined, undefined])
       assert.deepStrictEqual(raw.tools[1]!.outputSchema, {
         type: "object",
         properties: { result: { type: "array", items: { type: "string" } } },
@@ -173,6 +174,32 @@ describe("Mcp over Streamable HTTP, with the official client", () => {
       assert.strictEqual(yield* Effect.promise(() => pending), "cancelled")
       yield* Effect.repeat(Effect.sleep("10 millis"), { until: () => finalized.count > before }).pipe(Effect.timeout("5 seconds"))
       assert.strictEqual(finalized.count, before + 1)
+    }).pipe(Effect.scoped))
+})
+
+/** No output Schema: what it returns is any JSON value. */
+const anyValue = Tool.make("any_value", {
+  description: "Returns the value it is given.",
+  input: { value: Schema.Unknown },
+  timeout: "5 seconds"
+}, ({ value }) => Effect.succeed(value))
+
+describe("Mcp: a tool without an output Schema, with the official client", () => {
+  it.live("is listed without an outputSchema; an object goes out as it is, anything else as { result }", () =>
+    Effect.gen(function*() {
+      const { client } = yield* mcpClient(yield* Toolkit.make(anyValue))
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      assert.deepStrictEqual(tools.map((t) => [t.name, t.outputSchema]), [["any_value", undefined]])
+      const call = (value: unknown) =>
+        Effect.promise(() => client.callTool({ name: "any_value", arguments: { value } }))
+      const object = yield* call({ id: "ord-1", total: 42 })
+      assert.deepStrictEqual(object.structuredContent, { id: "ord-1", total: 42 })
+      assert.deepStrictEqual(object.content, [{ type: "text", text: "{\"id\":\"ord-1\",\"total\":42}" }])
+      // An object with a `result` key is an object too: no wrapping to tell apart.
+      assert.deepStrictEqual((yield* call({ result: 1 })).structuredContent, { result: 1 })
+      assert.deepStrictEqual((yield* call(["a", "b"])).structuredContent, { result: ["a", "b"] })
+      assert.deepStrictEqual((yield* call("text")).structuredContent, { result: "text" })
+      assert.deepStrictEqual((yield* call(null)).structuredContent, { result: null })
     }).pipe(Effect.scoped))
 })
 

