@@ -281,7 +281,8 @@ interface Published {
  * is set up (a refusal, as a bad token, a rejected manifest or the lifecycle budget, fails `make`
  * with nothing to undo); `register` tells the platform again (the heartbeat's republish), `republish`
  * swaps the toolkit first. Each answer's heartbeat interval is kept (`interval`): the latest answer
- * wins, so a platform that restarted with another interval is followed. It holds no fiber: its end is
+ * wins, so a platform that restarted with another interval is followed; each accepted registration is
+ * logged at info (the tools, the process, the heartbeat it keeps). It holds no fiber: its end is
  * the deregistration's, which is armed before the first call goes out: interrupted while that call is
  * in flight, the platform may have recorded it, so the process deregisters (`sent` stays true);
  * refused or unsent, it does not.
@@ -290,15 +291,26 @@ const makeRegistration = (
   client: PlatformClient["Type"],
   caller: Caller,
   toolkit: Toolkit.Toolkit<any>,
-  sent: Ref.Ref<boolean>
+  sent: Ref.Ref<boolean>,
+  local: Schedule.Schedule<unknown, unknown>
 ) =>
   Effect.gen(function*() {
     const current = yield* Ref.make<Published>({ toolkit, hash: manifestHash(toolkit) })
     const interval = yield* SubscriptionRef.make<number | undefined>(undefined)
     const register = Effect.flatMap(Ref.get(current), ({ hash, toolkit }) =>
-      client.register({ ...caller, manifest: toolkit.manifest, manifestHash: hash })).pipe(
-        Effect.flatMap(({ heartbeatIntervalMillis }) => SubscriptionRef.set(interval, heartbeatIntervalMillis)),
-        Effect.tap(() => Effect.logDebug(`agent ${caller.agentId}: registered`)),
+      client.register({ ...caller, manifest: toolkit.manifest, manifestHash: hash }).pipe(
+        Effect.flatMap(({ heartbeatIntervalMillis }) =>
+          Effect.zipRight(
+            SubscriptionRef.set(interval, heartbeatIntervalMillis),
+            // Said once the platform has accepted the tools, never before.
+            Effect.logInfo(
+              `agent ${caller.agentId}: registered ${toolkit.tools.length} tool(s) ` +
+                `(${toolkit.tools.map((tool) => tool.name).join(", ")}) as ${caller.processId}; ` +
+                `heartbeat ${Timing.heartbeatText(local, heartbeatIntervalMillis)}`
+            )
+          )
+        )
+      )).pipe(
         Effect.withSpan("Serve.register", { attributes: { agentId: caller.agentId }, captureStackTrace: false })
       )
     yield* Effect.zipRight(Ref.set(sent, true), register).pipe(Effect.tapError(() => Ref.set(sent, false)))
@@ -719,7 +731,7 @@ export const make = <R>(
     yield* prepareWorkers(toolkit.tools)
     const report = yield* shutdownReport(agentId)
     const sent = yield* deregisterOnClose(client, caller)
-    const registration = yield* makeRegistration(client, caller, toolkit, sent)
+    const registration = yield* makeRegistration(client, caller, toolkit, sent, policy.heartbeat)
     const failed = yield* heartbeat(client, caller, registration, policy.heartbeat)
     const answers = yield* makeAnswers((results) =>
       awayRetried(policy.reconnect, client.completeToolCall({ ...caller, results })).pipe(

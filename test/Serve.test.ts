@@ -10,6 +10,7 @@ import {
   Fiber,
   Layer,
   Logger,
+  LogLevel,
   Option,
   Schedule,
   Schema,
@@ -631,5 +632,54 @@ describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () 
       assert.include(lines[0], "refund")
       assert.include(lines[0], "IDEMPOTENCY_DB")
     }).pipe(Effect.scoped, Effect.provide(Layer.merge(inProcess(), logger)))
+  })
+})
+
+describe("Serve: its log lines (issue 28)", () => {
+  /** Each line logged, and its level. */
+  const capture = () => {
+    const lines: Array<{ readonly level: string; readonly message: string }> = []
+    const logger = Logger.replace(Logger.defaultLogger, Logger.make(({ logLevel, message }) =>
+      void lines.push({ level: logLevel.label, message: String(message) })))
+    return { lines, logger }
+  }
+
+  it.effect("the registration is logged at info once the platform has answered it: tools, agent, process, interval; each heartbeat at debug", () => {
+    const { lines, logger } = capture()
+    // A client whose register answer takes 5 s to come back, after the platform has recorded the registration.
+    const slowAnswer = Layer.effect(
+      PlatformClient.PlatformClient,
+      Effect.map(PlatformClient.PlatformClient, (client) => ({
+        ...client,
+        register: (payload: Parameters<typeof client.register>[0]) => Effect.delay(client.register(payload), "5 seconds")
+      }))
+    )
+    const registered = () => lines.filter((line) => line.message.startsWith("agent agent-1: registered"))
+    return Effect.gen(function*() {
+      const making = yield* Effect.fork(Serve.make(yield* Toolkit.make(lookup, other)))
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual((yield* calls()).register, 0)
+      yield* TestClock.adjust("4 seconds")
+      assert.strictEqual((yield* calls()).register, 1, "the platform has recorded it")
+      const served = yield* Fiber.join(making)
+      assert.deepStrictEqual(registered().map((line) => [line.level, line.message]), [[
+        "INFO",
+        `agent agent-1: registered 2 tool(s) (lookup, other) as ${served.processId}; ` +
+        `heartbeat every 60 s (the platform's interval), or sooner on Timing's heartbeat schedule`
+      ]])
+      yield* TestClock.adjust("120 seconds")
+      // Serve's lines, not the in-process platform's ("heartbeat from process ...").
+      const beats = lines.filter((line) => line.message.startsWith("agent agent-1: heartbeat") && !line.message.includes("from"))
+      assert.deepStrictEqual(beats.map((line) => [line.level, line.message]), [
+        ["DEBUG", "agent agent-1: heartbeat"],
+        ["DEBUG", "agent agent-1: heartbeat"]
+      ])
+      assert.strictEqual((yield* calls()).heartbeat, 2)
+      assert.strictEqual(registered().length, 1, "a heartbeat the platform knows registers nothing again")
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Layer.merge(Layer.provideMerge(slowAnswer, inProcess()), logger)),
+      Logger.withMinimumLogLevel(LogLevel.Debug)
+    )
   })
 })

@@ -117,7 +117,8 @@ describe("main: fatal errors and secrets (design: Hostile clients)", () => {
     const url = `ws://user:s3cret-pw@127.0.0.1:${port}/rpc?token=s3cret-q`
     const served = await main(["serve"], { ...unset, AGENT_ID: "a", PLATFORM_TOKEN: "t", PLATFORM_URL: url })
     assert.strictEqual(served.code, 1, "nothing listens there")
-    assert.include(served.stderr, `serving 7 demo tools to ws://***:***@127.0.0.1:${port}/rpc?token=***`)
+    assert.include(served.stderr, `connecting to ws://***:***@127.0.0.1:${port}/rpc?token=*** to serve 7 demo tools`)
+    assert.notInclude(served.stderr, "registered", "nothing listens there: no registration is claimed")
     assert.notInclude(served.stdout + served.stderr, "s3cret")
 
     const dir = mkdtempSync(join(tmpdir(), "agent-tools-tokens-"))
@@ -183,7 +184,7 @@ const watch = (child: ChildProcess) => {
 }
 
 describe("main: platform and serve as two processes", () => {
-  it("SIGINT to serve makes the platform record the deregistration before serve exits", async () => {
+  it("SIGINT to serve makes the platform record the deregistration before serve exits; DEBUG=true shows serve's debug lines", async () => {
     const port = await freePort()
     const env = { ...process.env, ANTHROPIC_API_KEY: "", OPENAI_API_KEY: "", LOG_LEVEL: "debug" }
     const platform = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "platform", "--port", String(port), "--tokens", "tok-demo:demo-agent"], { cwd: root, env })
@@ -192,7 +193,14 @@ describe("main: platform and serve as two processes", () => {
       assert.isTrue(await platformLog.until(/platform on ws:/, 20_000), platformLog.text())
       const serve = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve"], {
         cwd: root,
-        env: { ...env, AGENT_ID: "demo-agent", PLATFORM_TOKEN: "tok-demo", PLATFORM_URL: `ws://127.0.0.1:${port}/rpc` }
+        env: {
+          ...env,
+          LOG_LEVEL: "",
+          DEBUG: "true",
+          AGENT_ID: "demo-agent",
+          PLATFORM_TOKEN: "tok-demo",
+          PLATFORM_URL: `ws://127.0.0.1:${port}/rpc`
+        }
       })
       const serveLog = watch(serve)
       assert.isTrue(await platformLog.until(/registered 7 tools/, 20_000), platformLog.text() + serveLog.text())
@@ -208,6 +216,12 @@ describe("main: platform and serve as two processes", () => {
       assert.isTrue(await platformLog.until(/deregistered/, 10_000), platformLog.text())
       await exited
       assert.match(serveLog.text(), /stopping: 0 call\(s\) drained, 0 interrupted/)
+      // Connecting first, then the registration the platform accepted, with the interval kept; DEBUG=true
+      // (no LOG_LEVEL) shows the debug lines: the deregistration's.
+      const text = serveLog.text()
+      assert.match(text, /level=INFO .*agent demo-agent: registered 7 tool\(s\) \(lookup_order, .*\) as process-\S+; heartbeat every 60 s/)
+      assert.isBelow(text.indexOf("connecting to ws://127.0.0.1"), text.indexOf("agent demo-agent: registered"))
+      assert.match(text, /level=DEBUG .*agent demo-agent: deregistered/)
     } finally {
       platform.kill("SIGTERM")
     }
