@@ -110,7 +110,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       modelLayer,
       [
         Demo,
-        { LiveView },
+        { LiveView, logsInto },
         Hooks,
         Idempotency,
         Invocation,
@@ -143,6 +143,8 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       tty: process.stdout.isTTY === true,
       write: (text) => void process.stdout.write(text)
     })
+    // The log lines into the view, in order with its lines (on stderr they came out of order with stdout).
+    yield* logsInto(view, options)
     view.line(`model: ${model}${note === "" ? "" : ` (${note})`}`)
     const agentId = "demo-agent"
     const token = randomUUID()

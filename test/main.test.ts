@@ -21,7 +21,7 @@ const main = (args: ReadonlyArray<string>, extraEnv: Record<string, string> = {}
 
 describe("main: the demo", () => {
   it("runs end to end: the refund ran once although requested twice, after one retry", async () => {
-    const { code, stdout } = await main([])
+    const { code, stderr, stdout } = await main([])
     assert.strictEqual(code, 0)
     assert.notInclude(stdout, "\x1b", "no escape codes when stdout is not a terminal")
     assert.include(stdout, "model: scripted (no ANTHROPIC_API_KEY or OPENAI_API_KEY")
@@ -43,6 +43,27 @@ describe("main: the demo", () => {
     assert.match(stdout, /lookup_customer comes from an MCP server this demo started, at http:\/\/127\.0\.0\.1:\d+\/mcp/)
     assert.match(stdout, /✓ lookup_customer \(call-customer\)/)
     assert.include(stdout, "deregistered from the platform")
+    // One ordered view (issue 28): the log lines are in it, each call's after the call's line, not on stderr.
+    const at = (pattern: RegExp) => {
+      const index = stdout.split("\n").findIndex((line) => pattern.test(line))
+      assert.isAtLeast(index, 0, `${pattern} in\n${stdout}`)
+      return index
+    }
+    const order = [
+      at(/INFO agent demo-agent: registered 7 tool\(s\)/),
+      at(/serving 7 tools for demo-agent/),
+      at(/task \S+ submitted$/),
+      at(/→ lookup_order /),
+      at(/INFO tool call .*tool=lookup_order/),
+      at(/✓ lookup_order \(call-order\)/),
+      at(/→ issue_refund /),
+      at(/⟳ issue_refund failed/),
+      at(/INFO tool call .*toolCallId=call-refund-1 .*tool=issue_refund/),
+      at(/✓ issue_refund \(call-refund-1\)/),
+      at(/task completed$/)
+    ]
+    assert.deepStrictEqual(order, [...order].sort((a, b) => a - b), stdout)
+    assert.notInclude(stderr, "tool call")
   }, 60_000)
 
   it("--json prints the same events as NDJSON", async () => {
