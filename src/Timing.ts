@@ -124,7 +124,10 @@ const saysInterval = (platformMillis: number | undefined): platformMillis is num
   platformMillis !== undefined && Number.isFinite(platformMillis) && platformMillis > 0
 
 /** What `heartbeatFor` keeps, in words, for the registration's log line: `every 60 s (the platform's interval)`. */
-export const heartbeatText = (local: Schedule.Schedule<unknown, unknown>, platformMillis: number | undefined): string => {
+export const heartbeatText = (
+  local: Schedule.Schedule<unknown, unknown>,
+  platformMillis: number | undefined
+): string => {
   if (!saysInterval(platformMillis)) {
     return local === defaults.heartbeat
       ? `every ${Duration.toSeconds(heartbeatInterval)} s, jittered (the platform said no interval: Timing's default)`

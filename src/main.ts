@@ -110,7 +110,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       modelLayer,
       [
         Demo,
-        { LiveView, logsInto },
+        { viewWithLogs },
         Hooks,
         Idempotency,
         Invocation,
@@ -138,13 +138,11 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
         () => import("./internal/hooks/shipped.js")
       )
     ], { concurrency: "unbounded" })
-    const view = new LiveView({
+    const view = yield* viewWithLogs({
       json: options.json,
       tty: process.stdout.isTTY === true,
       write: (text) => void process.stdout.write(text)
     })
-    // The log lines into the view, in order with its lines (on stderr they came out of order with stdout).
-    yield* logsInto(view, options)
     view.line(`model: ${model}${note === "" ? "" : ` (${note})`}`)
     const agentId = "demo-agent"
     const token = randomUUID()
@@ -432,7 +430,8 @@ const serve = Command.make("serve", {
     yield* PlatformClient.requireAll(["AGENT_ID", "PLATFORM_TOKEN", "PLATFORM_URL"])
     const { backendLayer, toolkit } = yield* loadDemo
     // Not registered yet: Serve logs the registration once the platform has accepted it.
-    yield* Effect.logInfo(`connecting to ${Settings.redactUrl(process.env.PLATFORM_URL ?? "")} to serve ${toolkit.tools.length} demo tools`)
+    const url = Settings.redactUrl(process.env.PLATFORM_URL ?? "")
+    yield* Effect.logInfo(`connecting to ${url} to serve ${toolkit.tools.length} demo tools`)
     return yield* Serve.serve(toolkit, { shutdownGrace: Duration.seconds(grace) }).pipe(
       Effect.provide(Layer.merge(PlatformClient.layer, backendLayer))
     )

@@ -270,13 +270,26 @@ export class LiveView {
  * into `view`, in their place among its lines, instead of to stderr, where they came out of order with
  * stdout. With `--json` they stay on stderr: stdout is NDJSON.
  */
-export const logsInto = (view: LiveView, options: { readonly json: boolean }): Effect.Effect<void, never, Scope.Scope> =>
-  options.json ? Effect.void : Effect.locallyScopedWith(FiberRef.currentLoggers, () =>
-    HashSet.make(Logger.make(({ annotations, cause, logLevel, message }) => {
-      const text = (Array.isArray(message) ? message : [message]).map(String).join(" ")
-      view.log(
-        logLevel.label,
-        Cause.isEmpty(cause) ? text : `${text}: ${Cause.pretty(cause)}`,
-        [...HashMap.toEntries(annotations)]
-      )
-    })))
+export const logsInto = (
+  view: LiveView,
+  options: { readonly json: boolean }
+): Effect.Effect<void, never, Scope.Scope> =>
+  options.json ? Effect.void : Effect.locallyScopedWith(FiberRef.currentLoggers, (loggers) =>
+    // The tracer's logger stays (log lines as span events); the others, the stderr one among them, give way.
+    HashSet.add(
+      HashSet.filter(loggers, (logger) => logger === Logger.tracerLogger),
+      Logger.make(({ annotations, cause, logLevel, message }) => {
+        const text = (Array.isArray(message) ? message : [message]).map(String).join(" ")
+        view.log(
+          logLevel.label,
+          Cause.isEmpty(cause) ? text : `${text}: ${Cause.pretty(cause)}`,
+          [...HashMap.toEntries(annotations)]
+        )
+      })
+    ))
+
+/** A view, with the log lines in it for the rest of the scope (`logsInto`): on stderr they came out of order. */
+export const viewWithLogs = (
+  options: ConstructorParameters<typeof LiveView>[0]
+): Effect.Effect<LiveView, never, Scope.Scope> =>
+  Effect.tap(Effect.sync(() => new LiveView(options)), (view) => logsInto(view, options))
