@@ -48,7 +48,7 @@ import {
   type Caller,
   type MissingSetting,
   PlatformClient,
-  type PlatformUnavailable,
+  PlatformUnavailable,
   required
 } from "./PlatformClient.js"
 import * as Timing from "./Timing.js"
@@ -149,8 +149,25 @@ const boundedInFinalizer = <A, E>(
 ): Effect.Effect<Exit.Exit<A, E | Cause.TimeoutException>> =>
   Effect.flatMap(Effect.forkDaemon(Effect.interruptible(Effect.timeout(effect, limit))), Fiber.await)
 
-const causeText = (cause: Cause.Cause<unknown>): string =>
-  Cause.isInterruptedOnly(cause) ? "interrupted (the platform is gone)" : String(Cause.squash(cause))
+/**
+ * Why the deregistration did not happen, for its warning. It runs in a fiber of its own, bounded by a
+ * timeout: interrupted, it was the client, closed in this process before Serve (its scope ended first),
+ * which ends its calls so; a platform that is gone fails them with `PlatformUnavailable` instead.
+ */
+const deregistrationFailed = (agentId: string, cause: Cause.Cause<unknown>): string => {
+  if (Cause.isInterruptedOnly(cause)) {
+    return `agent ${agentId}: not deregistered: this process had closed its PlatformClient (its scope ended ` +
+      `before Serve's), so the deregistration was never sent; the platform lists this process's tools until ` +
+      `it misses 3 heartbeats. Provide the client outside Serve's scope: ` +
+      `Serve.layer(toolkit).pipe(Layer.provide(PlatformClient.layer)), or ` +
+      `Effect.scoped(program).pipe(Effect.provide(PlatformClient.layer)), not Effect.scoped outermost`
+  }
+  const error = Cause.squash(cause)
+  if (error instanceof PlatformUnavailable) {
+    return `agent ${agentId}: deregistration failed: the platform is gone (${error.message})`
+  }
+  return `agent ${agentId}: deregistration failed: ${String(error)}`
+}
 
 /** The manifest's hash: SHA-256 of its canonical JSON. */
 export const manifestHash = (toolkit: Toolkit.Toolkit<any>): string =>
@@ -281,7 +298,8 @@ interface Published {
  * is set up (a refusal, as a bad token, a rejected manifest or the lifecycle budget, fails `make`
  * with nothing to undo); `register` tells the platform again (the heartbeat's republish), `republish`
  * swaps the toolkit first. Each answer's heartbeat interval is kept (`interval`): the latest answer
- * wins, so a platform that restarted with another interval is followed. It holds no fiber: its end is
+ * wins, so a platform that restarted with another interval is followed; each accepted registration is
+ * logged at info (the tools, the process, the heartbeat it keeps). It holds no fiber: its end is
  * the deregistration's, which is armed before the first call goes out: interrupted while that call is
  * in flight, the platform may have recorded it, so the process deregisters (`sent` stays true);
  * refused or unsent, it does not.
@@ -290,15 +308,26 @@ const makeRegistration = (
   client: PlatformClient["Type"],
   caller: Caller,
   toolkit: Toolkit.Toolkit<any>,
-  sent: Ref.Ref<boolean>
+  sent: Ref.Ref<boolean>,
+  local: Schedule.Schedule<unknown, unknown>
 ) =>
   Effect.gen(function*() {
     const current = yield* Ref.make<Published>({ toolkit, hash: manifestHash(toolkit) })
     const interval = yield* SubscriptionRef.make<number | undefined>(undefined)
     const register = Effect.flatMap(Ref.get(current), ({ hash, toolkit }) =>
-      client.register({ ...caller, manifest: toolkit.manifest, manifestHash: hash })).pipe(
-        Effect.flatMap(({ heartbeatIntervalMillis }) => SubscriptionRef.set(interval, heartbeatIntervalMillis)),
-        Effect.tap(() => Effect.logDebug(`agent ${caller.agentId}: registered`)),
+      client.register({ ...caller, manifest: toolkit.manifest, manifestHash: hash }).pipe(
+        Effect.flatMap(({ heartbeatIntervalMillis }) =>
+          Effect.zipRight(
+            SubscriptionRef.set(interval, heartbeatIntervalMillis),
+            // Said once the platform has accepted the tools, never before.
+            Effect.logInfo(
+              `agent ${caller.agentId}: registered ${toolkit.tools.length} tool(s) ` +
+                `(${toolkit.tools.map((tool) => tool.name).join(", ")}) as ${caller.processId}; ` +
+                `heartbeat ${Timing.heartbeatText(local, heartbeatIntervalMillis)}`
+            )
+          )
+        )
+      )).pipe(
         Effect.withSpan("Serve.register", { attributes: { agentId: caller.agentId }, captureStackTrace: false })
       )
     yield* Effect.zipRight(Ref.set(sent, true), register).pipe(Effect.tapError(() => Ref.set(sent, false)))
@@ -346,8 +375,9 @@ const shutdownReport = (agentId: string) =>
 /**
  * The deregistration (design: Interruption and shutdown): the last call to the platform, after the
  * drain, the last answers and the heartbeat, made when the registration was `sent` (not refused).
- * Best effort, bounded: a platform already gone (a closed connection, an in-process platform whose
- * scope ended first) neither fails nor interrupts the scope that is closing.
+ * Best effort, bounded: a platform already gone (a closed connection), or a client closed before
+ * Serve's scope (an in-process platform's too), neither fails nor interrupts the scope that is
+ * closing; the warning says which it was (`deregistrationFailed`).
  */
 const deregisterOnClose = (client: PlatformClient["Type"], caller: Caller) =>
   Effect.flatMap(Ref.make(false), (sent) =>
@@ -359,7 +389,7 @@ const deregisterOnClose = (client: PlatformClient["Type"], caller: Caller) =>
               Effect.flatMap((exit) =>
                 Exit.isSuccess(exit)
                   ? Effect.logDebug(`agent ${caller.agentId}: deregistered`)
-                  : Effect.logWarning(`agent ${caller.agentId}: deregistration failed: ${causeText(exit.cause)}`)
+                  : Effect.logWarning(deregistrationFailed(caller.agentId, exit.cause))
               )
             )
             : Effect.void)
@@ -719,7 +749,7 @@ export const make = <R>(
     yield* prepareWorkers(toolkit.tools)
     const report = yield* shutdownReport(agentId)
     const sent = yield* deregisterOnClose(client, caller)
-    const registration = yield* makeRegistration(client, caller, toolkit, sent)
+    const registration = yield* makeRegistration(client, caller, toolkit, sent, policy.heartbeat)
     const failed = yield* heartbeat(client, caller, registration, policy.heartbeat)
     const answers = yield* makeAnswers((results) =>
       awayRetried(policy.reconnect, client.completeToolCall({ ...caller, results })).pipe(

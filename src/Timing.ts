@@ -112,11 +112,31 @@ export const heartbeatFor = (
   local: Schedule.Schedule<unknown, unknown>,
   platformMillis: number | undefined
 ): Schedule.Schedule<unknown, unknown> => {
-  if (platformMillis === undefined || !Number.isFinite(platformMillis) || platformMillis <= 0) return local
+  if (!saysInterval(platformMillis)) return local
   const platform = Schedule.spaced(Duration.millis(platformMillis))
   return local === defaults.heartbeat
     ? Schedule.jitteredWith(platform, { min: 0.8, max: 1 })
     : Schedule.union(local, platform)
+}
+
+/** Whether a registration's answer said a usable interval: else `heartbeatFor` keeps `local`. */
+const saysInterval = (platformMillis: number | undefined): platformMillis is number =>
+  platformMillis !== undefined && Number.isFinite(platformMillis) && platformMillis > 0
+
+/** What `heartbeatFor` keeps, in words, for the registration's log line: `every 60 s (the platform's interval)`. */
+export const heartbeatText = (
+  local: Schedule.Schedule<unknown, unknown>,
+  platformMillis: number | undefined
+): string => {
+  if (!saysInterval(platformMillis)) {
+    return local === defaults.heartbeat
+      ? `every ${Duration.toSeconds(heartbeatInterval)} s, jittered (the platform said no interval: Timing's default)`
+      : "on Timing's heartbeat schedule (the platform said no interval)"
+  }
+  const every = `every ${platformMillis / 1000} s`
+  return local === defaults.heartbeat
+    ? `${every} (the platform's interval, jittered to 80-100 % of it)`
+    : `${every} (the platform's interval), or sooner on Timing's heartbeat schedule`
 }
 
 /** Overrides some schedules; the rest keep their defaults. */

@@ -110,7 +110,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       modelLayer,
       [
         Demo,
-        { LiveView },
+        { viewWithLogs },
         Hooks,
         Idempotency,
         Invocation,
@@ -138,7 +138,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
         () => import("./internal/hooks/shipped.js")
       )
     ], { concurrency: "unbounded" })
-    const view = new LiveView({
+    const view = yield* viewWithLogs({
       json: options.json,
       tty: process.stdout.isTTY === true,
       write: (text) => void process.stdout.write(text)
@@ -429,7 +429,9 @@ const serve = Command.make("serve", {
     // Every missing setting at once, before anything connects.
     yield* PlatformClient.requireAll(["AGENT_ID", "PLATFORM_TOKEN", "PLATFORM_URL"])
     const { backendLayer, toolkit } = yield* loadDemo
-    yield* Effect.logInfo(`serving ${toolkit.tools.length} demo tools to ${Settings.redactUrl(process.env.PLATFORM_URL ?? "")}`)
+    // Not registered yet: Serve logs the registration once the platform has accepted it.
+    const url = Settings.redactUrl(process.env.PLATFORM_URL ?? "")
+    yield* Effect.logInfo(`connecting to ${url} to serve ${toolkit.tools.length} demo tools`)
     return yield* Serve.serve(toolkit, { shutdownGrace: Duration.seconds(grace) }).pipe(
       Effect.provide(Layer.merge(PlatformClient.layer, backendLayer))
     )
@@ -544,7 +546,10 @@ const root = Command.make("agent-tools", { model: modelOption, json: jsonOption 
 
 const cli = Command.run(root, { name: "agent-tools", version: "0.1.0" })
 
-const logLevel = LogLevel.allLevels.find((level) => level.label.toLowerCase() === (process.env.LOG_LEVEL ?? "info").toLowerCase())
+// DEBUG=true is LOG_LEVEL=debug: registration and heartbeat lines, a fatal error's full cause.
+const logLevel = process.env.DEBUG === "true"
+  ? LogLevel.Debug
+  : LogLevel.allLevels.find((level) => level.label.toLowerCase() === (process.env.LOG_LEVEL ?? "info").toLowerCase())
 
 /**
  * A command that failed: one line on stderr (`agent-tools: <error>`), exit 1 (at once: an open stdin

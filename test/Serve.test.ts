@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import {
   Clock,
   ConfigProvider,
+  Context,
   Deferred,
   Duration,
   Effect,
@@ -10,6 +11,7 @@ import {
   Fiber,
   Layer,
   Logger,
+  LogLevel,
   Option,
   Schedule,
   Schema,
@@ -631,5 +633,117 @@ describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () 
       assert.include(lines[0], "refund")
       assert.include(lines[0], "IDEMPOTENCY_DB")
     }).pipe(Effect.scoped, Effect.provide(Layer.merge(inProcess(), logger)))
+  })
+})
+
+describe("Serve: its log lines (issue 28)", () => {
+  /** Each line logged, and its level. */
+  const capture = () => {
+    const lines: Array<{ readonly level: string; readonly message: string }> = []
+    const logger = Logger.replace(Logger.defaultLogger, Logger.make(({ logLevel, message }) =>
+      void lines.push({ level: logLevel.label, message: String(message) })))
+    return { lines, logger }
+  }
+
+  it.effect("the registration is logged at info once the platform has answered it: tools, agent, process, interval; each heartbeat at debug", () => {
+    const { lines, logger } = capture()
+    // A client whose register answer takes 5 s to come back, after the platform has recorded the registration.
+    const slowAnswer = Layer.effect(
+      PlatformClient.PlatformClient,
+      Effect.map(PlatformClient.PlatformClient, (client) => ({
+        ...client,
+        register: (payload: Parameters<typeof client.register>[0]) => Effect.delay(client.register(payload), "5 seconds")
+      }))
+    )
+    const registered = () => lines.filter((line) => line.message.startsWith("agent agent-1: registered"))
+    return Effect.gen(function*() {
+      const making = yield* Effect.fork(Serve.make(yield* Toolkit.make(lookup, other)))
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual((yield* calls()).register, 0)
+      yield* TestClock.adjust("4 seconds")
+      assert.strictEqual((yield* calls()).register, 1, "the platform has recorded it")
+      const served = yield* Fiber.join(making)
+      assert.deepStrictEqual(registered().map((line) => [line.level, line.message]), [[
+        "INFO",
+        `agent agent-1: registered 2 tool(s) (lookup, other) as ${served.processId}; ` +
+        `heartbeat every 60 s (the platform's interval), or sooner on Timing's heartbeat schedule`
+      ]])
+      yield* TestClock.adjust("120 seconds")
+      // Serve's lines, not the in-process platform's ("heartbeat from process ...").
+      const beats = lines.filter((line) => line.message.startsWith("agent agent-1: heartbeat") && !line.message.includes("from"))
+      assert.deepStrictEqual(beats.map((line) => [line.level, line.message]), [
+        ["DEBUG", "agent agent-1: heartbeat"],
+        ["DEBUG", "agent agent-1: heartbeat"]
+      ])
+      assert.strictEqual((yield* calls()).heartbeat, 2)
+      assert.strictEqual(registered().length, 1, "a heartbeat the platform knows registers nothing again")
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Layer.merge(Layer.provideMerge(slowAnswer, inProcess()), logger)),
+      Logger.withMinimumLogLevel(LogLevel.Debug)
+    )
+  })
+
+  /** A platform on a real WebSocket, in a scope of its own, and its URL. */
+  const webSocketPlatform = (scope: Scope.Scope) =>
+    Effect.flatMap(
+      Layer.buildWithScope(
+        PlatformServer.layerWebSocket({ port: 0 }).pipe(
+          Layer.provideMerge(PlatformServer.layerHandlers({ tokens })),
+          Layer.provide(LanguageModel.layerScripted([], { repeat: false }))
+        ),
+        scope
+      ),
+      (context) => Effect.map(Effect.provide(PlatformServer.url, context), (url) => ({ context, url }))
+    )
+
+  const websocketClient = (url: string) =>
+    PlatformClient.layer.pipe(Layer.provide(settings({ ...agentOneSettings, PLATFORM_URL: url })))
+
+  const warnings = (lines: ReadonlyArray<{ readonly level: string; readonly message: string }>) =>
+    lines.filter((line) => line.level === "WARN").map((line) => line.message)
+
+  it.live("the client's scope closing before Serve's, the platform up: the warning says this process closed it, and how to order the scopes", () => {
+    const { lines, logger } = capture()
+    return Effect.gen(function*() {
+      const { context, url } = yield* webSocketPlatform(yield* Effect.scope)
+      const toolkit = yield* Toolkit.make(lookup)
+      // The mistake: Effect.scoped outermost, so the client's layer is released before Serve's scope closes.
+      yield* Serve.make(toolkit).pipe(
+        Effect.provide(websocketClient(url)),
+        Effect.scoped,
+        Effect.provide(Layer.merge(agentOne, logger))
+      )
+      const [warning, ...others] = warnings(lines)
+      assert.deepStrictEqual(others, [])
+      assert.include(warning, "agent agent-1: not deregistered: this process had closed its PlatformClient")
+      assert.include(warning, "Serve.layer(toolkit).pipe(Layer.provide(PlatformClient.layer))")
+      assert.notInclude(warning, "the platform is gone")
+      // The platform is up, and still lists the tools: nothing told it otherwise.
+      const state = Context.get(context, PlatformServer.PlatformState)
+      assert.deepStrictEqual(yield* state.lifecycleCalls("agent-1"), { register: 1, heartbeat: 0, deregister: 0 })
+      assert.deepStrictEqual(yield* state.visibleTools("agent-1"), ["lookup"])
+
+      // The scopes in order: the client outlives Serve, and the deregistration goes out.
+      lines.length = 0
+      yield* Serve.make(toolkit).pipe(Effect.scoped, Effect.provide(Layer.merge(websocketClient(url), logger)))
+      assert.deepStrictEqual(warnings(lines), [])
+      assert.strictEqual((yield* state.lifecycleCalls("agent-1")).deregister, 1)
+    }).pipe(Effect.scoped)
+  })
+
+  it.live("the platform really gone before the deregistration: the warning says so, not that this process closed the client", () => {
+    const { lines, logger } = capture()
+    return Effect.gen(function*() {
+      const platformScope = yield* Scope.make()
+      const { url } = yield* webSocketPlatform(platformScope)
+      yield* Effect.gen(function*() {
+        yield* Serve.make(yield* Toolkit.make(lookup))
+        yield* Scope.close(platformScope, Exit.void)
+      }).pipe(Effect.scoped, Effect.provide(Layer.merge(websocketClient(url), logger)))
+      const [warning, ...others] = warnings(lines)
+      assert.deepStrictEqual(others, [])
+      assert.match(warning!, /^agent agent-1: deregistration failed: the platform is gone \(the platform is unreachable \(.+\)\)$/)
+    })
   })
 })

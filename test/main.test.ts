@@ -21,7 +21,7 @@ const main = (args: ReadonlyArray<string>, extraEnv: Record<string, string> = {}
 
 describe("main: the demo", () => {
   it("runs end to end: the refund ran once although requested twice, after one retry", async () => {
-    const { code, stdout } = await main([])
+    const { code, stderr, stdout } = await main([])
     assert.strictEqual(code, 0)
     assert.notInclude(stdout, "\x1b", "no escape codes when stdout is not a terminal")
     assert.include(stdout, "model: scripted (no ANTHROPIC_API_KEY or OPENAI_API_KEY")
@@ -43,6 +43,27 @@ describe("main: the demo", () => {
     assert.match(stdout, /lookup_customer comes from an MCP server this demo started, at http:\/\/127\.0\.0\.1:\d+\/mcp/)
     assert.match(stdout, /✓ lookup_customer \(call-customer\)/)
     assert.include(stdout, "deregistered from the platform")
+    // One ordered view (issue 28): the log lines are in it, each call's after the call's line, not on stderr.
+    const at = (pattern: RegExp) => {
+      const index = stdout.split("\n").findIndex((line) => pattern.test(line))
+      assert.isAtLeast(index, 0, `${pattern} in\n${stdout}`)
+      return index
+    }
+    const order = [
+      at(/INFO agent demo-agent: registered 7 tool\(s\)/),
+      at(/serving 7 tools for demo-agent/),
+      at(/task \S+ submitted$/),
+      at(/→ lookup_order /),
+      at(/INFO tool call .*tool=lookup_order/),
+      at(/✓ lookup_order \(call-order\)/),
+      at(/→ issue_refund /),
+      at(/⟳ issue_refund failed/),
+      at(/INFO tool call .*toolCallId=call-refund-1 .*tool=issue_refund/),
+      at(/✓ issue_refund \(call-refund-1\)/),
+      at(/task completed$/)
+    ]
+    assert.deepStrictEqual(order, [...order].sort((a, b) => a - b), stdout)
+    assert.notInclude(stderr, "tool call")
   }, 60_000)
 
   it("--json prints the same events as NDJSON", async () => {
@@ -117,7 +138,8 @@ describe("main: fatal errors and secrets (design: Hostile clients)", () => {
     const url = `ws://user:s3cret-pw@127.0.0.1:${port}/rpc?token=s3cret-q`
     const served = await main(["serve"], { ...unset, AGENT_ID: "a", PLATFORM_TOKEN: "t", PLATFORM_URL: url })
     assert.strictEqual(served.code, 1, "nothing listens there")
-    assert.include(served.stderr, `serving 7 demo tools to ws://***:***@127.0.0.1:${port}/rpc?token=***`)
+    assert.include(served.stderr, `connecting to ws://***:***@127.0.0.1:${port}/rpc?token=*** to serve 7 demo tools`)
+    assert.notInclude(served.stderr, "registered", "nothing listens there: no registration is claimed")
     assert.notInclude(served.stdout + served.stderr, "s3cret")
 
     const dir = mkdtempSync(join(tmpdir(), "agent-tools-tokens-"))
@@ -183,7 +205,7 @@ const watch = (child: ChildProcess) => {
 }
 
 describe("main: platform and serve as two processes", () => {
-  it("SIGINT to serve makes the platform record the deregistration before serve exits", async () => {
+  it("SIGINT to serve makes the platform record the deregistration before serve exits; DEBUG=true shows serve's debug lines", async () => {
     const port = await freePort()
     const env = { ...process.env, ANTHROPIC_API_KEY: "", OPENAI_API_KEY: "", LOG_LEVEL: "debug" }
     const platform = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "platform", "--port", String(port), "--tokens", "tok-demo:demo-agent"], { cwd: root, env })
@@ -192,7 +214,14 @@ describe("main: platform and serve as two processes", () => {
       assert.isTrue(await platformLog.until(/platform on ws:/, 20_000), platformLog.text())
       const serve = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve"], {
         cwd: root,
-        env: { ...env, AGENT_ID: "demo-agent", PLATFORM_TOKEN: "tok-demo", PLATFORM_URL: `ws://127.0.0.1:${port}/rpc` }
+        env: {
+          ...env,
+          LOG_LEVEL: "",
+          DEBUG: "true",
+          AGENT_ID: "demo-agent",
+          PLATFORM_TOKEN: "tok-demo",
+          PLATFORM_URL: `ws://127.0.0.1:${port}/rpc`
+        }
       })
       const serveLog = watch(serve)
       assert.isTrue(await platformLog.until(/registered 7 tools/, 20_000), platformLog.text() + serveLog.text())
@@ -208,6 +237,12 @@ describe("main: platform and serve as two processes", () => {
       assert.isTrue(await platformLog.until(/deregistered/, 10_000), platformLog.text())
       await exited
       assert.match(serveLog.text(), /stopping: 0 call\(s\) drained, 0 interrupted/)
+      // Connecting first, then the registration the platform accepted, with the interval kept; DEBUG=true
+      // (no LOG_LEVEL) shows the debug lines: the deregistration's.
+      const text = serveLog.text()
+      assert.match(text, /level=INFO .*agent demo-agent: registered 7 tool\(s\) \(lookup_order, .*\) as process-\S+; heartbeat every 60 s/)
+      assert.isBelow(text.indexOf("connecting to ws://127.0.0.1"), text.indexOf("agent demo-agent: registered"))
+      assert.match(text, /level=DEBUG .*agent demo-agent: deregistered/)
     } finally {
       platform.kill("SIGTERM")
     }

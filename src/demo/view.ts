@@ -1,7 +1,9 @@
 /**
  * The demo's live view: one line per event with the elapsed time, a spinner for calls in flight
- * when stdout is a terminal, NDJSON with `--json`, and a summary at the end.
+ * when stdout is a terminal, NDJSON with `--json`, and a summary at the end. The demo's log lines
+ * come into it too (`logsInto`), so that one view on stdout has every line in order.
  */
+import { Cause, Effect, FiberRef, HashMap, HashSet, Logger, type Scope } from "effect"
 import type { RetryEvent } from "../Invocation.js"
 import type { TaskEvent } from "../protocol/Protocol.js"
 import type { Refund } from "./Backend.js"
@@ -49,6 +51,12 @@ export class LiveView {
   private replaying = false
   private spinner: ReturnType<typeof setInterval> | undefined
   private frame = 0
+  /**
+   * Lines about a call the view has not shown yet, by its id: a call runs (and logs, and retries) as
+   * soon as it is delivered, before the task's stream has brought its events this far. They follow
+   * the call's line.
+   */
+  private readonly waiting = new Map<string, Array<string>>()
 
   constructor(
     private readonly options: {
@@ -69,6 +77,34 @@ export class LiveView {
     this.clearSpinner()
     this.options.write(`[${this.elapsed()}] ${text}\n`)
     this.drawSpinner()
+  }
+
+  /** A line about call `toolCallId`: now if its line is shown, else right after it (timed then, as every line). */
+  private callLine(toolCallId: string, text: string): void {
+    if (this.options.json) return
+    if (this.seen.has(toolCallId)) return this.line(text)
+    const lines = this.waiting.get(toolCallId) ?? []
+    lines.push(text)
+    this.waiting.set(toolCallId, lines)
+  }
+
+  /** The lines that waited for call `toolCallId`, now that its line is shown (or the view ends without it). */
+  private release(toolCallId: string): void {
+    const lines = this.waiting.get(toolCallId)
+    this.waiting.delete(toolCallId)
+    for (const text of lines ?? []) this.line(text)
+  }
+
+  /** A log line of the demo: level, message and annotations; one about a call (`toolCallId`) follows its line. */
+  log(level: string, message: string, annotations: ReadonlyArray<readonly [string, unknown]>): void {
+    const pairs = annotations.map(([key, value]) => {
+      const text = typeof value === "string" ? value : JSON.stringify(value)
+      return `${key}=${/\s/.test(text) ? JSON.stringify(text) : text}`
+    })
+    const text = [level, message, ...pairs].join(" ")
+    const call = annotations.find(([key]) => key === "toolCallId")?.[1]
+    if (typeof call === "string") return this.callLine(call, text)
+    this.line(text)
   }
 
   private record(kind: string, data: object): void {
@@ -106,7 +142,8 @@ export class LiveView {
         this.seen.add(event.toolCallId)
         this.inFlight.set(event.toolCallId, { name: event.name, at: performance.now() })
         this.record("call_started", { toolCallId: event.toolCallId, name: event.name, arguments: event.arguments })
-        return this.line(`→ ${event.name} ${event.arguments}`)
+        this.line(`→ ${event.name} ${event.arguments}`)
+        return this.release(event.toolCallId)
       }
       case "ToolCallCompleted": {
         if (this.completed.has(event.toolCallId)) return this.record("call_replayed", { toolCallId: event.toolCallId })
@@ -166,12 +203,17 @@ export class LiveView {
   retry(event: RetryEvent): void {
     this.summary.retries++
     this.record("retry", { ...event })
-    this.line(`⟳ ${event.tool} failed (${event.error}); attempt ${event.attempt} in ${Math.round(event.delayMillis)} ms`)
+    this.callLine(
+      event.toolCallId,
+      `⟳ ${event.tool} failed (${event.error}); attempt ${event.attempt} in ${Math.round(event.delayMillis)} ms`
+    )
   }
 
   /** The summary table, or its NDJSON line; `refunds` are those the backend's billing made. */
   finish(refunds: ReadonlyArray<Refund>): void {
     this.stopSpinner()
+    // Lines about a call whose event never came: shown, not dropped.
+    for (const toolCallId of [...this.waiting.keys()]) this.release(toolCallId)
     const wall = `${((performance.now() - this.started) / 1000).toFixed(2)} s`
     const s = this.summary
     s.refundsMade = refunds.length
@@ -222,3 +264,32 @@ export class LiveView {
     if (this.spinner !== undefined) this.options.write("\r\x1b[2K")
   }
 }
+
+/**
+ * For the rest of the scope, the log lines (the demo's hooks, Serve's, the in-process platform's) go
+ * into `view`, in their place among its lines, instead of to stderr, where they came out of order with
+ * stdout. With `--json` they stay on stderr: stdout is NDJSON.
+ */
+export const logsInto = (
+  view: LiveView,
+  options: { readonly json: boolean }
+): Effect.Effect<void, never, Scope.Scope> =>
+  options.json ? Effect.void : Effect.locallyScopedWith(FiberRef.currentLoggers, (loggers) =>
+    // The tracer's logger stays (log lines as span events); the others, the stderr one among them, give way.
+    HashSet.add(
+      HashSet.filter(loggers, (logger) => logger === Logger.tracerLogger),
+      Logger.make(({ annotations, cause, logLevel, message }) => {
+        const text = (Array.isArray(message) ? message : [message]).map(String).join(" ")
+        view.log(
+          logLevel.label,
+          Cause.isEmpty(cause) ? text : `${text}: ${Cause.pretty(cause)}`,
+          [...HashMap.toEntries(annotations)]
+        )
+      })
+    ))
+
+/** A view, with the log lines in it for the rest of the scope (`logsInto`): on stderr they came out of order. */
+export const viewWithLogs = (
+  options: ConstructorParameters<typeof LiveView>[0]
+): Effect.Effect<LiveView, never, Scope.Scope> =>
+  Effect.tap(Effect.sync(() => new LiveView(options)), (view) => logsInto(view, options))

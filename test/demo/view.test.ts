@@ -3,10 +3,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Schedule, Stream } from "effect"
 import * as Backend from "../../src/demo/Backend.js"
 import * as DemoTools from "../../src/demo/tools.js"
-import { LiveView } from "../../src/demo/view.js"
+import { LiveView, logsInto } from "../../src/demo/view.js"
 import {
   Hooks,
   Idempotency,
+  Invocation,
   LanguageModel,
   PlatformClient,
   PlatformServer,
@@ -65,6 +66,68 @@ const summaries = (script: ReadonlyArray<LanguageModel.ScriptedTurn>) =>
       )
     ))
   )
+
+/** The demo's services around a task served in process to the model `script`, tool calls logged (Hooks.logging). */
+const demoServices = (script: ReadonlyArray<LanguageModel.ScriptedTurn>) =>
+  Layer.mergeAll(
+    Backend.layer,
+    Idempotency.layerMemory,
+    Hooks.layer({ tool: [Hooks.logging, Hooks.approval] }),
+    Layer.succeed(UserPrompt.UserPrompt, UserPrompt.UserPrompt.of({ ask: () => Effect.succeed("yes") })),
+    PlatformClient.layerTest.pipe(
+      Layer.provideMerge(
+        PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) }).pipe(
+          Layer.provide(LanguageModel.layerScripted(script, { repeat: false }))
+        )
+      ),
+      Layer.provideMerge(Timing.layer({ toolRetry: Schedule.forever })),
+      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
+        new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]])
+      )))
+    )
+  )
+
+describe("demo view: one ordered view (issue 28)", () => {
+  it.effect("the log lines come into the view, each about a call after the call's line, as its retries do", () =>
+    Effect.gen(function*() {
+      const written: Array<string> = []
+      const view = new LiveView({ json: false, tty: false, write: (text) => void written.push(text) })
+      yield* logsInto(view, { json: false })
+      // As the demo does: the retries into the view.
+      const served = yield* Serve.make(yield* Toolkit.make(DemoTools.lookupOrder, DemoTools.issueRefund)).pipe(
+        Effect.provideService(Invocation.InvocationObserver, { onRetry: (event) => view.retry(event) })
+      )
+      view.line("serving")
+      yield* Stream.runForEach(served.submitTask("refund the duplicate charge"), (event) => Effect.sync(() => view.event(event)))
+      const lines = written.join("").split("\n").map((line) => line.replace(/^\[\d+\.\d+s\] /, ""))
+      const at = (pattern: RegExp) => {
+        const index = lines.findIndex((line) => pattern.test(line))
+        assert.isAtLeast(index, 0, `${pattern} in\n${lines.join("\n")}`)
+        return index
+      }
+      const order = [
+        at(/^INFO agent agent-1: registered 2 tool\(s\) \(lookup_order, issue_refund\)/),
+        at(/^serving$/),
+        at(/^task \S+ submitted$/),
+        at(/^→ lookup_order /),
+        at(/^INFO tool call .*toolCallId=o-1 .*tool=lookup_order/),
+        at(/^✓ lookup_order \(o-1\)/),
+        at(/^→ issue_refund /),
+        at(/^⟳ issue_refund failed \(BillingUnavailable/),
+        at(/^INFO tool call .*toolCallId=r-1 .*attempts=2 .*tool=issue_refund/),
+        at(/^✓ issue_refund \(r-1\)/),
+        at(/^task completed$/)
+      ]
+      assert.deepStrictEqual(order, [...order].sort((a, b) => a - b), lines.join("\n"))
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(demoServices([
+        { toolCalls: [{ id: "o-1", name: "lookup_order", arguments: "{\"order_id\":\"ord-4821\"}" }] },
+        { toolCalls: [refund("r-1", 59.9)] },
+        { text: "Refunded." }
+      ]))
+    ))
+})
 
 describe("demo summary: refunds", () => {
   it.effect("two refunds, one asked twice: made 2 (billing's), requested 3, although only 1 call was reused", () =>
