@@ -11,12 +11,14 @@
  * Only the CLI is imported up front: each command imports what it needs when it runs, so that
  * `--help` or a bad command line loads @effect/cli and no more, and `mcp` no platform, journal or
  * model provider. Start-up is most of what an MCP client waits for (`test/bench/startup.ts`).
- * For the same reason this file and the modules it imports up front (ToolResult, Timing and the
- * schedule stepper) import Effect module by module, not from the `effect` barrel, which would load
- * some 100 modules of Effect that `--help` never runs; and the platform layer is the file system,
+ * For the same reason this file and the modules it imports up front (ToolResult, Timing, the
+ * schedule stepper, internal/cli for the help and the usage) import Effect module by module, not
+ * from the `effect` barrel, which would load some 100 modules of Effect that `--help` never runs;
+ * and the platform layer is the file system,
  * path and terminal @effect/cli needs, not `NodeContext` (a command executor and a worker manager).
  */
 import * as Args from "@effect/cli/Args"
+import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
@@ -39,6 +41,7 @@ import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
+import * as Cli from "./internal/cli.js"
 import { errorText } from "./ToolResult.js"
 import { shutdownGrace } from "./Timing.js"
 
@@ -320,8 +323,8 @@ const migrate = Command.make("migrate", { database: databaseOption }, ({ databas
   })).pipe(Command.withDescription("Cluster mode: create the schema on the database, once, before the runners start"))
 
 const platform = Command.make("platform", {
-  port: Options.integer("port").pipe(Options.withDefault(8787), Options.withDescription("the port to listen on")),
-  host: Options.text("host").pipe(Options.withDefault("127.0.0.1"), Options.withDescription("the address to bind")),
+  port: Cli.portOption("port", 8787, "the port to listen on, 0 for any free one"),
+  host: Options.text("host").pipe(Options.withDescription("the address to bind"), Cli.withDefault("127.0.0.1")),
   tokens: Options.text("tokens").pipe(
     Options.withDescription(
       "token:agent pairs, comma-separated (default: PLATFORM_TOKENS; every local user sees a command line: " +
@@ -343,13 +346,10 @@ const platform = Command.make("platform", {
   model: modelOption,
   database: databaseOption,
   runnerHost: Options.text("runner-host").pipe(
-    Options.withDefault("127.0.0.1"),
-    Options.withDescription("cluster mode: the address other runners reach this one at")
+    Options.withDescription("cluster mode: the address other runners reach this one at"),
+    Cli.withDefault("127.0.0.1")
   ),
-  runnerPort: Options.integer("runner-port").pipe(
-    Options.withDefault(34431),
-    Options.withDescription("cluster mode: the port runners talk to each other on")
-  )
+  runnerPort: Cli.portOption("runner-port", 34431, "cluster mode: the port runners talk to each other on")
 }, ({ database, host, journal, model, port, runnerHost, runnerPort, tokens, tokensFile }) =>
   Effect.gen(function*() {
     const [PlatformClient, PlatformServer] = yield* load(
@@ -414,10 +414,10 @@ const platform = Command.make("platform", {
 
 const serve = Command.make("serve", {
   grace: Options.integer("grace").pipe(
-    Options.withDefault(Duration.toSeconds(shutdownGrace)),
     Options.withDescription(
       "on SIGTERM or SIGINT, the seconds the calls still running may go on before they are interrupted"
-    )
+    ),
+    Cli.withDefault(Duration.toSeconds(shutdownGrace))
   )
 }, ({ grace }) =>
   Effect.gen(function*() {
@@ -442,7 +442,7 @@ const serve = Command.make("serve", {
 
 const mcp = Command.make("mcp", {
   http: Options.boolean("http").pipe(Options.withDescription("serve over Streamable HTTP instead of stdio")),
-  port: Options.integer("port").pipe(Options.withDefault(8788), Options.withDescription("the HTTP port (with --http)"))
+  port: Cli.portOption("port", 8788, "the HTTP port (with --http)")
 }, ({ http, port }) =>
   Effect.gen(function*() {
     const [[Mcp, Hooks], { backendLayer, toolkit }] = yield* Effect.all([
@@ -542,7 +542,9 @@ const root = Command.make("agent-tools", { model: modelOption, json: jsonOption 
   Command.withSubcommands([demo, platform, serve, mcp, run, approve])
 )
 
-const cli = Command.run(root, { name: "agent-tools", version: "0.1.0" })
+const version = "0.1.0"
+
+const cli = Command.run(root, { name: "agent-tools", version })
 
 const logLevel = LogLevel.allLevels.find((level) => level.label.toLowerCase() === (process.env.LOG_LEVEL ?? "info").toLowerCase())
 
@@ -561,10 +563,33 @@ const reportFatal = (cause: Cause.Cause<unknown>): Effect.Effect<void> =>
     process.exit(1)
   })
 
-cli(process.argv).pipe(
-  // A bad command line: @effect/cli has printed what is wrong and the usage; exit 2, no stack.
+/** The commands, as typed, for the help and the usage of a bad command line. */
+const tree: Cli.Node = {
+  name: "agent-tools",
+  command: root,
+  children: [
+    { name: "demo", command: demo },
+    { name: "platform", command: platform, children: [{ name: "migrate", command: migrate }] },
+    { name: "serve", command: serve },
+    { name: "mcp", command: mcp },
+    { name: "run", command: run },
+    { name: "approve", command: approve }
+  ]
+}
+
+Effect.flatMap(
+  // `--help`, or a bad command line (what is wrong, then the usage; exit 2), before anything starts.
+  Cli.preflight(tree, process.argv.slice(2), `agent-tools ${version}`),
+  (done) =>
+    done === undefined
+      ? Cli.withPlainConsole(cli(process.argv)).pipe(Effect.provideService(CliConfig.CliConfig, Cli.config))
+      : done === 0
+      ? Effect.void
+      : Effect.sync(() => process.exit(done))
+).pipe(
+  // A bad command line preflight let through: @effect/cli has printed what is wrong; exit 2, no stack.
   Effect.catchIf(ValidationError.isValidationError, () =>
-      Effect.sync(() => {
+    Effect.sync(() => {
       process.exit(2)
     })),
   // Stopped by a signal: runMain ends the process; any other failure is reported, one line.
