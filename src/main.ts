@@ -14,8 +14,8 @@
  * For the same reason this file and the modules it imports up front (ToolResult, Timing, the
  * schedule stepper, internal/cli for the help and the usage) import Effect module by module, not
  * from the `effect` barrel, which would load some 100 modules of Effect that `--help` never runs;
- * and the platform layer is the file system,
- * path and terminal @effect/cli needs, not `NodeContext` (a command executor and a worker manager).
+ * and the platform layer is the file system, path and terminal @effect/cli needs, not `NodeContext`
+ * (a command executor and a worker manager).
  */
 import * as Args from "@effect/cli/Args"
 import * as CliConfig from "@effect/cli/CliConfig"
@@ -322,6 +322,24 @@ const migrate = Command.make("migrate", { database: databaseOption }, ({ databas
     yield* Effect.logInfo(`the cluster's schema is ready on ${withoutPassword(url)}`)
   })).pipe(Command.withDescription("Cluster mode: create the schema on the database, once, before the runners start"))
 
+/**
+ * The token:agent pairs of `text` (from `source`); a malformed entry fails the start, named by its
+ * position, not its text (a token is a secret).
+ */
+const tokenPairs = (parse: (text: string) => ReadonlyMap<string, string>, text: string, source: string) => {
+  const entries = text.split(/[,\n]/).map((entry) => entry.trim()).filter((entry) => entry !== "")
+  const bad = entries.flatMap((entry, i) => parse(entry).size === 1 ? [] : [i + 1])
+  return bad.length === 0
+    ? Effect.succeed(parse(text))
+    : Effect.fail(
+      new BadOptions({
+        message: `${source} is malformed: ${bad.length === 1 ? "entry" : "entries"} ${bad.join(", ")} of ${entries.length} ` +
+          `${bad.length === 1 ? "is" : "are"} not token:agent; the form is token:agent pairs, comma-separated or one ` +
+          "a line, e.g. tok-1:agent-a,tok-2:agent-b"
+      })
+    )
+}
+
 const platform = Command.make("platform", {
   port: Cli.portOption("port", 8787, "the port to listen on, 0 for any free one"),
   host: Options.text("host").pipe(Options.withDescription("the address to bind"), Cli.withDefault("127.0.0.1")),
@@ -366,7 +384,8 @@ const platform = Command.make("platform", {
         catch: (error) => new PlatformClient.MissingSetting({ variable: `a readable --tokens-file (${String(error)})` })
       })
       : Option.getOrElse(tokens, () => process.env.PLATFORM_TOKENS ?? "")
-    const pairs = PlatformServer.parseTokens(text)
+    const source = Option.isSome(tokensFile) ? "--tokens-file" : Option.isSome(tokens) ? "--tokens" : "PLATFORM_TOKENS"
+    const pairs = yield* tokenPairs(PlatformServer.parseTokens, text, source)
     // No tokens, no agents: refuse to start rather than serve nobody.
     if (pairs.size === 0) {
       return yield* new PlatformClient.MissingSetting({ variable: "PLATFORM_TOKENS (or --tokens-file, --tokens)" })
@@ -522,6 +541,8 @@ const approve = Command.make("approve", {
     if (Option.isSome(url)) given.set("PLATFORM_URL", url.value)
     if (Option.isSome(token)) given.set("PLATFORM_TOKEN", token.value)
     const settings = ConfigProvider.orElse(ConfigProvider.fromMap(given), ConfigProvider.fromEnv)
+    // Every missing setting at once, before anything connects.
+    yield* Effect.withConfigProvider(PlatformClient.requireAll(["PLATFORM_TOKEN", "PLATFORM_URL"]), settings)
     yield* Effect.flatMap(PlatformClient.PlatformClient, (client) =>
       deny ? client.deny(task, call, { reason: Option.getOrUndefined(reason) }) : client.approve(task, call)).pipe(
         Effect.provide(PlatformClient.layer),

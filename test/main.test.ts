@@ -186,6 +186,25 @@ describe("main: fatal errors and secrets (design: Hostile clients)", () => {
     assert.strictEqual(platform.stderr, "agent-tools: MissingSetting: PLATFORM_TOKENS (or --tokens-file, --tokens) is not set\n")
   }, 60_000)
 
+  it("approve names every missing setting at once; PLATFORM_TOKENS set but malformed says so, and the form, not the tokens", async () => {
+    const [approve, malformed, blank] = await Promise.all([
+      main(["approve", "--task", "t", "--call", "c"], unset),
+      main(["platform", "--port", "0"], { ...unset, PLATFORM_TOKENS: "s3cret-a,tok-b:agent-b, :agent-c" }),
+      main(["platform", "--port", "0"], { ...unset, PLATFORM_TOKENS: " , " })
+    ])
+    assert.strictEqual(approve.code, 1)
+    assert.strictEqual(approve.stderr, "agent-tools: MissingSetting: PLATFORM_TOKEN, PLATFORM_URL are not set\n")
+    assert.strictEqual(malformed.code, 1)
+    assert.strictEqual(
+      malformed.stderr,
+      "agent-tools: BadOptions: PLATFORM_TOKENS is malformed: entries 1, 3 of 3 are not token:agent; the form is " +
+        "token:agent pairs, comma-separated or one a line, e.g. tok-1:agent-a,tok-2:agent-b\n"
+    )
+    assert.notInclude(malformed.stderr, "s3cret")
+    assert.strictEqual(blank.code, 1)
+    assert.strictEqual(blank.stderr, "agent-tools: MissingSetting: PLATFORM_TOKENS (or --tokens-file, --tokens) is not set\n")
+  }, 60_000)
+
   it("serve logs the platform's URL without its userinfo or query; --tokens-file is read, --tokens warned about", async () => {
     const port = await freePort()
     const url = `ws://user:s3cret-pw@127.0.0.1:${port}/rpc?token=s3cret-q`
