@@ -85,6 +85,7 @@ describe("main: the CLI", () => {
       assert.include(help.stdout, "--version prints the version")
     }
     const [, platform, serve, mcp, run] = helps
+    assert.include(platform!.stdout, "$ agent-tools platform [--port integer] [--host text]")
     assert.include(platform!.stdout, "--port integer\n\n  the port to listen on, 0 for any free one (default: 8787)")
     assert.include(platform!.stdout, "--host text\n\n  the address to bind (default: 127.0.0.1)")
     assert.include(platform!.stdout, "cluster mode: the port runners talk to each other on (default: 34431)")

@@ -204,7 +204,8 @@ export const preflight = (
         return extra === undefined ? undefined : badCommandLine(root, args, `unexpected argument '${extra}'`)
       }
       if (directive.option._tag !== "ShowHelp") return undefined
-      const usage = Usage.enumerate(directive.option.usage, config).map((span) => HelpDoc.p(`$ ${spanText(span)}`))
+      const prefix = commandPath(root, args).slice(0, -1).map((node) => `${node.name} `).join("")
+      const usage = Usage.enumerate(directive.option.usage, config).map((span) => HelpDoc.p(`$ ${prefix}${spanText(span)}`))
       const doc = HelpDoc.blocks([
         HelpDoc.p(header),
         HelpDoc.h1("USAGE"),
