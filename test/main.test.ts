@@ -84,7 +84,11 @@ describe("main: the CLI", () => {
       }
       assert.include(help.stdout, "--version prints the version")
     }
-    const [, platform, serve, mcp, run] = helps
+    const [top, platform, serve, mcp, run] = helps
+    // The commands by name and description, not by their whole usage padded to the longest.
+    assert.include(top!.stdout, "  - platform          Run the platform alone")
+    assert.include(top!.stdout, "  - platform migrate  Cluster mode: create the schema on the database")
+    assert.notInclude(top!.stdout, "[--runner-port integer] migrate")
     assert.include(platform!.stdout, "$ agent-tools platform [--port integer] [--host text]")
     assert.include(platform!.stdout, "--port integer\n\n  the port to listen on, 0 for any free one (default: 8787)")
     assert.include(platform!.stdout, "--host text\n\n  the address to bind (default: 127.0.0.1)")

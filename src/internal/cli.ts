@@ -122,11 +122,14 @@ const tidyDefinition = (block: HelpDoc.HelpDoc): HelpDoc.HelpDoc => {
   return HelpDoc.p(`${description} (default: ${fallback})`)
 }
 
-/** A command's help without @effect/cli's filler, each option with its default. */
-export const tidyHelp = (doc: HelpDoc.HelpDoc): HelpDoc.HelpDoc => {
+/**
+ * A command's help without @effect/cli's filler, each option with its default; its subcommands (`names`,
+ * in @effect/cli's order) by name and description, not by their whole usage padded to the longest.
+ */
+export const tidyHelp = (doc: HelpDoc.HelpDoc, names: ReadonlyArray<string> = []): HelpDoc.HelpDoc => {
   switch (doc._tag) {
     case "Sequence":
-      return HelpDoc.sequence(tidyHelp(doc.left), tidyHelp(doc.right))
+      return HelpDoc.sequence(tidyHelp(doc.left, names), tidyHelp(doc.right, names))
     case "DescriptionList":
       return HelpDoc.descriptionList(
         doc.definitions.map(([span, block]) => [span, tidyDefinition(block)] as [Span.Span, HelpDoc.HelpDoc]) as [
@@ -134,10 +137,23 @@ export const tidyHelp = (doc: HelpDoc.HelpDoc): HelpDoc.HelpDoc => {
           ...Array<[Span.Span, HelpDoc.HelpDoc]>
         ]
       )
+    case "Enumeration": {
+      if (doc.elements.length !== names.length) return doc
+      const width = Math.max(...names.map((name) => name.length))
+      const lines = doc.elements.map((element, i) => {
+        const description = paragraphs(element).join(" ").split(/ {2,}/).slice(1).join(" ")
+        return HelpDoc.p(`${names[i]!.padEnd(width)}  ${description}`)
+      })
+      return HelpDoc.enumeration(lines as [HelpDoc.HelpDoc, ...Array<HelpDoc.HelpDoc>])
+    }
     default:
       return doc
   }
 }
+
+/** The names of a command's subcommands, theirs after each (`platform`, `platform migrate`). */
+const subcommandNames = (node: Node, prefix = ""): Array<string> =>
+  (node.children ?? []).flatMap((child) => [`${prefix}${child.name}`, ...subcommandNames(child, `${prefix}${child.name} `)])
 
 /** The commands an argument list names, from the root down (`platform migrate ...`: root, platform, migrate). */
 const commandPath = (root: Node, args: ReadonlyArray<string>): Array<Node> => {
@@ -210,7 +226,7 @@ export const preflight = (
         HelpDoc.p(header),
         HelpDoc.h1("USAGE"),
         ...usage,
-        tidyHelp(directive.option.helpDoc),
+        tidyHelp(directive.option.helpDoc, subcommandNames(commandPath(root, args).at(-1)!)),
         HelpDoc.p(`${root.name} <command> --help shows a command's options; --version prints the version.`)
       ])
       const text = HelpDoc.toAnsiText(doc)
