@@ -26,7 +26,7 @@ export const config: CliConfig.CliConfig = { ...CliConfig.defaultConfig, showBui
 /** A command of the CLI, its name as typed, and its subcommands. */
 export interface Node {
   readonly name: string
-  readonly command: { readonly descriptor: Descriptor.Command<any> }
+  readonly command: { readonly descriptor: Descriptor.Command<unknown> }
   readonly children?: ReadonlyArray<Node>
 }
 
