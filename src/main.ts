@@ -11,12 +11,14 @@
  * Only the CLI is imported up front: each command imports what it needs when it runs, so that
  * `--help` or a bad command line loads @effect/cli and no more, and `mcp` no platform, journal or
  * model provider. Start-up is most of what an MCP client waits for (`test/bench/startup.ts`).
- * For the same reason this file and the modules it imports up front (ToolResult, Timing and the
- * schedule stepper) import Effect module by module, not from the `effect` barrel, which would load
- * some 100 modules of Effect that `--help` never runs; and the platform layer is the file system,
- * path and terminal @effect/cli needs, not `NodeContext` (a command executor and a worker manager).
+ * For the same reason this file and the modules it imports up front (ToolResult, Timing, the
+ * schedule stepper, internal/cli for the help and the usage) import Effect module by module, not
+ * from the `effect` barrel, which would load some 100 modules of Effect that `--help` never runs;
+ * and the platform layer is the file system, path and terminal @effect/cli needs, not `NodeContext`
+ * (a command executor and a worker manager).
  */
 import * as Args from "@effect/cli/Args"
+import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
@@ -39,6 +41,7 @@ import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
+import * as Cli from "./internal/cli.js"
 import { errorText } from "./ToolResult.js"
 import { shutdownGrace } from "./Timing.js"
 
@@ -319,9 +322,27 @@ const migrate = Command.make("migrate", { database: databaseOption }, ({ databas
     yield* Effect.logInfo(`the cluster's schema is ready on ${withoutPassword(url)}`)
   })).pipe(Command.withDescription("Cluster mode: create the schema on the database, once, before the runners start"))
 
+/**
+ * The token:agent pairs of `text` (from `source`); a malformed entry fails the start, named by its
+ * position, not its text (a token is a secret).
+ */
+const tokenPairs = (parse: (text: string) => ReadonlyMap<string, string>, text: string, source: string) => {
+  const entries = text.split(/[,\n]/).map((entry) => entry.trim()).filter((entry) => entry !== "")
+  const bad = entries.flatMap((entry, i) => parse(entry).size === 1 ? [] : [i + 1])
+  return bad.length === 0
+    ? Effect.succeed(parse(text))
+    : Effect.fail(
+      new BadOptions({
+        message: `${source} is malformed: ${bad.length === 1 ? "entry" : "entries"} ${bad.join(", ")} of ${entries.length} ` +
+          `${bad.length === 1 ? "is" : "are"} not token:agent; the form is token:agent pairs, comma-separated or one ` +
+          "a line, e.g. tok-1:agent-a,tok-2:agent-b"
+      })
+    )
+}
+
 const platform = Command.make("platform", {
-  port: Options.integer("port").pipe(Options.withDefault(8787), Options.withDescription("the port to listen on")),
-  host: Options.text("host").pipe(Options.withDefault("127.0.0.1"), Options.withDescription("the address to bind")),
+  port: Cli.portOption("port", 8787, "the port to listen on, 0 for any free one"),
+  host: Options.text("host").pipe(Options.withDescription("the address to bind"), Cli.withDefault("127.0.0.1")),
   tokens: Options.text("tokens").pipe(
     Options.withDescription(
       "token:agent pairs, comma-separated (default: PLATFORM_TOKENS; every local user sees a command line: " +
@@ -343,13 +364,10 @@ const platform = Command.make("platform", {
   model: modelOption,
   database: databaseOption,
   runnerHost: Options.text("runner-host").pipe(
-    Options.withDefault("127.0.0.1"),
-    Options.withDescription("cluster mode: the address other runners reach this one at")
+    Options.withDescription("cluster mode: the address other runners reach this one at"),
+    Cli.withDefault("127.0.0.1")
   ),
-  runnerPort: Options.integer("runner-port").pipe(
-    Options.withDefault(34431),
-    Options.withDescription("cluster mode: the port runners talk to each other on")
-  )
+  runnerPort: Cli.portOption("runner-port", 34431, "cluster mode: the port runners talk to each other on")
 }, ({ database, host, journal, model, port, runnerHost, runnerPort, tokens, tokensFile }) =>
   Effect.gen(function*() {
     const [PlatformClient, PlatformServer] = yield* load(
@@ -366,7 +384,8 @@ const platform = Command.make("platform", {
         catch: (error) => new PlatformClient.MissingSetting({ variable: `a readable --tokens-file (${String(error)})` })
       })
       : Option.getOrElse(tokens, () => process.env.PLATFORM_TOKENS ?? "")
-    const pairs = PlatformServer.parseTokens(text)
+    const source = Option.isSome(tokensFile) ? "--tokens-file" : Option.isSome(tokens) ? "--tokens" : "PLATFORM_TOKENS"
+    const pairs = yield* tokenPairs(PlatformServer.parseTokens, text, source)
     // No tokens, no agents: refuse to start rather than serve nobody.
     if (pairs.size === 0) {
       return yield* new PlatformClient.MissingSetting({ variable: "PLATFORM_TOKENS (or --tokens-file, --tokens)" })
@@ -414,10 +433,10 @@ const platform = Command.make("platform", {
 
 const serve = Command.make("serve", {
   grace: Options.integer("grace").pipe(
-    Options.withDefault(Duration.toSeconds(shutdownGrace)),
     Options.withDescription(
       "on SIGTERM or SIGINT, the seconds the calls still running may go on before they are interrupted"
-    )
+    ),
+    Cli.withDefault(Duration.toSeconds(shutdownGrace))
   )
 }, ({ grace }) =>
   Effect.gen(function*() {
@@ -444,7 +463,7 @@ const serve = Command.make("serve", {
 
 const mcp = Command.make("mcp", {
   http: Options.boolean("http").pipe(Options.withDescription("serve over Streamable HTTP instead of stdio")),
-  port: Options.integer("port").pipe(Options.withDefault(8788), Options.withDescription("the HTTP port (with --http)"))
+  port: Cli.portOption("port", 8788, "the HTTP port (with --http)")
 }, ({ http, port }) =>
   Effect.gen(function*() {
     const [[Mcp, Hooks], { backendLayer, toolkit }] = yield* Effect.all([
@@ -524,6 +543,8 @@ const approve = Command.make("approve", {
     if (Option.isSome(url)) given.set("PLATFORM_URL", url.value)
     if (Option.isSome(token)) given.set("PLATFORM_TOKEN", token.value)
     const settings = ConfigProvider.orElse(ConfigProvider.fromMap(given), ConfigProvider.fromEnv)
+    // Every missing setting at once, before anything connects.
+    yield* Effect.withConfigProvider(PlatformClient.requireAll(["PLATFORM_TOKEN", "PLATFORM_URL"]), settings)
     yield* Effect.flatMap(PlatformClient.PlatformClient, (client) =>
       deny ? client.deny(task, call, { reason: Option.getOrUndefined(reason) }) : client.approve(task, call)).pipe(
         Effect.provide(PlatformClient.layer),
@@ -544,7 +565,9 @@ const root = Command.make("agent-tools", { model: modelOption, json: jsonOption 
   Command.withSubcommands([demo, platform, serve, mcp, run, approve])
 )
 
-const cli = Command.run(root, { name: "agent-tools", version: "0.1.0" })
+const version = "0.1.0"
+
+const cli = Command.run(root, { name: "agent-tools", version })
 
 // DEBUG=true is LOG_LEVEL=debug: registration and heartbeat lines, a fatal error's full cause.
 const logLevel = process.env.DEBUG === "true"
@@ -566,10 +589,33 @@ const reportFatal = (cause: Cause.Cause<unknown>): Effect.Effect<void> =>
     process.exit(1)
   })
 
-cli(process.argv).pipe(
-  // A bad command line: @effect/cli has printed what is wrong and the usage; exit 2, no stack.
+/** The commands, as typed, for the help and the usage of a bad command line. */
+const tree: Cli.Node = {
+  name: "agent-tools",
+  command: root,
+  children: [
+    { name: "demo", command: demo },
+    { name: "platform", command: platform, children: [{ name: "migrate", command: migrate }] },
+    { name: "serve", command: serve },
+    { name: "mcp", command: mcp },
+    { name: "run", command: run },
+    { name: "approve", command: approve }
+  ]
+}
+
+Effect.flatMap(
+  // `--help`, or a bad command line (what is wrong, then the usage; exit 2), before anything starts.
+  Cli.preflight(tree, process.argv.slice(2), `agent-tools ${version}`),
+  (done) =>
+    done === undefined
+      ? Cli.withPlainConsole(cli(process.argv)).pipe(Effect.provideService(CliConfig.CliConfig, Cli.config))
+      : done === 0
+      ? Effect.void
+      : Effect.sync(() => process.exit(done))
+).pipe(
+  // A bad command line preflight let through: @effect/cli has printed what is wrong; exit 2, no stack.
   Effect.catchIf(ValidationError.isValidationError, () =>
-      Effect.sync(() => {
+    Effect.sync(() => {
       process.exit(2)
     })),
   // Stopped by a signal: runMain ends the process; any other failure is reported, one line.

@@ -382,7 +382,13 @@ describe("secrets never reach a log, a span, an error text, a result or a model 
       const { output, unknown, wrong } = exit.value
       assert.strictEqual(output, "Order ord-4821 has shipped; there is no order ord-0000.")
       assert.deepStrictEqual([wrong._tag, wrong.message], ["Unauthorized", "the token is not valid for agent agent-1"])
-      assert.deepStrictEqual([unknown._tag, unknown.message], ["Unauthorized", "missing or unknown platform token"])
+      // What is wrong, and which settings make it right, on each side.
+      assert.strictEqual(unknown._tag, "Unauthorized")
+      assert.strictEqual(
+        unknown.message,
+        "missing or unknown platform token: the serving side sends its PLATFORM_TOKEN, which must be one of the " +
+          "platform's tokens, read from PLATFORM_TOKENS (or platform --tokens-file) as token:agent pairs, comma-separated"
+      )
       capture.saw([String(wrong), JSON.stringify(wrong), String(unknown), JSON.stringify(unknown)])
       assert.strictEqual(server.received.length, 2)
       assert.isTrue(capture.spans.length > 0)

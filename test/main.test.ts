@@ -93,15 +93,94 @@ describe("main: the CLI", () => {
     assert.include(mcp.stdout, "--http")
   }, 60_000)
 
-  it("an unknown command or a bad flag is a clear message and a non-zero exit", async () => {
-    const unknown = await main(["deploy"])
-    assert.strictEqual(unknown.code, 2)
-    assert.include(unknown.stdout + unknown.stderr, "Invalid subcommand for agent-tools - use one of 'demo', 'platform', 'serve', 'mcp', 'run', 'approve'")
-    assert.notInclude(unknown.stdout + unknown.stderr, "_tag")
-    const badFlag = await main(["platform", "--port", "not-a-number"])
-    assert.strictEqual(badFlag.code, 2)
-    assert.include(badFlag.stdout + badFlag.stderr, "'not-a-number' is not a integer")
+  it("--help: each option its description and default, none of @effect/cli's filler, no colour into a pipe", async () => {
+    const helps = await Promise.all([[], ["platform"], ["serve"], ["mcp"], ["run"], ["approve"]].map((command) =>
+      main([...command, "--help"])
+    ))
+    for (const help of helps) {
+      assert.strictEqual(help.code, 0, help.stderr)
+      assert.notInclude(help.stdout, "\x1b", "no escape codes when stdout is not a terminal")
+      for (const filler of ["A user-defined piece of text.", "A true or false value.", "An integer.", "This setting is optional", "--wizard", "--completions"]) {
+        assert.notInclude(help.stdout, filler)
+      }
+      assert.include(help.stdout, "--version prints the version")
+    }
+    const [top, platform, serve, mcp, run] = helps
+    // The commands by name and description, not by their whole usage padded to the longest.
+    assert.include(top!.stdout, "  - platform          Run the platform alone")
+    assert.include(top!.stdout, "  - platform migrate  Cluster mode: create the schema on the database")
+    assert.notInclude(top!.stdout, "[--runner-port integer] migrate")
+    assert.include(platform!.stdout, "$ agent-tools platform [--port integer] [--host text]")
+    assert.include(platform!.stdout, "--port integer\n\n  the port to listen on, 0 for any free one (default: 8787)")
+    assert.include(platform!.stdout, "--host text\n\n  the address to bind (default: 127.0.0.1)")
+    assert.include(platform!.stdout, "cluster mode: the port runners talk to each other on (default: 34431)")
+    assert.include(serve!.stdout, "before they are interrupted (default: 30)")
+    assert.include(mcp!.stdout, "the HTTP port (with --http) (default: 8788)")
+    assert.include(run!.stdout, "<prompt>\n\n  what to ask the agent")
   }, 60_000)
+
+  it("a bad command line says what is wrong, then the usage; exit 2", async () => {
+    const [bogus, platformBogus, unknown, badFlag, extra, missing] = await Promise.all([
+      main(["--bogus"]),
+      main(["platform", "--bogus", "--port", "1"]),
+      main(["deploy"]),
+      main(["platform", "--port", "not-a-number"]),
+      main(["serve", "extra"]),
+      main(["run"])
+    ])
+    for (const bad of [bogus, platformBogus, unknown, badFlag, extra, missing]) {
+      assert.strictEqual(bad.code, 2, bad.stderr)
+      assert.strictEqual(bad.stdout, "")
+      assert.notInclude(bad.stderr, "_tag")
+    }
+    assert.strictEqual(
+      bogus.stderr,
+      "agent-tools: unknown option --bogus\n\nusage: agent-tools [--model text] [--json] [<command>]\n\n" +
+        "agent-tools --help describes the commands\n"
+    )
+    assert.match(platformBogus.stderr, /^agent-tools: unknown option --bogus\n\nusage: agent-tools platform \[--port integer\] /)
+    assert.include(platformBogus.stderr, "agent-tools platform --help describes its options")
+    assert.include(unknown.stderr, "agent-tools: Invalid subcommand for agent-tools - use one of 'demo', 'platform', 'serve', 'mcp', 'run', 'approve'\n\nusage: agent-tools [--model text]")
+    assert.include(badFlag.stderr, "agent-tools: 'not-a-number' is not an integer\n\nusage: agent-tools platform [--port integer]")
+    assert.include(extra.stderr, "agent-tools: unexpected argument 'extra'\n\nusage: agent-tools serve [--grace integer]")
+    assert.include(missing.stderr, "agent-tools: Missing argument <prompt>\n\nusage: agent-tools run [--model text] <prompt>")
+  }, 60_000)
+
+  it("a port out of range is a bad command line, before anything starts: exit 2, no listening", async () => {
+    const [platform, runner, mcp] = await Promise.all([
+      main(["platform", "--port", "99999"], { PLATFORM_TOKENS: "tok:agent" }),
+      main(["platform", "--runner-port", "-1"], { PLATFORM_TOKENS: "tok:agent" }),
+      main(["mcp", "--http", "--port", "65536"])
+    ])
+    for (const bad of [platform, runner, mcp]) {
+      assert.strictEqual(bad.code, 2, bad.stderr)
+      assert.notInclude(bad.stderr, "platform on")
+      assert.notInclude(bad.stderr, "RangeError")
+    }
+    assert.match(platform.stderr, /^agent-tools: --port must be a port number from 0 to 65535, not 99999\n\nusage: agent-tools platform /)
+    assert.include(runner.stderr, "agent-tools: --runner-port must be a port number from 0 to 65535, not -1")
+    assert.match(mcp.stderr, /^agent-tools: --port must be a port number from 0 to 65535, not 65536\n\nusage: agent-tools mcp /)
+  }, 60_000)
+})
+
+describe("main: the bundled CLI (scripts/build.mjs --cli)", () => {
+  it("prints no colour into a pipe: --help, --version, a bad command line", async () => {
+    await new Promise<void>((resolve, reject) =>
+      execFile(process.execPath, ["scripts/build.mjs", "--cli"], { cwd: root, timeout: 60_000 }, (error, _, stderr) =>
+        error === null ? resolve() : reject(new Error(`${error.message}\n${stderr}`))))
+    const bin = (args: ReadonlyArray<string>) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+        execFile(process.execPath, ["dist/cli/agent-tools.mjs", ...args], { cwd: root, timeout: 30_000 }, (error, stdout, stderr) =>
+          resolve({ code: error === null ? 0 : (error as { code?: number }).code ?? 1, stdout, stderr })))
+    const [help, version, bogus] = await Promise.all([bin(["platform", "--help"]), bin(["--version"]), bin(["--bogus"])])
+    assert.strictEqual(help.code, 0, help.stderr)
+    assert.include(help.stdout, "USAGE")
+    assert.include(help.stdout, "(default: 8787)")
+    assert.strictEqual(version.stdout.trim(), "0.1.0")
+    assert.strictEqual(bogus.code, 2)
+    assert.include(bogus.stderr, "unknown option --bogus")
+    for (const { stderr, stdout } of [help, version, bogus]) assert.notInclude(stdout + stderr, "\x1b")
+  }, 90_000)
 })
 
 describe("main: run", () => {
@@ -131,6 +210,25 @@ describe("main: fatal errors and secrets (design: Hostile clients)", () => {
     const platform = await main(["platform", "--port", "0"], unset)
     assert.strictEqual(platform.code, 1)
     assert.strictEqual(platform.stderr, "agent-tools: MissingSetting: PLATFORM_TOKENS (or --tokens-file, --tokens) is not set\n")
+  }, 60_000)
+
+  it("approve names every missing setting at once; PLATFORM_TOKENS set but malformed says so, and the form, not the tokens", async () => {
+    const [approve, malformed, blank] = await Promise.all([
+      main(["approve", "--task", "t", "--call", "c"], unset),
+      main(["platform", "--port", "0"], { ...unset, PLATFORM_TOKENS: "s3cret-a,tok-b:agent-b, :agent-c" }),
+      main(["platform", "--port", "0"], { ...unset, PLATFORM_TOKENS: " , " })
+    ])
+    assert.strictEqual(approve.code, 1)
+    assert.strictEqual(approve.stderr, "agent-tools: MissingSetting: PLATFORM_TOKEN, PLATFORM_URL are not set\n")
+    assert.strictEqual(malformed.code, 1)
+    assert.strictEqual(
+      malformed.stderr,
+      "agent-tools: BadOptions: PLATFORM_TOKENS is malformed: entries 1, 3 of 3 are not token:agent; the form is " +
+        "token:agent pairs, comma-separated or one a line, e.g. tok-1:agent-a,tok-2:agent-b\n"
+    )
+    assert.notInclude(malformed.stderr, "s3cret")
+    assert.strictEqual(blank.code, 1)
+    assert.strictEqual(blank.stderr, "agent-tools: MissingSetting: PLATFORM_TOKENS (or --tokens-file, --tokens) is not set\n")
   }, 60_000)
 
   it("serve logs the platform's URL without its userinfo or query; --tokens-file is read, --tokens warned about", async () => {

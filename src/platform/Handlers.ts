@@ -21,6 +21,7 @@ import {
   type TaskEvent,
   type ToolCallResult,
   Unauthorized,
+  unknownTokenMessage,
   type UnknownTask
 } from "../protocol/Protocol.js"
 import type * as Toolkit from "../Toolkit.js"
@@ -117,7 +118,7 @@ const authenticationOf = (tokens: ReadonlyMap<string, string>) =>
       const token = typeof value === "string" && value.startsWith("Bearer ") ? value.slice(7) : undefined
       const agentId = token === undefined ? undefined : tokens.get(token)
       return agentId === undefined
-        ? Effect.fail(new Unauthorized({ message: "missing or unknown platform token" }))
+        ? Effect.fail(new Unauthorized({ message: unknownTokenMessage }))
         : Effect.succeed({ agentId })
     })
   )

@@ -40,7 +40,8 @@ export const parseTokens = (text: string): ReadonlyMap<string, string> =>
   new Map(
     text.split(/[,\n]/).map((pair) => pair.trim()).filter((pair) => pair !== "").map((pair) => {
       const colon = pair.indexOf(":")
-      return [pair.slice(0, colon), pair.slice(colon + 1)] as const
+      // No colon: no pair (not a token of all but its last character).
+      return colon === -1 ? ["", ""] as const : [pair.slice(0, colon), pair.slice(colon + 1)] as const
     }).filter(([token, agent]) => token !== "" && agent !== "")
   )
 

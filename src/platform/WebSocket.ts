@@ -16,7 +16,7 @@ import { createServer, type IncomingMessage, type Server as HttpServer, STATUS_C
 import type { Duplex } from "node:stream"
 import { type WebSocket, WebSocketServer } from "ws"
 import * as Framing from "../protocol/Framing.js"
-import { Authentication, PlatformRpcs } from "../protocol/Protocol.js"
+import { Authentication, PlatformRpcs, unknownTokenMessage } from "../protocol/Protocol.js"
 import * as Wire from "./Wire.js"
 
 /** Where the WebSocket server listens, and the limits each connection is held to (design: Hostile clients). */
@@ -150,7 +150,7 @@ const onUpgradeOf = (
     upgrading++
     authenticate(Headers.fromInput(request.headers), (exit) => {
       upgrading--
-      if (Exit.isFailure(exit)) return refuse(socket, 401, "missing or unknown platform token\n")
+      if (Exit.isFailure(exit)) return refuse(socket, 401, `${unknownTokenMessage}\n`)
       if (socket.destroyed) return
       sockets.handleUpgrade(request, socket, head, (ws) => accept(ws, request.headers))
     })

@@ -13,6 +13,14 @@ import * as Toolkit from "../Toolkit.js"
 // ---------------------------------------------------------------------------------------------
 // Errors.
 
+/**
+ * `Unauthorized`'s message for a connection without a token the platform knows: what is wrong, and
+ * which settings on each side make it right.
+ */
+export const unknownTokenMessage = "missing or unknown platform token: the serving side sends its PLATFORM_TOKEN, " +
+  "which must be one of the platform's tokens, read from PLATFORM_TOKENS (or platform --tokens-file) " +
+  "as token:agent pairs, comma-separated"
+
 /** The token is unknown, or bound to another agent. */
 export class Unauthorized extends Schema.TaggedError<Unauthorized>("agent-tools/Unauthorized")("Unauthorized", {
   message: Schema.String

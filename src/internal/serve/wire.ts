@@ -11,7 +11,7 @@ import type { FromClientEncoded, FromServerEncoded } from "@effect/rpc/RpcMessag
 import { Effect, Mailbox, type Scope } from "effect"
 import { WebSocket } from "ws"
 import * as Framing from "../../protocol/Framing.js"
-import { Unauthorized } from "../../protocol/Protocol.js"
+import { Unauthorized, unknownTokenMessage } from "../../protocol/Protocol.js"
 
 /** Where the client's wire connects, and the limits it keeps. */
 export interface ClientOptions {
@@ -85,7 +85,7 @@ const connect = (link: Link): Connection => {
     if (link.current === connection) link.current = undefined
     settle?.reject(
       status === 401
-        ? unreachable("missing or unknown platform token", new Unauthorized({ message: "missing or unknown platform token" }))
+        ? unreachable(unknownTokenMessage, new Unauthorized({ message: unknownTokenMessage }))
         : unreachable(`the platform refused the connection (${status} ${response.statusMessage ?? ""})`)
     )
   })

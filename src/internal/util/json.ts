@@ -181,7 +181,9 @@ const check = (value: unknown, path: string, ancestors: Set<object> | undefined,
   const proto = Object.getPrototypeOf(object)
   if (proto !== Object.prototype && proto !== null) {
     const name = (proto as { constructor?: { name?: unknown } }).constructor?.name
-    return `${typeof name === "string" && name !== "" ? `a ${name}` : "a class instance"}${where(path)} is not JSON`
+    return `${typeof name === "string" && name !== "" ? `${/^[aeiou]/i.test(name) ? "an" : "a"} ${name}` : "a class instance"}${
+      where(path)
+    } is not JSON`
   }
   seen.add(object)
   walk.upperBytes += 2
