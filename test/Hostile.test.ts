@@ -10,9 +10,11 @@ import * as Backend from "../src/demo/Backend.js"
 import * as DemoTools from "../src/demo/tools.js"
 import { record, scale } from "./support/figures.js"
 import { mcpClient } from "./support/mcpHttp.js"
+import * as Json from "../src/internal/util/json.js"
 import {
   Hooks,
   Invocation,
+  Mcp,
   LanguageModel,
   PlatformClient,
   PlatformServer,
@@ -148,9 +150,16 @@ describe("hostile input (10x under npm run soak)", () => {
         fc.assert(
           fc.asyncProperty(objects, async ({ args, tool }) => {
             figures.tried++
-            // A protocol error or a dropped connection is what a defect looks like from the client.
-            const result = await client.callTool({ name: tool.name, arguments: args as Record<string, unknown> }).catch(() => undefined)
+            // A protocol error or a dropped connection is what a defect looks like from the client, but for
+            // a body nested past the HTTP face's limit: refused from its text with a parse error that says so.
+            let refusal = ""
+            const result = await client.callTool({ name: tool.name, arguments: args as Record<string, unknown> }).catch(
+              (error: unknown) => void (refusal = String(error))
+            )
             if (result === undefined) {
+              if (Json.textDeeperThan(JSON.stringify(args), Mcp.httpDefaults.maxBodyDepth)) {
+                return refusal.includes(`nested deeper than ${Mcp.httpDefaults.maxBodyDepth} levels`)
+              }
               figures.defects++
               return false
             }
