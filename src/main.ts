@@ -44,6 +44,7 @@ import { readFileSync } from "node:fs"
 import * as Cli from "./internal/cli.js"
 import { errorText } from "./ToolResult.js"
 import { shutdownGrace } from "./Timing.js"
+import { redactUrl } from "./internal/util/settings.js"
 
 // ---------------------------------------------------------------------------------------------
 // What the commands load when they run.
@@ -296,17 +297,6 @@ const chooseDatabase = (option: Option.Option<string>) =>
     return process.env.PLATFORM_DATABASE ?? ""
   })
 
-/** A PostgreSQL URL without its password, for logs. */
-const withoutPassword = (url: string): string => {
-  try {
-    const parsed = new URL(url)
-    parsed.password = ""
-    return parsed.toString()
-  } catch {
-    return "(an unparsable URL)"
-  }
-}
-
 /** The `SqlClient` on the cluster's PostgreSQL. */
 const loadDatabase = (url: string) =>
   Effect.map(load(() => import("@effect/sql-pg")), ([{ PgClient }]) => PgClient.layer({ url: Redacted.make(url) }))
@@ -319,7 +309,7 @@ const migrate = Command.make("migrate", { database: databaseOption }, ({ databas
     }
     const [Cluster] = yield* load(() => import("./platform/Cluster.js"))
     yield* Effect.provide(Cluster.migrate, yield* loadDatabase(url))
-    yield* Effect.logInfo(`the cluster's schema is ready on ${withoutPassword(url)}`)
+    yield* Effect.logInfo(`the cluster's schema is ready on ${redactUrl(url)}`)
   })).pipe(Command.withDescription("Cluster mode: create the schema on the database, once, before the runners start"))
 
 /**
@@ -403,7 +393,7 @@ const platform = Command.make("platform", {
       const [Cluster] = yield* load(() => import("./platform/Cluster.js"))
       yield* Effect.logInfo(
         `platform on ws://${host}:${port}${PlatformServer.path}, model ${chosen.model}, ` +
-          `a runner of the cluster on ${withoutPassword(url)} (runners reach it at ${runnerHost}:${runnerPort})`
+          `a runner of the cluster on ${redactUrl(url)} (runners reach it at ${runnerHost}:${runnerPort})`
       )
       return yield* Layer.launch(
         PlatformServer.layerWebSocket({ port, host }).pipe(

@@ -17,13 +17,21 @@ export const optionalSecret = (name: string): Effect.Effect<Option.Option<Redact
 /** A plain setting (a URL, an id). */
 export const optionalString = (name: string): Effect.Effect<Option.Option<string>> => optional(Config.string(name))
 
-/** A URL fit for a log line: a password, a user name and query values (a token, say) replaced by `***`. */
+/**
+ * A URL fit for a log line: a password, a user name and query values (a token, a database
+ * password) replaced by `***`. A comma-separated list (a cluster's URLs) is redacted URL by URL.
+ */
 export const redactUrl = (text: string): string => {
+  if (text === "") return "(unset)"
+  return text.split(",").map((part) => redactOne(part.trim())).join(",")
+}
+
+const redactOne = (text: string): string => {
   let url: URL
   try {
     url = new URL(text)
   } catch {
-    return text === "" ? "(unset)" : "(not a URL)"
+    return "(not a URL)"
   }
   if (url.username !== "") url.username = "***"
   if (url.password !== "") url.password = "***"
