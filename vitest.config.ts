@@ -11,6 +11,7 @@ const slow = [
   "test/main.test.ts",
   "test/WorkerPool.test.ts",
   "test/WorkerTools.test.ts",
+  "test/SqliteLocked.test.ts",
   "test/McpStdioProcess.test.ts",
   "test/demo/worker.test.ts",
   "test/Package.test.ts",

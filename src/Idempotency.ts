@@ -202,7 +202,8 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
     const instance = yield* Ids.make("process")
     let claims = 0
     // A store error is a defect here: the call cannot be deduplicated, so it must not run.
-    const orDie = <A, E>(effect: Effect.Effect<A, E>) => Effect.orDie(effect)
+    // Tried again while another process holds the file (SQLite), the loop free meanwhile; else a defect.
+    const orDie = <A, E>(effect: Effect.Effect<A, E>) => Effect.orDie(SqlStore.whileBusy(effect))
     const complete = (key: DeliveryKey, owner: string, result: ToolResult) =>
       Effect.flatMap(Schema.encode(OutcomeJson)(result), (outcome) => Claims.complete(sql, key, owner, outcome))
 

@@ -244,7 +244,7 @@ const held = <E>(
   write: (text: string) => Effect.Effect<ReadonlyArray<{ readonly result: string | null }>, E>
 ): Effect.Effect<ToolResult> => {
   const text = Schema.encodeSync(ResultJson)(result)
-  return write(text).pipe(
+  return SqlStore.whileBusy(write(text)).pipe(
     Effect.flatMap((rows) => {
       const stored = rows[0]?.result
       return stored === undefined || stored === null || stored === text
@@ -287,13 +287,16 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
   })
 )
 
+/** A journal write: tried again while another process holds the file (SQLite), else a defect. */
+const orDie = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A> => Effect.orDie(SqlStore.whileBusy(effect))
+
 /** The journal's writes on `sql`: a run's start, turns, calls, approvals and end. */
 const makeWrites = (
   sql: Client,
   unavailable: (reason: string) => JournalUnavailable
 ): Omit<Journal["Type"], "path" | "run" | "tasks"> => ({
   started: (run) =>
-    Effect.orDie(Sql.insertTask(sql, {
+    orDie(Sql.insertTask(sql, {
       taskId: run.runId,
       kind: run.kind,
       agentId: run.agentId,
@@ -308,14 +311,14 @@ const makeWrites = (
         const held = rows[0]?.turn
         return held === undefined || held === text ? Effect.succeed(turn) : Schema.decode(TurnJson)(held)
       }),
-      Effect.orDie
+      orDie
     )
   },
-  callStarted: (runId, call) => Effect.orDie(Sql.insertCall(sql, runId, call)),
+  callStarted: (runId, call) => orDie(Sql.insertCall(sql, runId, call)),
   callEnded: (runId, toolCallId, result) => held(result, (text) => Sql.answerCall(sql, runId, toolCallId, text)),
   callAnswered: (runId, call, result) => held(result, (text) => Sql.insertAnswered(sql, runId, call, text)),
   suspended: (runId, approvals) =>
-    Effect.orDie(sql.withTransaction(Effect.zipRight(
+    orDie(sql.withTransaction(Effect.zipRight(
       Effect.forEach(approvals, (a) =>
         Sql.askApproval(sql, {
           task_id: runId,
@@ -328,16 +331,16 @@ const makeWrites = (
         }), { discard: true }),
       Sql.suspendTask(sql, runId)
     ))),
-  resumed: (runId) => Effect.orDie(Sql.resumeTask(sql, runId)),
+  resumed: (runId) => orDie(Sql.resumeTask(sql, runId)),
   decide: (runId, toolCallId, decision) =>
     Sql.decideApproval(sql, { taskId: runId, toolCallId }, { ...decision, reason: decision.reason ?? null }).pipe(
       Effect.map((changed) => changed > 0),
       SqlStore.orUnavailable(unavailable)
     ),
   ended: (runId, end, endedAt) =>
-    Effect.orDie(Sql.endTask(sql, runId, { final: end.final ?? null, result: end.result ?? null }, endedAt)),
-  purge: (before, kind = "task") => Effect.ignoreLogged(Sql.purgeEnded(sql, before, kind)),
-  counts: Effect.orDie(Sql.counts(sql))
+    orDie(Sql.endTask(sql, runId, { final: end.final ?? null, result: end.result ?? null }, endedAt)),
+  purge: (before, kind = "task") => Effect.ignoreLogged(SqlStore.whileBusy(Sql.purgeEnded(sql, before, kind))),
+  counts: orDie(Sql.counts(sql))
 })
 
 /**

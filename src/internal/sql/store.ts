@@ -6,7 +6,7 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schedule } from "effect"
 
 /** Why a statement failed, in the driver's words: a `SqlError`'s cause (SQLite's own text), else the message. */
 export const describe = (error: unknown): string => {
@@ -21,7 +21,7 @@ export const describe = (error: unknown): string => {
  */
 export const orUnavailable = <E>(unavailable: (reason: string) => E) =>
 <A, E1, R>(effect: Effect.Effect<A, E1, R>): Effect.Effect<A, E, R> =>
-  effect.pipe(
+  whileBusy(effect).pipe(
     Effect.mapError((error) => unavailable(describe(error))),
     Effect.catchAllDefect((defect) => Effect.fail(unavailable(describe(defect))))
   )
@@ -47,6 +47,34 @@ export const databaseName = (sql: SqlClient.SqlClient): string => {
   return `on a ${kind} client`
 }
 
+/**
+ * How long one statement may wait for another process's lock on a SQLite file, holding the event
+ * loop (the driver is synchronous): past it the statement fails busy and `whileBusy` tries again
+ * later, the loop free meanwhile. The driver's own default waits 5 s on the loop.
+ */
+export const busyWaitMillis = 20
+
+/** How long a statement keeps being tried while the file is locked, and how often. */
+export const busyRetry = Schedule.exponential("10 millis").pipe(
+  Schedule.union(Schedule.spaced("250 millis")),
+  Schedule.upTo("10 seconds")
+)
+
+/** True for a failure because another connection holds the database (SQLite's BUSY or LOCKED). */
+const isBusy = (error: unknown): boolean => {
+  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code ?? (error as { code?: unknown } | undefined)?.code
+  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"))
+}
+
+/**
+ * `effect` (statements, a transaction) tried again while it fails because the database is locked by
+ * another process, on `busyRetry`: the event loop runs on between tries (design: Hostile clients).
+ * Past the schedule the last failure stands, its text saying the file is locked. Any other failure,
+ * and any other database's, is not retried.
+ */
+export const whileBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.retry(effect, { schedule: busyRetry, while: isBusy })
+
 /** An `SqlClient` on the SQLite file `filename` (created if missing; WAL mode), or `unavailable`'s error. */
 export const layerSqlite = <E>(
   filename: string,
@@ -56,6 +84,8 @@ export const layerSqlite = <E>(
     SqlClient.SqlClient,
     Layer.build(SqliteClient.layer({ filename })).pipe(
       Effect.map(Context.get(SqlClient.SqlClient)),
+      // A lock held elsewhere costs the loop at most this, a statement: the waiting is `whileBusy`'s.
+      Effect.tap((sql) => sql.unsafe(`PRAGMA busy_timeout = ${busyWaitMillis}`)),
       orUnavailable(unavailable)
     )
   )

@@ -1,0 +1,57 @@
+/**
+ * A SQLite file locked by another process costs a wait, not the event loop (design: Hostile
+ * clients): a statement waits for the lock at most `busyWaitMillis` on the loop, then is tried again
+ * later, so timers (heartbeats, other agents' calls) run meanwhile and the write lands once the lock
+ * is released. Real time is the point: the lock is held for 600 ms by a second connection.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer } from "effect"
+import { createRequire } from "node:module"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Journal } from "../src/index.js"
+
+/** The driver the SQL stores use, as a second connection to the same file. */
+interface Connection {
+  readonly prepare: (sql: string) => { readonly run: () => unknown }
+  readonly close: () => void
+}
+const Database = createRequire(import.meta.url)("better-sqlite3") as new(file: string) => Connection
+
+describe("a locked SQLite file", () => {
+  it.live("a journal write waits for another connection's write lock with the loop free, then lands", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "agent-tools-locked-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const file = join(dir, "journal.sqlite")
+      const journal = Context.get(yield* Layer.build(Journal.layerSql({ filename: file })), Journal.Journal)
+      // Another process's write lock, as `BEGIN IMMEDIATE` takes it, released 600 ms later by a timer of this loop.
+      const other = new Database(file)
+      other.prepare("BEGIN IMMEDIATE").run()
+      const started = performance.now()
+      let released = 0
+      setTimeout(() => {
+        other.prepare("COMMIT").run()
+        other.close()
+        released = performance.now() - started
+      }, 600)
+      const delays: Array<number> = []
+      let last = performance.now()
+      const ticker = setInterval(() => {
+        const now = performance.now()
+        delays.push(now - last - 10)
+        last = now
+      }, 10)
+      yield* journal.started({ runId: "run-1", kind: "task", agentId: "agent-1", processId: "p-1", prompt: "go", tools: [] })
+      const took = performance.now() - started
+      clearInterval(ticker)
+      const worst = Math.max(...delays)
+      console.log(`locked for ${released.toFixed(0)} ms: the write took ${took.toFixed(0)} ms; the loop's worst timer delay ${worst.toFixed(1)} ms`)
+      assert.isAbove(released, 0)
+      assert.isAtLeast(took, 590)
+      assert.isBelow(worst, 100)
+      const run = yield* journal.run("run-1")
+      assert.isTrue(run !== undefined && "prompt" in run && run.prompt === "go")
+    }).pipe(Effect.scoped), 30_000)
+})
