@@ -7,6 +7,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import {
   Clock,
   Context,
+  Deferred,
   Duration,
   Effect,
   Exit,
@@ -194,6 +195,46 @@ export const layerSql = (options: SqlOptions): Layer.Layer<Idempotency, StoreUna
     SqlStore.layerSqlite(options.filename, (reason) => new StoreUnavailable({ path: options.filename, reason }))
   )
 
+/**
+ * `run` while the claim's lease is renewed (every third of it); once the store has failed to renew it
+ * past its end (stalled, failing, or the claim taken over), `run` is interrupted and the result is
+ * `stopped`: another delivery may take the claim over now, and the call must not run twice.
+ */
+const whileLeased = (
+  sql: SqlClient.SqlClient,
+  key: DeliveryKey,
+  owner: string,
+  claim: ClaimOptions,
+  leaseMillis: number,
+  run: Effect.Effect<ToolResult>,
+  stopped: ToolResult
+): Effect.Effect<ToolResult> =>
+  Effect.gen(function*() {
+    const lost = yield* Deferred.make<void>()
+    let leaseUntil = (yield* Clock.currentTimeMillis) + leaseMillis
+    const lapsed = (now: number) => now >= leaseUntil ? Deferred.succeed(lost, undefined) : Effect.void
+    const renewOnce = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Claims.renew(sql, key, owner, now + leaseMillis).pipe(
+        // Renewed: the lease runs on. Not renewed (an error, or the claim is no longer ours): lapsed once past it.
+        Effect.flatMap((renewed) => renewed ? Effect.sync(() => void (leaseUntil = now + leaseMillis)) : lapsed(now)),
+        Effect.catchAll((error) =>
+          Effect.zipRight(
+            Effect.logWarning(
+              `the claim of ${claim.toolName} (${key.taskId}/${key.toolCallId}) was not renewed: ${SqlStore.describe(error)}`
+            ),
+            lapsed(now)
+          )
+        )
+      ))
+    const renewing = yield* Effect.fork(Effect.schedule(
+      renewOnce,
+      Schedule.spaced(Duration.millis(Math.max(1, Math.floor(leaseMillis / 3))))
+    ))
+    return yield* Effect.raceFirst(run, Effect.as(Deferred.await(lost), stopped)).pipe(
+      Effect.ensuring(Fiber.interrupt(renewing))
+    )
+  })
+
 const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
   Effect.gen(function*() {
     const policy = yield* Timing
@@ -212,15 +253,15 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
       policy.dedupeSweep
     ))
 
-    /** Runs the call as the claim's owner: lease renewed meanwhile, outcome written after. */
+    /**
+     * Runs the call as the claim's owner: lease renewed meanwhile, outcome written after. A lease that
+     * lapses because the store could not renew it (stalled, failing, or the claim taken over) stops the
+     * call: another delivery may take the claim over now, and the call must not run twice.
+     */
     const runAsOwner = (key: DeliveryKey, owner: string, claim: ClaimOptions, run: Effect.Effect<ToolResult>) =>
       Effect.gen(function*() {
-        const renewing = yield* Effect.fork(Effect.schedule(
-          Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.ignoreLogged(Claims.renew(sql, key, owner, now + leaseMillis))),
-          Schedule.spaced(Duration.millis(Math.max(1, Math.floor(leaseMillis / 3))))
-        ))
-        const result = yield* run.pipe(
-          Effect.ensuring(Fiber.interrupt(renewing)),
+        const stopped = ToolResult.failure(new OutcomeUnknown({ toolName: claim.toolName, earlierAttempt: "stopped" }))
+        const result = yield* whileLeased(sql, key, owner, claim, leaseMillis, run, stopped).pipe(
           // Interrupted (design: Interruption and shutdown): an idempotent call whose handler started is completed "outcome
           // unknown" (if that write fails the claim stays pending, and reads so once its lease ends);
           // any other is released, so that the next delivery runs it.
@@ -233,7 +274,9 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
             )
           })
         )
-        yield* orDie(complete(key, owner, result))
+        // Stopped: the store is failing, and the claim may be another's now; its outcome is written if it still can be.
+        if (result === stopped) yield* Effect.ignoreLogged(complete(key, owner, result))
+        else yield* orDie(complete(key, owner, result))
         return { result, reused: false }
       })
 

@@ -111,11 +111,17 @@ export class UnknownTool extends Data.TaggedClass("UnknownTool")<{
  */
 export class OutcomeUnknown extends Data.TaggedClass("OutcomeUnknown")<{
   readonly toolName: string
-  readonly earlierAttempt: "interrupted" | "unfinished"
+  /**
+   * `interrupted`, `unfinished`: an earlier attempt's; `stopped`: this attempt's, stopped because its
+   * claim could not be kept (the dedupe store failed past the lease), so that it cannot run twice.
+   */
+  readonly earlierAttempt: "interrupted" | "unfinished" | "stopped"
 }> {
   get text(): string {
     return this.earlierAttempt === "interrupted"
       ? `${this.toolName}: the earlier attempt was interrupted; its outcome is unknown`
+      : this.earlierAttempt === "stopped"
+      ? `${this.toolName}: the call was stopped when its claim could not be renewed (the dedupe store failed); its outcome is unknown`
       : `${this.toolName}: the earlier attempt did not finish; its outcome is unknown`
   }
 }
@@ -207,7 +213,7 @@ const FailureKind = Schema.Union(
     toolName: Schema.String,
     available: Schema.optionalWith(Schema.Array(Schema.String), { exact: true })
   }),
-  Schema.TaggedStruct("OutcomeUnknown", { toolName: Schema.String, earlierAttempt: Schema.Literal("interrupted", "unfinished") })
+  Schema.TaggedStruct("OutcomeUnknown", { toolName: Schema.String, earlierAttempt: Schema.Literal("interrupted", "unfinished", "stopped") })
 )
 type FailureKind = typeof FailureKind.Type
 

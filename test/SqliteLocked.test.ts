@@ -10,7 +10,7 @@ import { createRequire } from "node:module"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Journal } from "../src/index.js"
+import { Idempotency, Invocation, Journal, Tool } from "../src/index.js"
 
 /** The driver the SQL stores use, as a second connection to the same file. */
 interface Connection {
@@ -53,5 +53,35 @@ describe("a locked SQLite file", () => {
       assert.isBelow(worst, 100)
       const run = yield* journal.run("run-1")
       assert.isTrue(run !== undefined && "prompt" in run && run.prompt === "go")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a claim whose lease cannot be renewed (the file locked past it) stops its call: it cannot run twice", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "agent-tools-locked-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const file = join(dir, "claims.sqlite")
+      const store = Context.get(yield* Layer.build(Idempotency.layerSql({ filename: file, lease: "300 millis" })), Idempotency.Idempotency)
+      const events: Array<string> = []
+      const other = new Database(file)
+      // The handler runs 3 s; as it starts, another connection takes the write lock for 1.5 s.
+      const slow = Tool.make("slow_refund", { description: "Slow.", input: {}, timeout: "10 seconds", idempotent: true }, () =>
+        Effect.gen(function*() {
+          other.prepare("BEGIN IMMEDIATE").run()
+          setTimeout(() => other.prepare("COMMIT").run(), 1_500)
+          events.push("started")
+          yield* Effect.sleep("3 seconds")
+          events.push("finished")
+          return "refunded"
+        }).pipe(Effect.onInterrupt(() => Effect.sync(() => events.push("stopped")))))
+      const key = { taskId: "task-1", toolCallId: "call-1" }
+      const started = performance.now()
+      const { result } = yield* store.once(key, { toolName: slow.name, timeout: slow.timeout, idempotent: true }, Invocation.run(slow, {}, key))
+      const took = performance.now() - started
+      other.close()
+      console.log(`lease 300 ms, file locked 1.5 s: the call ended after ${took.toFixed(0)} ms: ${result.error}`)
+      assert.deepStrictEqual(events, ["started", "stopped"])
+      assert.strictEqual(result.failure?._tag, "OutcomeUnknown")
+      assert.include(result.error, "the call was stopped when its claim could not be renewed")
+      assert.isBelow(took, 2_500)
     }).pipe(Effect.scoped), 30_000)
 })

@@ -80,10 +80,14 @@ export const takeOver = (sql: SqlClient.SqlClient, key: Key, from: string, to: s
   sql`UPDATE tool_claims SET owner = ${to}, lease_expires_at = ${leaseUntil}
     WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND owner = ${from} AND state = 'pending'`
 
-/** Extends the owner's lease while its call runs. */
+/** Extends the owner's lease while its call runs: true when it did (the claim is still the owner's, pending). */
 export const renew = (sql: SqlClient.SqlClient, key: Key, owner: string, leaseUntil: number) =>
-  sql`UPDATE tool_claims SET lease_expires_at = ${leaseUntil}
-    WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND owner = ${owner} AND state = 'pending'`
+  Effect.map(
+    sql<{ readonly owner: string }>`UPDATE tool_claims SET lease_expires_at = ${leaseUntil}
+    WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND owner = ${owner} AND state = 'pending'
+    RETURNING owner`,
+    (rows) => rows.length > 0
+  )
 
 /** Writes the outcome: the claim is completed. */
 export const complete = (sql: SqlClient.SqlClient, key: Key, owner: string, outcome: string) =>
