@@ -204,7 +204,7 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluste
       const runnerPort = yield* Effect.promise(() => Pg.freePort())
       const port = yield* Effect.promise(() => Pg.freePort())
       const served = yield* run(["platform", "--port", String(port), "--runner-port", String(runnerPort)])
-      assert.include(served.output, "a runner of the cluster on postgres://postgres@127.0.0.1")
+      assert.include(served.output, "a runner of the cluster on postgres://***:***@127.0.0.1")
       assert.strictEqual(served.code, 0, served.output)
       const refused = yield* run(["platform", "migrate"], { PLATFORM_DATABASE: url.replace(/:\d+\//, ":1/") })
       assert.strictEqual(refused.code, 1)
