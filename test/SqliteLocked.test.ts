@@ -63,11 +63,19 @@ describe("a locked SQLite file", () => {
       const store = Context.get(yield* Layer.build(Idempotency.layerSql({ filename: file, lease: "300 millis" })), Idempotency.Idempotency)
       const events: Array<string> = []
       const other = new Database(file)
+      let unlock: ReturnType<typeof setTimeout> | undefined
+      const release = () => {
+        if (unlock === undefined) return
+        clearTimeout(unlock)
+        unlock = undefined
+        other.prepare("COMMIT").run()
+      }
+      yield* Effect.addFinalizer(() => Effect.sync(() => (release(), other.close())))
       // The handler runs 3 s; as it starts, another connection takes the write lock for 1.5 s.
       const slow = Tool.make("slow_refund", { description: "Slow.", input: {}, timeout: "10 seconds", idempotent: true }, () =>
         Effect.gen(function*() {
           other.prepare("BEGIN IMMEDIATE").run()
-          setTimeout(() => other.prepare("COMMIT").run(), 1_500)
+          unlock = setTimeout(release, 1_500)
           events.push("started")
           yield* Effect.sleep("3 seconds")
           events.push("finished")
@@ -77,7 +85,6 @@ describe("a locked SQLite file", () => {
       const started = performance.now()
       const { result } = yield* store.once(key, { toolName: slow.name, timeout: slow.timeout, idempotent: true }, Invocation.run(slow, {}, key))
       const took = performance.now() - started
-      other.close()
       console.log(`lease 300 ms, file locked 1.5 s: the call ended after ${took.toFixed(0)} ms: ${result.error}`)
       assert.deepStrictEqual(events, ["started", "stopped"])
       assert.strictEqual(result.failure?._tag, "OutcomeUnknown")
