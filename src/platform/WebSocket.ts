@@ -124,8 +124,10 @@ const acceptOf = (wire: Wire.Server, live: Live, limits: Limits, warn: (message:
 }
 
 /**
- * The upgrade's checks, in order: the path (404), the connection cap (503), the token (401, checked
- * here and once more per call by the middleware, which binds the agent); then the WebSocket.
+ * The upgrade's checks, in order: the path (404), the token (401, checked here and once more per
+ * call by the middleware, which binds the agent), the connection cap (503: only a client with a
+ * valid token counts against it, or is told it is full); then the WebSocket. Refusals at the cap are
+ * logged once per 10 s with their count, not once each.
  */
 const onUpgradeOf = (
   options: {
@@ -139,19 +141,27 @@ const onUpgradeOf = (
 ) => {
   const { accept, authenticate, limits, live, sockets, warn } = options
   let upgrading = 0
+  const refused = { count: 0, since: -Infinity }
+  const full = (socket: Duplex) => {
+    const now = Date.now()
+    refused.count++
+    if (now - refused.since >= 10_000) {
+      warn(`${refused.count} connection(s) refused since the last line: ${limits.maxConnections} are open (maxConnections)`)
+      refused.count = 0
+      refused.since = now
+    }
+    refuse(socket, 503, `the platform holds ${limits.maxConnections} connections already\n`)
+  }
   return (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     // A client resetting mid-upgrade must not be an uncaught error.
     socket.on("error", () => socket.destroy())
     if (new URL(request.url ?? "/", "http://platform").pathname !== path) return refuse(socket, 404, "not found\n")
-    if (live.size + upgrading >= limits.maxConnections) {
-      warn(`a connection was refused: ${limits.maxConnections} are open (maxConnections)`)
-      return refuse(socket, 503, `the platform holds ${limits.maxConnections} connections already\n`)
-    }
     upgrading++
     authenticate(Headers.fromInput(request.headers), (exit) => {
       upgrading--
       if (Exit.isFailure(exit)) return refuse(socket, 401, `${unknownTokenMessage}\n`)
       if (socket.destroyed) return
+      if (live.size + upgrading >= limits.maxConnections) return full(socket)
       sockets.handleUpgrade(request, socket, head, (ws) => accept(ws, request.headers))
     })
   }

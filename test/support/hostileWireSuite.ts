@@ -5,7 +5,7 @@
  * to attack, on a WebSocket with `listen`'s limits, its tasks' model scripted, and yields its URL.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Layer, type Mailbox, Schedule, type Scope } from "effect"
+import { Chunk, Effect, Layer, Logger, type Mailbox, Schedule, type Scope } from "effect"
 import { WebSocket } from "ws"
 import { LanguageModel, PlatformClient, PlatformServer, type Protocol, Timing, Toolkit } from "../../src/index.js"
 import { ToolResult } from "../../src/ToolResult.js"
@@ -180,8 +180,9 @@ export const hostileWireSuite = (mode: string, platform: MakePlatform) => {
         })
       }).pipe(Effect.scoped), 60_000)
 
-    it.live("over maxConnections the upgrade gets 503; a connection closed makes room", () =>
-      Effect.gen(function*() {
+    it.live("over maxConnections the upgrade gets 503 (after the token: 401 first); a connection closed makes room", () => {
+      const refusals: Array<string> = []
+      return Effect.gen(function*() {
         const url = yield* platform([], { maxConnections: 2 })
         const auth = { authorization: "Bearer tok-1" }
         const first = yield* Effect.promise(() => open(url, auth))
@@ -189,13 +190,31 @@ export const hostileWireSuite = (mode: string, platform: MakePlatform) => {
         assert.instanceOf(first, WebSocket)
         assert.instanceOf(second, WebSocket)
         assert.strictEqual(yield* Effect.promise(() => open(url, auth)), 503)
+        // The token comes first: a client without one is told so, and is not counted against the cap.
+        assert.strictEqual(yield* Effect.promise(() => open(url, {})), 401)
+        // Refusals at the cap are one log line per 10 s with their count, not a line each.
+        for (let i = 0; i < 20; i++) assert.strictEqual(yield* Effect.promise(() => open(url, auth)), 503)
+        // (The embedded platform logs through this test's logger; a cluster's runner through its own.)
+        if (mode === "embedded") {
+          assert.deepStrictEqual(refusals, ["1 connection(s) refused since the last line: 2 are open (maxConnections)"])
+        }
         ;(first as WebSocket).close()
         yield* Effect.sleep("100 millis")
         const third = yield* Effect.promise(() => open(url, auth))
         assert.instanceOf(third, WebSocket)
         ;(second as WebSocket).close()
         ;(third as WebSocket).close()
-      }).pipe(Effect.scoped))
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(Logger.replace(
+          Logger.defaultLogger,
+          Logger.make(({ message }) => {
+            const text = String(message)
+            if (text.includes("refused since the last line")) refusals.push(text)
+          })
+        ))
+      )
+    })
 
     it.live("a connection that answers no ping (half-open, gone) is closed; one that answers stays", () =>
       Effect.gen(function*() {
