@@ -2,10 +2,10 @@
 // is given, the manifest the platform receives over a real WebSocket and hands its model, MCP's tools/list through
 // the official client.
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schedule, Schema } from "effect"
-import { LanguageModel, PlatformServer, Serve, Timing, Tool, Toolkit } from "../src/index.js"
+import { Effect, Schedule, Schema } from "effect"
+import { LanguageModel, Serve, Timing, Tool, Toolkit } from "../src/index.js"
 import { mcpClient } from "./support/mcpHttp.js"
-import { clientLayer } from "./support/platform.js"
+import { clientLayer, embeddedPlatform } from "./support/platform.js"
 
 const policy = Timing.layer({ redelivery: Schedule.spaced("200 millis"), reconnect: Schedule.spaced("50 millis") })
 
@@ -53,16 +53,7 @@ describe("a field's default, on every face (issue 27)", () => {
         offered.push(request.tools)
         return { text: "done" }
       }]
-      const url = yield* Effect.flatMap(
-        Layer.build(
-          PlatformServer.layerWebSocket({ port: 0 }).pipe(
-            Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
-            Layer.provide(LanguageModel.layerScripted(script)),
-            Layer.provide(policy)
-          )
-        ),
-        (context) => Effect.provide(PlatformServer.url, context)
-      )
+      const url = yield* embeddedPlatform(script, policy)
       const answer = yield* Effect.gen(function*() {
         const serving = yield* Serve.make(yield* Toolkit.make(lookupOrder))
         return yield* serving.runTask("go")

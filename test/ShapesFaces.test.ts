@@ -1,10 +1,10 @@
 // The same async and worker tools through the three faces (design: Handler shapes): an agent run, a served task over a
 // real WebSocket, an MCP call with the official client.
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schedule, Schema } from "effect"
-import { Agent, LanguageModel, PlatformServer, Timing, Serve, Tool, Toolkit, WorkerPool } from "../src/index.js"
+import { Effect, Schedule, Schema } from "effect"
+import { Agent, LanguageModel, Timing, Serve, Tool, Toolkit, WorkerPool } from "../src/index.js"
 import { mcpClient } from "./support/mcpHttp.js"
-import { clientLayer, resultsText } from "./support/platform.js"
+import { clientLayer, embeddedPlatform, resultsText } from "./support/platform.js"
 
 const policy = Timing.layer({ redelivery: Schedule.spaced("200 millis"), reconnect: Schedule.spaced("50 millis") })
 
@@ -41,16 +41,7 @@ describe("async and worker tools, through every face (design: Handler shapes)", 
       )
       assert.strictEqual(run.output, "a:\"HI\" b:20")
 
-      const url = yield* Effect.flatMap(
-        Layer.build(
-          PlatformServer.layerWebSocket({ port: 0 }).pipe(
-            Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
-            Layer.provide(LanguageModel.layerScripted(script)),
-            Layer.provide(policy)
-          )
-        ),
-        (context) => Effect.provide(PlatformServer.url, context)
-      )
+      const url = yield* embeddedPlatform(script, policy)
       const served = yield* Effect.gen(function*() {
         const serving = yield* Serve.make(yield* Toolkit.make(shout, burn))
         return yield* serving.runTask("go")

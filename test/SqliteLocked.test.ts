@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Idempotency, Invocation, Journal, Tool } from "../src/index.js"
+import { timerDelays } from "./support/loopDelays.js"
 
 /** The driver the SQL stores use, as a second connection to the same file. */
 interface Connection {
@@ -36,16 +37,10 @@ describe("a locked SQLite file", () => {
         other.close()
         released = performance.now() - started
       }, 600)
-      const delays: Array<number> = []
-      let last = performance.now()
-      const ticker = setInterval(() => {
-        const now = performance.now()
-        delays.push(now - last - 10)
-        last = now
-      }, 10)
-      yield* journal.started({ runId: "run-1", kind: "task", agentId: "agent-1", processId: "p-1", prompt: "go", tools: [] })
+      const { delays } = yield* timerDelays(
+        journal.started({ runId: "run-1", kind: "task", agentId: "agent-1", processId: "p-1", prompt: "go", tools: [] })
+      )
       const took = performance.now() - started
-      clearInterval(ticker)
       const worst = Math.max(...delays)
       console.log(`locked for ${released.toFixed(0)} ms: the write took ${took.toFixed(0)} ms; the loop's worst timer delay ${worst.toFixed(1)} ms`)
       assert.isAbove(released, 0)

@@ -7,29 +7,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Logger, Schema } from "effect"
 import { Agent, Invocation, LanguageModel, Tool, Toolkit, WorkerPool } from "../src/index.js"
 import { rejects, scoreOnLoop, scorePriority, spins } from "./fixtures/workerTools.js"
+import { timerDelays } from "./support/loopDelays.js"
 
 const echo = Tool.make("echo", { description: "Echo.", input: { text: Schema.String }, timeout: "1 second" }, ({ text }) => text)
 const count = Tool.make("count", { description: "Count.", input: { text: Schema.String }, timeout: "1 second" }, async ({ text }) =>
   text.length)
-
-/** The largest lateness of a 10 ms interval timer while `effect` runs. */
-const timerDelays = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.acquireUseRelease(
-    Effect.sync(() => {
-      const delays: Array<number> = []
-      let last = performance.now()
-      const timer = setInterval(() => {
-        const now = performance.now()
-        delays.push(now - last - 10)
-        last = now
-      }, 10)
-      // A tick the run held back past its end counts too.
-      const late = () => delays.push(performance.now() - last - 10)
-      return { delays, late, timer }
-    }),
-    ({ delays, late }) => Effect.map(effect, (value) => (late(), { value, delays })),
-    ({ timer }) => Effect.sync(() => clearInterval(timer))
-  )
 
 const oneTurn = (score: Tool.Any) =>
   LanguageModel.layerScripted([

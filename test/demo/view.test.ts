@@ -46,33 +46,23 @@ const summaries = (script: ReadonlyArray<LanguageModel.ScriptedTurn>) =>
     return { text: written.join(""), summary: summary ?? {} }
   }).pipe(
     Effect.scoped,
-    Effect.provide(Layer.mergeAll(
-      Backend.layer,
-      Idempotency.layerMemory,
-      // The refunds need approval (the platform here has no journal): a person who says yes to each.
-      Hooks.layer({ tool: [Hooks.approval] }),
-      Layer.succeed(UserPrompt.UserPrompt, UserPrompt.UserPrompt.of({ ask: () => Effect.succeed("yes") })),
-      PlatformClient.layerTest.pipe(
-        Layer.provideMerge(
-          PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) }).pipe(
-            Layer.provide(LanguageModel.layerScripted(script, { repeat: false }))
-          )
-        ),
-        // Billing fails its first refund: retried at once, not after the real backoff.
-        Layer.provideMerge(Timing.layer({ toolRetry: Schedule.forever })),
-        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(
-          new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]])
-        )))
-      )
-    ))
+    // The refunds need approval (the platform here has no journal): a person who says yes to each.
+    Effect.provide(demoServices(script, [Hooks.approval]))
   )
 
-/** The demo's services around a task served in process to the model `script`, tool calls logged (Hooks.logging). */
-const demoServices = (script: ReadonlyArray<LanguageModel.ScriptedTurn>) =>
+/**
+ * The demo's services around a task served in process to the model `script`, with the tool hooks
+ * `hooks` (by default tool calls logged, and each refund approved by a person who says yes). Billing
+ * fails its first refund: retried at once, not after the real backoff.
+ */
+const demoServices = (
+  script: ReadonlyArray<LanguageModel.ScriptedTurn>,
+  hooks: ReadonlyArray<Hooks.ToolHook> = [Hooks.logging, Hooks.approval]
+) =>
   Layer.mergeAll(
     Backend.layer,
     Idempotency.layerMemory,
-    Hooks.layer({ tool: [Hooks.logging, Hooks.approval] }),
+    Hooks.layer({ tool: hooks }),
     Layer.succeed(UserPrompt.UserPrompt, UserPrompt.UserPrompt.of({ ask: () => Effect.succeed("yes") })),
     PlatformClient.layerTest.pipe(
       Layer.provideMerge(

@@ -11,7 +11,7 @@ import { LanguageModel, PlatformClient, PlatformServer, type Protocol, Timing, T
 import { ToolResult } from "../../src/ToolResult.js"
 import { startChild } from "./childProcess.js"
 import { record, scale } from "./figures.js"
-import { clientLayer, resultsText } from "./platform.js"
+import { clientLayer, embeddedPlatform, resultsText } from "./platform.js"
 
 export const tokens = new Map([["tok-1", "agent-1"]])
 export const policy = Timing.layer({ redelivery: Schedule.spaced("10 seconds") })
@@ -23,17 +23,7 @@ export type MakePlatform = (
 ) => Effect.Effect<string, never, Scope.Scope>
 
 /** The embedded platform (memory). */
-export const embedded: MakePlatform = (script, listen = {}) =>
-  Effect.flatMap(
-    Layer.build(
-      PlatformServer.layerWebSocket({ port: 0, ...listen }).pipe(
-        Layer.provide(PlatformServer.layerHandlers({ tokens })),
-        Layer.provide(LanguageModel.layerScripted(script)),
-        Layer.provide(policy)
-      )
-    ),
-    (context) => Effect.provide(PlatformServer.url, context)
-  ).pipe(Effect.orDie)
+export const embedded: MakePlatform = (script, listen = {}) => embeddedPlatform(script, policy, { tokens, listen })
 
 const heartbeat = Effect.flatMap(PlatformClient.PlatformClient, (c) =>
   c.heartbeat({ agentId: "agent-1", processId: "p", manifestHash: "h" }))

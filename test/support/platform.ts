@@ -1,6 +1,6 @@
 /** What the platform tests over a real WebSocket share: a serving process's client, a model's echo. */
-import { ConfigProvider, Layer } from "effect"
-import { type LanguageModel, PlatformClient } from "../../src/index.js"
+import { ConfigProvider, Effect, Layer, type Scope } from "effect"
+import { LanguageModel, PlatformClient, PlatformServer } from "../../src/index.js"
 
 /** A serving process's client layer: the platform at `url`, as `agentId` with `token`; `policy` is a `Timing.layer`. */
 export const clientLayer = (
@@ -21,3 +21,26 @@ export const clientLayer = (
 /** Every tool result the request carries, as `id:content`, space-separated (a scripted model's answer). */
 export const resultsText = (request: LanguageModel.ModelRequest) =>
   request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [`${m.toolCallId}:${m.content}`] : []).join(" ")
+
+/**
+ * The embedded platform on a free loopback port for the scope, its model `script`, `tok-1` for
+ * `agent-1` unless `tokens` says otherwise; its URL. `policy` is a `Timing.layer`.
+ */
+export const embeddedPlatform = (
+  script: ReadonlyArray<LanguageModel.ScriptedTurn>,
+  policy: Layer.Layer<never>,
+  options: {
+    readonly tokens?: ReadonlyMap<string, string>
+    readonly listen?: Partial<PlatformServer.ListenOptions>
+  } = {}
+): Effect.Effect<string, never, Scope.Scope> =>
+  Effect.flatMap(
+    Layer.build(
+      PlatformServer.layerWebSocket({ port: 0, ...options.listen }).pipe(
+        Layer.provide(PlatformServer.layerHandlers({ tokens: options.tokens ?? new Map([["tok-1", "agent-1"]]) })),
+        Layer.provide(LanguageModel.layerScripted(script)),
+        Layer.provide(policy)
+      )
+    ),
+    (context) => Effect.provide(PlatformServer.url, context)
+  ).pipe(Effect.orDie)
