@@ -4,7 +4,7 @@
  * `@effect/platform` until a tool made with `worker` is first called or prepared.
  */
 import { Context, Effect } from "effect"
-import { modulesOf, type ToolWorkersService } from "./types.js"
+import type { ToolWorkersService } from "./types.js"
 
 /**
  * The worker pools of tools made with `worker: import.meta.url`, one pool per module: the pipeline
@@ -15,7 +15,8 @@ import { modulesOf, type ToolWorkersService } from "./types.js"
 export class ToolWorkers extends Context.Reference<ToolWorkers>()("agent-tools/WorkerPool/ToolWorkers", {
   defaultValue: (): ToolWorkersService => ({
     run: (tool, input, info) => Effect.flatMap(processWide, (workers) => workers.run(tool, input, info)),
-    prepare: (tools) => modulesOf(tools).length === 0 ? Effect.void : Effect.flatMap(processWide, (workers) => workers.prepare(tools))
+    // `prepareWorkers` asks only for lists with worker tools: the pools are loaded then.
+    prepare: (tools) => Effect.flatMap(processWide, (workers) => workers.prepare(tools))
   })
 }) {}
 
