@@ -20,7 +20,8 @@ const slow = [
   "test/platform/Cluster.test.ts",
   "test/platform/HostileCluster.test.ts",
   "test/McpConformance.test.ts",
-  "test/PostgresPrivateFolder.test.ts"
+  "test/PostgresPrivateFolder.test.ts",
+  "test/McpHostileServer.test.ts"
 ]
 
 export default defineConfig({

@@ -28,7 +28,8 @@ export const files = [
   "test/Security.test.ts",
   "test/Serve.test.ts",
   "test/McpHttpLimits.test.ts",
-  "test/McpStdio.test.ts"
+  "test/McpStdio.test.ts",
+  "test/McpHostileServer.test.ts"
 ]
 
 const root = fileURLToPath(new URL("..", import.meta.url))

@@ -284,6 +284,8 @@ interface Live {
   /** Settles when the connection is made and the tools listed, or it failed. */
   ready: Promise<void>
   closed: boolean
+  /** Why the connection was closed here, when the server broke it (a message too large). */
+  failure?: string | undefined
 }
 
 /** A request the server cannot have run: over HTTP, its session is unknown (404) or nothing listens at the URL. */
@@ -346,7 +348,7 @@ class Connections {
     }
     void this.close(live)
     return new McpClientError({
-      reason: `the connection to ${this.server} failed during the call (${reasonOf(error)}); the next call connects again`
+      reason: `the connection to ${this.server} failed during the call (${live.failure ?? reasonOf(error)}); the next call connects again`
     })
   }
 
@@ -412,10 +414,14 @@ class Connections {
       listed.push(...page.tools)
       cursor = page.nextCursor
     } while (cursor !== undefined)
-    // Past the tool limit the toolkit is refused whatever the schemas say: none is compiled.
-    const validators = listed.length > Toolkit.maxTools ? new Validators(`the server lists more than ${Toolkit.maxTools} tools`) : new Validators()
+    // Past the tool limit the toolkit is refused whatever the schemas say: none is compiled, and only
+    // one tool past the limit is made (a server listing 10,000 must not cost 10,000 tools).
+    const over = listed.length > Toolkit.maxTools
+    const validators = over ? new Validators(`the server lists more than ${Toolkit.maxTools} tools`) : new Validators()
     const prefix = options.prefix ?? toolkitDefaults.prefix
-    const tools = listed.map((entry) => remoteTool(entry, prefix + entry.name, options, validators, this))
+    const tools = listed.slice(0, Toolkit.maxTools + 1).map((entry) =>
+      remoteTool(entry, prefix + entry.name, options, validators, this)
+    )
     if (listing > this.published) {
       this.published = listing
       // Options for a tool the server does not list would be lost without a word: a typo, or a tool gone.
@@ -449,7 +455,9 @@ class Connections {
     const live: Live = { client, transport, ready: Promise.resolve(), closed: false }
     // A stream that breaks under a call (the server went away) leaves the call unanswered: the connection is lost.
     client.onerror = (error) => {
-      if (error.message.startsWith("SSE stream disconnected")) void this.close(live)
+      // A message past the SDK's 10 MiB read buffer: the rest of it would be read as garbage.
+      if (error.message.startsWith("ReadBuffer exceeded")) live.failure = `it sent a message over 10 MiB (${error.message})`
+      if (error.message.startsWith("SSE stream disconnected") || live.failure !== undefined) void this.close(live)
     }
     client.onclose = () => {
       live.closed = true
@@ -462,7 +470,7 @@ class Connections {
         await this.list(live)
       } catch (error) {
         await this.close(live)
-        throw new McpClientError({ reason: `could not connect to ${server}: ${reasonOf(error)}` })
+        throw new McpClientError({ reason: `could not connect to ${server}: ${live.failure ?? reasonOf(error)}` })
       }
     })()
     return live

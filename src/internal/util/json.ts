@@ -69,12 +69,12 @@ export const defaultLimits: Limits = { maxDepth: 128, maxBytes: 1024 * 1024 }
  * never goes deeper than `limits.maxDepth`, so no value can exhaust the stack.
  */
 export const problemIn = (value: unknown, limits: Limits = defaultLimits): string | undefined => {
-  const walk = { limits, upperBytes: 0 }
+  const walk: Walk = { limits, upperBytes: 0, lowerBytes: 0 }
   const problem = check(value, "", undefined, 0, walk)
   if (problem !== undefined) return problem
   // The walk's count is an upper bound (every character escaped); only a large value pays for the exact text.
   if (walk.upperBytes > limits.maxBytes && Buffer.byteLength(JSON.stringify(value) ?? "", "utf8") > limits.maxBytes) {
-    return `the value exceeds ${limits.maxBytes} bytes of JSON`
+    return exceeds(walk)
   }
   return undefined
 }
@@ -137,14 +137,19 @@ interface Walk {
   readonly limits: Limits
   /** An upper bound of the JSON text's bytes so far. */
   upperBytes: number
+  /** A lower bound of them: past the limit, the walk stops there (a huge value is not walked whole). */
+  lowerBytes: number
 }
+
+const exceeds = (walk: Walk): string => `the value exceeds ${walk.limits.maxBytes} bytes of JSON`
 
 const check = (value: unknown, path: string, ancestors: Set<object> | undefined, depth: number, walk: Walk): string | undefined => {
   switch (typeof value) {
     case "string":
       // A UTF-16 unit is at most 3 UTF-8 bytes, an escaped one 6 (\u0000).
       walk.upperBytes += value.length * 6 + 2
-      return undefined
+      walk.lowerBytes += value.length + 2
+      return walk.lowerBytes > walk.limits.maxBytes ? exceeds(walk) : undefined
     case "boolean":
       walk.upperBytes += 5
       return undefined
@@ -191,6 +196,7 @@ const check = (value: unknown, path: string, ancestors: Set<object> | undefined,
     const item = (object as Record<string, unknown>)[key]
     if (item === undefined) continue
     walk.upperBytes += key.length * 6 + 4
+    walk.lowerBytes += key.length + 4
     const problem = check(item, path === "" ? key : `${path}.${key}`, seen, depth + 1, walk)
     if (problem !== undefined) return problem
   }
