@@ -33,7 +33,6 @@ import * as Content from "./Content.js"
 import { Ids } from "./Ids.js"
 import * as Pipeline from "./internal/call/pipeline.js"
 import * as Reuse from "./internal/call/reuse.js"
-import * as Invocation from "./Invocation.js"
 import { RunState } from "./internal/hooks/tool.js"
 import { ToolResult } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
@@ -61,18 +60,6 @@ export interface Options {
 
 /** The default of `Options.maxReusedBytes`. */
 export const reuseDefaults = { maxReusedBytes: 256 * 1024 } as const
-
-/**
- * A `tools/call` started through the pipeline on `calling`; an idempotent tool's reuses the session's outcomes
- * (design: MCP, Per-run reuse). A call that completes synchronously is its result, with no fiber of its own.
- */
-const invoke = (
-  calling: Pipeline.CallingFiber,
-  tool: Tool.Any,
-  args: unknown,
-  options: Invocation.Options & { readonly toolCallId: string },
-  outcomes: Reuse.Outcomes
-): Pipeline.Started => Pipeline.start(calling, tool, args, { ...options, reuse: outcomes })
 
 /**
  * The serving fiber as the caller of one `tools/call`, with the call's own services in its context (its listener,
@@ -324,10 +311,10 @@ const makeServer = (
       extra.signal,
       Context.add(serving.context, ToolContext.CallListener, listener)
     )
-    const options = { toolCallId: `mcp-${String(extra.requestId)}`, run }
+    const options = { toolCallId: `mcp-${String(extra.requestId)}`, run, reuse: outcomes }
     let started: Pipeline.Started
     try {
-      started = invoke(callOf(serving, context), tool, request.params.arguments ?? {}, options, outcomes)
+      started = Pipeline.start(callOf(serving, context), tool, request.params.arguments ?? {}, options)
     } catch {
       // The pipeline turns every failure into a result; a throw here would have been the fiber's defect.
       listener.end()

@@ -589,7 +589,8 @@ const decodeArgs = (
     } catch (error) {
       return `the arguments are not JSON (${errorMessage(error)})`
     }
-    if (text !== undefined && Buffer.byteLength(text, "utf8") > config.maxPayloadBytes) {
+    // A character is at most three UTF-8 bytes: only a long text is measured.
+    if (text !== undefined && text.length * 3 > config.maxPayloadBytes && Buffer.byteLength(text, "utf8") > config.maxPayloadBytes) {
       return `the arguments exceed ${config.maxPayloadBytes} bytes`
     }
     length = text?.length ?? 0
