@@ -101,6 +101,10 @@ export const isTransient = (failure: ModelFailure): failure is ModelError =>
 /** The model: one request in, one assistant turn out. */
 export class LanguageModel extends Context.Tag("agent-tools/LanguageModel")<LanguageModel, {
   readonly generate: (request: ModelRequest) => Effect.Effect<ModelTurn, ModelFailure>
+  /** Who serves it, as OpenTelemetry's `gen_ai.provider.name` says it (`anthropic`, `openai`), for the `chat` span. */
+  readonly provider?: string | undefined
+  /** The model asked for (`gen_ai.request.model`): the `chat` span is named after it. */
+  readonly model?: string | undefined
 }>() {}
 
 // ---------------------------------------------------------------------------------------------
@@ -189,7 +193,7 @@ export const layerScripted = (
         const reply = turn(request)
         return Effect.isEffect(reply) ? Effect.map(reply, toTurn) : Effect.succeed(toTurn(reply))
       })
-    return Context.make(LanguageModel, LanguageModel.of({ generate })).pipe(
+    return Context.make(LanguageModel, LanguageModel.of({ generate, provider: "scripted", model: "scripted" })).pipe(
       Context.add(Scripted, Scripted.of({ requests: Effect.sync(() => received.slice()) }))
     )
   }))

@@ -42,6 +42,7 @@ import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
 import * as Cli from "./internal/cli.js"
+import * as Telemetry from "./Telemetry.js"
 import { errorText } from "./ToolResult.js"
 import { shutdownGrace } from "./Timing.js"
 import { redactUrl } from "./internal/util/settings.js"
@@ -603,6 +604,11 @@ Effect.flatMap(
       ? Effect.void
       : Effect.sync(() => process.exit(done))
 ).pipe(
+  // OTEL_EXPORTER_OTLP_ENDPOINT set: spans, logs and metrics exported (docs/observability.md); else nothing.
+  Effect.provide(Telemetry.layerFromEnv({
+    serviceName: "agent-tools",
+    attributes: { "agent_tools.command": process.argv[2] ?? "" }
+  })),
   // A bad command line preflight let through: @effect/cli has printed what is wrong; exit 2, no stack.
   Effect.catchIf(ValidationError.isValidationError, () =>
     Effect.sync(() => {

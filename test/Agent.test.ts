@@ -470,10 +470,10 @@ describe("Agent: spans (design: Observability)", () => {
       yield* Agent.run(Agent.make({ name: "calc", tools: [add] }), "go").pipe(Effect.withTracer(tracer))
       assert.deepStrictEqual(spans.map((s) => s.name), [
         "invoke_agent calc",
-        "chat",
+        "chat scripted",
         "execute_tool add",
         "execute_tool add",
-        "chat"
+        "chat scripted"
       ])
       const [run, ...children] = spans
       assert.isTrue(Option.isNone(run!.parent))
@@ -484,7 +484,7 @@ describe("Agent: spans (design: Observability)", () => {
       assert.deepStrictEqual(
         children.filter((s) => s.name === "execute_tool add").map((s) => [
           s.attributes.get("gen_ai.tool.call.id"),
-          s.attributes.get("agent_tools.cached")
+          s.attributes.get("agent_tools.reused")
         ]),
         [["a", false], ["b", true]]
       )
@@ -518,7 +518,7 @@ describe("Agent: spans (design: Observability)", () => {
       yield* Agent.run(agent, "go").pipe(Effect.withTracer(tracer))
       yield* Invocation.run(probe, {}).pipe(Effect.withTracer(tracer))
       assert.deepStrictEqual(seen.slice(2), ["execute_tool probe", "execute_tool probe"])
-      assert.deepStrictEqual(names, ["invoke_agent probe", "chat", "execute_tool probe", "chat", "execute_tool probe"])
+      assert.deepStrictEqual(names, ["invoke_agent probe", "chat scripted", "execute_tool probe", "chat scripted", "execute_tool probe"])
     }).pipe(Effect.provide(script))
   })
 })

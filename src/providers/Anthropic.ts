@@ -29,6 +29,7 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
   const maxTokens = options.maxTokens ?? 4096
   return layerModel({
     name: "anthropic",
+    model: options.model,
     url: endpoint(options.baseUrl ?? defaultBaseUrl, "/v1/messages"),
     headers: { "anthropic-version": "2023-06-01", "content-type": "application/json" },
     secretHeaders: { "x-api-key": options.apiKey },

@@ -88,7 +88,7 @@ const spanAttributes = (post: Post): Record<string, unknown> => {
     "http.request.method": "POST",
     "server.address": url.hostname,
     "url.full": post.url,
-    "gen_ai.system": post.provider
+    "gen_ai.provider.name": post.provider
   }
   if (url.port !== "") attributes["server.port"] = Number(url.port)
   for (const name of Object.keys(post.headers)) attributes[`http.request.header.${name}`] = post.headers[name]
@@ -226,6 +226,8 @@ const retryAfter = (headers: Readonly<Record<string, string>>, now: number): num
 /** A provider's `LanguageModel`: each request is a JSON POST to `url`, its body from `toBody`, its answer read by `fromBody`. */
 export const layerModel = (provider: {
   readonly name: string
+  /** The model asked for, for the `chat` span. */
+  readonly model?: string | undefined
   readonly url: string
   readonly headers: Record<string, string>
   readonly secretHeaders: Record<string, Redacted.Redacted<string>>
@@ -238,6 +240,8 @@ export const layerModel = (provider: {
     Effect.map(HttpClient.HttpClient, (client) => {
       const timeout = Duration.decode(provider.timeout ?? "2 minutes")
       return LanguageModel.LanguageModel.of({
+        provider: provider.name,
+        model: provider.model,
         generate: (request) =>
           postJson(client, {
             provider: provider.name,
@@ -246,10 +250,16 @@ export const layerModel = (provider: {
             secretHeaders: provider.secretHeaders,
             body: provider.toBody(request),
             timeout
-          }).pipe(Effect.flatMap(provider.fromBody))
+          }).pipe(Effect.tap(annotateResponseModel), Effect.flatMap(provider.fromBody))
       })
     })
   )
+
+/** The model that answered (`gen_ai.response.model`), on the `chat` span the request runs in, when there is one. */
+const annotateResponseModel = (body: unknown): Effect.Effect<void> =>
+  typeof body === "object" && body !== null && typeof (body as { model?: unknown }).model === "string"
+    ? Effect.annotateCurrentSpan("gen_ai.response.model", (body as { model: string }).model)
+    : Effect.void
 
 /** `base` without trailing slashes, then `path`. */
 export const endpoint = (base: string, path: string): string => `${base.replace(/\/+$/, "")}${path}`

@@ -30,6 +30,7 @@ export const defaultBaseUrl = "https://api.openai.com/v1"
 export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
   layerModel({
     name: "openai",
+    model: options.model,
     url: endpoint(options.baseUrl ?? defaultBaseUrl, "/chat/completions"),
     headers: { "content-type": "application/json" },
     secretHeaders: options.apiKey === undefined

@@ -31,12 +31,18 @@ import {
 export const traced = <A, E, R>(agent: Agent<any>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.withFiberRuntime((fiber) =>
     listening(fiber)
-      ? Effect.withSpan(effect, `invoke_agent ${agent.name}`, {
+      ? Effect.withSpan(Effect.tapError(effect, (error) => Effect.annotateCurrentSpan("error.type", errorType(error))), `invoke_agent ${agent.name}`, {
         attributes: { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name },
         // A stack trace per span costs more than the rest of the span: the names say where.
         captureStackTrace: false
       })
       : effect)
+
+/** OpenTelemetry's `error.type` of a failure: its tag, else its class's name. */
+const errorType = (error: unknown): string =>
+  typeof error === "object" && error !== null && typeof (error as { _tag?: unknown })._tag === "string"
+    ? (error as { _tag: string })._tag
+    : error instanceof Error ? error.name : "unknown"
 
 const toolkits = new WeakMap<Agent<any>, Either.Either<Toolkit.Toolkit, Toolkit.ManifestError>>()
 
@@ -78,6 +84,15 @@ export const loop = (
     const { model, policy, tracing, turnHooks } = services
     const { journaled, runId } = opened
     const state = new Run(runId, agent, toolkit, model, policy.modelRetry, tracing, turnHooks, opened.prompt, emit, journaled)
+    // The run's span (`invoke_agent`), on OpenTelemetry's GenAI conventions: the conversation is the run.
+    if (tracing) {
+      yield* Effect.annotateCurrentSpan({
+        "gen_ai.conversation.id": runId,
+        "gen_ai.provider.name": model.provider,
+        "gen_ai.request.model": model.model,
+        "agent_tools.resumed": opened.resumed
+      })
+    }
     if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
     for (let step = 1; step <= agent.maxSteps; step++) {
       emit?.(AgentEvent.TurnStarted({ step }))

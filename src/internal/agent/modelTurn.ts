@@ -5,6 +5,7 @@
  */
 import { Duration, Effect } from "effect"
 import * as LanguageModel from "../../LanguageModel.js"
+import { CaptureContent } from "../../Telemetry.js"
 import { retryAfterFailure } from "../../Timing.js"
 import { runTurnHooks } from "../hooks/turn.js"
 import type { Run } from "./run.js"
@@ -34,12 +35,46 @@ const askModel = (run: Run, step: number): Effect.Effect<LanguageModel.ModelTurn
       (adjusted) => generate(run, adjusted.instructions, adjusted.tools)
     )
   if (!run.tracing) return turn
-  return Effect.withSpan(turn, "chat", {
+  const { model, provider } = run.model
+  return Effect.withSpan(chatAnnotated(run, turn), model === undefined ? "chat" : `chat ${model}`, {
     kind: "client",
-    attributes: { "gen_ai.operation.name": "chat", "agent_tools.step": step },
+    attributes: {
+      "gen_ai.operation.name": "chat",
+      "gen_ai.provider.name": provider,
+      "gen_ai.request.model": model,
+      "gen_ai.conversation.id": run.runId,
+      "agent_tools.step": step
+    },
     captureStackTrace: false
   })
 }
+
+/**
+ * The `chat` span's outcome (OpenTelemetry's GenAI conventions): the tokens, why the model stopped, or
+ * the failure's type; the messages in and out only when contents are captured (`Telemetry.CaptureContent`).
+ */
+const chatAnnotated = (
+  run: Run,
+  turn: Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure>
+): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> =>
+  Effect.flatMap(CaptureContent, (capture) =>
+    turn.pipe(
+      Effect.tap((answer) =>
+        Effect.annotateCurrentSpan({
+          "gen_ai.usage.input_tokens": answer.usage.inputTokens,
+          "gen_ai.usage.output_tokens": answer.usage.outputTokens,
+          "gen_ai.response.finish_reasons": [answer.finishReason],
+          ...(capture
+            ? {
+              "gen_ai.system_instructions": run.agent.instructions,
+              "gen_ai.input.messages": JSON.stringify(run.messages),
+              "gen_ai.output.messages": JSON.stringify([{ text: answer.text, toolCalls: answer.toolCalls }])
+            }
+            : {})
+        })
+      ),
+      Effect.tapError((error) => Effect.annotateCurrentSpan("error.type", error._tag))
+    ))
 
 const generate = (
   run: Run,

@@ -43,6 +43,7 @@ import { listening } from "../util/tracing.js"
 import * as Logs from "./logs.js"
 import { ToolWorkers } from "../worker/service.js"
 import { mayRun, notApproved, type RunState, runToolHooks, type ToolCall, ToolHooks } from "../hooks/tool.js"
+import { CaptureContent } from "../../Telemetry.js"
 import { Timing } from "../../Timing.js"
 import * as Tool from "../../Tool.js"
 import { CallContext, ToolContext, type ToolCallInfo } from "../../ToolContext.js"
@@ -356,11 +357,21 @@ const deduped = (dedupe: Reuse.Deliveries, tool: Tool.Any, args: unknown, option
 const traced = (calling: CallingFiber, tool: Tool.Any, args: unknown, options: Options | undefined): Started => {
   const toolCallId = options?.toolCallId ?? `local-${++localCallIds}`
   if (!calling.tracing) return admit(calling, tool, args, options, toolCallId, undefined)
-  const span = openSpan(calling, tool, toolCallId)
+  const span = openSpan(calling, tool, toolCallId, options, args)
   return endWhenDone(calling, span, admit(calling, tool, args, options, toolCallId, span))
 }
 
-const openSpan = (calling: CallingFiber, tool: Tool.Any, toolCallId: string): Tracer.Span => {
+/**
+ * The call's span, on OpenTelemetry's GenAI conventions (`execute_tool <name>`, `gen_ai.*`), ours under
+ * `agent_tools.*`; the arguments only when contents are captured (`Telemetry.CaptureContent`).
+ */
+const openSpan = (
+  calling: CallingFiber,
+  tool: Tool.Any,
+  toolCallId: string,
+  options: Options | undefined,
+  args: unknown
+): Tracer.Span => {
   const span = calling.fiber.currentTracer.span(
     compile(tool).spanName,
     Option.fromNullable(calling.fiber.currentSpan),
@@ -369,11 +380,26 @@ const openSpan = (calling: CallingFiber, tool: Tool.Any, toolCallId: string): Tr
     calling.clock.unsafeCurrentTimeNanos(),
     "internal"
   )
+  span.attribute("gen_ai.operation.name", "execute_tool")
   span.attribute("gen_ai.tool.name", tool.name)
+  span.attribute("gen_ai.tool.type", "function")
   span.attribute("gen_ai.tool.call.id", toolCallId)
+  if (options?.taskId !== undefined) span.attribute("gen_ai.conversation.id", options.taskId)
   span.attribute("agent_tools.attempt", 1)
-  span.attribute("agent_tools.cached", false)
+  span.attribute("agent_tools.reused", false)
+  if (Context.get(calling.context, CaptureContent)) span.attribute("gen_ai.tool.call.arguments", argumentsText(args))
   return span
+}
+
+/** The arguments as the span shows them when contents are captured: their JSON text. */
+const argumentsText = (args: unknown): string => {
+  if (typeof args === "string") return args
+  if (args instanceof ParsedArguments) return args.text
+  try {
+    return JSON.stringify(args) ?? ""
+  } catch {
+    return String(args)
+  }
 }
 
 const endWhenDone = (calling: CallingFiber, span: Tracer.Span, started: Started): Started => {
@@ -387,6 +413,12 @@ const endWhenDone = (calling: CallingFiber, span: Tracer.Span, started: Started)
 }
 
 const endSpan = (calling: CallingFiber, span: Tracer.Span, result: ToolResult): ToolResult => {
+  const failure = result.failure
+  span.attribute("agent_tools.outcome", failure === undefined ? "success" : failure._tag)
+  if (failure !== undefined) span.attribute("error.type", failure._tag)
+  if (Context.get(calling.context, CaptureContent)) {
+    span.attribute("gen_ai.tool.call.result", failure === undefined ? argumentsText(result.value) : result.error ?? "")
+  }
   span.end(calling.clock.unsafeCurrentTimeNanos(), result.success ? Exit.void : Exit.fail(result.error))
   return result
 }
@@ -445,7 +477,7 @@ const reuseOrGate = (calling: CallingFiber, call: Call): Started => {
     const known = reuse?.get(Reuse.sameCall(tool.name, inputKeyOf()))
     if (known === undefined) return undefined
     reuse!.markReused(call.toolCallId)
-    span?.attribute("agent_tools.cached", true)
+    span?.attribute("agent_tools.reused", true)
     return known
   }
   const keep = (started: Started): Started =>
@@ -498,6 +530,7 @@ const withHooks = (calling: CallingFiber, call: Call, deadlineAt: number | undef
   const now = calling.clock.unsafeCurrentTimeMillis()
   if (hooks.length === 0) {
     // Approvals fail closed: with no hook, only the journal or the platform can have given one.
+    if (call.tool.needsApproval) call.span?.attribute("agent_tools.approval", approved ? "approved" : "denied")
     if (call.tool.needsApproval && !approved) return failed(notApproved(call.tool.name), calling.config)
     onStart?.()
     return runHandler(calling, call, infoAt(calling, call, now, deadlineAt), now, undefined)
@@ -513,7 +546,9 @@ const withHooks = (calling: CallingFiber, call: Call, deadlineAt: number | undef
     hookCall,
     Effect.suspend(() => {
       // Innermost, after every hook: a call that needs approval runs only if one was given (`Hooks.approved`).
-      if (!mayRun(hookCall)) return Effect.succeed(failed(notApproved(tool.name), calling.config))
+      const may = mayRun(hookCall)
+      if (tool.needsApproval) call.span?.attribute("agent_tools.approval", may ? "approved" : "denied")
+      if (!may) return Effect.succeed(failed(notApproved(tool.name), calling.config))
       const now = calling.clock.unsafeCurrentTimeMillis()
       // The hooks took until the delivered deadline: the handler would have no time at all.
       if (deadlineAt !== undefined && deadlineAt <= now) {
@@ -541,6 +576,7 @@ const runHandler = (
   const { compiled, input, span, tool } = call
   const config = calling.config
   const allowed = info.deadlineAt - start
+  span?.attribute("agent_tools.deadline", new Date(info.deadlineAt).toISOString())
   if (tool.retries <= 0) {
     const outcome = runAttempt(calling, tool, input, info, span)
     if (Exit.isExit(outcome)) return toResult(tool, compiled, outcome, config, allowed)

@@ -1,0 +1,155 @@
+/**
+ * OpenTelemetry export (design: Observability): the runs', turns' and calls' spans, the log lines
+ * inside them and the metrics, sent to any OTLP/HTTP backend (Jaeger, Grafana Tempo, Honeycomb, an
+ * OpenTelemetry Collector) through `@effect/opentelemetry`'s exporter, with no OpenTelemetry SDK in
+ * the process. `layerFromEnv` reads the standard variables a user already sets; `layer` is the same
+ * configured in code. With neither, nothing is exported and no span is made (internal/util/tracing.ts).
+ *
+ * Message contents (prompts, model texts, tool arguments and results) are never exported unless
+ * `captureContent` is on: they may hold personal data.
+ */
+import { Config, type ConfigError, Context, Duration, Effect, Either, Layer, Option, Schema } from "effect"
+
+/** How the exporter sends: protobuf (OTLP's default) or JSON, both over HTTP. */
+export type Protocol = "http/protobuf" | "http/json"
+
+/** Where and how to export. */
+export interface Options {
+  /** The collector's base URL (`http://localhost:4318`): spans go to `/v1/traces`, logs to `/v1/logs`, metrics to `/v1/metrics`. */
+  readonly endpoint: string
+  /** Headers every export request carries (an API key, say). */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /** `service.name` of the resource. Default `agent-tools`. */
+  readonly serviceName?: string | undefined
+  readonly serviceVersion?: string | undefined
+  /** More resource attributes (`deployment.environment`, ...), beside those of `OTEL_RESOURCE_ATTRIBUTES`. */
+  readonly attributes?: Readonly<Record<string, string>> | undefined
+  /** Default `http/protobuf`. */
+  readonly protocol?: Protocol | undefined
+  /** Export prompts, model texts, tool arguments and results on the spans. Default false. */
+  readonly captureContent?: boolean | undefined
+  /** How often spans and logs are sent. Default 5 s (and at the end of the layer's scope). */
+  readonly exportInterval?: Duration.DurationInput | undefined
+  /** How often metrics are sent. Default 10 s. */
+  readonly metricsExportInterval?: Duration.DurationInput | undefined
+}
+
+/**
+ * Whether message contents go on the spans (`Options.captureContent`): a `Context.Reference`, off
+ * unless a telemetry layer with `captureContent` is provided.
+ */
+export class CaptureContent extends Context.Reference<CaptureContent>()("agent-tools/Telemetry/CaptureContent", {
+  defaultValue: () => false
+}) {}
+
+/** A telemetry variable that cannot be used: named, with the form it needs (its value is not echoed: it may hold a key). */
+export class TelemetryConfigError extends Schema.TaggedError<TelemetryConfigError>("agent-tools/TelemetryConfigError")(
+  "TelemetryConfigError",
+  { variable: Schema.String, expected: Schema.String }
+) {
+  override get message(): string {
+    return `${this.variable} is malformed: ${this.expected}`
+  }
+}
+
+/**
+ * Exports to `options.endpoint`: every span (runs, turns, calls, and the user's own), the log lines
+ * (added beside the logger in place, not replacing it), and the metrics. What is pending is sent when
+ * the layer's scope ends.
+ */
+export const layer = (options: Options): Layer.Layer<never> => {
+  // Loaded only when asked for: a program that exports nothing does not pay for the exporter's modules.
+  const otlp: Layer.Layer<never> = Layer.unwrapEffect(Effect.promise(async () => {
+    const [FetchHttpClient, Otlp, OtlpSerialization] = await Promise.all([
+      import("@effect/platform/FetchHttpClient"),
+      import("@effect/opentelemetry/Otlp"),
+      import("@effect/opentelemetry/OtlpSerialization")
+    ])
+    return Otlp.layer({
+      baseUrl: options.endpoint.replace(/\/+$/, ""),
+      resource: {
+        serviceName: options.serviceName ?? defaultServiceName,
+        serviceVersion: options.serviceVersion,
+        attributes: options.attributes ?? {}
+      },
+      headers: options.headers ?? {},
+      tracerExportInterval: options.exportInterval,
+      loggerExportInterval: options.exportInterval,
+      metricsExportInterval: options.metricsExportInterval ?? Duration.seconds(10),
+      shutdownTimeout: Duration.seconds(3)
+    }).pipe(
+      Layer.provide(options.protocol === "http/json" ? OtlpSerialization.layerJson : OtlpSerialization.layerProtobuf),
+      Layer.provide(FetchHttpClient.layer)
+    )
+  }))
+  return options.captureContent === true ? Layer.merge(otlp, Layer.succeed(CaptureContent, true)) : otlp
+}
+
+/** The default `service.name`. */
+export const defaultServiceName = "agent-tools"
+
+/** `OTEL_EXPORTER_OTLP_HEADERS`: `key=value` pairs, comma-separated, values percent-encoded (W3C Baggage's form). */
+export const parseHeaders = (text: string): Either.Either<Record<string, string>, TelemetryConfigError> => {
+  const headers: Record<string, string> = {}
+  for (const pair of text.split(",").map((p) => p.trim()).filter((p) => p !== "")) {
+    const equals = pair.indexOf("=")
+    const key = equals <= 0 ? "" : pair.slice(0, equals).trim()
+    let value: string | undefined
+    try {
+      value = equals <= 0 ? undefined : decodeURIComponent(pair.slice(equals + 1).trim())
+    } catch {
+      value = undefined
+    }
+    if (key === "" || value === undefined) {
+      return Either.left(new TelemetryConfigError({
+        variable: "OTEL_EXPORTER_OTLP_HEADERS",
+        expected: "key=value pairs, comma-separated, values percent-encoded (e.g. x-api-key=abc,x-team=a%20b)"
+      }))
+    }
+    headers[key] = value
+  }
+  return Either.right(headers)
+}
+
+const optional = (name: string) => Config.option(Config.string(name)).pipe(Config.map(Option.getOrUndefined))
+
+/**
+ * The export the standard variables ask for: `OTEL_EXPORTER_OTLP_ENDPOINT` (none set: nothing is
+ * exported, and this layer is empty), `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_PROTOCOL`
+ * (`http/protobuf`, the default, or `http/json`), `OTEL_SERVICE_NAME` (else `serviceName`, else
+ * `agent-tools`), `OTEL_RESOURCE_ATTRIBUTES` (read by the exporter itself); and, as OpenTelemetry's GenAI instrumentations read it,
+ * `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` for the contents. The CLI's commands use it.
+ */
+export const layerFromEnv = (
+  defaults?: { readonly serviceName?: string | undefined; readonly attributes?: Readonly<Record<string, string>> | undefined }
+): Layer.Layer<never, TelemetryConfigError | ConfigError.ConfigError> =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const endpoint = yield* optional("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if (endpoint === undefined || endpoint.trim() === "") return Layer.empty
+    if (!/^https?:\/\/[^\s]+$/.test(endpoint.trim())) {
+      return yield* new TelemetryConfigError({
+        variable: "OTEL_EXPORTER_OTLP_ENDPOINT",
+        expected: "an http:// or https:// URL, the collector's base (e.g. http://localhost:4318)"
+      })
+    }
+    const headers = yield* Either.match(parseHeaders((yield* optional("OTEL_EXPORTER_OTLP_HEADERS")) ?? ""), {
+      onLeft: Effect.fail,
+      onRight: Effect.succeed
+    })
+    const protocol = ((yield* optional("OTEL_EXPORTER_OTLP_PROTOCOL")) ?? "http/protobuf").trim()
+    if (protocol !== "http/protobuf" && protocol !== "http/json") {
+      return yield* new TelemetryConfigError({
+        variable: "OTEL_EXPORTER_OTLP_PROTOCOL",
+        expected: "http/protobuf (the default) or http/json; grpc is not supported"
+      })
+    }
+    const capture = ((yield* optional("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")) ?? "").trim().toLowerCase()
+    return layer({
+      endpoint: endpoint.trim(),
+      headers,
+      protocol,
+      serviceName: (yield* optional("OTEL_SERVICE_NAME"))?.trim() || defaults?.serviceName,
+      attributes: defaults?.attributes,
+      captureContent: capture === "true" || capture === "1"
+    })
+  }))

@@ -1,0 +1,133 @@
+/**
+ * OpenTelemetry export (design: Observability), to an OTLP/HTTP receiver of our own on 127.0.0.1
+ * that decodes what the exporter really sends: the spans of a run on the GenAI conventions and
+ * their parent links, the log lines inside a call joined to its span, the metrics, the variables
+ * the CLI reads, and that no content leaves unless it is asked for.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { ConfigProvider, Effect, Either, Layer, Schema } from "effect"
+import { Agent, LanguageModel, Telemetry, Tool } from "../src/index.js"
+import { type Receiver, startReceiver } from "./support/otlpReceiver.js"
+
+const receiver = Effect.acquireRelease(Effect.promise(startReceiver), (r) => Effect.promise(r.close))
+
+const lookup = Tool.make("lookup_order", {
+  description: "Looks an order up.",
+  input: { orderId: Schema.String },
+  output: Schema.Struct({ status: Schema.String }),
+  timeout: "5 seconds"
+}, ({ orderId }) =>
+  Effect.gen(function*() {
+    yield* Effect.logInfo(`looking the order up (${orderId.length} characters)`)
+    return { status: "shipped" }
+  }).pipe(Effect.withSpan("lookup in the order book")))
+
+const secretPrompt = "where is order SECRET-PROMPT-42 for jane@example.com"
+const agent = Agent.make({ name: "support", instructions: "Answer briefly.", tools: [lookup] })
+const model = LanguageModel.layerScripted([
+  { toolCalls: [{ id: "call-1", name: "lookup_order", arguments: `{"orderId":"SECRET-ARG-7"}` }], usage: { inputTokens: 12, outputTokens: 5 } },
+  { text: "It has shipped.", usage: { inputTokens: 30, outputTokens: 4 } }
+])
+
+/** Runs the agent with telemetry exported to `receiver`; the layer's end sends what is pending. */
+const runExported = (r: Receiver, captureContent: boolean) =>
+  Agent.run(agent, secretPrompt).pipe(
+    Effect.provide(Layer.merge(
+      model,
+      Telemetry.layer({ endpoint: r.url, protocol: "http/json", serviceName: "support-bot", captureContent })
+    )),
+    Effect.scoped
+  )
+
+describe("Telemetry: OTLP export", () => {
+  it.live("a run's spans on the GenAI conventions, in one trace: invoke_agent -> chat, execute_tool -> the handler's span", () =>
+    Effect.gen(function*() {
+      const r = yield* receiver
+      const result = yield* runExported(r, false)
+      assert.strictEqual(result.output, "It has shipped.")
+      const byName = (name: string) => r.spans.filter((s) => s.name === name)
+      const [run] = byName("invoke_agent support")
+      assert.isDefined(run, `spans: ${r.spans.map((s) => s.name).join(", ")}`)
+      assert.strictEqual(run!.service, "support-bot")
+      assert.isUndefined(run!.parentSpanId)
+      assert.deepInclude(run!.attributes, {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "support",
+        "gen_ai.provider.name": "scripted",
+        "gen_ai.request.model": "scripted"
+      })
+      assert.match(String(run!.attributes["gen_ai.conversation.id"]), /^run/)
+      const chats = byName("chat scripted")
+      assert.strictEqual(chats.length, 2)
+      for (const chat of chats) {
+        assert.strictEqual(chat.parentSpanId, run!.spanId)
+        assert.strictEqual(chat.traceId, run!.traceId)
+        assert.strictEqual(chat.attributes["gen_ai.operation.name"], "chat")
+        assert.strictEqual(chat.attributes["gen_ai.conversation.id"], run!.attributes["gen_ai.conversation.id"])
+      }
+      assert.deepInclude(chats[0]!.attributes, { "gen_ai.usage.input_tokens": 12, "gen_ai.usage.output_tokens": 5 })
+      assert.deepStrictEqual(chats[0]!.attributes["gen_ai.response.finish_reasons"], ["tool_calls"])
+      const [call] = byName("execute_tool lookup_order")
+      assert.strictEqual(call!.parentSpanId, run!.spanId)
+      assert.deepInclude(call!.attributes, {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "lookup_order",
+        "gen_ai.tool.call.id": "call-1",
+        "agent_tools.attempt": 1,
+        "agent_tools.reused": false,
+        "agent_tools.outcome": "success"
+      })
+      assert.match(String(call!.attributes["agent_tools.deadline"]), /^\d{4}-\d\d-\d\dT/)
+      const [handler] = byName("lookup in the order book")
+      assert.strictEqual(handler!.parentSpanId, call!.spanId)
+      assert.strictEqual(handler!.traceId, run!.traceId)
+      // The handler's log line joins its span.
+      const line = r.logs.find((l) => String(l.body).includes("looking the order up"))
+      assert.isDefined(line, `logs: ${r.logs.map((l) => String(l.body)).join(" | ")}`)
+      assert.strictEqual(line!.traceId, run!.traceId)
+      assert.strictEqual(line!.spanId, handler!.spanId)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("no prompt, tool argument, result or model text is exported unless contents are captured; then only the contents", () =>
+    Effect.gen(function*() {
+      const quiet = yield* receiver
+      yield* runExported(quiet, false)
+      const sent = quiet.bodies.join("\n")
+      assert.isAbove(quiet.spans.length, 3)
+      for (const secret of ["SECRET-PROMPT-42", "jane@example.com", "SECRET-ARG-7", "It has shipped", "Answer briefly"]) {
+        assert.notInclude(sent, secret, `${secret} was exported without content capture`)
+      }
+      const loud = yield* receiver
+      yield* runExported(loud, true)
+      const call = loud.spans.find((s) => s.name === "execute_tool lookup_order")!
+      assert.strictEqual(call.attributes["gen_ai.tool.call.arguments"], `{"orderId":"SECRET-ARG-7"}`)
+      assert.strictEqual(call.attributes["gen_ai.tool.call.result"], `{"status":"shipped"}`)
+      const chat = loud.spans.find((s) => s.name === "chat scripted")!
+      assert.include(String(chat.attributes["gen_ai.input.messages"]), "SECRET-PROMPT-42")
+      assert.strictEqual(chat.attributes["gen_ai.system_instructions"], "Answer briefly.")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.effect("the standard variables: none set exports nothing; a bad one is named, its value not echoed", () =>
+    Effect.gen(function*() {
+      const withEnv = (env: Record<string, string>) =>
+        Layer.build(Telemetry.layerFromEnv()).pipe(
+          Effect.scoped,
+          Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))),
+          Effect.either
+        )
+      assert.isTrue(Either.isRight(yield* withEnv({})))
+      const badUrl = yield* withEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" })
+      assert.strictEqual(Either.getLeft(badUrl).pipe((e) => e._tag === "Some" ? String(e.value.message) : ""),
+        "OTEL_EXPORTER_OTLP_ENDPOINT is malformed: an http:// or https:// URL, the collector's base (e.g. http://localhost:4318)")
+      const badHeaders = yield* withEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:1", OTEL_EXPORTER_OTLP_HEADERS: "x-api-key" + "SECRET-KEY-9" })
+      const text = Either.getLeft(badHeaders).pipe((e) => e._tag === "Some" ? String(e.value.message) : "")
+      assert.include(text, "OTEL_EXPORTER_OTLP_HEADERS is malformed")
+      assert.notInclude(text, "SECRET-KEY-9")
+      const grpc = yield* withEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:1", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })
+      assert.include(Either.getLeft(grpc).pipe((e) => e._tag === "Some" ? String(e.value.message) : ""), "grpc is not supported")
+      assert.deepStrictEqual(
+        Telemetry.parseHeaders("x-api-key=a%20b, x-team=core"),
+        Either.right({ "x-api-key": "a b", "x-team": "core" })
+      )
+    }))
+})
