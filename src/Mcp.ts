@@ -72,6 +72,7 @@ const callOf = (serving: Pipeline.CallingFiber, context: Context.Context<never>)
   clock: serving.clock,
   config: serving.config,
   tracing: serving.tracing,
+  exporting: serving.exporting,
   context
 })
 

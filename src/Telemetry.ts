@@ -9,6 +9,7 @@
  * `captureContent` is on: they may hold personal data.
  */
 import { Config, type ConfigError, Context, Duration, Effect, Either, Layer, Option, Schema } from "effect"
+import { Exporting } from "./internal/util/metrics.js"
 
 /** How the exporter sends: protobuf (OTLP's default) or JSON, both over HTTP. */
 export type Protocol = "http/protobuf" | "http/json"
@@ -82,7 +83,8 @@ export const layer = (options: Options): Layer.Layer<never> => {
       Layer.provide(FetchHttpClient.layer)
     )
   }))
-  return options.captureContent === true ? Layer.merge(otlp, Layer.succeed(CaptureContent, true)) : otlp
+  const exporting = Layer.merge(otlp, Layer.succeed(Exporting, true))
+  return options.captureContent === true ? Layer.merge(exporting, Layer.succeed(CaptureContent, true)) : exporting
 }
 
 /** The default `service.name`. */

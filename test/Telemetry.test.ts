@@ -86,6 +86,19 @@ describe("Telemetry: OTLP export", () => {
       assert.isDefined(line, `logs: ${r.logs.map((l) => String(l.body)).join(" | ")}`)
       assert.strictEqual(line!.traceId, run!.traceId)
       assert.strictEqual(line!.spanId, handler!.spanId)
+      // The metrics: OpenTelemetry's GenAI client metrics, and ours.
+      const metric = (name: string) => r.metrics.filter((m) => m.name === name).flatMap((m) => m.points)
+      const tokens = metric("gen_ai.client.token.usage")
+      assert.deepStrictEqual(
+        tokens.map((p) => [p.attributes["gen_ai.token.type"], p.attributes["gen_ai.request.model"], p.value]).sort(),
+        [["input", "scripted", { count: 2, sum: 42 }], ["output", "scripted", { count: 2, sum: 9 }]]
+      )
+      const durations = metric("gen_ai.client.operation.duration").map((p) => p.value as { count: number })
+      assert.deepStrictEqual(durations.map((d) => d.count), [2])
+      assert.deepInclude(
+        metric("agent_tools.tool.calls").map((p) => [p.attributes["gen_ai.tool.name"], p.attributes["agent_tools.outcome"], p.value]),
+        ["lookup_order", "success", 1]
+      )
     }).pipe(Effect.scoped), 30_000)
 
   it.live("no prompt, tool argument, result or model text is exported unless contents are captured; then only the contents", () =>

@@ -6,6 +6,7 @@
 import { Duration, Effect } from "effect"
 import * as LanguageModel from "../../LanguageModel.js"
 import { CaptureContent } from "../../Telemetry.js"
+import * as Metrics from "../util/metrics.js"
 import { retryAfterFailure } from "../../Timing.js"
 import { runTurnHooks } from "../hooks/turn.js"
 import type { Run } from "./run.js"
@@ -34,9 +35,10 @@ const askModel = (run: Run, step: number): Effect.Effect<LanguageModel.ModelTurn
       { step, instructions: agent.instructions, tools: toolkit.definitions },
       (adjusted) => generate(run, adjusted.instructions, adjusted.tools)
     )
-  if (!run.tracing) return turn
+  const measured = Effect.flatMap(Metrics.Exporting, (exporting) => exporting ? metered(run, turn) : turn)
+  if (!run.tracing) return measured
   const { model, provider } = run.model
-  return Effect.withSpan(chatAnnotated(run, turn), model === undefined ? "chat" : `chat ${model}`, {
+  return Effect.withSpan(chatAnnotated(run, measured), model === undefined ? "chat" : `chat ${model}`, {
     kind: "client",
     attributes: {
       "gen_ai.operation.name": "chat",
@@ -46,6 +48,28 @@ const askModel = (run: Run, step: number): Effect.Effect<LanguageModel.ModelTurn
       "agent_tools.step": step
     },
     captureStackTrace: false
+  })
+}
+
+/** The request's duration and tokens (`gen_ai.client.operation.duration`, `gen_ai.client.token.usage`). */
+const metered = (
+  run: Run,
+  turn: Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure>
+): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> => {
+  const { model, provider } = run.model
+  return Effect.suspend(() => {
+    const started = performance.now()
+    return Effect.tap(
+    Effect.onExit(turn, () =>
+      Effect.sync(() =>
+        Metrics.operationDuration.unsafeUpdate((performance.now() - started) / 1000, Metrics.modelLabels(provider, model))
+      )),
+    (answer) =>
+      Effect.sync(() => {
+        Metrics.tokenUsage.unsafeUpdate(answer.usage.inputTokens, Metrics.modelLabels(provider, model, "input"))
+        Metrics.tokenUsage.unsafeUpdate(answer.usage.outputTokens, Metrics.modelLabels(provider, model, "output"))
+      })
+    )
   })
 }
 

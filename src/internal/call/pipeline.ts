@@ -44,6 +44,7 @@ import * as Logs from "./logs.js"
 import { ToolWorkers } from "../worker/service.js"
 import { mayRun, notApproved, type RunState, runToolHooks, type ToolCall, ToolHooks } from "../hooks/tool.js"
 import { CaptureContent } from "../../Telemetry.js"
+import * as Metrics from "../util/metrics.js"
 import { Timing } from "../../Timing.js"
 import * as Tool from "../../Tool.js"
 import { CallContext, ToolContext, type ToolCallInfo } from "../../ToolContext.js"
@@ -190,11 +191,14 @@ export class CallingFiber {
   readonly clock: Clock.Clock
   readonly config: Config
   readonly tracing: boolean
+  /** A telemetry layer exports the metrics (`Metrics.Exporting`): the call's are counted. */
+  readonly exporting: boolean
   constructor(readonly fiber: Fiber.RuntimeFiber<unknown, unknown>, readonly runtimeFlags: RuntimeFlags.RuntimeFlags) {
     this.context = fiber.currentContext
     this.clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
     this.config = Context.get(this.context, InvocationConfig)
     this.tracing = listening(fiber)
+    this.exporting = Context.get(this.context, Metrics.Exporting)
   }
 }
 
@@ -356,9 +360,19 @@ const deduped = (dedupe: Reuse.Deliveries, tool: Tool.Any, args: unknown, option
 /** Stage 1, `traced`: the call's span `execute_tool <name>` around the other stages, when tracing is on. */
 const traced = (calling: CallingFiber, tool: Tool.Any, args: unknown, options: Options | undefined): Started => {
   const toolCallId = options?.toolCallId ?? `local-${++localCallIds}`
-  if (!calling.tracing) return admit(calling, tool, args, options, toolCallId, undefined)
+  if (!calling.tracing) return counted(calling, tool, admit(calling, tool, args, options, toolCallId, undefined))
   const span = openSpan(calling, tool, toolCallId, options, args)
-  return endWhenDone(calling, span, admit(calling, tool, args, options, toolCallId, span))
+  return counted(calling, tool, endWhenDone(calling, span, admit(calling, tool, args, options, toolCallId, span)))
+}
+
+/** The call counted by its outcome (`agent_tools.tool.calls`), while a telemetry layer exports metrics. */
+const counted = (calling: CallingFiber, tool: Tool.Any, started: Started): Started => {
+  if (!calling.exporting) return started
+  const count = (result: ToolResult): ToolResult => {
+    Metrics.toolCalls.unsafeUpdate(1, Metrics.toolLabels(tool.name, result.failure?._tag ?? "success"))
+    return result
+  }
+  return started instanceof ToolResult ? count(started) : Effect.map(started, count)
 }
 
 /**
@@ -477,6 +491,7 @@ const reuseOrGate = (calling: CallingFiber, call: Call): Started => {
     const known = reuse?.get(Reuse.sameCall(tool.name, inputKeyOf()))
     if (known === undefined) return undefined
     reuse!.markReused(call.toolCallId)
+    if (calling.exporting) Metrics.toolReused.unsafeUpdate(1, Metrics.toolLabels(tool.name))
     span?.attribute("agent_tools.reused", true)
     return known
   }
@@ -966,6 +981,7 @@ const withRetries = (
       const retryAt = yield* steps.next(now, Cause.squash(outcome.cause))
       // A retry that cannot start before the deadline is skipped: the last failure stands.
       if (retryAt === undefined || retryAt >= info.deadlineAt) return outcome
+      if (calling.exporting) Metrics.toolRetries.unsafeUpdate(1, Metrics.toolLabels(tool.name))
       Context.get(calling.context, InvocationObserver).onRetry({
         tool: tool.name,
         toolCallId: info.toolCallId,
