@@ -13,8 +13,46 @@
 import * as Headers from "@effect/platform/Headers"
 import type { FromClientEncoded, FromServerEncoded } from "@effect/rpc/RpcMessage"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Cause, Effect, Exit, Mailbox, Runtime, type Scope } from "effect"
+import { Cause, Context, Effect, Exit, Mailbox, Runtime, Schema, type Scope } from "effect"
+import { Ids } from "../Ids.js"
 import * as Framing from "../protocol/Framing.js"
+import { ManifestRejected } from "../protocol/Protocol.js"
+import * as Toolkit from "../Toolkit.js"
+
+/**
+ * The header every call of a connection carries: the connection's id, set by the platform (one a
+ * client sends of that name is replaced). An answer is taken only from the connection its call was
+ * delivered to (design: Hostile clients); a call without it (in process) is from one connection.
+ */
+export const connectionHeader = "x-agent-tools-connection"
+
+/**
+ * What the wire refuses before a handler decodes it (design: Hostile clients): a `Register` frame
+ * too large for a manifest of `maxManifestBytes` (decoding 2 MB of manifest holds the loop ~25 ms).
+ * Set by the handlers' layer (Handlers.ts, `layerOf`) from the platform's options; none by default.
+ */
+export class WireLimits extends Context.Reference<WireLimits>()("agent-tools/platform/WireLimits", {
+  defaultValue: (): { readonly maxManifestBytes: number } => ({ maxManifestBytes: Infinity })
+}) {}
+
+/** Room in a `Register` frame for what is not its manifest (the envelope, the ids, the hash). */
+const registerEnvelopeBytes = 64 * 1024
+
+/** The answer refusing a `Register` frame of `length` characters: its manifest is over `max` bytes. */
+const manifestTooLarge = (id: number, length: number, max: number): string =>
+  JSON.stringify({
+    id,
+    error: Schema.encodeSync(ManifestRejected)(
+      new ManifestRejected({
+        violations: [
+          new Toolkit.Violation({
+            rule: "manifest-bytes",
+            message: `the Register frame is ${length} characters of JSON, over the platform's maxManifestBytes (${max})`
+          })
+        ]
+      })
+    )
+  })
 
 /** A client's connection on the platform's side. */
 export interface ServerConnection {
@@ -37,6 +75,9 @@ const describe = (error: unknown): string => error instanceof Error ? error.mess
 /** What the connections share: the clients' senders, the next client id, and the way into `RpcServer`. */
 interface Hub {
   readonly runtime: Runtime.Runtime<never>
+  /** Makes each connection's id: unguessable, so that no client names another's. */
+  readonly ids: Ids["Type"]
+  readonly limits: WireLimits["Type"]
   readonly clients: Map<number, (response: FromServerEncoded) => void>
   readonly disconnects: Mailbox.Mailbox<number>
   nextClientId: number
@@ -50,6 +91,8 @@ interface Hub {
 export const makeServer: Effect.Effect<Server, never, Scope.Scope> = Effect.gen(function*() {
   const hub: Hub = {
     runtime: yield* Effect.runtime<never>(),
+    ids: yield* Ids,
+    limits: yield* WireLimits,
     clients: new Map(),
     disconnects: yield* Mailbox.make<number>(),
     nextClientId: 0,
@@ -79,7 +122,7 @@ export const makeServer: Effect.Effect<Server, never, Scope.Scope> = Effect.gen(
 /** A client whose upgrade carried `headers`: its answers go to `send`, its frames to `RpcServer` in order. */
 const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => void): ServerConnection => {
   const clientId = hub.nextClientId++
-  const upgradeHeaders = Object.entries(Headers.fromInput(headers))
+  const upgradeHeaders = Object.entries(Headers.set(Headers.fromInput(headers), connectionHeader, hub.ids.make("connection")))
   /** The calls running: whether each is a stream. */
   const running = new Map<string, boolean>()
   let closed = false
@@ -116,6 +159,11 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
         case "Request": {
           const { id, message } = frame
           if (running.has(message.id)) return write(Framing.refusal(id, `call id ${id} is already running`))
+          // A character is at least a byte: the manifest is over the limit whatever it holds.
+          const { maxManifestBytes } = hub.limits
+          if (message.tag === "Register" && text.length > maxManifestBytes + registerEnvelopeBytes) {
+            return write(manifestTooLarge(id, text.length, maxManifestBytes))
+          }
           running.set(message.id, Framing.isStream(message.tag))
           return void inbox.unsafeOffer([id, message])
         }
