@@ -15,7 +15,7 @@ import * as RpcServer from "@effect/rpc/RpcServer"
 import { Context, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
 import { createServer, type IncomingMessage, type Server as HttpServer, STATUS_CODES } from "node:http"
 import type { Duplex } from "node:stream"
-import { type WebSocket, WebSocketServer } from "ws"
+import { type RawData, type WebSocket, WebSocketServer } from "ws"
 import * as Framing from "../protocol/Framing.js"
 import { Authentication, PlatformRpcs, unknownTokenMessage } from "../protocol/Protocol.js"
 import * as Wire from "./Wire.js"
@@ -115,6 +115,10 @@ const refuse = (socket: Duplex, status: number, text: string) => {
   socket.destroy()
 }
 
+/** A message's bytes as `ws` gives them (a Buffer, with the default `binaryType`). */
+const bytesOf = (data: RawData): Uint8Array =>
+  Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : new Uint8Array(data)
+
 /** A connection whose upgrade was accepted: its frames to the wire, its answers back, held to the limits. */
 const acceptOf = (wire: Wire.Server, live: Live, limits: Limits, warn: (message: string) => void) =>
 (ws: WebSocket, headers: Headers.Input, agentId: string) => {
@@ -141,7 +145,7 @@ const acceptOf = (wire: Wire.Server, live: Live, limits: Limits, warn: (message:
   ws.on("message", (data) => {
     state.heard = true
     state.midFrameSince = undefined
-    connection.receive(String(data))
+    connection.receive(bytesOf(data))
   })
   ws.on("pong", () => void (state.heard = true))
   ws.on("error", (error: Error & { code?: string }) =>

@@ -38,7 +38,7 @@ export class WireLimits extends Context.Reference<WireLimits>()("agent-tools/pla
 /** Room in a `Register` frame for what is not its manifest (the envelope, the ids, the hash). */
 const registerEnvelopeBytes = 64 * 1024
 
-/** The answer refusing a `Register` frame of `length` characters: its manifest is over `max` bytes. */
+/** The answer refusing a `Register` frame of `length` bytes (or characters): its manifest is over `max` bytes. */
 const manifestTooLarge = (id: number, length: number, max: number): string =>
   JSON.stringify({
     id,
@@ -47,7 +47,7 @@ const manifestTooLarge = (id: number, length: number, max: number): string =>
         violations: [
           new Toolkit.Violation({
             rule: "manifest-bytes",
-            message: `the Register frame is ${length} characters of JSON, over the platform's maxManifestBytes (${max})`
+            message: `the Register frame is at least ${length} bytes of JSON, over the platform's maxManifestBytes (${max})`
           })
         ]
       })
@@ -56,8 +56,8 @@ const manifestTooLarge = (id: number, length: number, max: number): string =>
 
 /** A client's connection on the platform's side. */
 export interface ServerConnection {
-  /** A frame from the client. */
-  readonly receive: (text: string) => void
+  /** A frame from the client: its text, or its UTF-8 bytes (as the WebSocket gives them). */
+  readonly receive: (frame: string | Uint8Array) => void
   /** The client went away: every call and stream it has running is interrupted. */
   readonly close: () => void
 }
@@ -147,10 +147,28 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
     step: () => undefined
   }))
 
+  /**
+   * A `Register` frame too large for a manifest of `maxManifestBytes` is refused (a character is at
+   * least a byte: whatever it holds, its manifest is over): read from the frame's start, before it is
+   * decoded, when it starts with its id and call (as ours do), else once it is parsed.
+   */
+  const { maxManifestBytes } = hub.limits
+  const oversizeRegister = (data: string | Uint8Array, parsed?: { readonly id: number; readonly call: string }) => {
+    if (data.length <= maxManifestBytes + registerEnvelopeBytes) return false
+    const call = parsed ??
+      Framing.leadingCall(typeof data === "string" ? data.slice(0, 80) : new TextDecoder().decode(data.subarray(0, 80)))
+    if (call?.call !== "Register") return false
+    write(manifestTooLarge(call.id, data.length, maxManifestBytes))
+    return true
+  }
+
   // Total (design: Hostile clients): whatever a frame holds, the worst it gets is a defect answer.
-  const receive = (text: string) => {
+  const receive = (data: string | Uint8Array) => {
     try {
-      const frame = Framing.readClientFrame(text, upgradeHeaders)
+      if (oversizeRegister(data)) return
+      const frame = typeof data === "string"
+        ? Framing.readClientFrame(data, upgradeHeaders)
+        : Framing.readClientBytes(data, upgradeHeaders)
       switch (frame._tag) {
         case "Refused":
           return write(frame.answer)
@@ -159,11 +177,7 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
         case "Request": {
           const { id, message } = frame
           if (running.has(message.id)) return write(Framing.refusal(id, `call id ${id} is already running`))
-          // A character is at least a byte: the manifest is over the limit whatever it holds.
-          const { maxManifestBytes } = hub.limits
-          if (message.tag === "Register" && text.length > maxManifestBytes + registerEnvelopeBytes) {
-            return write(manifestTooLarge(id, text.length, maxManifestBytes))
-          }
+          if (oversizeRegister(data, { id, call: message.tag })) return
           running.set(message.id, Framing.isStream(message.tag))
           return void inbox.unsafeOffer([id, message])
         }
