@@ -60,7 +60,7 @@ const takeUntil = (
 
 const mib = 1024 * 1024
 
-describe("one agent cannot take the platform from the others (design: Hostile clients, issue 29)", () => {
+describe("one agent cannot take the platform from the others (design: Hostile clients)", () => {
   it.live("item 1: 8 connections sending 2 MB frames nested 1,000,000 deep: refused in one pass, another agent's round trip stays fast", () =>
     Effect.gen(function*() {
       const { url } = yield* tenantPlatform([])
