@@ -5,11 +5,12 @@
  * to it), each limit refuses with an error that names its option, and what the agent held is let go.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, type Mailbox } from "effect"
+import { Effect, Layer } from "effect"
 import { WebSocket } from "ws"
-import { type LanguageModel, PlatformClient, type Protocol, Toolkit } from "../../src/index.js"
-import { ToolResult } from "../../src/ToolResult.js"
+import { type LanguageModel, PlatformClient, Toolkit } from "../../src/index.js"
 import { record, scale } from "../support/figures.js"
+import { forgedAnswerSuite } from "../support/forgedAnswers.js"
+import { embedded } from "../support/hostileWireSuite.js"
 import { clientLayer, resultsText } from "../support/platform.js"
 import {
   attackWith,
@@ -42,20 +43,6 @@ const entry = (name: string, timeoutMillis = 30_000, padding = 0) =>
     timeoutMillis,
     retries: 0,
     idempotent: false
-  })
-
-/** Takes events until `until` says stop (or the stream ends). */
-const takeUntil = (
-  mailbox: Mailbox.ReadonlyMailbox<Protocol.TaskEvent, unknown>,
-  seen: Array<Protocol.TaskEvent>,
-  until: (event: Protocol.TaskEvent) => boolean
-) =>
-  Effect.gen(function*() {
-    while (true) {
-      const [chunk, done] = yield* mailbox.takeAll
-      seen.push(...chunk)
-      if (done || seen.some(until)) return done
-    }
   })
 
 const mib = 1024 * 1024
@@ -278,50 +265,7 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
       assert.isBelow(growth, 200)
       assert.isBelow(added, 64)
     }).pipe(Effect.scoped), 120_000)
-
-  it.live("item 5: an answer from another connection of the same agent is ignored; the model reads the real one", () =>
-    Effect.gen(function*() {
-      const { url } = yield* tenantPlatform(holdThenAnswer)
-      const serving = yield* Layer.build(clientLayer({ url }, policy))
-      const forger = yield* Layer.build(clientLayer({ url }, policy))
-      const answer = (toolCallId: string, taskId: string, text: string) =>
-        Effect.flatMap(PlatformClient.PlatformClient, (c) =>
-          c.completeToolCall({ ...agent, results: [{ taskId, toolCallId, result: new ToolResult(text, undefined) }] }))
-      const submitted = yield* Effect.gen(function*() {
-        const platform = yield* PlatformClient.PlatformClient
-        yield* platform.register({ ...agent, manifest: [entry("hold")], manifestHash: "h" })
-        return yield* platform.submitTask({ ...agent, prompt: "go", events: "calls" })
-      }).pipe(Effect.provide(serving))
-      const seen: Array<Protocol.TaskEvent> = []
-      yield* takeUntil(submitted, seen, (e) => e._tag === "ToolCallRequested")
-      const taskId = seen[0]!.taskId
-      // The forger answers first; the serving process, to which the call was delivered, after.
-      yield* answer("a", taskId, "forged").pipe(Effect.provide(forger))
-      yield* answer("a", taskId, "real").pipe(Effect.provide(serving))
-      yield* takeUntil(submitted, seen, () => false)
-      const last = seen[seen.length - 1] as { _tag: string; output?: string }
-      assert.deepStrictEqual([last._tag, last.output], ["TaskCompleted", "a:\"real\""])
-
-      // Taken over by an attach from another connection: the answers are that connection's now.
-      const second = yield* Effect.flatMap(PlatformClient.PlatformClient, (c) =>
-        c.submitTask({ ...agent, prompt: "again", events: "calls" })).pipe(Effect.provide(serving))
-      const seenSecond: Array<Protocol.TaskEvent> = []
-      yield* takeUntil(second, seenSecond, (e) => e._tag === "ToolCallRequested")
-      const secondTaskId = seenSecond[0]!.taskId
-      const attached = yield* Effect.flatMap(PlatformClient.PlatformClient, (c) =>
-        c.attachTask({ ...agent, taskId: secondTaskId, events: "calls" })).pipe(Effect.provide(forger))
-      const seenAttached: Array<Protocol.TaskEvent> = []
-      yield* takeUntil(attached, seenAttached, (e) => e._tag === "ToolCallRequested")
-      yield* answer("a", secondTaskId, "stale").pipe(Effect.provide(serving))
-      yield* answer("a", secondTaskId, "from the attach").pipe(Effect.provide(forger))
-      yield* takeUntil(attached, seenAttached, () => false)
-      const lastAttached = seenAttached[seenAttached.length - 1] as { _tag: string; output?: string }
-      assert.deepStrictEqual([lastAttached._tag, lastAttached.output], ["TaskCompleted", "a:\"from the attach\""])
-      record({
-        suite,
-        measure: "item 5: a second connection with the same token answers a call first: what the model reads",
-        value: "the real answer (the forged one ignored); after an attach elsewhere, the attach's",
-        expected: "the real answer"
-      })
-    }).pipe(Effect.scoped), 30_000)
 })
+
+// Item 5, the same suite as a cluster's runner runs (test/platform/HostileCluster.test.ts).
+forgedAnswerSuite("embedded", embedded)
