@@ -24,18 +24,25 @@ interface HeldProcess extends ProcessEntry {
 }
 
 /** A manifest's size as the limits count it: its JSON, in UTF-8 bytes. */
-const manifestBytesOf = (manifest: ReadonlyArray<Toolkit.ManifestEntry>): number => Buffer.byteLength(JSON.stringify(manifest))
+const manifestBytesOf = (manifest: ReadonlyArray<Toolkit.ManifestEntry>): number =>
+  Buffer.byteLength(JSON.stringify(manifest))
 
 /**
  * The size limits a manifest breaks (design: Hostile clients): its own (`maxManifestBytes`), or the
  * agent's manifests together, the one it replaces left out (`maxManifestBytesPerAgent`).
  */
-const sizeViolations = (agent: AgentEntry, processId: string, bytes: number, limits: Limits): Array<Toolkit.Violation> => {
+const sizeViolations = (
+  agent: AgentEntry,
+  processId: string,
+  bytes: number,
+  limits: Limits
+): Array<Toolkit.Violation> => {
   if (bytes > limits.maxManifestBytes) {
     return [
       new Toolkit.Violation({
         rule: "manifest-bytes",
-        message: `the manifest is ${bytes} bytes of JSON, over the platform's maxManifestBytes (${limits.maxManifestBytes})`
+        message:
+          `the manifest is ${bytes} bytes of JSON, over the platform's maxManifestBytes (${limits.maxManifestBytes})`
       })
     ]
   }

@@ -15,7 +15,7 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
   Effect.map(Invocation.InvocationConfig, (config) => ({
     /** The agent's task, held here (taken up from the journal if need be). */
     heldBy: tasks.held,
-    /** `attach`, to a task held here (taken up from the journal if need be), from the client's `connection` on its front. */
+    /** `attach`, to a task held here (taken up from the journal if need be), from `connection` on the client's front. */
     attachHeld: (
       { agentId, connection, events, follower, taskId }: {
         readonly agentId: string

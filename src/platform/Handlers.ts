@@ -71,7 +71,11 @@ export interface Backend {
    * events. Past the agent's limits, `AgentLimitExceeded`.
    */
   readonly submit: (
-    payload: Caller & { readonly prompt: string; readonly events?: EventsWanted | undefined; readonly connection: string }
+    payload: Caller & {
+      readonly prompt: string
+      readonly events?: EventsWanted | undefined
+      readonly connection: string
+    }
   ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent>, AgentLimitExceeded, Scope.Scope>
   readonly attach: (
     payload: {
@@ -162,7 +166,8 @@ const stateOf = (agents: Agents, tasks: Tasks) =>
       Effect.map(Clock.currentTimeMillis, (now) => agents.visible(agentId, "", now).map((t) => t.entry.name)),
     lifecycleCalls: (agentId) => Effect.sync(() => agents.lifecycleCalls(agentId)),
     processCount: (agentId) => Effect.sync(() => agents.processCount(agentId)),
-    agentUsage: (agentId) => Effect.sync(() => ({ ...tasks.usageOf(agentId), manifestBytes: agents.manifestBytes(agentId) })),
+    agentUsage: (agentId) =>
+      Effect.sync(() => ({ ...tasks.usageOf(agentId), manifestBytes: agents.manifestBytes(agentId) })),
     taskCount: Effect.sync(() => tasks.count())
   })
 

@@ -498,7 +498,8 @@ const completeOf = ({ own }: Book, config: Invocation.Config) =>
       pending?.done.succeed(Invocation.checkResult(pending.event.name, result, config))
     }
     const logged = Effect.forEach(ignored, ([task, toolCallId]) => ignoredAnswer(task, toolCallId), { discard: true })
-    return Effect.zipRight(logged, unknown === undefined ? Effect.void : Effect.fail(new UnknownTask({ taskId: unknown })))
+    const outcome = unknown === undefined ? Effect.void : Effect.fail(new UnknownTask({ taskId: unknown }))
+    return Effect.zipRight(logged, outcome)
   })
 
 /**
@@ -621,7 +622,9 @@ export const makeTasks = (options: Options, limits: Limits, journal: Journal.Jou
       ) =>
         Effect.suspend(() => {
           const task = book.own(agentId, taskId)
-          return task === undefined ? Effect.fail(new UnknownTask({ taskId })) : attachTo(task, events, undefined, connection)
+          return task === undefined
+            ? Effect.fail(new UnknownTask({ taskId }))
+            : attachTo(task, events, undefined, connection)
         }),
       complete: completeOf(book, config),
       decide: decideOf(book, loops),

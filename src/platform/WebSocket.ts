@@ -88,11 +88,11 @@ interface Limits {
   readonly maxBuffered: number
 }
 
-/** A live connection: its agent, whether it was heard from since the last ping, and since when it holds an unfinished frame. */
+/** A live connection: its agent, whether it was heard from since the last ping, since when it is mid-frame. */
 interface Connection {
   readonly agentId: string
   heard: boolean
-  /** When the frame timer first saw it in the middle of a frame since its last whole message; undefined if it was not. */
+  /** When the frame timer first saw it mid-frame since its last whole message; undefined if it was not. */
   midFrameSince: number | undefined
   /** True while the platform does not read it (it does not read what it is sent): its frame waits for the platform. */
   paused: boolean

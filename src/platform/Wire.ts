@@ -47,7 +47,8 @@ const manifestTooLarge = (id: number, length: number, max: number): string =>
         violations: [
           new Toolkit.Violation({
             rule: "manifest-bytes",
-            message: `the Register frame is at least ${length} bytes of JSON, over the platform's maxManifestBytes (${max})`
+            message:
+              `the Register frame is at least ${length} bytes of JSON, over the platform's maxManifestBytes (${max})`
           })
         ]
       })
@@ -122,7 +123,8 @@ export const makeServer: Effect.Effect<Server, never, Scope.Scope> = Effect.gen(
 /** A client whose upgrade carried `headers`: its answers go to `send`, its frames to `RpcServer` in order. */
 const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => void): ServerConnection => {
   const clientId = hub.nextClientId++
-  const upgradeHeaders = Object.entries(Headers.set(Headers.fromInput(headers), connectionHeader, hub.ids.make("connection")))
+  const connectionId = hub.ids.make("connection")
+  const upgradeHeaders = Object.entries(Headers.set(Headers.fromInput(headers), connectionHeader, connectionId))
   /** The calls running: whether each is a stream. */
   const running = new Map<string, boolean>()
   let closed = false
