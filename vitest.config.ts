@@ -19,6 +19,7 @@ const slow = [
   "test/platform/ClusterFailover.test.ts",
   "test/platform/Cluster.test.ts",
   "test/platform/HostileCluster.test.ts",
+  "test/platform/Tenants.test.ts",
   "test/McpConformance.test.ts",
   "test/PostgresPrivateFolder.test.ts",
   "test/McpHostileServer.test.ts"

@@ -12,6 +12,7 @@ import * as RpcTest from "@effect/rpc/RpcTest"
 import { Config, Context, Duration, Effect, Exit, Layer, Mailbox, Option, Redacted, Schema, type Scope } from "effect"
 import * as Framing from "./protocol/Framing.js"
 import {
+  type AgentLimitExceeded,
   type ApprovalsNeedJournal,
   Authentication,
   type Caller,
@@ -70,7 +71,11 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
    */
   readonly submitTask: (
     payload: Caller & { readonly prompt: string; readonly events?: EventsWanted | undefined }
-  ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent, Unauthorized | PlatformUnavailable>, never, Scope.Scope>
+  ) => Effect.Effect<
+    Mailbox.ReadonlyMailbox<TaskEvent, AgentLimitExceeded | Unauthorized | PlatformUnavailable>,
+    never,
+    Scope.Scope
+  >
   /** Attaches to a task again (after a reconnect): its pending calls come again. */
   readonly attachTask: (
     payload: Caller & { readonly taskId: string; readonly events?: EventsWanted | undefined }

@@ -37,6 +37,7 @@ import * as Json from "./internal/util/json.js"
 import * as Settings from "./internal/util/settings.js"
 import { RunState } from "./internal/hooks/tool.js"
 import type {
+  AgentLimitExceeded,
   LifecycleBudgetExceeded,
   ManifestRejected,
   TaskEvent,
@@ -63,6 +64,7 @@ export type ServeError =
   | Unauthorized
   | ManifestRejected
   | LifecycleBudgetExceeded
+  | AgentLimitExceeded
   | UnknownTask
   | TaskLost
   | PlatformUnavailable
@@ -585,7 +587,8 @@ const makeFollowers = (deps: FollowerDeps) =>
       Effect.scoped(Effect.gen(function*() {
         // Without a listener, the stream needs only the calls and the end.
         const events = onEvent === undefined ? "calls" as const : "all" as const
-        const mailbox = yield* (from.taskId === undefined
+        const mailbox: Mailbox.ReadonlyMailbox<TaskEvent, AgentLimitExceeded | UnknownTask | Unauthorized | PlatformUnavailable> =
+          yield* (from.taskId === undefined
           ? client.submitTask({ ...caller, prompt, events })
           : client.attachTask({ ...caller, taskId: from.taskId, events }))
         // This attempt's own state; the next attempt is given it through the failure.

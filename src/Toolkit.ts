@@ -43,7 +43,10 @@ export class Violation extends Schema.Class<Violation>("agent-tools/Violation")(
     "worker-module",
     "input-json",
     "output-json",
-    "input-object"
+    "input-object",
+    // Checked by the platform at registration, not by `Toolkit.make`.
+    "manifest-bytes",
+    "manifest-bytes-per-agent"
   ),
   message: Schema.String
 }) {}

@@ -25,6 +25,7 @@ export const files = [
   "test/platform/Load.test.ts",
   "test/platform/WebSocket.test.ts",
   "test/platform/HostileWire.test.ts",
+  "test/platform/Tenants.test.ts",
   "test/Security.test.ts",
   "test/Serve.test.ts",
   "test/McpHttpLimits.test.ts",

@@ -18,8 +18,48 @@ export interface ProcessEntry {
   lastSeen: number
 }
 
+/** A registered process as this module holds it: with its manifest's size, counted against the agent's. */
+interface HeldProcess extends ProcessEntry {
+  readonly manifestBytes: number
+}
+
+/** A manifest's size as the limits count it: its JSON, in UTF-8 bytes. */
+const manifestBytesOf = (manifest: ReadonlyArray<Toolkit.ManifestEntry>): number =>
+  Buffer.byteLength(JSON.stringify(manifest))
+
+/**
+ * The size limits a manifest breaks (design: Hostile clients): its own (`maxManifestBytes`), or the
+ * agent's manifests together, the one it replaces left out (`maxManifestBytesPerAgent`).
+ */
+const sizeViolations = (
+  agent: AgentEntry,
+  processId: string,
+  bytes: number,
+  limits: Limits
+): Array<Toolkit.Violation> => {
+  if (bytes > limits.maxManifestBytes) {
+    return [
+      new Toolkit.Violation({
+        rule: "manifest-bytes",
+        message:
+          `the manifest is ${bytes} bytes of JSON, over the platform's maxManifestBytes (${limits.maxManifestBytes})`
+      })
+    ]
+  }
+  let others = 0
+  for (const process of agent.processes.values()) if (process.processId !== processId) others += process.manifestBytes
+  if (others + bytes <= limits.maxManifestBytesPerAgent) return []
+  return [
+    new Toolkit.Violation({
+      rule: "manifest-bytes-per-agent",
+      message: `the agent's other processes hold ${others} bytes of manifests; with this one's ${bytes} that is over ` +
+        `the platform's maxManifestBytesPerAgent (${limits.maxManifestBytesPerAgent}); deregister a process first`
+    })
+  ]
+}
+
 interface AgentEntry {
-  readonly processes: Map<string, ProcessEntry>
+  readonly processes: Map<string, HeldProcess>
   /** Times of the lifecycle calls inside the current window. */
   lifecycle: Array<number>
 }
@@ -61,7 +101,7 @@ const makeBook = (limits: Limits) => {
     })
 
   /** Processes of the agent not deregistered and heard from within 3 heartbeat intervals. */
-  const live = (agentId: string, now: number): Array<ProcessEntry> =>
+  const live = (agentId: string, now: number): Array<HeldProcess> =>
     [...(agents.get(agentId)?.processes.values() ?? [])].filter((p) => now - p.lastSeen <= 3 * limits.heartbeatMillis)
 
   /** The tools a task of `processId` is offered: every live process's, the task holder's own first. */
@@ -99,9 +139,12 @@ const lifecycleCalls = (book: Book, limits: Limits) => ({
   ) =>
     Effect.gen(function*() {
       const { agent, now } = yield* book.lifecycle(agentId, "register")
-      const violations = Toolkit.checkEntries(manifest)
+      const manifestBytes = manifestBytesOf(manifest)
+      // A manifest over a size limit is not checked further: its size is the answer.
+      const oversize = sizeViolations(agent, processId, manifestBytes, limits)
+      const violations = oversize.length > 0 ? oversize : Toolkit.checkEntries(manifest)
       if (violations.length > 0) return yield* new ManifestRejected({ violations })
-      agent.processes.set(processId, { processId, manifest, manifestHash, lastSeen: now })
+      agent.processes.set(processId, { processId, manifest, manifestHash, lastSeen: now, manifestBytes })
       yield* Effect.logDebug(`agent ${agentId}: process ${processId} registered ${manifest.length} tools`)
       return { heartbeatIntervalMillis: limits.heartbeatMillis }
     }),
@@ -143,7 +186,9 @@ const upkeep = ({ agentOf, agents, counts }: Book, limits: Limits) => ({
    */
   restore: (agentId: string, process: ProcessEntry): void => {
     const agent = agentOf(agentId)
-    if (!agent.processes.has(process.processId)) agent.processes.set(process.processId, { ...process })
+    if (!agent.processes.has(process.processId)) {
+      agent.processes.set(process.processId, { ...process, manifestBytes: manifestBytesOf(process.manifest) })
+    }
   },
   /**
    * Takes the times of the agent's lifecycle calls inside the window from where they are kept
@@ -154,7 +199,13 @@ const upkeep = ({ agentOf, agents, counts }: Book, limits: Limits) => ({
     agentOf(agentId).lifecycle = [...times].sort((a, b) => a - b)
   },
   lifecycleCalls: (agentId: string) => ({ ...(counts.get(agentId) ?? noLifecycleCalls()) }),
-  processCount: (agentId: string) => agents.get(agentId)?.processes.size ?? 0
+  processCount: (agentId: string) => agents.get(agentId)?.processes.size ?? 0,
+  /** Bytes of the manifests held for the agent's processes (counted against `maxManifestBytesPerAgent`). */
+  manifestBytes: (agentId: string): number => {
+    let bytes = 0
+    for (const process of agents.get(agentId)?.processes.values() ?? []) bytes += process.manifestBytes
+    return bytes
+  }
 })
 
 /** The agents of this process, held to `limits`. */

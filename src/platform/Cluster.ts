@@ -87,7 +87,9 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
       events: Schema.optional(EventsWanted),
       // The follower's attachment, the same in each of its attaches; `reattach` after the first (see `follow`).
       attachmentId: Schema.String,
-      reattach: Schema.Boolean
+      reattach: Schema.Boolean,
+      // The client's connection on its front: the only one whose answers are taken (Tasks.ts, `answersFrom`).
+      connection: Schema.optional(Schema.String)
     },
     success: Schema.Union(TaskEvent, Alive),
     error: UnknownTask,
@@ -98,7 +100,7 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
   // an answer sent again after a runner died waited for the reply of the first one, stuck with the
   // dead runner's shard: the tasks of the failover test then stalled about 55 s.
   Rpc.make("Answer", {
-    payload: { agentId: Schema.String, result: ToolCallResult },
+    payload: { agentId: Schema.String, result: ToolCallResult, connection: Schema.String },
     error: UnknownTask
   }),
   Rpc.make("Decide", {
@@ -224,14 +226,15 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
             agentId: payload.agentId,
             taskId: address.entityId,
             events: payload.events,
-            follower: { attachmentId: payload.attachmentId, reattach: payload.reattach }
+            follower: { attachmentId: payload.attachmentId, reattach: payload.reattach },
+            connection: payload.connection
           }),
           (mailbox) =>
             Stream.merge(Mailbox.toStream(mailbox), Stream.as(Stream.tick(followAlive.every), Alive.make({})), {
               haltStrategy: "left"
             })
         )),
-      Answer: ({ payload }) => tasks.answer(payload.agentId, payload.result),
+      Answer: ({ payload }) => tasks.answer(payload.agentId, payload.result, payload.connection),
       Decide: ({ address, payload }) =>
         Effect.zipRight(
           tasks.heldBy(payload.agentId, address.entityId),
@@ -269,14 +272,19 @@ const clusterBackend = Effect.gen(function*() {
    * once) whenever the stream breaks or ends before the task's end: a runner died and its shards
    * moved, or the shard was handed over. Ends with the task's final event, or with `TaskTakenOver`.
    */
-  const follow = (agentId: string, taskId: string, events: EventsWanted | undefined): Stream.Stream<TaskEvent, UnknownTask> =>
+  const follow = (
+    agentId: string,
+    taskId: string,
+    events: EventsWanted | undefined,
+    connection: string
+  ): Stream.Stream<TaskEvent, UnknownTask> =>
     Stream.suspend(() => {
       let started = false
       let ended = false
       // A re-attach names the first attach: one taken over while its shard moved must not take the task back.
       const attachmentId = ids.make("attachment")
       let attempts = 0
-      const once = Stream.suspend(() => tasks(taskId).Attach({ agentId, events, attachmentId, reattach: attempts++ > 0 })).pipe(
+      const once = Stream.suspend(() => tasks(taskId).Attach({ agentId, events, attachmentId, reattach: attempts++ > 0, connection })).pipe(
         Stream.timeoutFail(() => new Moved(), followAlive.within),
         Stream.filter((event): event is TaskEvent => {
           if (event._tag === "Alive") return false
@@ -307,22 +315,22 @@ const clusterBackend = Effect.gen(function*() {
     register: ({ agentId, ...payload }) => orDieOnEngine(agents(agentId).Register(payload)),
     heartbeat: ({ agentId, ...payload }) => orDieOnEngine(agents(agentId).Heartbeat(payload)),
     deregister: ({ agentId, processId }) => orDieOnEngine(agents(agentId).Deregister({ processId })),
-    submit: ({ agentId, events, processId, prompt }) =>
+    submit: ({ agentId, connection, events, processId, prompt }) =>
       Effect.gen(function*() {
         const tools = yield* orDieOnEngine(agents(agentId).Tools({ processId }))
         // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
         const taskId = ids.make("task")
         yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools })
         yield* orDieOnEngine(tasks(taskId).Run({ agentId }, { discard: true }))
-        return yield* Mailbox.fromStream(Stream.orDie(follow(agentId, taskId, events)))
+        return yield* Mailbox.fromStream(Stream.orDie(follow(agentId, taskId, events, connection)))
       }),
-    attach: ({ agentId, events, taskId }) => Mailbox.fromStream(follow(agentId, taskId, events)),
-    complete: (agentId, results) =>
+    attach: ({ agentId, connection, events, taskId }) => Mailbox.fromStream(follow(agentId, taskId, events, connection)),
+    complete: (agentId, results, connection) =>
       Effect.gen(function*() {
         // Each answer is its own message, to its task's owner; one for an unknown task fails after the others.
         const outcomes = yield* Effect.forEach(
           results,
-          (result) => Effect.either(orDieOnEngine(tasks(result.taskId).Answer({ agentId, result }))),
+          (result) => Effect.either(orDieOnEngine(tasks(result.taskId).Answer({ agentId, result, connection }))),
           { concurrency: "unbounded" }
         )
         const unknown = outcomes.find((outcome) => outcome._tag === "Left")

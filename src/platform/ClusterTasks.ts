@@ -8,22 +8,23 @@ import { Effect, Exit, Fiber } from "effect"
 import * as Invocation from "../Invocation.js"
 import * as Journal from "../Journal.js"
 import type { EventsWanted, ToolCallResult, UnknownTask } from "../protocol/Protocol.js"
-import { attachTo, type Follower, type Tasks } from "./Tasks.js"
+import { answersFrom, attachTo, type Follower, ignoredAnswer, type Tasks } from "./Tasks.js"
 
 /** The cluster's ways into the tasks of this runner, all on the journal of the cluster's database. */
 export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
   Effect.map(Invocation.InvocationConfig, (config) => ({
     /** The agent's task, held here (taken up from the journal if need be). */
     heldBy: tasks.held,
-    /** `attach`, to a task held here (taken up from the journal if need be). */
+    /** `attach`, to a task held here (taken up from the journal if need be), from `connection` on the client's front. */
     attachHeld: (
-      { agentId, events, follower, taskId }: {
+      { agentId, connection, events, follower, taskId }: {
         readonly agentId: string
         readonly taskId: string
         readonly events?: EventsWanted | undefined
         readonly follower?: Follower | undefined
+        readonly connection?: string | undefined
       }
-    ) => Effect.flatMap(tasks.held(agentId, taskId), (task) => attachTo(task, events, follower)),
+    ) => Effect.flatMap(tasks.held(agentId, taskId), (task) => attachTo(task, events, follower, connection)),
     /**
      * Runs the task here until it ends (its loop taken up from the journal); interrupted (its shard
      * moved, the runner stops), the loop stops and the task is let go: its journal is where the next
@@ -45,12 +46,17 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
      * An answer taken through the cluster: checked against the output limits and journaled (the first
      * answer wins) before the call's waiter sees it, so that a loop going on from the journal, here or
      * on the next owner, finds it; kept for the task's life, so that a call delivered again after it
-     * was answered is answered at once.
+     * was answered is answered at once. One from a connection the call was not delivered to is ignored.
      */
-    answer: (agentId: string, { result, taskId, toolCallId }: ToolCallResult): Effect.Effect<void, UnknownTask> =>
+    answer: (
+      agentId: string,
+      { result, taskId, toolCallId }: ToolCallResult,
+      connection: string
+    ): Effect.Effect<void, UnknownTask> =>
       Effect.gen(function*() {
         const task = yield* tasks.held(agentId, taskId)
         if (task.final !== undefined) return
+        if (!answersFrom(task, connection)) return yield* ignoredAnswer(task, toolCallId)
         const pending = task.pending?.get(toolCallId)
         const name = pending?.event.name ?? (yield* Effect.map(Effect.orDie(journal.run(taskId)), (run) =>
           run !== undefined && Journal.isOpen(run) ? run.calls.get(toolCallId)?.name : undefined))

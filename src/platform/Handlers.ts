@@ -5,9 +5,11 @@
  * `PlatformState` for inspection. Whatever the transport: WebSocket.ts serves them on a socket,
  * `PlatformClient.layerTest` in process.
  */
+import type * as Headers from "@effect/platform/Headers"
 import { Clock, Context, Effect, Layer, type Mailbox, type Scope } from "effect"
 import * as Journal from "../Journal.js"
 import {
+  type AgentLimitExceeded,
   type ApprovalsNeedJournal,
   AuthenticatedAgent,
   Authentication,
@@ -29,6 +31,7 @@ import type { Agents } from "./Agents.js"
 import type { Options } from "./Options.js"
 import { makeParts, type Parts } from "./Parts.js"
 import type { Tasks } from "./Tasks.js"
+import { connectionHeader, WireLimits } from "./Wire.js"
 
 /** What the platform holds, for inspection (tests, an admin view). */
 export class PlatformState extends Context.Tag("agent-tools/platform/PlatformState")<PlatformState, {
@@ -40,6 +43,11 @@ export class PlatformState extends Context.Tag("agent-tools/platform/PlatformSta
   readonly processCount: (agentId: string) => Effect.Effect<number>
   /** The tasks held in memory (running, or ended and still attachable for their final event). */
   readonly taskCount: Effect.Effect<number>
+  /**
+   * What the agent holds now, counted against its limits: its tasks not ended yet and their
+   * prompts' bytes (this process's), and its processes' manifests' bytes.
+   */
+  readonly agentUsage: (agentId: string) => Effect.Effect<{ tasks: number; promptBytes: number; manifestBytes: number }>
   /** Lifecycle calls seen per agent, all time. */
   readonly lifecycleCalls: (agentId: string) => Effect.Effect<{ register: number; heartbeat: number; deregister: number }>
 }>() {}
@@ -58,14 +66,31 @@ export interface Backend {
     payload: Caller & { readonly manifestHash: string }
   ) => Effect.Effect<{ readonly known: boolean }, LifecycleBudgetExceeded>
   readonly deregister: (payload: Caller) => Effect.Effect<void, LifecycleBudgetExceeded>
-  /** A new task, attached at once: its events. */
+  /**
+   * A new task, attached at once to the caller's connection (`connection`, see `connectionOf`): its
+   * events. Past the agent's limits, `AgentLimitExceeded`.
+   */
   readonly submit: (
-    payload: Caller & { readonly prompt: string; readonly events?: EventsWanted | undefined }
-  ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent>, never, Scope.Scope>
+    payload: Caller & {
+      readonly prompt: string
+      readonly events?: EventsWanted | undefined
+      readonly connection: string
+    }
+  ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent>, AgentLimitExceeded, Scope.Scope>
   readonly attach: (
-    payload: { readonly agentId: string; readonly taskId: string; readonly events?: EventsWanted | undefined }
+    payload: {
+      readonly agentId: string
+      readonly taskId: string
+      readonly events?: EventsWanted | undefined
+      readonly connection: string
+    }
   ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent, UnknownTask>, UnknownTask, Scope.Scope>
-  readonly complete: (agentId: string, results: ReadonlyArray<ToolCallResult>) => Effect.Effect<void, UnknownTask>
+  /** Answers from `connection`: taken only for calls delivered to it (or to none attached now). */
+  readonly complete: (
+    agentId: string,
+    results: ReadonlyArray<ToolCallResult>,
+    connection: string
+  ) => Effect.Effect<void, UnknownTask>
   readonly decide: (
     agentId: string,
     payload: { readonly taskId: string; readonly toolCallId: string; readonly approved: boolean; readonly reason?: string | undefined }
@@ -80,7 +105,7 @@ const localBackend = (agents: Agents, tasks: Tasks): Backend => ({
   submit: (payload) =>
     Effect.flatMap(
       Clock.currentTimeMillis,
-      (now) => tasks.submit(payload, agents.visible(payload.agentId, payload.processId, now))
+      (now) => tasks.submit(payload, agents.visible(payload.agentId, payload.processId, now), payload.connection)
     ),
   attach: tasks.attach,
   complete: tasks.complete,
@@ -96,15 +121,24 @@ const authorize = (agentId: string) =>
       ? Effect.void
       : Effect.fail(new Unauthorized({ message: `the token is not valid for agent ${agentId}` })))
 
+/** The connection in process (`PlatformClient.layerTest`), whose calls carry no connection header: there is one. */
+const inProcess = "in-process"
+
+/** The connection a call came on, as the wire (Wire.ts) names it in every call's headers. */
+const connectionOf = (headers: Headers.Headers): string => headers[connectionHeader] ?? inProcess
+
 /** The protocol's handlers: authorization, then the backend's part each call is for. */
 const handlersOf = (backend: Backend) =>
   PlatformRpcs.toLayer({
     Register: (payload) => Effect.zipRight(authorize(payload.agentId), backend.register(payload)),
     Heartbeat: (payload) => Effect.zipRight(authorize(payload.agentId), backend.heartbeat(payload)),
     Deregister: (payload) => Effect.zipRight(authorize(payload.agentId), backend.deregister(payload)),
-    SubmitTask: (payload) => Effect.zipRight(authorize(payload.agentId), backend.submit(payload)),
-    AttachTask: (payload) => Effect.zipRight(authorize(payload.agentId), backend.attach(payload)),
-    CompleteToolCall: ({ agentId, results }) => Effect.zipRight(authorize(agentId), backend.complete(agentId, results)),
+    SubmitTask: (payload, { headers }) =>
+      Effect.zipRight(authorize(payload.agentId), backend.submit({ ...payload, connection: connectionOf(headers) })),
+    AttachTask: (payload, { headers }) =>
+      Effect.zipRight(authorize(payload.agentId), backend.attach({ ...payload, connection: connectionOf(headers) })),
+    CompleteToolCall: ({ agentId, results }, { headers }) =>
+      Effect.zipRight(authorize(agentId), backend.complete(agentId, results, connectionOf(headers))),
     // The agent is the token's: the payload names none.
     DecideApproval: (payload) => Effect.flatMap(AuthenticatedAgent, ({ agentId }) => backend.decide(agentId, payload))
   })
@@ -132,14 +166,23 @@ const stateOf = (agents: Agents, tasks: Tasks) =>
       Effect.map(Clock.currentTimeMillis, (now) => agents.visible(agentId, "", now).map((t) => t.entry.name)),
     lifecycleCalls: (agentId) => Effect.sync(() => agents.lifecycleCalls(agentId)),
     processCount: (agentId) => Effect.sync(() => agents.processCount(agentId)),
+    agentUsage: (agentId) =>
+      Effect.sync(() => ({ ...tasks.usageOf(agentId), manifestBytes: agents.manifestBytes(agentId) })),
     taskCount: Effect.sync(() => tasks.count())
   })
 
 // --- layers ---
 
-/** The protocol's handlers on `backend`, authentication and state: what `layerWebSocket` serves. */
+/**
+ * The protocol's handlers on `backend`, authentication and state: what `layerWebSocket` serves; and
+ * the limits its wire refuses frames by before they are decoded.
+ */
 export const layerOf = (backend: Backend, parts: Parts, options: Options) =>
-  Layer.mergeAll(handlersOf(backend), stateOf(parts.agents, parts.tasks)).pipe(
+  Layer.mergeAll(
+    handlersOf(backend),
+    stateOf(parts.agents, parts.tasks),
+    Layer.succeed(WireLimits, { maxManifestBytes: parts.limits.maxManifestBytes })
+  ).pipe(
     Layer.provideMerge(authenticationOf(options.tokens))
   )
 

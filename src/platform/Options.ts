@@ -33,6 +33,23 @@ export interface Options {
   readonly keepEndedTasks?: Duration.DurationInput | undefined
   /** A process silent for this many heartbeat intervals is forgotten (its manifest freed). Default 10. */
   readonly evictSilentAfter?: number | undefined
+  /**
+   * Tasks of one agent not ended yet (running, waiting for a call's answer or for approvals); a
+   * `SubmitTask` over it fails with `AgentLimitExceeded`. Default 256.
+   */
+  readonly maxTasksPerAgent?: number | undefined
+  /**
+   * Bytes of prompts (UTF-8) of one agent's tasks not ended yet; a `SubmitTask` whose prompt would
+   * take it over fails with `AgentLimitExceeded`. Default 64 MiB.
+   */
+  readonly maxPromptBytesPerAgent?: number | undefined
+  /** Bytes of one registered manifest (as JSON); a larger one is refused with `ManifestRejected`. Default 256 KiB. */
+  readonly maxManifestBytes?: number | undefined
+  /**
+   * Bytes of the manifests held for one agent's processes together (as JSON); a registration that
+   * would take it over is refused with `ManifestRejected`. Default 4 MiB.
+   */
+  readonly maxManifestBytesPerAgent?: number | undefined
 }
 
 /** Parses `PLATFORM_TOKENS` (`token:agent,token:agent`, or one pair a line) into `Options.tokens`. */
@@ -48,6 +65,18 @@ export const parseTokens = (text: string): ReadonlyMap<string, string> =>
 /** The default of `Options.keepEndedTasks`. */
 const defaultKeepEndedTasks = Duration.minutes(10)
 
+/** The defaults of `Options`' per-agent limits (design: Hostile clients). */
+export const defaultAgentLimits = {
+  // Far above what one serving process runs at once, far below what fills the platform's memory.
+  maxTasksPerAgent: 256,
+  // A prompt is held by its task until it ends: 256 tasks of 256 KiB.
+  maxPromptBytesPerAgent: 64 * 1024 * 1024,
+  // Hundreds of tools with long descriptions and schemas; a decoded manifest takes ~20 times its JSON.
+  maxManifestBytes: 256 * 1024,
+  // 16 processes of the largest manifest.
+  maxManifestBytesPerAgent: 4 * 1024 * 1024
+} as const
+
 /** `Options` in milliseconds, defaults applied. */
 export interface Limits {
   readonly heartbeatMillis: number
@@ -55,6 +84,10 @@ export interface Limits {
   readonly lifecycleWindowMillis: number
   readonly keepEndedTasksMillis: number
   readonly evictAfterMillis: number
+  readonly maxTasksPerAgent: number
+  readonly maxPromptBytesPerAgent: number
+  readonly maxManifestBytes: number
+  readonly maxManifestBytesPerAgent: number
 }
 
 /** The limits `options` set, defaults applied. */
@@ -66,6 +99,10 @@ export const limitsOf = (options: Options): Limits => {
     lifecycleBudget: options.lifecycleBudget ?? 30,
     lifecycleWindowMillis: millis(options.lifecycleWindow ?? "1 minute"),
     keepEndedTasksMillis: millis(options.keepEndedTasks ?? defaultKeepEndedTasks),
-    evictAfterMillis: (options.evictSilentAfter ?? 10) * heartbeatMillis
+    evictAfterMillis: (options.evictSilentAfter ?? 10) * heartbeatMillis,
+    maxTasksPerAgent: options.maxTasksPerAgent ?? defaultAgentLimits.maxTasksPerAgent,
+    maxPromptBytesPerAgent: options.maxPromptBytesPerAgent ?? defaultAgentLimits.maxPromptBytesPerAgent,
+    maxManifestBytes: options.maxManifestBytes ?? defaultAgentLimits.maxManifestBytes,
+    maxManifestBytesPerAgent: options.maxManifestBytesPerAgent ?? defaultAgentLimits.maxManifestBytesPerAgent
   }
 }

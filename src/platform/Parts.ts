@@ -63,7 +63,7 @@ export const makeParts = (options: Options, journal: Journal.Journal["Type"] | u
     const limits = limitsOf(options)
     const policy = yield* Timing
     const agents = makeAgents(limits)
-    const tasks = yield* makeTasks(options, journal)
+    const tasks = yield* makeTasks(options, limits, journal)
     yield* redeliver(tasks, policy.redelivery)
     yield* sweep({ agents, tasks, journal }, limits, policy.platformSweep)
     return { limits, agents, tasks }

@@ -15,6 +15,7 @@ import * as Invocation from "../Invocation.js"
 import * as Journal from "../Journal.js"
 import type * as LanguageModel from "../LanguageModel.js"
 import {
+  AgentLimitExceeded,
   ApprovalsNeedJournal,
   type Caller,
   type EventsWanted,
@@ -24,7 +25,7 @@ import {
   UnknownTask
 } from "../protocol/Protocol.js"
 import type { ToolResult } from "../ToolResult.js"
-import type { Options } from "./Options.js"
+import type { Limits, Options } from "./Options.js"
 import * as TaskRunner from "./TaskRunner.js"
 
 // --- a task ---
@@ -64,6 +65,15 @@ export class Task {
   attachment: Mailbox.Mailbox<TaskEvent> | undefined
   /** Cluster mode: the id its follower gave the attachment, the same in each of its re-attaches (see `attach`). */
   attachmentId: string | undefined
+  /**
+   * The connection its calls were delivered to (its attachment's), the only one whose answers are
+   * taken (design: Hostile clients); undefined while nothing is attached, when any of the agent's may answer.
+   */
+  answerer: string | undefined
+  /** Bytes of its prompt counted against its agent's limits while it runs; let go at its end (see `Usage`). */
+  promptBytes: number | undefined
+  /** Called once at its end: its agent's usage goes down. */
+  onEnd: (() => void) | undefined
   /** What the attachment wants: every event, or only what running the calls needs. */
   wanted: EventsWanted = "all"
   final: TaskEvent | undefined
@@ -105,6 +115,8 @@ export class Task {
       this.endedAt = this.clock.unsafeCurrentTimeMillis()
       this.pending = undefined
       this.answered = undefined
+      this.onEnd?.()
+      this.onEnd = undefined
       this.ended.succeed(undefined)
       this.attachment?.unsafeOffer(event)
       this.attachment?.unsafeDone(Exit.void)
@@ -123,7 +135,7 @@ export class Task {
    * its first attach). One that finds another attachment here was taken over while it moved (that
    * attach came later): it ends with `TaskTakenOver` itself, and the other keeps the task.
    */
-  attach(mailbox: Mailbox.Mailbox<TaskEvent>, wanted: EventsWanted, follower?: Follower): void {
+  attach(mailbox: Mailbox.Mailbox<TaskEvent>, wanted: EventsWanted, follower?: Follower, connection?: string): void {
     if (
       follower?.reattach === true && this.final === undefined && this.attachment !== undefined &&
       this.attachmentId !== follower.attachmentId
@@ -138,12 +150,14 @@ export class Task {
     }
     this.attachment = mailbox
     this.attachmentId = follower?.attachmentId
+    this.answerer = connection
     this.wanted = wanted
     mailbox.unsafeOffer({ _tag: "TaskStarted", taskId: this.taskId })
     if (this.final !== undefined) {
       mailbox.unsafeOffer(this.final)
       mailbox.unsafeDone(Exit.void)
       this.attachment = undefined
+      this.answerer = undefined
       return
     }
     for (const call of this.pending?.values() ?? []) mailbox.unsafeOffer(call.event)
@@ -156,9 +170,17 @@ export class Task {
 /** Starts a task's loop in the platform's own fiber set. */
 type RunTask = (effect: Effect.Effect<void, never, LanguageModel.LanguageModel>) => Fiber.RuntimeFiber<void, never>
 
+/** What one agent's tasks not ended yet hold, counted against `maxTasksPerAgent` and `maxPromptBytesPerAgent`. */
+export interface Usage {
+  tasks: number
+  promptBytes: number
+}
+
 /** What the parts below share. */
 interface Book {
   readonly tasks: Map<string, Task>
+  /** Per agent, what its tasks not ended yet hold; an agent with none has no entry. */
+  readonly usage: Map<string, Usage>
   readonly options: Options
   readonly journal: Journal.Journal["Type"] | undefined
   readonly clock: Clock.Clock
@@ -166,17 +188,21 @@ interface Book {
   readonly add: (taskId: string, agentId: string, processId: string) => Task
   /** The agent's task; another agent's task is unknown to it. */
   readonly own: (agentId: string, taskId: string) => Task | undefined
+  /** Counts `task`'s prompt against its agent's usage until the task ends or is let go. */
+  readonly count: (task: Task, prompt: string) => void
 }
 
 const makeBook = (options: Options, journal: Journal.Journal["Type"] | undefined) =>
   Effect.gen(function*() {
     const tasks = new Map<string, Task>()
+    const usage = new Map<string, Usage>()
     const clock = yield* Effect.clock
     // Tasks run in the platform's own context, never the caller's (an in-process caller's services
     // and hooks must not leak into the platform's loop).
     const runTask: RunTask = yield* FiberSet.runtime(yield* FiberSet.make())<LanguageModel.LanguageModel>()
     const book: Book = {
       tasks,
+      usage,
       options,
       journal,
       clock,
@@ -189,10 +215,61 @@ const makeBook = (options: Options, journal: Journal.Journal["Type"] | undefined
       own: (agentId, taskId) => {
         const task = tasks.get(taskId)
         return task === undefined || task.agentId !== agentId ? undefined : task
+      },
+      count: (task, prompt) => {
+        if (task.promptBytes !== undefined || task.final !== undefined) return
+        const bytes = Buffer.byteLength(prompt)
+        const held = usage.get(task.agentId) ?? { tasks: 0, promptBytes: 0 }
+        held.tasks++
+        held.promptBytes += bytes
+        usage.set(task.agentId, held)
+        task.promptBytes = bytes
+        task.onEnd = () => uncount(usage, task)
       }
     }
     return book
   })
+
+/** Lets go of what `task` counted against its agent's usage (once). */
+const uncount = (usage: Map<string, Usage>, task: Task): void => {
+  const bytes = task.promptBytes
+  const held = usage.get(task.agentId)
+  task.promptBytes = undefined
+  task.onEnd = undefined
+  if (bytes === undefined || held === undefined) return
+  held.tasks--
+  held.promptBytes -= bytes
+  if (held.tasks <= 0) usage.delete(task.agentId)
+}
+
+/**
+ * Refuses a new task of `agentId` with a prompt of `bytes` when the agent's tasks not ended yet
+ * are at `maxTasksPerAgent`, or their prompts would be over `maxPromptBytesPerAgent` (design: Hostile clients).
+ */
+const checkUsage = (usage: Map<string, Usage>, limits: Limits, agentId: string, bytes: number) => {
+  const held = usage.get(agentId) ?? { tasks: 0, promptBytes: 0 }
+  if (held.tasks >= limits.maxTasksPerAgent) {
+    return Effect.fail(
+      new AgentLimitExceeded({
+        agentId,
+        limit: "maxTasksPerAgent",
+        max: limits.maxTasksPerAgent,
+        held: `${held.tasks} tasks not ended yet`
+      })
+    )
+  }
+  if (held.promptBytes + bytes > limits.maxPromptBytesPerAgent) {
+    return Effect.fail(
+      new AgentLimitExceeded({
+        agentId,
+        limit: "maxPromptBytesPerAgent",
+        max: limits.maxPromptBytesPerAgent,
+        held: `${held.promptBytes} bytes of prompts in its tasks not ended yet, and this prompt is ${bytes}`
+      })
+    )
+  }
+  return Effect.void
+}
 
 // --- the calls' way out: delivery and attachments ---
 
@@ -208,21 +285,34 @@ const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<Too
     return Effect.ensuring(done.await, Effect.sync(() => task.pending?.delete(call.toolCallId)))
   })
 
-/** A new attachment to the task; the scope's end is how the platform learns the client went away. */
-export const attachTo = (task: Task, wanted: EventsWanted | undefined, follower?: Follower) =>
+/**
+ * A new attachment to the task, from `connection` (whose answers are then the only ones taken); the
+ * scope's end is how the platform learns the client went away.
+ */
+export const attachTo = (task: Task, wanted: EventsWanted | undefined, follower?: Follower, connection?: string) =>
   Effect.gen(function*() {
     const mailbox = yield* Mailbox.make<TaskEvent>()
-    task.attach(mailbox, wanted ?? "all", follower)
-    // Its calls then wait for a re-attach.
+    task.attach(mailbox, wanted ?? "all", follower, connection)
+    // Its calls then wait for a re-attach (and any connection of the agent's may answer them).
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
-        if (task.attachment === mailbox) task.attachment = undefined
+        if (task.attachment !== mailbox) return
+        task.attachment = undefined
+        task.answerer = undefined
       })
     )
     return mailbox
   })
 
 // --- the loops: started, suspended for approvals, going on ---
+
+/** The task's loop fiber, let go by the task once it ends: nothing of the loop (its prompt) outlives it. */
+const letGoAtEnd = (task: Task, fiber: Fiber.RuntimeFiber<void>): Fiber.RuntimeFiber<void> => {
+  fiber.addObserver(() => {
+    if (task.loop === fiber) task.loop = undefined
+  })
+  return fiber
+}
 
 /** Starting a task's loop, and what a suspended one does at its first expiry or last decision. */
 const makeLoops = (book: Book) => {
@@ -276,7 +366,7 @@ const makeLoops = (book: Book) => {
       }
     }
     if (journal === undefined) {
-      task.loop = runTask(TaskRunner.run(runOptions))
+      task.loop = letGoAtEnd(task, runTask(TaskRunner.run(runOptions)))
       return
     }
     // The task is a journaled run of the loop (design: Durable runs), taken up from what the journal holds.
@@ -290,7 +380,7 @@ const makeLoops = (book: Book) => {
         )
       ))
     )
-    task.loop = runTask(journaled)
+    task.loop = letGoAtEnd(task, runTask(journaled))
   }
 
   return { start, goOn }
@@ -323,6 +413,7 @@ const makeHolding = (book: Book, { start }: Loops) =>
           if (run === undefined || run.kind !== "task") return undefined
           const task = add(taskId, run.agentId, run.processId)
           if (Journal.isOpen(run)) {
+            book.count(task, run.prompt)
             start(task, run.prompt, run.tools)
           } else if (run.final !== undefined) {
             task.final = yield* Effect.orDie(Schema.decode(EventJson)(run.final))
@@ -353,8 +444,11 @@ const makeHolding = (book: Book, { start }: Loops) =>
           )
           task.endedAt = entry.endedAt
         }
+        // Counted (never refused): what the platform held before the restart it holds again.
         for (const entry of open) {
-          start(add(entry.runId, entry.agentId, entry.processId), entry.prompt, entry.tools)
+          const task = add(entry.runId, entry.agentId, entry.processId)
+          book.count(task, entry.prompt)
+          start(task, entry.prompt, entry.tools)
         }
         if (open.length > 0) {
           yield* Effect.logInfo(`journal ${journal.path}: resumed ${open.length} unfinished task(s)`)
@@ -366,15 +460,36 @@ const makeHolding = (book: Book, { start }: Loops) =>
 
 // --- answers and approvals ---
 
-/** Answers: each completes its call; one for a task the agent does not have fails, after the others. */
+/**
+ * Whether an answer from `connection` to a call of `task` is taken (design: Hostile clients): only
+ * from the connection its calls were delivered to, or from any of the agent's while none is attached.
+ */
+export const answersFrom = (task: Task, connection: string): boolean =>
+  task.answerer === undefined || task.answerer === connection
+
+/** An answer from a connection the call was not delivered to: ignored, and said so at debug level only. */
+export const ignoredAnswer = (task: Task, toolCallId: string) =>
+  Effect.logDebug(
+    `task ${task.taskId}: an answer to call ${toolCallId} came from a connection it was not delivered to; ignored`
+  )
+
+/**
+ * Answers from `connection`: each completes its call; one for a task the agent does not have fails,
+ * after the others; one from a connection the call was not delivered to is ignored.
+ */
 const completeOf = ({ own }: Book, config: Invocation.Config) =>
-(agentId: string, results: ReadonlyArray<ToolCallResult>): Effect.Effect<void, UnknownTask> =>
+(agentId: string, results: ReadonlyArray<ToolCallResult>, connection: string): Effect.Effect<void, UnknownTask> =>
   Effect.suspend(() => {
     let unknown: string | undefined
+    const ignored: Array<readonly [Task, string]> = []
     for (const { result, taskId, toolCallId } of results) {
       const task = own(agentId, taskId)
       if (task === undefined) {
         unknown ??= taskId
+        continue
+      }
+      if (!answersFrom(task, connection)) {
+        ignored.push([task, toolCallId])
         continue
       }
       // A late or repeated answer (at least once) is fine: the first one counts. One past the output limits
@@ -382,7 +497,9 @@ const completeOf = ({ own }: Book, config: Invocation.Config) =>
       const pending = task.pending?.get(toolCallId)
       pending?.done.succeed(Invocation.checkResult(pending.event.name, result, config))
     }
-    return unknown === undefined ? Effect.void : Effect.fail(new UnknownTask({ taskId: unknown }))
+    const logged = Effect.forEach(ignored, ([task, toolCallId]) => ignoredAnswer(task, toolCallId), { discard: true })
+    const outcome = unknown === undefined ? Effect.void : Effect.fail(new UnknownTask({ taskId: unknown }))
+    return Effect.zipRight(logged, outcome)
   })
 
 /**
@@ -427,7 +544,7 @@ const decideOf = ({ journal, own }: Book, { goOn }: Loops) =>
 // --- upkeep: redelivery and retention ---
 
 /** What the redelivery and the retention sweep (Parts.ts) do to the tasks. */
-const upkeep = ({ tasks }: Book) => ({
+const upkeep = ({ tasks, usage }: Book) => ({
   /** Delivers again each pending call last sent at or before `sentBy`; it counts as sent `now`. */
   redeliver: (sentBy: number, now: number): void => {
     for (const task of tasks.values()) {
@@ -446,8 +563,11 @@ const upkeep = ({ tasks }: Book) => ({
     }
   },
   count: (): number => tasks.size,
+  /** What the agent's tasks not ended yet hold (its prompts' bytes), counted against its limits. */
+  usageOf: (agentId: string): Usage => ({ ...(usage.get(agentId) ?? { tasks: 0, promptBytes: 0 }) }),
   /** Lets go of `task` (cluster mode: its shard moved); a task taken up again since is kept. */
   letGo: (task: Task): void => {
+    uncount(usage, task)
     if (tasks.get(task.taskId) === task) tasks.delete(task.taskId)
   }
 })
@@ -455,7 +575,7 @@ const upkeep = ({ tasks }: Book) => ({
 // --- the tasks ---
 
 /** The tasks of this process; with `journal`, journaled and taken up from it. */
-export const makeTasks = (options: Options, journal: Journal.Journal["Type"] | undefined) =>
+export const makeTasks = (options: Options, limits: Limits, journal: Journal.Journal["Type"] | undefined) =>
   Effect.gen(function*() {
     const book = yield* makeBook(options, journal)
     const config = yield* Invocation.InvocationConfig
@@ -463,36 +583,48 @@ export const makeTasks = (options: Options, journal: Journal.Journal["Type"] | u
     const loops = makeLoops(book)
     const { held, hold, takeBack } = yield* makeHolding(book, loops)
     return {
-      /** A new task, attached at once; its loop starts. */
+      /**
+       * A new task, attached at once to `connection`; its loop starts. Refused with
+       * `AgentLimitExceeded` past the agent's `maxTasksPerAgent` or `maxPromptBytesPerAgent`.
+       */
       submit: (
         { agentId, events, processId, prompt }: Caller & {
           readonly prompt: string
           readonly events?: EventsWanted | undefined
         },
-        tools: Journal.TaskTools
+        tools: Journal.TaskTools,
+        connection: string
       ) =>
         Effect.gen(function*() {
+          yield* checkUsage(book.usage, limits, agentId, Buffer.byteLength(prompt))
           // Unguessable as well as unique: knowing one task's id tells nothing of another's.
           const task = book.add(ids.make("task"), agentId, processId)
+          book.count(task, prompt)
           // Journaled before anyone learns the task's id: a restart cannot lose a task a client knows.
           if (journal !== undefined) {
-            yield* journal.started({ runId: task.taskId, kind: "task", agentId, processId, prompt, tools })
+            yield* Effect.onError(
+              journal.started({ runId: task.taskId, kind: "task", agentId, processId, prompt, tools }),
+              () => Effect.sync(() => uncount(book.usage, task))
+            )
           }
-          const mailbox = yield* attachTo(task, events)
+          const mailbox = yield* attachTo(task, events, undefined, connection)
           loops.start(task, prompt, tools)
           return mailbox
         }),
-      /** Another attachment to a task of the agent's. */
+      /** Another attachment to a task of the agent's, from `connection`. */
       attach: (
-        { agentId, events, taskId }: {
+        { agentId, connection, events, taskId }: {
           readonly agentId: string
           readonly taskId: string
           readonly events?: EventsWanted | undefined
+          readonly connection: string
         }
       ) =>
         Effect.suspend(() => {
           const task = book.own(agentId, taskId)
-          return task === undefined ? Effect.fail(new UnknownTask({ taskId })) : attachTo(task, events)
+          return task === undefined
+            ? Effect.fail(new UnknownTask({ taskId }))
+            : attachTo(task, events, undefined, connection)
         }),
       complete: completeOf(book, config),
       decide: decideOf(book, loops),

@@ -1,8 +1,9 @@
 /**
  * The platform on a real WebSocket (design: The platform, Hostile clients): a `node:http` server whose
- * upgrades to `/rpc` are checked (path, connection cap, token) before the socket exists, and `ws`
- * connections that carry the protocol's frames to `RpcServer` through the wire (Wire.ts), each one
- * pinged, held to a frame size, and no longer read while it does not read what it is sent.
+ * upgrades to `/rpc` are checked (path, token, connection cap, the agent's share of it) before the
+ * socket exists, and `ws` connections that carry the protocol's frames to `RpcServer` through the wire
+ * (Wire.ts), each one pinged, held to a frame size and a time to finish a frame, and no longer read
+ * while it does not read what it is sent.
  *
  * Shutdown (its scope, last-added first): the listener closes (the pinger stops, every connection is
  * terminated, the server closes), then `RpcServer`'s fiber, forked first, is interrupted.
@@ -14,7 +15,7 @@ import * as RpcServer from "@effect/rpc/RpcServer"
 import { Context, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
 import { createServer, type IncomingMessage, type Server as HttpServer, STATUS_CODES } from "node:http"
 import type { Duplex } from "node:stream"
-import { type WebSocket, WebSocketServer } from "ws"
+import { type RawData, type WebSocket, WebSocketServer } from "ws"
 import * as Framing from "../protocol/Framing.js"
 import { Authentication, PlatformRpcs, unknownTokenMessage } from "../protocol/Protocol.js"
 import * as Wire from "./Wire.js"
@@ -29,6 +30,16 @@ export interface ListenOptions {
   readonly maxFrameBytes?: number | undefined
   /** Open connections (and upgrades being checked) at most; the upgrade over it gets 503. Default 256. */
   readonly maxConnections?: number | undefined
+  /**
+   * Open connections of one agent (its tokens) at most, so that one agent cannot take every
+   * connection: its upgrade over it gets 503 naming this limit. Default 32.
+   */
+  readonly maxConnectionsPerAgent?: number | undefined
+  /**
+   * A frame begun (its fragments included) must have arrived whole within this; a connection that
+   * holds one unfinished longer is closed (1008). Checked on a coarse timer (at most every second). Default 20 s.
+   */
+  readonly frameTimeout?: Duration.DurationInput | undefined
   /**
    * Each connection is pinged this often; one that answered neither the last ping nor sent a frame
    * since is closed (a client gone without a word, a half-open connection). Default 30 s.
@@ -45,6 +56,10 @@ export interface ListenOptions {
 export const defaultListenLimits = {
   maxFrameBytes: Framing.defaultMaxFrameBytes,
   maxConnections: 256,
+  // An eighth: eight agents at their share still leave half the connections to the others.
+  maxConnectionsPerAgent: 32,
+  // A 2 MiB frame at 100 KB/s, a slow link, arrives in this.
+  frameTimeout: Duration.seconds(20),
   pingInterval: Duration.seconds(30),
   maxBufferedBytes: 1024 * 1024
 } as const
@@ -67,12 +82,27 @@ export class ListenError extends Schema.TaggedError<ListenError>("agent-tools/pl
 interface Limits {
   readonly maxPayload: number
   readonly maxConnections: number
+  readonly maxConnectionsPerAgent: number
+  readonly frameMillis: number
   readonly pingMillis: number
   readonly maxBuffered: number
 }
 
-/** Live connections: whether each was heard from since the last ping. */
-type Live = Map<WebSocket, { heard: boolean }>
+/** A live connection: its agent, whether it was heard from since the last ping, since when it is mid-frame. */
+interface Connection {
+  readonly agentId: string
+  heard: boolean
+  /** When the frame timer first saw it mid-frame since its last whole message; undefined if it was not. */
+  midFrameSince: number | undefined
+  /** True while the platform does not read it (it does not read what it is sent): its frame waits for the platform. */
+  paused: boolean
+}
+
+/** Live connections, and how many each agent has open. */
+interface Live {
+  readonly connections: Map<WebSocket, Connection>
+  readonly perAgent: Map<string, number>
+}
 
 // --- refusing and accepting upgrades ---
 
@@ -85,21 +115,28 @@ const refuse = (socket: Duplex, status: number, text: string) => {
   socket.destroy()
 }
 
+/** A message's bytes as `ws` gives them (a Buffer, with the default `binaryType`). */
+const bytesOf = (data: RawData): Uint8Array =>
+  Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : new Uint8Array(data)
+
 /** A connection whose upgrade was accepted: its frames to the wire, its answers back, held to the limits. */
 const acceptOf = (wire: Wire.Server, live: Live, limits: Limits, warn: (message: string) => void) =>
-(ws: WebSocket, headers: Headers.Input) => {
-  const state = { heard: true }
-  live.set(ws, state)
+(ws: WebSocket, headers: Headers.Input, agentId: string) => {
+  const state: Connection = { agentId, heard: true, midFrameSince: undefined, paused: false }
+  live.connections.set(ws, state)
+  live.perAgent.set(agentId, (live.perAgent.get(agentId) ?? 0) + 1)
   let paused: ReturnType<typeof setInterval> | undefined
   // A client that does not read: stop reading it until what it was sent has gone out.
   const send = (frame: string) => {
     ws.send(frame)
     if (paused === undefined && ws.bufferedAmount > limits.maxBuffered) {
       ws.pause()
+      state.paused = true
       paused = setInterval(() => {
         if (ws.bufferedAmount > limits.maxBuffered / 2) return
         clearInterval(paused)
         paused = undefined
+        state.paused = false
         ws.resume()
       }, 10)
     }
@@ -107,7 +144,8 @@ const acceptOf = (wire: Wire.Server, live: Live, limits: Limits, warn: (message:
   const connection = wire.connect(headers, send)
   ws.on("message", (data) => {
     state.heard = true
-    connection.receive(String(data))
+    state.midFrameSince = undefined
+    connection.receive(bytesOf(data))
   })
   ws.on("pong", () => void (state.heard = true))
   ws.on("error", (error: Error & { code?: string }) =>
@@ -117,40 +155,66 @@ const acceptOf = (wire: Wire.Server, live: Live, limits: Limits, warn: (message:
         : `a platform connection failed: ${error.message}; it is closed`
     ))
   ws.on("close", () => {
-    live.delete(ws)
+    live.connections.delete(ws)
+    const open = (live.perAgent.get(agentId) ?? 1) - 1
+    if (open > 0) live.perAgent.set(agentId, open)
+    else live.perAgent.delete(agentId)
     if (paused !== undefined) clearInterval(paused)
     connection.close()
   })
 }
 
+/** Refusals logged once per 10 s with their count, not once each (a flood would log a line each). */
+const countedWarning = (warn: (message: string) => void, line: (count: number) => string) => {
+  const refused = { count: 0, since: -Infinity }
+  return () => {
+    const now = Date.now()
+    refused.count++
+    if (now - refused.since < 10_000) return
+    warn(line(refused.count))
+    refused.count = 0
+    refused.since = now
+  }
+}
+
 /**
  * The upgrade's checks, in order: the path (404), the token (401, checked here and once more per
- * call by the middleware, which binds the agent), the connection cap (503: only a client with a
- * valid token counts against it, or is told it is full); then the WebSocket. Refusals at the cap are
- * logged once per 10 s with their count, not once each.
+ * call by the middleware, which binds the agent), the connection cap and the agent's share of it
+ * (503: only a client with a valid token counts against them, or is told they are full); then the
+ * WebSocket. Refusals at each cap are logged once per 10 s with their count, not once each.
  */
 const onUpgradeOf = (
   options: {
     readonly sockets: WebSocketServer
     readonly live: Live
     readonly limits: Limits
-    readonly authenticate: (headers: Headers.Headers, onExit: (exit: Exit.Exit<unknown, unknown>) => void) => void
+    readonly authenticate: (
+      headers: Headers.Headers,
+      onExit: (exit: Exit.Exit<{ readonly agentId: string }, unknown>) => void
+    ) => void
     readonly warn: (message: string) => void
-    readonly accept: (ws: WebSocket, headers: Headers.Input) => void
+    readonly accept: (ws: WebSocket, headers: Headers.Input, agentId: string) => void
   }
 ) => {
   const { accept, authenticate, limits, live, sockets, warn } = options
   let upgrading = 0
-  const refused = { count: 0, since: -Infinity }
+  const warnFull = countedWarning(warn, (count) =>
+    `${count} connection(s) refused since the last line: ${limits.maxConnections} are open (maxConnections)`)
   const full = (socket: Duplex) => {
-    const now = Date.now()
-    refused.count++
-    if (now - refused.since >= 10_000) {
-      warn(`${refused.count} connection(s) refused since the last line: ${limits.maxConnections} are open (maxConnections)`)
-      refused.count = 0
-      refused.since = now
-    }
+    warnFull()
     refuse(socket, 503, `the platform holds ${limits.maxConnections} connections already\n`)
+  }
+  const warnShare = countedWarning(warn, (count) =>
+    `${count} connection(s) refused since the last line: their agent holds ${limits.maxConnectionsPerAgent} ` +
+    `(maxConnectionsPerAgent)`)
+  const agentFull = (socket: Duplex, agentId: string) => {
+    warnShare()
+    refuse(
+      socket,
+      503,
+      `agent ${agentId} holds ${limits.maxConnectionsPerAgent} connections already, ` +
+        `the most one agent may (the platform's maxConnectionsPerAgent)\n`
+    )
   }
   return (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     // A client resetting mid-upgrade must not be an uncaught error.
@@ -161,8 +225,11 @@ const onUpgradeOf = (
       upgrading--
       if (Exit.isFailure(exit)) return refuse(socket, 401, `${unknownTokenMessage}\n`)
       if (socket.destroyed) return
-      if (live.size + upgrading >= limits.maxConnections) return full(socket)
-      sockets.handleUpgrade(request, socket, head, (ws) => accept(ws, request.headers))
+      const { agentId } = exit.value
+      if ((live.perAgent.get(agentId) ?? 0) >= limits.maxConnectionsPerAgent) return agentFull(socket, agentId)
+      if (live.connections.size + upgrading >= limits.maxConnections) return full(socket)
+      // The WebSocket is made at once (no `verifyClient`): the agent's count is up before the next upgrade's check.
+      sockets.handleUpgrade(request, socket, head, (ws) => accept(ws, request.headers, agentId))
     })
   }
 }
@@ -172,7 +239,7 @@ const onUpgradeOf = (
 /** Each connection pinged every interval; one not heard from since the last ping is closed. */
 const startPinger = (live: Live, pingMillis: number) => {
   const pinger = setInterval(() => {
-    for (const [ws, state] of live) {
+    for (const [ws, state] of live.connections) {
       if (!state.heard) {
         ws.terminate()
         continue
@@ -183,6 +250,48 @@ const startPinger = (live: Live, pingMillis: number) => {
   }, pingMillis)
   pinger.unref()
   return pinger
+}
+
+/** What of `ws`'s Receiver (its internals, ws 8) the frame timer reads. */
+interface ReceiverState {
+  readonly _bufferedBytes: number
+  readonly _fragmented: number
+  readonly _state: number
+}
+
+/** True while the connection has a frame begun and not finished: bytes of one, a fragment, or a header read. */
+const midFrame = (ws: WebSocket): boolean => {
+  const receiver = (ws as unknown as { readonly _receiver?: ReceiverState })._receiver
+  // 1-4: ws's GET_PAYLOAD_LENGTH_16, GET_PAYLOAD_LENGTH_64, GET_MASK, GET_DATA.
+  return receiver !== undefined &&
+    (receiver._bufferedBytes > 0 || receiver._fragmented !== 0 || (receiver._state >= 1 && receiver._state <= 4))
+}
+
+/**
+ * A frame begun must have arrived whole within `frameMillis` (design: Hostile clients): a connection
+ * seen mid-frame at one tick and still without a whole message `frameMillis` later is closed (1008),
+ * and cut a second later if it does not close. A pong between fragments does not count as a frame;
+ * a connection the platform does not read is not held to it. One coarse timer for all connections.
+ */
+const startFrameTimer = (live: Live, frameMillis: number, warn: (message: string) => void) => {
+  const warnSlow = countedWarning(warn, (count) =>
+    `${count} connection(s) closed since the last line: a frame took over ${frameMillis} ms (frameTimeout)`)
+  const timer = setInterval(() => {
+    const now = Date.now()
+    for (const [ws, state] of live.connections) {
+      if (state.paused || !midFrame(ws)) {
+        state.midFrameSince = undefined
+        continue
+      }
+      state.midFrameSince ??= now
+      if (now - state.midFrameSince < frameMillis || ws.readyState !== ws.OPEN) continue
+      warnSlow()
+      ws.close(1008, `a frame took over ${frameMillis} ms to arrive (frameTimeout)`)
+      setTimeout(() => ws.terminate(), 1000).unref()
+    }
+  }, Math.max(10, Math.min(1000, frameMillis / 4)))
+  timer.unref()
+  return timer
 }
 
 /** Listens on `host:port`; the port picked for 0. */
@@ -219,6 +328,8 @@ export const layerWebSocket = (
       const limits: Limits = {
         maxPayload: listen.maxFrameBytes ?? defaultListenLimits.maxFrameBytes,
         maxConnections: listen.maxConnections ?? defaultListenLimits.maxConnections,
+        maxConnectionsPerAgent: listen.maxConnectionsPerAgent ?? defaultListenLimits.maxConnectionsPerAgent,
+        frameMillis: Duration.toMillis(Duration.decode(listen.frameTimeout ?? defaultListenLimits.frameTimeout)),
         pingMillis: Duration.toMillis(Duration.decode(listen.pingInterval ?? defaultListenLimits.pingInterval)),
         maxBuffered: listen.maxBufferedBytes ?? defaultListenLimits.maxBufferedBytes
       }
@@ -237,7 +348,7 @@ export const layerWebSocket = (
         perMessageDeflate: false,
         allowSynchronousEvents: false
       })
-      const live: Live = new Map()
+      const live: Live = { connections: new Map(), perAgent: new Map() }
       server.on("upgrade", onUpgradeOf({
         sockets,
         live,
@@ -248,10 +359,12 @@ export const layerWebSocket = (
           runCallback(authentication({ clientId: 0, rpc: anyRpc, payload: undefined, headers }), { onExit })
       }))
       const pinger = startPinger(live, limits.pingMillis)
+      const frameTimer = startFrameTimer(live, limits.frameMillis, warn)
       const port = yield* listenOn(server, host, listen.port)
       yield* Effect.addFinalizer(() =>
         Effect.async<void>((resume) => {
           clearInterval(pinger)
+          clearInterval(frameTimer)
           for (const client of sockets.clients) client.terminate()
           sockets.close()
           server.close(() => resume(Effect.void))

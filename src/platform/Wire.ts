@@ -13,13 +13,52 @@
 import * as Headers from "@effect/platform/Headers"
 import type { FromClientEncoded, FromServerEncoded } from "@effect/rpc/RpcMessage"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Cause, Effect, Exit, Mailbox, Runtime, type Scope } from "effect"
+import { Cause, Context, Effect, Exit, Mailbox, Runtime, Schema, type Scope } from "effect"
+import { Ids } from "../Ids.js"
 import * as Framing from "../protocol/Framing.js"
+import { ManifestRejected } from "../protocol/Protocol.js"
+import * as Toolkit from "../Toolkit.js"
+
+/**
+ * The header every call of a connection carries: the connection's id, set by the platform (one a
+ * client sends of that name is replaced). An answer is taken only from the connection its call was
+ * delivered to (design: Hostile clients); a call without it (in process) is from one connection.
+ */
+export const connectionHeader = "x-agent-tools-connection"
+
+/**
+ * What the wire refuses before a handler decodes it (design: Hostile clients): a `Register` frame
+ * too large for a manifest of `maxManifestBytes` (decoding 2 MB of manifest holds the loop ~25 ms).
+ * Set by the handlers' layer (Handlers.ts, `layerOf`) from the platform's options; none by default.
+ */
+export class WireLimits extends Context.Reference<WireLimits>()("agent-tools/platform/WireLimits", {
+  defaultValue: (): { readonly maxManifestBytes: number } => ({ maxManifestBytes: Infinity })
+}) {}
+
+/** Room in a `Register` frame for what is not its manifest (the envelope, the ids, the hash). */
+const registerEnvelopeBytes = 64 * 1024
+
+/** The answer refusing a `Register` frame of `length` bytes (or characters): its manifest is over `max` bytes. */
+const manifestTooLarge = (id: number, length: number, max: number): string =>
+  JSON.stringify({
+    id,
+    error: Schema.encodeSync(ManifestRejected)(
+      new ManifestRejected({
+        violations: [
+          new Toolkit.Violation({
+            rule: "manifest-bytes",
+            message:
+              `the Register frame is at least ${length} bytes of JSON, over the platform's maxManifestBytes (${max})`
+          })
+        ]
+      })
+    )
+  })
 
 /** A client's connection on the platform's side. */
 export interface ServerConnection {
-  /** A frame from the client. */
-  readonly receive: (text: string) => void
+  /** A frame from the client: its text, or its UTF-8 bytes (as the WebSocket gives them). */
+  readonly receive: (frame: string | Uint8Array) => void
   /** The client went away: every call and stream it has running is interrupted. */
   readonly close: () => void
 }
@@ -37,6 +76,9 @@ const describe = (error: unknown): string => error instanceof Error ? error.mess
 /** What the connections share: the clients' senders, the next client id, and the way into `RpcServer`. */
 interface Hub {
   readonly runtime: Runtime.Runtime<never>
+  /** Makes each connection's id: unguessable, so that no client names another's. */
+  readonly ids: Ids["Type"]
+  readonly limits: WireLimits["Type"]
   readonly clients: Map<number, (response: FromServerEncoded) => void>
   readonly disconnects: Mailbox.Mailbox<number>
   nextClientId: number
@@ -50,6 +92,8 @@ interface Hub {
 export const makeServer: Effect.Effect<Server, never, Scope.Scope> = Effect.gen(function*() {
   const hub: Hub = {
     runtime: yield* Effect.runtime<never>(),
+    ids: yield* Ids,
+    limits: yield* WireLimits,
     clients: new Map(),
     disconnects: yield* Mailbox.make<number>(),
     nextClientId: 0,
@@ -79,7 +123,8 @@ export const makeServer: Effect.Effect<Server, never, Scope.Scope> = Effect.gen(
 /** A client whose upgrade carried `headers`: its answers go to `send`, its frames to `RpcServer` in order. */
 const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => void): ServerConnection => {
   const clientId = hub.nextClientId++
-  const upgradeHeaders = Object.entries(Headers.fromInput(headers))
+  const connectionId = hub.ids.make("connection")
+  const upgradeHeaders = Object.entries(Headers.set(Headers.fromInput(headers), connectionHeader, connectionId))
   /** The calls running: whether each is a stream. */
   const running = new Map<string, boolean>()
   let closed = false
@@ -104,10 +149,28 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
     step: () => undefined
   }))
 
+  /**
+   * A `Register` frame too large for a manifest of `maxManifestBytes` is refused (a character is at
+   * least a byte: whatever it holds, its manifest is over): read from the frame's start, before it is
+   * decoded, when it starts with its id and call (as ours do), else once it is parsed.
+   */
+  const { maxManifestBytes } = hub.limits
+  const oversizeRegister = (data: string | Uint8Array, parsed?: { readonly id: number; readonly call: string }) => {
+    if (data.length <= maxManifestBytes + registerEnvelopeBytes) return false
+    const call = parsed ??
+      Framing.leadingCall(typeof data === "string" ? data.slice(0, 80) : new TextDecoder().decode(data.subarray(0, 80)))
+    if (call?.call !== "Register") return false
+    write(manifestTooLarge(call.id, data.length, maxManifestBytes))
+    return true
+  }
+
   // Total (design: Hostile clients): whatever a frame holds, the worst it gets is a defect answer.
-  const receive = (text: string) => {
+  const receive = (data: string | Uint8Array) => {
     try {
-      const frame = Framing.readClientFrame(text, upgradeHeaders)
+      if (oversizeRegister(data)) return
+      const frame = typeof data === "string"
+        ? Framing.readClientFrame(data, upgradeHeaders)
+        : Framing.readClientBytes(data, upgradeHeaders)
       switch (frame._tag) {
         case "Refused":
           return write(frame.answer)
@@ -116,6 +179,7 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
         case "Request": {
           const { id, message } = frame
           if (running.has(message.id)) return write(Framing.refusal(id, `call id ${id} is already running`))
+          if (oversizeRegister(data, { id, call: message.tag })) return
           running.set(message.id, Framing.isStream(message.tag))
           return void inbox.unsafeOffer([id, message])
         }

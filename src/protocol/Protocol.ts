@@ -45,6 +45,21 @@ export class LifecycleBudgetExceeded extends Schema.TaggedError<LifecycleBudgetE
   }
 }
 
+/**
+ * One agent holds as much as the platform lets one agent hold (design: Hostile clients): `limit`
+ * names the platform's option, `max` its value, `held` what the agent holds now. Another agent is
+ * not held back by it; the agent's next call goes through once some of its tasks have ended.
+ */
+export class AgentLimitExceeded extends Schema.TaggedError<AgentLimitExceeded>("agent-tools/platform/AgentLimitExceeded")(
+  "AgentLimitExceeded",
+  { agentId: Schema.String, limit: Schema.String, max: Schema.Number, held: Schema.String }
+) {
+  override get message(): string {
+    return `agent ${this.agentId} holds ${this.held}: the platform's ${this.limit} is ${this.max}; ` +
+      `the call goes through once some of its tasks have ended`
+  }
+}
+
 /** No such task for this agent. */
 export class UnknownTask extends Schema.TaggedError<UnknownTask>("agent-tools/UnknownTask")("UnknownTask", {
   taskId: Schema.String
@@ -247,7 +262,7 @@ export class PlatformRpcs extends RpcGroup.make(
   Rpc.make("SubmitTask", {
     payload: payload("SubmitTask", { ...callerFields, prompt: Schema.String, events: Schema.optional(EventsWanted) }),
     success: TaskEvent,
-    error: Unauthorized,
+    error: Schema.Union(AgentLimitExceeded, Unauthorized),
     stream: true
   }),
   Rpc.make("AttachTask", {

@@ -9,6 +9,7 @@ import { Context, Effect, Layer, Logger, LogLevel, Redacted } from "effect"
 import { afterAll } from "vitest"
 import { LanguageModel, PlatformServer } from "../../src/index.js"
 import * as Cluster from "../../src/platform/Cluster.js"
+import { forgedAnswerSuite } from "../support/forgedAnswers.js"
 import { hostileWireSuite, type MakePlatform, policy, tokens } from "../support/hostileWireSuite.js"
 import * as Pg from "../support/postgres.js"
 
@@ -49,3 +50,4 @@ const cluster: MakePlatform = (script, listen = {}) =>
   }).pipe(Effect.orDie)
 
 hostileWireSuite("a cluster's runner", cluster)
+forgedAnswerSuite("a cluster's runner", cluster)

@@ -38,7 +38,13 @@ const bigManifest = (bytes: number) => [
 
 const platform = (options: Partial<PlatformServer.Options>) =>
   PlatformClient.layerTest.pipe(
-    Layer.provideMerge(PlatformServer.layerHandlers({ tokens: new Map([["tok", "agent-1"]]), ...options })),
+    // Manifests of 1 MB, 30 of them: what is tested is retention, not the manifests' size limits.
+    Layer.provideMerge(PlatformServer.layerHandlers({
+      tokens: new Map([["tok", "agent-1"]]),
+      maxManifestBytes: 2 * 1024 * 1024,
+      maxManifestBytesPerAgent: 64 * 1024 * 1024,
+      ...options
+    })),
     Layer.provide(LanguageModel.layerScripted([{ text: "ok" }], { repeat: true, keepRequests: false })),
     Layer.provideMerge(Timing.layer({ heartbeat: Schedule.spaced("60 seconds"), platformSweep: Schedule.spaced("1 minute") })),
     Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok"]]))))
