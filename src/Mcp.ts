@@ -34,6 +34,7 @@ import { Ids } from "./Ids.js"
 import * as Pipeline from "./internal/call/pipeline.js"
 import * as Reuse from "./internal/call/reuse.js"
 import { RunState } from "./internal/hooks/tool.js"
+import { parseTraceparent } from "./internal/util/traceContext.js"
 import { ToolResult } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
 import * as ToolContext from "./ToolContext.js"
@@ -312,7 +313,9 @@ const makeServer = (
       extra.signal,
       Context.add(serving.context, ToolContext.CallListener, listener)
     )
-    const options = { toolCallId: `mcp-${String(extra.requestId)}`, run, reuse: outcomes }
+    // A client that carries its trace (W3C `traceparent` in `_meta`): the call's span continues it.
+    const parentSpan = parseTraceparent(request.params._meta?.traceparent)
+    const options = { toolCallId: `mcp-${String(extra.requestId)}`, run, reuse: outcomes, parentSpan }
     let started: Pipeline.Started
     try {
       started = Pipeline.start(callOf(serving, context), tool, request.params.arguments ?? {}, options)

@@ -3,8 +3,9 @@
  * this is, and when its deadline falls. `Invocation` provides it; a handler reads it with
  * `yield* ToolContext.ToolContext` or, when it may run outside a call, `yield* ToolContext.current`.
  */
-import { Clock, Context, Duration, Effect, type FiberRefs, Option, Runtime } from "effect"
+import { Clock, Context, Duration, Effect, type FiberRefs, Option, Runtime, type Tracer } from "effect"
 import { effectLevels, type McpLogLevel } from "./internal/util/logLevels.js"
+import { traceparentOf } from "./internal/util/traceContext.js"
 
 /** What a handler knows about the call it is serving. Times are epoch milliseconds. */
 export interface ToolCallInfo {
@@ -109,6 +110,11 @@ export interface Call extends ToolCallInfo {
   readonly progress: (progress: number, total?: number, message?: string) => void
   /** As `ToolContext.log`, at once. */
   readonly log: (level: LogLevel, message: unknown) => void
+  /**
+   * The W3C `traceparent` of the call's span (`execute_tool <name>`) while a tracer listens, for a body
+   * that calls out over HTTP to carry the trace on (a `traceparent` header); undefined otherwise.
+   */
+  readonly traceparent: string | undefined
 }
 
 /**
@@ -127,8 +133,13 @@ export class CallContext implements Call {
     readonly calling?: {
       readonly context: Context.Context<never>
       readonly fiber: { readonly getFiberRefs: () => FiberRefs.FiberRefs }
-    }
+    },
+    /** The call's span, while a tracer listens. */
+    private readonly span?: Tracer.AnySpan | undefined
   ) {}
+  get traceparent(): string | undefined {
+    return this.span === undefined ? undefined : traceparentOf(this.span)
+  }
   get taskId(): string {
     return this.info.taskId
   }

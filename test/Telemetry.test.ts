@@ -6,7 +6,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Either, Layer, Schema } from "effect"
-import { Agent, LanguageModel, Telemetry, Tool } from "../src/index.js"
+import { Agent, Invocation, LanguageModel, Mcp, Telemetry, Tool, Toolkit } from "../src/index.js"
+import { mcpServer } from "./support/mcpHttp.js"
 import { type Receiver, startReceiver } from "./support/otlpReceiver.js"
 
 const receiver = Effect.acquireRelease(Effect.promise(startReceiver), (r) => Effect.promise(r.close))
@@ -118,6 +119,27 @@ describe("Telemetry: OTLP export", () => {
       const chat = loud.spans.find((s) => s.name === "chat scripted")!
       assert.include(String(chat.attributes["gen_ai.input.messages"]), "SECRET-PROMPT-42")
       assert.strictEqual(chat.attributes["gen_ai.system_instructions"], "Answer briefly.")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("an MCP call between two of ours: the server's execute_tool continues the client's trace (traceparent in _meta)", () =>
+    Effect.gen(function*() {
+      const r = yield* receiver
+      const exported = (serviceName: string) => Telemetry.layer({ endpoint: r.url, protocol: "http/json", serviceName })
+      yield* Effect.gen(function*() {
+        const port = yield* mcpServer(yield* Toolkit.make(lookup), exported("mcp-server"))
+        const remote = yield* Mcp.toolkit({ url: `http://127.0.0.1:${port}/mcp`, prefix: "far_" })
+        const [far] = yield* remote.tools
+        const result = yield* Invocation.run(far!, { orderId: "A-1" }).pipe(Effect.provide(exported("mcp-client")))
+        assert.deepStrictEqual(result.value, { status: "shipped" })
+      }).pipe(Effect.scoped)
+      const client = r.spans.find((s) => s.service === "mcp-client" && s.name === "execute_tool far_lookup_order")
+      const server = r.spans.find((s) => s.service === "mcp-server" && s.name === "execute_tool lookup_order")
+      const handler = r.spans.find((s) => s.service === "mcp-server" && s.name === "lookup in the order book")
+      assert.isDefined(client, `spans: ${r.spans.map((s) => `${s.service} ${s.name}`).join(", ")}`)
+      assert.isDefined(server, `spans: ${r.spans.map((s) => `${s.service} ${s.name}`).join(", ")}`)
+      assert.strictEqual(server!.traceId, client!.traceId)
+      assert.strictEqual(server!.parentSpanId, client!.spanId)
+      assert.strictEqual(handler!.parentSpanId, server!.spanId)
     }).pipe(Effect.scoped), 30_000)
 
   it.effect("the standard variables: none set exports nothing; a bad one is named, its value not echoed", () =>

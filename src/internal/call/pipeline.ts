@@ -146,6 +146,11 @@ export interface Options {
    */
   readonly dedupe?: Reuse.Deliveries | undefined
   /**
+   * The span the call's span is a child of, in place of the caller's current one: a span of another
+   * process, named by the W3C `traceparent` a call carried (MCP's `_meta`, a platform's delivery).
+   */
+  readonly parentSpan?: Tracer.AnySpan | undefined
+  /**
    * The caller's step once the input is decoded, in place of the plain reuse-or-run: an agent's
    * journaled replay and approvals (design: Durable runs). It decides from the `Admitted` call.
    */
@@ -388,7 +393,7 @@ const openSpan = (
 ): Tracer.Span => {
   const span = calling.fiber.currentTracer.span(
     compile(tool).spanName,
-    Option.fromNullable(calling.fiber.currentSpan),
+    Option.fromNullable(options?.parentSpan ?? calling.fiber.currentSpan),
     Context.empty(),
     [],
     calling.clock.unsafeCurrentTimeNanos(),
@@ -806,7 +811,7 @@ const attempt = (
   info: ToolCallInfo,
   span: Tracer.Span | undefined
 ): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
-  const call = new CallContext(info, calling.clock, calling)
+  const call = new CallContext(info, calling.clock, calling, span)
   let body: unknown
   try {
     // A body made to run on a worker thread (`worker: import.meta.url`) is an Effect here: its pool's job.

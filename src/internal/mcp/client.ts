@@ -232,7 +232,15 @@ const remoteTool = (
   }, async (input: unknown, call) => {
     const send = (live: Live) =>
       live.client.request(
-        { method: "tools/call", params: { name: listed.name, arguments: input as Record<string, unknown> } },
+        {
+          method: "tools/call",
+          params: {
+            name: listed.name,
+            arguments: input as Record<string, unknown>,
+            // The trace goes on at the server (W3C Trace Context in `_meta`), when a tracer listens here.
+            ...(call.traceparent === undefined ? {} : { _meta: { traceparent: call.traceparent } })
+          }
+        },
         CallToolResultSchema,
         // The deadline aborts the signal: the SDK sends notifications/cancelled. Its own timeout must not come first.
         // The server's progress is the call's: passed on to whoever hears ours (our MCP client, say).
