@@ -56,6 +56,7 @@ import * as Timing from "./Timing.js"
 import type { ToolContext } from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
 import { prepareWorkers } from "./internal/worker/prepare.js"
+import { parseTraceparent } from "./internal/util/traceContext.js"
 
 /** Why serving failed. */
 export type ServeError =
@@ -215,7 +216,9 @@ const runDelivered = (
     // Approved through the platform (a suspended task's DecideApproval): Hooks.approval does not ask again.
     approved: event.approved,
     run,
-    dedupe: store
+    dedupe: store,
+    // The platform's span of the call, when it carried one: this process's span continues its trace.
+    parentSpan: parseTraceparent(event.traceparent)
   }) as Effect.Effect<ToolResult>
 }
 

@@ -5,10 +5,22 @@
  * the CLI reads, and that no content leaves unless it is asked for.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Either, Layer, Schema } from "effect"
-import { Agent, Invocation, LanguageModel, Mcp, Telemetry, Tool, Toolkit } from "../src/index.js"
+import { Chunk, ConfigProvider, Effect, Either, Layer, Schedule, Schema, Stream } from "effect"
+import {
+  Agent,
+  Invocation,
+  LanguageModel,
+  Mcp,
+  PlatformServer,
+  Serve,
+  Telemetry,
+  Timing,
+  Tool,
+  Toolkit
+} from "../src/index.js"
 import { mcpServer } from "./support/mcpHttp.js"
-import { type Receiver, startReceiver } from "./support/otlpReceiver.js"
+import { type ReceivedSpan, type Receiver, startReceiver } from "./support/otlpReceiver.js"
+import { clientLayer } from "./support/platform.js"
 
 const receiver = Effect.acquireRelease(Effect.promise(startReceiver), (r) => Effect.promise(r.close))
 
@@ -140,6 +152,48 @@ describe("Telemetry: OTLP export", () => {
       assert.strictEqual(server!.traceId, client!.traceId)
       assert.strictEqual(server!.parentSpanId, client!.spanId)
       assert.strictEqual(handler!.parentSpanId, server!.spanId)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a task over the platform is one trace: the submit -> invoke_agent -> execute_tool -> the serving process's call -> its handler", () =>
+    Effect.gen(function*() {
+      const r = yield* receiver
+      const exported = (serviceName: string) => Telemetry.layer({ endpoint: r.url, protocol: "http/json", serviceName })
+      const policy = Timing.layer({ redelivery: Schedule.spaced("10 seconds") })
+      yield* Effect.gen(function*() {
+        const platform = yield* Layer.build(
+          PlatformServer.layerWebSocket({ port: 0 }).pipe(
+            Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
+            Layer.provide(Layer.mergeAll(model, policy, exported("platform")))
+          )
+        )
+        const url = yield* Effect.provide(PlatformServer.url, platform)
+        const serving = yield* Layer.build(Layer.merge(clientLayer({ url }, policy), exported("serving")))
+        const events = yield* Effect.gen(function*() {
+          const served = yield* Serve.make(yield* Toolkit.make(lookup))
+          return yield* Stream.runCollect(served.submitTask(secretPrompt)).pipe(Effect.withSpan("ask support"))
+        }).pipe(Effect.provide(serving))
+        assert.include(Chunk.toReadonlyArray(events).map((e) => e._tag), "TaskCompleted")
+      }).pipe(Effect.scoped)
+      const find = (service: string, name: string) => {
+        const span = r.spans.find((s) => s.service === service && s.name === name)
+        assert.isDefined(span, `no ${service} ${name}: ${r.spans.map((s) => `${s.service} ${s.name}`).join(", ")}`)
+        return span!
+      }
+      const ask = find("serving", "ask support")
+      const run = find("platform", "invoke_agent agent-1")
+      const platformCall = find("platform", "execute_tool lookup_order")
+      const servedCall = find("serving", "execute_tool lookup_order")
+      const handler = find("serving", "lookup in the order book")
+      for (const span of [run, platformCall, servedCall, handler]) assert.strictEqual(span.traceId, ask.traceId, span.name)
+      assert.strictEqual(platformCall.parentSpanId, run.spanId)
+      assert.strictEqual(servedCall.parentSpanId, platformCall.spanId)
+      assert.strictEqual(handler.parentSpanId, servedCall.spanId)
+      // The run's span descends from the submit: the ids in between are the protocol's own spans.
+      const ancestors = (span: ReceivedSpan): Array<string> => {
+        const parent = r.spans.find((s) => s.spanId === span.parentSpanId)
+        return parent === undefined ? [] : [parent.name, ...ancestors(parent)]
+      }
+      assert.include(ancestors(run), "ask support")
     }).pipe(Effect.scoped), 30_000)
 
   it.effect("the standard variables: none set exports nothing; a bad one is named, its value not echoed", () =>

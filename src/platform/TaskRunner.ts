@@ -2,9 +2,10 @@
  * Runs one task on the platform (design: The platform): the agent loop with the platform's model, whose tools are
  * the agent's registered ones and whose calls are delivered to the task's stream and awaited.
  */
-import { Cause, Duration, Effect, Either, Option, Schema } from "effect"
+import { Cause, Duration, Effect, Either, Option, Schema, Tracer } from "effect"
 import * as Agent from "../Agent.js"
 import { Verbatim } from "../internal/call/pipeline.js"
+import { traceparentOf } from "../internal/util/traceContext.js"
 import { errorText, ToolResult } from "../ToolResult.js"
 import type * as LanguageModel from "../LanguageModel.js"
 import * as Tool from "../Tool.js"
@@ -20,6 +21,8 @@ export interface Delivery {
   readonly deadlineAt: number
   /** A person approved the call through the platform: the serving side does not ask again. */
   readonly approved?: true | undefined
+  /** The call's span here (W3C `traceparent`), while a tracer listens: the serving process's span continues it. */
+  readonly traceparent?: string | undefined
 }
 
 /** What a task needs from the platform. */
@@ -90,14 +93,15 @@ const remoteTool = (
         )
       )
     }
-    return Effect.flatMap(ToolContext, (ctx) =>
+    return Effect.flatMap(Effect.all([ToolContext, Effect.serviceOption(Tracer.ParentSpan)]), ([ctx, span]) =>
       Effect.flatMap(
         deliver({
           toolCallId: ctx.toolCallId,
           name: entry.name,
           arguments: JSON.stringify(input),
           deadlineAt: ctx.deadlineAt,
-          ...approved
+          ...approved,
+          ...(Option.isSome(span) ? { traceparent: traceparentOf(span.value) } : {})
         }),
         // Success or failure, the answer is the result: checked once, on arrival.
         (result) => Effect.succeed(new Verbatim(result))

@@ -8,7 +8,7 @@
  * the platform's scope closes them, after the retention sweep and the redelivery have stopped and
  * before the journal closes (see Parts.ts).
  */
-import { Clock, Effect, Exit, Fiber, FiberSet, Mailbox, Schema } from "effect"
+import { Clock, Effect, Exit, Fiber, FiberSet, Mailbox, Option, Schema, type Tracer } from "effect"
 import { Ids } from "../Ids.js"
 import { Signal } from "../internal/util/signal.js"
 import * as Invocation from "../Invocation.js"
@@ -349,8 +349,10 @@ const makeLoops = (book: Book) => {
     })
 
   /** Runs a task's loop: a new one, or with a journal, one taken back after a restart (from what it journaled). */
-  const start = (task: Task, prompt: string, tools: Journal.TaskTools): void => {
+  const start = (task: Task, prompt: string, tools: Journal.TaskTools, parent?: Tracer.AnySpan): void => {
     const { taskId } = task
+    // The task's trace goes on from its submitter's (design: Observability), when it came with one.
+    const traced = <A, E, R>(loop: Effect.Effect<A, E, R>) => parent === undefined ? loop : Effect.withParentSpan(loop, parent)
     const runOptions = {
       taskId,
       agentId: task.agentId,
@@ -366,7 +368,7 @@ const makeLoops = (book: Book) => {
       }
     }
     if (journal === undefined) {
-      task.loop = letGoAtEnd(task, runTask(TaskRunner.run(runOptions)))
+      task.loop = letGoAtEnd(task, runTask(traced(TaskRunner.run(runOptions))))
       return
     }
     // The task is a journaled run of the loop (design: Durable runs), taken up from what the journal holds.
@@ -380,7 +382,7 @@ const makeLoops = (book: Book) => {
         )
       ))
     )
-    task.loop = letGoAtEnd(task, runTask(journaled))
+    task.loop = letGoAtEnd(task, runTask(traced(journaled)))
   }
 
   return { start, goOn }
@@ -608,7 +610,7 @@ export const makeTasks = (options: Options, limits: Limits, journal: Journal.Jou
             )
           }
           const mailbox = yield* attachTo(task, events, undefined, connection)
-          loops.start(task, prompt, tools)
+          loops.start(task, prompt, tools, Option.getOrUndefined(yield* Effect.option(Effect.currentSpan)))
           return mailbox
         }),
       /** Another attachment to a task of the agent's, from `connection`. */

@@ -122,7 +122,9 @@ export const ToolCallRequested = Schema.TaggedStruct("ToolCallRequested", {
   name: Schema.String,
   arguments: Schema.String,
   deadlineAt: Schema.Number,
-  approved: Schema.optional(Schema.Boolean)
+  approved: Schema.optional(Schema.Boolean),
+  /** The platform's span of the call (W3C `traceparent`) while a tracer listens there: the serving side's span continues it. */
+  traceparent: Schema.optional(Schema.String)
 })
 /** A call's outcome, as the model will see it; `cached` when an earlier outcome was reused (design: Per-run reuse). */
 export const ToolCallCompleted = Schema.TaggedStruct("ToolCallCompleted", {
