@@ -20,6 +20,8 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["loop.ts", "--tracing=off"],
   ["loop.ts", "--tracing=on"],
   ["loop.ts", "--tracing=no-tracer"],
+  ["loop.ts", "--tracing=otlp"],
+  ["loop.ts", "--tracing=otlp-json"],
   ["serve.ts"],
   ["mcp.ts"],
   ["claims.ts"],

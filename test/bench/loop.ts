@@ -3,10 +3,13 @@
  * text), runs one after another, the scripted model layer provided once for all runs. Beside it, a
  * hand-written minimal loop doing the same work in this process, and the ratio. Once with tracing
  * disabled, once with the spans on (a tracer installed), once with tracing on and no tracer installed
- * (beside tracing disabled). Run with `npm run bench`.
+ * (beside tracing disabled), once exported over OTLP to a receiver here (beside tracing disabled).
+ * Run with `npm run bench`.
  */
-import { Effect } from "effect"
-import { Agent, LanguageModel, Tool } from "../../src/index.js"
+import { type Context, Effect, Exit, Layer, Scope } from "effect"
+import { type AddressInfo } from "node:net"
+import { createServer } from "node:http"
+import { Agent, LanguageModel, Telemetry, Tool } from "../../src/index.js"
 import { report } from "./report.js"
 import { add, listeningTracer } from "./tools.js"
 
@@ -78,6 +81,34 @@ const timeAgent = (n: number) =>
     return (performance.now() - t0) * 1000 / n
   })
 
+/**
+ * A telemetry layer exporting to a receiver in this process that reads and discards each request
+ * (its cost is in the figure, as a collector's on the same machine would be), built once.
+ */
+const telemetryScope = Effect.runSync(Scope.make())
+let telemetry: Context.Context<never> | undefined
+
+/**
+ * Runs exported to a receiver in this process that reads and discards each request (its cost is in
+ * the figure, as a collector's on the same machine would be); the telemetry layer built once.
+ */
+const exported = (protocol: Telemetry.Protocol) =>
+  Effect.gen(function*() {
+    if (telemetry === undefined) {
+      const server = createServer((request, response) => {
+        request.resume()
+        request.on("end", () => response.writeHead(200, { "content-type": "application/json" }).end("{}"))
+      })
+      yield* Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve)))
+      // The exporter's end (its scope closed with the bench) is what lets the process end.
+      server.unref()
+      const { port } = server.address() as AddressInfo
+      const layer = Telemetry.layer({ endpoint: `http://127.0.0.1:${port}`, serviceName: "bench", protocol })
+      telemetry = yield* Layer.buildWithScope(layer, telemetryScope)
+    }
+    return yield* Effect.provide(timeAgent(runs), telemetry)
+  })
+
 const median = (xs: Array<number>): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 const handBaseline = { label: "hand-written loop", run: Effect.sync(timeHand) }
@@ -98,6 +129,18 @@ const modes = {
     run: Effect.suspend(() => timeAgent(runs)),
     base: { label: "tracing disabled", run: untraced },
     target: "ratio <= 1.2"
+  },
+  otlp: {
+    measure: "exported (Telemetry.layer, OTLP/HTTP protobuf to a receiver on 127.0.0.1 that discards)",
+    run: Effect.suspend(() => exported("http/protobuf")),
+    base: { label: "tracing disabled", run: untraced },
+    target: ""
+  },
+  "otlp-json": {
+    measure: "exported (Telemetry.layer, OTLP/HTTP JSON to a receiver on 127.0.0.1 that discards)",
+    run: Effect.suspend(() => exported("http/json")),
+    base: { label: "tracing disabled", run: untraced },
+    target: ""
   }
 } as const
 
@@ -124,11 +167,11 @@ const measure = (mode: (typeof modes)[keyof typeof modes]) =>
     })
   })
 
-// One mode per process (`--tracing=off|on|no-tracer`), so that one cannot warm or slow the other.
+// One mode per process (`--tracing=off|on|no-tracer|otlp|otlp-json`), so that one cannot warm or slow the other.
 const chosen = process.argv.find((a) => a.startsWith("--tracing="))?.slice("--tracing=".length) ?? "off"
 const mode = modes[chosen as keyof typeof modes]
 if (mode === undefined) throw new Error(`unknown mode ${chosen}; one of ${Object.keys(modes).join(", ")}`)
 
-const main = measure(mode).pipe(Effect.provide(model))
+const main = measure(mode).pipe(Effect.provide(model), Effect.ensuring(Scope.close(telemetryScope, Exit.void)))
 
 Effect.runPromise(main)
