@@ -27,6 +27,7 @@ import * as SqlStore from "./internal/sql/store.js"
 import { OutcomeUnknown, ToolResult, ToolResultFromJson } from "./ToolResult.js"
 import { Signal } from "./internal/util/signal.js"
 import { Timing } from "./Timing.js"
+import * as Metrics from "./internal/util/metrics.js"
 
 // ---------------------------------------------------------------------------------------------
 // Delivery dedupe.
@@ -306,6 +307,7 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
             yield* orDie(Claims.takeOver(sql, key, row.owner, owner, now + leaseMillis))
             const taken = yield* orDie(Claims.find(sql, key))
             if (taken?.owner !== owner) continue // someone else took it over first
+            if (yield* Metrics.Exporting) Metrics.claimsTakenOver.unsafeUpdate(1, [])
             if (!claim.idempotent) return yield* runAsOwner(key, owner, claim, run)
             const unknown = ToolResult.failure(new OutcomeUnknown({ toolName: claim.toolName, earlierAttempt: "unfinished" }))
             yield* orDie(complete(key, owner, unknown))

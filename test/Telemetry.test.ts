@@ -194,6 +194,9 @@ describe("Telemetry: OTLP export", () => {
         return parent === undefined ? [] : [parent.name, ...ancestors(parent)]
       }
       assert.include(ancestors(run), "ask support")
+      const delivered = r.metrics.filter((m) => m.service === "platform" && m.name === "agent_tools.platform.deliveries")
+        .flatMap((m) => m.points)
+      assert.deepInclude(delivered.map((p) => [p.attributes["agent_tools.delivery"], p.value]), ["first", 1])
     }).pipe(Effect.scoped), 30_000)
 
   it.effect("the standard variables: none set exports nothing; a bad one is named, its value not echoed", () =>

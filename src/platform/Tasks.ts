@@ -10,6 +10,7 @@
  */
 import { Clock, Effect, Exit, Fiber, FiberSet, Mailbox, Option, Schema, type Tracer } from "effect"
 import { Ids } from "../Ids.js"
+import * as Metrics from "../internal/util/metrics.js"
 import { Signal } from "../internal/util/signal.js"
 import * as Invocation from "../Invocation.js"
 import * as Journal from "../Journal.js"
@@ -275,12 +276,13 @@ const checkUsage = (usage: Map<string, Usage>, limits: Limits, agentId: string, 
 
 /** Delivers a call of `task` on its stream and waits for the answer (one taken already is the answer). */
 const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<ToolResult> =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+  Effect.flatMap(Effect.all([Clock.currentTimeMillis, Metrics.Exporting]), ([now, exporting]) => {
     const answered = task.answered?.get(call.toolCallId)
     if (answered !== undefined) return Effect.succeed(answered)
     const event = { _tag: "ToolCallRequested" as const, taskId: task.taskId, ...call }
     const done = new Signal<ToolResult>()
     task.pending?.set(call.toolCallId, { event, done, sentAt: now })
+    if (exporting) Metrics.deliveries.unsafeUpdate(1, Metrics.deliveryLabels.first)
     task.emit(event)
     return Effect.ensuring(done.await, Effect.sync(() => task.pending?.delete(call.toolCallId)))
   })
@@ -546,13 +548,14 @@ const decideOf = ({ journal, own }: Book, { goOn }: Loops) =>
 // --- upkeep: redelivery and retention ---
 
 /** What the redelivery and the retention sweep (Parts.ts) do to the tasks. */
-const upkeep = ({ tasks, usage }: Book) => ({
+const upkeep = ({ tasks, usage }: Book, exporting: boolean) => ({
   /** Delivers again each pending call last sent at or before `sentBy`; it counts as sent `now`. */
   redeliver: (sentBy: number, now: number): void => {
     for (const task of tasks.values()) {
       for (const call of task.pending?.values() ?? []) {
         if (call.sentAt <= sentBy) {
           call.sentAt = now
+          if (exporting) Metrics.deliveries.unsafeUpdate(1, Metrics.deliveryLabels.again)
           task.emit(call.event)
         }
       }
@@ -631,7 +634,7 @@ export const makeTasks = (options: Options, limits: Limits, journal: Journal.Jou
       complete: completeOf(book, config),
       decide: decideOf(book, loops),
       takeBack,
-      ...upkeep(book),
+      ...upkeep(book, yield* Metrics.Exporting),
       /** The task, held here (taken up from the journal if need be); undefined if the journal does not hold it. */
       hold,
       /** The agent's task, held here (taken up from the journal if need be). */

@@ -66,3 +66,21 @@ export const modelLabels = (
   MetricLabel.make("gen_ai.request.model", model ?? "unknown"),
   ...(tokenType === undefined ? [] : [MetricLabel.make("gen_ai.token.type", tokenType)])
 ]
+
+/** `agent_tools.platform.deliveries`: calls the platform delivered to a serving process, first time or again. */
+export const deliveries = Metric.counter("agent_tools.platform.deliveries", {
+  description: "Tool calls delivered to serving processes (delivery: first or again)",
+  incremental: true
+})
+
+/** `agent_tools.claims.taken_over`: a crashed owner's claim taken over by another process. */
+export const claimsTakenOver = Metric.counter("agent_tools.claims.taken_over", {
+  description: "Dedupe claims taken over after their owner's lease expired",
+  incremental: true
+})
+
+/** The labels of a delivery. */
+export const deliveryLabels = {
+  first: [MetricLabel.make("agent_tools.delivery", "first")],
+  again: [MetricLabel.make("agent_tools.delivery", "again")]
+} as const
