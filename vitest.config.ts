@@ -22,7 +22,8 @@ const slow = [
   "test/platform/Tenants.test.ts",
   "test/McpConformance.test.ts",
   "test/PostgresPrivateFolder.test.ts",
-  "test/McpHostileServer.test.ts"
+  "test/McpHostileServer.test.ts",
+  "test/TelemetryProcesses.test.ts"
 ]
 
 export default defineConfig({

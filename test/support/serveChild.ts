@@ -1,10 +1,11 @@
 /**
  * A serving process for the two-process test: serves `lookup` and `add` for AGENT_ID on
- * PLATFORM_URL, submits PROMPT as a task, prints `{"output": ...}` (or `{"error": ...}`) and exits.
+ * PLATFORM_URL, submits PROMPT as a task, prints `{"output": ...}` (or `{"error": ...}`) and exits;
+ * with OTEL_EXPORTER_OTLP_ENDPOINT set, exports its spans there.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Schema } from "effect"
-import { PlatformClient, Serve, Tool, Toolkit } from "../../src/index.js"
+import { PlatformClient, Serve, Telemetry, Tool, Toolkit } from "../../src/index.js"
 
 const lookup = Tool.make("lookup", { description: "Look up an order.", input: { id: Schema.String }, timeout: "10 seconds" }, (
   { id }
@@ -20,11 +21,13 @@ const add = Tool.make("add", {
 const program = Effect.gen(function*() {
   const toolkit = yield* Toolkit.make(lookup, add)
   const served = yield* Serve.make(toolkit)
-  const output = yield* served.runTask(process.env.PROMPT ?? "")
+  const output = yield* served.runTask(process.env.PROMPT ?? "").pipe(Effect.withSpan("serving child: runTask"))
   yield* Console.log(JSON.stringify({ output, processId: served.processId }))
 }).pipe(
   Effect.scoped,
   Effect.provide(PlatformClient.layer),
+  // OTEL_EXPORTER_OTLP_ENDPOINT set (the telemetry test): its spans exported, as the CLI's are.
+  Effect.provide(Telemetry.layerFromEnv()),
   Effect.catchAll((error) => Console.log(JSON.stringify({ error: String(error) })))
 )
 
