@@ -164,6 +164,11 @@ export class Journal extends Context.Tag("agent-tools/Journal")<Journal, {
   readonly purge: (before: number, kind?: "task" | "run") => Effect.Effect<void>
   /** Rows per table, for tests. */
   readonly counts: Effect.Effect<{ readonly tasks: number; readonly turns: number; readonly calls: number }>
+  /**
+   * The platform tasks of `agentId` not ended yet, and the UTF-8 bytes of their prompts: what a cluster's
+   * per-agent limits count, whichever runner holds each task (design: Hostile clients).
+   */
+  readonly openUsage: (agentId: string) => Effect.Effect<{ readonly tasks: number; readonly promptBytes: number }>
 }>() {}
 
 /** Whether `run` is one that had not ended. */
@@ -340,7 +345,8 @@ const makeWrites = (
   ended: (runId, end, endedAt) =>
     orDie(Sql.endTask(sql, runId, { final: end.final ?? null, result: end.result ?? null }, endedAt)),
   purge: (before, kind = "task") => Effect.ignoreLogged(SqlStore.whileBusy(Sql.purgeEnded(sql, before, kind))),
-  counts: orDie(Sql.counts(sql))
+  counts: orDie(Sql.counts(sql)),
+  openUsage: (agentId) => orDie(Sql.openUsage(sql, agentId))
 })
 
 /**

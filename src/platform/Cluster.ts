@@ -45,8 +45,9 @@ import {
   UnknownTask
 } from "../protocol/Protocol.js"
 import * as ClusterTasks from "./ClusterTasks.js"
+import { usageProblem } from "./Tasks.js"
 import * as Handlers from "./Handlers.js"
-import type { Options } from "./Options.js"
+import type { Limits, Options } from "./Options.js"
 import * as Parts from "./Parts.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -260,7 +261,7 @@ const orDieOnEngine = <A, E, R>(effect: Effect.Effect<A, E | EngineError, R>): E
 class Moved extends Data.TaggedError("Moved") {}
 
 /** `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
-const clusterBackend = Effect.gen(function*() {
+const clusterBackend = (limits: Limits) => Effect.gen(function*() {
   const agents = yield* AgentEntity.client
   const tasks = yield* TaskEntity.client
   const ids = yield* Ids
@@ -317,6 +318,9 @@ const clusterBackend = Effect.gen(function*() {
     deregister: ({ agentId, processId }) => orDieOnEngine(agents(agentId).Deregister({ processId })),
     submit: ({ agentId, connection, events, processId, prompt }) =>
       Effect.gen(function*() {
+        // The agent's limits, counted over the whole cluster: its tasks not ended, in the journal.
+        const refused = usageProblem(yield* journal.openUsage(agentId), limits, agentId, Buffer.byteLength(prompt))
+        if (refused !== undefined) return yield* refused
         const tools = yield* orDieOnEngine(agents(agentId).Tools({ processId }))
         // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
         const taskId = ids.make("task")
@@ -365,7 +369,7 @@ export const layerHandlers = (options: Options) =>
     ))
     // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
     yield* Layer.build(layerEntities(parts, tasks, registry))
-    const backend = yield* clusterBackend
+    const backend = yield* clusterBackend(parts.limits)
     return yield* Layer.build(Handlers.layerOf(backend, parts, options))
   }))
 

@@ -244,32 +244,40 @@ const uncount = (usage: Map<string, Usage>, task: Task): void => {
 }
 
 /**
- * Refuses a new task of `agentId` with a prompt of `bytes` when the agent's tasks not ended yet
- * are at `maxTasksPerAgent`, or their prompts would be over `maxPromptBytesPerAgent` (design: Hostile clients).
+ * Why a new task of `agentId` with a prompt of `bytes` is refused, given what the agent's tasks not
+ * ended yet hold (`held`): at `maxTasksPerAgent` tasks, or prompts that would pass
+ * `maxPromptBytesPerAgent` (design: Hostile clients); undefined when it is not. The embedded platform
+ * counts in memory; a cluster counts from the journal, whichever runner holds each task.
  */
-const checkUsage = (usage: Map<string, Usage>, limits: Limits, agentId: string, bytes: number) => {
-  const held = usage.get(agentId) ?? { tasks: 0, promptBytes: 0 }
+export const usageProblem = (
+  held: { readonly tasks: number; readonly promptBytes: number },
+  limits: Limits,
+  agentId: string,
+  bytes: number
+): AgentLimitExceeded | undefined => {
   if (held.tasks >= limits.maxTasksPerAgent) {
-    return Effect.fail(
-      new AgentLimitExceeded({
-        agentId,
-        limit: "maxTasksPerAgent",
-        max: limits.maxTasksPerAgent,
-        held: `${held.tasks} tasks not ended yet`
-      })
-    )
+    return new AgentLimitExceeded({
+      agentId,
+      limit: "maxTasksPerAgent",
+      max: limits.maxTasksPerAgent,
+      held: `${held.tasks} tasks not ended yet`
+    })
   }
   if (held.promptBytes + bytes > limits.maxPromptBytesPerAgent) {
-    return Effect.fail(
-      new AgentLimitExceeded({
-        agentId,
-        limit: "maxPromptBytesPerAgent",
-        max: limits.maxPromptBytesPerAgent,
-        held: `${held.promptBytes} bytes of prompts in its tasks not ended yet, and this prompt is ${bytes}`
-      })
-    )
+    return new AgentLimitExceeded({
+      agentId,
+      limit: "maxPromptBytesPerAgent",
+      max: limits.maxPromptBytesPerAgent,
+      held: `${held.promptBytes} bytes of prompts in its tasks not ended yet, and this prompt is ${bytes}`
+    })
   }
-  return Effect.void
+  return undefined
+}
+
+/** `usageProblem` of the agent's tasks held here, as a failure. */
+const checkUsage = (usage: Map<string, Usage>, limits: Limits, agentId: string, bytes: number) => {
+  const refused = usageProblem(usage.get(agentId) ?? { tasks: 0, promptBytes: 0 }, limits, agentId, bytes)
+  return refused === undefined ? Effect.void : Effect.fail(refused)
 }
 
 // --- the calls' way out: delivery and attachments ---

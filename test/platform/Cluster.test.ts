@@ -55,7 +55,11 @@ const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
 ]
 
 /** A runner on `url`: the cluster's handlers, served on a WebSocket of its own; its URL. */
-const startRunner = (url: string, models: Context.Context<LanguageModel.LanguageModel>, options: { readonly lifecycleBudget?: number } = {}) =>
+const startRunner = (
+  url: string,
+  models: Context.Context<LanguageModel.LanguageModel>,
+  options: { readonly lifecycleBudget?: number; readonly maxTasksPerAgent?: number } = {}
+) =>
   Effect.gen(function*() {
     const port = yield* Effect.promise(() => Pg.freePort())
     const context = yield* Layer.build(
@@ -175,6 +179,42 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluste
         assert.isTrue(Exit.isFailure(exit))
       }
     }))
+
+  it.scoped("an agent's open tasks are counted over the whole cluster: past maxTasksPerAgent a submit is refused on any runner", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      yield* migrate(url)
+      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      const urls = yield* Effect.all([0, 1, 2].map(() => startRunner(url, models, { maxTasksPerAgent: 2 })), {
+        concurrency: "unbounded"
+      })
+      const release = yield* Deferred.make<void>()
+      const held = Tool.make("held", {
+        description: "Waits until the test lets it go.",
+        input: { n: Schema.Number },
+        output: Schema.String,
+        timeout: "60 seconds"
+      }, ({ n }) => Effect.as(Deferred.await(release), `held ${n}`))
+      const serving = (runner: string) =>
+        Effect.gen(function*() {
+          const client = Context.get(yield* Layer.build(clientLayer({ url: runner }, policy)), PlatformClient.PlatformClient)
+          return yield* Serve.make(yield* Toolkit.make(held)).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
+        })
+      const [a, b, c] = yield* Effect.all(urls.map(serving))
+      // Two tasks open, held on runners 0 and 1 (each waits in its call).
+      const first = yield* Effect.fork(Stream.runCollect(a!.submitTask("task 1")))
+      const second = yield* Effect.fork(Stream.runCollect(b!.submitTask("task 2")))
+      yield* Effect.sleep("1500 millis")
+      const refused = yield* Effect.flip(Stream.runCollect(c!.submitTask("task 3")))
+      console.log(`cluster, maxTasksPerAgent 2, the third submit on another runner: ${String(refused)}`)
+      assert.include(String(refused), "maxTasksPerAgent")
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(first)
+      yield* Fiber.join(second)
+      // Ended: the agent may submit again.
+      const again = [...yield* Stream.runCollect(c!.submitTask("task 4"))]
+      assert.strictEqual(again[again.length - 1]?._tag, "TaskCompleted")
+    }), { timeout: 90_000 })
 
   it.scoped("the CLI: platform migrate, then a runner that serves; the database's password in no line either prints", () =>
     Effect.gen(function*() {

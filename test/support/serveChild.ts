@@ -4,7 +4,7 @@
  * with OTEL_EXPORTER_OTLP_ENDPOINT set, exports its spans there.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Schema } from "effect"
+import { Console, Effect, Layer, Schema } from "effect"
 import { PlatformClient, Serve, Telemetry, Tool, Toolkit } from "../../src/index.js"
 
 const lookup = Tool.make("lookup", { description: "Look up an order.", input: { id: Schema.String }, timeout: "10 seconds" }, (
@@ -25,9 +25,8 @@ const program = Effect.gen(function*() {
   yield* Console.log(JSON.stringify({ output, processId: served.processId }))
 }).pipe(
   Effect.scoped,
-  Effect.provide(PlatformClient.layer),
   // OTEL_EXPORTER_OTLP_ENDPOINT set (the telemetry test): its spans exported, as the CLI's are.
-  Effect.provide(Telemetry.layerFromEnv()),
+  Effect.provide(Layer.merge(PlatformClient.layer, Telemetry.layerFromEnv())),
   Effect.catchAll((error) => Console.log(JSON.stringify({ error: String(error) })))
 )
 

@@ -262,6 +262,15 @@ export const tasks = (sql: SqlClient.SqlClient) =>
   sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at
     FROM journal_tasks WHERE kind = 'task'`
 
+/** The platform tasks of `agentId` not ended, and their prompts' UTF-8 bytes. */
+export const openUsage = (sql: SqlClient.SqlClient, agentId: string) =>
+  Effect.map(
+    sql<{ readonly tasks: number | string; readonly bytes: number | string | null }>`SELECT COUNT(*) AS tasks,
+      SUM(${sql.onDialectOrElse({ pg: () => sql.literal("OCTET_LENGTH(prompt)"), orElse: () => sql.literal("LENGTH(CAST(prompt AS BLOB))") })}) AS bytes
+      FROM journal_tasks WHERE kind = 'task' AND agent_id = ${agentId} AND status <> 'ended'`,
+    (rows) => ({ tasks: Number(rows[0]?.tasks ?? 0), promptBytes: Number(rows[0]?.bytes ?? 0) })
+  )
+
 /** How many rows each table holds. */
 export const counts = (sql: SqlClient.SqlClient) =>
   Effect.map(
