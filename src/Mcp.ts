@@ -22,12 +22,11 @@ import {
 } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
 import { Context, Deferred, Duration, Effect, Exit, Layer, Runtime, Schema, SchemaAST } from "effect"
-import { createServer } from "node:http"
 import type { Readable, Writable } from "node:stream"
 import * as Content from "./Content.js"
 import { Ids } from "./Ids.js"
 import * as Pipeline from "./internal/call/pipeline.js"
-import { expireIdle, handleHttp, type HttpFace, type Served } from "./internal/mcp/http.js"
+import { expireIdle, handleHttp, type HttpFace, isLoopback, makeNodeServer, type Served } from "./internal/mcp/http.js"
 import * as Reuse from "./internal/call/reuse.js"
 import * as Invocation from "./Invocation.js"
 import { RunState } from "./internal/hooks/tool.js"
@@ -493,10 +492,28 @@ export interface HttpOptions extends Options {
    * parsed (a value nested a million deep holds the event loop for a second while it is built). Default 512.
    */
   readonly maxBodyDepth?: number | undefined
+  /**
+   * The bodies being read at once hold at most this many bytes together, past each one's first 64 KiB (so a
+   * small request always gets in): the body that would go over is answered 503. Default 64 MiB.
+   */
+  readonly maxBufferedBodyBytes?: number | undefined
+  /** A body not received in full this long after its headers is answered 408, its connection closed. Default 30 s. */
+  readonly bodyTimeout?: Duration.DurationInput | undefined
+  /** Open connections at most: one more is answered 503 and closed before it is read. Default 256. */
+  readonly maxConnections?: number | undefined
   /** Open sessions at most: past it, `initialize` is answered 503 with a JSON-RPC error. Default 1,000. */
   readonly maxSessions?: number | undefined
-  /** A session without a request (none in flight, no GET stream open) for this long is closed. Default 10 minutes. */
+  /**
+   * A session without a request for this long is closed, its GET stream ended (a request in flight keeps it; an
+   * open stream does not): its id then gets 404. Default 10 minutes.
+   */
   readonly sessionIdleTimeout?: Duration.DurationInput | undefined
+  /**
+   * Bearer tokens (token -> the client's name, or a list): every request without `Authorization: Bearer` and
+   * one of them gets 401, before its body is read; a session answers only the token that opened it. The way to
+   * put the server on a network. Default none: anyone who reaches the port is served.
+   */
+  readonly tokens?: ReadonlyMap<string, string> | ReadonlyArray<string> | undefined
 }
 
 /** The defaults of `HttpOptions`' limits. */
@@ -504,6 +521,11 @@ export const httpDefaults = {
   // The 1 MiB argument limit (Invocation) plus JSON-RPC framing, with room to spare; the SDK's own default.
   maxBodyBytes: 4 * 1024 * 1024,
   maxBodyDepth: 512,
+  // Sixteen bodies at the limit at once; 200 clients each holding one unfinished held 800 MB before.
+  maxBufferedBodyBytes: 64 * 1024 * 1024,
+  bodyTimeout: Duration.seconds(30),
+  // Below the usual 1,024 open files; each official client holds two (its POSTs and its GET stream).
+  maxConnections: 256,
   maxSessions: 1_000,
   sessionIdleTimeout: Duration.minutes(10)
 } as const
@@ -511,27 +533,40 @@ export const httpDefaults = {
 /**
  * Serves the toolkit over Streamable HTTP at `http://host:port/mcp`, with sessions (so that a
  * `notifications/cancelled` reaches the server running the call, and interrupts it), JSON responses
- * to POSTs and one SSE stream per session on GET. Host and Origin must name this machine. Limits
- * (`httpDefaults`): a body limit counted while reading (413), a session cap (503 to `initialize`)
- * and an idle expiry, which closes the session and frees it.
+ * to POSTs and one SSE stream per session on GET. Host and Origin must name this machine; with `tokens`, every
+ * request must carry one (401). Limits (`httpDefaults`): a connection cap (503), a body limit counted while
+ * reading (413), a budget for the bodies being read together (503) and a time limit on each (408), a session
+ * cap (503 to `initialize`) and an idle expiry, which closes the session and frees it. A host other than
+ * loopback without `tokens` is logged as a warning.
  */
 export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) => {
   const host = options.host ?? "127.0.0.1"
   const listed = listOf(toolkit)
+  const bodyMillis = Duration.toMillis(options.bodyTimeout ?? httpDefaults.bodyTimeout)
+  const limits = { maxConnections: options.maxConnections ?? httpDefaults.maxConnections, bodyMillis }
   const route = HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
       const runtime = yield* Effect.runtime<Exclude<R, ToolContext.ToolContext>>()
       yield* prepareWorkers(toolkit.tools)
       const ids = yield* Ids
       const validator = new AjvJsonSchemaValidator()
+      if (options.tokens === undefined && !isLoopback(host)) {
+        yield* Effect.logWarning(
+          `MCP over HTTP on ${host} without tokens: anyone who reaches the port can call the tools; give layerHttp tokens`
+        )
+      }
       const face: HttpFace = {
         host,
+        tokens: tokensOf(options.tokens),
         maxBodyBytes: options.maxBodyBytes ?? httpDefaults.maxBodyBytes,
         maxBodyDepth: options.maxBodyDepth ?? httpDefaults.maxBodyDepth,
+        maxBufferedBodyBytes: options.maxBufferedBodyBytes ?? httpDefaults.maxBufferedBodyBytes,
+        bodyMillis,
         maxSessions: options.maxSessions ?? httpDefaults.maxSessions,
         idleMillis: Duration.toMillis(options.sessionIdleTimeout ?? httpDefaults.sessionIdleTimeout),
         clock: yield* Effect.clock,
         sessions: new Map(),
+        bufferedBodyBytes: 0,
         opening: 0,
         serve: () => makeServer(toolkit, listed, runtime, validator, false, options),
         sessionId: () => ids.make("session")
@@ -541,6 +576,17 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
     })
   )
   return HttpLayerRouter.serve(route, { disableLogger: true, disableListenLog: true }).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: options.port, host }))
+    Layer.provideMerge(Layer.unwrapEffect(Effect.map(Effect.runtime<never>(), (runtime) => {
+      const warn = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
+      return NodeHttpServer.layer(() => makeNodeServer(limits, warn), { port: options.port, host })
+    })))
   )
 }
+
+/** `HttpOptions.tokens` as token -> name; a list's tokens are named by their place in it ("client 1"), never by themselves. */
+const tokensOf = (
+  tokens: ReadonlyMap<string, string> | ReadonlyArray<string> | undefined
+): ReadonlyMap<string, string> | undefined =>
+  tokens === undefined || !Array.isArray(tokens)
+    ? tokens as ReadonlyMap<string, string> | undefined
+    : new Map(tokens.map((token, i) => [token, `client ${i + 1}`]))

@@ -10,6 +10,8 @@ import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
 import { type Clock, Duration, Effect } from "effect"
+import { createServer, type Server as NodeServer, STATUS_CODES } from "node:http"
+import type { Socket } from "node:net"
 import * as Json from "../util/json.js"
 
 /** A server of one connection (stdio) or one session (HTTP), and how to close it. */
@@ -27,6 +29,9 @@ const requestIds = (body: unknown): Array<string | number> =>
   })
 
 const loopbackHosts = new Set(["127.0.0.1", "localhost", "[::1]", "::1"])
+
+/** True when `host` (the address the server binds) is reachable from this machine only. */
+export const isLoopback = (host: string): boolean => loopbackHosts.has(host.toLowerCase())
 
 /** The hostname of a Host header or Origin URL, lowercased, or undefined if it has none. */
 const hostnameOf = (value: string): string | undefined => {
@@ -51,35 +56,59 @@ const foreignRequest = (request: HttpServerRequest.HttpServerRequest, host: stri
   return undefined
 }
 
-type Body = { readonly _tag: "Read"; readonly text: string } | { readonly _tag: "TooLarge" }
+type Body =
+  | { readonly _tag: "Read"; readonly text: string }
+  | { readonly _tag: "TooLarge" }
+  | { readonly _tag: "Busy" }
+
+/** The first bytes of every body, which the shared budget does not count: a small request always gets in. */
+export const unbudgetedBodyBytes = 64 * 1024
 
 /**
- * The request body, or TooLarge as soon as more than `maxBytes` arrived (or were declared): a
- * client cannot make the server hold more than the limit. The rest of the body is not read; the 413
- * closes the connection.
+ * The request body, or TooLarge as soon as more than `maxBodyBytes` arrived (or were declared): a
+ * client cannot make the server hold more than the limit. Busy as soon as its bytes past the first
+ * `unbudgetedBodyBytes` would take the bodies being read over `maxBufferedBodyBytes` together. The rest
+ * of the body is not read; the answer closes the connection. Interrupted (its time is up), it lets go of
+ * what it held.
  */
-const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number): Effect.Effect<Body, Error> => {
-  if (Number(request.headers["content-length"]) > maxBytes) return Effect.succeed({ _tag: "TooLarge" })
+const readBody = (request: HttpServerRequest.HttpServerRequest, face: HttpFace): Effect.Effect<Body, Error> => {
+  const declared = Number(request.headers["content-length"])
+  if (declared > face.maxBodyBytes) return Effect.succeed({ _tag: "TooLarge" })
+  // A declared length that cannot fit is refused before a byte is read.
+  if (face.bufferedBodyBytes + declared - unbudgetedBodyBytes > face.maxBufferedBodyBytes) {
+    return Effect.succeed({ _tag: "Busy" })
+  }
   const source = NodeHttpServerRequest.toIncomingMessage(request)
   return Effect.async<Body, Error>((resume) => {
-    const chunks: Array<Buffer> = []
+    let chunks: Array<Buffer> = []
     let received = 0
+    let budgeted = 0
     const stop = () => {
       source.off("data", onData)
       source.off("end", onEnd)
       source.off("error", onError)
+      face.bufferedBodyBytes -= budgeted
+      budgeted = 0
+      chunks = []
+    }
+    const refuse = (body: Body) => {
+      stop()
+      source.pause()
+      resume(Effect.succeed(body))
     }
     const onData = (chunk: Buffer) => {
       received += chunk.length
-      if (received <= maxBytes) return void chunks.push(chunk)
-      stop()
-      chunks.length = 0
-      source.pause()
-      resume(Effect.succeed({ _tag: "TooLarge" }))
+      if (received > face.maxBodyBytes) return refuse({ _tag: "TooLarge" })
+      const more = Math.max(0, received - unbudgetedBodyBytes) - budgeted
+      if (more > 0 && face.bufferedBodyBytes + more > face.maxBufferedBodyBytes) return refuse({ _tag: "Busy" })
+      face.bufferedBodyBytes += more
+      budgeted += more
+      chunks.push(chunk)
     }
     const onEnd = () => {
+      const text = Buffer.concat(chunks).toString("utf8")
       stop()
-      resume(Effect.succeed({ _tag: "Read", text: Buffer.concat(chunks).toString("utf8") }))
+      resume(Effect.succeed({ _tag: "Read", text }))
     }
     const onError = (error: Error) => {
       stop()
@@ -95,11 +124,13 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, maxBytes: number
 const jsonRpcError = (status: number, code: number, message: string, headers: Record<string, string> = {}) =>
   HttpServerResponse.unsafeJson({ jsonrpc: "2.0", error: { code, message }, id: null }, { status, headers })
 
-/** One session's server and transport, and what its expiry looks at. */
+/** One session's server and transport, whose token opened it, and what its expiry looks at. */
 interface Session {
   readonly served: Served
   readonly transport: WebStandardStreamableHTTPServerTransport
-  /** Requests being answered and GET streams open: a busy session never expires. */
+  /** The name of the token that opened it (with `tokens`): only that token's requests reach it. */
+  readonly client: string | undefined
+  /** Requests being answered (a GET until its stream's headers): a busy session never expires. An open stream is not. */
   busy: number
   /** When the last request began or ended (Clock millis). */
   lastActive: number
@@ -109,46 +140,49 @@ interface Session {
 // until there is a message or its first keep-alive (15 s); a client waiting for the headers would hang.
 const streamOpened = new TextEncoder().encode(": stream open\n\n")
 
-/** The SSE body with `streamOpened` first, and `onEnd` once when it ends or the client goes away. */
-const openedStream = (body: ReadableStream<Uint8Array>, onEnd: () => void): ReadableStream<Uint8Array> => {
+/** The SSE body with `streamOpened` first. */
+const openedStream = (body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> => {
   const reader = body.getReader()
-  let ended = false
-  const end = () => {
-    if (ended) return
-    ended = true
-    onEnd()
-  }
   return new ReadableStream<Uint8Array>({
     start: (controller) => controller.enqueue(streamOpened),
     pull: async (controller) => {
       const next = await reader.read().catch(() => ({ done: true as const, value: undefined }))
-      if (next.done) {
-        end()
-        controller.close()
-      } else {
-        controller.enqueue(next.value)
-      }
+      if (next.done) controller.close()
+      else controller.enqueue(next.value)
     },
-    cancel: (reason) => {
-      end()
-      return reader.cancel(reason)
-    }
+    cancel: (reason) => reader.cancel(reason)
   })
 }
 
-/** A POST's body, read once within `maxBodyBytes` and parsed, or the answer that refuses it (413, 400). */
+// The unread rest of a refused body is not worth reading: the connection closes after the answer.
+const closing = { connection: "close" } as const
+
+/**
+ * A POST's body, read once within `maxBodyBytes`, the shared budget and `bodyTimeout`, and parsed; or the
+ * answer that refuses it (413, 503, 408, 400).
+ */
 const readPost = (
   request: HttpServerRequest.HttpServerRequest,
-  maxBodyBytes: number,
-  maxBodyDepth: number
+  face: HttpFace
 ): Effect.Effect<{ readonly parsedBody: unknown } | HttpServerResponse.HttpServerResponse> =>
   Effect.gen(function*() {
-    const body = yield* Effect.either(readBody(request, maxBodyBytes))
+    const { bodyMillis, maxBodyBytes, maxBodyDepth, maxBufferedBodyBytes } = face
+    const body = yield* Effect.either(readBody(request, face)).pipe(
+      Effect.timeoutTo({ duration: bodyMillis, onSuccess: (read) => read, onTimeout: () => "TimedOut" as const })
+    )
+    if (body === "TimedOut") {
+      return jsonRpcError(408, -32600, `the request body did not arrive within ${bodyMillis} ms`, closing)
+    }
     if (body._tag === "Right" && body.right._tag === "TooLarge") {
-      // The unread rest of the body is not worth reading: the connection closes after the answer.
-      return jsonRpcError(413, -32600, `the request body is over the limit of ${maxBodyBytes} bytes`, {
-        connection: "close"
-      })
+      return jsonRpcError(413, -32600, `the request body is over the limit of ${maxBodyBytes} bytes`, closing)
+    }
+    if (body._tag === "Right" && body.right._tag === "Busy") {
+      return jsonRpcError(
+        503,
+        -32000,
+        `the server holds ${maxBufferedBodyBytes} bytes of request bodies being read already; retry later`,
+        { ...closing, "retry-after": "1" }
+      )
     }
     const text = body._tag === "Right" && body.right._tag === "Read" ? body.right.text : undefined
     if (text !== undefined && Json.textDeeperThan(text, maxBodyDepth)) {
@@ -162,12 +196,18 @@ const readPost = (
 /** What the HTTP face holds: its limits, its sessions (open, and opening) and how a new one is served. */
 export interface HttpFace {
   readonly host: string
+  /** Token -> the client's name (for its sessions); undefined: no authentication. */
+  readonly tokens: ReadonlyMap<string, string> | undefined
   readonly maxBodyBytes: number
   readonly maxBodyDepth: number
+  readonly maxBufferedBodyBytes: number
+  readonly bodyMillis: number
   readonly maxSessions: number
   readonly idleMillis: number
   readonly clock: Clock.Clock
   readonly sessions: Map<string, Session>
+  /** The bytes of the bodies being read that the shared budget counts. */
+  bufferedBodyBytes: number
   /** Sessions being created (an `initialize` in progress): they count towards the cap too. */
   opening: number
   /** A new session's server, its transport's session ids from the id service. */
@@ -175,15 +215,43 @@ export interface HttpFace {
   readonly sessionId: () => string
 }
 
-/** A request to the MCP path: checked (host, origin, body), then to its session, or a new one for `initialize`. */
+const bearer = /^Bearer[ \t]+(\S+)[ \t]*$/i
+
+/**
+ * With `tokens`, the client's name for a request with `Authorization: Bearer <token>` of one of them, or the
+ * 401 that refuses it (the token never repeated); without, no name.
+ */
+const authenticate = (
+  face: HttpFace,
+  request: HttpServerRequest.HttpServerRequest
+): { readonly client: string | undefined } | HttpServerResponse.HttpServerResponse => {
+  if (face.tokens === undefined) return { client: undefined }
+  const header = request.headers.authorization
+  const token = header === undefined ? undefined : bearer.exec(header)?.[1]
+  const client = token === undefined ? undefined : face.tokens.get(token)
+  if (client !== undefined) return { client }
+  const challenge = header === undefined ? "Bearer realm=\"mcp\"" : "Bearer realm=\"mcp\", error=\"invalid_token\""
+  const message = header === undefined
+    ? "this MCP server requires a bearer token (Authorization: Bearer <token>)"
+    : "the bearer token is not one of this MCP server's"
+  return jsonRpcError(401, -32001, message, { ...closing, "www-authenticate": challenge })
+}
+
+/**
+ * A request to the MCP path: checked (host, origin, token, body), then to its session, or a new one for
+ * `initialize`. The token is checked before the body is read or a session counted.
+ */
 export const handleHttp = (face: HttpFace, request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
     const refused = foreignRequest(request, face.host)
     if (refused !== undefined) return HttpServerResponse.text(refused, { status: 403 })
+    const authenticated = authenticate(face, request)
+    if (!("client" in authenticated)) return authenticated
+    const client = authenticated.client
     // The body is read once, here, and handed to the transport parsed: the web Request has none.
     let parsedBody: unknown = undefined
     if (request.method === "POST") {
-      const read = yield* readPost(request, face.maxBodyBytes, face.maxBodyDepth)
+      const read = yield* readPost(request, face)
       if (!("parsedBody" in read)) return read
       parsedBody = read.parsedBody
     }
@@ -194,7 +262,8 @@ export const handleHttp = (face: HttpFace, request: HttpServerRequest.HttpServer
     })
     const sessionId = request.headers["mcp-session-id"]
     const known = sessionId === undefined ? undefined : face.sessions.get(sessionId)
-    if (sessionId !== undefined && known === undefined) {
+    // Another token's session is as good as unknown: its id tells a client nothing.
+    if (sessionId !== undefined && (known === undefined || known.client !== client)) {
       return HttpServerResponse.text("unknown or closed MCP session", { status: 404 })
     }
     if (known !== undefined) return yield* inSession(face, known, web, parsedBody)
@@ -208,16 +277,19 @@ export const handleHttp = (face: HttpFace, request: HttpServerRequest.HttpServer
     }
     // A new session: its first request must be `initialize` (the transport answers 400 otherwise).
     face.opening++
-    return yield* Effect.ensuring(openSession(face, web, parsedBody), Effect.sync(() => face.opening--))
+    return yield* Effect.ensuring(openSession(face, client, web, parsedBody), Effect.sync(() => face.opening--))
   })
 
-/** A request or a GET stream begins or ends in `session`: it is busy meanwhile, and active as of now. */
+/** A request begins or ends in `session`: it is busy meanwhile, and active as of now. */
 const busy = (face: HttpFace, session: Session, by: 1 | -1) => {
   session.busy += by
   session.lastActive = face.clock.unsafeCurrentTimeMillis()
 }
 
-/** A request of a known session, through its transport; a GET stream keeps the session busy until it ends. */
+/**
+ * A request of a known session, through its transport. A GET's stream, once open, does not keep the session: it
+ * ends with the session when the session expires.
+ */
 const inSession = (face: HttpFace, session: Session, web: Request, parsedBody: unknown) =>
   Effect.gen(function*() {
     busy(face, session, 1)
@@ -237,29 +309,30 @@ const inSession = (face: HttpFace, session: Session, web: Request, parsedBody: u
         })
       )
     )
+    busy(face, session, -1)
     const stream = web.method === "GET" && response.body !== null &&
       (response.headers.get("content-type") ?? "").startsWith("text/event-stream")
-    if (!stream) {
-      busy(face, session, -1)
-      return HttpServerResponse.fromWeb(response)
-    }
+    if (!stream) return HttpServerResponse.fromWeb(response)
     return HttpServerResponse.fromWeb(
-      new Response(openedStream(response.body!, () => busy(face, session, -1)), {
-        status: response.status,
-        headers: response.headers
-      })
+      new Response(openedStream(response.body!), { status: response.status, headers: response.headers })
     )
   })
 
 /** A new session: its server and transport, kept once the transport names it (its `initialize` went through). */
-const openSession = (face: HttpFace, web: Request, parsedBody: unknown) =>
+const openSession = (face: HttpFace, client: string | undefined, web: Request, parsedBody: unknown) =>
   Effect.gen(function*() {
     const served = face.serve()
     const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: face.sessionId,
       enableJsonResponse: true,
       onsessioninitialized: (id) =>
-        void face.sessions.set(id, { served, transport, busy: 0, lastActive: face.clock.unsafeCurrentTimeMillis() }),
+        void face.sessions.set(id, {
+          served,
+          transport,
+          client,
+          busy: 0,
+          lastActive: face.clock.unsafeCurrentTimeMillis()
+        }),
       onsessionclosed: (id) => void face.sessions.delete(id)
     })
     yield* Effect.promise(() => served.server.connect(transport))
@@ -269,8 +342,8 @@ const openSession = (face: HttpFace, web: Request, parsedBody: unknown) =>
   })
 
 /**
- * The idle sessions closed: checked every tenth of the timeout (at most a minute), so a session ends
- * between 1x and 1.1x the timeout idle; every session closed when the face's scope ends.
+ * The idle sessions closed, their GET streams ended: checked every tenth of the timeout (at most a minute), so a
+ * session ends between 1x and 1.1x the timeout without a request; every session closed when the face's scope ends.
  */
 export const expireIdle = (face: HttpFace) =>
   Effect.gen(function*() {
@@ -291,3 +364,54 @@ export const expireIdle = (face: HttpFace) =>
     yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(period), expire)))
     yield* Effect.addFinalizer(() => closeAll(face.sessions.values()))
   })
+
+/** The connection limits of the HTTP server, in milliseconds. */
+export interface ConnectionLimits {
+  readonly maxConnections: number
+  readonly bodyMillis: number
+}
+
+/** Node's limit on a request's headers: a client that sends them a byte at a time is cut off then (408). */
+export const headersTimeoutMillis = 10_000
+
+/** A connection refused before a byte of it is read: a 503, then closed. */
+const refuse = (socket: Socket, text: string) => {
+  socket.on("error", () => socket.destroy())
+  socket.end(
+    `HTTP/1.1 503 ${STATUS_CODES[503]}\r\nconnection: close\r\nretry-after: 1\r\ncontent-type: text/plain\r\n` +
+      `content-length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+    () => socket.destroy()
+  )
+}
+
+/**
+ * A `node:http` server holding at most `maxConnections` connections: one more gets 503 and is closed before
+ * it is read, and each is counted until it closes. Refusals are reported once per 10 s with their count.
+ * Node's own timeouts bound a request's headers (`headersTimeoutMillis`) and, behind `bodyTimeout`, the
+ * whole request; they are checked every second.
+ */
+export const makeNodeServer = (limits: ConnectionLimits, warn: (message: string) => void): NodeServer => {
+  const server = createServer({
+    headersTimeout: headersTimeoutMillis,
+    requestTimeout: Number.isFinite(limits.bodyMillis) ? limits.bodyMillis + headersTimeoutMillis : 0,
+    connectionsCheckingInterval: 1_000
+  })
+  let open = 0
+  const refused = { count: 0, since: -Infinity }
+  server.on("connection", (socket: Socket) => {
+    if (open >= limits.maxConnections) {
+      const now = Date.now()
+      refused.count++
+      if (now - refused.since >= 10_000) {
+        warn(`MCP over HTTP: ${refused.count} connection(s) refused since the last line: ` +
+          `${limits.maxConnections} are open (maxConnections)`)
+        refused.count = 0
+        refused.since = now
+      }
+      return refuse(socket, `the MCP server holds ${limits.maxConnections} connections already\n`)
+    }
+    open++
+    socket.once("close", () => void open--)
+  })
+  return server
+}
