@@ -59,6 +59,7 @@ const foreignRequest = (request: HttpServerRequest.HttpServerRequest, host: stri
 type Body =
   | { readonly _tag: "Read"; readonly text: string }
   | { readonly _tag: "TooLarge" }
+  | { readonly _tag: "TooDeep" }
   | { readonly _tag: "Busy" }
 
 /** The first bytes of every body, which the shared budget does not count: a small request always gets in. */
@@ -67,9 +68,10 @@ export const unbudgetedBodyBytes = 64 * 1024
 /**
  * The request body, or TooLarge as soon as more than `maxBodyBytes` arrived (or were declared): a
  * client cannot make the server hold more than the limit. Busy as soon as its bytes past the first
- * `unbudgetedBodyBytes` would take the bodies being read over `maxBufferedBodyBytes` together. The rest
- * of the body is not read; the answer closes the connection. Interrupted (its time is up), it lets go of
- * what it held.
+ * `unbudgetedBodyBytes` would take the bodies being read over `maxBufferedBodyBytes` together. TooDeep when
+ * its first bytes already nest deeper than `maxBodyDepth` (a body 4 MB deep is refused from its first chunk,
+ * not read to the end). The rest of the body is not read; the answer closes the connection. Interrupted (its
+ * time is up), it lets go of what it held.
  */
 const readBody = (request: HttpServerRequest.HttpServerRequest, face: HttpFace): Effect.Effect<Body, Error> => {
   const declared = Number(request.headers["content-length"])
@@ -97,8 +99,14 @@ const readBody = (request: HttpServerRequest.HttpServerRequest, face: HttpFace):
       resume(Effect.succeed(body))
     }
     const onData = (chunk: Buffer) => {
+      const before = received
       received += chunk.length
       if (received > face.maxBodyBytes) return refuse({ _tag: "TooLarge" })
+      // Once, with the first bytes that could nest too deep: the scan of a prefix stops where the whole text's would.
+      if (before <= 2 * face.maxBodyDepth && received > 2 * face.maxBodyDepth) {
+        const prefix = Buffer.concat([...chunks, chunk]).toString("utf8")
+        if (Json.textDeeperThan(prefix, face.maxBodyDepth)) return refuse({ _tag: "TooDeep" })
+      }
       const more = Math.max(0, received - unbudgetedBodyBytes) - budgeted
       if (more > 0 && face.bufferedBodyBytes + more > face.maxBufferedBodyBytes) return refuse({ _tag: "Busy" })
       face.bufferedBodyBytes += more
@@ -175,6 +183,9 @@ const readPost = (
     }
     if (body._tag === "Right" && body.right._tag === "TooLarge") {
       return jsonRpcError(413, -32600, `the request body is over the limit of ${maxBodyBytes} bytes`, closing)
+    }
+    if (body._tag === "Right" && body.right._tag === "TooDeep") {
+      return jsonRpcError(400, -32700, `Parse error: the body is nested deeper than ${maxBodyDepth} levels`, closing)
     }
     if (body._tag === "Right" && body.right._tag === "Busy") {
       return jsonRpcError(
@@ -388,7 +399,7 @@ const refuse = (socket: Socket, text: string) => {
  * A `node:http` server holding at most `maxConnections` connections: one more gets 503 and is closed before
  * it is read, and each is counted until it closes. Refusals are reported once per 10 s with their count.
  * Node's own timeouts bound a request's headers (`headersTimeoutMillis`) and, behind `bodyTimeout`, the
- * whole request; they are checked every second.
+ * whole request; they are checked every second. Closing it cuts the connections still open.
  */
 export const makeNodeServer = (limits: ConnectionLimits, warn: (message: string) => void): NodeServer => {
   const server = createServer({
@@ -413,5 +424,12 @@ export const makeNodeServer = (limits: ConnectionLimits, warn: (message: string)
     open++
     socket.once("close", () => void open--)
   })
+  // Closing waits for every connection to end: those still open then (a stream, a body never finished) are cut.
+  const close = server.close.bind(server)
+  server.close = (callback) => {
+    close(callback)
+    server.closeAllConnections()
+    return server
+  }
   return server
 }
