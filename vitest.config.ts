@@ -20,6 +20,7 @@ const slow = [
   "test/platform/Cluster.test.ts",
   "test/platform/HostileCluster.test.ts",
   "test/McpConformance.test.ts",
+  "test/McpHttpAttacks.test.ts",
   "test/PostgresPrivateFolder.test.ts"
 ]
 
