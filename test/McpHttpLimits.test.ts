@@ -3,7 +3,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { Duration, Effect, Schema, TestClock } from "effect"
+import { Duration, Effect, Logger, Schema, TestClock } from "effect"
 import { request } from "node:http"
 import { connect, type Socket } from "node:net"
 import { Mcp, Tool, Toolkit } from "../src/index.js"
@@ -479,4 +479,24 @@ describe("Mcp over HTTP: bearer tokens", () => {
       assert.strictEqual((yield* ping(port, session)).status, 200)
       assert.strictEqual((yield* ping(port, { ...session, ...bearer("tok-beta-0123456789") })).status, 404)
     }).pipe(Effect.scoped))
+})
+
+describe("Mcp over HTTP: on a network", () => {
+  it.live("a host other than loopback without tokens is a warning at start; with tokens, or on loopback, none", () =>
+    Effect.gen(function*() {
+      const warnings: Array<string> = []
+      const capture = Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ logLevel, message }) => logLevel._tag === "Warning" ? void warnings.push(String(message)) : undefined)
+      )
+      const start = (options: Partial<Mcp.HttpOptions>) =>
+        Effect.scoped(Effect.provide(mcpServer(toolkit, undefined, options), capture))
+      yield* start({ host: "0.0.0.0", tokens: ["tok-alpha-0123456789"] })
+      yield* start({})
+      assert.deepStrictEqual(warnings, [])
+      yield* start({ host: "0.0.0.0" })
+      assert.deepStrictEqual(warnings, [
+        "MCP over HTTP on 0.0.0.0 without tokens: anyone who reaches the port can call the tools; give layerHttp tokens"
+      ])
+    }))
 })
