@@ -586,7 +586,10 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
 /** `HttpOptions.tokens` as token -> name; a list's tokens are named by their place in it ("client 1"), never by themselves. */
 const tokensOf = (
   tokens: ReadonlyMap<string, string> | ReadonlyArray<string> | undefined
-): ReadonlyMap<string, string> | undefined =>
-  tokens === undefined || !Array.isArray(tokens)
-    ? tokens as ReadonlyMap<string, string> | undefined
-    : new Map(tokens.map((token, i) => [token, `client ${i + 1}`]))
+): ReadonlyMap<string, string> | undefined => {
+  if (tokens === undefined || !isTokenList(tokens)) return tokens
+  return new Map(tokens.map((token, i) => [token, `client ${i + 1}`]))
+}
+
+const isTokenList = (tokens: ReadonlyMap<string, string> | ReadonlyArray<string>): tokens is ReadonlyArray<string> =>
+  Array.isArray(tokens)

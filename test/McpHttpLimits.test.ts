@@ -51,7 +51,7 @@ const ping = (port: number, session: Record<string, string>) =>
  * POSTs `total` bytes in 64 KiB chunks, with or without a Content-Length, never holding more than
  * a chunk, and stops writing at the answer: its status and how much was written by then.
  */
-const postHuge = (port: number, total: number, declare: boolean) =>
+const postHuge = (port: number, total: number, declare: boolean, fill = "a") =>
   new Promise<{ status: number; sent: number }>((resolve, reject) => {
     const req = request({
       host: "127.0.0.1",
@@ -60,7 +60,7 @@ const postHuge = (port: number, total: number, declare: boolean) =>
       method: "POST",
       headers: { "content-type": "application/json", accept, ...(declare ? { "content-length": String(total) } : {}) }
     })
-    const chunk = Buffer.alloc(64 * 1024, "a")
+    const chunk = Buffer.alloc(64 * 1024, fill)
     let sent = 0
     let answered = false
     req.on("response", (res) => {
@@ -101,6 +101,16 @@ describe("Mcp over HTTP: the body limit", () => {
       assert.include(refused.text, "the body is nested deeper than 512 levels")
       const answered = yield* ping(port, session)
       assert.strictEqual(answered.status, 200, answered.text)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("a body whose first bytes nest deeper than 512 is answered 400 at once, not read to its end", () =>
+    Effect.gen(function*() {
+      const port = yield* mcpServer(toolkit, undefined, { maxBodyBytes: 64 * MiB })
+      const deep = yield* Effect.promise(() => postHuge(port, 24 * MiB, false, "["))
+      assert.strictEqual(deep.status, 400)
+      // Answered after the first chunk and what the sockets' buffers took meanwhile, not after 24 MiB.
+      assert.isBelow(deep.sent, 12 * MiB, `written before the answer: ${deep.sent}`)
+      yield* openSession(port)
     }).pipe(Effect.scoped), 60_000)
 
   it.live("a body over the limit is answered 413 while it is read, and the server does not hold it", () =>
