@@ -261,6 +261,19 @@ describe("Mcp over HTTP: the idle expiry", () => {
       // Its place is free: a conforming client, told 404, opens a new session.
       yield* openSession(port)
     }))
+
+  it.scoped("the official client whose session expired is told 404 (StreamableHTTPError); a new client gets in", () =>
+    Effect.gen(function*() {
+      const port = yield* mcpServer(toolkit, undefined, { maxSessions: 1, sessionIdleTimeout: "1 minute" })
+      const client = yield* mcpSession(port)
+      yield* settle
+      yield* TestClock.adjust("66 seconds")
+      yield* settle
+      const expired = yield* Effect.flip(Effect.tryPromise(() => client.listTools()))
+      assert.strictEqual((expired.cause as { code?: unknown }).code, 404)
+      const again = yield* mcpSession(port)
+      assert.strictEqual((yield* Effect.promise(() => again.listTools())).tools.length, 1)
+    }))
 })
 
 /** What a GET got within `millis`: its status, content type and first bytes, whether it ended, how to close it. */
