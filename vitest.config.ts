@@ -21,6 +21,7 @@ const slow = [
   "test/platform/HostileCluster.test.ts",
   "test/platform/Tenants.test.ts",
   "test/McpConformance.test.ts",
+  "test/McpHttpAttacks.test.ts",
   "test/PostgresPrivateFolder.test.ts",
   "test/McpHostileServer.test.ts",
   "test/TelemetryProcesses.test.ts"

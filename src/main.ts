@@ -317,7 +317,15 @@ const migrate = Command.make("migrate", { database: databaseOption }, ({ databas
  * The token:agent pairs of `text` (from `source`); a malformed entry fails the start, named by its
  * position, not its text (a token is a secret).
  */
-const tokenPairs = (parse: (text: string) => ReadonlyMap<string, string>, text: string, source: string) => {
+const tokenPairs = (
+  parse: (text: string) => ReadonlyMap<string, string>,
+  text: string,
+  source: string,
+  form: { readonly pair: string; readonly example: string } = {
+    pair: "token:agent",
+    example: "tok-1:agent-a,tok-2:agent-b"
+  }
+) => {
   const entries = text.split(/[,\n]/).map((entry) => entry.trim()).filter((entry) => entry !== "")
   const bad = entries.flatMap((entry, i) => parse(entry).size === 1 ? [] : [i + 1])
   return bad.length === 0
@@ -325,8 +333,8 @@ const tokenPairs = (parse: (text: string) => ReadonlyMap<string, string>, text: 
     : Effect.fail(
       new BadOptions({
         message: `${source} is malformed: ${bad.length === 1 ? "entry" : "entries"} ${bad.join(", ")} of ${entries.length} ` +
-          `${bad.length === 1 ? "is" : "are"} not token:agent; the form is token:agent pairs, comma-separated or one ` +
-          "a line, e.g. tok-1:agent-a,tok-2:agent-b"
+          `${bad.length === 1 ? "is" : "are"} not ${form.pair}; the form is ${form.pair} pairs, comma-separated or one ` +
+          `a line, e.g. ${form.example}`
       })
     )
 }
@@ -457,6 +465,8 @@ const mcp = Command.make("mcp", {
   port: Cli.portOption("port", 8788, "the HTTP port (with --http)")
 }, ({ http, port }) =>
   Effect.gen(function*() {
+    // Checked before anything loads: a malformed MCP_TOKENS refuses the start, naming entries, never tokens.
+    const tokens = yield* mcpTokens(http)
     const [[Mcp, Hooks], { backendLayer, toolkit }] = yield* Effect.all([
       load(() => import("./Mcp.js"), () => import("./Hooks.js")),
       loadDemo
@@ -464,9 +474,29 @@ const mcp = Command.make("mcp", {
     // A refund asks the client's user (elicitation); a client that cannot ask gets it refused.
     const services = Layer.merge(backendLayer, Hooks.layer({ tool: [Hooks.approval] }))
     if (!http) return yield* Mcp.serveStdio(toolkit).pipe(Effect.provide(services))
-    yield* Effect.logInfo(`MCP over Streamable HTTP at http://127.0.0.1:${port}/mcp`)
-    return yield* Layer.launch(Mcp.layerHttp(toolkit, { port })).pipe(Effect.provide(services))
-  })).pipe(Command.withDescription("Serve the demo tools over MCP"))
+    yield* Effect.logInfo(
+      `MCP over Streamable HTTP at http://127.0.0.1:${port}/mcp` +
+        (tokens === undefined ? "" : `, for ${tokens.size} bearer token(s) of MCP_TOKENS`)
+    )
+    return yield* Layer.launch(Mcp.layerHttp(toolkit, { port, ...(tokens === undefined ? {} : { tokens }) })).pipe(
+      Effect.provide(services)
+    )
+  })).pipe(Command.withDescription("Serve the demo tools over MCP (with --http, MCP_TOKENS: bearer tokens required)"))
+
+/** `MCP_TOKENS` (`token:name` pairs) for `mcp --http`: undefined when unset or blank, or over stdio. */
+const mcpTokens = (http: boolean) =>
+  Effect.gen(function*() {
+    const text = process.env.MCP_TOKENS ?? ""
+    if (!http || text.trim() === "") return undefined
+    const [PlatformOptions] = yield* load(() => import("./platform/Options.js"))
+    const pairs = yield* tokenPairs(PlatformOptions.parseTokens, text, "MCP_TOKENS", {
+      pair: "token:name",
+      example: "tok-1:ide,tok-2:ci"
+    })
+    // Set but empty (" , "): refused, not served without the tokens someone meant to require.
+    if (pairs.size === 0) return yield* new BadOptions({ message: "MCP_TOKENS is set but holds no token:name pair" })
+    return pairs
+  })
 
 // ---------------------------------------------------------------------------------------------
 // run

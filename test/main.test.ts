@@ -231,6 +231,22 @@ describe("main: fatal errors and secrets (design: Hostile clients)", () => {
     assert.strictEqual(blank.stderr, "agent-tools: MissingSetting: PLATFORM_TOKENS (or --tokens-file, --tokens) is not set\n")
   }, 60_000)
 
+  it("mcp --http with MCP_TOKENS malformed or empty refuses to start, naming entries, not tokens", async () => {
+    const [malformed, blank] = await Promise.all([
+      main(["mcp", "--http", "--port", "0"], { ...unset, MCP_TOKENS: "tok-1:ide,s3cret-b" }),
+      main(["mcp", "--http", "--port", "0"], { ...unset, MCP_TOKENS: " , " })
+    ])
+    assert.strictEqual(malformed.code, 1)
+    assert.strictEqual(
+      malformed.stderr,
+      "agent-tools: BadOptions: MCP_TOKENS is malformed: entry 2 of 2 is not token:name; the form is " +
+        "token:name pairs, comma-separated or one a line, e.g. tok-1:ide,tok-2:ci\n"
+    )
+    assert.notInclude(malformed.stderr, "s3cret")
+    assert.strictEqual(blank.code, 1)
+    assert.strictEqual(blank.stderr, "agent-tools: BadOptions: MCP_TOKENS is set but holds no token:name pair\n")
+  }, 60_000)
+
   it("serve logs the platform's URL without its userinfo or query; --tokens-file is read, --tokens warned about", async () => {
     const port = await freePort()
     const url = `ws://user:s3cret-pw@127.0.0.1:${port}/rpc?token=s3cret-q`

@@ -24,16 +24,25 @@ export const mcpServer = <A = never>(
 export const mcpSession = (port: number) =>
   Effect.map(connect(`http://127.0.0.1:${port}/mcp`), ({ client }) => client)
 
-const connect = (url: string) =>
+/**
+ * The official client connecting to the server on `port` with `headers` on every request (an
+ * `authorization`, say): its session, closed with the scope, or the error it failed with.
+ */
+export const mcpSessionWith = (port: number, headers: Record<string, string>) =>
+  Effect.map(tryConnect(`http://127.0.0.1:${port}/mcp`, headers), ({ client }) => client)
+
+const tryConnect = (url: string, headers?: Record<string, string>) =>
   Effect.gen(function*() {
     const client = new Client({ name: "test", version: "1.0.0" })
-    const transport = new StreamableHTTPClientTransport(new URL(url))
+    const transport = new StreamableHTTPClientTransport(new URL(url), headers === undefined ? {} : { requestInit: { headers } })
     yield* Effect.acquireRelease(
-      Effect.promise(() => client.connect(transport)),
+      Effect.tryPromise(() => client.connect(transport)),
       () => Effect.promise(() => client.close())
     )
     return { client, transport }
   })
+
+const connect = (url: string) => Effect.orDie(tryConnect(url))
 
 /** The server and a connected client, both closed with the scope. */
 export const mcpClient = <A = never>(toolkit: Toolkit.Toolkit<any>, services?: Layer.Layer<A>) =>
