@@ -134,6 +134,9 @@ const registryMigrations = {
 
 const ManifestJson = Schema.parseJson(Schema.Array(Toolkit.ManifestEntry))
 
+/** A registry statement: waits while the database cannot be reached (a restart), else a defect. */
+const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => Effect.orDie(SqlStore.whileBusy(effect))
+
 /**
  * The registrations of the agents' live processes, in the database: an agent's entity reads them
  * when it starts on a runner (its shard moved there, or it had gone idle), so that a move forgets
@@ -154,32 +157,32 @@ const makeRegistry = Effect.gen(function*() {
               manifestHash: row.manifest_hash,
               lastSeen: Number(row.last_seen)
             })))
-      ).pipe(Effect.orDie),
+      ).pipe(orDie),
     registered: (agentId: string, processId: string, manifest: ReadonlyArray<Toolkit.ManifestEntry>, manifestHash: string, now: number) =>
       Effect.flatMap(Schema.encode(ManifestJson)(manifest), (text) =>
         sql`INSERT INTO cluster_processes (agent_id, process_id, manifest, manifest_hash, last_seen)
           VALUES (${agentId}, ${processId}, ${text}, ${manifestHash}, ${now})
           ON CONFLICT (agent_id, process_id) DO UPDATE SET manifest = ${text}, manifest_hash = ${manifestHash}, last_seen = ${now}`)
-        .pipe(Effect.orDie, Effect.asVoid),
+        .pipe(orDie, Effect.asVoid),
     heard: (agentId: string, processId: string, now: number) =>
       sql`UPDATE cluster_processes SET last_seen = ${now} WHERE agent_id = ${agentId} AND process_id = ${processId}`
-        .pipe(Effect.orDie, Effect.asVoid),
+        .pipe(orDie, Effect.asVoid),
     deregistered: (agentId: string, processId: string) =>
       sql`DELETE FROM cluster_processes WHERE agent_id = ${agentId} AND process_id = ${processId}`
-        .pipe(Effect.orDie, Effect.asVoid),
+        .pipe(orDie, Effect.asVoid),
     /** The times of the agent's lifecycle calls since `since`. */
     lifecycle: (agentId: string, since: number) =>
       Effect.map(
         sql<{ readonly at: string | number }>`SELECT at FROM cluster_lifecycle WHERE agent_id = ${agentId} AND at > ${since}`,
         (rows) => rows.map((row) => Number(row.at))
-      ).pipe(Effect.orDie),
+      ).pipe(orDie),
     counted: (agentId: string, at: number) =>
-      sql`INSERT INTO cluster_lifecycle (agent_id, at) VALUES (${agentId}, ${at})`.pipe(Effect.orDie, Effect.asVoid),
+      sql`INSERT INTO cluster_lifecycle (agent_id, at) VALUES (${agentId}, ${at})`.pipe(orDie, Effect.asVoid),
     forgetSilent: (before: number, windowStart: number) =>
       Effect.zipRight(
         sql`DELETE FROM cluster_processes WHERE last_seen < ${before}`,
         sql`DELETE FROM cluster_lifecycle WHERE at <= ${windowStart}`
-      ).pipe(Effect.orDie, Effect.asVoid)
+      ).pipe(orDie, Effect.asVoid)
   }
 })
 
