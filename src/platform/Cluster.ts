@@ -27,12 +27,12 @@ import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as Rpc from "@effect/rpc/Rpc"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Cause, Clock, Data, Effect, Exit, Layer, Mailbox, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Clock, Data, Duration, Effect, Exit, Layer, Mailbox, Option, Schedule, Schema, Stream } from "effect"
 import * as Idempotency from "../Idempotency.js"
 import { Ids } from "../Ids.js"
 import * as SqlStore from "../internal/sql/store.js"
 import * as Journal from "../Journal.js"
-import { clusterFailover, followAlive, Timing } from "../Timing.js"
+import { clusterAnswerWithin, clusterFailover, followAlive, Timing } from "../Timing.js"
 import * as Toolkit from "../Toolkit.js"
 import {
   ApprovalsNeedJournal,
@@ -252,9 +252,20 @@ type EngineError = AlreadyProcessingMessage | MailboxFull | PersistenceError
 const isEngineError = (error: unknown): error is EngineError =>
   error instanceof AlreadyProcessingMessage || error instanceof MailboxFull || error instanceof PersistenceError
 
-/** An engine failure is a defect of the call (its answer is a failure the caller can retry), not one of its errors. */
+/**
+ * An engine failure is a defect of the call (its answer is a failure the caller can retry), not one of
+ * its errors; so is a reply the engine cut short (the entity was stopped under the call, its shard
+ * locks lost while the database was away): the caller must see a failure, never its own call
+ * interrupted (an interrupted `CompleteToolCall` stopped a serving process's answers for good).
+ */
 const orDieOnEngine = <A, E, R>(effect: Effect.Effect<A, E | EngineError, R>): Effect.Effect<A, Exclude<E, EngineError>, R> =>
-  Effect.catchIf(effect, isEngineError, Effect.die)
+  Effect.catchIf(effect, isEngineError, Effect.die).pipe(
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause)
+        ? Effect.die(new Error("the owner of the agent or task stopped before it answered"))
+        : Effect.failCause(cause)
+    )
+  )
 
 /** The stream from the task's owner broke, or ended before the task did: its shard moved; attach again. */
 class Moved extends Data.TaggedError("Moved") {}
@@ -323,9 +334,23 @@ const clusterBackend = Effect.gen(function*() {
     complete: (agentId, results) =>
       Effect.gen(function*() {
         // Each answer is its own message, to its task's owner; one for an unknown task fails after the others.
+        // One not taken (in time) is let go: its call is delivered again, and answered again.
         const outcomes = yield* Effect.forEach(
           results,
-          (result) => Effect.either(orDieOnEngine(tasks(result.taskId).Answer({ agentId, result }))),
+          (result) =>
+            orDieOnEngine(tasks(result.taskId).Answer({ agentId, result })).pipe(
+              Effect.timeoutFailCause({
+                duration: clusterAnswerWithin,
+                onTimeout: () => Cause.die(new Error(`no reply within ${Duration.format(clusterAnswerWithin)}`))
+              }),
+              Effect.catchAllDefect((defect) =>
+                Effect.logWarning(
+                  `task ${result.taskId}: its owner did not take the answer to call ${result.toolCallId} ` +
+                    `(${defect instanceof Error ? defect.message : String(defect)}); the call will be delivered again`
+                )
+              ),
+              Effect.either
+            ),
           { concurrency: "unbounded" }
         )
         const unknown = outcomes.find((outcome) => outcome._tag === "Left")
