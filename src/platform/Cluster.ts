@@ -27,7 +27,7 @@ import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as Rpc from "@effect/rpc/Rpc"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Cause, Clock, Data, Duration, Effect, Exit, Layer, Mailbox, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, Layer, Mailbox, Option, Schedule, Schema, Stream } from "effect"
 import * as Idempotency from "../Idempotency.js"
 import { Ids } from "../Ids.js"
 import * as SqlStore from "../internal/sql/store.js"
@@ -187,6 +187,38 @@ const makeRegistry = Effect.gen(function*() {
 })
 
 type Registry = Effect.Effect.Success<typeof makeRegistry>
+
+/**
+ * The journal as this runner's tasks use it: a run read here (a task taken up again) first waits for
+ * this runner's turns of that run still being written. A turn the model answered is journaled even
+ * when its loop is stopped meanwhile (modelTurn.ts), in the background: its shard locks were lost while
+ * the database was away, and the task, taken up again here once it is back, must find the turn
+ * rather than ask the model again.
+ */
+const readsAfterTurns = (journal: Journal.Journal["Type"]): Journal.Journal["Type"] => {
+  const writing = new Map<string, Set<Deferred.Deferred<void>>>()
+  return Journal.Journal.of({
+    ...journal,
+    turn: (runId, step, turn) =>
+      Effect.flatMap(Deferred.make<void>(), (written) => {
+        const runs = writing.get(runId) ?? new Set()
+        writing.set(runId, runs.add(written))
+        return Effect.ensuring(
+          journal.turn(runId, step, turn),
+          Effect.suspend(() => {
+            runs.delete(written)
+            if (runs.size === 0 && writing.get(runId) === runs) writing.delete(runId)
+            return Deferred.succeed(written, undefined)
+          })
+        )
+      }),
+    run: (runId) =>
+      Effect.zipRight(
+        Effect.forEach([...(writing.get(runId) ?? [])], Deferred.await, { discard: true }),
+        journal.run(runId)
+      )
+  })
+}
 
 /** The entities' handlers, on this runner's parts: what a runner does for the shards it owns. */
 const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, registry: Registry) =>
@@ -373,7 +405,7 @@ const clusterBackend = Effect.gen(function*() {
  */
 export const layerHandlers = (options: Options) =>
   Layer.scopedContext(Effect.gen(function*() {
-    const journal = yield* Journal.Journal
+    const journal = readsAfterTurns(yield* Journal.Journal)
     const parts = yield* Parts.makeParts(options, journal)
     const tasks = yield* ClusterTasks.make(parts.tasks, journal)
     const registry = yield* makeRegistry
