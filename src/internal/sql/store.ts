@@ -116,9 +116,9 @@ const warnUnreachable = (error: unknown) =>
 /**
  * `effect` (statements, a transaction) tried again while it fails because the database is locked by
  * another process, on `busyRetry`: the event loop runs on between tries (design: Hostile clients);
- * and while the database server cannot be reached, on `unreachableRetry` (design: the database goes
- * away), with a warning. Past a schedule the last failure stands, its text saying why. Any other
- * failure is not retried.
+ * and while the database server cannot be reached, on `unreachableRetry` (design: Cluster mode),
+ * with a warning. Past a schedule the last failure stands, its text saying why. Any other failure is
+ * not retried.
  */
 export const whileBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.retry(effect, { schedule: busyRetry, while: isBusy }).pipe(
