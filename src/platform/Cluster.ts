@@ -309,11 +309,23 @@ const clusterBackend = Effect.gen(function*() {
   const ids = yield* Ids
   const journal = yield* Journal.Journal
   const policy = yield* Timing
+  const sql = yield* SqlClient.SqlClient
+
+  /** Why the cluster's database cannot be reached now (in the driver's words), or undefined if it answers within 1 s. */
+  const unreachable: Effect.Effect<string | undefined> = sql`SELECT 1`.pipe(
+    Effect.timeoutOption("1 second"),
+    Effect.match({
+      onFailure: (error) => SqlStore.isUnreachable(error) ? SqlStore.describe(error) : undefined,
+      onSuccess: Option.match({ onNone: () => "no answer within 1 s", onSome: () => undefined })
+    })
+  )
 
   /**
    * The task's events from its owner, attached again (same task, same pending calls, `TaskStarted`
    * once) whenever the stream breaks or ends before the task's end: a runner died and its shards
    * moved, or the shard was handed over. Ends with the task's final event, or with `TaskTakenOver`.
+   * A stream that broke while the database cannot be reached (its owner stopped it: shard locks are
+   * kept there) gets `TaskWaiting` once, rather than silence until the database is back.
    */
   const follow = (agentId: string, taskId: string, events: EventsWanted | undefined): Stream.Stream<TaskEvent, UnknownTask> =>
     Stream.suspend(() => {
@@ -322,10 +334,26 @@ const clusterBackend = Effect.gen(function*() {
       // A re-attach names the first attach: one taken over while its shard moved must not take the task back.
       const attachmentId = ids.make("attachment")
       let attempts = 0
-      const once = Stream.suspend(() => tasks(taskId).Attach({ agentId, events, attachmentId, reattach: attempts++ > 0 })).pipe(
+      // The stream broke since the last event; `TaskWaiting` was sent since the last event.
+      let broke = false
+      let waiting = false
+      const waitingIfAway = Stream.unwrap(Effect.suspend(() =>
+        !broke || waiting ? Effect.succeed(Stream.empty) : Effect.map(unreachable, (reason) => {
+          if (reason === undefined) return Stream.empty
+          waiting = true
+          return Stream.make<Array<TaskEvent>>({
+            _tag: "TaskWaiting",
+            taskId,
+            reason: `the platform's database cannot be reached (${reason}); the task goes on from its journal once it is back`
+          })
+        })
+      ))
+      const attached = Stream.suspend(() => tasks(taskId).Attach({ agentId, events, attachmentId, reattach: attempts++ > 0 })).pipe(
         Stream.timeoutFail(() => new Moved(), followAlive.within),
         Stream.filter((event): event is TaskEvent => {
           if (event._tag === "Alive") return false
+          broke = false
+          waiting = false
           // Its end, or another attachment took it over (which must not be taken back by attaching again).
           if (event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskTakenOver") ended = true
           if (event._tag !== "TaskStarted") return true
@@ -335,12 +363,17 @@ const clusterBackend = Effect.gen(function*() {
         }),
         Stream.catchAllCause((cause): Stream.Stream<never, UnknownTask | Moved> => {
           const failure = Cause.failureOption(cause)
-          return Option.isSome(failure) && failure.value._tag === "UnknownTask"
-            ? Stream.fail(failure.value)
-            : Stream.fail(new Moved())
+          if (Option.isSome(failure) && failure.value._tag === "UnknownTask") return Stream.fail(failure.value)
+          broke = true
+          return Stream.fail(new Moved())
         }),
-        Stream.concat(Stream.suspend(() => ended ? Stream.empty : Stream.fail(new Moved())))
+        Stream.concat(Stream.suspend(() => {
+          if (ended) return Stream.empty
+          broke = true
+          return Stream.fail(new Moved())
+        }))
       )
+      const once = Stream.concat(waitingIfAway, attached)
       return once.pipe(
         Stream.retry(Schedule.intersect(policy.reconnect, Schedule.recurWhile((error) => error instanceof Moved))),
         Stream.catchAll((error) =>
