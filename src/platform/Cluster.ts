@@ -320,12 +320,25 @@ const clusterBackend = Effect.gen(function*() {
     })
   )
 
+  // What this runner last found when it asked the database (every second): why it cannot be reached, or undefined.
+  let away: string | undefined
+  yield* Effect.forkScoped(Effect.repeat(
+    Effect.flatMap(unreachable, (reason) => Effect.sync(() => (away = reason))),
+    Schedule.spaced("1 second")
+  ))
+  const waitingEvent = (taskId: string, reason: string): TaskEvent => ({
+    _tag: "TaskWaiting",
+    taskId,
+    reason: `the platform's database cannot be reached (${reason}); the task goes on from its journal once it is back`
+  })
+
   /**
    * The task's events from its owner, attached again (same task, same pending calls, `TaskStarted`
    * once) whenever the stream breaks or ends before the task's end: a runner died and its shards
    * moved, or the shard was handed over. Ends with the task's final event, or with `TaskTakenOver`.
-   * A stream that broke while the database cannot be reached (its owner stopped it: shard locks are
-   * kept there) gets `TaskWaiting` once, rather than silence until the database is back.
+   * While the database cannot be reached (a stream broke then: its owner stopped it, its shard locks
+   * kept there; or this runner found it away), the stream gets `TaskWaiting` once, rather than
+   * silence until the database is back.
    */
   const follow = (agentId: string, taskId: string, events: EventsWanted | undefined): Stream.Stream<TaskEvent, UnknownTask> =>
     Stream.suspend(() => {
@@ -341,25 +354,27 @@ const clusterBackend = Effect.gen(function*() {
         !broke || waiting ? Effect.succeed(Stream.empty) : Effect.map(unreachable, (reason) => {
           if (reason === undefined) return Stream.empty
           waiting = true
-          return Stream.make<Array<TaskEvent>>({
-            _tag: "TaskWaiting",
-            taskId,
-            reason: `the platform's database cannot be reached (${reason}); the task goes on from its journal once it is back`
-          })
+          return Stream.make(waitingEvent(taskId, reason))
         })
       ))
       const attached = Stream.suspend(() => tasks(taskId).Attach({ agentId, events, attachmentId, reattach: attempts++ > 0 })).pipe(
         Stream.timeoutFail(() => new Moved(), followAlive.within),
-        Stream.filter((event): event is TaskEvent => {
-          if (event._tag === "Alive") return false
+        Stream.mapConcat((event): ReadonlyArray<TaskEvent> => {
+          if (event._tag === "Alive") {
+            // An owner that keeps the stream open while its loop waits for an answer says nothing itself.
+            if (away === undefined || waiting) return []
+            waiting = true
+            return [waitingEvent(taskId, away)]
+          }
           broke = false
-          waiting = false
+          // The owner said it (its statements wait for the database): not said again here.
+          waiting = event._tag === "TaskWaiting"
           // Its end, or another attachment took it over (which must not be taken back by attaching again).
           if (event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskTakenOver") ended = true
-          if (event._tag !== "TaskStarted") return true
-          if (started) return false
+          if (event._tag !== "TaskStarted") return [event]
+          if (started) return []
           started = true
-          return true
+          return [event]
         }),
         Stream.catchAllCause((cause): Stream.Stream<never, UnknownTask | Moved> => {
           const failure = Cause.failureOption(cause)

@@ -158,7 +158,7 @@ export const TaskTakenOver = Schema.TaggedStruct("TaskTakenOver", { taskId: Sche
 /**
  * Cluster mode: the task waits for the platform's database, which cannot be reached (`reason` says
  * why, in the driver's words). Not an end: the task goes on from its journal once the database is
- * back, and its next events say so; sent once per outage, by the runner the stream comes from.
+ * back, and its next events say so; said once until the task's next event.
  */
 export const TaskWaiting = Schema.TaggedStruct("TaskWaiting", { taskId: Schema.String, reason: Schema.String })
 

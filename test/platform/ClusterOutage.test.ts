@@ -168,16 +168,18 @@ for (const outageMillis of [1_000, 5_000]) {
         assert.strictEqual(outcome._tag, "Right", `task ${i} did not end in time: ${seen[i]!.map((e) => e.event._tag).join(" ")}`)
         assert.strictEqual(ends[i]?.event._tag, "TaskCompleted", `task ${i}: ${seen[i]!.map((e) => e.event._tag).join(" ")}`)
       }
-      // While it was down, clients were told: each stream that broke while it was away says TaskWaiting,
-      // and only then. (A 1 s outage may be over before a stream breaks: an owner finds its shard locks
-      // unhealthy at their next refresh; a stream its owner keeps open meanwhile says nothing.)
+      // While it was down, clients were told: TaskWaiting on each stream, and only then (up to 2 s late:
+      // a runner asks the database every second, an owner says it is there every second). A 1 s outage
+      // may be over before anyone finds it.
       for (const wait of waited) {
         if (wait === undefined) continue
         assert.isAbove(wait.at, crashedAt)
-        assert.isBelow(wait.at, restartedAt + 1_000)
+        assert.isBelow(wait.at, restartedAt + 2_000)
         assert.match(wait.event._tag === "TaskWaiting" ? wait.event.reason : "", /^the platform's database cannot be reached \(.+\); the task goes on/)
       }
-      if (outageMillis >= 5_000) assert.isAtLeast(waited.filter((wait) => wait !== undefined).length, 1)
+      if (outageMillis >= 5_000) {
+        for (const [i, wait] of waited.entries()) assert.isDefined(wait, `task ${i}: no TaskWaiting while the database was away`)
+      }
       // Within seconds, not the engine's 10 s backoff of a defective entity (nor its 10 minutes before a read message is read again).
       assert.isBelow(allWentOn, 10_000)
       // Side effects = unique calls, and no model turn asked twice.

@@ -6,7 +6,7 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Context, Effect, Layer, Schedule } from "effect"
+import { Context, Effect, FiberRef, Layer, Schedule } from "effect"
 
 /** Why a statement failed, in the driver's words: a `SqlError`'s cause (SQLite's own text), else the message. */
 export const describe = (error: unknown): string => {
@@ -100,6 +100,12 @@ export const isUnreachable = (error: unknown): boolean => {
   return false
 }
 
+/**
+ * What a fiber tells its users when one of its statements finds the database unreachable (on each
+ * try; the callee keeps one per outage): a platform task's loop says `TaskWaiting` on its stream.
+ */
+export const currentOnUnreachable = FiberRef.unsafeMake<(reason: string) => Effect.Effect<void>>(() => Effect.void)
+
 /** When the last "cannot be reached" warning was logged: one in 10 s per process, however many statements wait. */
 let unreachableWarnedAt = 0
 
@@ -122,7 +128,11 @@ const warnUnreachable = (error: unknown) =>
  */
 export const whileBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.retry(effect, { schedule: busyRetry, while: isBusy }).pipe(
-    Effect.tapError((error) => isUnreachable(error) ? warnUnreachable(error) : Effect.void),
+    Effect.tapError((error) =>
+      isUnreachable(error)
+        ? Effect.zipRight(warnUnreachable(error), FiberRef.getWith(currentOnUnreachable, (tell) => tell(describe(error))))
+        : Effect.void
+    ),
     Effect.retry({ schedule: unreachableRetry, while: isUnreachable })
   )
 
