@@ -302,16 +302,13 @@ const orDieOnEngine = <A, E, R>(effect: Effect.Effect<A, E | EngineError, R>): E
 /** The stream from the task's owner broke, or ended before the task did: its shard moved; attach again. */
 class Moved extends Data.TaggedError("Moved") {}
 
-/** `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
-const clusterBackend = Effect.gen(function*() {
-  const agents = yield* AgentEntity.client
-  const tasks = yield* TaskEntity.client
-  const ids = yield* Ids
-  const journal = yield* Journal.Journal
-  const policy = yield* Timing
+/**
+ * Whether the cluster's database answers, for the task streams of this runner's front: `unreachable`
+ * asks it now (why it cannot be reached, in the driver's words, or undefined if it answers within
+ * 1 s); `away` is what the last of this runner's checks, every second while it lives, found.
+ */
+const watchDatabase = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-
-  /** Why the cluster's database cannot be reached now (in the driver's words), or undefined if it answers within 1 s. */
   const unreachable: Effect.Effect<string | undefined> = sql`SELECT 1`.pipe(
     Effect.timeoutOption("1 second"),
     Effect.match({
@@ -319,18 +316,47 @@ const clusterBackend = Effect.gen(function*() {
       onSuccess: Option.match({ onNone: () => "no answer within 1 s", onSome: () => undefined })
     })
   )
-
-  // What this runner last found when it asked the database (every second): why it cannot be reached, or undefined.
   let away: string | undefined
   yield* Effect.forkScoped(Effect.repeat(
     Effect.flatMap(unreachable, (reason) => Effect.sync(() => (away = reason))),
     Schedule.spaced("1 second")
   ))
-  const waitingEvent = (taskId: string, reason: string): TaskEvent => ({
-    _tag: "TaskWaiting",
-    taskId,
-    reason: `the platform's database cannot be reached (${reason}); the task goes on from its journal once it is back`
-  })
+  return { unreachable, away: () => away }
+})
+
+/** What a task's stream says while the platform's database cannot be reached. */
+const waitingEvent = (taskId: string, reason: string): TaskEvent => ({
+  _tag: "TaskWaiting",
+  taskId,
+  reason: `the platform's database cannot be reached (${reason}); the task goes on from its journal once it is back`
+})
+
+/**
+ * An answer on its way to its task's owner: one not taken (a defect: the owner stopped under it), or
+ * not within `clusterAnswerWithin`, is let go with a warning; its call is delivered again, and answered again.
+ */
+const letGoUntaken = <E>(result: ToolCallResult, answer: Effect.Effect<void, E>): Effect.Effect<void, E> =>
+  answer.pipe(
+    Effect.timeoutFailCause({
+      duration: clusterAnswerWithin,
+      onTimeout: () => Cause.die(new Error(`no reply within ${Duration.format(clusterAnswerWithin)}`))
+    }),
+    Effect.catchAllDefect((defect) =>
+      Effect.logWarning(
+        `task ${result.taskId}: its owner did not take the answer to call ${result.toolCallId} ` +
+          `(${defect instanceof Error ? defect.message : String(defect)}); the call will be delivered again`
+      )
+    )
+  )
+
+/** `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
+const clusterBackend = Effect.gen(function*() {
+  const agents = yield* AgentEntity.client
+  const tasks = yield* TaskEntity.client
+  const ids = yield* Ids
+  const journal = yield* Journal.Journal
+  const policy = yield* Timing
+  const { away, unreachable } = yield* watchDatabase
 
   /**
    * The task's events from its owner, attached again (same task, same pending calls, `TaskStarted`
@@ -350,21 +376,19 @@ const clusterBackend = Effect.gen(function*() {
       // The stream broke since the last event; `TaskWaiting` was sent since the last event.
       let broke = false
       let waiting = false
+      const say = (reason: string): Array<TaskEvent> => {
+        waiting = true
+        return [waitingEvent(taskId, reason)]
+      }
       const waitingIfAway = Stream.unwrap(Effect.suspend(() =>
-        !broke || waiting ? Effect.succeed(Stream.empty) : Effect.map(unreachable, (reason) => {
-          if (reason === undefined) return Stream.empty
-          waiting = true
-          return Stream.make(waitingEvent(taskId, reason))
-        })
-      ))
+        !broke || waiting ? Effect.succeed(Stream.empty) : Effect.map(unreachable, (why) => Stream.fromIterable(why ? say(why) : []))))
       const attached = Stream.suspend(() => tasks(taskId).Attach({ agentId, events, attachmentId, reattach: attempts++ > 0 })).pipe(
         Stream.timeoutFail(() => new Moved(), followAlive.within),
         Stream.mapConcat((event): ReadonlyArray<TaskEvent> => {
           if (event._tag === "Alive") {
             // An owner that keeps the stream open while its loop waits for an answer says nothing itself.
-            if (away === undefined || waiting) return []
-            waiting = true
-            return [waitingEvent(taskId, away)]
+            const reason = away()
+            return reason === undefined || waiting ? [] : say(reason)
           }
           broke = false
           // The owner said it (its statements wait for the database): not said again here.
@@ -414,23 +438,9 @@ const clusterBackend = Effect.gen(function*() {
     complete: (agentId, results) =>
       Effect.gen(function*() {
         // Each answer is its own message, to its task's owner; one for an unknown task fails after the others.
-        // One not taken (in time) is let go: its call is delivered again, and answered again.
         const outcomes = yield* Effect.forEach(
           results,
-          (result) =>
-            orDieOnEngine(tasks(result.taskId).Answer({ agentId, result })).pipe(
-              Effect.timeoutFailCause({
-                duration: clusterAnswerWithin,
-                onTimeout: () => Cause.die(new Error(`no reply within ${Duration.format(clusterAnswerWithin)}`))
-              }),
-              Effect.catchAllDefect((defect) =>
-                Effect.logWarning(
-                  `task ${result.taskId}: its owner did not take the answer to call ${result.toolCallId} ` +
-                    `(${defect instanceof Error ? defect.message : String(defect)}); the call will be delivered again`
-                )
-              ),
-              Effect.either
-            ),
+          (result) => Effect.either(letGoUntaken(result, orDieOnEngine(tasks(result.taskId).Answer({ agentId, result })))),
           { concurrency: "unbounded" }
         )
         const unknown = outcomes.find((outcome) => outcome._tag === "Left")

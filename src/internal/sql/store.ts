@@ -80,8 +80,10 @@ export const unreachableRetry = Schedule.exponential("50 millis").pipe(
 const unreachableCode = /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|08\w{3}|57P0[123])$/
 
 /** The driver's words (`@effect/sql-pg`, `pg`) for a connection it could not make, or lost. */
-const unreachableMessage =
-  /^(Connection error|Failed to acquire connection|Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect)/
+const unreachableMessage = new RegExp(
+  "^(Connection error|Failed to acquire connection|Connection terminated|" +
+    "Client has encountered a connection error|timeout exceeded when trying to connect)"
+)
 
 /**
  * True for a failure because the database server could not be reached, or the connection broke
@@ -115,7 +117,8 @@ const warnUnreachable = (error: unknown) =>
     if (now - unreachableWarnedAt < 10_000) return Effect.void
     unreachableWarnedAt = now
     return Effect.logWarning(
-      `the database cannot be reached (${describe(error)}): its statements wait for it, tried again every 250 ms for up to 2 minutes`
+      `the database cannot be reached (${describe(error)}): its statements wait for it, ` +
+        `tried again every 250 ms for up to 2 minutes`
     )
   })
 
@@ -130,7 +133,10 @@ export const whileBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effec
   Effect.retry(effect, { schedule: busyRetry, while: isBusy }).pipe(
     Effect.tapError((error) =>
       isUnreachable(error)
-        ? Effect.zipRight(warnUnreachable(error), FiberRef.getWith(currentOnUnreachable, (tell) => tell(describe(error))))
+        ? Effect.zipRight(
+          warnUnreachable(error),
+          FiberRef.getWith(currentOnUnreachable, (tell) => tell(describe(error)))
+        )
         : Effect.void
     ),
     Effect.retry({ schedule: unreachableRetry, while: isUnreachable })
