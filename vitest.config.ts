@@ -17,6 +17,7 @@ const slow = [
   "test/Package.test.ts",
   "test/AgentApprovalProcess.test.ts",
   "test/platform/ClusterFailover.test.ts",
+  "test/platform/ClusterOutage.test.ts",
   "test/platform/Cluster.test.ts",
   "test/platform/HostileCluster.test.ts",
   "test/platform/Tenants.test.ts",

@@ -82,6 +82,15 @@ export const followAlive = {
   within: Duration.seconds(5)
 }
 
+/**
+ * Cluster mode: how long the runner a serving process answers through waits for the task's owner to
+ * take an answer. Past it the answer is let go (logged): the owner delivers the call again, and the
+ * serving process answers it again from its dedupe store. An owner whose entity stopped under the
+ * answer (its shard locks lost while the database was away) may never reply, and one answer waited
+ * on for ever held every later answer of that serving process behind it.
+ */
+export const clusterAnswerWithin = Duration.seconds(5)
+
 /** The defaults, used when no layer provides other schedules. */
 export const defaults: Schedules = {
   toolRetry: defaultToolRetry,

@@ -23,6 +23,7 @@ export const files = [
   "test/platform/Retention.test.ts",
   "test/platform/Restart.test.ts",
   "test/platform/Load.test.ts",
+  "test/platform/ClusterOutage.test.ts",
   "test/platform/WebSocket.test.ts",
   "test/platform/HostileWire.test.ts",
   "test/platform/Tenants.test.ts",

@@ -27,12 +27,12 @@ import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as Rpc from "@effect/rpc/Rpc"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Cause, Clock, Data, Effect, Exit, Layer, Mailbox, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, Layer, Mailbox, Option, Schedule, Schema, Stream } from "effect"
 import * as Idempotency from "../Idempotency.js"
 import { Ids } from "../Ids.js"
 import * as SqlStore from "../internal/sql/store.js"
 import * as Journal from "../Journal.js"
-import { clusterFailover, followAlive, Timing } from "../Timing.js"
+import { clusterAnswerWithin, clusterFailover, followAlive, Timing } from "../Timing.js"
 import * as Toolkit from "../Toolkit.js"
 import {
   ApprovalsNeedJournal,
@@ -137,6 +137,9 @@ const registryMigrations = {
 
 const ManifestJson = Schema.parseJson(Schema.Array(Toolkit.ManifestEntry))
 
+/** A registry statement: waits while the database cannot be reached (a restart), else a defect. */
+const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => Effect.orDie(SqlStore.whileBusy(effect))
+
 /**
  * The registrations of the agents' live processes, in the database: an agent's entity reads them
  * when it starts on a runner (its shard moved there, or it had gone idle), so that a move forgets
@@ -157,36 +160,68 @@ const makeRegistry = Effect.gen(function*() {
               manifestHash: row.manifest_hash,
               lastSeen: Number(row.last_seen)
             })))
-      ).pipe(Effect.orDie),
+      ).pipe(orDie),
     registered: (agentId: string, processId: string, manifest: ReadonlyArray<Toolkit.ManifestEntry>, manifestHash: string, now: number) =>
       Effect.flatMap(Schema.encode(ManifestJson)(manifest), (text) =>
         sql`INSERT INTO cluster_processes (agent_id, process_id, manifest, manifest_hash, last_seen)
           VALUES (${agentId}, ${processId}, ${text}, ${manifestHash}, ${now})
           ON CONFLICT (agent_id, process_id) DO UPDATE SET manifest = ${text}, manifest_hash = ${manifestHash}, last_seen = ${now}`)
-        .pipe(Effect.orDie, Effect.asVoid),
+        .pipe(orDie, Effect.asVoid),
     heard: (agentId: string, processId: string, now: number) =>
       sql`UPDATE cluster_processes SET last_seen = ${now} WHERE agent_id = ${agentId} AND process_id = ${processId}`
-        .pipe(Effect.orDie, Effect.asVoid),
+        .pipe(orDie, Effect.asVoid),
     deregistered: (agentId: string, processId: string) =>
       sql`DELETE FROM cluster_processes WHERE agent_id = ${agentId} AND process_id = ${processId}`
-        .pipe(Effect.orDie, Effect.asVoid),
+        .pipe(orDie, Effect.asVoid),
     /** The times of the agent's lifecycle calls since `since`. */
     lifecycle: (agentId: string, since: number) =>
       Effect.map(
         sql<{ readonly at: string | number }>`SELECT at FROM cluster_lifecycle WHERE agent_id = ${agentId} AND at > ${since}`,
         (rows) => rows.map((row) => Number(row.at))
-      ).pipe(Effect.orDie),
+      ).pipe(orDie),
     counted: (agentId: string, at: number) =>
-      sql`INSERT INTO cluster_lifecycle (agent_id, at) VALUES (${agentId}, ${at})`.pipe(Effect.orDie, Effect.asVoid),
+      sql`INSERT INTO cluster_lifecycle (agent_id, at) VALUES (${agentId}, ${at})`.pipe(orDie, Effect.asVoid),
     forgetSilent: (before: number, windowStart: number) =>
       Effect.zipRight(
         sql`DELETE FROM cluster_processes WHERE last_seen < ${before}`,
         sql`DELETE FROM cluster_lifecycle WHERE at <= ${windowStart}`
-      ).pipe(Effect.orDie, Effect.asVoid)
+      ).pipe(orDie, Effect.asVoid)
   }
 })
 
 type Registry = Effect.Effect.Success<typeof makeRegistry>
+
+/**
+ * The journal as this runner's tasks use it: a run read here (a task taken up again) first waits for
+ * this runner's turns of that run still being written. A turn the model answered is journaled even
+ * when its loop is stopped meanwhile (modelTurn.ts), in the background: its shard locks were lost while
+ * the database was away, and the task, taken up again here once it is back, must find the turn
+ * rather than ask the model again.
+ */
+const readsAfterTurns = (journal: Journal.Journal["Type"]): Journal.Journal["Type"] => {
+  const writing = new Map<string, Set<Deferred.Deferred<void>>>()
+  return Journal.Journal.of({
+    ...journal,
+    turn: (runId, step, turn) =>
+      Effect.flatMap(Deferred.make<void>(), (written) => {
+        const runs = writing.get(runId) ?? new Set()
+        writing.set(runId, runs.add(written))
+        return Effect.ensuring(
+          journal.turn(runId, step, turn),
+          Effect.suspend(() => {
+            runs.delete(written)
+            if (runs.size === 0 && writing.get(runId) === runs) writing.delete(runId)
+            return Deferred.succeed(written, undefined)
+          })
+        )
+      }),
+    run: (runId) =>
+      Effect.zipRight(
+        Effect.forEach([...(writing.get(runId) ?? [])], Deferred.await, { discard: true }),
+        journal.run(runId)
+      )
+  })
+}
 
 /** The entities' handlers, on this runner's parts: what a runner does for the shards it owns. */
 const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, registry: Registry) =>
@@ -253,12 +288,70 @@ type EngineError = AlreadyProcessingMessage | MailboxFull | PersistenceError
 const isEngineError = (error: unknown): error is EngineError =>
   error instanceof AlreadyProcessingMessage || error instanceof MailboxFull || error instanceof PersistenceError
 
-/** An engine failure is a defect of the call (its answer is a failure the caller can retry), not one of its errors. */
+/**
+ * An engine failure is a defect of the call (its answer is a failure the caller can retry), not one of
+ * its errors; so is a reply the engine cut short (the entity was stopped under the call, its shard
+ * locks lost while the database was away): the caller must see a failure, never its own call
+ * interrupted (an interrupted `CompleteToolCall` stopped a serving process's answers for good).
+ */
 const orDieOnEngine = <A, E, R>(effect: Effect.Effect<A, E | EngineError, R>): Effect.Effect<A, Exclude<E, EngineError>, R> =>
-  Effect.catchIf(effect, isEngineError, Effect.die)
+  Effect.catchIf(effect, isEngineError, Effect.die).pipe(
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause)
+        ? Effect.die(new Error("the owner of the agent or task stopped before it answered"))
+        : Effect.failCause(cause)
+    )
+  )
 
 /** The stream from the task's owner broke, or ended before the task did: its shard moved; attach again. */
 class Moved extends Data.TaggedError("Moved") {}
+
+/**
+ * Whether the cluster's database answers, for the task streams of this runner's front: `unreachable`
+ * asks it now (why it cannot be reached, in the driver's words, or undefined if it answers within
+ * 1 s); `away` is what the last of this runner's checks, every second while it lives, found.
+ */
+const watchDatabase = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const unreachable: Effect.Effect<string | undefined> = sql`SELECT 1`.pipe(
+    Effect.timeoutOption("1 second"),
+    Effect.match({
+      onFailure: (error) => SqlStore.isUnreachable(error) ? SqlStore.describe(error) : undefined,
+      onSuccess: Option.match({ onNone: () => "no answer within 1 s", onSome: () => undefined })
+    })
+  )
+  let away: string | undefined
+  yield* Effect.forkScoped(Effect.repeat(
+    Effect.flatMap(unreachable, (reason) => Effect.sync(() => (away = reason))),
+    Schedule.spaced("1 second")
+  ))
+  return { unreachable, away: () => away }
+})
+
+/** What a task's stream says while the platform's database cannot be reached. */
+const waitingEvent = (taskId: string, reason: string): TaskEvent => ({
+  _tag: "TaskWaiting",
+  taskId,
+  reason: `the platform's database cannot be reached (${reason}); the task goes on from its journal once it is back`
+})
+
+/**
+ * An answer on its way to its task's owner: one not taken (a defect: the owner stopped under it), or
+ * not within `clusterAnswerWithin`, is let go with a warning; its call is delivered again, and answered again.
+ */
+const letGoUntaken = <E>(result: ToolCallResult, answer: Effect.Effect<void, E>): Effect.Effect<void, E> =>
+  answer.pipe(
+    Effect.timeoutFailCause({
+      duration: clusterAnswerWithin,
+      onTimeout: () => Cause.die(new Error(`no reply within ${Duration.format(clusterAnswerWithin)}`))
+    }),
+    Effect.catchAllDefect((defect) =>
+      Effect.logWarning(
+        `task ${result.taskId}: its owner did not take the answer to call ${result.toolCallId} ` +
+          `(${defect instanceof Error ? defect.message : String(defect)}); the call will be delivered again`
+      )
+    )
+  )
 
 /** `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
 const clusterBackend = (limits: Limits) => Effect.gen(function*() {
@@ -267,11 +360,15 @@ const clusterBackend = (limits: Limits) => Effect.gen(function*() {
   const ids = yield* Ids
   const journal = yield* Journal.Journal
   const policy = yield* Timing
+  const { away, unreachable } = yield* watchDatabase
 
   /**
    * The task's events from its owner, attached again (same task, same pending calls, `TaskStarted`
    * once) whenever the stream breaks or ends before the task's end: a runner died and its shards
    * moved, or the shard was handed over. Ends with the task's final event, or with `TaskTakenOver`.
+   * While the database cannot be reached (a stream broke then: its owner stopped it, its shard locks
+   * kept there; or this runner found it away), the stream gets `TaskWaiting` once, rather than
+   * silence until the database is back.
    */
   const follow = (
     agentId: string,
@@ -285,25 +382,46 @@ const clusterBackend = (limits: Limits) => Effect.gen(function*() {
       // A re-attach names the first attach: one taken over while its shard moved must not take the task back.
       const attachmentId = ids.make("attachment")
       let attempts = 0
-      const once = Stream.suspend(() => tasks(taskId).Attach({ agentId, events, attachmentId, reattach: attempts++ > 0, connection })).pipe(
+      // The stream broke since the last event; `TaskWaiting` was sent since the last event.
+      let broke = false
+      let waiting = false
+      const say = (reason: string): Array<TaskEvent> => {
+        waiting = true
+        return [waitingEvent(taskId, reason)]
+      }
+      const waitingIfAway = Stream.unwrap(Effect.suspend(() =>
+        !broke || waiting ? Effect.succeed(Stream.empty) : Effect.map(unreachable, (why) => Stream.fromIterable(why ? say(why) : []))))
+      const attached = Stream.suspend(() => tasks(taskId).Attach({ agentId, events, attachmentId, reattach: attempts++ > 0, connection })).pipe(
         Stream.timeoutFail(() => new Moved(), followAlive.within),
-        Stream.filter((event): event is TaskEvent => {
-          if (event._tag === "Alive") return false
+        Stream.mapConcat((event): ReadonlyArray<TaskEvent> => {
+          if (event._tag === "Alive") {
+            // An owner that keeps the stream open while its loop waits for an answer says nothing itself.
+            const reason = away()
+            return reason === undefined || waiting ? [] : say(reason)
+          }
+          broke = false
+          // The owner said it (its statements wait for the database): not said again here.
+          waiting = event._tag === "TaskWaiting"
           // Its end, or another attachment took it over (which must not be taken back by attaching again).
           if (event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskTakenOver") ended = true
-          if (event._tag !== "TaskStarted") return true
-          if (started) return false
+          if (event._tag !== "TaskStarted") return [event]
+          if (started) return []
           started = true
-          return true
+          return [event]
         }),
         Stream.catchAllCause((cause): Stream.Stream<never, UnknownTask | Moved> => {
           const failure = Cause.failureOption(cause)
-          return Option.isSome(failure) && failure.value._tag === "UnknownTask"
-            ? Stream.fail(failure.value)
-            : Stream.fail(new Moved())
+          if (Option.isSome(failure) && failure.value._tag === "UnknownTask") return Stream.fail(failure.value)
+          broke = true
+          return Stream.fail(new Moved())
         }),
-        Stream.concat(Stream.suspend(() => ended ? Stream.empty : Stream.fail(new Moved())))
+        Stream.concat(Stream.suspend(() => {
+          if (ended) return Stream.empty
+          broke = true
+          return Stream.fail(new Moved())
+        }))
       )
+      const once = Stream.concat(waitingIfAway, attached)
       return once.pipe(
         Stream.retry(Schedule.intersect(policy.reconnect, Schedule.recurWhile((error) => error instanceof Moved))),
         Stream.catchAll((error) =>
@@ -334,7 +452,8 @@ const clusterBackend = (limits: Limits) => Effect.gen(function*() {
         // Each answer is its own message, to its task's owner; one for an unknown task fails after the others.
         const outcomes = yield* Effect.forEach(
           results,
-          (result) => Effect.either(orDieOnEngine(tasks(result.taskId).Answer({ agentId, result, connection }))),
+          (result) =>
+            Effect.either(letGoUntaken(result, orDieOnEngine(tasks(result.taskId).Answer({ agentId, result, connection })))),
           { concurrency: "unbounded" }
         )
         const unknown = outcomes.find((outcome) => outcome._tag === "Left")
@@ -357,7 +476,7 @@ const clusterBackend = (limits: Limits) => Effect.gen(function*() {
  */
 export const layerHandlers = (options: Options) =>
   Layer.scopedContext(Effect.gen(function*() {
-    const journal = yield* Journal.Journal
+    const journal = readsAfterTurns(yield* Journal.Journal)
     const parts = yield* Parts.makeParts(options, journal)
     const tasks = yield* ClusterTasks.make(parts.tasks, journal)
     const registry = yield* makeRegistry

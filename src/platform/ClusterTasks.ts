@@ -5,6 +5,7 @@
  * Nothing of its own to stop: a task let go is interrupted by the entity's `Run` ending.
  */
 import { Effect, Exit, Fiber } from "effect"
+import * as SqlStore from "../internal/sql/store.js"
 import * as Invocation from "../Invocation.js"
 import * as Journal from "../Journal.js"
 import type { EventsWanted, ToolCallResult, UnknownTask } from "../protocol/Protocol.js"
@@ -62,7 +63,9 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
           run !== undefined && Journal.isOpen(run) ? run.calls.get(toolCallId)?.name : undefined))
         // A call the task never delivered: nothing waits for it.
         if (name === undefined) return
-        const stored = yield* journal.callEnded(taskId, toolCallId, Invocation.checkResult(name, result, config))
+        const stored = yield* journal.callEnded(taskId, toolCallId, Invocation.checkResult(name, result, config)).pipe(
+          Effect.locally(SqlStore.currentOnUnreachable, (reason) => Effect.sync(() => task.waiting(reason)))
+        )
         task.answered?.set(toolCallId, stored)
         pending?.done.succeed(stored)
       })

@@ -10,6 +10,7 @@
  */
 import { Clock, Effect, Exit, Fiber, FiberSet, Mailbox, Option, Schema, type Tracer } from "effect"
 import { Ids } from "../Ids.js"
+import * as SqlStore from "../internal/sql/store.js"
 import * as Metrics from "../internal/util/metrics.js"
 import { Signal } from "../internal/util/signal.js"
 import * as Invocation from "../Invocation.js"
@@ -93,6 +94,8 @@ export class Task {
    * delivered again after its answer was taken is answered from here. Let go with `pending`.
    */
   answered: Map<string, ToolResult> | undefined = new Map()
+  /** `TaskWaiting` was said since the last event. */
+  private waitingSaid = false
   constructor(
     readonly taskId: string,
     readonly agentId: string,
@@ -110,7 +113,22 @@ export class Task {
     }
   }
 
+  /**
+   * The database the task journals to cannot be reached (a statement of its loop or of an answer
+   * waits for it): `TaskWaiting` on its stream, once until its next event.
+   */
+  waiting(reason: string): void {
+    if (this.waitingSaid || this.final !== undefined) return
+    this.waitingSaid = true
+    this.attachment?.unsafeOffer({
+      _tag: "TaskWaiting",
+      taskId: this.taskId,
+      reason: `the platform's database cannot be reached (${reason}); the task goes on from its journal once it is back`
+    })
+  }
+
   emit(event: TaskEvent): void {
+    this.waitingSaid = false
     if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
       this.final = event
       this.endedAt = this.clock.unsafeCurrentTimeMillis()
@@ -384,6 +402,8 @@ const makeLoops = (book: Book) => {
     // The task is a journaled run of the loop (design: Durable runs), taken up from what the journal holds.
     const journaled = TaskRunner.run({ ...runOptions, journaled: true }).pipe(
       Effect.provideService(Journal.Journal, journal),
+      // Its statements waiting for the database say so on its stream.
+      Effect.locally(SqlStore.currentOnUnreachable, (reason) => Effect.sync(() => task.waiting(reason))),
       // The end is journaled after the final event went out: a restart in between replays to the same end.
       Effect.zipRight(Effect.suspend(() =>
         task.final === undefined ? Effect.void : Schema.encode(EventJson)(task.final).pipe(

@@ -172,6 +172,13 @@ export const TaskSuspended = Schema.TaggedStruct("TaskSuspended", {
  */
 export const TaskTakenOver = Schema.TaggedStruct("TaskTakenOver", { taskId: Schema.String, reason: Schema.String })
 
+/**
+ * Cluster mode: the task waits for the platform's database, which cannot be reached (`reason` says
+ * why, in the driver's words). Not an end: the task goes on from its journal once the database is
+ * back, and its next events say so; said once until the task's next event.
+ */
+export const TaskWaiting = Schema.TaggedStruct("TaskWaiting", { taskId: Schema.String, reason: Schema.String })
+
 /** What a task's stream carries. */
 export const TaskEvent = Schema.Union(
   TaskStarted,
@@ -182,7 +189,8 @@ export const TaskEvent = Schema.Union(
   TaskCompleted,
   TaskFailed,
   TaskTakenOver,
-  TaskSuspended
+  TaskSuspended,
+  TaskWaiting
 )
 /** What a task's stream carries. */
 export type TaskEvent = typeof TaskEvent.Type

@@ -85,6 +85,8 @@ const describeEvent = (event: Protocol.TaskEvent): string => {
       return `taken over ${event.taskId}`
     case "TaskSuspended":
       return `suspended on ${event.pending.map((p) => p.toolCallId).join(",")}`
+    case "TaskWaiting":
+      return `waiting ${event.reason}`
   }
 }
 

@@ -53,6 +53,7 @@ program.pipe(
       Layer.provide(Timing.layer({ redelivery: Schedule.spaced("2 seconds") }))
     )
   ),
-  Logger.withMinimumLogLevel(LogLevel.Warning),
+  // LOG_LEVEL (e.g. Debug) shows the engine's own lines when a test is being looked into.
+  Logger.withMinimumLogLevel(LogLevel.fromLiteral((process.env.LOG_LEVEL ?? "Warning") as LogLevel.Literal)),
   NodeRuntime.runMain
 )

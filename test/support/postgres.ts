@@ -53,6 +53,13 @@ export interface PostgresServer {
   readonly startMillis: number
   /** Stops the server (fast shutdown) and removes its folder. Once; later calls wait for the first. */
   readonly stop: () => Promise<void>
+  /**
+   * Crashes the server: SIGKILL to the postmaster and its backends at once (no shutdown, no
+   * checkpoint), resolved once they are all gone. `restart` starts it again.
+   */
+  readonly crash: () => Promise<void>
+  /** Starts the server again on the same port and data folder (crash recovery runs), resolved once it accepts connections. */
+  readonly restart: () => Promise<void>
 }
 
 /** Options of `startPostgres`. */
@@ -61,6 +68,12 @@ export interface PostgresOptions {
   readonly database?: string | undefined
   /** Each chunk initdb and the server write. Default: nothing is printed. */
   readonly onLog?: ((message: string) => void) | undefined
+  /**
+   * Commits survive a crash of the server's processes (`crash`): `synchronous_commit` stays on. By
+   * default it is off, which is faster, and a commit acknowledged in the last few hundred
+   * milliseconds before a crash is lost (its WAL was still in the server's shared memory).
+   */
+  readonly crashSafe?: boolean | undefined
 }
 
 const user = "postgres"
@@ -97,13 +110,22 @@ export const startPostgres = async (options: PostgresOptions = {}): Promise<Post
       "--no-instructions"
     ], owner, onLog)
     rmSync(passwordFile)
-    const server = await listen(postgres, root, dataDir, owner, onLog)
-    const base = `postgres://${user}:${password}@${host}:${server.port}`
+    const crashSafe = options.crashSafe ?? false
+    let server = await listen(postgres, root, dataDir, owner, onLog, crashSafe)
+    const port = server.port
+    const base = `postgres://${user}:${password}@${host}:${port}`
     const stop = once(async () => {
       running.delete(server.process)
       await shutdown(server.process)
       rmSync(root, { recursive: true, force: true })
     })
+    const crash = async () => {
+      running.delete(server.process)
+      await kill(server.process)
+    }
+    const restart = async () => {
+      server = await listen(postgres, root, dataDir, owner, onLog, crashSafe, port)
+    }
     try {
       await createDatabase(`${base}/postgres`, database)
     } catch (error) {
@@ -119,7 +141,9 @@ export const startPostgres = async (options: PostgresOptions = {}): Promise<Post
       password,
       dataDir,
       startMillis: performance.now() - started,
-      stop
+      stop,
+      crash,
+      restart
     }
   } catch (error) {
     rmSync(root, { recursive: true, force: true })
@@ -281,16 +305,21 @@ process.once("exit", () => {
   }
 })
 
-/** Starts the server on a free port; a port taken in between (by another fork) is tried again on another. */
+/**
+ * Starts the server on a free port; a port taken in between (by another fork) is tried again on another.
+ * With `fixedPort` (a restart), on that port only.
+ */
 const listen = async (
   file: string,
   root: string,
   dataDir: string,
   owner: ReturnType<typeof runAs>,
-  onLog: (m: string) => void
+  onLog: (m: string) => void,
+  crashSafe: boolean,
+  fixedPort?: number
 ): Promise<{ readonly process: ChildProcess; readonly port: number }> => {
   for (let attempt = 1; ; attempt++) {
-    const port = await freePort()
+    const port = fixedPort ?? await freePort()
     const child = spawnAs(file, [
       "-D",
       dataDir,
@@ -301,11 +330,11 @@ const listen = async (
       // TCP only: no socket file in a folder every server on the machine shares.
       "-c",
       "unix_socket_directories=",
-      // A throwaway database: nothing needs to survive a crash of the machine.
+      // A throwaway database: nothing needs to survive a crash of the machine (nor, unless `crashSafe`, of the server).
       "-c",
       "fsync=off",
       "-c",
-      "synchronous_commit=off",
+      `synchronous_commit=${crashSafe ? "on" : "off"}`,
       "-c",
       "full_page_writes=off",
       "-c",
@@ -334,7 +363,7 @@ const listen = async (
     running.delete(child)
     await shutdown(child)
     const text = output()
-    if (attempt < 5 && /could not bind|Address already in use/.test(text)) continue
+    if (fixedPort === undefined && attempt < 5 && /could not bind|Address already in use/.test(text)) continue
     throw new Error(`PostgreSQL did not start on port ${port}:\n${text}`)
   }
 }
@@ -350,6 +379,41 @@ const shutdown = (child: ChildProcess) =>
     })
     child.kill("SIGINT")
   })
+
+/** SIGKILL to the postmaster and its backends together (a crash); resolved once none of them is left. */
+const kill = async (postmaster: ChildProcess) => {
+  if (postmaster.pid === undefined || postmaster.exitCode !== null || postmaster.signalCode !== null) return
+  let backends: Array<number> = []
+  try {
+    backends = execFileSync("pgrep", ["-P", String(postmaster.pid)], { encoding: "utf8" })
+      .split("\n").filter((line) => line !== "").map(Number)
+  } catch {
+    // pgrep exits 1 when the postmaster has no children.
+  }
+  const exited = new Promise<void>((resolve) => postmaster.once("exit", () => resolve()))
+  for (const pid of [postmaster.pid, ...backends]) {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch {
+      // Gone already.
+    }
+  }
+  await exited
+  // A killed backend is no longer its parent's: a zombie no one reaps (PID 1 of a container) counts as gone.
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0)
+    } catch {
+      return false
+    }
+    try {
+      return !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8"))
+    } catch {
+      return true
+    }
+  }
+  while (backends.some(alive)) await new Promise((resolve) => setTimeout(resolve, 10))
+}
 
 /** Makes `database` through the server's own `postgres` database. */
 const createDatabase = (url: string, database: string) =>

@@ -21,8 +21,13 @@ export const ask = (run: Run, step: number): Effect.Effect<LanguageModel.ModelTu
     run.emit?.(AgentEvent.Replayed({ step, id: undefined }))
     return Effect.succeed(replayed)
   }
-  // The journal's turn is the run's: the first writer's, should another process have asked too.
-  return Effect.flatMap(askModel(run, step), (turn) => journaled.journal.turn(run.runId, step, turn))
+  // The journal's turn is the run's: the first writer's, should another process have asked too. A turn
+  // asked is journaled even if the loop is interrupted meanwhile (its shard moved while the database was
+  // away): in the background, so the loop still stops at once, and the next owner does not ask again.
+  return Effect.flatMap(
+    askModel(run, step),
+    (turn) => Effect.disconnect(Effect.uninterruptible(journaled.journal.turn(run.runId, step, turn)))
+  )
 }
 
 /** Asks the model: turn hooks around it (design: Hooks), transient failures retried on `modelRetry`, a span when tracing. */

@@ -6,7 +6,7 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Context, Effect, Layer, Schedule } from "effect"
+import { Context, Effect, FiberRef, Layer, Schedule } from "effect"
 
 /** Why a statement failed, in the driver's words: a `SqlError`'s cause (SQLite's own text), else the message. */
 export const describe = (error: unknown): string => {
@@ -67,13 +67,80 @@ const isBusy = (error: unknown): boolean => {
 }
 
 /**
+ * How long a statement keeps being tried while the database server cannot be reached (it crashed and
+ * restarts, it fails over), and how often: a restart of a few seconds is ridden out; past 2 minutes
+ * the last failure stands.
+ */
+export const unreachableRetry = Schedule.exponential("50 millis").pipe(
+  Schedule.union(Schedule.spaced("250 millis")),
+  Schedule.upTo("2 minutes")
+)
+
+/** A server's codes for a connection it refused, lost or could not take yet (PostgreSQL's classes 08 and 57P). */
+const unreachableCode = /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|08\w{3}|57P0[123])$/
+
+/** The driver's words (`@effect/sql-pg`, `pg`) for a connection it could not make, or lost. */
+const unreachableMessage = new RegExp(
+  "^(Connection error|Failed to acquire connection|Connection terminated|" +
+    "Client has encountered a connection error|timeout exceeded when trying to connect)"
+)
+
+/**
+ * True for a failure because the database server could not be reached, or the connection broke
+ * under the statement (the driver's own words, or the codes of `unreachableCode`, anywhere in the
+ * chain of causes). The statement either did not run or its outcome is unknown: the stores' writes
+ * are idempotent (`ON CONFLICT`, `COALESCE`), so running it again is safe.
+ */
+export const isUnreachable = (error: unknown): boolean => {
+  let current: unknown = error
+  for (let depth = 0; depth < 5 && typeof current === "object" && current !== null; depth++) {
+    const { code, message } = current as { readonly code?: unknown; readonly message?: unknown }
+    if (typeof code === "string" && unreachableCode.test(code)) return true
+    if (typeof message === "string" && unreachableMessage.test(message)) return true
+    current = (current as { readonly cause?: unknown }).cause
+  }
+  return false
+}
+
+/**
+ * What a fiber tells its users when one of its statements finds the database unreachable (on each
+ * try; the callee keeps one per outage): a platform task's loop says `TaskWaiting` on its stream.
+ */
+export const currentOnUnreachable = FiberRef.unsafeMake<(reason: string) => Effect.Effect<void>>(() => Effect.void)
+
+/** When the last "cannot be reached" warning was logged: one in 10 s per process, however many statements wait. */
+let unreachableWarnedAt = 0
+
+const warnUnreachable = (error: unknown) =>
+  Effect.suspend(() => {
+    const now = Date.now()
+    if (now - unreachableWarnedAt < 10_000) return Effect.void
+    unreachableWarnedAt = now
+    return Effect.logWarning(
+      `the database cannot be reached (${describe(error)}): its statements wait for it, ` +
+        `tried again every 250 ms for up to 2 minutes`
+    )
+  })
+
+/**
  * `effect` (statements, a transaction) tried again while it fails because the database is locked by
- * another process, on `busyRetry`: the event loop runs on between tries (design: Hostile clients).
- * Past the schedule the last failure stands, its text saying the file is locked. Any other failure,
- * and any other database's, is not retried.
+ * another process, on `busyRetry`: the event loop runs on between tries (design: Hostile clients);
+ * and while the database server cannot be reached, on `unreachableRetry` (design: Cluster mode),
+ * with a warning. Past a schedule the last failure stands, its text saying why. Any other failure is
+ * not retried.
  */
 export const whileBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.retry(effect, { schedule: busyRetry, while: isBusy })
+  Effect.retry(effect, { schedule: busyRetry, while: isBusy }).pipe(
+    Effect.tapError((error) =>
+      isUnreachable(error)
+        ? Effect.zipRight(
+          warnUnreachable(error),
+          FiberRef.getWith(currentOnUnreachable, (tell) => tell(describe(error)))
+        )
+        : Effect.void
+    ),
+    Effect.retry({ schedule: unreachableRetry, while: isUnreachable })
+  )
 
 /** An `SqlClient` on the SQLite file `filename` (created if missing; WAL mode), or `unavailable`'s error. */
 export const layerSqlite = <E>(

@@ -1,0 +1,207 @@
+/**
+ * Cluster mode when its database goes away (slow project; issue 29, item 9): three runner processes
+ * on a real PostgreSQL, two serving processes (here, in this process). Ten tasks of four tool calls
+ * each are under way, with calls in flight, when the PostgreSQL server crashes (SIGKILL to the
+ * postmaster and its backends); it comes back on the same port and data folder after 1 s, and in a
+ * second test after 5 s. While it is away each task's stream says so (`TaskWaiting`); every task goes
+ * on within seconds of the restart and completes, no model turn is asked again, and no call has a
+ * second side effect.
+ */
+import { assert, it } from "@effect/vitest"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Fiber, Layer, Redacted, Schedule, Schema, Stream } from "effect"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { PlatformClient, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
+import type { TaskEvent } from "../../src/protocol/Protocol.js"
+import * as Cluster from "../../src/platform/Cluster.js"
+import { type Child, startChild } from "../support/childProcess.js"
+import { record } from "../support/figures.js"
+import { clientLayer } from "../support/platform.js"
+import * as Pg from "../support/postgres.js"
+
+const policy = Timing.layer({
+  redelivery: Schedule.spaced("2 seconds"),
+  reconnect: Schedule.spaced("200 millis").pipe(Schedule.intersect(Schedule.recurs(600)))
+})
+
+const tasks = 10
+const turns = 4
+
+/** Calls running now. */
+let running = 0
+
+/** A tool that takes a second (so that calls are in flight when the database goes) and records each run of an input. */
+const slowTool = (name: string, effects: Map<string, number>) =>
+  Tool.make(name, {
+    description: `Works on n at a step (${name}).`,
+    input: { n: Schema.Number, step: Schema.Number },
+    output: Schema.String,
+    timeout: "120 seconds"
+  }, ({ n, step }) =>
+    Effect.gen(function*() {
+      running++
+      yield* Effect.sleep("1 second").pipe(Effect.ensuring(Effect.sync(() => running--)))
+      const key = `${name}:${n}:${step}`
+      effects.set(key, (effects.get(key) ?? 0) + 1)
+      return `${name} did ${n}.${step}`
+    }))
+
+const readAsks = (file: string): Array<{ readonly at: number; readonly runner: string; readonly key: string }> =>
+  readFileSync(file, "utf8").split("\n").filter((l) => l !== "").map((line) => {
+    const [at, runner, prompt, step] = line.split(" ")
+    return { at: Number(at), runner: runner!, key: `${prompt}#${step}` }
+  })
+
+for (const outageMillis of [1_000, 5_000]) {
+  it.live(`PostgreSQL crashed with calls in flight, back after ${outageMillis / 1000} s: every task completes within seconds, turns asked once, side effects = unique calls`, () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "agent-tools-outage-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const asksFile = join(dir, "asks.txt")
+      writeFileSync(asksFile, "")
+      // A commit the server acknowledged survives its crash, as on a production server.
+      const server = yield* Pg.postgres({ crashSafe: true })
+      yield* Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(server.url) }))
+
+      const runners: Array<{ child: Child; url: string }> = []
+      for (let i = 0; i < 3; i++) {
+        const runnerPort = yield* Effect.promise(() => Pg.freePort())
+        const child = startChild("test/support/clusterRunnerChild.ts", {
+          DATABASE_URL: server.url,
+          RUNNER_PORT: String(runnerPort),
+          RUNNER: `r${i}`,
+          ASKS_FILE: asksFile,
+          TURNS: String(turns)
+        })
+        yield* Effect.addFinalizer(() => Effect.sync(() => child.process.kill("SIGKILL")))
+        const line = yield* Effect.promise(() => child.waitFor("listening:", 60_000))
+        assert.isDefined(line, `runner ${i} did not start: ${child.lines.join("\n")}`)
+        runners.push({ child, url: line!.slice("listening:".length) })
+      }
+      const urls = runners.map((runner) => runner.url)
+
+      const effects = new Map<string, number>()
+      const serving = (urls: ReadonlyArray<string>, tool: string) =>
+        Effect.gen(function*() {
+          const scope = yield* Effect.scope
+          const client = Context.get(
+            yield* Layer.buildWithScope(clientLayer({ url: urls.join(",") }, policy), scope),
+            PlatformClient.PlatformClient
+          )
+          const toolkit = yield* Toolkit.make(slowTool(tool, effects))
+          return yield* Serve.make(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
+        }).pipe(Effect.provide(policy))
+      const a = yield* serving(urls, "alpha")
+      const b = yield* serving([urls[1]!, urls[2]!, urls[0]!], "beta")
+
+      // Each task's events, with the time each came.
+      const seen: Array<Array<{ readonly at: number; readonly event: TaskEvent }>> = Array.from({ length: tasks }, () => [])
+      const runs = yield* Effect.forEach(
+        Array.from({ length: tasks }, (_, i) => i),
+        (i) =>
+          (i % 2 === 0 ? a : b).submitTask(`task ${i}`).pipe(
+            Stream.runForEach((event) => Effect.sync(() => seen[i]!.push({ at: Date.now(), event }))),
+            Effect.timeout("60 seconds"),
+            Effect.either
+          ),
+        { concurrency: "unbounded" }
+      ).pipe(Effect.fork)
+
+      // Crash the database once every task is under way and calls are in flight (after their first turn).
+      yield* Effect.promise(async () => {
+        while (readAsks(asksFile).length < tasks + 2 || running < 5) await new Promise((r) => setTimeout(r, 10))
+      })
+      const inFlight = running
+      const crashedAt = Date.now()
+      yield* Effect.promise(() => server.crash())
+      yield* Effect.sleep(outageMillis)
+      yield* Effect.promise(() => server.restart())
+      const restartedAt = Date.now()
+      const outcomes = yield* Fiber.join(runs)
+
+      const ends = seen.map((events) => events.find(({ event }) => event._tag === "TaskCompleted" || event._tag === "TaskFailed"))
+      const done = ends.filter((end) => end?.event._tag === "TaskCompleted").length
+      const lastEnd = Math.max(...ends.map((end) => end?.at ?? Number.NaN))
+      // When each task went on after the restart: its first turn, answered call or end after it.
+      const wentOn = seen.map((events) =>
+        events.find(({ at, event }) =>
+          at >= restartedAt &&
+          (event._tag === "TurnStarted" || event._tag === "ToolCallCompleted" || event._tag === "TaskCompleted")
+        )?.at ?? Number.NaN
+      )
+      const allWentOn = Math.max(...wentOn) - restartedAt
+      // What each task's stream said while the database was away.
+      const waited = seen.map((events) => events.find(({ event }) => event._tag === "TaskWaiting"))
+      const asks = readAsks(asksFile)
+      const distinct = new Set(asks.map((ask) => ask.key))
+      const sideEffects = [...effects.values()].reduce((x, y) => x + y, 0)
+      const line = `cluster outage: PostgreSQL crashed with ${inFlight} call(s) in flight, restarted ${restartedAt - crashedAt} ms later; ` +
+        `${waited.filter((w) => w !== undefined).length} of ${tasks} streams said TaskWaiting (the first ` +
+        `${Math.min(...waited.map((w) => w?.at ?? Number.NaN).filter((at) => !Number.isNaN(at))) - crashedAt} ms after the crash); ` +
+        `every task went on within ${allWentOn} ms of the restart; ${done} of ${tasks} tasks completed, the last ` +
+        `${lastEnd - restartedAt} ms after the restart (each had calls of 1 s left); ` +
+        `model turns asked ${asks.length}, distinct ${distinct.size}; calls ${effects.size}, side effects ${sideEffects}`
+      console.log(line)
+      const counted = new Map<string, Array<string>>()
+      for (const ask of asks) counted.set(ask.key, [...(counted.get(ask.key) ?? []), `${ask.runner}@${ask.at - crashedAt}`])
+      for (const [key, times] of counted) if (times.length > 1) console.log(`asked again: ${key} ${times.join(" ")} (ms after the crash)`)
+      // What the runners logged at warning and above, each message once with its count.
+      for (const [i, runner] of runners.entries()) {
+        const counts = new Map<string, number>()
+        for (const logged of runner.child.lines) {
+          const match = /^\[[\d:.]+\] (WARN|ERROR|FATAL) \(#\d+\): (.*)$/.exec(logged)
+          if (match === null) continue
+          const key = `${match[1]} ${match[2]!.replace(/task-[\w-]+/g, "<task>").slice(0, 160)}`
+          counts.set(key, (counts.get(key) ?? 0) + 1)
+        }
+        for (const [key, n] of counts) console.log(`r${i} x${n}: ${key}`)
+      }
+      for (const [i, events] of seen.entries()) {
+        if (ends[i]?.event._tag !== "TaskCompleted") {
+          console.log(`task ${i}: ${events.map(({ at, event }) => `${event._tag}@${at - restartedAt}`).join(" ")}`)
+        }
+      }
+
+      for (const [i, outcome] of outcomes.entries()) {
+        assert.strictEqual(outcome._tag, "Right", `task ${i} did not end in time: ${seen[i]!.map((e) => e.event._tag).join(" ")}`)
+        assert.strictEqual(ends[i]?.event._tag, "TaskCompleted", `task ${i}: ${seen[i]!.map((e) => e.event._tag).join(" ")}`)
+      }
+      // While it was down, clients were told: TaskWaiting on each stream, and only then (up to 2 s late:
+      // a runner asks the database every second, an owner says it is there every second). A 1 s outage
+      // may be over before anyone finds it.
+      for (const wait of waited) {
+        if (wait === undefined) continue
+        assert.isAbove(wait.at, crashedAt)
+        assert.isBelow(wait.at, restartedAt + 2_000)
+        assert.match(wait.event._tag === "TaskWaiting" ? wait.event.reason : "", /^the platform's database cannot be reached \(.+\); the task goes on/)
+      }
+      if (outageMillis >= 5_000) {
+        for (const [i, wait] of waited.entries()) assert.isDefined(wait, `task ${i}: no TaskWaiting while the database was away`)
+      }
+      // Within seconds, not the engine's 10 s backoff of a defective entity (nor its 10 minutes before a read message is read again).
+      assert.isBelow(allWentOn, 10_000)
+      // Side effects = unique calls, and no model turn asked twice.
+      assert.strictEqual(effects.size, tasks * turns)
+      assert.deepStrictEqual([...effects].filter(([, n]) => n > 1), [])
+      assert.strictEqual(distinct.size, tasks * (turns + 1))
+      assert.strictEqual(asks.length, distinct.size, "a model turn was asked again")
+      record({
+        suite: "cluster outage",
+        measure: `PostgreSQL crashed mid-run, back after ${outageMillis / 1000} s: restart to every task going on`,
+        value: `${allWentOn} ms`
+      })
+      record({
+        suite: "cluster outage",
+        measure: `PostgreSQL crashed mid-run, back after ${outageMillis / 1000} s: restart to the last task's end`,
+        value: `${lastEnd - restartedAt} ms`
+      })
+      record({
+        suite: "cluster outage",
+        measure: `${outageMillis / 1000} s outage: model turns asked / distinct; side effects / unique calls`,
+        value: `${asks.length} / ${distinct.size}; ${sideEffects} / ${effects.size}`,
+        expected: "equal"
+      })
+    }).pipe(Effect.scoped), { timeout: 180_000 })
+}
