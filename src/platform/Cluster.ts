@@ -353,6 +353,27 @@ const letGoUntaken = <E>(result: ToolCallResult, answer: Effect.Effect<void, E>)
     )
   )
 
+/** A new task of the agent's, held to its limits counted over the whole cluster: its tasks not ended, in the journal. */
+const admit = (journal: Journal.Journal["Type"], limits: Limits, agentId: string, prompt: string) =>
+  Effect.flatMap(journal.openUsage(agentId), (held) => {
+    const refused = usageProblem(held, limits, agentId, Buffer.byteLength(prompt))
+    return refused === undefined ? Effect.void : Effect.fail(refused)
+  })
+
+/** Answers: each its own message, to its task's owner; one for an unknown task fails after the others. */
+const completeOn = (tasks: Effect.Effect.Success<typeof TaskEntity.client>): Handlers.Backend["complete"] =>
+(agentId, results, connection) =>
+  Effect.gen(function*() {
+    const outcomes = yield* Effect.forEach(
+      results,
+      (result) =>
+        Effect.either(letGoUntaken(result, orDieOnEngine(tasks(result.taskId).Answer({ agentId, result, connection })))),
+      { concurrency: "unbounded" }
+    )
+    const unknown = outcomes.find((outcome) => outcome._tag === "Left")
+    if (unknown !== undefined && unknown._tag === "Left") return yield* unknown.left
+  })
+
 /** `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
 const clusterBackend = (limits: Limits) => Effect.gen(function*() {
   const agents = yield* AgentEntity.client
@@ -436,9 +457,7 @@ const clusterBackend = (limits: Limits) => Effect.gen(function*() {
     deregister: ({ agentId, processId }) => orDieOnEngine(agents(agentId).Deregister({ processId })),
     submit: ({ agentId, connection, events, processId, prompt }) =>
       Effect.gen(function*() {
-        // The agent's limits, counted over the whole cluster: its tasks not ended, in the journal.
-        const refused = usageProblem(yield* journal.openUsage(agentId), limits, agentId, Buffer.byteLength(prompt))
-        if (refused !== undefined) return yield* refused
+        yield* admit(journal, limits, agentId, prompt)
         const tools = yield* orDieOnEngine(agents(agentId).Tools({ processId }))
         // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
         const taskId = ids.make("task")
@@ -447,18 +466,7 @@ const clusterBackend = (limits: Limits) => Effect.gen(function*() {
         return yield* Mailbox.fromStream(Stream.orDie(follow(agentId, taskId, events, connection)))
       }),
     attach: ({ agentId, connection, events, taskId }) => Mailbox.fromStream(follow(agentId, taskId, events, connection)),
-    complete: (agentId, results, connection) =>
-      Effect.gen(function*() {
-        // Each answer is its own message, to its task's owner; one for an unknown task fails after the others.
-        const outcomes = yield* Effect.forEach(
-          results,
-          (result) =>
-            Effect.either(letGoUntaken(result, orDieOnEngine(tasks(result.taskId).Answer({ agentId, result, connection })))),
-          { concurrency: "unbounded" }
-        )
-        const unknown = outcomes.find((outcome) => outcome._tag === "Left")
-        if (unknown !== undefined && unknown._tag === "Left") return yield* unknown.left
-      }),
+    complete: completeOn(tasks),
     decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision }))
   } satisfies Handlers.Backend
 })
