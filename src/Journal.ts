@@ -46,6 +46,8 @@ export interface RunRecord {
   readonly prompt: string
   /** The tools a task was given; none for an agent run (its tools are its agent's). */
   readonly tools: TaskTools
+  /** The span the task was submitted under (W3C `traceparent`), when a tracer listened: its run continues that trace. */
+  readonly traceparent?: string | undefined
 }
 
 /** A call as journaled when it started; `result` once it ended. */
@@ -190,7 +192,8 @@ const recordOf = (row: Sql.TaskRow) =>
       agentId: row.agent_id,
       processId: row.process_id,
       prompt: row.prompt,
-      tools
+      tools,
+      traceparent: row.traceparent ?? undefined
     })
   )
 
@@ -307,7 +310,8 @@ const makeWrites = (
       agentId: run.agentId,
       processId: run.processId,
       prompt: run.prompt,
-      tools: Schema.encodeSync(ToolsJson)(run.tools)
+      tools: Schema.encodeSync(ToolsJson)(run.tools),
+      traceparent: run.traceparent ?? null
     })),
   turn: (runId, step, turn) => {
     const text = Schema.encodeSync(TurnJson)(turn)

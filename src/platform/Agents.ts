@@ -19,7 +19,7 @@ export interface ProcessEntry {
 }
 
 /** A registered process as this module holds it: with its manifest's size, counted against the agent's. */
-interface HeldProcess extends ProcessEntry {
+export interface HeldProcess extends ProcessEntry {
   readonly manifestBytes: number
 }
 

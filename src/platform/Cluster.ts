@@ -46,6 +46,7 @@ import {
 } from "../protocol/Protocol.js"
 import * as ClusterTasks from "./ClusterTasks.js"
 import { usageProblem } from "./Tasks.js"
+import { traceparentOf } from "../internal/util/traceContext.js"
 import * as Handlers from "./Handlers.js"
 import type { Limits, Options } from "./Options.js"
 import * as Parts from "./Parts.js"
@@ -461,7 +462,9 @@ const clusterBackend = (limits: Limits) => Effect.gen(function*() {
         const tools = yield* orDieOnEngine(agents(agentId).Tools({ processId }))
         // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
         const taskId = ids.make("task")
-        yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools })
+        // The submitter's span, journaled: the runner that takes the task up continues its trace.
+        const traceparent = Option.getOrUndefined(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
+        yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
         yield* orDieOnEngine(tasks(taskId).Run({ agentId }, { discard: true }))
         return yield* Mailbox.fromStream(Stream.orDie(follow(agentId, taskId, events, connection)))
       }),

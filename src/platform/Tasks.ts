@@ -13,6 +13,7 @@ import { Ids } from "../Ids.js"
 import * as SqlStore from "../internal/sql/store.js"
 import * as Metrics from "../internal/util/metrics.js"
 import { Signal } from "../internal/util/signal.js"
+import { parseTraceparent, traceparentOf } from "../internal/util/traceContext.js"
 import * as Invocation from "../Invocation.js"
 import * as Journal from "../Journal.js"
 import type * as LanguageModel from "../LanguageModel.js"
@@ -373,7 +374,7 @@ const makeLoops = (book: Book) => {
         return yield* Effect.logWarning(`task ${task.taskId}: the journal no longer holds it open; it cannot go on`)
       }
       yield* Effect.logInfo(`task ${task.taskId}: its approvals are decided; it goes on`)
-      start(task, run.prompt, run.tools)
+      start(task, run.prompt, run.tools, parseTraceparent(run.traceparent))
     })
 
   /** Runs a task's loop: a new one, or with a journal, one taken back after a restart (from what it journaled). */
@@ -446,7 +447,7 @@ const makeHolding = (book: Book, { start }: Loops) =>
           const task = add(taskId, run.agentId, run.processId)
           if (Journal.isOpen(run)) {
             book.count(task, run.prompt)
-            start(task, run.prompt, run.tools)
+            start(task, run.prompt, run.tools, parseTraceparent(run.traceparent))
           } else if (run.final !== undefined) {
             task.final = yield* Effect.orDie(Schema.decode(EventJson)(run.final))
             task.endedAt = run.endedAt
@@ -480,7 +481,7 @@ const makeHolding = (book: Book, { start }: Loops) =>
         for (const entry of open) {
           const task = add(entry.runId, entry.agentId, entry.processId)
           book.count(task, entry.prompt)
-          start(task, entry.prompt, entry.tools)
+          start(task, entry.prompt, entry.tools, parseTraceparent(entry.traceparent))
         }
         if (open.length > 0) {
           yield* Effect.logInfo(`journal ${journal.path}: resumed ${open.length} unfinished task(s)`)
@@ -633,15 +634,18 @@ export const makeTasks = (options: Options, limits: Limits, journal: Journal.Jou
           // Unguessable as well as unique: knowing one task's id tells nothing of another's.
           const task = book.add(ids.make("task"), agentId, processId)
           book.count(task, prompt)
+          // The submitter's span: the task's run continues its trace, here and once taken back from the journal.
+          const parent = Option.getOrUndefined(yield* Effect.option(Effect.currentSpan))
+          const traceparent = parent === undefined ? undefined : traceparentOf(parent)
           // Journaled before anyone learns the task's id: a restart cannot lose a task a client knows.
           if (journal !== undefined) {
             yield* Effect.onError(
-              journal.started({ runId: task.taskId, kind: "task", agentId, processId, prompt, tools }),
+              journal.started({ runId: task.taskId, kind: "task", agentId, processId, prompt, tools, traceparent }),
               () => Effect.sync(() => uncount(book.usage, task))
             )
           }
           const mailbox = yield* attachTo(task, events, undefined, connection)
-          loops.start(task, prompt, tools, Option.getOrUndefined(yield* Effect.option(Effect.currentSpan)))
+          loops.start(task, prompt, tools, parent)
           return mailbox
         }),
       /** Another attachment to a task of the agent's, from `connection`. */

@@ -64,7 +64,9 @@ export const migrations = {
         reason TEXT,
         PRIMARY KEY (task_id, tool_call_id)
       )`
-    ], { discard: true }))
+    ], { discard: true })),
+  // The span a task was submitted under (W3C `traceparent`): a runner that takes it up continues its trace.
+  "0003_traceparent": Effect.flatMap(SqlClient.SqlClient, (sql) => sql`ALTER TABLE journal_tasks ADD COLUMN traceparent TEXT`)
 }
 
 /**
@@ -83,6 +85,7 @@ export interface TaskRow {
   readonly final: string | null
   readonly result: string | null
   readonly ended_at: number | null
+  readonly traceparent: string | null
 }
 
 /** An approval a run asked for: `decision` is `pending` until a person gives it (`approved` or `denied`). */
@@ -125,11 +128,13 @@ export const insertTask = (
     readonly processId: string
     readonly prompt: string
     readonly tools: string
+    readonly traceparent: string | null
   }
 ) =>
-  sql`INSERT INTO journal_tasks (task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at)
+  sql`INSERT INTO journal_tasks (task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at,
+      traceparent)
     VALUES (${task.taskId}, ${task.kind}, ${task.agentId}, ${task.processId}, ${task.prompt}, ${task.tools},
-      'running', NULL, NULL, NULL)
+      'running', NULL, NULL, NULL, ${task.traceparent})
     ON CONFLICT (task_id) DO NOTHING`
 
 /**
@@ -236,7 +241,7 @@ export const decideApproval = (
 
 /** One run's row, or none. */
 export const task = (sql: SqlClient.SqlClient, taskId: string) =>
-  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at
+  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent
     FROM journal_tasks WHERE task_id = ${taskId}`
 
 /** One run's turns, in step order. */
@@ -259,7 +264,7 @@ export const purgeEnded = (sql: SqlClient.SqlClient, before: number, kind: "task
 
 /** Every platform task still in the journal (agent runs are resumed by their own id, not taken back). */
 export const tasks = (sql: SqlClient.SqlClient) =>
-  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at
+  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent
     FROM journal_tasks WHERE kind = 'task'`
 
 /** The platform tasks of `agentId` not ended, and their prompts' UTF-8 bytes. */
