@@ -443,7 +443,13 @@ const clusterBackend = (limits: Limits) => Effect.gen(function*() {
           return Stream.fail(new Moved())
         }))
       )
-      const once = Stream.concat(waitingIfAway, attached)
+      // Said also on this runner's own check, every second: a stream whose owner stays silent (its
+      // events and `Alive` held up with the database) is not left to silence until it times out.
+      const checked = Stream.tick("1 second").pipe(Stream.mapConcat(() => {
+        const reason = away()
+        return reason === undefined || waiting ? [] : say(reason)
+      }))
+      const once = Stream.concat(waitingIfAway, attached).pipe(Stream.merge(checked, { haltStrategy: "left" }))
       return once.pipe(
         Stream.retry(Schedule.intersect(policy.reconnect, Schedule.recurWhile((error) => error instanceof Moved))),
         Stream.catchAll((error) =>
@@ -459,13 +465,14 @@ const clusterBackend = (limits: Limits) => Effect.gen(function*() {
     submit: ({ agentId, connection, events, processId, prompt }) =>
       Effect.gen(function*() {
         yield* admit(journal, limits, agentId, prompt)
-        const tools = yield* orDieOnEngine(agents(agentId).Tools({ processId }))
+        // A submit while the database cannot be reached waits for it (as the journal's statements do).
+        const tools = yield* orDieOnEngine(SqlStore.whileBusy(agents(agentId).Tools({ processId })))
         // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
         const taskId = ids.make("task")
         // The submitter's span, journaled: the runner that takes the task up continues its trace.
         const traceparent = Option.getOrUndefined(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
         yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
-        yield* orDieOnEngine(tasks(taskId).Run({ agentId }, { discard: true }))
+        yield* orDieOnEngine(SqlStore.whileBusy(tasks(taskId).Run({ agentId }, { discard: true })))
         return yield* Mailbox.fromStream(Stream.orDie(follow(agentId, taskId, events, connection)))
       }),
     attach: ({ agentId, connection, events, taskId }) => Mailbox.fromStream(follow(agentId, taskId, events, connection)),

@@ -6,7 +6,7 @@
 import { assert, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Deferred, Effect, Exit, Fiber, Layer, Logger, LogLevel, Redacted, Schedule, Schema, Stream } from "effect"
+import { Chunk, Context, Deferred, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Redacted, Schedule, Schema, Stream } from "effect"
 import {
   Idempotency,
   LanguageModel,
@@ -14,12 +14,14 @@ import {
   PlatformServer,
   type Protocol,
   Serve,
+  Telemetry,
   Timing,
   Tool,
   Toolkit
 } from "../../src/index.js"
 import * as Cluster from "../../src/platform/Cluster.js"
 import { clientLayer, resultsText } from "../support/platform.js"
+import { startReceiver } from "../support/otlpReceiver.js"
 import { spawn } from "node:child_process"
 import * as Pg from "../support/postgres.js"
 
@@ -58,7 +60,8 @@ const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
 const startRunner = (
   url: string,
   models: Context.Context<LanguageModel.LanguageModel>,
-  options: { readonly lifecycleBudget?: number; readonly maxTasksPerAgent?: number } = {}
+  options: { readonly lifecycleBudget?: number; readonly maxTasksPerAgent?: number } = {},
+  telemetry: Layer.Layer<never> = Layer.empty
 ) =>
   Effect.gen(function*() {
     const port = yield* Effect.promise(() => Pg.freePort())
@@ -68,7 +71,8 @@ const startRunner = (
         Layer.provide(Layer.succeedContext(models)),
         Layer.provide(PgClient.layer({ url: Redacted.make(url) })),
         Layer.provide(policy),
-        Layer.provide(quiet)
+        Layer.provide(quiet),
+        Layer.provide(telemetry)
       )
     )
     return yield* Effect.provide(PlatformServer.url, context)
@@ -214,6 +218,43 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluste
       // Ended: the agent may submit again.
       const again = [...yield* Stream.runCollect(c!.submitTask("task 4"))]
       assert.strictEqual(again[again.length - 1]?._tag, "TaskCompleted")
+    }), { timeout: 90_000 })
+
+  it.scoped("one trace across two runners: the submit, the run on the task's owner, its call, the serving process's call", () =>
+    Effect.gen(function*() {
+      const r = yield* Effect.acquireRelease(Effect.promise(startReceiver), (r) => Effect.promise(r.close))
+      const exported = (serviceName: string) => Telemetry.layer({ endpoint: r.url, protocol: "http/json", serviceName })
+      yield* Effect.gen(function*() {
+        const url = yield* freshDatabase
+        yield* migrate(url)
+        const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+        const urls = yield* Effect.all(
+          ["runner-a", "runner-b"].map((name) => startRunner(url, models, {}, exported(name))),
+          { concurrency: "unbounded" }
+        )
+        const effects = new Map<string, number>()
+        const client = Context.get(yield* Layer.build(clientLayer({ url: urls[0]! }, policy)), PlatformClient.PlatformClient)
+        const events = yield* Effect.gen(function*() {
+          const served = yield* Serve.make(yield* Toolkit.make(recordingTool("alpha", effects)))
+          // Tasks whose shards sit on either runner: at least one runs away from the submitting one.
+          return yield* Effect.forEach([1, 2, 3, 4], (i) =>
+            Stream.runCollect(served.submitTask(`task ${i}`)).pipe(Effect.withSpan(`submit ${i}`)))
+        }).pipe(Effect.provideService(PlatformClient.PlatformClient, client), Effect.provide(exported("serving")))
+        for (const run of events) assert.strictEqual(Chunk.last(run).pipe(Option.map((e) => e._tag), Option.getOrUndefined), "TaskCompleted")
+      }).pipe(Effect.scoped)
+      const runs = r.spans.filter((s) => s.name === "invoke_agent agent-1")
+      const owners = new Set(runs.map((s) => s.service))
+      console.log(`cluster trace: ${runs.length} runs on ${[...owners].join(", ")}; ${r.spans.length} spans received`)
+      assert.strictEqual(runs.length, 4)
+      for (const i of [1, 2, 3, 4]) {
+        const submit = r.spans.find((s) => s.name === `submit ${i}`)!
+        const run = runs.find((s) => s.traceId === submit.traceId)
+        assert.isDefined(run, `task ${i}: no run in the submit's trace`)
+        const platformCall = r.spans.find((s) => s.parentSpanId === run!.spanId && s.name === "execute_tool alpha")
+        assert.isDefined(platformCall, `task ${i}: no call under its run on ${run!.service}`)
+        const servedCall = r.spans.find((s) => s.service === "serving" && s.parentSpanId === platformCall!.spanId)
+        assert.strictEqual(servedCall?.name, "execute_tool alpha", `task ${i}`)
+      }
     }), { timeout: 90_000 })
 
   it.scoped("the CLI: platform migrate, then a runner that serves; the database's password in no line either prints", () =>
