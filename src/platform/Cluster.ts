@@ -375,6 +375,87 @@ const completeOn = (tasks: Effect.Effect.Success<typeof TaskEntity.client>): Han
     if (unknown !== undefined && unknown._tag === "Left") return yield* unknown.left
   })
 
+/**
+ * The task's events from its owner, attached again (same task, same pending calls, `TaskStarted`
+ * once) whenever the stream breaks or ends before the task's end: a runner died and its shards
+ * moved, or the shard was handed over. Ends with the task's final event, or with `TaskTakenOver`.
+ * While the database cannot be reached (a stream broke then: its owner stopped it, its shard locks
+ * kept there; or this runner found it away), the stream gets `TaskWaiting` once, rather than
+ * silence until the database is back.
+ */
+const followOn = (deps: {
+  readonly tasks: Effect.Effect.Success<typeof TaskEntity.client>
+  readonly ids: Ids["Type"]
+  readonly policy: Timing["Type"]
+  readonly away: () => string | undefined
+  readonly unreachable: Effect.Effect<string | undefined>
+}) =>
+(
+  agentId: string,
+  taskId: string,
+  events: EventsWanted | undefined,
+  connection: string
+): Stream.Stream<TaskEvent, UnknownTask> =>
+  Stream.suspend(() => {
+    let started = false
+    let ended = false
+    // A re-attach names the first attach: one taken over while its shard moved must not take the task back.
+    const attachmentId = deps.ids.make("attachment")
+    let attempts = 0
+    // The stream broke since the last event; `TaskWaiting` was sent since the last event.
+    let broke = false
+    let waiting = false
+    const say = (reason: string): Array<TaskEvent> => {
+      waiting = true
+      return [waitingEvent(taskId, reason)]
+    }
+    const waitingIfAway = Stream.unwrap(Effect.suspend(() =>
+      !broke || waiting ? Effect.succeed(Stream.empty) : Effect.map(deps.unreachable, (why) => Stream.fromIterable(why ? say(why) : []))))
+    const attached = Stream.suspend(() => deps.tasks(taskId).Attach({ agentId, events, attachmentId, reattach: attempts++ > 0, connection })).pipe(
+      Stream.timeoutFail(() => new Moved(), followAlive.within),
+      Stream.mapConcat((event): ReadonlyArray<TaskEvent> => {
+        if (event._tag === "Alive") {
+          // An owner that keeps the stream open while its loop waits for an answer says nothing itself.
+          const reason = deps.away()
+          return reason === undefined || waiting ? [] : say(reason)
+        }
+        broke = false
+        // The owner said it (its statements wait for the database): not said again here.
+        waiting = event._tag === "TaskWaiting"
+        // Its end, or another attachment took it over (which must not be taken back by attaching again).
+        if (event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskTakenOver") ended = true
+        if (event._tag !== "TaskStarted") return [event]
+        if (started) return []
+        started = true
+        return [event]
+      }),
+      Stream.catchAllCause((cause): Stream.Stream<never, UnknownTask | Moved> => {
+        const failure = Cause.failureOption(cause)
+        if (Option.isSome(failure) && failure.value._tag === "UnknownTask") return Stream.fail(failure.value)
+        broke = true
+        return Stream.fail(new Moved())
+      }),
+      Stream.concat(Stream.suspend(() => {
+        if (ended) return Stream.empty
+        broke = true
+        return Stream.fail(new Moved())
+      }))
+    )
+    // Said also on this runner's own check, every second: a stream whose owner stays silent (its
+    // events and `Alive` held up with the database) is not left to silence until it times out.
+    const checked = Stream.tick("1 second").pipe(Stream.mapConcat(() => {
+      const reason = deps.away()
+      return reason === undefined || waiting ? [] : say(reason)
+    }))
+    const once = Stream.concat(waitingIfAway, attached).pipe(Stream.merge(checked, { haltStrategy: "left" }))
+    return once.pipe(
+      Stream.retry(Schedule.intersect(deps.policy.reconnect, Schedule.recurWhile((error) => error instanceof Moved))),
+      Stream.catchAll((error) =>
+        error instanceof Moved ? Stream.die(`task ${taskId}: its owner could not be reached again`) : Stream.fail(error)
+      )
+    )
+  })
+
 /** `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
 const clusterBackend = (limits: Limits) => Effect.gen(function*() {
   const agents = yield* AgentEntity.client
@@ -384,97 +465,32 @@ const clusterBackend = (limits: Limits) => Effect.gen(function*() {
   const policy = yield* Timing
   const { away, unreachable } = yield* watchDatabase
 
+  const follow = followOn({ tasks, ids, policy, away, unreachable })
+
   /**
-   * The task's events from its owner, attached again (same task, same pending calls, `TaskStarted`
-   * once) whenever the stream breaks or ends before the task's end: a runner died and its shards
-   * moved, or the shard was handed over. Ends with the task's final event, or with `TaskTakenOver`.
-   * While the database cannot be reached (a stream broke then: its owner stopped it, its shard locks
-   * kept there; or this runner found it away), the stream gets `TaskWaiting` once, rather than
-   * silence until the database is back.
+   * A new task, admitted to the agent's limits, journaled with its submitter's span (the runner that
+   * takes it up continues that trace), its `Run` sent to its owner; its id. While the database cannot
+   * be reached, each step waits for it, as the journal's statements do.
    */
-  const follow = (
-    agentId: string,
-    taskId: string,
-    events: EventsWanted | undefined,
-    connection: string
-  ): Stream.Stream<TaskEvent, UnknownTask> =>
-    Stream.suspend(() => {
-      let started = false
-      let ended = false
-      // A re-attach names the first attach: one taken over while its shard moved must not take the task back.
-      const attachmentId = ids.make("attachment")
-      let attempts = 0
-      // The stream broke since the last event; `TaskWaiting` was sent since the last event.
-      let broke = false
-      let waiting = false
-      const say = (reason: string): Array<TaskEvent> => {
-        waiting = true
-        return [waitingEvent(taskId, reason)]
-      }
-      const waitingIfAway = Stream.unwrap(Effect.suspend(() =>
-        !broke || waiting ? Effect.succeed(Stream.empty) : Effect.map(unreachable, (why) => Stream.fromIterable(why ? say(why) : []))))
-      const attached = Stream.suspend(() => tasks(taskId).Attach({ agentId, events, attachmentId, reattach: attempts++ > 0, connection })).pipe(
-        Stream.timeoutFail(() => new Moved(), followAlive.within),
-        Stream.mapConcat((event): ReadonlyArray<TaskEvent> => {
-          if (event._tag === "Alive") {
-            // An owner that keeps the stream open while its loop waits for an answer says nothing itself.
-            const reason = away()
-            return reason === undefined || waiting ? [] : say(reason)
-          }
-          broke = false
-          // The owner said it (its statements wait for the database): not said again here.
-          waiting = event._tag === "TaskWaiting"
-          // Its end, or another attachment took it over (which must not be taken back by attaching again).
-          if (event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskTakenOver") ended = true
-          if (event._tag !== "TaskStarted") return [event]
-          if (started) return []
-          started = true
-          return [event]
-        }),
-        Stream.catchAllCause((cause): Stream.Stream<never, UnknownTask | Moved> => {
-          const failure = Cause.failureOption(cause)
-          if (Option.isSome(failure) && failure.value._tag === "UnknownTask") return Stream.fail(failure.value)
-          broke = true
-          return Stream.fail(new Moved())
-        }),
-        Stream.concat(Stream.suspend(() => {
-          if (ended) return Stream.empty
-          broke = true
-          return Stream.fail(new Moved())
-        }))
-      )
-      // Said also on this runner's own check, every second: a stream whose owner stays silent (its
-      // events and `Alive` held up with the database) is not left to silence until it times out.
-      const checked = Stream.tick("1 second").pipe(Stream.mapConcat(() => {
-        const reason = away()
-        return reason === undefined || waiting ? [] : say(reason)
-      }))
-      const once = Stream.concat(waitingIfAway, attached).pipe(Stream.merge(checked, { haltStrategy: "left" }))
-      return once.pipe(
-        Stream.retry(Schedule.intersect(policy.reconnect, Schedule.recurWhile((error) => error instanceof Moved))),
-        Stream.catchAll((error) =>
-          error instanceof Moved ? Stream.die(`task ${taskId}: its owner could not be reached again`) : Stream.fail(error)
-        )
-      )
+  const started = ({ agentId, processId, prompt }: { readonly agentId: string; readonly processId: string; readonly prompt: string }) =>
+    Effect.gen(function*() {
+      yield* admit(journal, limits, agentId, prompt)
+      const tools = yield* orDieOnEngine(SqlStore.whileBusy(agents(agentId).Tools({ processId })))
+      // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
+      const taskId = ids.make("task")
+      const traceparent = Option.getOrUndefined(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
+      yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
+      yield* orDieOnEngine(SqlStore.whileBusy(tasks(taskId).Run({ agentId }, { discard: true })))
+      return taskId
     })
 
   return {
     register: ({ agentId, ...payload }) => orDieOnEngine(agents(agentId).Register(payload)),
     heartbeat: ({ agentId, ...payload }) => orDieOnEngine(agents(agentId).Heartbeat(payload)),
     deregister: ({ agentId, processId }) => orDieOnEngine(agents(agentId).Deregister({ processId })),
-    submit: ({ agentId, connection, events, processId, prompt }) =>
-      Effect.gen(function*() {
-        yield* admit(journal, limits, agentId, prompt)
-        // A submit while the database cannot be reached waits for it (as the journal's statements do).
-        const tools = yield* orDieOnEngine(SqlStore.whileBusy(agents(agentId).Tools({ processId })))
-        // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
-        const taskId = ids.make("task")
-        // The submitter's span, journaled: the runner that takes the task up continues its trace.
-        const traceparent = Option.getOrUndefined(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
-        yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
-        yield* orDieOnEngine(SqlStore.whileBusy(tasks(taskId).Run({ agentId }, { discard: true })))
-        return yield* Mailbox.fromStream(Stream.orDie(follow(agentId, taskId, events, connection)))
-      }),
+    submit: (payload) =>
+      Effect.flatMap(started(payload), (taskId) =>
+        Mailbox.fromStream(Stream.orDie(follow(payload.agentId, taskId, payload.events, payload.connection)))),
     attach: ({ agentId, connection, events, taskId }) => Mailbox.fromStream(follow(agentId, taskId, events, connection)),
     complete: completeOn(tasks),
     decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision }))
