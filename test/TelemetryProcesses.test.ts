@@ -6,11 +6,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schedule } from "effect"
-import { execFile } from "node:child_process"
+import { execFile, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import { LanguageModel, PlatformServer, Telemetry, Timing } from "../src/index.js"
+import { Invocation, LanguageModel, Mcp, PlatformServer, Telemetry, Timing } from "../src/index.js"
 import { startReceiver } from "./support/otlpReceiver.js"
 import { resultsText } from "./support/platform.js"
+import { freePort } from "./support/postgres.js"
 
 const call = (id: string, name: string, args: unknown) => ({ id, name, arguments: JSON.stringify(args) })
 
@@ -66,5 +67,50 @@ describe("Telemetry across processes", () => {
       assert.strictEqual(platformCall.parentSpanId, run.spanId)
       assert.strictEqual(servedCall.parentSpanId, platformCall.spanId)
       console.log(`one trace over two processes: ${r.spans.filter((s) => s.traceId === submit.traceId).length} spans`)
+    }).pipe(Effect.scoped), 90_000)
+
+  it.live("an MCP call between two of our processes: `mcp --http` (OTEL_* set) continues the client's trace", () =>
+    Effect.gen(function*() {
+      const r = yield* Effect.acquireRelease(Effect.promise(startReceiver), (r) => Effect.promise(r.close))
+      const port = yield* Effect.promise(freePort)
+      const root = fileURLToPath(new URL("..", import.meta.url))
+      yield* Effect.gen(function*() {
+        yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            spawn(process.execPath, ["--import", "tsx", "src/main.ts", "mcp", "--http", "--port", String(port)], {
+              cwd: root,
+              env: {
+                ...process.env,
+                OTEL_EXPORTER_OTLP_ENDPOINT: r.url,
+                OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+                OTEL_SERVICE_NAME: "mcp-server"
+              },
+              stdio: "ignore"
+            })
+          ),
+          // SIGTERM: the server's exporter sends what it holds as it stops.
+          (child) =>
+            Effect.async<void>((resume) => {
+              child.once("exit", () => resume(Effect.void))
+              child.kill("SIGTERM")
+            })
+        )
+        const remote = yield* Mcp.toolkit({ url: `http://127.0.0.1:${port}/mcp`, prefix: "far_" }).pipe(
+          Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo("30 seconds")))
+        )
+        const tool = (yield* remote.tools).find((t) => t.name === "far_lookup_order")!
+        const result = yield* Invocation.run(tool, { order_id: "ord-4821" }).pipe(
+          Effect.provide(Telemetry.layer({ endpoint: r.url, protocol: "http/json", serviceName: "mcp-client" }))
+        )
+        assert.isTrue(result.success, result.error)
+      }).pipe(Effect.scoped)
+      const client = r.spans.find((s) => s.service === "mcp-client" && s.name === "execute_tool far_lookup_order")
+      const server = r.spans.find((s) => s.service === "mcp-server" && s.name === "execute_tool lookup_order")
+      const names = r.spans.map((s) => `${s.service} ${s.name}`).join(", ")
+      assert.isDefined(client, names)
+      assert.isDefined(server, names)
+      assert.strictEqual(server!.traceId, client!.traceId)
+      assert.strictEqual(server!.parentSpanId, client!.spanId)
+      console.log(`MCP between two processes: the server's execute_tool is a child of the client's (trace ${client!.traceId})`)
     }).pipe(Effect.scoped), 90_000)
 })
