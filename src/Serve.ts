@@ -478,7 +478,12 @@ const makeAnswers = (send: (results: ReadonlyArray<ToolCallResult>) => Effect.Ef
     const sender = yield* Effect.forkScoped(Effect.gen(function*() {
       while (true) {
         const [results, done] = yield* waiting.takeAll
-        for (const batch of Chunk.chunksOf(results, answersPerCall)) yield* send(Chunk.toReadonlyArray(batch))
+        for (const batch of Chunk.chunksOf(results, answersPerCall)) {
+          // Whatever one send ends with (a defect of the platform's, the call cut short under it), the
+          // sender lives on: its calls are delivered again and answered again (at least once).
+          yield* Effect.catchAllCause(send(Chunk.toReadonlyArray(batch)), (cause) =>
+            Effect.logWarning(`could not answer ${batch.length} call(s); they will be delivered again`, cause))
+        }
         if (done) return
       }
     }))

@@ -262,6 +262,32 @@ describe("Serve: lifecycle (design: Serving)", () => {
     }).pipe(Effect.scoped, Effect.provide(Layer.provideMerge(flaky, inProcess())))
   })
 
+  it.effect("an answer whose call dies (a defect of the platform's) does not stop the answers: the call comes again and is answered", () => {
+    const sends = { count: 0 }
+    // A client whose first CompleteToolCall dies, as one cut short under a platform that lost its database.
+    const dying = Layer.effect(
+      PlatformClient.PlatformClient,
+      Effect.map(PlatformClient.PlatformClient, (client) => ({
+        ...client,
+        completeToolCall: (payload: Parameters<typeof client.completeToolCall>[0]) =>
+          ++sends.count === 1 ? Effect.die(new Error("the platform could not run CompleteToolCall")) : client.completeToolCall(payload)
+      }))
+    )
+    const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+      { toolCalls: [{ id: "c1", name: "lookup", arguments: `{"id":"ord-1"}` }] },
+      (request) => ({ text: resultsText(request) })
+    ]
+    return Effect.gen(function*() {
+      const served = yield* Serve.make(yield* Toolkit.make(lookup))
+      const run = yield* Effect.fork(served.runTask("go"))
+      // The answer died; the platform delivers the call again after 10 s, and this answer goes through.
+      yield* TestClock.adjust("11 seconds")
+      const output = yield* Fiber.join(run)
+      assert.strictEqual(output, `c1:"found ord-1"`)
+      assert.strictEqual(sends.count, 2)
+    }).pipe(Effect.scoped, Effect.provide(Layer.provideMerge(dying, inProcess(script))))
+  })
+
   it.effect("a missing AGENT_ID, PLATFORM_TOKEN or PLATFORM_URL fails before connecting, naming it", () =>
     Effect.gen(function*() {
       const toolkit = yield* Toolkit.make(lookup)
