@@ -2,9 +2,10 @@ import { defineConfig } from "vitest/config"
 
 /**
  * Suites that start real processes again and again, or time CPU-bound work against the machine's
- * two cores: `npm run test:slow` (and CI) runs them, one file at a time, so none slows another.
+ * two cores: `npm run test:slow` (and CI) runs them one file at a time, each in a vitest process of its
+ * own (scripts/test-slow.ts), so none slows another and none runs in a heap the files before it grew.
  */
-const slow = [
+export const slow = [
   "test/platform/Crash.test.ts",
   "test/AgentCrash.test.ts",
   "test/platform/Shutdown.test.ts",
