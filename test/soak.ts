@@ -31,7 +31,8 @@ export const files = [
   "test/Serve.test.ts",
   "test/McpHttpLimits.test.ts",
   "test/McpStdio.test.ts",
-  "test/McpHostileServer.test.ts"
+  "test/McpHostileServer.test.ts",
+  "test/McpHttpAttacks.test.ts"
 ]
 
 const root = fileURLToPath(new URL("..", import.meta.url))
