@@ -5,21 +5,13 @@
  * holding an unfinished 4 MiB body (item 7), twice, the server's RSS watched.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
-import { Tool, Toolkit } from "../src/index.js"
+import { Effect } from "effect"
 import { startChild } from "./support/childProcess.js"
 import { record } from "./support/figures.js"
-import { mcpServer, mcpSession } from "./support/mcpHttp.js"
+import { echoToolkit, mcpServer, mcpSession } from "./support/mcpHttp.js"
 import { memoryAfterGc } from "./support/mcpMemory.js"
 
-const echo = Tool.make("echo", {
-  description: "Echo the text.",
-  input: { text: Schema.String },
-  output: Schema.String,
-  timeout: "5 seconds"
-}, ({ text }) => Effect.succeed(text))
-
-const toolkit = Effect.runSync(Toolkit.make(echo))
+const toolkit = echoToolkit
 
 const MiB = 1024 * 1024
 

@@ -3,22 +3,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { Duration, Effect, Logger, Schema, TestClock } from "effect"
+import { Duration, Effect, Logger, TestClock } from "effect"
 import { request } from "node:http"
 import { connect, type Socket } from "node:net"
-import { Mcp, Tool, Toolkit } from "../src/index.js"
+import { Mcp } from "../src/index.js"
 import { record, scale, soak } from "./support/figures.js"
-import { initialize, mcpClient, mcpServer, mcpSession, mcpSessionWith } from "./support/mcpHttp.js"
+import { echoToolkit, initialize, mcpClient, mcpServer, mcpSession, mcpSessionWith } from "./support/mcpHttp.js"
 import { memoryAfterGc } from "./support/mcpMemory.js"
 
-const echo = Tool.make("echo", {
-  description: "Echo the text.",
-  input: { text: Schema.String },
-  output: Schema.String,
-  timeout: "5 seconds"
-}, ({ text }) => Effect.succeed(text))
-
-const toolkit = Effect.runSync(Toolkit.make(echo))
+const toolkit = echoToolkit
 
 
 const accept = "application/json, text/event-stream"

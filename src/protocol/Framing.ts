@@ -110,36 +110,11 @@ const tooDeep = (start: string): ClientFrame => {
 }
 
 /**
- * True when the UTF-8 `bytes` of a JSON text nest deeper than `maxDepth` (strings skipped), in one
- * pass: `Json.textDeeperThan` before the bytes are decoded. Every byte of a multi-byte character is
- * over 0x7f, so none is taken for a bracket, a quote or a backslash.
- */
-const bytesDeeperThan = (bytes: Uint8Array, maxDepth: number): boolean => {
-  if (bytes.length <= 2 * maxDepth) return false
-  let depth = 0
-  let inString = false
-  for (let i = 0; i < bytes.length; i++) {
-    const c = bytes[i]!
-    if (inString) {
-      if (c === 92) i++
-      else if (c === 34) inString = false
-    } else if (c === 34) {
-      inString = true
-    } else if (c === 91 || c === 123) {
-      if (++depth > maxDepth) return true
-    } else if (c === 93 || c === 125) {
-      depth--
-    }
-  }
-  return false
-}
-
-/**
  * `readClientFrame` on a frame's UTF-8 bytes, as the WebSocket gives them: one nested too deep is
  * refused before it is decoded (2 MB of text takes milliseconds to make, for nothing).
  */
 export const readClientBytes = (bytes: Uint8Array, headers: ReadonlyArray<[string, string]>): ClientFrame =>
-  bytesDeeperThan(bytes, maxFrameDepth + 1)
+  Json.bytesDeeperThan(bytes, maxFrameDepth + 1)
     ? tooDeep(new TextDecoder().decode(bytes.subarray(0, 64)))
     : readClientFrame(new TextDecoder().decode(bytes), headers)
 

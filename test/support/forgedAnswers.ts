@@ -4,11 +4,11 @@
  * platform (test/platform/Tenants.test.ts) and a runner of a cluster (test/platform/HostileCluster.test.ts).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, type Mailbox } from "effect"
-import { type LanguageModel, PlatformClient, type Protocol, Toolkit } from "../../src/index.js"
+import { Effect, Layer } from "effect"
+import { type LanguageModel, PlatformClient, type Protocol } from "../../src/index.js"
 import { ToolResult } from "../../src/ToolResult.js"
 import { record } from "./figures.js"
-import { type MakePlatform, policy } from "./hostileWireSuite.js"
+import { holdEntry, type MakePlatform, policy, takeUntil } from "./hostileWireSuite.js"
 import { clientLayer, resultsText } from "./platform.js"
 
 const agent = { agentId: "agent-1", processId: "p1" }
@@ -22,30 +22,6 @@ const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
   { toolCalls: [call("a", "hold")] },
   (request) => ({ text: resultsText(request) })
 ]
-
-const hold = new Toolkit.ManifestEntry({
-  name: "hold",
-  description: "Holds.",
-  parameters: { type: "object", properties: {} },
-  output: {},
-  timeoutMillis: 30_000,
-  retries: 0,
-  idempotent: false
-})
-
-/** Takes events until `until` says stop (or the stream ends). */
-const takeUntil = (
-  mailbox: Mailbox.ReadonlyMailbox<Protocol.TaskEvent, unknown>,
-  seen: Array<Protocol.TaskEvent>,
-  until: (event: Protocol.TaskEvent) => boolean
-) =>
-  Effect.gen(function*() {
-    while (true) {
-      const [chunk, done] = yield* mailbox.takeAll
-      seen.push(...chunk)
-      if (done || seen.some(until)) return done
-    }
-  })
 
 /** The last event of `seen`: its tag and output. */
 const ending = (seen: ReadonlyArray<Protocol.TaskEvent>) => {
@@ -67,7 +43,7 @@ export const forgedAnswerSuite = (mode: string, platform: MakePlatform) =>
         const submit = (prompt: string) =>
           Effect.flatMap(PlatformClient.PlatformClient, (c) => c.submitTask({ ...agent, prompt, events: "calls" }))
         yield* Effect.flatMap(PlatformClient.PlatformClient, (c) =>
-          c.register({ ...agent, manifest: [hold], manifestHash: "h" })).pipe(Effect.provide(serving))
+          c.register({ ...agent, manifest: [holdEntry], manifestHash: "h" })).pipe(Effect.provide(serving))
 
         const submitted = yield* submit("go").pipe(Effect.provide(serving))
         const seen: Array<Protocol.TaskEvent> = []

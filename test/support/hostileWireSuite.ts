@@ -64,7 +64,8 @@ const nested = (depth: number): string => "[".repeat(depth) + "]".repeat(depth)
 
 const call = (id: string, name: string): LanguageModel.ToolCall => ({ id, name, arguments: "{}" })
 
-const manifestEntry = new Toolkit.ManifestEntry({
+/** A serving process's one tool, `hold`, as its manifest says it. */
+export const holdEntry = new Toolkit.ManifestEntry({
   name: "hold",
   description: "Holds.",
   parameters: { type: "object", properties: {} },
@@ -74,8 +75,8 @@ const manifestEntry = new Toolkit.ManifestEntry({
   idempotent: false
 })
 
-/** Takes events until `until` says stop (or the stream ends). */
-const takeUntil = (
+/** Takes events into `seen` until one of a new chunk makes `until` true (or the stream ends); whether it ended. */
+export const takeUntil = (
   mailbox: Mailbox.ReadonlyMailbox<Protocol.TaskEvent, unknown>,
   seen: Array<Protocol.TaskEvent>,
   until: (event: Protocol.TaskEvent) => boolean
@@ -267,7 +268,7 @@ export const hostileWireSuite = (mode: string, platform: MakePlatform) => {
         const second = yield* Layer.build(clientLayer({ url }, policy))
         const caller = { agentId: "agent-1", processId: "p1" }
         yield* Effect.flatMap(PlatformClient.PlatformClient, (c) =>
-          c.register({ ...caller, manifest: [manifestEntry], manifestHash: "h" })).pipe(Effect.provide(first))
+          c.register({ ...caller, manifest: [holdEntry], manifestHash: "h" })).pipe(Effect.provide(first))
         const seenFirst: Array<Protocol.TaskEvent> = []
         const submitted = yield* Effect.flatMap(PlatformClient.PlatformClient, (c) =>
           c.submitTask({ ...caller, prompt: "go", events: "calls" })).pipe(Effect.provide(first))
@@ -319,7 +320,7 @@ export const hostileWireSuite = (mode: string, platform: MakePlatform) => {
             })
           }).pipe(Effect.timeout("5 seconds"))
         const caller = { agentId: "agent-1", processId: "p1" }
-        yield* exchangeUntil({ id: 1, call: "Register", payload: { ...caller, manifest: [manifestEntry], manifestHash: "h" } }, (got) =>
+        yield* exchangeUntil({ id: 1, call: "Register", payload: { ...caller, manifest: [holdEntry], manifestHash: "h" } }, (got) =>
           got.id === 1)
         const submit = { id: 2, call: "SubmitTask", payload: { ...caller, prompt: "go", events: "calls" } }
         const calls = (got: typeof received[number]) => got.id === 2 && (got.events ?? []).some((e) => e._tag === "ToolCallRequested")
@@ -345,7 +346,7 @@ export const hostileWireSuite = (mode: string, platform: MakePlatform) => {
         const caller = { agentId: "agent-1", processId: "p1" }
         const output = yield* Effect.gen(function*() {
           const platformClient = yield* PlatformClient.PlatformClient
-          yield* platformClient.register({ ...caller, manifest: [manifestEntry], manifestHash: "h" })
+          yield* platformClient.register({ ...caller, manifest: [holdEntry], manifestHash: "h" })
           const mailbox = yield* platformClient.submitTask({ ...caller, prompt: "go", events: "calls" })
           const seen: Array<Protocol.TaskEvent> = []
           while (seen.filter((e) => e._tag === "ToolCallRequested").length < 3) yield* takeUntil(mailbox, seen, () => true)

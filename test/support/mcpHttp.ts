@@ -3,8 +3,17 @@ import { HttpServer } from "@effect/platform"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js"
-import { Effect, Layer } from "effect"
-import { Mcp, type Toolkit } from "../../src/index.js"
+import { Effect, Layer, Schema } from "effect"
+import { Mcp, Tool, Toolkit } from "../../src/index.js"
+
+/** The HTTP suites' one tool, `echo`, and its toolkit. */
+export const echo = Tool.make("echo", {
+  description: "Echo the text.",
+  input: { text: Schema.String },
+  output: Schema.String,
+  timeout: "5 seconds"
+}, ({ text }) => Effect.succeed(text))
+export const echoToolkit = Effect.runSync(Toolkit.make(echo))
 
 /** The server (the tools' services come from `services`, its limits from `options`); its port. */
 export const mcpServer = <A = never>(

@@ -106,6 +106,31 @@ export const textDeeperThan = (text: string, maxDepth: number): boolean => {
   return false
 }
 
+/**
+ * True when the UTF-8 `bytes` of a JSON text nest deeper than `maxDepth` (strings skipped), in one
+ * pass: `textDeeperThan` (the same scan, kept beside it) before the bytes are decoded. Every byte of a multi-byte character is
+ * over 0x7f, so none is taken for a bracket, a quote or a backslash.
+ */
+export const bytesDeeperThan = (bytes: Uint8Array, maxDepth: number): boolean => {
+  if (bytes.length <= 2 * maxDepth) return false
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < bytes.length; i++) {
+    const c = bytes[i]!
+    if (inString) {
+      if (c === 92) i++
+      else if (c === 34) inString = false
+    } else if (c === 34) {
+      inString = true
+    } else if (c === 91 || c === 123) {
+      if (++depth > maxDepth) return true
+    } else if (c === 93 || c === 125) {
+      depth--
+    }
+  }
+  return false
+}
+
 /** True when `value` nests arrays or objects deeper than `maxDepth`; never walks past it. */
 export const deeperThan = (value: unknown, maxDepth: number): boolean => {
   if (typeof value !== "object" || value === null) return false
