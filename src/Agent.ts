@@ -8,6 +8,7 @@
 import { Cause, Clock, Duration, Effect, type Layer, Mailbox, Option, Stream } from "effect"
 import * as Builtins from "./Builtins.js"
 import { loop, traced } from "./internal/agent/loop.js"
+import { outputSpec } from "./internal/agent/output.js"
 import {
   type Agent,
   type AgentError,
@@ -15,8 +16,8 @@ import {
   type HostOptions,
   NoPendingApproval,
   type Options,
+  type Result,
   type RunOptions,
-  type RunResult,
   type Start,
   TypeId,
   UnknownRun
@@ -35,7 +36,9 @@ export {
   MaxStepsExceeded,
   NoPendingApproval,
   type Options,
+  OutputInvalid,
   PendingApproval,
+  type Result,
   RunIdInUse,
   type RunOptions,
   RunResult,
@@ -46,13 +49,16 @@ export {
   UnknownRun
 } from "./internal/agent/types.js"
 
-/** Makes an agent. Synchronous: the toolkit's limits check runs at the first `Agent.run`. */
-export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
-  options: Options<Tools>
-): Agent<Tool.Requirements<Tools[number]>> => {
+/**
+ * Makes an agent. Synchronous: the toolkit's limits check runs at the first `Agent.run`. An `output`
+ * Schema that JSON Schema cannot express throws here, naming the rule it breaks.
+ */
+export const make = <const Tools extends ReadonlyArray<Tool.Any>, A = never>(
+  options: Options<Tools, A>
+): Agent<Tool.Requirements<Tools[number]>, A> => {
   const completion = options.completion ?? "implicit"
   return {
-    [TypeId]: { _R: (_: never) => _ },
+    [TypeId]: { _R: (_: never) => _, _A: (_: never) => _ },
     name: options.name ?? "agent",
     tools: completion === "explicit" ? [...options.tools, Builtins.taskComplete, Builtins.askUser] : options.tools,
     instructions: options.instructions,
@@ -60,7 +66,8 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
     maxConcurrency: options.maxConcurrency,
     completion,
     maxSteps: options.maxSteps ?? 20,
-    approvalExpiry: Duration.decode(options.approvalExpiry ?? Duration.hours(24))
+    approvalExpiry: Duration.decode(options.approvalExpiry ?? Duration.hours(24)),
+    output: options.output === undefined ? undefined : outputSpec(options.output, options.outputRetries ?? 2)
   }
 }
 
@@ -70,13 +77,17 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
  * `Journal` in context the run is journaled as it goes (design: Durable runs), so that
  * `Agent.resume` can take it up in any process with the same store.
  */
-export const run = <R>(
-  agent: Agent<R>,
+export const run = <R, A = never>(
+  agent: Agent<R, A>,
   prompt: string,
   options?: RunOptions
-): Effect.Effect<RunResult, AgentError, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
+): Effect.Effect<Result<A>, AgentError, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
   // Only a resume can name a run the journal does not have.
-  traced(agent, loop(agent, { prompt, runId: options?.runId }, undefined) as Effect.Effect<RunResult, AgentError, LanguageModel.LanguageModel>)
+  traced(agent, loop(agent, { prompt, runId: options?.runId }, undefined)) as Effect.Effect<
+    Result<A>,
+    AgentError,
+    LanguageModel.LanguageModel
+  >
 
 /**
  * Goes on with the journaled run `runId` (design: Durable runs), in this process or any other with
@@ -85,21 +96,21 @@ export const run = <R>(
  * outcome runs again if its tool is not idempotent, and reads "outcome unknown" if it is. A run
  * that had ended answers its stored result.
  */
-export const resume = <R>(
-  agent: Agent<R>,
+export const resume = <R, A = never>(
+  agent: Agent<R, A>,
   runId: string
 ): Effect.Effect<
-  RunResult,
+  Result<A>,
   AgentError | UnknownRun,
   LanguageModel.LanguageModel | Journal.Journal | Exclude<R, ToolContext>
-> => traced(agent, loop(agent, { resume: runId }, undefined))
+> => traced(agent, loop(agent, { resume: runId }, undefined)) as Effect.Effect<Result<A>, AgentError | UnknownRun>
 
 /**
  * The same run as a stream of `AgentEvent`s, ending with `Done` (or the run's error); a run that
  * suspends for approvals ends with `Suspended`. `resume` streams a resumed run the same way.
  */
-export const stream = <R>(
-  agent: Agent<R>,
+export const stream = <R, A = never>(
+  agent: Agent<R, A>,
   prompt: string,
   options?: RunOptions & { readonly resume?: boolean | undefined }
 ): Stream.Stream<AgentEvent, AgentError | UnknownRun, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
@@ -126,16 +137,16 @@ export const stream = <R>(
  * order: for hosts that forward events themselves (the platform's task runner) without a stream.
  * With `host`, the run is the host's journaled one (a task), ended in the journal by the host.
  */
-export const runWithEvents = <R>(
-  agent: Agent<R>,
+export const runWithEvents = <R, A = never>(
+  agent: Agent<R, A>,
   prompt: string,
   onEvent: (event: AgentEvent) => void,
   host?: HostOptions
-): Effect.Effect<RunResult, AgentError, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
+): Effect.Effect<Result<A>, AgentError, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
   traced(
     agent,
     loop(agent, host === undefined ? { prompt } : { prompt, runId: host.runId, host }, onEvent) as Effect.Effect<
-      RunResult,
+      Result<A>,
       AgentError,
       LanguageModel.LanguageModel
     >
@@ -174,8 +185,8 @@ const decide = (runId: string, toolCallId: string, approved: boolean, reason: st
   })
 
 /** For callers outside Effect: runs the agent with `layer` providing the model and the tools' services. */
-export const runPromise = <R, E>(
-  agent: Agent<R>,
+export const runPromise = <R, E, A = never>(
+  agent: Agent<R, A>,
   prompt: string,
   layer: Layer.Layer<LanguageModel.LanguageModel | Exclude<R, ToolContext>, E>
-): Promise<RunResult> => Effect.runPromise(Effect.provide(run(agent, prompt), layer))
+): Promise<Result<A>> => Effect.runPromise(Effect.provide(run(agent, prompt), layer))

@@ -1,18 +1,26 @@
 /**
- * The model seam: a request (instructions, messages, tool definitions) in, one assistant turn out.
- * Everything here is a Schema, because providers and the platform send it over the wire. Providers
- * implement the `LanguageModel` service; `LanguageModel.layerScripted` is the deterministic one for
- * tests and the offline demo.
+ * The model seam: a request (instructions, messages, tool definitions) in, one assistant turn out,
+ * as a stream of parts (design: The model side) or collected. Everything here is a Schema, because
+ * providers and the platform send it over the wire. Providers implement the `LanguageModel` service;
+ * `LanguageModel.layerScripted` is the deterministic one for tests and the offline demo.
  */
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Data, Effect, Layer, Schema, Stream } from "effect"
 
 /** One tool call the model asked for; `arguments` is JSON text, exactly as the model wrote it. */
 export const ToolCall = Schema.Struct({ id: Schema.String, name: Schema.String, arguments: Schema.String })
 /** One tool call the model asked for. */
 export type ToolCall = typeof ToolCall.Type
 
-/** Token counts of one turn, or summed over a run. */
-export const Usage = Schema.Struct({ inputTokens: Schema.Number, outputTokens: Schema.Number })
+/**
+ * Token counts of one turn, or summed over a run. `cacheReadTokens` (prompt tokens read from the
+ * provider's prompt cache) and `cacheWriteTokens` (written to it) are there when the provider said.
+ */
+export const Usage = Schema.Struct({
+  inputTokens: Schema.Number,
+  outputTokens: Schema.Number,
+  cacheReadTokens: Schema.optional(Schema.Number),
+  cacheWriteTokens: Schema.optional(Schema.Number)
+})
 /** Token counts. */
 export type Usage = typeof Usage.Type
 
@@ -21,10 +29,23 @@ export const FinishReason = Schema.Literal("stop", "tool_calls", "length", "cont
 /** Why the model stopped this turn. */
 export type FinishReason = typeof FinishReason.Type
 
-/** One assistant turn. */
+/**
+ * A reasoning block of a turn, kept to be sent back as the provider requires (design: The model side):
+ * Anthropic's `thinking` with its `signature`, byte for byte, and its `redacted_thinking` (`data`);
+ * an OpenAI-compatible server's reasoning text (no signature).
+ */
+export const ReasoningBlock = Schema.Union(
+  Schema.TaggedStruct("Thinking", { text: Schema.String, signature: Schema.optional(Schema.String) }),
+  Schema.TaggedStruct("RedactedThinking", { data: Schema.String })
+)
+/** A reasoning block of a turn. */
+export type ReasoningBlock = typeof ReasoningBlock.Type
+
+/** One assistant turn. `reasoning` is journaled with it, so a resumed run sends it back too. */
 export const ModelTurn = Schema.Struct({
   text: Schema.optional(Schema.String),
   toolCalls: Schema.Array(ToolCall),
+  reasoning: Schema.optional(Schema.Array(ReasoningBlock)),
   finishReason: FinishReason,
   usage: Usage
 })
@@ -33,10 +54,11 @@ export type ModelTurn = typeof ModelTurn.Type
 
 /** What the user said. */
 export const UserMessage = Schema.TaggedStruct("UserMessage", { text: Schema.String })
-/** What the assistant said and which tools it called. */
+/** What the assistant said and which tools it called; its reasoning blocks, to send back. */
 export const AssistantMessage = Schema.TaggedStruct("AssistantMessage", {
   text: Schema.optional(Schema.String),
-  toolCalls: Schema.Array(ToolCall)
+  toolCalls: Schema.Array(ToolCall),
+  reasoning: Schema.optional(Schema.Array(ReasoningBlock))
 })
 /** The result of one tool call: the JSON of its value, or its error text with `isError`. */
 export const ToolResultMessage = Schema.TaggedStruct("ToolResultMessage", {
@@ -59,11 +81,21 @@ export const ToolDefinition = Schema.Struct({
 /** A tool as the model sees it. */
 export type ToolDefinition = typeof ToolDefinition.Type
 
+/**
+ * A typed final output asked of the model (design: The model side): its answer is JSON that `schema`
+ * (JSON Schema) describes. Providers use their structured-output mode: OpenAI's `response_format`
+ * `json_schema`; Anthropic's a tool named `name` whose input is the answer.
+ */
+export const OutputFormat = Schema.Struct({ name: Schema.String, schema: Schema.Unknown })
+/** A typed final output asked of the model. */
+export type OutputFormat = typeof OutputFormat.Type
+
 /** Everything the model is asked with. `tools` is the toolkit's list, built once, not per request. */
 export const ModelRequest = Schema.Struct({
   instructions: Schema.optional(Schema.String),
   messages: Schema.Array(Message),
-  tools: Schema.Array(ToolDefinition)
+  tools: Schema.Array(ToolDefinition),
+  output: Schema.optional(OutputFormat)
 })
 /** Everything the model is asked with. */
 export type ModelRequest = typeof ModelRequest.Type
@@ -98,9 +130,114 @@ export type ModelFailure = ModelError | ModelAuthError | ModelRequestRejected
 export const isTransient = (failure: ModelFailure): failure is ModelError =>
   failure._tag === "ModelError" && failure.transient
 
-/** The model: one request in, one assistant turn out. */
+// ---------------------------------------------------------------------------------------------
+// A turn as a stream of parts.
+
+/**
+ * A part of a streamed turn, in the order the model wrote it: text and reasoning deltas, a reasoning
+ * block once complete (with its signature), each tool call once its arguments are complete, the
+ * usage, and last the finish.
+ */
+export type ModelPart = Data.TaggedEnum<{
+  TextDelta: { readonly text: string }
+  ReasoningDelta: { readonly text: string }
+  Reasoning: { readonly block: ReasoningBlock }
+  ToolCall: { readonly call: ToolCall }
+  Usage: { readonly usage: Usage }
+  Finish: { readonly finishReason: FinishReason }
+}>
+/** Constructors and matchers of `ModelPart`. */
+export const ModelPart = Data.taggedEnum<ModelPart>()
+
+const noUsage: Usage = { inputTokens: 0, outputTokens: 0 }
+
+/** Gathers a turn's parts into the turn: the one place a stream becomes a `ModelTurn`. */
+export class TurnCollector {
+  private text: string | undefined = undefined
+  private readonly toolCalls: Array<ToolCall> = []
+  private reasoning: Array<ReasoningBlock> | undefined = undefined
+  private usage: Usage = noUsage
+  private finishReason: FinishReason | undefined = undefined
+  /** Parts seen so far. */
+  parts = 0
+
+  add(part: ModelPart): void {
+    this.parts++
+    switch (part._tag) {
+      case "TextDelta":
+        this.text = this.text === undefined ? part.text : this.text + part.text
+        return
+      case "Reasoning":
+        ;(this.reasoning ??= []).push(part.block)
+        return
+      case "ToolCall":
+        this.toolCalls.push(part.call)
+        return
+      case "Usage":
+        this.usage = part.usage
+        return
+      case "Finish":
+        this.finishReason = part.finishReason
+        return
+    }
+  }
+
+  turn(): ModelTurn {
+    const finishReason = this.finishReason ?? (this.toolCalls.length > 0 ? "tool_calls" : "stop")
+    const turn = { text: this.text, toolCalls: this.toolCalls, finishReason, usage: this.usage }
+    return this.reasoning === undefined ? turn : { ...turn, reasoning: this.reasoning }
+  }
+}
+
+/** The turn a stream of parts makes, telling `onPart` each part as it comes. */
+export const collect = <E, R>(
+  parts: Stream.Stream<ModelPart, E, R>,
+  onPart?: (part: ModelPart) => void
+): Effect.Effect<ModelTurn, E, R> =>
+  Effect.suspend(() => {
+    const collector = new TurnCollector()
+    return Effect.as(
+      Stream.runForEach(parts, (part) =>
+        Effect.sync(() => {
+          collector.add(part)
+          onPart?.(part)
+        })),
+      collector
+    ).pipe(Effect.map((c) => c.turn()))
+  })
+
+/** The parts of a whole turn, in the order a stream would carry them (a model that does not stream). */
+export const partsOf = (turn: ModelTurn): Array<ModelPart> => {
+  const parts: Array<ModelPart> = []
+  for (const block of turn.reasoning ?? []) {
+    if (block._tag === "Thinking") parts.push(ModelPart.ReasoningDelta({ text: block.text }))
+    parts.push(ModelPart.Reasoning({ block }))
+  }
+  if (turn.text !== undefined) parts.push(ModelPart.TextDelta({ text: turn.text }))
+  for (const call of turn.toolCalls) parts.push(ModelPart.ToolCall({ call }))
+  parts.push(ModelPart.Usage({ usage: turn.usage }), ModelPart.Finish({ finishReason: turn.finishReason }))
+  return parts
+}
+
+/** A `stream` for a model that answers whole: its turn's parts, once it has answered. */
+export const streamOf = <E>(
+  generate: (request: ModelRequest) => Effect.Effect<ModelTurn, E>
+) =>
+(request: ModelRequest): Stream.Stream<ModelPart, E> =>
+  Stream.unwrap(Effect.map(generate(request), (turn) => Stream.fromIterable(partsOf(turn))))
+
+/**
+ * The model: one request in, one assistant turn out, as a stream of parts (`stream`) or collected
+ * (`generate`, which is `collect(stream(request))` for a streaming provider).
+ */
 export class LanguageModel extends Context.Tag("agent-tools/LanguageModel")<LanguageModel, {
   readonly generate: (request: ModelRequest) => Effect.Effect<ModelTurn, ModelFailure>
+  /**
+   * The turn as its parts, as the model writes them. A failure before the first part is the
+   * request's (retried like `generate`'s); one after it fails the turn the same way, and what came is
+   * discarded: nothing resumes a broken stream.
+   */
+  readonly stream: (request: ModelRequest) => Stream.Stream<ModelPart, ModelFailure>
   /** Who serves it, as OpenTelemetry's `gen_ai.provider.name` says it (`anthropic`, `openai`), for the `chat` span. */
   readonly provider?: string | undefined
   /** The model asked for (`gen_ai.request.model`): the `chat` span is named after it. */
@@ -116,6 +253,7 @@ export interface ScriptedReply {
   readonly toolCalls?: ReadonlyArray<ToolCall> | undefined
   readonly finishReason?: FinishReason | undefined
   readonly usage?: Usage | undefined
+  readonly reasoning?: ReadonlyArray<ReasoningBlock> | undefined
 }
 
 /** A turn of a script: a fixed reply, or one computed from the request (to react to tool results). */
@@ -141,19 +279,41 @@ export interface ScriptedOptions {
    * turn n answers the n-th request the layer received.
    */
   readonly perConversation?: boolean | undefined
+  /**
+   * Answer as a streaming provider does: `stream` gives each reply's text in deltas of `chunk`
+   * characters (default 8), and `generate` collects that stream. Default: `generate` answers whole,
+   * and `stream` gives the whole reply's parts.
+   */
+  readonly streamed?: { readonly chunk?: number | undefined } | undefined
 }
 
-const noUsage: Usage = { inputTokens: 0, outputTokens: 0 }
 const noCalls: ReadonlyArray<ToolCall> = []
 
 const toTurn = (reply: ScriptedReply): ModelTurn => {
   const toolCalls = reply.toolCalls ?? noCalls
-  return {
+  const turn = {
     text: reply.text,
     toolCalls,
     finishReason: reply.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
     usage: reply.usage ?? noUsage
   }
+  return reply.reasoning === undefined ? turn : { ...turn, reasoning: reply.reasoning }
+}
+
+/** A turn's parts with its text (and reasoning text) in deltas of `chunk` characters. */
+const chunkedParts = (turn: ModelTurn, chunk: number): Array<ModelPart> => {
+  const parts: Array<ModelPart> = []
+  const deltas = (text: string, make: (text: string) => ModelPart) => {
+    for (let i = 0; i < text.length; i += chunk) parts.push(make(text.slice(i, i + chunk)))
+  }
+  for (const block of turn.reasoning ?? []) {
+    if (block._tag === "Thinking") deltas(block.text, (text) => ModelPart.ReasoningDelta({ text }))
+    parts.push(ModelPart.Reasoning({ block }))
+  }
+  if (turn.text !== undefined) deltas(turn.text, (text) => ModelPart.TextDelta({ text }))
+  for (const call of turn.toolCalls) parts.push(ModelPart.ToolCall({ call }))
+  parts.push(ModelPart.Usage({ usage: turn.usage }), ModelPart.Finish({ finishReason: turn.finishReason }))
+  return parts
 }
 
 /**
@@ -174,7 +334,7 @@ export const layerScripted = (
       for (const message of request.messages) if (message._tag === "AssistantMessage") assistant++
       return assistant
     }
-    const generate = (request: ModelRequest): Effect.Effect<ModelTurn, ModelFailure> =>
+    const answer = (request: ModelRequest): Effect.Effect<ModelTurn, ModelFailure> =>
       Effect.suspend(() => {
         if (keep) received.push(request)
         if (options?.perConversation === true) next = stepOf(request)
@@ -193,7 +353,12 @@ export const layerScripted = (
         const reply = turn(request)
         return Effect.isEffect(reply) ? Effect.map(reply, toTurn) : Effect.succeed(toTurn(reply))
       })
-    return Context.make(LanguageModel, LanguageModel.of({ generate, provider: "scripted", model: "scripted" })).pipe(
+    const chunk = options?.streamed === undefined ? undefined : Math.max(1, options.streamed.chunk ?? 8)
+    const stream = (request: ModelRequest): Stream.Stream<ModelPart, ModelFailure> =>
+      Stream.unwrap(Effect.map(answer(request), (turn) =>
+        Stream.fromIterable(chunk === undefined ? partsOf(turn) : chunkedParts(turn, chunk))))
+    const generate = chunk === undefined ? answer : (request: ModelRequest) => collect(stream(request))
+    return Context.make(LanguageModel, LanguageModel.of({ generate, stream, provider: "scripted", model: "scripted" })).pipe(
       Context.add(Scripted, Scripted.of({ requests: Effect.sync(() => received.slice()) }))
     )
   }))

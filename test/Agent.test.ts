@@ -348,7 +348,7 @@ describe("UserPrompt.layerTerminal", () => {
 })
 
 describe("Agent.stream", () => {
-  it.effect("yields turn, calls started, calls finished, turn, text, done for a two-turn run", () =>
+  it.effect("yields turn, calls started, calls finished, turn, text delta, text, done for a two-turn run", () =>
     Effect.gen(function*() {
       const agent = Agent.make({ tools: [sleeper("fast", 1), sleeper("slow", 2)] })
       const fiber = yield* Effect.fork(Stream.runCollect(Agent.stream(agent, "go")))
@@ -364,11 +364,13 @@ describe("Agent.stream", () => {
             ? `turn ${e.step}`
             : e._tag === "Text"
             ? `text ${e.text}`
+            : e._tag === "TextDelta"
+            ? `delta ${e.text}`
             : e._tag === "Done"
             ? `done ${e.result.output}`
             : e._tag
         ),
-        ["turn 1", "started a", "started b", "finished a", "finished b", "turn 2", "text all done", "done all done"]
+        ["turn 1", "started a", "started b", "finished a", "finished b", "turn 2", "delta all done", "text all done", "done all done"]
       )
     }).pipe(Effect.provide(LanguageModel.layerScripted([
       { toolCalls: [call("a", "fast"), call("b", "slow")] },

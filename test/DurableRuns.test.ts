@@ -441,6 +441,8 @@ describe("Durable runs: approvals (design: Durable runs)", () => {
         "Finished l1",
         "Finished r1",
         "TurnStarted",
+        // A turn asked (not replayed) streams its text first.
+        "TextDelta",
         "Text",
         "Done"
       ])

@@ -1,13 +1,16 @@
 /**
- * Anthropic Messages API (`POST {base}/v1/messages`) as a `LanguageModel`. Tools go out as
- * `{ name, description, input_schema }`; `tool_use` blocks come back as tool calls; tool results go
- * back as `tool_result` blocks (with `is_error`), consecutive ones in one user message.
+ * Anthropic Messages API (`POST {base}/v1/messages`, streamed: `stream: true`) as a `LanguageModel`.
+ * Tools go out as `{ name, description, input_schema }`; `tool_use` blocks come back as tool calls;
+ * tool results go back as `tool_result` blocks (with `is_error`), consecutive ones in one user message.
+ * Thinking blocks (with their signatures) and redacted ones go back first in their assistant message,
+ * byte for byte. Prompt caching: `cache_control` breakpoints on the system prompt, the last tool and
+ * the conversation's last block. A typed final output is asked as a tool the model calls with its answer.
  */
-import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { optionalSecret, optionalString } from "../internal/util/settings.js"
-import { endpoint, layerModel, MissingApiKey, turnFromBody } from "./Http.js"
+import { endpoint, eventDecoder, layerModel, MissingApiKey, type StreamReader, turnFromBody } from "./Http.js"
 
 /** How to reach the API. */
 export interface Options {
@@ -17,8 +20,16 @@ export interface Options {
   readonly baseUrl?: string | undefined
   /** Output token limit per turn. Default 4096. */
   readonly maxTokens?: number | undefined
-  /** Per-request timeout. Default 2 minutes. */
+  /** Per-request timeout (for the answer's headers, then between pieces of the stream). Default 2 minutes. */
   readonly timeout?: Duration.DurationInput | undefined
+  /**
+   * Prompt caching: `cache_control: { type: "ephemeral" }` on the system prompt, the last tool
+   * definition and the conversation's last block, so each turn reads the prefix the turn before
+   * wrote. Default true.
+   */
+  readonly cache?: boolean | undefined
+  /** Extended thinking with this budget of tokens (below `maxTokens`). Default: off. */
+  readonly thinking?: { readonly budgetTokens: number } | undefined
 }
 
 /** The API's default address. */
@@ -34,8 +45,9 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
     headers: { "anthropic-version": "2023-06-01", "content-type": "application/json" },
     secretHeaders: { "x-api-key": options.apiKey },
     timeout: options.timeout,
-    toBody: (request) => toBody(options.model, maxTokens, request),
-    fromBody
+    toBody: (request) => toBody(options.model, maxTokens, request, options),
+    fromBody,
+    reader
   })
 }
 
@@ -54,18 +66,56 @@ export const layerConfig = (
 // ---------------------------------------------------------------------------------------------
 // Wire format.
 
-type Block =
+const ephemeral = { type: "ephemeral" } as const
+
+type Block = (
   | { readonly type: "text"; readonly text: string }
+  | { readonly type: "thinking"; readonly thinking: string; readonly signature: string }
+  | { readonly type: "redacted_thinking"; readonly data: string }
   | { readonly type: "tool_use"; readonly id: string; readonly name: string; readonly input: unknown }
   | { readonly type: "tool_result"; readonly tool_use_id: string; readonly content: string; readonly is_error?: boolean }
+) & { readonly cache_control?: typeof ephemeral }
 
 interface WireMessage {
   readonly role: "user" | "assistant"
   readonly content: Array<Block>
 }
 
-/** The request body of the Messages API. */
-export const toBody = (model: string, maxTokens: number, request: LanguageModel.ModelRequest): unknown => {
+/** The tool the model gives a typed final output with: its input schema, wrapped in `{ value }` unless an object. */
+const outputTool = (output: LanguageModel.OutputFormat) => {
+  const schema = output.schema as { readonly type?: unknown } | undefined
+  const wrapped = schema?.type !== "object"
+  return {
+    wrapped,
+    definition: {
+      name: output.name,
+      description: "Give your final answer: call this tool, alone, once you are done, with the answer as its input.",
+      input_schema: wrapped
+        ? { type: "object", properties: { value: output.schema }, required: ["value"], additionalProperties: false }
+        : output.schema
+    }
+  }
+}
+
+/** The final output a call of the output tool carries, as JSON text. */
+const outputText = (output: LanguageModel.OutputFormat, argumentsText: string): string => {
+  if (!outputTool(output).wrapped) return argumentsText
+  try {
+    const value = (JSON.parse(argumentsText) as { value?: unknown }).value
+    return JSON.stringify(value === undefined ? null : value)
+  } catch {
+    return argumentsText
+  }
+}
+
+/** The request body of the Messages API, asking for a stream. */
+export const toBody = (
+  model: string,
+  maxTokens: number,
+  request: LanguageModel.ModelRequest,
+  options?: Pick<Options, "cache" | "thinking">
+): unknown => {
+  const cache = options?.cache ?? true
   const messages: Array<WireMessage> = []
   const push = (role: WireMessage["role"], blocks: ReadonlyArray<Block>) => {
     const last = messages[messages.length - 1]
@@ -80,6 +130,14 @@ export const toBody = (model: string, maxTokens: number, request: LanguageModel.
         break
       case "AssistantMessage": {
         const blocks: Array<Block> = []
+        // Thinking first, as it came, signature and all: the API checks them (a block without a
+        // signature came from another provider and is not sent).
+        for (const block of message.reasoning ?? []) {
+          if (block._tag === "RedactedThinking") blocks.push({ type: "redacted_thinking", data: block.data })
+          else if (block.signature !== undefined) {
+            blocks.push({ type: "thinking", thinking: block.text, signature: block.signature })
+          }
+        }
         if (message.text !== undefined && message.text !== "") blocks.push({ type: "text", text: message.text })
         for (const call of message.toolCalls) {
           blocks.push({ type: "tool_use", id: call.id, name: call.name, input: argumentsObject(call.arguments) })
@@ -97,17 +155,33 @@ export const toBody = (model: string, maxTokens: number, request: LanguageModel.
         break
     }
   }
+  const tools: Array<Record<string, unknown>> = request.tools.map((tool) => ({
+    name: tool.name,
+    description: tool.description,
+    input_schema: tool.parameters
+  }))
+  if (request.output !== undefined) tools.push(outputTool(request.output).definition)
+  if (cache) {
+    // The conversation's prefix: its last block, so the next turn reads all of this one from the cache.
+    const last = messages[messages.length - 1]
+    const block = last?.content[last.content.length - 1]
+    if (last !== undefined && block !== undefined) {
+      last.content[last.content.length - 1] = { ...block, cache_control: ephemeral }
+    }
+    const lastTool = tools[tools.length - 1]
+    if (lastTool !== undefined) tools[tools.length - 1] = { ...lastTool, cache_control: ephemeral }
+  }
   return {
     model,
     max_tokens: maxTokens,
-    ...(request.instructions === undefined ? {} : { system: request.instructions }),
-    ...(request.tools.length === 0 ? {} : {
-      tools: request.tools.map((tool) => ({
-        name: tool.name,
-        description: tool.description,
-        input_schema: tool.parameters
-      }))
+    stream: true,
+    ...(options?.thinking === undefined
+      ? {}
+      : { thinking: { type: "enabled", budget_tokens: options.thinking.budgetTokens } }),
+    ...(request.instructions === undefined ? {} : {
+      system: cache ? [{ type: "text", text: request.instructions, cache_control: ephemeral }] : request.instructions
     }),
+    ...(tools.length === 0 ? {} : { tools }),
     messages
   }
 }
@@ -122,15 +196,36 @@ const argumentsObject = (text: string): unknown => {
   }
 }
 
+const WireUsage = Schema.Struct({
+  input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  output_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  cache_creation_input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  cache_read_input_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+})
+type WireUsage = typeof WireUsage.Type
+
+/** Our usage from the API's: `input_tokens` (the prompt not read from the cache), and the cache's two counts when it gave them. */
+const usageOf = (usage: WireUsage): LanguageModel.Usage => {
+  const out: { -readonly [K in keyof LanguageModel.Usage]: LanguageModel.Usage[K] } = {
+    inputTokens: usage.input_tokens ?? 0,
+    outputTokens: usage.output_tokens ?? 0
+  }
+  if (usage.cache_read_input_tokens != null) out.cacheReadTokens = usage.cache_read_input_tokens
+  if (usage.cache_creation_input_tokens != null) out.cacheWriteTokens = usage.cache_creation_input_tokens
+  return out
+}
+
 const ResponseBody = Schema.Struct({
   content: Schema.Array(Schema.Union(
     Schema.Struct({ type: Schema.Literal("text"), text: Schema.String }),
+    Schema.Struct({ type: Schema.Literal("thinking"), thinking: Schema.String, signature: Schema.String }),
+    Schema.Struct({ type: Schema.Literal("redacted_thinking"), data: Schema.String }),
     Schema.Struct({ type: Schema.Literal("tool_use"), id: Schema.String, name: Schema.String, input: Schema.Unknown }),
-    // Other blocks (thinking, server tools) carry nothing the loop uses.
+    // Other blocks (server tools) carry nothing the loop uses.
     Schema.Struct({ type: Schema.String })
   )),
   stop_reason: Schema.NullOr(Schema.String),
-  usage: Schema.Struct({ input_tokens: Schema.Number, output_tokens: Schema.Number })
+  usage: WireUsage
 })
 
 const finishReasons: Record<string, LanguageModel.FinishReason> = {
@@ -141,20 +236,194 @@ const finishReasons: Record<string, LanguageModel.FinishReason> = {
   refusal: "content_filter"
 }
 
-/** A Messages API response as a turn. */
-export const fromBody = turnFromBody("anthropic", ResponseBody, ({ content, stop_reason, usage }) => {
+/** Our finish reason; a turn that only gave the typed output stopped, it did not call tools. */
+const finishOf = (stopReason: string | null | undefined, calls: number): LanguageModel.FinishReason => {
+  const reason = (stopReason == null ? undefined : finishReasons[stopReason]) ?? "other"
+  return reason === "tool_calls" && calls === 0 ? "stop" : reason
+}
+
+/** A Messages API response (a server that did not stream) as a turn. */
+export const fromBody = turnFromBody("anthropic", ResponseBody, ({ content, stop_reason, usage }, request) => {
   const texts: Array<string> = []
   const toolCalls: Array<LanguageModel.ToolCall> = []
+  const reasoning: Array<LanguageModel.ReasoningBlock> = []
   for (const block of content) {
     if (block.type === "text" && "text" in block) texts.push(block.text)
-    else if (block.type === "tool_use" && "input" in block) {
-      toolCalls.push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) })
+    else if (block.type === "thinking" && "thinking" in block) {
+      reasoning.push({ _tag: "Thinking", text: block.thinking, signature: block.signature })
+    } else if (block.type === "redacted_thinking" && "data" in block) {
+      reasoning.push({ _tag: "RedactedThinking", data: block.data })
+    } else if (block.type === "tool_use" && "input" in block) {
+      const args = JSON.stringify(block.input ?? {})
+      if (request.output !== undefined && block.name === request.output.name) texts.push(outputText(request.output, args))
+      else toolCalls.push({ id: block.id, name: block.name, arguments: args })
     }
   }
-  return {
+  const turn = {
     text: texts.length === 0 ? undefined : texts.join(""),
     toolCalls,
-    finishReason: (stop_reason === null ? undefined : finishReasons[stop_reason]) ?? "other",
-    usage: { inputTokens: usage.input_tokens, outputTokens: usage.output_tokens }
+    finishReason: finishOf(stop_reason, toolCalls.length),
+    usage: usageOf(usage)
   }
+  return reasoning.length === 0 ? turn : { ...turn, reasoning }
 })
+
+// ---------------------------------------------------------------------------------------------
+// The stream: message_start, then per content block content_block_start, its deltas and
+// content_block_stop, then message_delta (stop reason, output tokens) and message_stop; ping between.
+
+const StreamEvent = Schema.Union(
+  Schema.Struct({ type: Schema.Literal("message_start"), message: Schema.Struct({ usage: WireUsage }) }),
+  Schema.Struct({
+    type: Schema.Literal("content_block_start"),
+    index: Schema.Number,
+    content_block: Schema.Struct({
+      type: Schema.String,
+      id: Schema.optional(Schema.String),
+      name: Schema.optional(Schema.String),
+      data: Schema.optional(Schema.String)
+    })
+  }),
+  Schema.Struct({
+    type: Schema.Literal("content_block_delta"),
+    index: Schema.Number,
+    delta: Schema.Struct({
+      type: Schema.String,
+      text: Schema.optional(Schema.String),
+      partial_json: Schema.optional(Schema.String),
+      thinking: Schema.optional(Schema.String),
+      signature: Schema.optional(Schema.String)
+    })
+  }),
+  Schema.Struct({ type: Schema.Literal("content_block_stop"), index: Schema.Number }),
+  Schema.Struct({
+    type: Schema.Literal("message_delta"),
+    delta: Schema.Struct({ stop_reason: Schema.optional(Schema.NullOr(Schema.String)) }),
+    usage: Schema.optional(WireUsage)
+  }),
+  Schema.Struct({ type: Schema.Literal("message_stop") }),
+  Schema.Struct({
+    type: Schema.Literal("error"),
+    error: Schema.Struct({ type: Schema.String, message: Schema.String })
+  }),
+  // ping, and events added later: nothing the loop uses.
+  Schema.Struct({ type: Schema.String })
+)
+
+const decodeEvent = eventDecoder("anthropic", StreamEvent)
+
+/** Errors the API reports mid-stream that are worth asking again for. */
+const transientErrors = new Set(["overloaded_error", "api_error", "rate_limit_error", "timeout_error"])
+
+interface OpenBlock {
+  readonly type: string
+  readonly id: string
+  readonly name: string
+  text: string
+  signature: string
+  json: string
+  readonly data: string
+}
+
+/** Reads one streamed Messages answer. */
+const reader = (request: LanguageModel.ModelRequest): StreamReader => {
+  const blocks = new Map<number, OpenBlock>()
+  let usage: WireUsage = {}
+  let stopReason: string | null | undefined
+  let calls = 0
+  let stopped = false
+  return {
+    event: ({ data }) => {
+      const event = decodeEvent(data)
+      if (event instanceof LanguageModel.ModelError) return event
+      switch (event.type) {
+        case "message_start":
+          if ("message" in event) usage = event.message.usage
+          return []
+        case "content_block_start":
+          if ("content_block" in event) {
+            const block = event.content_block
+            blocks.set(event.index, {
+              type: block.type,
+              id: block.id ?? "",
+              name: block.name ?? "",
+              data: block.data ?? "",
+              text: "",
+              signature: "",
+              json: ""
+            })
+          }
+          return []
+        case "content_block_delta": {
+          if (!("delta" in event)) return []
+          const block = blocks.get(event.index)
+          const delta = event.delta
+          if (delta.type === "text_delta" && delta.text !== undefined) {
+            return [LanguageModel.ModelPart.TextDelta({ text: delta.text })]
+          }
+          if (block === undefined) return []
+          if (delta.type === "input_json_delta" && delta.partial_json !== undefined) block.json += delta.partial_json
+          else if (delta.type === "thinking_delta" && delta.thinking !== undefined) {
+            block.text += delta.thinking
+            return [LanguageModel.ModelPart.ReasoningDelta({ text: delta.thinking })]
+          } else if (delta.type === "signature_delta" && delta.signature !== undefined) block.signature += delta.signature
+          return []
+        }
+        case "content_block_stop": {
+          if (!("index" in event)) return []
+          const block = blocks.get(event.index)
+          blocks.delete(event.index)
+          if (block === undefined) return []
+          switch (block.type) {
+            case "tool_use": {
+              const args = block.json === "" ? "{}" : block.json
+              if (request.output !== undefined && block.name === request.output.name) {
+                return [LanguageModel.ModelPart.TextDelta({ text: outputText(request.output, args) })]
+              }
+              calls++
+              return [LanguageModel.ModelPart.ToolCall({ call: { id: block.id, name: block.name, arguments: args } })]
+            }
+            case "thinking":
+              return [LanguageModel.ModelPart.Reasoning({
+                block: { _tag: "Thinking", text: block.text, signature: block.signature }
+              })]
+            case "redacted_thinking":
+              return [LanguageModel.ModelPart.Reasoning({ block: { _tag: "RedactedThinking", data: block.data } })]
+            default:
+              return []
+          }
+        }
+        case "message_delta":
+          if ("delta" in event) {
+            stopReason = event.delta.stop_reason
+            // Its counts are the message's so far: they replace message_start's where given.
+            if (event.usage !== undefined) {
+              usage = Object.fromEntries(
+                [...Object.entries(usage), ...Object.entries(event.usage).filter(([, v]) => v != null)]
+              ) as WireUsage
+            }
+          }
+          return []
+        case "message_stop":
+          stopped = true
+          return [
+            LanguageModel.ModelPart.Usage({ usage: usageOf(usage) }),
+            LanguageModel.ModelPart.Finish({ finishReason: finishOf(stopReason, calls) })
+          ]
+        case "error":
+          if (!("error" in event)) return []
+          return new LanguageModel.ModelError({
+            message: `anthropic: ${event.error.type}: ${event.error.message}`,
+            transient: transientErrors.has(event.error.type)
+          })
+        default:
+          return []
+      }
+    },
+    end: () =>
+      stopped ? undefined : new LanguageModel.ModelError({
+        message: "anthropic: the stream ended before message_stop",
+        transient: true
+      })
+  }
+}

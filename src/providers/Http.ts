@@ -9,7 +9,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Clock, Duration, Effect, Layer, ParseResult, Redacted, Schema } from "effect"
+import { Clock, Duration, Effect, Layer, Option, ParseResult, Redacted, Schema, Stream } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 
 /** A provider's API key is not configured. */
@@ -34,12 +34,13 @@ export interface Post {
 }
 
 /**
- * POSTs `body` as JSON and returns the parsed JSON of a 2xx answer; anything else is a `ModelFailure`.
- * The span `http.client POST` is this function's: the HTTP client's own span would end with the
- * response, whose request holds the key in clear for any tracer that records a span's exit (so no
- * `traceparent` goes to the provider either).
+ * POSTs `body` as JSON and gives the 2xx response; anything else is a `ModelFailure`. The response's
+ * headers must come within `post.timeout`.
  */
-export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effect<unknown, LanguageModel.ModelFailure> =>
+const send = (
+  client: HttpClient.HttpClient,
+  post: Post
+): Effect.Effect<HttpClientResponse.HttpClientResponse, LanguageModel.ModelFailure> =>
   HttpClientRequest.post(post.url).pipe(
     HttpClientRequest.setHeaders(post.headers),
     HttpClientRequest.setHeaders(
@@ -48,9 +49,9 @@ export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effe
     HttpClientRequest.bodyUnsafeJson(post.body),
     HttpClient.withTracerDisabledWhen(client, () => true).execute,
     Effect.tap((response) => Effect.annotateCurrentSpan("http.response.status_code", response.status)),
-    Effect.flatMap((response): Effect.Effect<unknown, LanguageModel.ModelFailure | HttpClientError.ResponseError> =>
+    Effect.flatMap((response): Effect.Effect<HttpClientResponse.HttpClientResponse, LanguageModel.ModelFailure> =>
       response.status >= 200 && response.status < 300
-        ? Effect.flatMap(response.text, (text) => parseBody(post.provider, response.status, text))
+        ? Effect.succeed(response)
         : Effect.flatMap(failureOf(post.provider, response), Effect.fail)
     ),
     Effect.catchTag("RequestError", (error) =>
@@ -61,25 +62,115 @@ export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effe
           transient: error.reason === "Transport"
         })
       )),
-    Effect.catchTag("ResponseError", (error) =>
-      Effect.fail(
-        new LanguageModel.ModelError({
-          // A body cut off mid-way (the connection closed): the transport's words, not just "Decode".
-          message: `${post.provider}: HTTP ${error.response.status}: reading the body failed (${transportReason(error.cause)})`,
-          transient: true,
-          status: error.response.status
-        })
-      )),
-    Effect.timeoutFail({
-      duration: post.timeout,
-      onTimeout: () =>
-        new LanguageModel.ModelError({
-          message: `${post.provider}: no response within ${Duration.format(post.timeout)}`,
-          transient: true
-        })
-    }),
+    Effect.catchTag("ResponseError", (error) => Effect.fail(bodyFailed(post.provider, error))),
+    Effect.timeoutFail({ duration: post.timeout, onTimeout: () => noResponse(post) })
+  )
+
+const noResponse = (post: Post) =>
+  new LanguageModel.ModelError({
+    message: `${post.provider}: no response within ${Duration.format(post.timeout)}`,
+    transient: true
+  })
+
+/** A body cut off mid-way (the connection closed): the transport's words, not just "Decode". */
+const bodyFailed = (provider: string, error: HttpClientError.ResponseError) =>
+  new LanguageModel.ModelError({
+    message: `${provider}: HTTP ${error.response.status}: reading the body failed (${transportReason(error.cause)})`,
+    transient: true,
+    status: error.response.status
+  })
+
+/**
+ * POSTs `body` as JSON and returns the parsed JSON of a 2xx answer; anything else is a `ModelFailure`.
+ * The span `http.client POST` is this function's: the HTTP client's own span would end with the
+ * response, whose request holds the key in clear for any tracer that records a span's exit (so no
+ * `traceparent` goes to the provider either).
+ */
+export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effect<unknown, LanguageModel.ModelFailure> =>
+  send(client, post).pipe(
+    Effect.flatMap((response) =>
+      response.text.pipe(
+        Effect.catchTag("ResponseError", (error) => Effect.fail(bodyFailed(post.provider, error))),
+        Effect.flatMap((text) => parseBody(post.provider, response.status, text))
+      )
+    ),
+    Effect.timeoutFail({ duration: post.timeout, onTimeout: () => noResponse(post) }),
     Effect.withSpan("http.client POST", { kind: "client", attributes: spanAttributes(post), captureStackTrace: false })
   )
+
+/** One server-sent event: its `event` field (`"message"` when it had none) and its `data` lines, joined. */
+export interface SseEvent {
+  readonly event: string
+  readonly data: string
+}
+
+/**
+ * The lines of an event stream as its events (the WHATWG rules used here: `event:` and `data:`
+ * fields, `:` comments, a blank line ends an event; an event cut off by the end is dropped).
+ */
+export const sseEvents = <E, R>(lines: Stream.Stream<string, E, R>): Stream.Stream<SseEvent, E, R> =>
+  Stream.suspend(() => {
+    let event = ""
+    let data: Array<string> = []
+    return Stream.filterMap(lines, (line) => {
+      if (line === "") {
+        if (data.length === 0) {
+          event = ""
+          return Option.none()
+        }
+        const out = { event: event === "" ? "message" : event, data: data.join("\n") }
+        event = ""
+        data = []
+        return Option.some(out)
+      }
+      if (line.startsWith(":")) return Option.none()
+      const colon = line.indexOf(":")
+      const field = colon === -1 ? line : line.slice(0, colon)
+      const value = colon === -1 ? "" : line.slice(line[colon + 1] === " " ? colon + 2 : colon + 1)
+      if (field === "event") event = value
+      else if (field === "data") data.push(value)
+      return Option.none()
+    })
+  })
+
+/**
+ * POSTs `body` (which asks for a stream) and reads the answer as server-sent events; a 2xx JSON
+ * answer is read whole. The headers must come within `post.timeout`, and then each piece of the body
+ * within `post.timeout` of the one before; a body cut off is a transient `ModelError`.
+ */
+export const postStream = (
+  client: HttpClient.HttpClient,
+  post: Post
+): Effect.Effect<Stream.Stream<SseEvent, LanguageModel.ModelError>, LanguageModel.ModelFailure> =>
+  Effect.map(send(client, post), (response) => {
+    const type = response.headers["content-type"] ?? ""
+    if (!type.includes("text/event-stream")) {
+      return Stream.fromEffect(
+        response.text.pipe(
+          Effect.catchTag("ResponseError", (error) => Effect.fail(bodyFailed(post.provider, error))),
+          Effect.flatMap((text) => parseBody(post.provider, response.status, text)),
+          Effect.map((body): SseEvent => ({ event: wholeBody, data: JSON.stringify(body) }))
+        )
+      )
+    }
+    return response.stream.pipe(
+        Stream.catchTag("ResponseError", (error) => Stream.fail(bodyFailed(post.provider, error))),
+        Stream.timeoutFail(
+          () =>
+            new LanguageModel.ModelError({
+              message: `${post.provider}: the stream sent nothing for ${Duration.format(post.timeout)}`,
+              transient: true
+            }),
+          post.timeout
+        ),
+        Stream.decodeText(),
+      Stream.splitLines,
+      sseEvents
+    )
+  })
+
+/** The event name under which a whole JSON body (a server that did not stream) reaches a provider's reader. */
+export const wholeBody = "agent-tools/whole-body"
 
 /** The POST's span attributes (OpenTelemetry's names); secret headers show as `<redacted>`. */
 const spanAttributes = (post: Post): Record<string, unknown> => {
@@ -149,14 +240,40 @@ export const unexpectedBody = (
 export const turnFromBody = <A, I>(
   provider: string,
   schema: Schema.Schema<A, I>,
-  toTurn: (body: A) => LanguageModel.ModelTurn
-): (body: unknown) => Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError> => {
+  toTurn: (body: A, request: LanguageModel.ModelRequest) => LanguageModel.ModelTurn
+): (body: unknown, request: LanguageModel.ModelRequest) => Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError> => {
   const decode = Schema.decodeUnknownEither(schema, { errors: "all" })
-  return (body) => {
+  return (body, request) => {
     const decoded = decode(body)
     return decoded._tag === "Left"
       ? Effect.fail(unexpectedBody(provider, body, decoded.left))
-      : Effect.succeed(toTurn(decoded.right))
+      : Effect.succeed(toTurn(decoded.right, request))
+  }
+}
+
+/**
+ * A provider's stream event decoder: the event's JSON decoded against `schema`; data that is not
+ * JSON, or not the API's shape, is a non-transient `ModelError` saying what is wrong.
+ */
+export const eventDecoder = <A, I>(
+  provider: string,
+  schema: Schema.Schema<A, I>
+): (data: string) => A | LanguageModel.ModelError => {
+  const decode = Schema.decodeUnknownEither(schema, { errors: "all" })
+  return (data) => {
+    let json: unknown
+    try {
+      json = JSON.parse(data)
+    } catch {
+      return new LanguageModel.ModelError({
+        message: `${provider}: a stream event that is not JSON (${data.slice(0, 200)})`,
+        transient: false
+      })
+    }
+    const decoded = decode(json)
+    if (decoded._tag === "Right") return decoded.right
+    const error = unexpectedBody(provider, json, decoded.left)
+    return new LanguageModel.ModelError({ ...error, message: error.message.replace("response body", "stream event") })
   }
 }
 
@@ -223,7 +340,22 @@ const retryAfter = (headers: Readonly<Record<string, string>>, now: number): num
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
 
-/** A provider's `LanguageModel`: each request is a JSON POST to `url`, its body from `toBody`, its answer read by `fromBody`. */
+/**
+ * Reads one streamed turn of a provider: each event gives the parts it completes, or the failure it
+ * reports; at the end, a stream that stopped before the provider's last event is a failure.
+ */
+export interface StreamReader {
+  readonly event: (event: SseEvent) => ReadonlyArray<LanguageModel.ModelPart> | LanguageModel.ModelError
+  readonly end: () => LanguageModel.ModelError | undefined
+}
+
+/**
+ * A provider's `LanguageModel`: each request is a JSON POST to `url` asking for a stream (its body
+ * from `toBody`), its events read by a `reader`; a server that answers one JSON body instead is read
+ * by `fromBody`. `generate` collects the stream. A stream that breaks (a cut connection, silence
+ * past the timeout, no last event) fails with a transient `ModelError` saying after how many parts:
+ * the loop asks again, the parts that came are discarded (design: The model side).
+ */
 export const layerModel = (provider: {
   readonly name: string
   /** The model asked for, for the `chat` span. */
@@ -233,33 +365,65 @@ export const layerModel = (provider: {
   readonly secretHeaders: Record<string, Redacted.Redacted<string>>
   readonly timeout: Duration.DurationInput | undefined
   readonly toBody: (request: LanguageModel.ModelRequest) => unknown
-  readonly fromBody: (body: unknown) => Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError>
+  readonly fromBody: (
+    body: unknown,
+    request: LanguageModel.ModelRequest
+  ) => Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError>
+  readonly reader: (request: LanguageModel.ModelRequest) => StreamReader
 }): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
   Layer.effect(
     LanguageModel.LanguageModel,
     Effect.map(HttpClient.HttpClient, (client) => {
       const timeout = Duration.decode(provider.timeout ?? "2 minutes")
+      const stream = (request: LanguageModel.ModelRequest): Stream.Stream<LanguageModel.ModelPart, LanguageModel.ModelFailure> => {
+        const post: Post = {
+          provider: provider.name,
+          url: provider.url,
+          headers: provider.headers,
+          secretHeaders: provider.secretHeaders,
+          body: provider.toBody(request),
+          timeout
+        }
+        return Stream.unwrap(Effect.map(postStream(client, post), (events) =>
+          Stream.suspend(() => {
+            const reader = provider.reader(request)
+            let parts = 0
+            let whole = false
+            const broke = (error: LanguageModel.ModelError): LanguageModel.ModelError =>
+              parts === 0 || !error.transient ? error : new LanguageModel.ModelError({
+                ...error,
+                message: `${error.message} (the stream broke after ${parts} part(s); they are discarded)`
+              })
+            return events.pipe(
+              Stream.mapEffect((event): Effect.Effect<ReadonlyArray<LanguageModel.ModelPart>, LanguageModel.ModelError> => {
+                if (event.event === wholeBody) {
+                  whole = true
+                  return Effect.map(provider.fromBody(JSON.parse(event.data), request), LanguageModel.partsOf)
+                }
+                const out = reader.event(event)
+                return out instanceof LanguageModel.ModelError ? Effect.fail(out) : Effect.succeed(out)
+              }),
+              Stream.concat(Stream.suspend(() => {
+                const failure = whole ? undefined : reader.end()
+                return failure === undefined ? Stream.empty : Stream.fail(failure)
+              })),
+              Stream.flattenIterables,
+              Stream.tap(() => Effect.sync(() => void parts++)),
+              Stream.mapError(broke)
+            )
+          })
+        )).pipe(
+          Stream.withSpan("http.client POST", { kind: "client", attributes: spanAttributes(post), captureStackTrace: false })
+        )
+      }
       return LanguageModel.LanguageModel.of({
         provider: provider.name,
         model: provider.model,
-        generate: (request) =>
-          postJson(client, {
-            provider: provider.name,
-            url: provider.url,
-            headers: provider.headers,
-            secretHeaders: provider.secretHeaders,
-            body: provider.toBody(request),
-            timeout
-          }).pipe(Effect.tap(annotateResponseModel), Effect.flatMap(provider.fromBody))
+        stream,
+        generate: (request) => LanguageModel.collect(stream(request))
       })
     })
   )
-
-/** The model that answered (`gen_ai.response.model`), on the `chat` span the request runs in, when there is one. */
-const annotateResponseModel = (body: unknown): Effect.Effect<void> =>
-  typeof body === "object" && body !== null && typeof (body as { model?: unknown }).model === "string"
-    ? Effect.annotateCurrentSpan("gen_ai.response.model", (body as { model: string }).model)
-    : Effect.void
 
 /** `base` without trailing slashes, then `path`. */
 export const endpoint = (base: string, path: string): string => `${base.replace(/\/+$/, "")}${path}`

@@ -1,14 +1,18 @@
 /**
- * OpenAI Chat Completions (`POST {base}/chat/completions`) as a `LanguageModel`, for OpenAI and any
- * compatible server (Ollama, vLLM, llama.cpp's server) through the base URL. Tools go out as
- * `{ type: "function", function: { name, description, parameters } }`; `tool_calls` come back;
- * results go back as `role: "tool"` messages with `tool_call_id`.
+ * OpenAI Chat Completions (`POST {base}/chat/completions`, streamed: `stream: true` with
+ * `stream_options.include_usage`) as a `LanguageModel`, for OpenAI and any compatible server (Ollama,
+ * vLLM, llama.cpp's server) through the base URL. Tools go out as
+ * `{ type: "function", function: { name, description, parameters } }`; `tool_calls` come back, each
+ * once its arguments are complete; results go back as `role: "tool"` messages with `tool_call_id`.
+ * A typed final output is asked with `response_format: { type: "json_schema" }`. Reasoning text a
+ * compatible server streams (`reasoning_content`, `reasoning`) is kept with the turn, not sent back:
+ * Chat Completions has no field for it (OpenAI keeps its own models' reasoning on its side).
  */
-import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { optionalSecret, optionalString } from "../internal/util/settings.js"
-import { endpoint, layerModel, MissingApiKey, turnFromBody } from "./Http.js"
+import { endpoint, eventDecoder, layerModel, MissingApiKey, type StreamReader, turnFromBody } from "./Http.js"
 
 /** How to reach the API. */
 export interface Options {
@@ -38,7 +42,8 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
       : { authorization: Redacted.make(`Bearer ${Redacted.value(options.apiKey)}`) },
     timeout: options.timeout,
     toBody: (request) => toBody(options, request),
-    fromBody
+    fromBody,
+    reader
   })
 
 /**
@@ -61,7 +66,7 @@ export const layerConfig = (
 // ---------------------------------------------------------------------------------------------
 // Wire format.
 
-/** The request body of Chat Completions. */
+/** The request body of Chat Completions, asking for a stream with its usage at the end. */
 export const toBody = (options: Options, request: LanguageModel.ModelRequest): unknown => {
   const messages: Array<unknown> = []
   if (request.instructions !== undefined) messages.push({ role: "system", content: request.instructions })
@@ -92,6 +97,15 @@ export const toBody = (options: Options, request: LanguageModel.ModelRequest): u
   return {
     model: options.model,
     messages,
+    stream: true,
+    stream_options: { include_usage: true },
+    ...(request.output === undefined ? {} : {
+      // Not strict: strict mode wants every field required; our Schema checks the answer either way.
+      response_format: {
+        type: "json_schema",
+        json_schema: { name: request.output.name, schema: request.output.schema, strict: false }
+      }
+    }),
     ...(options.maxTokens === undefined ? {} : { max_completion_tokens: options.maxTokens }),
     ...(request.tools.length === 0 ? {} : {
       tools: request.tools.map((tool) => ({
@@ -102,10 +116,26 @@ export const toBody = (options: Options, request: LanguageModel.ModelRequest): u
   }
 }
 
+const WireUsage = Schema.Struct({
+  prompt_tokens: Schema.Number,
+  completion_tokens: Schema.Number,
+  prompt_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({
+    cached_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+  })))
+})
+
+/** Our usage from the API's; `cached_tokens` (part of `prompt_tokens`) when it said. */
+const usageOf = (usage: typeof WireUsage.Type | null | undefined): LanguageModel.Usage => {
+  const counts = { inputTokens: usage?.prompt_tokens ?? 0, outputTokens: usage?.completion_tokens ?? 0 }
+  const cached = usage?.prompt_tokens_details?.cached_tokens
+  return cached == null ? counts : { ...counts, cacheReadTokens: cached }
+}
+
 const ResponseBody = Schema.Struct({
   choices: Schema.NonEmptyArray(Schema.Struct({
     message: Schema.Struct({
       content: Schema.optional(Schema.NullOr(Schema.String)),
+      reasoning_content: Schema.optional(Schema.NullOr(Schema.String)),
       tool_calls: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({
         id: Schema.optional(Schema.String),
         function: Schema.Struct({ name: Schema.String, arguments: Schema.Unknown })
@@ -113,7 +143,7 @@ const ResponseBody = Schema.Struct({
     }),
     finish_reason: Schema.optional(Schema.NullOr(Schema.String))
   })),
-  usage: Schema.optional(Schema.NullOr(Schema.Struct({ prompt_tokens: Schema.Number, completion_tokens: Schema.Number })))
+  usage: Schema.optional(Schema.NullOr(WireUsage))
 })
 
 const finishReasons: Record<string, LanguageModel.FinishReason> = {
@@ -124,17 +154,127 @@ const finishReasons: Record<string, LanguageModel.FinishReason> = {
   content_filter: "content_filter"
 }
 
-/** A Chat Completions response (its first choice) as a turn. */
-export const fromBody = turnFromBody("openai", ResponseBody, ({ choices: [choice], usage }) => ({
+// Some compatible servers leave out the id, or send the arguments as an object.
+const argumentsText = (args: unknown): string => typeof args === "string" ? args : JSON.stringify(args ?? {})
+
+/** A Chat Completions response (its first choice; a server that did not stream) as a turn. */
+export const fromBody = turnFromBody("openai", ResponseBody, ({ choices: [choice], usage }) => {
+  const turn = {
     text: choice.message.content ?? undefined,
     toolCalls: (choice.message.tool_calls ?? []).map((call, i) => ({
-      // Some compatible servers leave out the id, or send the arguments as an object.
       id: call.id ?? `call_${i}`,
       name: call.function.name,
-      arguments: typeof call.function.arguments === "string"
-        ? call.function.arguments
-        : JSON.stringify(call.function.arguments ?? {})
+      arguments: argumentsText(call.function.arguments)
     })),
     finishReason: finishReasons[choice.finish_reason ?? ""] ?? "other",
-    usage: { inputTokens: usage?.prompt_tokens ?? 0, outputTokens: usage?.completion_tokens ?? 0 }
-}))
+    usage: usageOf(usage)
+  }
+  const reasoning = choice.message.reasoning_content
+  return reasoning == null || reasoning === "" ? turn : { ...turn, reasoning: [{ _tag: "Thinking" as const, text: reasoning }] }
+})
+
+// ---------------------------------------------------------------------------------------------
+// The stream: `chat.completion.chunk`s, each a delta of the first choice (text, reasoning, pieces of
+// tool calls by index), the one with `finish_reason`, then one with no choices and the usage, then `[DONE]`.
+
+const Chunk = Schema.Struct({
+  choices: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({
+    delta: Schema.optional(Schema.NullOr(Schema.Struct({
+      content: Schema.optional(Schema.NullOr(Schema.String)),
+      reasoning_content: Schema.optional(Schema.NullOr(Schema.String)),
+      reasoning: Schema.optional(Schema.NullOr(Schema.String)),
+      tool_calls: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({
+        index: Schema.optional(Schema.Number),
+        id: Schema.optional(Schema.NullOr(Schema.String)),
+        function: Schema.optional(Schema.NullOr(Schema.Struct({
+          name: Schema.optional(Schema.NullOr(Schema.String)),
+          arguments: Schema.optional(Schema.Unknown)
+        })))
+      }))))
+    }))),
+    finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+  })))),
+  usage: Schema.optional(Schema.NullOr(WireUsage)),
+  error: Schema.optional(Schema.Struct({ message: Schema.String }))
+})
+
+const decodeChunk = eventDecoder("openai", Chunk)
+
+interface OpenCall {
+  readonly index: number
+  id: string
+  name: string
+  args: string
+}
+
+/** Reads one streamed Chat Completions answer. */
+const reader = (): StreamReader => {
+  let open: OpenCall | undefined
+  let calls = 0
+  let reasoning = ""
+  let finishReason: LanguageModel.FinishReason | undefined
+  let usage: LanguageModel.Usage | undefined
+  let done = false
+  // A call is complete once the next one starts, or the choice finishes.
+  const close = (parts: Array<LanguageModel.ModelPart>) => {
+    if (open === undefined) return
+    const call = { id: open.id === "" ? `call_${calls}` : open.id, name: open.name, arguments: open.args === "" ? "{}" : open.args }
+    calls++
+    open = undefined
+    parts.push(LanguageModel.ModelPart.ToolCall({ call }))
+  }
+  const finish = (parts: Array<LanguageModel.ModelPart>) => {
+    close(parts)
+    if (reasoning !== "") {
+      parts.push(LanguageModel.ModelPart.Reasoning({ block: { _tag: "Thinking", text: reasoning } }))
+      reasoning = ""
+    }
+  }
+  return {
+    event: ({ data }) => {
+      if (data.trim() === "[DONE]") {
+        done = true
+        const parts: Array<LanguageModel.ModelPart> = []
+        finish(parts)
+        parts.push(
+          LanguageModel.ModelPart.Usage({ usage: usage ?? usageOf(undefined) }),
+          LanguageModel.ModelPart.Finish({ finishReason: finishReason ?? (calls > 0 ? "tool_calls" : "stop") })
+        )
+        return parts
+      }
+      const chunk = decodeChunk(data)
+      if (chunk instanceof LanguageModel.ModelError) return chunk
+      // An error mid-stream is the server's (it had answered 200): worth asking again.
+      if (chunk.error !== undefined) {
+        return new LanguageModel.ModelError({ message: `openai: ${chunk.error.message}`, transient: true })
+      }
+      const parts: Array<LanguageModel.ModelPart> = []
+      if (chunk.usage != null) usage = usageOf(chunk.usage)
+      const choice = chunk.choices?.[0]
+      if (choice === undefined) return parts
+      const delta = choice.delta
+      const thought = delta?.reasoning_content ?? delta?.reasoning
+      if (thought != null && thought !== "") {
+        reasoning += thought
+        parts.push(LanguageModel.ModelPart.ReasoningDelta({ text: thought }))
+      }
+      if (delta?.content != null && delta.content !== "") parts.push(LanguageModel.ModelPart.TextDelta({ text: delta.content }))
+      for (const piece of delta?.tool_calls ?? []) {
+        const index = piece.index ?? 0
+        if (open !== undefined && open.index !== index) close(parts)
+        if (open === undefined) open = { index, id: "", name: "", args: "" }
+        if (piece.id != null) open.id = piece.id
+        if (piece.function?.name != null) open.name += piece.function.name
+        const args = piece.function?.arguments
+        if (args != null) open.args += argumentsText(args)
+      }
+      if (choice.finish_reason != null) {
+        finishReason = finishReasons[choice.finish_reason] ?? "other"
+        finish(parts)
+      }
+      return parts
+    },
+    end: () =>
+      done ? undefined : new LanguageModel.ModelError({ message: "openai: the stream ended before [DONE]", transient: true })
+  }
+}

@@ -80,20 +80,20 @@ const turnAt = (step: number): LanguageModel.ModelTurn => {
   return { toolCalls, finishReason: "tool_calls", usage: { inputTokens: 10, outputTokens: 5 } }
 }
 
+const generate = (request: LanguageModel.ModelRequest) =>
+  Effect.suspend(() => {
+    const step = request.messages.filter((m) => m._tag === "AssistantMessage").length + 1
+    if (step > turns) {
+      return Effect.fail(new LanguageModel.ModelError({ message: `asked for turn ${step}`, transient: false }))
+    }
+    // Logged before the answer goes back: a kill after this line is an ask the model answered.
+    appendFileSync(env("ASKS_FILE"), `${step} ${process.pid}\n`)
+    return Effect.succeed(turnAt(step))
+  })
+
 const model = Layer.succeed(
   LanguageModel.LanguageModel,
-  LanguageModel.LanguageModel.of({
-    generate: (request) =>
-      Effect.suspend(() => {
-        const step = request.messages.filter((m) => m._tag === "AssistantMessage").length + 1
-        if (step > turns) {
-          return Effect.fail(new LanguageModel.ModelError({ message: `asked for turn ${step}`, transient: false }))
-        }
-        // Logged before the answer goes back: a kill after this line is an ask the model answered.
-        appendFileSync(env("ASKS_FILE"), `${step} ${process.pid}\n`)
-        return Effect.succeed(turnAt(step))
-      })
-  })
+  LanguageModel.LanguageModel.of({ generate, stream: LanguageModel.streamOf(generate) })
 )
 
 const journal = (): Layer.Layer<Journal.Journal, Journal.JournalUnavailable> => {

@@ -96,9 +96,12 @@ export const providerSuite = (c: ProviderCase) => {
         const last = fixture(`${c.provider}/${c.fixtures.text}.json`)
         const tokens = (body: any) => body.usage.input_tokens ?? body.usage.prompt_tokens
         const outTokens = (body: any) => body.usage.output_tokens ?? body.usage.completion_tokens
-        assert.deepStrictEqual(result.usage, {
+        const cached = (body: any) => body.usage.cache_read_input_tokens ?? body.usage.prompt_tokens_details.cached_tokens
+        assert.deepStrictEqual({ ...result.usage, cacheWriteTokens: undefined }, {
           inputTokens: tokens(first) + tokens(last),
-          outputTokens: outTokens(first) + outTokens(last)
+          outputTokens: outTokens(first) + outTokens(last),
+          cacheReadTokens: cached(first) + cached(last),
+          cacheWriteTokens: undefined
         })
 
         assert.strictEqual(server.received.length, 2)

@@ -12,6 +12,7 @@ import * as Toolkit from "../../Toolkit.js"
 import { type TurnHook, TurnHooks } from "../hooks/turn.js"
 import { ask } from "./modelTurn.js"
 import { open } from "./open.js"
+import { retryText } from "./output.js"
 import { Run } from "./run.js"
 import { listening } from "../util/tracing.js"
 import { prepareWorkers } from "../worker/prepare.js"
@@ -22,13 +23,14 @@ import {
   AgentEvent,
   type Emit,
   MaxStepsExceeded,
+  OutputInvalid,
   type RunResult,
   type Start,
   UnknownRun
 } from "./types.js"
 
 /** The run's span, `invoke_agent <name>`, when a tracer listens; nothing at all when none does. */
-export const traced = <A, E, R>(agent: Agent<any>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+export const traced = <A, E, R>(agent: Agent<any, any>, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.withFiberRuntime((fiber) =>
     listening(fiber)
       ? Effect.withSpan(Effect.tapError(effect, (error) => Effect.annotateCurrentSpan("error.type", errorType(error))), `invoke_agent ${agent.name}`, {
@@ -44,10 +46,10 @@ const errorType = (error: unknown): string =>
     ? (error as { _tag: string })._tag
     : error instanceof Error ? error.name : "unknown"
 
-const toolkits = new WeakMap<Agent<any>, Either.Either<Toolkit.Toolkit, Toolkit.ManifestError>>()
+const toolkits = new WeakMap<Agent<any, any>, Either.Either<Toolkit.Toolkit, Toolkit.ManifestError>>()
 
 /** The agent's toolkit, checked (design: Limits) once, at its first run. */
-const toolkitOf = (agent: Agent<any>): Effect.Effect<Toolkit.Toolkit, Toolkit.ManifestError> =>
+const toolkitOf = (agent: Agent<any, any>): Effect.Effect<Toolkit.Toolkit, Toolkit.ManifestError> =>
   Effect.suspend(() => {
     let toolkit = toolkits.get(agent)
     if (toolkit === undefined) {
@@ -62,7 +64,7 @@ const toolkitOf = (agent: Agent<any>): Effect.Effect<Toolkit.Toolkit, Toolkit.Ma
  * until it answers (or calls `task_complete`), suspends for approvals or runs out of steps.
  */
 export const loop = (
-  agent: Agent<any>,
+  agent: Agent<any, any>,
   start: Start,
   emit: Emit | undefined
 ): Effect.Effect<RunResult, AgentError | UnknownRun, LanguageModel.LanguageModel> =>
@@ -78,8 +80,13 @@ export const loop = (
       ? yield* new UnknownRun({ runId: start.resume })
       : { runId: start.runId ?? services.ids.make("run"), prompt: start.prompt, journaled: undefined, resumed: false }
     if ("ended" in opened) {
-      emit?.(AgentEvent.Done({ result: opened.ended }))
-      return opened.ended
+      // A typed output is decoded again from the stored answer: the journal keeps the text, not the value.
+      const decoded = agent.output?.decode(opened.ended.output)
+      const ended = decoded === undefined
+        ? opened.ended
+        : { ...opened.ended, value: yield* Effect.orDie(decoded) }
+      emit?.(AgentEvent.Done({ result: ended }))
+      return ended
     }
     const { model, policy, tracing, turnHooks } = services
     const { journaled, runId } = opened
@@ -97,12 +104,25 @@ export const loop = (
     for (let step = 1; step <= agent.maxSteps; step++) {
       emit?.(AgentEvent.TurnStarted({ step }))
       const turn = yield* ask(state, step)
-      state.usage.inputTokens += turn.usage.inputTokens
-      state.usage.outputTokens += turn.usage.outputTokens
+      state.count(turn.usage)
       if (turn.text !== undefined && turn.text !== "") emit?.(AgentEvent.Text({ step, text: turn.text }))
-      const said: LanguageModel.Message = { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls }
+      // Reasoning goes back with the turn, as the provider requires (design: The model side).
+      const said: LanguageModel.Message = turn.reasoning === undefined
+        ? { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls }
+        : { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls, reasoning: turn.reasoning }
       if (turn.toolCalls.length === 0) {
-        if (agent.completion === "implicit") return yield* state.finish(turn.text ?? "", step)
+        if (agent.completion === "implicit") {
+          const output = agent.output
+          if (output === undefined) return yield* state.finish(turn.text ?? "", step)
+          const decoded = output.decode(turn.text ?? "")
+          if (Either.isRight(decoded)) return yield* state.finish(turn.text ?? "", step, decoded.right)
+          // An answer that does not decode goes back with its issues, a bounded number of times.
+          if (++state.invalidOutputs > output.retries) {
+            return yield* new OutputInvalid({ attempts: state.invalidOutputs, errors: decoded.left, output: turn.text ?? "" })
+          }
+          state.messages = [...state.messages, said, { _tag: "UserMessage", text: retryText(decoded.left) }]
+          continue
+        }
         state.messages = [...state.messages, said, { _tag: "UserMessage", text: Builtins.reminder }]
         continue
       }

@@ -34,11 +34,11 @@ export const ask = (run: Run, step: number): Effect.Effect<LanguageModel.ModelTu
 const askModel = (run: Run, step: number): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> => {
   const { agent, toolkit } = run
   const turn = run.turnHooks.length === 0
-    ? generate(run, agent.instructions, toolkit.definitions)
+    ? generate(run, step, agent.instructions, toolkit.definitions)
     : runTurnHooks(
       run.turnHooks,
       { step, instructions: agent.instructions, tools: toolkit.definitions },
-      (adjusted) => generate(run, adjusted.instructions, adjusted.tools)
+      (adjusted) => generate(run, step, adjusted.instructions, adjusted.tools)
     )
   const measured = Effect.flatMap(Metrics.Exporting, (exporting) => exporting ? metered(run, turn) : turn)
   if (!run.tracing) return measured
@@ -92,6 +92,12 @@ const chatAnnotated = (
         Effect.annotateCurrentSpan({
           "gen_ai.usage.input_tokens": answer.usage.inputTokens,
           "gen_ai.usage.output_tokens": answer.usage.outputTokens,
+          ...(answer.usage.cacheReadTokens === undefined
+            ? {}
+            : { "gen_ai.usage.cache_read.input_tokens": answer.usage.cacheReadTokens }),
+          ...(answer.usage.cacheWriteTokens === undefined
+            ? {}
+            : { "gen_ai.usage.cache_creation.input_tokens": answer.usage.cacheWriteTokens }),
           "gen_ai.response.finish_reasons": [answer.finishReason],
           ...(capture
             ? {
@@ -105,12 +111,37 @@ const chatAnnotated = (
       Effect.tapError((error) => Effect.annotateCurrentSpan("error.type", error._tag))
     ))
 
+/**
+ * One request, retried on `modelRetry` while its failure is transient. Watched (a run with an
+ * observer), the turn is streamed and its deltas told as they come; a stream that breaks after its
+ * first part fails like one that never started, and what came is discarded: the observer is told
+ * `TurnRetried` before the request is made again (design: The model side). Unwatched, `generate`.
+ */
 const generate = (
   run: Run,
+  step: number,
   instructions: string | undefined,
   tools: ReadonlyArray<LanguageModel.ToolDefinition>
 ): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> => {
-  const generate = run.model.generate({ instructions, messages: run.messages, tools })
+  const request: LanguageModel.ModelRequest = run.output === undefined
+    ? { instructions, messages: run.messages, tools }
+    : { instructions, messages: run.messages, tools, output: run.output.format }
+  const emit = run.emit
+  let told = 0
+  const generate = emit === undefined
+    ? run.model.generate(request)
+    : Effect.suspend(() => {
+      told = 0
+      return LanguageModel.collect(run.model.stream(request), (part) => {
+        if (part._tag === "TextDelta") {
+          told++
+          emit(AgentEvent.TextDelta({ step, text: part.text }))
+        } else if (part._tag === "ReasoningDelta") {
+          told++
+          emit(AgentEvent.ReasoningDelta({ step, text: part.text }))
+        }
+      })
+    })
   return Effect.catchIf(
     generate,
     LanguageModel.isTransient,
@@ -119,7 +150,10 @@ const generate = (
         retryable: LanguageModel.isTransient,
         minDelayMillis: (error) => error._tag === "ModelError" ? error.retryAfterMillis : undefined,
         onRetry: (error, delay) =>
-          Effect.logWarning(`model request failed (${error.message}); retrying in ${Duration.format(delay)}`)
+          Effect.suspend(() => {
+            if (told > 0) emit?.(AgentEvent.TurnRetried({ step, reason: error.message }))
+            return Effect.logWarning(`model request failed (${error.message}); retrying in ${Duration.format(delay)}`)
+          })
       })
   )
 }

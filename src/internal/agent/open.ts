@@ -31,7 +31,7 @@ export const RunResultJson = Schema.parseJson(RunResult)
 
 /** Opens the run `start` names (design: Durable runs): a new one, or one the journal holds; an ended one is its result. */
 export const open = (
-  agent: Agent<any>,
+  agent: Agent<any, any>,
   start: Start,
   journal: Journal.Journal["Type"]
 ): Effect.Effect<Opened | { readonly ended: RunResult }, UnknownRun | RunIdInUse> =>

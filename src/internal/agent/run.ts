@@ -13,7 +13,15 @@ import * as Reuse from "../call/reuse.js"
 import { RunState } from "../hooks/tool.js"
 import type { TurnHook } from "../hooks/turn.js"
 import { type Journaled, RunResultJson } from "./open.js"
-import { type Agent, AgentEvent, type Emit, type RunResult, RunSuspended, type ToolCallRecord } from "./types.js"
+import {
+  type Agent,
+  AgentEvent,
+  type Emit,
+  type OutputSpec,
+  type RunResult,
+  RunSuspended,
+  type ToolCallRecord
+} from "./types.js"
 
 /** The result of a call waiting for approval: never recorded, never shown to the model. */
 export const awaitingApproval = ToolResult.failure("awaiting approval")
@@ -22,7 +30,9 @@ export const awaitingApproval = ToolResult.failure("awaiting approval")
 export class Run {
   messages: ReadonlyArray<LanguageModel.Message>
   readonly records: Array<ToolCallRecord> = []
-  readonly usage = { inputTokens: 0, outputTokens: 0 }
+  readonly usage: { -readonly [K in keyof LanguageModel.Usage]: LanguageModel.Usage[K] } = { inputTokens: 0, outputTokens: 0 }
+  /** Final answers in a row that did not decode with the agent's output Schema. */
+  invalidOutputs = 0
   /** The run's outcomes of idempotent tools, by input (design: Per-run reuse). */
   readonly outcomes = new Reuse.Outcomes({ joinInFlight: true })
   /** How many calls of a turn may run at once: 1 when sequential. */
@@ -35,7 +45,7 @@ export class Run {
   constructor(
     /** The run's id: the task id its tool calls carry (per-run budgets and logs key on it). */
     readonly runId: string,
-    readonly agent: Agent<any>,
+    readonly agent: Agent<any, any>,
     readonly toolkit: Toolkit.Toolkit,
     readonly model: LanguageModel.LanguageModel["Type"],
     readonly modelRetry: Timing["Type"]["modelRetry"],
@@ -50,13 +60,32 @@ export class Run {
     this.limit = agent.toolExecution === "sequential" ? 1 : agent.maxConcurrency ?? Infinity
   }
 
+  /** The typed final output asked of the model, when the agent has one. */
+  get output(): OutputSpec | undefined {
+    return this.agent.output
+  }
+
+  /** Adds a turn's tokens to the run's; the cache's counts appear once a turn has them. */
+  count(usage: LanguageModel.Usage): void {
+    this.usage.inputTokens += usage.inputTokens
+    this.usage.outputTokens += usage.outputTokens
+    if (usage.cacheReadTokens !== undefined) this.usage.cacheReadTokens = (this.usage.cacheReadTokens ?? 0) + usage.cacheReadTokens
+    if (usage.cacheWriteTokens !== undefined) {
+      this.usage.cacheWriteTokens = (this.usage.cacheWriteTokens ?? 0) + usage.cacheWriteTokens
+    }
+  }
+
   result(output: string, steps: number): RunResult {
     return { output, steps, toolCalls: this.records, usage: this.usage }
   }
 
-  /** Ends the run with `output`: journaled first (unless its host ends it), then `Done`. */
-  finish(output: string, steps: number): Effect.Effect<RunResult> {
-    const result = this.result(output, steps)
+  /**
+   * Ends the run with `output`: journaled first (unless its host ends it), then `Done`. A typed
+   * output's decoded `value` is added to the result after the journal's record (which keeps the text).
+   */
+  finish(output: string, steps: number, value?: unknown): Effect.Effect<RunResult> {
+    const record = this.result(output, steps)
+    const result = this.agent.output === undefined ? record : { ...record, value }
     const done = Effect.sync(() => {
       this.emit?.(AgentEvent.Done({ result }))
       return result
@@ -66,7 +95,7 @@ export class Run {
     return Effect.zipRight(
       Effect.flatMap(
         Clock.currentTimeMillis,
-        (now) => journaled.journal.ended(this.runId, { result: Schema.encodeSync(RunResultJson)(result) }, now)
+        (now) => journaled.journal.ended(this.runId, { result: Schema.encodeSync(RunResultJson)(record) }, now)
       ),
       done
     )

@@ -2,7 +2,7 @@
  * What an agent and its runs are, as data (design: The loop, Durable runs): the agent's options, a run's
  * record and result, its events and its errors. `Agent` re-exports all of it; the loop's parts read it.
  */
-import { Data, type Duration, Schema } from "effect"
+import { Data, type Duration, type Either, Schema } from "effect"
 import * as LanguageModel from "../../LanguageModel.js"
 import type * as Tool from "../../Tool.js"
 import type * as Toolkit from "../../Toolkit.js"
@@ -18,7 +18,7 @@ export type ToolExecution = "concurrent" | "sequential"
 export type Completion = "implicit" | "explicit"
 
 /** Options of `Agent.make` (design: The loop). */
-export interface Options<Tools extends ReadonlyArray<Tool.Any>> {
+export interface Options<Tools extends ReadonlyArray<Tool.Any>, A = never> {
   /** Shown in spans and logs. Default `"agent"`. */
   readonly name?: string | undefined
   readonly tools: Tools
@@ -37,11 +37,29 @@ export interface Options<Tools extends ReadonlyArray<Tool.Any>> {
    * no decision counts after it, and the call does not run. Default 24 hours.
    */
   readonly approvalExpiry?: Duration.DurationInput | undefined
+  /**
+   * A typed final output (design: The model side): the model's final answer is JSON this Schema
+   * decodes (strictly: every issue, no unknown key), asked through the provider's structured-output
+   * mode; the run's result carries the decoded `value`. An answer that does not decode goes back to
+   * the model with its issues, `outputRetries` times at most; then the run fails with `OutputInvalid`.
+   * With `completion: "implicit"` (the default) only.
+   */
+  readonly output?: Schema.Schema<A, any, never> | undefined
+  /** How many answers that do not decode go back to the model before the run fails. Default 2. */
+  readonly outputRetries?: number | undefined
 }
 
-/** An agent: tools, instructions and how to run them. `R` is what its tools' handlers need. */
-export interface Agent<R = never> {
-  readonly [TypeId]: { readonly _R: (_: never) => R }
+/** How a run checks its typed final output: the format asked of the model, the decoder, the retries. */
+export interface OutputSpec {
+  readonly format: LanguageModel.OutputFormat
+  /** The decoded value of an answer, or every issue of it as text. */
+  readonly decode: (text: string) => Either.Either<unknown, string>
+  readonly retries: number
+}
+
+/** An agent: tools, instructions and how to run them. `R` is what its tools' handlers need; `A` its typed output, if any. */
+export interface Agent<R = never, A = never> {
+  readonly [TypeId]: { readonly _R: (_: never) => R; readonly _A: (_: never) => A }
   readonly name: string
   /** The tools offered to the model, built-ins included. */
   readonly tools: ReadonlyArray<Tool.Any>
@@ -51,7 +69,12 @@ export interface Agent<R = never> {
   readonly completion: Completion
   readonly maxSteps: number
   readonly approvalExpiry: Duration.Duration
+  /** Its typed final output, when it has one. */
+  readonly output: OutputSpec | undefined
 }
+
+/** What a run of an agent gives: its record, and with a typed output the decoded `value`. */
+export type Result<A> = [A] extends [never] ? RunResult : RunResult & { readonly value: A }
 
 // ---------------------------------------------------------------------------------------------
 // What a run returns.
@@ -88,6 +111,20 @@ export class MaxStepsExceeded extends Schema.TaggedError<MaxStepsExceeded>("agen
 ) {
   override get message(): string {
     return `the run did not finish within ${this.maxSteps} model turns`
+  }
+}
+
+/**
+ * The model's final answer did not decode with the agent's output Schema, `attempts` times in a row
+ * (design: The model side): `errors` are the last answer's issues, `output` that answer.
+ */
+export class OutputInvalid extends Schema.TaggedError<OutputInvalid>("agent-tools/OutputInvalid")("OutputInvalid", {
+  attempts: Schema.Number,
+  errors: Schema.String,
+  output: Schema.String
+}) {
+  override get message(): string {
+    return `the model's final answer did not match the output schema after ${this.attempts} attempt(s): ${this.errors}`
   }
 }
 
@@ -155,12 +192,20 @@ export type AgentError =
   | Toolkit.ManifestError
   | LanguageModel.ModelFailure
   | MaxStepsExceeded
+  | OutputInvalid
   | RunSuspended
   | RunIdInUse
 
 /** What `Agent.stream` reports, in order, as a run goes. */
 export type AgentEvent = Data.TaggedEnum<{
   TurnStarted: { readonly step: number }
+  /** A piece of the turn's text as the model writes it (a watched run streams its turns). */
+  TextDelta: { readonly step: number; readonly text: string }
+  /** A piece of the turn's reasoning (thinking) as the model writes it. */
+  ReasoningDelta: { readonly step: number; readonly text: string }
+  /** The turn's stream broke after some deltas: they are void, and the turn is asked again (`reason` says why). */
+  TurnRetried: { readonly step: number; readonly reason: string }
+  /** The turn's whole text, once the turn is complete. */
   Text: { readonly step: number; readonly text: string }
   ToolCallStarted: { readonly step: number; readonly id: string; readonly name: string; readonly input: unknown }
   ToolCallFinished: { readonly step: number; readonly call: ToolCallRecord }
@@ -170,7 +215,8 @@ export type AgentEvent = Data.TaggedEnum<{
   Replayed: { readonly step: number; readonly id: string | undefined }
   /** The run stopped to wait for approvals; nothing follows (resume it once they are given). */
   Suspended: { readonly runId: string; readonly pending: ReadonlyArray<PendingApproval> }
-  Done: { readonly result: RunResult }
+  /** The run's end; with a typed output, `result` carries the decoded `value`. */
+  Done: { readonly result: RunResult & { readonly value?: unknown } }
 }>
 
 /** Constructors and matchers of `AgentEvent`. */

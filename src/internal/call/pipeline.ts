@@ -720,8 +720,8 @@ export const checkResult = (toolName: string, result: ToolResult, config: Config
   return problem === undefined ? result : failed(new InvalidOutput({ toolName, reason: problem }), config)
 }
 
-/** Every issue of a parse error, `path: message`, joined with "; ". */
-const formatIssues = (issue: ParseResult.ParseIssue): string =>
+/** Every issue of a parse error, `path: message`, joined with "; " (tool inputs, a typed final output). */
+export const formatIssues = (issue: ParseResult.ParseIssue): string =>
   withLiteralsJoined(
     ParseResult.ArrayFormatter.formatIssueSync(issue)
       // An optional field's schema is `X | undefined`: Effect reports the `undefined` branch too. Noise.
