@@ -17,7 +17,16 @@ export interface Reply {
   readonly text?: string
   /** Announce the whole body, send half of it, then close the connection. */
   readonly cut?: boolean
+  /** Server-sent events (a recorded stream), sent as `text/event-stream`, one write per event. */
+  readonly sse?: string
+  /** With `sse`: send this many events, then close the connection. */
+  readonly cutAfterEvents?: number
+  /** With `sse`: send this many events, then nothing more (the connection stays open). */
+  readonly holdAfterEvents?: number
 }
+
+/** A recorded stream's text (test/fixtures/<path>). */
+export const sseFixture = (path: string): string => readFileSync(new URL(`../fixtures/${path}`, import.meta.url), "utf8")
 
 export interface Received {
   readonly method: string
@@ -69,6 +78,13 @@ export const fixtureServer = (replies: ReadonlyArray<Reply | "hang">) =>
                 closedEarly++
                 notify()
               })
+            } else if (reply.sse !== undefined) {
+              res.writeHead(reply.status, { "content-type": "text/event-stream", "cache-control": "no-cache", ...reply.headers })
+              const events = reply.sse.split("\n\n").filter((e) => e.trim() !== "").map((e) => `${e}\n\n`)
+              const upTo = reply.cutAfterEvents ?? reply.holdAfterEvents
+              for (const event of upTo === undefined ? events : events.slice(0, upTo)) res.write(event)
+              if (reply.cutAfterEvents !== undefined) res.write("", () => res.destroy())
+              else if (reply.holdAfterEvents === undefined) res.end()
             } else {
               const text = reply.text ?? JSON.stringify(reply.body)
               if (reply.cut === true) {
