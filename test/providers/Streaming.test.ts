@@ -258,3 +258,30 @@ describe("anthropic: streaming, thinking and caching", () => {
       assert.strictEqual(server.received.length, 2)
     }))
 })
+
+describe("typed output through each provider's structured-output mode", () => {
+  const Order = Schema.Struct({ id: Schema.String, status: Schema.Literal("shipped", "pending"), total: Schema.Number })
+  const typed = Agent.make({ tools: [lookupOrder], output: Order })
+
+  it.scoped("anthropic: the answer is the input of a final_answer tool, offered beside the agent's tools", () =>
+    Effect.gen(function*() {
+      const server = yield* fixtureServer([sse("anthropic", "stream_output")])
+      const result = yield* Agent.run(typed, "Where is ord-4821?").pipe(Effect.provide(modelOf("anthropic", server)))
+      assert.deepStrictEqual(result.value, { id: "ord-4821", status: "shipped", total: 42 })
+      assert.strictEqual(result.toolCalls.length, 0)
+      const tools = server.received[0]!.body.tools
+      assert.deepStrictEqual(tools.map((t: any) => t.name), ["lookup_order", "final_answer"])
+      assert.deepStrictEqual([...tools[1].input_schema.required].sort(), ["id", "status", "total"])
+    }))
+
+  it.scoped("openai: response_format json_schema carries the Schema's JSON Schema", () =>
+    Effect.gen(function*() {
+      const server = yield* fixtureServer([sse("openai", "stream_output")])
+      const result = yield* Agent.run(typed, "Where is ord-4821?").pipe(Effect.provide(modelOf("openai", server)))
+      assert.deepStrictEqual(result.value, { id: "ord-4821", status: "shipped", total: 42 })
+      const format = server.received[0]!.body.response_format
+      assert.strictEqual(format.type, "json_schema")
+      assert.strictEqual(format.json_schema.name, "final_answer")
+      assert.deepStrictEqual(format.json_schema.schema.properties.status, { type: "string", enum: ["shipped", "pending"] })
+    }))
+})
