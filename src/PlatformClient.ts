@@ -18,6 +18,7 @@ import {
   type Caller,
   authorizationHeader,
   type EventsWanted,
+  type TaskOutput,
   type LifecycleBudgetExceeded,
   type ManifestRejected,
   type NoPendingTaskApproval,
@@ -70,15 +71,27 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
    * stops them); the mailbox ends after the task's last event, or fails.
    */
   readonly submitTask: (
-    payload: Caller & { readonly prompt: string; readonly events?: EventsWanted | undefined }
+    payload: Caller & {
+      readonly prompt: string
+      readonly events?: EventsWanted | undefined
+      /** A typed final output (JSON Schema); `TaskCompleted.value` is the checked answer. */
+      readonly output?: TaskOutput | undefined
+    }
   ) => Effect.Effect<
     Mailbox.ReadonlyMailbox<TaskEvent, AgentLimitExceeded | Unauthorized | PlatformUnavailable>,
     never,
     Scope.Scope
   >
-  /** Attaches to a task again (after a reconnect): its pending calls come again. */
+  /**
+   * Attaches to a task again (after a reconnect): its pending calls come again. With `after` (the
+   * `offset` of the last event the caller has), the events past it come first, none twice.
+   */
   readonly attachTask: (
-    payload: Caller & { readonly taskId: string; readonly events?: EventsWanted | undefined }
+    payload: Caller & {
+      readonly taskId: string
+      readonly events?: EventsWanted | undefined
+      readonly after?: number | undefined
+    }
   ) => Effect.Effect<
     Mailbox.ReadonlyMailbox<TaskEvent, UnknownTask | Unauthorized | PlatformUnavailable>,
     never,

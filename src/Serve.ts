@@ -36,11 +36,14 @@ import type { HeldTasks } from "./internal/serve/heldTasks.js"
 import * as Json from "./internal/util/json.js"
 import * as Settings from "./internal/util/settings.js"
 import { RunState } from "./internal/hooks/tool.js"
+import { outputSpec } from "./internal/agent/output.js"
+import { formatIssues } from "./internal/call/pipeline.js"
 import type {
   AgentLimitExceeded,
   LifecycleBudgetExceeded,
   ManifestRejected,
   TaskEvent,
+  TaskOutput,
   ToolCallResult,
   Unauthorized,
   UnknownTask
@@ -103,6 +106,50 @@ export class TaskTakenOverError extends Schema.TaggedError<TaskTakenOverError>("
   }
 }
 
+/** Options of a task submitted from a serving process. */
+export interface SubmitOptions<A = never> {
+  /** Stream the turns' deltas too (`ModelTextDelta`, `ReasoningDelta`, `TurnRetried`) and `ToolCallStarted`. */
+  readonly deltas?: boolean | undefined
+  /**
+   * A typed final output (design: The model side): the platform asks the model for JSON of this
+   * Schema's JSON Schema and checks the answer (sent back with its issues, `outputRetries` times at
+   * most); `TaskCompleted.value` holds it, and `runTask` gives it decoded by this Schema.
+   */
+  readonly output?: Schema.Schema<A, any, never> | undefined
+  /** Default 2. */
+  readonly outputRetries?: number | undefined
+}
+
+/** Options of an attach to a task. */
+export interface AttachOptions {
+  /** The `offset` of the last event the caller has: the stream starts past it. */
+  readonly after?: number | undefined
+  /** Stream the turns' deltas too. */
+  readonly deltas?: boolean | undefined
+}
+
+/** A submit's options as the platform reads them: the output as JSON Schema. */
+const followOptions = (options: SubmitOptions<any> | undefined): FollowOptions => ({
+  deltas: options?.deltas,
+  output: options?.output === undefined
+    ? undefined
+    : { schema: outputSpec(options.output, 0).format.schema, retries: options.outputRetries }
+})
+
+/** A typed task's value from its last event, decoded by `schema`. */
+const typedOutcome = <A>(schema: Schema.Schema<A, any, never>) => (last: TaskEvent | undefined) =>
+  Effect.flatMap(outcome(last), () => {
+    const completed = last as Extract<TaskEvent, { _tag: "TaskCompleted" }>
+    return Effect.mapError(
+      Schema.decodeUnknown(schema, { errors: "all", onExcessProperty: "error" })(completed.value),
+      (error) =>
+        new TaskFailedError({
+          taskId: completed.taskId,
+          reason: `the task's output did not decode: ${formatIssues(error.issue)}`
+        })
+    )
+  })
+
 /** A serving process. */
 export class Serve extends Context.Tag("agent-tools/Serve")<Serve, {
   readonly agentId: string
@@ -112,15 +159,24 @@ export class Serve extends Context.Tag("agent-tools/Serve")<Serve, {
   readonly manifestHash: Effect.Effect<string>
   /** Publishes another toolkit (a tool added or removed): registers it again at once. */
   readonly republish: (toolkit: Toolkit.Toolkit<any>) => Effect.Effect<void, ServeError>
-  /** Submits a task; its events stream back, and the tool calls on it run in this process. */
-  readonly submitTask: (prompt: string) => Stream.Stream<TaskEvent, ServeError>
-  /** Submits a task and returns its output. */
-  readonly runTask: (prompt: string) => Effect.Effect<string, ServeError | TaskFailedError | TaskTakenOverError>
+  /**
+   * Submits a task; its events stream back, and the tool calls on it run in this process. After a
+   * dropped connection the stream goes on from the last event it gave, none twice.
+   */
+  readonly submitTask: (prompt: string, options?: SubmitOptions<any>) => Stream.Stream<TaskEvent, ServeError>
+  /** Submits a task and returns its output: the text, or with `output` the decoded typed output. */
+  readonly runTask: {
+    (prompt: string): Effect.Effect<string, ServeError | TaskFailedError | TaskTakenOverError>
+    <A>(
+      prompt: string,
+      options: SubmitOptions<A> & { readonly output: Schema.Schema<A, any, never> }
+    ): Effect.Effect<A, ServeError | TaskFailedError | TaskTakenOverError>
+  }
   /**
    * Attaches to a task submitted earlier (by this process before a restart, say): its pending calls
-   * are delivered again and run here.
+   * are delivered again and run here. With `after` (an event's `offset`), the stream starts past it.
    */
-  readonly attachTask: (taskId: string) => Stream.Stream<TaskEvent, ServeError>
+  readonly attachTask: (taskId: string, options?: AttachOptions) => Stream.Stream<TaskEvent, ServeError>
   /** Attaches to a task and returns its output. */
   readonly runAttached: (taskId: string) => Effect.Effect<string, ServeError | TaskFailedError | TaskTakenOverError>
   /** Fails when serving has failed for good (3 heartbeats in a row); never succeeds. */
@@ -553,10 +609,20 @@ type Deliveries = Effect.Effect.Success<ReturnType<typeof makeDeliveries>>
 
 // --- Followers ---
 
-/** Where following a task stands between two attempts: its id once known, and whether it started (and is held). */
+/**
+ * Where following a task stands between two attempts: its id once known, whether it started (and is
+ * held), and the offset of the last event seen: the next attempt attaches after it, so no event comes twice.
+ */
 interface Followed {
   readonly taskId: string | undefined
   readonly started: boolean
+  readonly offset?: number | undefined
+}
+
+/** How a task is followed: the events wanted beside the calls, a typed output to ask for (a submit). */
+interface FollowOptions {
+  readonly deltas?: boolean | undefined
+  readonly output?: TaskOutput | undefined
 }
 
 /** What a follower needs. */
@@ -590,15 +656,18 @@ const makeFollowers = (deps: FollowerDeps) =>
       prompt: string,
       onEvent: ((event: TaskEvent) => void) | undefined,
       from: Followed,
-      run: RunState
+      run: RunState,
+      options: FollowOptions
     ): Effect.Effect<TaskEvent | undefined, Failed<Followed>> =>
       Effect.scoped(Effect.gen(function*() {
         // Without a listener, the stream needs only the calls and the end.
-        const events = onEvent === undefined ? "calls" as const : "all" as const
+        const events = onEvent === undefined ? "calls" as const : options.deltas === true ? "deltas" as const : "all" as const
+        const after = from.offset === undefined ? {} : { after: from.offset }
+        const output = options.output === undefined ? {} : { output: options.output }
         const mailbox: Mailbox.ReadonlyMailbox<TaskEvent, AgentLimitExceeded | UnknownTask | Unauthorized | PlatformUnavailable> =
           yield* (from.taskId === undefined
-          ? client.submitTask({ ...caller, prompt, events })
-          : client.attachTask({ ...caller, taskId: from.taskId, events }))
+          ? client.submitTask({ ...caller, prompt, events, ...output })
+          : client.attachTask({ ...caller, taskId: from.taskId, events, ...after }))
         // This attempt's own state; the next attempt is given it through the failure.
         let at = from
         while (true) {
@@ -612,8 +681,9 @@ const makeFollowers = (deps: FollowerDeps) =>
           for (const event of chunk) {
             if (event._tag === "TaskStarted") {
               if (!at.started) yield* held.holdTask(caller.agentId, event.taskId)
-              at = { taskId: event.taskId, started: true }
+              at = { ...at, taskId: event.taskId, started: true }
             } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event, run)
+            if (event.offset !== undefined) at = { ...at, offset: event.offset }
             onEvent?.(event)
             if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
               yield* held.releaseTask(caller.agentId, event.taskId)
@@ -630,15 +700,14 @@ const makeFollowers = (deps: FollowerDeps) =>
     const follow = (
       prompt: string,
       known: string | undefined,
-      onEvent: ((event: TaskEvent) => void) | undefined
+      onEvent: ((event: TaskEvent) => void) | undefined,
+      options: FollowOptions & { readonly after?: number | undefined } = {}
     ): Effect.Effect<TaskEvent | undefined, ServeError> =>
       Effect.suspend(() => {
         // The task's hook state, across the attempts of this follower: a reconnect keeps it.
         const run = new RunState("task")
-        return retryWhileAway(deps.reconnect, (from) => attempt(prompt, onEvent, from, run), {
-          taskId: known,
-          started: false
-        })
+        const start: Followed = { taskId: known, started: false, offset: options.after }
+        return retryWhileAway(deps.reconnect, (from: Followed) => attempt(prompt, onEvent, from, run, options), start)
       }).pipe(
         // The platform does not know the task (any more): nothing is left to take back.
         Effect.tapError(({ error, reached }) =>
@@ -651,10 +720,14 @@ const makeFollowers = (deps: FollowerDeps) =>
 
     return {
       /** Submits a task and follows it. */
-      submit: (prompt: string, onEvent: ((event: TaskEvent) => void) | undefined) => follow(prompt, undefined, onEvent),
+      submit: (prompt: string, onEvent: ((event: TaskEvent) => void) | undefined, options?: FollowOptions) =>
+        follow(prompt, undefined, onEvent, options),
       /** Follows a task known by id, for the caller: a re-attach of it from the start gives way first. */
-      attach: (taskId: string, onEvent: ((event: TaskEvent) => void) | undefined) =>
-        Effect.zipRight(FiberMap.remove(resumed, taskId), follow("", taskId, onEvent)),
+      attach: (
+        taskId: string,
+        onEvent: ((event: TaskEvent) => void) | undefined,
+        options?: FollowOptions & { readonly after?: number | undefined }
+      ) => Effect.zipRight(FiberMap.remove(resumed, taskId), follow("", taskId, onEvent, options)),
       /** Follows a task held before a restart, in a fiber of its own; how it ended is logged. */
       resume: (taskId: string) =>
         FiberMap.run(
@@ -791,9 +864,13 @@ export const make = <R>(
       processId: caller.processId,
       manifestHash: Effect.map(registration.current, ({ hash }) => hash),
       republish: registration.republish,
-      submitTask: (prompt) => eventStream((onEvent) => followers.submit(prompt, onEvent)),
-      runTask: (prompt) => Effect.flatMap(followers.submit(prompt, undefined), outcome),
-      attachTask: (taskId) => eventStream((onEvent) => followers.attach(taskId, onEvent)),
+      submitTask: (prompt, options) => eventStream((onEvent) => followers.submit(prompt, onEvent, followOptions(options))),
+      runTask: ((prompt: string, options?: SubmitOptions<any>) =>
+        Effect.flatMap(
+          followers.submit(prompt, undefined, followOptions(options)),
+          options?.output === undefined ? outcome : typedOutcome(options.output)
+        )) as Serve["Type"]["runTask"],
+      attachTask: (taskId, options) => eventStream((onEvent) => followers.attach(taskId, onEvent, options)),
       runAttached: (taskId) => Effect.flatMap(followers.attach(taskId, undefined), outcome),
       failed: Deferred.await(failed)
     })

@@ -458,6 +458,7 @@ describe("Serve: delivery dedupe (design: Delivery dedupe) and retries", () => {
       assert.deepStrictEqual(last, {
         _tag: "TaskCompleted",
         taskId: last.taskId,
+        offset: last.offset,
         output: "\"run 1\"",
         steps: 2,
         usage: { inputTokens: 0, outputTokens: 0 }

@@ -21,6 +21,7 @@ import {
   type NoPendingTaskApproval,
   PlatformRpcs,
   type TaskEvent,
+  type TaskOutput,
   type ToolCallResult,
   Unauthorized,
   unknownTokenMessage,
@@ -74,6 +75,8 @@ export interface Backend {
     payload: Caller & {
       readonly prompt: string
       readonly events?: EventsWanted | undefined
+      /** A typed final output (design: The model side); cluster mode does not carry it yet. */
+      readonly output?: TaskOutput | undefined
       readonly connection: string
     }
   ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent>, AgentLimitExceeded, Scope.Scope>
@@ -83,6 +86,8 @@ export interface Backend {
       readonly taskId: string
       readonly events?: EventsWanted | undefined
       readonly connection: string
+      /** The offset of the last event the client has (cluster mode does not replay from it yet). */
+      readonly after?: number | undefined
     }
   ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent, UnknownTask>, UnknownTask, Scope.Scope>
   /** Answers from `connection`: taken only for calls delivered to it (or to none attached now). */

@@ -11,7 +11,7 @@ import type * as LanguageModel from "../LanguageModel.js"
 import * as Tool from "../Tool.js"
 import { ToolContext } from "../ToolContext.js"
 import type * as Toolkit from "../Toolkit.js"
-import type { TaskEvent } from "../protocol/Protocol.js"
+import type { TaskEvent, TaskOutput } from "../protocol/Protocol.js"
 
 /** A call to deliver to the process that holds the task. */
 export interface Delivery {
@@ -38,6 +38,8 @@ export interface TaskOptions {
   readonly tools: ReadonlyArray<{ readonly entry: Toolkit.ManifestEntry; readonly own: boolean }>
   /** Delivers a call on the task's stream and waits for its result (redelivering as needed). */
   readonly deliver: (call: Delivery) => Effect.Effect<ToolResult>
+  /** A typed final output (JSON Schema): the answer is checked against it, and `TaskCompleted.value` is it. */
+  readonly output?: TaskOutput | undefined
   readonly emit: (event: TaskEvent) => void
   /**
    * The task is a journaled run (the `Journal` in context holds it under the task id): it goes on
@@ -115,7 +117,29 @@ const remoteTool = (
  * journaled task that waits for approvals stops with `TaskSuspended` (not an end: it goes on once
  * they are decided, from its journal).
  */
-export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageModel.LanguageModel> => {
+export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageModel.LanguageModel> =>
+  options.output === undefined ? runWith(options, undefined) : Effect.flatMap(
+    // The check of a JSON Schema is ajv's, as for a remote MCP tool's (loaded only for a typed task).
+    Effect.promise(() => import("../internal/mcp/client.js")),
+    ({ jsonSchemaChecked }) => {
+      const schema = options.output!.schema
+      const checked = typeof schema === "object" && schema !== null && !Array.isArray(schema)
+        ? jsonSchemaChecked(schema as Record<string, unknown>)
+        : Either.left("it is not a JSON Schema object")
+      return Either.isRight(checked) ? runWith(options, checked.right) : Effect.sync(() =>
+        void options.emit({
+          _tag: "TaskFailed",
+          taskId: options.taskId,
+          reason: `the task's output schema cannot be used: ${checked.left}`
+        })
+      )
+    }
+  )
+
+const runWith = (
+  options: TaskOptions,
+  output: Schema.Schema<unknown> | undefined
+): Effect.Effect<void, never, LanguageModel.LanguageModel> => {
   const { emit, taskId } = options
   const journaled = options.journaled === true
   const agent = Agent.make({
@@ -123,17 +147,27 @@ export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageMo
     tools: options.tools.map(({ entry, own }) => remoteTool(options.agentId, entry, own, options.deliver, journaled)),
     instructions: options.instructions,
     maxSteps: options.maxSteps,
-    approvalExpiry: options.approvalExpiry
+    approvalExpiry: options.approvalExpiry,
+    output,
+    outputRetries: options.output?.retries
   })
   const host = journaled ? { runId: taskId, rerunUnfinished: true } : undefined
   return Agent.runWithEvents(agent, options.prompt, (event) => {
     switch (event._tag) {
       case "TurnStarted":
-        return emit({ _tag: "TurnStarted", taskId, step: event.step })
+        return void emit({ _tag: "TurnStarted", taskId, step: event.step })
+      case "TextDelta":
+        return void emit({ _tag: "ModelTextDelta", taskId, step: event.step, text: event.text })
+      case "ReasoningDelta":
+        return void emit({ _tag: "ReasoningDelta", taskId, step: event.step, text: event.text })
+      case "TurnRetried":
+        return void emit({ _tag: "TurnRetried", taskId, step: event.step, reason: event.reason })
+      case "ToolCallStarted":
+        return void emit({ _tag: "ToolCallStarted", taskId, toolCallId: event.id, name: event.name })
       case "Text":
-        return emit({ _tag: "ModelText", taskId, text: event.text })
+        return void emit({ _tag: "ModelText", taskId, text: event.text })
       case "ToolCallFinished":
-        return emit({
+        return void emit({
           _tag: "ToolCallCompleted",
           taskId,
           toolCallId: event.call.id,
@@ -142,12 +176,13 @@ export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageMo
           cached: event.call.cached
         })
       case "Done":
-        return emit({
+        return void emit({
           _tag: "TaskCompleted",
           taskId,
           output: event.result.output,
           steps: event.result.steps,
-          usage: event.result.usage
+          usage: event.result.usage,
+          ...(output === undefined ? {} : { value: event.result.value })
         })
     }
   }, host).pipe(

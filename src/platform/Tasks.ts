@@ -24,6 +24,7 @@ import {
   type EventsWanted,
   NoPendingTaskApproval,
   TaskEvent,
+  type TaskOutput,
   type ToolCallResult,
   UnknownTask
 } from "../protocol/Protocol.js"
@@ -41,6 +42,8 @@ interface PendingCall {
   readonly done: Signal<ToolResult>
   /** When it was last delivered. */
   sentAt: number
+  /** The offset of its last delivery in the task's stream. */
+  offset: number
 }
 
 /**
@@ -54,8 +57,20 @@ interface Suspension {
   expiry: Fiber.RuntimeFiber<void> | undefined
 }
 
+/** The events only a `"deltas"` stream carries. */
+const deltasOnly = new Set<TaskEvent["_tag"]>(["ModelTextDelta", "ReasoningDelta", "TurnRetried", "ToolCallStarted"])
 /** The events a `"calls"` stream leaves out. */
-const leftOutOfCalls = new Set<TaskEvent["_tag"]>(["TurnStarted", "ModelText", "ToolCallCompleted"])
+const leftOutOfCalls = new Set<TaskEvent["_tag"]>(["TurnStarted", "ModelText", "ToolCallCompleted", ...deltasOnly])
+
+/** Whether a stream that wants `wanted` carries events tagged `tag`. */
+const carries = (wanted: EventsWanted, tag: TaskEvent["_tag"]): boolean =>
+  wanted === "deltas" || !(wanted === "calls" ? leftOutOfCalls : deltasOnly).has(tag)
+
+/**
+ * The events a task keeps for attachments that come back with an offset (design: The model side):
+ * the latest ones, between this many and twice as many (deltas included; they are not journaled).
+ */
+export const replayEvents = 1024
 
 /** Cluster mode: a follower's attachment, and whether this attach is one of its re-attaches (see `Task.attach`). */
 export interface Follower {
@@ -79,6 +94,11 @@ export class Task {
   onEnd: (() => void) | undefined
   /** What the attachment wants: every event, or only what running the calls needs. */
   wanted: EventsWanted = "all"
+  /**
+   * The typed final output its submitter asked for. Kept in memory only: a task taken back from the
+   * journal after a restart answers untyped (its `TaskCompleted` has no `value`).
+   */
+  output: TaskOutput | undefined
   final: TaskEvent | undefined
   /** When the task ended, for forgetting it a while later. */
   endedAt: number | undefined
@@ -97,13 +117,19 @@ export class Task {
   answered: Map<string, ToolResult> | undefined = new Map()
   /** `TaskWaiting` was said since the last event. */
   private waitingSaid = false
+  /** The offset of the last event; it starts from the clock (x1000), so a task taken back after a restart goes on above it. */
+  private offset: number
+  /** The latest events, for an attachment that comes back with an offset (see `replayEvents`). */
+  private readonly log: Array<TaskEvent> = []
   constructor(
     readonly taskId: string,
     readonly agentId: string,
     readonly processId: string,
     /** The platform's Clock (so that a TestClock drives when ended tasks are forgotten). */
     private readonly clock: Clock.Clock
-  ) {}
+  ) {
+    this.offset = clock.unsafeCurrentTimeMillis() * 1000
+  }
 
   /** The last event of an attachment another one took the task from. */
   private takenOver(): TaskEvent {
@@ -128,8 +154,13 @@ export class Task {
     })
   }
 
-  emit(event: TaskEvent): void {
+  /** Tells the task's attachment of `event`, with the next offset, kept for attachments to come; gives the offset. */
+  emit(unstamped: TaskEvent): number {
     this.waitingSaid = false
+    const offset = ++this.offset
+    const event = { ...unstamped, offset }
+    this.log.push(event)
+    if (this.log.length > 2 * replayEvents) this.log.splice(0, this.log.length - replayEvents)
     if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
       this.final = event
       this.endedAt = this.clock.unsafeCurrentTimeMillis()
@@ -141,21 +172,30 @@ export class Task {
       this.attachment?.unsafeOffer(event)
       this.attachment?.unsafeDone(Exit.void)
       this.attachment = undefined
-      return
+      return offset
     }
-    if (this.wanted === "calls" && leftOutOfCalls.has(event._tag)) return
-    this.attachment?.unsafeOffer(event)
+    if (carries(this.wanted, event._tag)) this.attachment?.unsafeOffer(event)
+    return offset
   }
 
   /**
    * A new stream for this task: `TaskStarted`, then the end if it ended, else every pending call
    * again, or the `TaskSuspended` it waits on. A stream still attached is taken over: it ends with `TaskTakenOver`, never silently.
+   * With `after` (the offset of the last event the client has), the events past it that the task
+   * still keeps come first, in order, none twice; a pending call delivered at or before `after` is
+   * delivered again, with a new offset; the end comes unless the client had it.
    *
    * Cluster mode: a follower attaches again when the task's shard moved (`reattach`, with the id of
    * its first attach). One that finds another attachment here was taken over while it moved (that
    * attach came later): it ends with `TaskTakenOver` itself, and the other keeps the task.
    */
-  attach(mailbox: Mailbox.Mailbox<TaskEvent>, wanted: EventsWanted, follower?: Follower, connection?: string): void {
+  attach(
+    mailbox: Mailbox.Mailbox<TaskEvent>,
+    wanted: EventsWanted,
+    follower?: Follower,
+    connection?: string,
+    after?: number
+  ): void {
     if (
       follower?.reattach === true && this.final === undefined && this.attachment !== undefined &&
       this.attachmentId !== follower.attachmentId
@@ -173,6 +213,7 @@ export class Task {
     this.answerer = connection
     this.wanted = wanted
     mailbox.unsafeOffer({ _tag: "TaskStarted", taskId: this.taskId })
+    if (after !== undefined) return this.resumeAfter(mailbox, after)
     if (this.final !== undefined) {
       mailbox.unsafeOffer(this.final)
       mailbox.unsafeDone(Exit.void)
@@ -180,8 +221,37 @@ export class Task {
       this.answerer = undefined
       return
     }
-    for (const call of this.pending?.values() ?? []) mailbox.unsafeOffer(call.event)
+    for (const call of this.pending?.values() ?? []) mailbox.unsafeOffer({ ...call.event, offset: call.offset })
     if (this.suspended !== undefined) mailbox.unsafeOffer(this.suspended.event)
+  }
+
+  /** The rest of `attach` for a client that has every event up to `after`. */
+  private resumeAfter(mailbox: Mailbox.Mailbox<TaskEvent>, after: number): void {
+    const wanted = this.wanted
+    let sentFinal = false
+    for (const event of this.log) {
+      if ((event.offset ?? 0) <= after || !carries(wanted, event._tag)) continue
+      mailbox.unsafeOffer(event)
+      if (event === this.final) sentFinal = true
+    }
+    if (this.final !== undefined) {
+      // A task taken back from the journal keeps no events: its end comes unless the client had it.
+      if (!sentFinal && (this.final.offset === undefined || this.final.offset > after)) mailbox.unsafeOffer(this.final)
+      mailbox.unsafeDone(Exit.void)
+      this.attachment = undefined
+      this.answerer = undefined
+      return
+    }
+    // A call the client had and may not have answered: delivered again (at least once), past its offset.
+    for (const call of this.pending?.values() ?? []) {
+      if (call.offset <= after) {
+        call.sentAt = this.clock.unsafeCurrentTimeMillis()
+        call.offset = this.emit(call.event)
+      }
+    }
+    if (this.suspended !== undefined && (this.suspended.event.offset ?? 0) <= after) {
+      mailbox.unsafeOffer(this.suspended.event)
+    }
   }
 }
 
@@ -308,9 +378,10 @@ const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<Too
     if (answered !== undefined) return Effect.succeed(answered)
     const event = { _tag: "ToolCallRequested" as const, taskId: task.taskId, ...call }
     const done = new Signal<ToolResult>()
-    task.pending?.set(call.toolCallId, { event, done, sentAt: now })
+    const pending: PendingCall = { event, done, sentAt: now, offset: 0 }
+    task.pending?.set(call.toolCallId, pending)
     if (exporting) Metrics.deliveries.unsafeUpdate(1, Metrics.deliveryLabels.first)
-    task.emit(event)
+    pending.offset = task.emit(event)
     return Effect.ensuring(done.await, Effect.sync(() => task.pending?.delete(call.toolCallId)))
   })
 
@@ -318,10 +389,16 @@ const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<Too
  * A new attachment to the task, from `connection` (whose answers are then the only ones taken); the
  * scope's end is how the platform learns the client went away.
  */
-export const attachTo = (task: Task, wanted: EventsWanted | undefined, follower?: Follower, connection?: string) =>
+export const attachTo = (
+  task: Task,
+  wanted: EventsWanted | undefined,
+  follower?: Follower,
+  connection?: string,
+  after?: number
+) =>
   Effect.gen(function*() {
     const mailbox = yield* Mailbox.make<TaskEvent>()
-    task.attach(mailbox, wanted ?? "all", follower, connection)
+    task.attach(mailbox, wanted ?? "all", follower, connection, after)
     // Its calls then wait for a re-attach (and any connection of the agent's may answer them).
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
@@ -390,10 +467,14 @@ const makeLoops = (book: Book) => {
       maxSteps: options.maxSteps,
       approvalExpiry: options.approvalExpiry,
       tools,
+      output: task.output,
       deliver: deliverOf(task),
       emit: (event: TaskEvent) => {
-        if (event._tag === "TaskSuspended") suspend(task, event)
-        task.emit(event)
+        if (event._tag !== "TaskSuspended") return void task.emit(event)
+        // Kept with its offset: an attachment that comes back is given it as it was sent.
+        const stamped = { ...event, offset: event.offset ?? 0 }
+        suspend(task, stamped)
+        stamped.offset = task.emit(event)
       }
     }
     if (journal === undefined) {
@@ -585,7 +666,7 @@ const upkeep = ({ tasks, usage }: Book, exporting: boolean) => ({
         if (call.sentAt <= sentBy) {
           call.sentAt = now
           if (exporting) Metrics.deliveries.unsafeUpdate(1, Metrics.deliveryLabels.again)
-          task.emit(call.event)
+          call.offset = task.emit(call.event)
         }
       }
     }
@@ -622,9 +703,10 @@ export const makeTasks = (options: Options, limits: Limits, journal: Journal.Jou
        * `AgentLimitExceeded` past the agent's `maxTasksPerAgent` or `maxPromptBytesPerAgent`.
        */
       submit: (
-        { agentId, events, processId, prompt }: Caller & {
+        { agentId, events, output, processId, prompt }: Caller & {
           readonly prompt: string
           readonly events?: EventsWanted | undefined
+          readonly output?: TaskOutput | undefined
         },
         tools: Journal.TaskTools,
         connection: string
@@ -644,24 +726,26 @@ export const makeTasks = (options: Options, limits: Limits, journal: Journal.Jou
               () => Effect.sync(() => uncount(book.usage, task))
             )
           }
+          task.output = output
           const mailbox = yield* attachTo(task, events, undefined, connection)
           loops.start(task, prompt, tools, parent)
           return mailbox
         }),
       /** Another attachment to a task of the agent's, from `connection`. */
       attach: (
-        { agentId, connection, events, taskId }: {
+        { after, agentId, connection, events, taskId }: {
           readonly agentId: string
           readonly taskId: string
           readonly events?: EventsWanted | undefined
           readonly connection: string
+          readonly after?: number | undefined
         }
       ) =>
         Effect.suspend(() => {
           const task = book.own(agentId, taskId)
           return task === undefined
             ? Effect.fail(new UnknownTask({ taskId }))
-            : attachTo(task, events, undefined, connection)
+            : attachTo(task, events, undefined, connection, after)
         }),
       complete: completeOf(book, config),
       decide: decideOf(book, loops),

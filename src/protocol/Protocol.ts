@@ -105,12 +105,47 @@ export class ApprovalsNeedJournal extends Schema.TaggedError<ApprovalsNeedJourna
 // ---------------------------------------------------------------------------------------------
 // Task events.
 
+/**
+ * Where an event stands in its task's stream (design: The model side): offsets grow, also across a
+ * platform restart; `AttachTask` with `after` sends the events past it that the platform still holds.
+ * The greeting `TaskStarted` of each attachment has none.
+ */
+const offset = { offset: Schema.optional(Schema.Number) }
+
 /** The task exists; its id is what `AttachTask` needs after a reconnect. */
-export const TaskStarted = Schema.TaggedStruct("TaskStarted", { taskId: Schema.String })
+export const TaskStarted = Schema.TaggedStruct("TaskStarted", { taskId: Schema.String, ...offset })
 /** The platform asks the model for turn `step`. */
-export const TurnStarted = Schema.TaggedStruct("TurnStarted", { taskId: Schema.String, step: Schema.Number })
-/** Text the model wrote. */
-export const ModelText = Schema.TaggedStruct("ModelText", { taskId: Schema.String, text: Schema.String })
+export const TurnStarted = Schema.TaggedStruct("TurnStarted", { taskId: Schema.String, step: Schema.Number, ...offset })
+/** Text the model wrote: a turn's whole text, once the turn is complete. */
+export const ModelText = Schema.TaggedStruct("ModelText", { taskId: Schema.String, text: Schema.String, ...offset })
+/** A piece of turn `step`'s text as the model writes it (not journaled: a restarted task's turn is whole). */
+export const ModelTextDelta = Schema.TaggedStruct("ModelTextDelta", {
+  taskId: Schema.String,
+  step: Schema.Number,
+  text: Schema.String,
+  ...offset
+})
+/** A piece of turn `step`'s reasoning (thinking) as the model writes it. */
+export const ReasoningDelta = Schema.TaggedStruct("ReasoningDelta", {
+  taskId: Schema.String,
+  step: Schema.Number,
+  text: Schema.String,
+  ...offset
+})
+/** Turn `step`'s stream broke after some deltas: they are void, and the turn is asked again. */
+export const TurnRetried = Schema.TaggedStruct("TurnRetried", {
+  taskId: Schema.String,
+  step: Schema.Number,
+  reason: Schema.String,
+  ...offset
+})
+/** The loop starts a call (a served tool's is then delivered as `ToolCallRequested`). */
+export const ToolCallStarted = Schema.TaggedStruct("ToolCallStarted", {
+  taskId: Schema.String,
+  toolCallId: Schema.String,
+  name: Schema.String,
+  ...offset
+})
 /**
  * Run this call and answer with `CompleteToolCall`; it may come again (at least once). `approved`:
  * a person approved it through the platform (`DecideApproval`), so the serving side's
@@ -124,7 +159,8 @@ export const ToolCallRequested = Schema.TaggedStruct("ToolCallRequested", {
   deadlineAt: Schema.Number,
   approved: Schema.optional(Schema.Boolean),
   /** The platform's span of the call (W3C `traceparent`) while a tracer listens there: the serving side's span continues it. */
-  traceparent: Schema.optional(Schema.String)
+  traceparent: Schema.optional(Schema.String),
+  ...offset
 })
 /** A call's outcome, as the model will see it; `cached` when an earlier outcome was reused (design: Per-run reuse). */
 export const ToolCallCompleted = Schema.TaggedStruct("ToolCallCompleted", {
@@ -132,19 +168,31 @@ export const ToolCallCompleted = Schema.TaggedStruct("ToolCallCompleted", {
   toolCallId: Schema.String,
   name: Schema.String,
   result: TypedToolResultFromJson,
-  cached: Schema.optionalWith(Schema.Boolean, { default: () => false })
+  cached: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  ...offset
 })
-/** The task is done; `usage` sums the model's tokens. */
+/**
+ * The task is done; `usage` sums the model's tokens (with the prompt cache's counts when the provider
+ * gave them). A task submitted with a typed `output` carries the checked JSON `value` of the answer.
+ */
 export const TaskCompleted = Schema.TaggedStruct("TaskCompleted", {
   taskId: Schema.String,
   output: Schema.String,
   steps: Schema.optionalWith(Schema.Number, { default: () => 0 }),
-  usage: Schema.optionalWith(Schema.Struct({ inputTokens: Schema.Number, outputTokens: Schema.Number }), {
-    default: () => ({ inputTokens: 0, outputTokens: 0 })
-  })
+  usage: Schema.optionalWith(
+    Schema.Struct({
+      inputTokens: Schema.Number,
+      outputTokens: Schema.Number,
+      cacheReadTokens: Schema.optional(Schema.Number),
+      cacheWriteTokens: Schema.optional(Schema.Number)
+    }),
+    { default: () => ({ inputTokens: 0, outputTokens: 0 }) }
+  ),
+  value: Schema.optional(Schema.Unknown),
+  ...offset
 })
 /** The task failed; `reason` says why. */
-export const TaskFailed = Schema.TaggedStruct("TaskFailed", { taskId: Schema.String, reason: Schema.String })
+export const TaskFailed = Schema.TaggedStruct("TaskFailed", { taskId: Schema.String, reason: Schema.String, ...offset })
 
 /** A call a suspended task waits to have approved or denied. */
 export const PendingApproval = Schema.Struct({
@@ -163,27 +211,32 @@ export const PendingApproval = Schema.Struct({
  */
 export const TaskSuspended = Schema.TaggedStruct("TaskSuspended", {
   taskId: Schema.String,
-  pending: Schema.Array(PendingApproval)
+  pending: Schema.Array(PendingApproval),
+  ...offset
 })
 
 /**
  * The last event of a stream whose task another attachment of the same agent took over (a process
  * re-attaching after a reconnect or a restart): the task goes on, on the other stream; this one ends.
  */
-export const TaskTakenOver = Schema.TaggedStruct("TaskTakenOver", { taskId: Schema.String, reason: Schema.String })
+export const TaskTakenOver = Schema.TaggedStruct("TaskTakenOver", { taskId: Schema.String, reason: Schema.String, ...offset })
 
 /**
  * Cluster mode: the task waits for the platform's database, which cannot be reached (`reason` says
  * why, in the driver's words). Not an end: the task goes on from its journal once the database is
  * back, and its next events say so; said once until the task's next event.
  */
-export const TaskWaiting = Schema.TaggedStruct("TaskWaiting", { taskId: Schema.String, reason: Schema.String })
+export const TaskWaiting = Schema.TaggedStruct("TaskWaiting", { taskId: Schema.String, reason: Schema.String, ...offset })
 
 /** What a task's stream carries. */
 export const TaskEvent = Schema.Union(
   TaskStarted,
   TurnStarted,
   ModelText,
+  ModelTextDelta,
+  ReasoningDelta,
+  TurnRetried,
+  ToolCallStarted,
   ToolCallRequested,
   ToolCallCompleted,
   TaskCompleted,
@@ -235,12 +288,23 @@ export class Authentication extends RpcMiddleware.Tag<Authentication>()("agent-t
 }) {}
 
 /**
- * Which events a task's stream carries: `"all"` (the default), or `"calls"`: only what a serving
- * process needs to run the task (`TaskStarted`, `ToolCallRequested`, `TaskSuspended`, and the last event).
+ * Which events a task's stream carries: `"all"` (the default: every event but the deltas), `"calls"`:
+ * only what a serving process needs to run the task (`TaskStarted`, `ToolCallRequested`,
+ * `TaskSuspended`, and the last event), or `"deltas"`: every event, the turns' deltas
+ * (`ModelTextDelta`, `ReasoningDelta`, `TurnRetried`) and `ToolCallStarted` too.
  */
-export const EventsWanted = Schema.Literal("all", "calls")
+export const EventsWanted = Schema.Literal("all", "calls", "deltas")
 /** Which events a task's stream carries. */
 export type EventsWanted = typeof EventsWanted.Type
+
+/**
+ * A typed final output asked of a task (design: The model side): the model's answer must be JSON
+ * that `schema` (JSON Schema) accepts; one that is not goes back to the model with its issues,
+ * `retries` times at most (default 2), then the task fails. `TaskCompleted.value` is the answer.
+ */
+export const TaskOutput = Schema.Struct({ schema: Schema.Unknown, retries: Schema.optional(Schema.Number) })
+/** A typed final output asked of a task. */
+export type TaskOutput = typeof TaskOutput.Type
 
 /** The result of one delivered call. */
 export const ToolCallResult = Schema.Struct({
@@ -270,13 +334,24 @@ export class PlatformRpcs extends RpcGroup.make(
     error: Schema.Union(LifecycleBudgetExceeded, Unauthorized)
   }),
   Rpc.make("SubmitTask", {
-    payload: payload("SubmitTask", { ...callerFields, prompt: Schema.String, events: Schema.optional(EventsWanted) }),
+    payload: payload("SubmitTask", {
+      ...callerFields,
+      prompt: Schema.String,
+      events: Schema.optional(EventsWanted),
+      output: Schema.optional(TaskOutput)
+    }),
     success: TaskEvent,
     error: Schema.Union(AgentLimitExceeded, Unauthorized),
     stream: true
   }),
   Rpc.make("AttachTask", {
-    payload: payload("AttachTask", { ...callerFields, taskId: Schema.String, events: Schema.optional(EventsWanted) }),
+    // `after`: the offset of the last event the client has; it gets the later ones the platform holds.
+    payload: payload("AttachTask", {
+      ...callerFields,
+      taskId: Schema.String,
+      events: Schema.optional(EventsWanted),
+      after: Schema.optional(Schema.Number)
+    }),
     success: TaskEvent,
     error: Schema.Union(UnknownTask, Unauthorized),
     stream: true

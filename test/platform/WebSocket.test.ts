@@ -87,6 +87,13 @@ const describeEvent = (event: Protocol.TaskEvent): string => {
       return `suspended on ${event.pending.map((p) => p.toolCallId).join(",")}`
     case "TaskWaiting":
       return `waiting ${event.reason}`
+    case "ModelTextDelta":
+    case "ReasoningDelta":
+      return `delta ${event.text}`
+    case "TurnRetried":
+      return `retried ${event.step}`
+    case "ToolCallStarted":
+      return `started ${event.toolCallId}`
   }
 }
 

@@ -169,6 +169,13 @@ const checkedBy = (validate: ValidateFunction, schema: RemoteSchema): Schema.Sch
   }, { jsonSchema: schema }))
 
 /**
+ * A Schema of the JSON values a JSON Schema accepts (ajv, as for a remote tool's), or why it cannot
+ * be compiled: the platform checks a task's typed final output with it (design: The model side).
+ */
+export const jsonSchemaChecked = (schema: RemoteSchema): Either.Either<Schema.Schema<unknown>, string> =>
+  Either.map(new Validators().compile(schema), (validate) => checkedBy(validate, schema))
+
+/**
  * The input Schema of a tool whose `inputSchema` could not be compiled: nothing passes, so the tool
  * cannot be called (its input would go to the server unchecked); `Toolkit.make` reports it too.
  */
