@@ -32,11 +32,13 @@ export type FinishReason = typeof FinishReason.Type
 /**
  * A reasoning block of a turn, kept to be sent back as the provider requires (design: The model side):
  * Anthropic's `thinking` with its `signature`, byte for byte, and its `redacted_thinking` (`data`);
- * an OpenAI-compatible server's reasoning text (no signature).
+ * an OpenAI-compatible server's reasoning text (no signature); OpenAI Responses' reasoning item, its
+ * `id` and `encrypted_content` (`data`) as they came, and its summary text.
  */
 export const ReasoningBlock = Schema.Union(
   Schema.TaggedStruct("Thinking", { text: Schema.String, signature: Schema.optional(Schema.String) }),
-  Schema.TaggedStruct("RedactedThinking", { data: Schema.String })
+  Schema.TaggedStruct("RedactedThinking", { data: Schema.String }),
+  Schema.TaggedStruct("EncryptedReasoning", { id: Schema.String, data: Schema.String, summary: Schema.optional(Schema.String) })
 )
 /** A reasoning block of a turn. */
 export type ReasoningBlock = typeof ReasoningBlock.Type

@@ -9,6 +9,7 @@ import * as LanguageModel from "./LanguageModel.js"
 import * as Anthropic from "./providers/Anthropic.js"
 import { MissingApiKey } from "./providers/Http.js"
 import * as OpenAi from "./providers/OpenAi.js"
+import * as OpenAiResponses from "./providers/OpenAiResponses.js"
 
 export {
   /** A provider's API key is not configured. */
@@ -16,7 +17,7 @@ export {
 }
 
 /** The model strings this build knows, as patterns. */
-export const known: ReadonlyArray<string> = ["scripted", "anthropic:<model>", "openai:<model>"]
+export const known: ReadonlyArray<string> = ["scripted", "anthropic:<model>", "openai:<model>", "openai-responses:<model>"]
 
 /** A model string that names no known model. */
 export class UnknownModel extends Schema.TaggedError<UnknownModel>("agent-tools/UnknownModel")("UnknownModel", {
@@ -56,5 +57,8 @@ export const layer = (
     return Anthropic.layerConfig(name).pipe(Layer.provide(NodeHttpClient.layer))
   }
   if (name !== "" && provider === "openai") return OpenAi.layerConfig(name).pipe(Layer.provide(NodeHttpClient.layer))
+  if (name !== "" && provider === "openai-responses") {
+    return OpenAiResponses.layerConfig(name).pipe(Layer.provide(NodeHttpClient.layer))
+  }
   return Layer.fail(new UnknownModel({ model, known }))
 }

@@ -134,7 +134,7 @@ export const toBody = (
         // signature came from another provider and is not sent).
         for (const block of message.reasoning ?? []) {
           if (block._tag === "RedactedThinking") blocks.push({ type: "redacted_thinking", data: block.data })
-          else if (block.signature !== undefined) {
+          else if (block._tag === "Thinking" && block.signature !== undefined) {
             blocks.push({ type: "thinking", thinking: block.text, signature: block.signature })
           }
         }
