@@ -1,12 +1,16 @@
 /**
  * Turns a model string into a `LanguageModel` layer: `"scripted"`, `"anthropic:<model>"`
  * (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) or `"openai:<model>"` (`OPENAI_API_KEY`,
- * `OPENAI_BASE_URL`, for OpenAI and any compatible server).
+ * `OPENAI_BASE_URL`, for OpenAI and any compatible server), our own clients; and through Effect's AI
+ * packages (`providers/EffectAi.ts`), `"google:<model>"` (`GEMINI_API_KEY`), `"bedrock:<model>"`
+ * (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`) and `"openrouter:<model>"`
+ * (`OPENROUTER_API_KEY`).
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Layer, Schema } from "effect"
 import * as LanguageModel from "./LanguageModel.js"
 import * as Anthropic from "./providers/Anthropic.js"
+import * as EffectAi from "./providers/EffectAi.js"
 import { MissingApiKey } from "./providers/Http.js"
 import * as OpenAi from "./providers/OpenAi.js"
 
@@ -16,7 +20,14 @@ export {
 }
 
 /** The model strings this build knows, as patterns. */
-export const known: ReadonlyArray<string> = ["scripted", "anthropic:<model>", "openai:<model>"]
+export const known: ReadonlyArray<string> = [
+  "scripted",
+  "anthropic:<model>",
+  "openai:<model>",
+  "google:<model>",
+  "bedrock:<model>",
+  "openrouter:<model>"
+]
 
 /** A model string that names no known model. */
 export class UnknownModel extends Schema.TaggedError<UnknownModel>("agent-tools/UnknownModel")("UnknownModel", {
@@ -56,5 +67,8 @@ export const layer = (
     return Anthropic.layerConfig(name).pipe(Layer.provide(NodeHttpClient.layer))
   }
   if (name !== "" && provider === "openai") return OpenAi.layerConfig(name).pipe(Layer.provide(NodeHttpClient.layer))
+  if (name !== "" && provider === "google") return EffectAi.layerGoogle(name)
+  if (name !== "" && provider === "bedrock") return EffectAi.layerBedrock(name)
+  if (name !== "" && provider === "openrouter") return EffectAi.layerOpenRouter(name)
   return Layer.fail(new UnknownModel({ model, known }))
 }
