@@ -7,10 +7,9 @@
  * (`OPENROUTER_API_KEY`).
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Layer, Schema } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import * as LanguageModel from "./LanguageModel.js"
 import * as Anthropic from "./providers/Anthropic.js"
-import * as EffectAi from "./providers/EffectAi.js"
 import { MissingApiKey } from "./providers/Http.js"
 import * as OpenAi from "./providers/OpenAi.js"
 
@@ -67,8 +66,15 @@ export const layer = (
     return Anthropic.layerConfig(name).pipe(Layer.provide(NodeHttpClient.layer))
   }
   if (name !== "" && provider === "openai") return OpenAi.layerConfig(name).pipe(Layer.provide(NodeHttpClient.layer))
-  if (name !== "" && provider === "google") return EffectAi.layerGoogle(name)
-  if (name !== "" && provider === "bedrock") return EffectAi.layerBedrock(name)
-  if (name !== "" && provider === "openrouter") return EffectAi.layerOpenRouter(name)
+  // Effect's AI packages load only for the model strings that use them.
+  if (name !== "" && provider === "google") return throughEffectAi((m) => m.layerGoogle(name))
+  if (name !== "" && provider === "bedrock") return throughEffectAi((m) => m.layerBedrock(name))
+  if (name !== "" && provider === "openrouter") return throughEffectAi((m) => m.layerOpenRouter(name))
   return Layer.fail(new UnknownModel({ model, known }))
 }
+
+const throughEffectAi = (
+  f: (module: typeof import("./providers/EffectAi.js")) => Layer.Layer<LanguageModel.LanguageModel, MissingApiKey>
+): Layer.Layer<LanguageModel.LanguageModel, MissingApiKey> =>
+  Layer.unwrapEffect(Effect.map(Effect.promise(() => import("./providers/EffectAi.js")), f))
+

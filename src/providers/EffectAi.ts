@@ -1,5 +1,5 @@
 /**
- * Any `@effect/ai` language model as our `LanguageModel` (design: The model side): Google Gemini,
+ * Any `@effect/ai` language model as our `LanguageModel` (design: Providers): Google Gemini,
  * Amazon Bedrock and OpenRouter through Effect's maintained clients, and any other model a user
  * builds on `@effect/ai`. Our conversation goes out as its `Prompt`; our tools as tools whose JSON
  * Schema is the provider's strict form of ours (`StrictSchema`), their calls coming back unresolved

@@ -133,184 +133,198 @@ export const strictForm = (
   provider: Provider,
   tool: { readonly name: string; readonly parameters: unknown }
 ): Either.Either<StrictForm, ToolSchemaRefused> => {
-  const rule = rules[provider]
-  const root = tool.parameters as Json
-  const defs = (typeof root.$defs === "object" && root.$defs !== null ? root.$defs : {}) as Record<string, Json>
-  const outDefs: Record<string, Json> = {}
-  const defRestorers = new Map<string, Restorer>()
-  /** The definitions being rewritten now (a `$ref` to one of them is recursion). */
-  const open = new Set<string>()
-
-  const refName = (ref: unknown, field: string): string => {
-    const match = typeof ref === "string" ? /^#\/\$defs\/(.+)$/.exec(ref) : null
-    if (match === null || !(decodeURIComponent(match[1]!) in defs)) {
-      throw new Refusal(field, `$ref ${JSON.stringify(ref)} is not one of the schema's own definitions`)
-    }
-    return decodeURIComponent(match[1]!)
-  }
-
-  const walk = (node: Json, field: string): { readonly schema: Json; readonly restorer: Restorer } => {
-    if (typeof node !== "object" || node === null) return { schema: node, restorer: none }
-    if (node.$ref !== undefined) {
-      const name = refName(node.$ref, field)
-      if (open.has(name) && rule.refs !== "keep") {
-        throw new Refusal(field, `the schema refers to itself (${name}): ${provider}'s strict mode takes no recursive schema; bound the depth (a Struct per level)`)
-      }
-      if (rule.refs === "inline") {
-        open.add(name)
-        const inlined = walk(defs[name]!, field)
-        open.delete(name)
-        return inlined
-      }
-      if (!outDefs[name] && !open.has(name)) {
-        open.add(name)
-        const done = walk(defs[name]!, field)
-        open.delete(name)
-        outDefs[name] = done.schema
-        defRestorers.set(name, done.restorer)
-      }
-      return { schema: { $ref: `#/$defs/${encodeURIComponent(name)}` }, restorer: { _tag: "Ref", name } }
-    }
-    const out: Json = {}
-    let restorer: Restorer = none
-    for (const [keyword, value] of Object.entries(node)) {
-      if (keyword in refuseAlways) {
-        const why = refuseAlways[keyword]!
-        if (why !== "") throw new Refusal(field, why)
-        continue
-      }
-      switch (keyword) {
-        case "properties":
-        case "required":
-        case "additionalProperties":
-          break
-        case "items": {
-          if (Array.isArray(value)) {
-            throw new Refusal(field, "a tuple (items as a list) has no strict form; use a Schema.Struct with a field per position")
-          }
-          const items = walk(value as Json, `${field}[]`)
-          out.items = items.schema
-          restorer = { _tag: "Array", items: items.restorer }
-          break
-        }
-        case "anyOf": {
-          const branches = (value as Array<Json>).map((branch) => walk(branch, field))
-          const nonNull = branches.filter((branch) => branch.schema.type !== "null")
-          if (rule.openApi && nonNull.length < branches.length) {
-            // OpenAPI: `nullable` on the schema, not a `null` branch.
-            if (nonNull.length === 1) {
-              Object.assign(out, nonNull[0]!.schema, { nullable: true })
-            } else {
-              out.anyOf = nonNull.map((branch) => branch.schema)
-              out.nullable = true
-            }
-          } else {
-            out.anyOf = branches.map((branch) => branch.schema)
-          }
-          restorer = { _tag: "AnyOf", branches: branches.map((branch) => branch.restorer) }
-          break
-        }
-        case "const":
-          if (rule.openApi) {
-            if (typeof value === "string") out.enum = [value]
-            else describe(out, "const", value)
-          } else {
-            out.const = value
-          }
-          break
-        case "enum":
-          if (rule.openApi && !(value as Array<unknown>).every((v) => typeof v === "string")) describe(out, "enum", value)
-          else out.enum = value
-          break
-        case "type":
-          if (Array.isArray(value)) {
-            const types = value.filter((t) => t !== "null")
-            if (types.length !== 1 || !rule.openApi) {
-              if (!rule.openApi) out.type = value
-              else throw new Refusal(field, `a value of several types (${value.join(", ")}) has no form in ${provider}'s schema; use Schema.Union`)
-            } else {
-              out.type = types[0]
-              if (types.length < value.length) out.nullable = true
-            }
-          } else {
-            out.type = value
-          }
-          break
-        case "minItems":
-          if (typeof value === "number" && value > rule.minItemsUpTo) describe(out, keyword, value)
-          else if (rule.keeps.has(keyword)) out[keyword] = value
-          break
-        default:
-          if (rule.keeps.has(keyword)) out[keyword] = value
-          else describe(out, keyword, value)
-      }
-    }
-    if (node.properties !== undefined || node.type === "object") {
-      const additional = node.additionalProperties
-      if (additional === true || (typeof additional === "object" && additional !== null)) {
-        throw new Refusal(
-          field === "" ? "(input)" : field,
-          "a map (Schema.Record: any keys) has no strict form; use an array of { key, value } Structs, or a Struct with the keys named"
-        )
-      }
-      const properties = (node.properties ?? {}) as Record<string, Json>
-      const required = new Set((node.required ?? []) as Array<string>)
-      const outProperties: Record<string, Json> = {}
-      const fields = new Map<string, Restorer>()
-      const nulled = new Set<string>()
-      for (const [key, property] of Object.entries(properties)) {
-        const path = field === "" ? key : `${field}.${key}`
-        const done = walk(property, path)
-        fields.set(key, done.restorer)
-        if (rule.allRequired && !required.has(key) && !acceptsNull(done.schema, outDefs)) {
-          nulled.add(key)
-          outProperties[key] = { anyOf: [withoutDescription(done.schema), { type: "null" }] }
-          if (done.schema.description !== undefined) {
-            ;(outProperties[key] as Json).description = done.schema.description
-          }
-        } else {
-          outProperties[key] = done.schema
-        }
-      }
-      out.type = "object"
-      out.properties = outProperties
-      out.required = rule.allRequired ? Object.keys(properties) : [...required]
-      if (rule.closeObjects) out.additionalProperties = false
-      restorer = { _tag: "Object", nulled, fields }
-    }
-    return { schema: out, restorer }
-  }
-
+  const former = new Former(provider, tool.parameters as Json)
   try {
-    const { restorer, schema } = walk(root, "")
-    if (rule.refs !== "inline" && Object.keys(outDefs).length > 0) schema.$defs = outDefs
-    const restore = rule.allRequired ? (args: unknown) => restoreWith(restorer, defRestorers, args) : (args: unknown) => args
+    const { restorer, schema } = former.walk(former.root, "")
+    if (former.rule.refs !== "inline" && Object.keys(former.outDefs).length > 0) schema.$defs = former.outDefs
+    const restore = former.rule.allRequired
+      ? (args: unknown) => restoreWith(restorer, former.defRestorers, args)
+      : (args: unknown) => args
     return Either.right({ parameters: schema, restore })
   } catch (error) {
     if (!(error instanceof Refusal)) throw error
+    const field = error.field === "" ? "(input)" : error.field
     return Either.left(
       new ToolSchemaRefused({
         tool: tool.name,
-        field: error.field === "" ? "(input)" : error.field,
+        field,
         provider,
-        message: `tool ${tool.name}: field ${error.field === "" ? "(input)" : error.field} cannot be sent to ${provider} ` +
-          `in its strict mode: ${error.message}`
+        message: `tool ${tool.name}: field ${field} cannot be sent to ${provider} in its strict mode: ${error.message}`
       })
     )
   }
 }
 
-/** The form already lets the field be `null` (the tool's Schema takes `null` there itself). */
-const acceptsNull = (schema: Json, defs: Record<string, Json>): boolean => {
-  if (schema.type === "null" || (Array.isArray(schema.type) && schema.type.includes("null"))) return true
-  if (Array.isArray(schema.anyOf)) return (schema.anyOf as Array<Json>).some((branch) => acceptsNull(branch, defs))
-  return false
+interface Formed {
+  readonly schema: Json
+  readonly restorer: Restorer
 }
 
-/** The schema without its description, which goes on the `anyOf` around it. */
-const withoutDescription = (schema: Json): Json => {
-  const { description: _description, ...rest } = schema
-  return rest
+/** One schema's rewriting: its definitions, those rewritten so far, and those being rewritten now. */
+class Former {
+  readonly rule: Rules
+  readonly defs: Record<string, Json>
+  readonly outDefs: Record<string, Json> = {}
+  readonly defRestorers = new Map<string, Restorer>()
+  /** The definitions being rewritten now (a `$ref` to one of them is recursion). */
+  private readonly open = new Set<string>()
+
+  constructor(readonly provider: Provider, readonly root: Json) {
+    this.rule = rules[provider]
+    this.defs = (typeof root.$defs === "object" && root.$defs !== null ? root.$defs : {}) as Record<string, Json>
+  }
+
+  walk(node: Json, field: string): Formed {
+    if (typeof node !== "object" || node === null) return { schema: node, restorer: none }
+    if (node.$ref !== undefined) return this.ref(node.$ref, field)
+    const out: Json = {}
+    let restorer: Restorer = none
+    for (const [keyword, value] of Object.entries(node)) {
+      restorer = this.keyword(keyword, value, field, out) ?? restorer
+    }
+    if (node.properties !== undefined || node.type === "object") restorer = this.object(node, field, out)
+    return { schema: out, restorer }
+  }
+
+  private ref(ref: unknown, field: string): Formed {
+    const match = typeof ref === "string" ? /^#\/\$defs\/(.+)$/.exec(ref) : null
+    const name = match === null ? "" : decodeURIComponent(match[1]!)
+    if (!(name in this.defs)) throw new Refusal(field, `$ref ${JSON.stringify(ref)} is not one of the schema's own definitions`)
+    if (this.open.has(name) && this.rule.refs !== "keep") {
+      throw new Refusal(
+        field,
+        `the schema refers to itself (${name}): ${this.provider}'s strict mode takes no recursive schema; bound the depth (a Struct per level)`
+      )
+    }
+    if (this.rule.refs === "inline") return this.inOpen(name, () => this.walk(this.defs[name]!, field))
+    if (this.outDefs[name] === undefined && !this.open.has(name)) {
+      const done = this.inOpen(name, () => this.walk(this.defs[name]!, field))
+      this.outDefs[name] = done.schema
+      this.defRestorers.set(name, done.restorer)
+    }
+    return { schema: { $ref: `#/$defs/${encodeURIComponent(name)}` }, restorer: { _tag: "Ref", name } }
+  }
+
+  private inOpen<A>(name: string, f: () => A): A {
+    this.open.add(name)
+    try {
+      return f()
+    } finally {
+      this.open.delete(name)
+    }
+  }
+
+  /** One keyword of a node into `out`; the node's restorer when the keyword gives it one. */
+  private keyword(keyword: string, value: unknown, field: string, out: Json): Restorer | undefined {
+    const { openApi } = this.rule
+    if (keyword in refuseAlways) {
+      const why = refuseAlways[keyword]!
+      if (why !== "") throw new Refusal(field, why)
+      return undefined
+    }
+    switch (keyword) {
+      case "properties":
+      case "required":
+      case "additionalProperties":
+        return undefined
+      case "items": {
+        if (Array.isArray(value)) {
+          throw new Refusal(field, "a tuple (items as a list) has no strict form; use a Schema.Struct with a field per position")
+        }
+        const items = this.walk(value as Json, `${field}[]`)
+        out.items = items.schema
+        return { _tag: "Array", items: items.restorer }
+      }
+      case "anyOf":
+        return this.anyOf(value as Array<Json>, field, out)
+      case "const":
+        if (!openApi) out.const = value
+        else if (typeof value === "string") out.enum = [value]
+        else describe(out, "const", value)
+        return undefined
+      case "enum":
+        if (openApi && !(value as Array<unknown>).every((v) => typeof v === "string")) describe(out, "enum", value)
+        else out.enum = value
+        return undefined
+      case "type":
+        this.type(value, field, out)
+        return undefined
+      case "minItems":
+        if (typeof value === "number" && value > this.rule.minItemsUpTo) describe(out, keyword, value)
+        else out[keyword] = value
+        return undefined
+      default:
+        if (this.rule.keeps.has(keyword)) out[keyword] = value
+        else describe(out, keyword, value)
+        return undefined
+    }
+  }
+
+  private anyOf(value: Array<Json>, field: string, out: Json): Restorer {
+    const branches = value.map((branch) => this.walk(branch, field))
+    const nonNull = branches.filter((branch) => branch.schema.type !== "null")
+    if (this.rule.openApi && nonNull.length < branches.length) {
+      // OpenAPI: `nullable` on the schema, not a `null` branch.
+      if (nonNull.length === 1) Object.assign(out, nonNull[0]!.schema)
+      else out.anyOf = nonNull.map((branch) => branch.schema)
+      out.nullable = true
+    } else {
+      out.anyOf = branches.map((branch) => branch.schema)
+    }
+    return { _tag: "AnyOf", branches: branches.map((branch) => branch.restorer) }
+  }
+
+  private type(value: unknown, field: string, out: Json): void {
+    if (!Array.isArray(value) || !this.rule.openApi) {
+      out.type = value
+      return
+    }
+    const types = value.filter((t) => t !== "null")
+    if (types.length !== 1) {
+      throw new Refusal(field, `a value of several types (${value.join(", ")}) has no form in ${this.provider}'s schema; use Schema.Union`)
+    }
+    out.type = types[0]
+    if (types.length < value.length) out.nullable = true
+  }
+
+  /** An object node's properties, `required` and closing, by the rules; its restorer. */
+  private object(node: Json, field: string, out: Json): Restorer {
+    const additional = node.additionalProperties
+    if (additional === true || (typeof additional === "object" && additional !== null)) {
+      throw new Refusal(
+        field,
+        "a map (Schema.Record: any keys) has no strict form; use an array of { key, value } Structs, or a Struct with the keys named"
+      )
+    }
+    const properties = (node.properties ?? {}) as Record<string, Json>
+    const required = new Set((node.required ?? []) as Array<string>)
+    const outProperties: Record<string, Json> = {}
+    const fields = new Map<string, Restorer>()
+    const nulled = new Set<string>()
+    for (const [key, property] of Object.entries(properties)) {
+      const done = this.walk(property, field === "" ? key : `${field}.${key}`)
+      fields.set(key, done.restorer)
+      if (this.rule.allRequired && !required.has(key) && !acceptsNull(done.schema)) {
+        nulled.add(key)
+        const { description, ...rest } = done.schema
+        outProperties[key] = { anyOf: [rest, { type: "null" }], ...(description === undefined ? {} : { description }) }
+      } else {
+        outProperties[key] = done.schema
+      }
+    }
+    out.type = "object"
+    out.properties = outProperties
+    out.required = this.rule.allRequired ? Object.keys(properties) : [...required]
+    if (this.rule.closeObjects) out.additionalProperties = false
+    return { _tag: "Object", nulled, fields }
+  }
+}
+
+/** The form already lets the field be `null` (the tool's Schema takes `null` there itself). */
+const acceptsNull = (schema: Json): boolean => {
+  if (schema.type === "null" || (Array.isArray(schema.type) && schema.type.includes("null"))) return true
+  if (Array.isArray(schema.anyOf)) return (schema.anyOf as Array<Json>).some(acceptsNull)
+  return false
 }
 
 const restoreWith = (restorer: Restorer, defs: ReadonlyMap<string, Restorer>, value: unknown): unknown => {
