@@ -1,7 +1,10 @@
 /** An agent on the shop's tools: its options, a run, its events, and the model it runs on. */
+import * as GoogleClient from "@effect/ai-google/GoogleClient"
+import * as GoogleLanguageModel from "@effect/ai-google/GoogleLanguageModel"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Layer, Redacted } from "effect"
 import { Agent, Anthropic, Builtins, LanguageModel, Model } from "../src/index.js"
+import * as EffectAi from "../src/providers/EffectAi.js"
 import * as Shop from "./shop.js"
 import { issueRefund, lookupOrder } from "./tools.js"
 
@@ -74,3 +77,13 @@ export const claude = Anthropic.layer({
   timeout: "5 minutes"  // per request; default 2 minutes
 }).pipe(Layer.provide(NodeHttpClient.layer))
 // #endregion
+
+// #region effect-ai
+// Any @effect/ai model: here Gemini, built with Effect's own client, run by our loop.
+export const gemini = EffectAi.layer({ provider: "google", model: "gemini-2.5-pro" }).pipe(
+  Layer.provide(GoogleLanguageModel.layer({ model: "gemini-2.5-pro" })),
+  Layer.provide(GoogleClient.layer({ apiKey: Redacted.make(process.env.GEMINI_API_KEY ?? "") })),
+  Layer.provide(NodeHttpClient.layer)
+)
+// #endregion
+

@@ -1,10 +1,14 @@
 /**
  * Turns a model string into a `LanguageModel` layer: `"scripted"`, `"anthropic:<model>"`
- * (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) or `"openai:<model>"` (`OPENAI_API_KEY`,
- * `OPENAI_BASE_URL`, for OpenAI and any compatible server).
+ * (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`), `"openai:<model>"` (`OPENAI_API_KEY`,
+ * `OPENAI_BASE_URL`, for OpenAI and any compatible server) or `"openai-responses:<model>"` (OpenAI's
+ * Responses API, the same variables), our own clients; and through Effect's AI
+ * packages (`providers/EffectAi.ts`), `"google:<model>"` (`GEMINI_API_KEY`), `"bedrock:<model>"`
+ * (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`) and `"openrouter:<model>"`
+ * (`OPENROUTER_API_KEY`).
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Layer, Schema } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import * as LanguageModel from "./LanguageModel.js"
 import * as Anthropic from "./providers/Anthropic.js"
 import { MissingApiKey } from "./providers/Http.js"
@@ -17,7 +21,15 @@ export {
 }
 
 /** The model strings this build knows, as patterns. */
-export const known: ReadonlyArray<string> = ["scripted", "anthropic:<model>", "openai:<model>", "openai-responses:<model>"]
+export const known: ReadonlyArray<string> = [
+  "scripted",
+  "anthropic:<model>",
+  "openai:<model>",
+  "openai-responses:<model>",
+  "google:<model>",
+  "bedrock:<model>",
+  "openrouter:<model>"
+]
 
 /** A model string that names no known model. */
 export class UnknownModel extends Schema.TaggedError<UnknownModel>("agent-tools/UnknownModel")("UnknownModel", {
@@ -60,5 +72,15 @@ export const layer = (
   if (name !== "" && provider === "openai-responses") {
     return OpenAiResponses.layerConfig(name).pipe(Layer.provide(NodeHttpClient.layer))
   }
+  // Effect's AI packages load only for the model strings that use them.
+  if (name !== "" && provider === "google") return throughEffectAi((m) => m.layerGoogle(name))
+  if (name !== "" && provider === "bedrock") return throughEffectAi((m) => m.layerBedrock(name))
+  if (name !== "" && provider === "openrouter") return throughEffectAi((m) => m.layerOpenRouter(name))
   return Layer.fail(new UnknownModel({ model, known }))
 }
+
+const throughEffectAi = (
+  f: (module: typeof import("./providers/EffectAi.js")) => Layer.Layer<LanguageModel.LanguageModel, MissingApiKey>
+): Layer.Layer<LanguageModel.LanguageModel, MissingApiKey> =>
+  Layer.unwrapEffect(Effect.map(Effect.promise(() => import("./providers/EffectAi.js")), f))
+

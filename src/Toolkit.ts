@@ -46,7 +46,9 @@ export class Violation extends Schema.Class<Violation>("agent-tools/Violation")(
     "input-object",
     // Checked by the platform at registration, not by `Toolkit.make`.
     "manifest-bytes",
-    "manifest-bytes-per-agent"
+    "manifest-bytes-per-agent",
+    // The platform's model's provider has no strict form of the tool's input (`StrictSchema`).
+    "strict-schema"
   ),
   message: Schema.String
 }) {}

@@ -4,8 +4,9 @@
  * clients). Memory only and no fiber: nothing of it stops at shutdown; the platform's retention
  * sweep forgets processes gone silent (`forgetSilent`).
  */
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Either } from "effect"
 import type * as Journal from "../Journal.js"
+import * as StrictSchema from "../providers/StrictSchema.js"
 import { type Caller, LifecycleBudgetExceeded, ManifestRejected } from "../protocol/Protocol.js"
 import * as Toolkit from "../Toolkit.js"
 import type { Limits } from "./Options.js"
@@ -127,10 +128,23 @@ const makeBook = (limits: Limits) => {
 
 type Book = ReturnType<typeof makeBook>
 
+/**
+ * The tools whose input the platform's model cannot be sent (its provider's strict mode has no form
+ * of it: `StrictSchema`), refused at registration rather than at a task's first model turn.
+ */
+const strictViolations = (
+  manifest: ReadonlyArray<Toolkit.ManifestEntry>,
+  strict: StrictSchema.Provider | undefined
+): Array<Toolkit.Violation> =>
+  strict === undefined ? [] : manifest.flatMap((entry) => {
+    const form = StrictSchema.strictForm(strict, entry)
+    return Either.isLeft(form) ? [new Toolkit.Violation({ tool: entry.name, rule: "strict-schema", message: form.left.message })] : []
+  })
+
 // --- the lifecycle calls: register, heartbeat, deregister ---
 
 /** What the protocol's lifecycle calls do, each counted against the agent's budget first. */
-const lifecycleCalls = (book: Book, limits: Limits) => ({
+const lifecycleCalls = (book: Book, limits: Limits, strict: StrictSchema.Provider | undefined) => ({
   register: (
     { agentId, manifest, manifestHash, processId }: Caller & {
       readonly manifest: ReadonlyArray<Toolkit.ManifestEntry>
@@ -142,7 +156,7 @@ const lifecycleCalls = (book: Book, limits: Limits) => ({
       const manifestBytes = manifestBytesOf(manifest)
       // A manifest over a size limit is not checked further: its size is the answer.
       const oversize = sizeViolations(agent, processId, manifestBytes, limits)
-      const violations = oversize.length > 0 ? oversize : Toolkit.checkEntries(manifest)
+      const violations = oversize.length > 0 ? oversize : [...Toolkit.checkEntries(manifest), ...strictViolations(manifest, strict)]
       if (violations.length > 0) return yield* new ManifestRejected({ violations })
       agent.processes.set(processId, { processId, manifest, manifestHash, lastSeen: now, manifestBytes })
       yield* Effect.logDebug(`agent ${agentId}: process ${processId} registered ${manifest.length} tools`)
@@ -209,9 +223,9 @@ const upkeep = ({ agentOf, agents, counts }: Book, limits: Limits) => ({
 })
 
 /** The agents of this process, held to `limits`. */
-export const makeAgents = (limits: Limits) => {
+export const makeAgents = (limits: Limits, strict?: StrictSchema.Provider | undefined) => {
   const book = makeBook(limits)
-  return { live: book.live, visible: book.visible, ...lifecycleCalls(book, limits), ...upkeep(book, limits) }
+  return { live: book.live, visible: book.visible, ...lifecycleCalls(book, limits, strict), ...upkeep(book, limits) }
 }
 
 /** The agents, as `makeAgents` gives them. */

@@ -5,8 +5,10 @@
  * stop); the journal, opened before them by the caller, closes last. The embedded platform
  * (Handlers.ts) and a cluster runner (Cluster.ts) both make them.
  */
-import { Clock, Effect, Ref, type Schedule } from "effect"
+import { Clock, Effect, Option, Ref, type Schedule } from "effect"
 import type * as Journal from "../Journal.js"
+import * as LanguageModel from "../LanguageModel.js"
+import * as StrictSchema from "../providers/StrictSchema.js"
 import { Timing } from "../Timing.js"
 import { type Agents, makeAgents } from "./Agents.js"
 import { type Limits, limitsOf, type Options } from "./Options.js"
@@ -62,7 +64,9 @@ export const makeParts = (options: Options, journal: Journal.Journal["Type"] | u
   Effect.gen(function*() {
     const limits = limitsOf(options)
     const policy = yield* Timing
-    const agents = makeAgents(limits)
+    // A manifest is checked against the form the tasks' model takes (its provider's strict mode).
+    const provider = Option.getOrUndefined(Option.map(yield* Effect.serviceOption(LanguageModel.LanguageModel), (model) => model.provider))
+    const agents = makeAgents(limits, StrictSchema.isProvider(provider) ? provider : undefined)
     const tasks = yield* makeTasks(options, limits, journal)
     yield* redeliver(tasks, policy.redelivery)
     yield* sweep({ agents, tasks, journal }, limits, policy.platformSweep)

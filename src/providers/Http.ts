@@ -292,22 +292,39 @@ const failureOf = (
   provider: string,
   response: HttpClientResponse.HttpClientResponse
 ): Effect.Effect<LanguageModel.ModelFailure> =>
-  Effect.zipWith(Effect.orElseSucceed(response.text, () => ""), Clock.currentTimeMillis, (text, now) => {
-    const status = response.status
-    const said = providerMessage(text)
-    const message = `${provider}: HTTP ${status}${said === "" ? "" : `: ${said}`}`
-    if (status === 401 || status === 403) return new LanguageModel.ModelAuthError({ message, status })
-    if (status === 408 || status === 409 || status === 429 || status >= 500) {
-      const retryAfterMillis = retryAfter(response.headers, now)
-      return new LanguageModel.ModelError({
-        message,
-        transient: true,
-        status,
-        ...(retryAfterMillis === undefined ? {} : { retryAfterMillis })
-      })
-    }
-    return new LanguageModel.ModelRequestRejected({ message, status })
-  })
+  Effect.zipWith(
+    Effect.orElseSucceed(response.text, () => ""),
+    Clock.currentTimeMillis,
+    (text, now) => failureFromStatus(provider, response.status, response.headers, text, now)
+  )
+
+/**
+ * The typed failure for a non-2xx status, its body `text` and its headers (at `now`): 401/403 an auth
+ * failure; 408, 409, 429 and 5xx transient, after the `retry-after` the provider gave; any other a
+ * rejected request. The text says the provider's own message when it sent one. One rule for every
+ * provider, ours and those through `@effect/ai`.
+ */
+export const failureFromStatus = (
+  provider: string,
+  status: number,
+  headers: Readonly<Record<string, string>>,
+  text: string,
+  now: number
+): LanguageModel.ModelFailure => {
+  const said = providerMessage(text)
+  const message = `${provider}: HTTP ${status}${said === "" ? "" : `: ${said}`}`
+  if (status === 401 || status === 403) return new LanguageModel.ModelAuthError({ message, status })
+  if (status === 408 || status === 409 || status === 429 || status >= 500) {
+    const retryAfterMillis = retryAfter(headers, now)
+    return new LanguageModel.ModelError({
+      message,
+      transient: true,
+      status,
+      ...(retryAfterMillis === undefined ? {} : { retryAfterMillis })
+    })
+  }
+  return new LanguageModel.ModelRequestRejected({ message, status })
+}
 
 /** `{ error: { message } }` (both APIs), an HTML page's title (a proxy's error page), else the body's start. */
 const providerMessage = (text: string): string => {

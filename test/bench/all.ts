@@ -27,7 +27,8 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["claims.ts"],
   ["journal.ts"],
   ["cluster.ts"],
-  ["startup.ts"]
+  ["startup.ts"],
+  ["providers.ts"]
 ]
 
 const rows: Array<Row> = []

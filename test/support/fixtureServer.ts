@@ -33,6 +33,8 @@ export interface Received {
   readonly url: string
   readonly headers: IncomingHttpHeaders
   readonly body: any
+  /** The body as it came, for a test that checks a signature over its bytes. */
+  readonly raw: string
 }
 
 export interface FixtureServer {
@@ -67,7 +69,8 @@ export const fixtureServer = (replies: ReadonlyArray<Reply | "hang">) =>
               method: req.method ?? "",
               url: req.url ?? "",
               headers: req.headers,
-              body: data === "" ? undefined : JSON.parse(data)
+              body: data === "" ? undefined : JSON.parse(data),
+              raw: data
             })
             const reply = replies[next++]
             notify()

@@ -1,0 +1,334 @@
+/**
+ * Any `@effect/ai` language model as our `LanguageModel` (design: Providers): Google Gemini,
+ * Amazon Bedrock and OpenRouter through Effect's maintained clients, and any other model a user
+ * builds on `@effect/ai`. Our conversation goes out as its `Prompt`; our tools as tools whose JSON
+ * Schema is the provider's strict form of ours (`StrictSchema`), their calls coming back unresolved
+ * (the pipeline runs them); its answer comes back as our turn, usage counted; its errors as ours:
+ * 429, 408, 409 and 5xx transient (after the `retry-after` the provider gave), 401/403 an auth
+ * failure, other statuses a rejected request, a transport failure transient.
+ */
+import * as AiError from "@effect/ai/AiError"
+import { IdGenerator } from "@effect/ai/IdGenerator"
+import * as AiLanguageModel from "@effect/ai/LanguageModel"
+import type * as Prompt from "@effect/ai/Prompt"
+import type * as Response from "@effect/ai/Response"
+import * as AiTool from "@effect/ai/Tool"
+import type * as AiToolkit from "@effect/ai/Toolkit"
+import * as BedrockClient from "@effect/ai-amazon-bedrock/AmazonBedrockClient"
+import * as BedrockLanguageModel from "@effect/ai-amazon-bedrock/AmazonBedrockLanguageModel"
+import * as GoogleClient from "@effect/ai-google/GoogleClient"
+import * as GoogleLanguageModel from "@effect/ai-google/GoogleLanguageModel"
+import * as OpenRouterClient from "@effect/ai-openrouter/OpenRouterClient"
+import * as OpenRouterLanguageModel from "@effect/ai-openrouter/OpenRouterLanguageModel"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { Clock, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import * as LanguageModel from "../LanguageModel.js"
+import { optionalSecret, optionalString } from "../internal/util/settings.js"
+import { failureFromStatus, MissingApiKey } from "./Http.js"
+import * as StrictSchema from "./StrictSchema.js"
+
+/** Options of `layer`. */
+export interface Options {
+  /** The provider's name, for errors and spans (`gen_ai.provider.name`): `google`, `bedrock`, `openrouter`, ... */
+  readonly provider: string
+  /** The model asked for. */
+  readonly model: string
+}
+
+/**
+ * Our `LanguageModel` on the `@effect/ai` `LanguageModel` in context. A provider with a strict form
+ * (`StrictSchema.Provider`) gets each tool's schema in that form; a tool it refuses fails the
+ * request with `ModelRequestRejected` naming the tool, the field and the provider, before any call.
+ */
+export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, AiLanguageModel.LanguageModel> =>
+  Layer.effect(
+    LanguageModel.LanguageModel,
+    Effect.map(AiLanguageModel.LanguageModel, (model) => {
+      const toolkits = new WeakMap<ReadonlyArray<LanguageModel.ToolDefinition>, Prepared>()
+      const prepared = (tools: ReadonlyArray<LanguageModel.ToolDefinition>): Prepared => {
+        let done = toolkits.get(tools)
+        if (done === undefined) {
+          done = prepare(options.provider, tools)
+          toolkits.set(tools, done)
+        }
+        return done
+      }
+      return LanguageModel.LanguageModel.of({
+        provider: options.provider,
+        model: options.model,
+        stream: (request) => {
+          const tools = prepared(request.tools)
+          if (Either.isLeft(tools)) {
+            return Stream.fail(new LanguageModel.ModelRequestRejected({ message: tools.left.message, status: 400 }))
+          }
+          const state = { calls: 0 }
+          return model.streamText({ prompt: toPrompt(request), toolkit: tools.right.toolkit, disableToolCallResolution: true }).pipe(
+            Stream.provideService(IdGenerator, idGenerator),
+            Stream.mapConcat((part) => toParts(part, tools.right.restore, state)),
+            Stream.catchAll((error) => Stream.fromEffect(Effect.flatMap(asFailure(options.provider, error), Effect.fail)))
+          )
+        },
+        generate: (request) =>
+          Effect.gen(function*() {
+            const tools = prepared(request.tools)
+            if (Either.isLeft(tools)) {
+              return yield* new LanguageModel.ModelRequestRejected({ message: tools.left.message, status: 400 })
+            }
+            const response = yield* model.generateText({
+              prompt: toPrompt(request),
+              toolkit: tools.right.toolkit,
+              disableToolCallResolution: true
+            }).pipe(Effect.provideService(IdGenerator, idGenerator))
+            return toTurn(response.content, tools.right.restore)
+          }).pipe(Effect.catchAll((error) => Effect.flatMap(asFailure(options.provider, error), Effect.fail)))
+      })
+    })
+  )
+
+type Prepared = Either.Either<{
+  readonly toolkit: AiToolkit.WithHandler<Record<string, AiTool.Any>>
+  readonly restore: (name: string, args: unknown) => unknown
+}, StrictSchema.ToolSchemaRefused>
+
+/**
+ * The tools as `@effect/ai` tools: each one's parameters any JSON (our pipeline decodes them, with
+ * the tool's own Schema), its JSON Schema ours in the provider's form. Never resolved here.
+ */
+const prepare = (provider: string, tools: ReadonlyArray<LanguageModel.ToolDefinition>): Prepared => {
+  const byName: Record<string, AiTool.Any> = {}
+  const restorers = new Map<string, (args: unknown) => unknown>()
+  for (const tool of tools) {
+    let parameters = tool.parameters
+    if (StrictSchema.isProvider(provider)) {
+      const form = StrictSchema.strictForm(provider, tool)
+      if (Either.isLeft(form)) return Either.left(form.left)
+      parameters = form.right.parameters
+      restorers.set(tool.name, form.right.restore)
+    }
+    const made = AiTool.make(tool.name, { description: tool.description })
+    byName[tool.name] = Object.assign(Object.create(Object.getPrototypeOf(made)), made, {
+      parametersSchema: Schema.Unknown.annotations({ jsonSchema: parameters as object })
+    })
+  }
+  return Either.right({
+    toolkit: {
+      tools: byName,
+      handle: (name: string) => Effect.dieMessage(`tool ${name}: the pipeline runs tools, not @effect/ai`)
+    } as unknown as AiToolkit.WithHandler<Record<string, AiTool.Any>>,
+    restore: (name, args) => (restorers.get(name) ?? ((same: unknown) => same))(args)
+  })
+}
+
+/** Our conversation as `@effect/ai`'s prompt. */
+const toPrompt = (request: LanguageModel.ModelRequest): Prompt.RawInput => {
+  const messages: Array<Prompt.MessageEncoded> = []
+  if (request.instructions !== undefined) messages.push({ role: "system", content: request.instructions })
+  const names = new Map<string, string>()
+  for (const message of request.messages) {
+    switch (message._tag) {
+      case "UserMessage":
+        messages.push({ role: "user", content: [{ type: "text", text: message.text }] })
+        break
+      case "AssistantMessage": {
+        const content: Array<Prompt.AssistantMessagePartEncoded> = []
+        if (message.text !== undefined && message.text !== "") content.push({ type: "text", text: message.text })
+        for (const call of message.toolCalls) {
+          names.set(call.id, call.name)
+          content.push({ type: "tool-call", id: call.id, name: call.name, params: parseArguments(call.arguments), providerExecuted: false })
+        }
+        messages.push({ role: "assistant", content })
+        break
+      }
+      case "ToolResultMessage": {
+        const part: Prompt.ToolMessagePartEncoded = {
+          type: "tool-result",
+          id: message.toolCallId,
+          name: message.name,
+          isFailure: message.isError,
+          result: message.isError ? message.content : parseArguments(message.content),
+          providerExecuted: false
+        }
+        // Results of one turn's calls go back in one tool message, as the providers want them.
+        const last = messages[messages.length - 1]
+        if (last !== undefined && last.role === "tool") (last.content as Array<Prompt.ToolMessagePartEncoded>).push(part)
+        else messages.push({ role: "tool", content: [part] })
+        break
+      }
+    }
+  }
+  return messages
+}
+
+/** JSON text as its value; text that is not JSON as itself (a model's arguments can be cut short). */
+const parseArguments = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+const finishReasons: Record<Response.FinishReason, LanguageModel.FinishReason> = {
+  "stop": "stop",
+  "length": "length",
+  "content-filter": "content_filter",
+  "tool-calls": "tool_calls",
+  "error": "error",
+  "pause": "other",
+  "other": "other",
+  "unknown": "other"
+}
+
+/** `@effect/ai`'s response parts as our turn: texts joined, tool calls in order, usage and finish reason. */
+const toTurn = (
+  content: ReadonlyArray<Response.AnyPart>,
+  restore: (name: string, args: unknown) => unknown
+): LanguageModel.ModelTurn => {
+  let text: string | undefined
+  const toolCalls: Array<LanguageModel.ToolCall> = []
+  let finishReason: LanguageModel.FinishReason = "stop"
+  let usage: LanguageModel.Usage = { inputTokens: 0, outputTokens: 0 }
+  for (const part of content) {
+    if (part.type === "text") text = (text ?? "") + part.text
+    else if (part.type === "tool-call" && !part.providerExecuted) {
+      toolCalls.push({ id: part.id, name: part.name, arguments: JSON.stringify(restore(part.name, part.params)) })
+    } else if (part.type === "finish") {
+      finishReason = finishReasons[part.reason]
+      usage = { inputTokens: part.usage.inputTokens ?? 0, outputTokens: part.usage.outputTokens ?? 0 }
+    }
+  }
+  if (toolCalls.length > 0 && finishReason === "stop") finishReason = "tool_calls"
+  return { ...(text === undefined ? {} : { text }), toolCalls, finishReason, usage }
+}
+
+/** One streamed `@effect/ai` part as ours: deltas, each call once complete, the usage and the finish. */
+const toParts = (
+  part: Response.AnyPart,
+  restore: (name: string, args: unknown) => unknown,
+  state: { calls: number }
+): ReadonlyArray<LanguageModel.ModelPart> => {
+  switch (part.type) {
+    case "text-delta":
+      return part.delta === "" ? [] : [LanguageModel.ModelPart.TextDelta({ text: part.delta })]
+    case "reasoning-delta":
+      return part.delta === "" ? [] : [LanguageModel.ModelPart.ReasoningDelta({ text: part.delta })]
+    case "tool-call":
+      if (part.providerExecuted) return []
+      state.calls++
+      return [LanguageModel.ModelPart.ToolCall({
+        call: { id: part.id, name: part.name, arguments: JSON.stringify(restore(part.name, part.params)) }
+      })]
+    case "finish": {
+      const reason = finishReasons[part.reason]
+      return [
+        LanguageModel.ModelPart.Usage({ usage: { inputTokens: part.usage.inputTokens ?? 0, outputTokens: part.usage.outputTokens ?? 0 } }),
+        LanguageModel.ModelPart.Finish({ finishReason: state.calls > 0 && reason === "stop" ? "tool_calls" : reason })
+      ]
+    }
+    default:
+      return []
+  }
+}
+
+/** Tool call ids where a provider gives none (Gemini): unique in a process. */
+let nextCallId = 0
+const idGenerator = { generateId: () => Effect.sync(() => `call_${(++nextCallId).toString(36)}_${Date.now().toString(36)}`) }
+
+/** An `@effect/ai` failure as ours, with the same classes and texts our own providers use. */
+const asFailure = (
+  provider: string,
+  error: unknown
+): Effect.Effect<LanguageModel.ModelFailure> => {
+  if (error instanceof LanguageModel.ModelRequestRejected) return Effect.succeed(error)
+  if (AiError.isAiError(error)) {
+    switch (error._tag) {
+      case "HttpResponseError":
+        if (error.reason === "StatusCode") {
+          return Effect.map(
+            Clock.currentTimeMillis,
+            (now) => failureFromStatus(provider, error.response.status, error.response.headers, error.body ?? "", now)
+          )
+        }
+        return Effect.succeed(
+          new LanguageModel.ModelError({
+            message: `${provider}: HTTP ${error.response.status}: reading the body failed (${error.reason})`,
+            transient: true,
+            status: error.response.status
+          })
+        )
+      case "HttpRequestError":
+        return Effect.succeed(
+          new LanguageModel.ModelError({
+            message: `${provider}: the request failed (${error.description ?? error.reason})`,
+            transient: error.reason === "Transport"
+          })
+        )
+      default:
+        return Effect.succeed(new LanguageModel.ModelError({ message: `${provider}: ${error.message}`, transient: false }))
+    }
+  }
+  const message = error instanceof Error ? error.message : String(error)
+  return Effect.succeed(new LanguageModel.ModelError({ message: `${provider}: ${message}`, transient: false }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The providers Effect's AI packages keep, each from its documented variables.
+
+/**
+ * Google Gemini (`generateContent`): `GEMINI_API_KEY` (or `GOOGLE_API_KEY`), and `GEMINI_BASE_URL`
+ * for another address (default `https://generativelanguage.googleapis.com`; `/v1beta/...` follows it).
+ */
+export const layerGoogle = (model: string): Layer.Layer<LanguageModel.LanguageModel, MissingApiKey> =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const gemini = yield* optionalSecret("GEMINI_API_KEY")
+    const key = Option.isSome(gemini) ? gemini : yield* optionalSecret("GOOGLE_API_KEY")
+    if (Option.isNone(key)) return yield* new MissingApiKey({ variable: "GEMINI_API_KEY", provider: "google" })
+    const apiUrl = Option.getOrUndefined(yield* optionalString("GEMINI_BASE_URL"))
+    return layer({ provider: "google", model }).pipe(
+      Layer.provide(GoogleLanguageModel.layer({ model })),
+      Layer.provide(GoogleClient.layer({ apiKey: key.value, apiUrl })),
+      Layer.provide(NodeHttpClient.layer)
+    )
+  }))
+
+/**
+ * Amazon Bedrock (`Converse`), each request signed (AWS Signature Version 4): `AWS_ACCESS_KEY_ID`,
+ * `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` (temporary credentials), `AWS_REGION` (default
+ * `us-east-1`), and `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` for another address.
+ */
+export const layerBedrock = (model: string): Layer.Layer<LanguageModel.LanguageModel, MissingApiKey> =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const accessKeyId = yield* optionalString("AWS_ACCESS_KEY_ID")
+    if (Option.isNone(accessKeyId)) return yield* new MissingApiKey({ variable: "AWS_ACCESS_KEY_ID", provider: "bedrock" })
+    const secretAccessKey = yield* optionalSecret("AWS_SECRET_ACCESS_KEY")
+    if (Option.isNone(secretAccessKey)) {
+      return yield* new MissingApiKey({ variable: "AWS_SECRET_ACCESS_KEY", provider: "bedrock" })
+    }
+    const sessionToken = Option.getOrUndefined(yield* optionalSecret("AWS_SESSION_TOKEN"))
+    const region = Option.getOrUndefined(yield* optionalString("AWS_REGION"))
+    const apiUrl = Option.getOrUndefined(yield* optionalString("AWS_ENDPOINT_URL_BEDROCK_RUNTIME"))
+    return layer({ provider: "bedrock", model }).pipe(
+      Layer.provide(BedrockLanguageModel.layer({ model })),
+      Layer.provide(BedrockClient.layer({
+        accessKeyId: accessKeyId.value,
+        secretAccessKey: secretAccessKey.value,
+        sessionToken,
+        region,
+        apiUrl
+      })),
+      Layer.provide(NodeHttpClient.layer)
+    )
+  }))
+
+/** OpenRouter: `OPENROUTER_API_KEY`, and `OPENROUTER_BASE_URL` for another address (default `https://openrouter.ai/api/v1`). */
+export const layerOpenRouter = (model: string): Layer.Layer<LanguageModel.LanguageModel, MissingApiKey> =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const apiKey = yield* optionalSecret("OPENROUTER_API_KEY")
+    if (Option.isNone(apiKey)) return yield* new MissingApiKey({ variable: "OPENROUTER_API_KEY", provider: "openrouter" })
+    const apiUrl = Option.getOrUndefined(yield* optionalString("OPENROUTER_BASE_URL"))
+    return layer({ provider: "openrouter", model }).pipe(
+      Layer.provide(OpenRouterLanguageModel.layer({ model })),
+      Layer.provide(OpenRouterClient.layer({ apiKey: apiKey.value, apiUrl })),
+      Layer.provide(NodeHttpClient.layer)
+    )
+  }))
