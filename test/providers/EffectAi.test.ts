@@ -6,11 +6,13 @@
  * failure named; Bedrock's request signed (AWS Signature Version 4) with the documented headers.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Either, Fiber, Layer, Schedule, Schema, TestClock } from "effect"
+import { EventStreamCodec } from "@smithy/eventstream-codec"
+import { fromUtf8, toUtf8 } from "@smithy/util-utf8"
+import { Chunk, ConfigProvider, Effect, Either, Fiber, Layer, Schedule, Schema, Stream, TestClock } from "effect"
 import { createHash, createHmac } from "node:crypto"
 import { Agent, Model, Timing, Tool } from "../../src/index.js"
 import * as StrictSchema from "../../src/providers/StrictSchema.js"
-import { fixture, fixtureServer, type Received, type Reply } from "../support/fixtureServer.js"
+import { fixture, fixtureServer, type Received, type Reply, sseFixture } from "../support/fixtureServer.js"
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
 
@@ -250,3 +252,68 @@ describe("bedrock's request signature", () => {
       assert.include(error.message, "AWS_SECRET_ACCESS_KEY")
     }))
 })
+
+/** Bedrock's recorded stream events in the AWS event stream framing its `ConverseStream` answers with. */
+const eventStream = (path: string): Reply => {
+  const codec = new EventStreamCodec(toUtf8, fromUtf8)
+  const events = fixture(path) as Array<[string, unknown]>
+  return {
+    status: 200,
+    headers: { "content-type": "application/vnd.amazon.eventstream" },
+    frames: events.map(([type, payload]) =>
+      codec.encode({
+        headers: {
+          ":event-type": { type: "string", value: type },
+          ":content-type": { type: "string", value: "application/json" },
+          ":message-type": { type: "string", value: "event" }
+        },
+        body: fromUtf8(JSON.stringify(payload))
+      })
+    )
+  }
+}
+
+const streamed: Record<Case["provider"], { readonly path: string; readonly calls: Reply; readonly text: Reply }> = {
+  google: {
+    path: "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+    calls: { status: 200, sse: sseFixture("google/stream_function_calls.sse") },
+    text: { status: 200, sse: sseFixture("google/stream_text.sse") }
+  },
+  bedrock: {
+    path: "/model/anthropic.claude-sonnet-4-5-20250929-v1:0/converse-stream",
+    calls: eventStream("bedrock/stream_tool_use.json"),
+    text: eventStream("bedrock/stream_text.json")
+  },
+  openrouter: {
+    path: "/chat/completions",
+    calls: { status: 200, sse: sseFixture("openrouter/stream_tool_calls.sse") },
+    text: { status: 200, sse: sseFixture("openrouter/stream_text.sse") }
+  }
+}
+
+for (const c of cases) {
+  it.scoped(`${c.provider} streamed through @effect/ai: the text in deltas, the calls, the answer`, () =>
+    Effect.gen(function*() {
+      notes.length = 0
+      const { calls, path, text } = streamed[c.provider]
+      const server = yield* fixtureServer([calls, text])
+      const events = Chunk.toReadonlyArray(
+        yield* Stream.runCollect(Agent.stream(agent, prompt)).pipe(Effect.provide(modelLayer(c.model, c.env(server.url))))
+      )
+      const done = events[events.length - 1]!
+      assert.strictEqual(done._tag, "Done")
+      if (done._tag !== "Done") return
+      assert.strictEqual(done.result.output, answer)
+      assert.deepStrictEqual(done.result.toolCalls.map((call) => call.result.error ?? "ok"), ["ok", "NotFound: no order with id=ord-0000"])
+      assert.deepStrictEqual(notes, c.notes)
+      // Effect's Bedrock client ends a streamed turn at `messageStop`, before Bedrock's `metadata`
+      // event carries the usage: streamed through it, a turn counts no tokens (a whole answer does).
+      assert.deepStrictEqual(done.result.usage, c.provider === "bedrock" ? { inputTokens: 0, outputTokens: 0 } : c.usage)
+      // The last turn's text came in the deltas the server sent, in order.
+      const deltas = events.filter((e) => e._tag === "TextDelta").map((e) => e._tag === "TextDelta" ? e.text : "")
+      assert.strictEqual(deltas.slice(-3).join(""), answer)
+      assert.deepStrictEqual(deltas.slice(-3), ["Order ord-4821 ", "has shipped; there is ", "no order ord-0000."])
+      assert.deepStrictEqual(server.received.map((r) => r.url), [path, path])
+    }))
+}
+

@@ -23,6 +23,8 @@ export interface Reply {
   readonly cutAfterEvents?: number
   /** With `sse`: send this many events, then nothing more (the connection stays open). */
   readonly holdAfterEvents?: number
+  /** Binary frames (AWS event stream messages), one write each, with `headers` giving the content type. */
+  readonly frames?: ReadonlyArray<Uint8Array>
 }
 
 /** A recorded stream's text (test/fixtures/<path>). */
@@ -81,6 +83,10 @@ export const fixtureServer = (replies: ReadonlyArray<Reply | "hang">) =>
                 closedEarly++
                 notify()
               })
+            } else if (reply.frames !== undefined) {
+              res.writeHead(reply.status, reply.headers)
+              for (const frame of reply.frames) res.write(frame)
+              res.end()
             } else if (reply.sse !== undefined) {
               res.writeHead(reply.status, { "content-type": "text/event-stream", "cache-control": "no-cache", ...reply.headers })
               const events = reply.sse.split("\n\n").filter((e) => e.trim() !== "").map((e) => `${e}\n\n`)
