@@ -83,7 +83,7 @@ const loadModel = (model: string) =>
 
 const modelOption = Options.text("model").pipe(
   Options.withDescription(
-    "scripted | anthropic:<model> | openai:<model> | google:<model> | bedrock:<model> | openrouter:<model>. Default: anthropic:claude-sonnet-4-5 with ANTHROPIC_API_KEY, " +
+    "scripted | anthropic:<model> | openai:<model> | openai-responses:<model> | google:<model> | bedrock:<model> | openrouter:<model>. Default: anthropic:claude-sonnet-4-5 with ANTHROPIC_API_KEY, " +
       "openai:gpt-4.1 with OPENAI_API_KEY or OPENAI_BASE_URL, else the scripted stand-in"
   ),
   Options.optional

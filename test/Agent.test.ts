@@ -536,7 +536,7 @@ describe("Model.layer", () => {
       assert.strictEqual(error._tag, "UnknownModel")
       assert.strictEqual(
         error.message,
-        "unknown model \"gpt-5\"; the known models are scripted, anthropic:<model>, openai:<model>, google:<model>, bedrock:<model>, openrouter:<model>"
+        "unknown model \"gpt-5\"; the known models are scripted, anthropic:<model>, openai:<model>, openai-responses:<model>, google:<model>, bedrock:<model>, openrouter:<model>"
       )
     }))
 })
