@@ -244,6 +244,12 @@ export class LanguageModel extends Context.Tag("agent-tools/LanguageModel")<Lang
   readonly provider?: string | undefined
   /** The model asked for (`gen_ai.request.model`): the `chat` span is named after it. */
   readonly model?: string | undefined
+  /**
+   * The provider whose strict-mode schema form this model requires of every tool
+   * (`StrictSchema.Provider`): a tool with none is refused, on the platform at registration. Absent:
+   * any schema goes (the provider's non-strict mode takes it).
+   */
+  readonly strictSchemas?: string | undefined
 }>() {}
 
 // ---------------------------------------------------------------------------------------------

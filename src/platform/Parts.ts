@@ -64,8 +64,10 @@ export const makeParts = (options: Options, journal: Journal.Journal["Type"] | u
   Effect.gen(function*() {
     const limits = limitsOf(options)
     const policy = yield* Timing
-    // A manifest is checked against the form the tasks' model takes (its provider's strict mode).
-    const provider = Option.getOrUndefined(Option.map(yield* Effect.serviceOption(LanguageModel.LanguageModel), (model) => model.provider))
+    // A manifest is checked against the form the tasks' model requires (its provider's strict mode).
+    const provider = Option.getOrUndefined(
+      Option.flatMapNullable(yield* Effect.serviceOption(LanguageModel.LanguageModel), (model) => model.strictSchemas)
+    )
     const agents = makeAgents(limits, StrictSchema.isProvider(provider) ? provider : undefined)
     const tasks = yield* makeTasks(options, limits, journal)
     yield* redeliver(tasks, policy.redelivery)

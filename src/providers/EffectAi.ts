@@ -33,22 +33,31 @@ export interface Options {
   readonly provider: string
   /** The model asked for. */
   readonly model: string
+  /**
+   * Refuse a tool the provider's strict mode has no form for (`StrictSchema`), rather than send it as
+   * Effect renders it. Always so for Google (its schema subset has no other form). Default false.
+   */
+  readonly strict?: boolean | undefined
 }
 
 /**
  * Our `LanguageModel` on the `@effect/ai` `LanguageModel` in context. A provider with a strict form
- * (`StrictSchema.Provider`) gets each tool's schema in that form; a tool it refuses fails the
- * request with `ModelRequestRejected` naming the tool, the field and the provider, before any call.
+ * (`StrictSchema.Provider`) gets each tool's schema in that form where there is one; a tool with none
+ * goes as Effect renders it, or, `strict` (and always for Google), fails the request with
+ * `ModelRequestRejected` naming the tool, the field and the provider, before any call.
  */
 export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, AiLanguageModel.LanguageModel> =>
   Layer.effect(
     LanguageModel.LanguageModel,
     Effect.map(AiLanguageModel.LanguageModel, (model) => {
+      const required = options.provider === "google" || options.strict === true
+      const forms = StrictSchema.isProvider(options.provider) ? StrictSchema.preparer(options.provider, required) : undefined
       const toolkits = new WeakMap<ReadonlyArray<LanguageModel.ToolDefinition>, Prepared>()
       const prepared = (tools: ReadonlyArray<LanguageModel.ToolDefinition>): Prepared => {
         let done = toolkits.get(tools)
         if (done === undefined) {
-          done = prepare(options.provider, tools)
+          const formed = forms === undefined ? Either.right({ tools, restore: (_: string, args: string) => args }) : forms(tools)
+          done = Either.map(formed, ({ restore, tools }) => ({ toolkit: toolkitOf(tools), restore }))
           toolkits.set(tools, done)
         }
         return done
@@ -56,6 +65,7 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
       return LanguageModel.LanguageModel.of({
         provider: options.provider,
         model: options.model,
+        ...(required && StrictSchema.isProvider(options.provider) ? { strictSchemas: options.provider } : {}),
         stream: (request) => {
           const tools = prepared(request.tools)
           if (Either.isLeft(tools)) {
@@ -87,36 +97,27 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
 
 type Prepared = Either.Either<{
   readonly toolkit: AiToolkit.WithHandler<Record<string, AiTool.Any>>
-  readonly restore: (name: string, args: unknown) => unknown
+  readonly restore: (name: string, args: string) => string
 }, StrictSchema.ToolSchemaRefused>
 
 /**
  * The tools as `@effect/ai` tools: each one's parameters any JSON (our pipeline decodes them, with
- * the tool's own Schema), its JSON Schema ours in the provider's form. Never resolved here.
+ * the tool's own Schema), its JSON Schema the one given (the provider's form). Never resolved here.
  */
-const prepare = (provider: string, tools: ReadonlyArray<LanguageModel.ToolDefinition>): Prepared => {
+const toolkitOf = (
+  tools: ReadonlyArray<{ readonly name: string; readonly description: string; readonly parameters: unknown }>
+): AiToolkit.WithHandler<Record<string, AiTool.Any>> => {
   const byName: Record<string, AiTool.Any> = {}
-  const restorers = new Map<string, (args: unknown) => unknown>()
   for (const tool of tools) {
-    let parameters = tool.parameters
-    if (StrictSchema.isProvider(provider)) {
-      const form = StrictSchema.strictForm(provider, tool)
-      if (Either.isLeft(form)) return Either.left(form.left)
-      parameters = form.right.parameters
-      restorers.set(tool.name, form.right.restore)
-    }
     const made = AiTool.make(tool.name, { description: tool.description })
     byName[tool.name] = Object.assign(Object.create(Object.getPrototypeOf(made)), made, {
-      parametersSchema: Schema.Unknown.annotations({ jsonSchema: parameters as object })
+      parametersSchema: Schema.Unknown.annotations({ jsonSchema: tool.parameters as object })
     })
   }
-  return Either.right({
-    toolkit: {
-      tools: byName,
-      handle: (name: string) => Effect.dieMessage(`tool ${name}: the pipeline runs tools, not @effect/ai`)
-    } as unknown as AiToolkit.WithHandler<Record<string, AiTool.Any>>,
-    restore: (name, args) => (restorers.get(name) ?? ((same: unknown) => same))(args)
-  })
+  return {
+    tools: byName,
+    handle: (name: string) => Effect.dieMessage(`tool ${name}: the pipeline runs tools, not @effect/ai`)
+  } as unknown as AiToolkit.WithHandler<Record<string, AiTool.Any>>
 }
 
 /** Our conversation as `@effect/ai`'s prompt. */
@@ -182,7 +183,7 @@ const finishReasons: Record<Response.FinishReason, LanguageModel.FinishReason> =
 /** `@effect/ai`'s response parts as our turn: texts joined, tool calls in order, usage and finish reason. */
 const toTurn = (
   content: ReadonlyArray<Response.AnyPart>,
-  restore: (name: string, args: unknown) => unknown
+  restore: (name: string, args: string) => string
 ): LanguageModel.ModelTurn => {
   let text: string | undefined
   const toolCalls: Array<LanguageModel.ToolCall> = []
@@ -191,7 +192,7 @@ const toTurn = (
   for (const part of content) {
     if (part.type === "text") text = (text ?? "") + part.text
     else if (part.type === "tool-call" && !part.providerExecuted) {
-      toolCalls.push({ id: part.id, name: part.name, arguments: JSON.stringify(restore(part.name, part.params)) })
+      toolCalls.push({ id: part.id, name: part.name, arguments: restore(part.name, JSON.stringify(part.params)) })
     } else if (part.type === "finish") {
       finishReason = finishReasons[part.reason]
       usage = { inputTokens: part.usage.inputTokens ?? 0, outputTokens: part.usage.outputTokens ?? 0 }
@@ -204,7 +205,7 @@ const toTurn = (
 /** One streamed `@effect/ai` part as ours: deltas, each call once complete, the usage and the finish. */
 const toParts = (
   part: Response.AnyPart,
-  restore: (name: string, args: unknown) => unknown,
+  restore: (name: string, args: string) => string,
   state: { calls: number }
 ): ReadonlyArray<LanguageModel.ModelPart> => {
   switch (part.type) {
@@ -216,7 +217,7 @@ const toParts = (
       if (part.providerExecuted) return []
       state.calls++
       return [LanguageModel.ModelPart.ToolCall({
-        call: { id: part.id, name: part.name, arguments: JSON.stringify(restore(part.name, part.params)) }
+        call: { id: part.id, name: part.name, arguments: restore(part.name, JSON.stringify(part.params)) }
       })]
     case "finish": {
       const reason = finishReasons[part.reason]

@@ -364,3 +364,66 @@ const fits = (restorer: Restorer, defs: ReadonlyMap<string, Restorer>, value: un
       return false
   }
 }
+
+/** A request's tools in a provider's form, and how to bring a call's arguments back to each tool's own. */
+export interface PreparedTools {
+  readonly tools: ReadonlyArray<{ readonly name: string; readonly description: string; readonly parameters: unknown }>
+  /** The call's arguments (JSON text) as its tool's Schema expects them. */
+  readonly restore: (name: string, args: string) => string
+}
+
+/**
+ * A provider's tools, prepared once per toolkit (a request's `tools` is the toolkit's list, the same
+ * array every turn): each tool's schema in the provider's strict form where it has one. Where it has
+ * none, `required` (strict mode on, or a provider with no other form) refuses the toolkit with the
+ * first tool's `ToolSchemaRefused`; otherwise that tool goes as Effect renders it, which the
+ * provider's non-strict mode takes.
+ */
+export const preparer = (
+  provider: Provider,
+  required: boolean
+): (tools: ReadonlyArray<{ readonly name: string; readonly description: string; readonly parameters: unknown }>) =>
+  Either.Either<PreparedTools, ToolSchemaRefused> => {
+  const done = new WeakMap<object, Either.Either<PreparedTools, ToolSchemaRefused>>()
+  return (tools) => {
+    let prepared = done.get(tools)
+    if (prepared === undefined) {
+      prepared = prepare(provider, required, tools)
+      done.set(tools, prepared)
+    }
+    return prepared
+  }
+}
+
+const prepare = (
+  provider: Provider,
+  required: boolean,
+  tools: ReadonlyArray<{ readonly name: string; readonly description: string; readonly parameters: unknown }>
+): Either.Either<PreparedTools, ToolSchemaRefused> => {
+  const formed: Array<{ readonly name: string; readonly description: string; readonly parameters: unknown }> = []
+  const restorers = new Map<string, (args: unknown) => unknown>()
+  for (const tool of tools) {
+    const form = strictForm(provider, tool)
+    if (Either.isLeft(form)) {
+      if (required) return Either.left(form.left)
+      formed.push(tool)
+      continue
+    }
+    formed.push({ ...tool, parameters: form.right.parameters })
+    if (rules[provider].allRequired) restorers.set(tool.name, form.right.restore)
+  }
+  return Either.right({
+    tools: formed,
+    restore: (name, args) => {
+      const restore = restorers.get(name)
+      if (restore === undefined) return args
+      try {
+        return JSON.stringify(restore(JSON.parse(args)))
+      } catch {
+        // Not JSON: the pipeline's decoding says so, naming the tool.
+        return args
+      }
+    }
+  })
+}
+

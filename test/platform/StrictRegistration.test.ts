@@ -1,8 +1,8 @@
 /**
- * The platform checks a manifest against the form its tasks' model takes (design: Providers): a tool
- * whose input that model's provider cannot be sent in its strict mode (`StrictSchema`) is refused at
- * registration (`strict-schema`, naming the tool, the field and the provider), not at a task's first
- * model turn; the same manifest registers on a platform whose model has no strict form to keep.
+ * The platform checks a manifest against the form its tasks' model requires (design: Providers): a
+ * tool whose input that model's provider cannot be sent in its strict mode (`StrictSchema`) is refused
+ * at registration (`strict-schema`, naming the tool, the field and the provider), not at a task's
+ * first model turn; the same manifest registers on a platform whose model is not in strict mode.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Schedule, Schema } from "effect"
@@ -12,14 +12,14 @@ const tokens = new Map([["tok-1", "agent-1"]])
 const agentOne = Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]])))
 const policy = Timing.layer({ heartbeat: Schedule.spaced("60 seconds") })
 
-/** A platform in this process whose tasks' model is served by `provider`. */
-const platformOn = (provider: string) =>
+/** A platform in this process whose tasks' model is `provider`'s, requiring its strict form when `strict`. */
+const platformOn = (provider: string, strict = true) =>
   PlatformClient.layerTest.pipe(
     Layer.provideMerge(
       PlatformServer.layerHandlers({ tokens }).pipe(
         Layer.provide(Layer.effect(
           LanguageModel.LanguageModel,
-          Effect.map(LanguageModel.LanguageModel, (model) => ({ ...model, provider }))
+          Effect.map(LanguageModel.LanguageModel, (model) => ({ ...model, provider, ...(strict ? { strictSchemas: provider } : {}) }))
         ).pipe(Layer.provide(LanguageModel.layerScripted([], { repeat: false }))))
       )
     ),
@@ -66,10 +66,10 @@ describe("the platform refuses at registration what its model's provider cannot 
       assert.deepStrictEqual(error.violations.map((v) => v.tool), ["tag"])
     }).pipe(Effect.scoped, Effect.provide(platformOn("openai"))))
 
-  it.effect("a model with no strict form to keep (the scripted one) registers them all", () =>
+  it.effect("a model not in strict mode (anthropic, as our own client runs by default) registers them all", () =>
     Effect.gen(function*() {
       yield* Serve.make(yield* Toolkit.make(file, tag, fine))
       const state = yield* PlatformServer.PlatformState
       assert.deepStrictEqual([...(yield* state.visibleTools("agent-1"))].sort(), ["file", "lookup", "tag"])
-    }).pipe(Effect.scoped, Effect.provide(platformOn("scripted"))))
+    }).pipe(Effect.scoped, Effect.provide(platformOn("anthropic", false))))
 })

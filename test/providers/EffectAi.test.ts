@@ -317,3 +317,31 @@ for (const c of cases) {
     }))
 }
 
+
+describe("a tool the provider's strict mode has no form for", () => {
+  const tag = Tool.make("tag", {
+    description: "Tags an order.",
+    input: { labels: Schema.Record({ key: Schema.String, value: Schema.String }) },
+    timeout: "5 seconds"
+  }, () => "tagged")
+  const tagger = Agent.make({ name: "tagger", tools: [tag] })
+
+  it.scoped("google (no other form): the run fails before any request, naming tool, field and provider", () =>
+    Effect.gen(function*() {
+      const google = cases.find((c) => c.provider === "google")!
+      const server = yield* fixtureServer([{ status: 200, body: fixture(google.text) }])
+      const error = yield* Effect.flip(Agent.run(tagger, prompt).pipe(Effect.provide(modelLayer(google.model, google.env(server.url)))))
+      assert.strictEqual(error._tag, "ModelRequestRejected")
+      assert.match(error.message, /^tool tag: field labels cannot be sent to google in its strict mode: a map/)
+      assert.strictEqual(server.received.length, 0)
+    }))
+
+  it.scoped("bedrock, not in strict mode: the tool goes as Effect renders it (its non-strict mode takes a map)", () =>
+    Effect.gen(function*() {
+      const bedrock = cases.find((c) => c.provider === "bedrock")!
+      const server = yield* fixtureServer([{ status: 200, body: fixture(bedrock.text) }])
+      const result = yield* Agent.run(tagger, prompt).pipe(Effect.provide(modelLayer(bedrock.model, bedrock.env(server.url))))
+      assert.strictEqual(result.output, answer)
+      assert.deepStrictEqual(bedrock.toolsOf(server.received[0]!.body)[0]!.parameters, Tool.jsonSchema(tag).parameters)
+    }))
+})
