@@ -37,7 +37,7 @@ import * as Json from "./internal/util/json.js"
 import * as Settings from "./internal/util/settings.js"
 import { RunState } from "./internal/hooks/tool.js"
 import { outputSpec } from "./internal/agent/output.js"
-import { formatIssues } from "./internal/call/pipeline.js"
+import { formatIssues } from "./internal/util/issues.js"
 import type {
   AgentLimitExceeded,
   LifecycleBudgetExceeded,
