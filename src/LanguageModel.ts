@@ -189,6 +189,13 @@ export class TurnCollector {
   }
 }
 
+/** The turn parts already at hand make (a scripted model's): the same collector, without a stream. */
+export const collectParts = (parts: Iterable<ModelPart>): ModelTurn => {
+  const collector = new TurnCollector()
+  for (const part of parts) collector.add(part)
+  return collector.turn()
+}
+
 /** The turn a stream of parts makes, telling `onPart` each part as it comes. */
 export const collect = <E, R>(
   parts: Stream.Stream<ModelPart, E, R>,
@@ -238,6 +245,12 @@ export class LanguageModel extends Context.Tag("agent-tools/LanguageModel")<Lang
    * discarded: nothing resumes a broken stream.
    */
   readonly stream: (request: ModelRequest) => Stream.Stream<ModelPart, ModelFailure>
+  /**
+   * True when `stream` gives the parts as the model writes them (a provider). Otherwise its parts
+   * come only once the whole turn is answered, so a watched run asks `generate` and tells the
+   * answer's parts (no stream to run per turn).
+   */
+  readonly streams?: boolean | undefined
   /** Who serves it, as OpenTelemetry's `gen_ai.provider.name` says it (`anthropic`, `openai`), for the `chat` span. */
   readonly provider?: string | undefined
   /** The model asked for (`gen_ai.request.model`): the `chat` span is named after it. */
@@ -357,8 +370,12 @@ export const layerScripted = (
     const stream = (request: ModelRequest): Stream.Stream<ModelPart, ModelFailure> =>
       Stream.unwrap(Effect.map(answer(request), (turn) =>
         Stream.fromIterable(chunk === undefined ? partsOf(turn) : chunkedParts(turn, chunk))))
-    const generate = chunk === undefined ? answer : (request: ModelRequest) => collect(stream(request))
-    return Context.make(LanguageModel, LanguageModel.of({ generate, stream, provider: "scripted", model: "scripted" })).pipe(
+    // Streamed, `generate` collects the same parts, without running a stream.
+    const generate = chunk === undefined
+      ? answer
+      : (request: ModelRequest) => Effect.map(answer(request), (turn) => collectParts(chunkedParts(turn, chunk)))
+    const model = LanguageModel.of({ generate, stream, streams: chunk !== undefined, provider: "scripted", model: "scripted" })
+    return Context.make(LanguageModel, model).pipe(
       Context.add(Scripted, Scripted.of({ requests: Effect.sync(() => received.slice()) }))
     )
   }))

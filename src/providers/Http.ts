@@ -420,6 +420,7 @@ export const layerModel = (provider: {
         provider: provider.name,
         model: provider.model,
         stream,
+        streams: true,
         generate: (request) => LanguageModel.collect(stream(request))
       })
     })
