@@ -683,7 +683,8 @@ const makeFollowers = (deps: FollowerDeps) =>
               if (!at.started) yield* held.holdTask(caller.agentId, event.taskId)
               at = { ...at, taskId: event.taskId, started: true }
             } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event, run)
-            if (event.offset !== undefined) at = { ...at, offset: event.offset }
+            // The highest seen: a call delivered again without a replay comes with its older offset.
+            if (event.offset !== undefined && event.offset > (at.offset ?? -1)) at = { ...at, offset: event.offset }
             onEvent?.(event)
             if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
               yield* held.releaseTask(caller.agentId, event.taskId)
