@@ -151,13 +151,18 @@ describe("platform: deltas and reconnects", () => {
       const offsets = [...seen.slice(1), ...resumed].map((e) => e.offset!)
       assert.deepStrictEqual(offsets, [...offsets].sort((a, b) => a - b))
       assert.strictEqual(new Set(offsets).size, offsets.length)
-      // Every event: the two connections together are the whole stream, as an attach from the start replays it.
+      // Every event: the two connections together are the whole stream, as an attach from the start replays
+      // it (an ended task keeps no deltas: its turns' whole texts are there).
       const whole = yield* Effect.scoped(Effect.flatMap(
         client.attachTask({ ...caller, taskId, events: "deltas", after: 0 }),
         (mailbox) => Mailbox.toStream(mailbox).pipe(Stream.runCollect)
       ))
-      assert.deepStrictEqual([...seen.slice(1), ...resumed], [...whole].slice(1))
-      assert.deepStrictEqual([...whole].map(describeEvent).filter((e) => !e.startsWith("ModelTextDelta")), [
+      const noDeltas = (events: ReadonlyArray<Protocol.TaskEvent>) => events.filter((e) => e._tag !== "ModelTextDelta")
+      assert.deepStrictEqual(noDeltas([...seen.slice(1), ...resumed]), [...whole].slice(1))
+      // Every delta too, once: they make the two turns' texts exactly.
+      const deltas = [...seen, ...resumed].flatMap((e) => e._tag === "ModelTextDelta" ? [e.text] : [])
+      assert.strictEqual(deltas.join(""), "Looking order A-1 up.Order A-1 has shipped.")
+      assert.deepStrictEqual([...whole].map(describeEvent), [
         "TaskStarted",
         "TurnStarted",
         "ModelText Looking order A-1 up.",
