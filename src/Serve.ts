@@ -140,6 +140,15 @@ const followOptions = (options: SubmitOptions<any> | undefined): FollowOptions =
 const typedOutcome = <A>(schema: Schema.Schema<A, any, never>) => (last: TaskEvent | undefined) =>
   Effect.flatMap(outcome(last), () => {
     const completed = last as Extract<TaskEvent, { _tag: "TaskCompleted" }>
+    if (!("value" in completed)) {
+      return Effect.fail(
+        new TaskFailedError({
+          taskId: completed.taskId,
+          reason: "the task completed without a typed output: the platform took it back from its journal after " +
+            "a restart (a typed output is not journaled), or it does not check typed outputs (cluster mode)"
+        })
+      )
+    }
     return Effect.mapError(
       Schema.decodeUnknown(schema, { errors: "all", onExcessProperty: "error" })(completed.value),
       (error) =>
