@@ -252,9 +252,7 @@ export class Task {
         call.offset = this.emit(call.event)
       }
     }
-    if (this.suspended !== undefined && (this.suspended.event.offset ?? 0) <= after) {
-      mailbox.unsafeOffer(this.suspended.event)
-    }
+    // A suspension the client had is not said again (it is an event like the others, not a call to run).
   }
 }
 
