@@ -2,7 +2,7 @@
 import * as GoogleClient from "@effect/ai-google/GoogleClient"
 import * as GoogleLanguageModel from "@effect/ai-google/GoogleLanguageModel"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted, Schema, Stream } from "effect"
 import { Agent, Anthropic, Builtins, LanguageModel, Model } from "../src/index.js"
 import * as EffectAi from "../src/providers/EffectAi.js"
 import * as Shop from "./shop.js"
@@ -46,8 +46,8 @@ export const main = (prompt: string) =>
     // { output, steps, toolCalls: [{ id, name, input, result, cached, durationMillis }], usage }
     // fails only with ManifestError (bad toolkit, at the first run), ModelError or MaxStepsExceeded
 
-    const events = Agent.stream(agent, prompt) // Stream<AgentEvent>: TurnStarted, Text, ToolCallStarted,
-                                               // ToolCallFinished, Done
+    const events = Agent.stream(agent, prompt) // Stream<AgentEvent>: TurnStarted, TextDelta, Text,
+                                               // ToolCallStarted, ToolCallFinished, Done
     // #endregion
     const refunds = yield* Effect.flatMap(Shop.Billing, (billing) => billing.refunds)
     return { result, refunds, events }
@@ -87,3 +87,48 @@ export const gemini = EffectAi.layer({ provider: "google", model: "gemini-2.5-pr
 )
 // #endregion
 
+// #region typed
+const Status = Schema.Struct({
+  orderId: Schema.String,
+  status: Schema.Literal("pending", "shipped", "refunded"),
+  refundable: Schema.Boolean
+})
+
+export const statusAgent = Agent.make({
+  tools: [lookupOrder],
+  output: Status,   // the final answer is JSON this Schema decodes
+  outputRetries: 2  // answers that do not decode go back with their issues (default 2)
+})
+
+export const status = Agent.run(statusAgent, prompt) // result.value: { orderId, status, refundable }
+// fails with OutputInvalid (the last answer and its issues) once the retries are spent
+// #endregion
+
+// #region streaming
+// Text as the model writes it; the rest of the run's events as before.
+export const printed = Agent.stream(agent, prompt).pipe(
+  Stream.runForEach((event) => {
+    switch (event._tag) {
+      case "TextDelta":
+        return Effect.sync(() => process.stdout.write(event.text))
+      case "TurnRetried": // the turn's stream broke: what it wrote is void, it is asked again
+        return Effect.sync(() => process.stdout.write("\n[retrying]\n"))
+      case "ToolCallStarted":
+        return Effect.log(`calling ${event.name}`)
+      default:
+        return Effect.void
+    }
+  })
+)
+// #endregion
+
+// #region caching
+// Extended thinking (its blocks go back to the API as it requires) and prompt caching (on by default).
+export const thinkingClaude = Anthropic.layer({
+  model: "claude-sonnet-4-5",
+  apiKey: Redacted.make(process.env.ANTHROPIC_API_KEY ?? ""),
+  maxTokens: 16000,
+  thinking: { budgetTokens: 8000 },
+  cache: true // cache_control on the system prompt, the last tool and the conversation's last block
+}).pipe(Layer.provide(NodeHttpClient.layer))
+// #endregion

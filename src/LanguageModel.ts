@@ -160,11 +160,8 @@ export class TurnCollector {
   private reasoning: Array<ReasoningBlock> | undefined = undefined
   private usage: Usage = noUsage
   private finishReason: FinishReason | undefined = undefined
-  /** Parts seen so far. */
-  parts = 0
 
   add(part: ModelPart): void {
-    this.parts++
     switch (part._tag) {
       case "TextDelta":
         this.text = this.text === undefined ? part.text : this.text + part.text
@@ -191,6 +188,13 @@ export class TurnCollector {
   }
 }
 
+/** The turn parts already at hand make (a scripted model's): the same collector, without a stream. */
+export const collectParts = (parts: Iterable<ModelPart>): ModelTurn => {
+  const collector = new TurnCollector()
+  for (const part of parts) collector.add(part)
+  return collector.turn()
+}
+
 /** The turn a stream of parts makes, telling `onPart` each part as it comes. */
 export const collect = <E, R>(
   parts: Stream.Stream<ModelPart, E, R>,
@@ -198,24 +202,29 @@ export const collect = <E, R>(
 ): Effect.Effect<ModelTurn, E, R> =>
   Effect.suspend(() => {
     const collector = new TurnCollector()
-    return Effect.as(
-      Stream.runForEach(parts, (part) =>
-        Effect.sync(() => {
-          collector.add(part)
-          onPart?.(part)
-        })),
-      collector
-    ).pipe(Effect.map((c) => c.turn()))
+    const each = (part: ModelPart) =>
+      Effect.sync(() => {
+        collector.add(part)
+        onPart?.(part)
+      })
+    return Effect.map(Stream.runForEach(parts, each), () => collector.turn())
   })
 
-/** The parts of a whole turn, in the order a stream would carry them (a model that does not stream). */
-export const partsOf = (turn: ModelTurn): Array<ModelPart> => {
+/**
+ * The parts of a whole turn, in the order a stream would carry them: its text (and reasoning text)
+ * in one delta, or in deltas of `chunk` characters (a scripted model that streams).
+ */
+export const partsOf = (turn: ModelTurn, chunk?: number): Array<ModelPart> => {
   const parts: Array<ModelPart> = []
+  const deltas = (text: string, make: (text: string) => ModelPart) => {
+    if (chunk === undefined) return void parts.push(make(text))
+    for (let i = 0; i < text.length; i += chunk) parts.push(make(text.slice(i, i + chunk)))
+  }
   for (const block of turn.reasoning ?? []) {
-    if (block._tag === "Thinking") parts.push(ModelPart.ReasoningDelta({ text: block.text }))
+    if (block._tag === "Thinking") deltas(block.text, (text) => ModelPart.ReasoningDelta({ text }))
     parts.push(ModelPart.Reasoning({ block }))
   }
-  if (turn.text !== undefined) parts.push(ModelPart.TextDelta({ text: turn.text }))
+  if (turn.text !== undefined) deltas(turn.text, (text) => ModelPart.TextDelta({ text }))
   for (const call of turn.toolCalls) parts.push(ModelPart.ToolCall({ call }))
   parts.push(ModelPart.Usage({ usage: turn.usage }), ModelPart.Finish({ finishReason: turn.finishReason }))
   return parts
@@ -240,6 +249,12 @@ export class LanguageModel extends Context.Tag("agent-tools/LanguageModel")<Lang
    * discarded: nothing resumes a broken stream.
    */
   readonly stream: (request: ModelRequest) => Stream.Stream<ModelPart, ModelFailure>
+  /**
+   * True when `stream` gives the parts as the model writes them (a provider). Otherwise its parts
+   * come only once the whole turn is answered, so a watched run asks `generate` and tells the
+   * answer's parts (no stream to run per turn).
+   */
+  readonly streams?: boolean | undefined
   /** Who serves it, as OpenTelemetry's `gen_ai.provider.name` says it (`anthropic`, `openai`), for the `chat` span. */
   readonly provider?: string | undefined
   /** The model asked for (`gen_ai.request.model`): the `chat` span is named after it. */
@@ -308,22 +323,6 @@ const toTurn = (reply: ScriptedReply): ModelTurn => {
   return reply.reasoning === undefined ? turn : { ...turn, reasoning: reply.reasoning }
 }
 
-/** A turn's parts with its text (and reasoning text) in deltas of `chunk` characters. */
-const chunkedParts = (turn: ModelTurn, chunk: number): Array<ModelPart> => {
-  const parts: Array<ModelPart> = []
-  const deltas = (text: string, make: (text: string) => ModelPart) => {
-    for (let i = 0; i < text.length; i += chunk) parts.push(make(text.slice(i, i + chunk)))
-  }
-  for (const block of turn.reasoning ?? []) {
-    if (block._tag === "Thinking") deltas(block.text, (text) => ModelPart.ReasoningDelta({ text }))
-    parts.push(ModelPart.Reasoning({ block }))
-  }
-  if (turn.text !== undefined) deltas(turn.text, (text) => ModelPart.TextDelta({ text }))
-  for (const call of turn.toolCalls) parts.push(ModelPart.ToolCall({ call }))
-  parts.push(ModelPart.Usage({ usage: turn.usage }), ModelPart.Finish({ finishReason: turn.finishReason }))
-  return parts
-}
-
 /**
  * A scripted model, for tests and the offline demo: not a real model. Turn n of the script answers
  * the n-th request; past the end it fails with a `ModelError` that says so (or starts over, with
@@ -363,10 +362,13 @@ export const layerScripted = (
       })
     const chunk = options?.streamed === undefined ? undefined : Math.max(1, options.streamed.chunk ?? 8)
     const stream = (request: ModelRequest): Stream.Stream<ModelPart, ModelFailure> =>
-      Stream.unwrap(Effect.map(answer(request), (turn) =>
-        Stream.fromIterable(chunk === undefined ? partsOf(turn) : chunkedParts(turn, chunk))))
-    const generate = chunk === undefined ? answer : (request: ModelRequest) => collect(stream(request))
-    return Context.make(LanguageModel, LanguageModel.of({ generate, stream, provider: "scripted", model: "scripted" })).pipe(
+      Stream.unwrap(Effect.map(answer(request), (turn) => Stream.fromIterable(partsOf(turn, chunk))))
+    // Streamed, `generate` collects the same parts, without running a stream.
+    const generate = chunk === undefined
+      ? answer
+      : (request: ModelRequest) => Effect.map(answer(request), (turn) => collectParts(partsOf(turn, chunk)))
+    const model = LanguageModel.of({ generate, stream, streams: chunk !== undefined, provider: "scripted", model: "scripted" })
+    return Context.make(LanguageModel, model).pipe(
       Context.add(Scripted, Scripted.of({ requests: Effect.sync(() => received.slice()) }))
     )
   }))

@@ -37,7 +37,7 @@ import * as Json from "./internal/util/json.js"
 import * as Settings from "./internal/util/settings.js"
 import { RunState } from "./internal/hooks/tool.js"
 import { outputSpec } from "./internal/agent/output.js"
-import { formatIssues } from "./internal/call/pipeline.js"
+import { formatIssues } from "./internal/util/issues.js"
 import type {
   AgentLimitExceeded,
   LifecycleBudgetExceeded,
@@ -140,6 +140,15 @@ const followOptions = (options: SubmitOptions<any> | undefined): FollowOptions =
 const typedOutcome = <A>(schema: Schema.Schema<A, any, never>) => (last: TaskEvent | undefined) =>
   Effect.flatMap(outcome(last), () => {
     const completed = last as Extract<TaskEvent, { _tag: "TaskCompleted" }>
+    if (!("value" in completed)) {
+      return Effect.fail(
+        new TaskFailedError({
+          taskId: completed.taskId,
+          reason: "the task completed without a typed output: the platform took it back from its journal after " +
+            "a restart (a typed output is not journaled), or it does not check typed outputs (cluster mode)"
+        })
+      )
+    }
     return Effect.mapError(
       Schema.decodeUnknown(schema, { errors: "all", onExcessProperty: "error" })(completed.value),
       (error) =>
@@ -683,7 +692,8 @@ const makeFollowers = (deps: FollowerDeps) =>
               if (!at.started) yield* held.holdTask(caller.agentId, event.taskId)
               at = { ...at, taskId: event.taskId, started: true }
             } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event, run)
-            if (event.offset !== undefined) at = { ...at, offset: event.offset }
+            // The highest seen: a call delivered again without a replay comes with its older offset.
+            if (event.offset !== undefined && event.offset > (at.offset ?? -1)) at = { ...at, offset: event.offset }
             onEvent?.(event)
             if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
               yield* held.releaseTask(caller.agentId, event.taskId)

@@ -68,7 +68,8 @@ const carries = (wanted: EventsWanted, tag: TaskEvent["_tag"]): boolean =>
 
 /**
  * The events a task keeps for attachments that come back with an offset (design: The model side):
- * the latest ones, between this many and twice as many (deltas included; they are not journaled).
+ * the latest ones, between this many and twice as many (deltas included while it runs; they are
+ * not journaled, and an ended task lets them go).
  */
 export const replayEvents = 1024
 
@@ -120,7 +121,7 @@ export class Task {
   /** The offset of the last event; it starts from the clock (x1000), so a task taken back after a restart goes on above it. */
   private offset: number
   /** The latest events, for an attachment that comes back with an offset (see `replayEvents`). */
-  private readonly log: Array<TaskEvent> = []
+  private log: Array<TaskEvent> = []
   constructor(
     readonly taskId: string,
     readonly agentId: string,
@@ -166,6 +167,8 @@ export class Task {
       this.endedAt = this.clock.unsafeCurrentTimeMillis()
       this.pending = undefined
       this.answered = undefined
+      // An ended task, kept a while for late attachments, keeps no deltas: its turns' whole texts say it all.
+      this.log = this.log.filter((kept) => !deltasOnly.has(kept._tag) || kept._tag === "ToolCallStarted")
       this.onEnd?.()
       this.onEnd = undefined
       this.ended.succeed(undefined)
@@ -249,9 +252,7 @@ export class Task {
         call.offset = this.emit(call.event)
       }
     }
-    if (this.suspended !== undefined && (this.suspended.event.offset ?? 0) <= after) {
-      mailbox.unsafeOffer(this.suspended.event)
-    }
+    // A suspension the client had is not said again (it is an event like the others, not a call to run).
   }
 }
 

@@ -325,6 +325,25 @@ interface OpenBlock {
   readonly data: string
 }
 
+/** The part a content block makes once complete: a tool call (or the typed output), a reasoning block. */
+const completed = (block: OpenBlock, request: LanguageModel.ModelRequest): LanguageModel.ModelPart | undefined => {
+  switch (block.type) {
+    case "tool_use": {
+      const args = block.json === "" ? "{}" : block.json
+      if (request.output !== undefined && block.name === request.output.name) {
+        return LanguageModel.ModelPart.TextDelta({ text: outputText(request.output, args) })
+      }
+      return LanguageModel.ModelPart.ToolCall({ call: { id: block.id, name: block.name, arguments: args } })
+    }
+    case "thinking":
+      return LanguageModel.ModelPart.Reasoning({ block: { _tag: "Thinking", text: block.text, signature: block.signature } })
+    case "redacted_thinking":
+      return LanguageModel.ModelPart.Reasoning({ block: { _tag: "RedactedThinking", data: block.data } })
+    default:
+      return undefined
+  }
+}
+
 /** Reads one streamed Messages answer. */
 const reader = (request: LanguageModel.ModelRequest): StreamReader => {
   const blocks = new Map<number, OpenBlock>()
@@ -373,25 +392,9 @@ const reader = (request: LanguageModel.ModelRequest): StreamReader => {
           if (!("index" in event)) return []
           const block = blocks.get(event.index)
           blocks.delete(event.index)
-          if (block === undefined) return []
-          switch (block.type) {
-            case "tool_use": {
-              const args = block.json === "" ? "{}" : block.json
-              if (request.output !== undefined && block.name === request.output.name) {
-                return [LanguageModel.ModelPart.TextDelta({ text: outputText(request.output, args) })]
-              }
-              calls++
-              return [LanguageModel.ModelPart.ToolCall({ call: { id: block.id, name: block.name, arguments: args } })]
-            }
-            case "thinking":
-              return [LanguageModel.ModelPart.Reasoning({
-                block: { _tag: "Thinking", text: block.text, signature: block.signature }
-              })]
-            case "redacted_thinking":
-              return [LanguageModel.ModelPart.Reasoning({ block: { _tag: "RedactedThinking", data: block.data } })]
-            default:
-              return []
-          }
+          const part = block === undefined ? undefined : completed(block, request)
+          if (part?._tag === "ToolCall") calls++
+          return part === undefined ? [] : [part]
         }
         case "message_delta":
           if ("delta" in event) {

@@ -65,6 +65,7 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
       return LanguageModel.LanguageModel.of({
         provider: options.provider,
         model: options.model,
+        streams: true,
         ...(required && StrictSchema.isProvider(options.provider) ? { strictSchemas: options.provider } : {}),
         stream: (request) => {
           const tools = prepared(request.tools)

@@ -1,5 +1,6 @@
 /**
- * What the HTTP providers share: one JSON POST with a per-request timeout, and the mapping of
+ * What the HTTP providers share: one JSON POST asking for a stream, its server-sent events read as a
+ * turn's parts (design: The model side) within a per-request timeout, and the mapping of
  * HTTP failures to the typed model failures (design: The loop): 429/5xx/529/resets transient, 401/403 auth,
  * other 4xx rejected with the provider's message. A key stays `Redacted` until it is written into
  * the request itself; the POST's span is made here, showing it as `<redacted>`, and no error, log or
@@ -80,24 +81,6 @@ const bodyFailed = (provider: string, error: HttpClientError.ResponseError) =>
     status: error.response.status
   })
 
-/**
- * POSTs `body` as JSON and returns the parsed JSON of a 2xx answer; anything else is a `ModelFailure`.
- * The span `http.client POST` is this function's: the HTTP client's own span would end with the
- * response, whose request holds the key in clear for any tracer that records a span's exit (so no
- * `traceparent` goes to the provider either).
- */
-export const postJson = (client: HttpClient.HttpClient, post: Post): Effect.Effect<unknown, LanguageModel.ModelFailure> =>
-  send(client, post).pipe(
-    Effect.flatMap((response) =>
-      response.text.pipe(
-        Effect.catchTag("ResponseError", (error) => Effect.fail(bodyFailed(post.provider, error))),
-        Effect.flatMap((text) => parseBody(post.provider, response.status, text))
-      )
-    ),
-    Effect.timeoutFail({ duration: post.timeout, onTimeout: () => noResponse(post) }),
-    Effect.withSpan("http.client POST", { kind: "client", attributes: spanAttributes(post), captureStackTrace: false })
-  )
-
 /** One server-sent event: its `event` field (`"message"` when it had none) and its `data` lines, joined. */
 export interface SseEvent {
   readonly event: string
@@ -148,22 +131,23 @@ export const postStream = (
       return Stream.fromEffect(
         response.text.pipe(
           Effect.catchTag("ResponseError", (error) => Effect.fail(bodyFailed(post.provider, error))),
+          Effect.timeoutFail({ duration: post.timeout, onTimeout: () => noResponse(post) }),
           Effect.flatMap((text) => parseBody(post.provider, response.status, text)),
           Effect.map((body): SseEvent => ({ event: wholeBody, data: JSON.stringify(body) }))
         )
       )
     }
     return response.stream.pipe(
-        Stream.catchTag("ResponseError", (error) => Stream.fail(bodyFailed(post.provider, error))),
-        Stream.timeoutFail(
-          () =>
-            new LanguageModel.ModelError({
-              message: `${post.provider}: the stream sent nothing for ${Duration.format(post.timeout)}`,
-              transient: true
-            }),
-          post.timeout
-        ),
-        Stream.decodeText(),
+      Stream.catchTag("ResponseError", (error) => Stream.fail(bodyFailed(post.provider, error))),
+      Stream.timeoutFail(
+        () =>
+          new LanguageModel.ModelError({
+            message: `${post.provider}: the stream sent nothing for ${Duration.format(post.timeout)}`,
+            transient: true
+          }),
+        post.timeout
+      ),
+      Stream.decodeText(),
       Stream.splitLines,
       sseEvents
     )
@@ -430,6 +414,7 @@ export const layerModel = (provider: {
             )
           })
         )).pipe(
+          // Our span, not the HTTP client's: its exit would hold the request, key in clear (and no traceparent goes out).
           Stream.withSpan("http.client POST", { kind: "client", attributes: spanAttributes(post), captureStackTrace: false })
         )
       }
@@ -437,6 +422,7 @@ export const layerModel = (provider: {
         provider: provider.name,
         model: provider.model,
         stream,
+        streams: true,
         generate: (request) => LanguageModel.collect(stream(request))
       })
     })

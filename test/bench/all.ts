@@ -22,6 +22,7 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["loop.ts", "--tracing=no-tracer"],
   ["loop.ts", "--tracing=otlp"],
   ["loop.ts", "--tracing=otlp-json"],
+  ["loop.ts", "--mode=streamed"],
   ["serve.ts"],
   ["mcp.ts"],
   ["claims.ts"],

@@ -4,17 +4,20 @@
  * final output checked by the platform and decoded by the submitter.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Context, Effect, Exit, Layer, Mailbox, Schema, Scope, Stream } from "effect"
+import { ConfigProvider, Context, Deferred, Effect, Exit, Fiber, Layer, Mailbox, Schedule, Schema, Scope, Stream } from "effect"
 import {
   LanguageModel,
   PlatformClient,
   PlatformServer,
   type Protocol,
   Serve,
+  Timing,
   Tool,
   Toolkit
 } from "../../src/index.js"
 import { ToolResult } from "../../src/ToolResult.js"
+import { clientLayer } from "../support/platform.js"
+import { tcpProxy } from "../support/tcpProxy.js"
 
 const settings = ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]]))
 const caller = { agentId: "agent-1", processId: "p-1" }
@@ -148,13 +151,18 @@ describe("platform: deltas and reconnects", () => {
       const offsets = [...seen.slice(1), ...resumed].map((e) => e.offset!)
       assert.deepStrictEqual(offsets, [...offsets].sort((a, b) => a - b))
       assert.strictEqual(new Set(offsets).size, offsets.length)
-      // Every event: the two connections together are the whole stream, as an attach from the start replays it.
+      // Every event: the two connections together are the whole stream, as an attach from the start replays
+      // it (an ended task keeps no deltas: its turns' whole texts are there).
       const whole = yield* Effect.scoped(Effect.flatMap(
         client.attachTask({ ...caller, taskId, events: "deltas", after: 0 }),
         (mailbox) => Mailbox.toStream(mailbox).pipe(Stream.runCollect)
       ))
-      assert.deepStrictEqual([...seen.slice(1), ...resumed], [...whole].slice(1))
-      assert.deepStrictEqual([...whole].map(describeEvent).filter((e) => !e.startsWith("ModelTextDelta")), [
+      const noDeltas = (events: ReadonlyArray<Protocol.TaskEvent>) => events.filter((e) => e._tag !== "ModelTextDelta")
+      assert.deepStrictEqual(noDeltas([...seen.slice(1), ...resumed]), [...whole].slice(1))
+      // Every delta too, once: they make the two turns' texts exactly.
+      const deltas = [...seen, ...resumed].flatMap((e) => e._tag === "ModelTextDelta" ? [e.text] : [])
+      assert.strictEqual(deltas.join(""), "Looking order A-1 up.Order A-1 has shipped.")
+      assert.deepStrictEqual([...whole].map(describeEvent), [
         "TaskStarted",
         "TurnStarted",
         "ModelText Looking order A-1 up.",
@@ -173,6 +181,68 @@ describe("platform: deltas and reconnects", () => {
       ))
       assert.deepStrictEqual([...after].map((e) => e._tag), ["TaskStarted"])
     }))
+})
+
+describe("platform: a serving process's stream over a dropped connection", () => {
+  const policy = Timing.layer({
+    redelivery: Schedule.spaced("10 seconds"),
+    reconnect: Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(100)))
+  })
+
+  it.live("submitTask's stream goes on past a cut connection: every event once, in order", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(
+        PlatformServer.layerWebSocket({ port: 0 }).pipe(
+          Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
+          Layer.provide(LanguageModel.layerScripted([
+            { text: "Holding on for you.", toolCalls: [{ id: "h1", name: "hold", arguments: "{}" }] },
+            { text: "Held and done." }
+          ], { streamed: { chunk: 5 } })),
+          Layer.provide(policy)
+        )
+      )
+      const url = yield* Effect.provide(PlatformServer.url, context)
+      const proxy = yield* tcpProxy({ host: "127.0.0.1", port: Number(new URL(url).port) })
+      const started = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const hold = Tool.make("hold", { description: "Holds.", input: {}, timeout: "30 seconds" }, () =>
+        Effect.zipRight(Deferred.succeed(started, undefined), Effect.as(Deferred.await(release), "held")))
+      const events: Array<Protocol.TaskEvent> = []
+      const fiber = yield* Effect.gen(function*() {
+        const served = yield* Serve.make(yield* Toolkit.make(hold))
+        yield* Stream.runForEach(served.submitTask("go", { deltas: true }), (event) => Effect.sync(() => events.push(event)))
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(clientLayer({ url: `ws://127.0.0.1:${proxy.port}${PlatformServer.path}` }, policy)),
+        Effect.fork
+      )
+      yield* Deferred.await(started)
+      assert.isAbove(proxy.cut(), 0)
+      // The call comes again on the new connection (it was delivered before the offset, unanswered).
+      yield* Effect.repeat(Effect.sleep("20 millis"), {
+        until: () => events.filter((e) => e._tag === "ToolCallRequested").length >= 2
+      }).pipe(Effect.timeout("10 seconds"))
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(fiber)
+      const stamped = events.filter((e) => e.offset !== undefined).map((e) => e.offset!)
+      assert.deepStrictEqual(stamped, [...new Set(stamped)].sort((a, b) => a - b), "offsets grow, none twice")
+      assert.deepStrictEqual(events.map(describeEvent).filter((e) => !e.startsWith("ModelTextDelta")), [
+        "TaskStarted",
+        "TurnStarted",
+        "ModelText Holding on for you.",
+        "ToolCallStarted h1",
+        "ToolCallRequested h1",
+        // The connection was cut here: the next attach greets, and delivers the unanswered call again.
+        "TaskStarted",
+        "ToolCallRequested h1",
+        "ToolCallCompleted h1",
+        "TurnStarted",
+        "ModelText Held and done.",
+        "TaskCompleted"
+      ])
+      const deltas = events.flatMap((e) => e._tag === "ModelTextDelta" ? [e.text] : [])
+      assert.strictEqual(deltas.join(""), "Holding on for you.Held and done.")
+    }).pipe(Effect.scoped), 20_000)
 })
 
 const Order = Schema.Struct({ id: Schema.String, status: Schema.Literal("shipped", "pending") })

@@ -6,7 +6,7 @@
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Layer, Redacted, Schedule, Schema, Stream, TestClock } from "effect"
+import { Chunk, Effect, Fiber, Layer, Redacted, Schedule, Schema, Stream, TestClock, Tracer } from "effect"
 import { Agent, Journal, LanguageModel, Timing, Tool } from "../../src/index.js"
 import * as Anthropic from "../../src/providers/Anthropic.js"
 import * as OpenAi from "../../src/providers/OpenAi.js"
@@ -283,5 +283,57 @@ describe("typed output through each provider's structured-output mode", () => {
       assert.strictEqual(format.type, "json_schema")
       assert.strictEqual(format.json_schema.name, "final_answer")
       assert.deepStrictEqual(format.json_schema.schema.properties.status, { type: "string", enum: ["shipped", "pending"] })
+    }))
+})
+
+describe("reasoning and cached tokens, told and counted", () => {
+  it.scoped("openai: a compatible server's reasoning_content is told as deltas, kept with the turn, not sent back", () =>
+    Effect.gen(function*() {
+      const server = yield* fixtureServer([sse("openai", "stream_reasoning"), sse("openai", "stream_text")])
+      const events = yield* Stream.runCollect(Agent.stream(agent, prompt)).pipe(Effect.provide(modelOf("openai", server)))
+      const reasoning = Chunk.toReadonlyArray(events).flatMap((e) => e._tag === "ReasoningDelta" ? [e.text] : [])
+      assert.deepStrictEqual(reasoning, ["The user asks about ord-4821.", " I will look it up."])
+      const assistant = server.received[1]!.body.messages.find((m: any) => m.role === "assistant")
+      assert.deepStrictEqual(Object.keys(assistant).sort(), ["content", "role", "tool_calls"])
+      assert.notInclude(JSON.stringify(server.received[1]!.body), "The user asks")
+    }))
+
+  it.scoped("the chat span carries the cached token counts", () =>
+    Effect.gen(function*() {
+      const spans: Array<{ name: string; attributes: Map<string, unknown> }> = []
+      const tracer = Tracer.make({
+        span: (name, parent, context, links, startTime, kind) => {
+          const attributes = new Map<string, unknown>()
+          spans.push({ name, attributes })
+          return {
+            _tag: "Span",
+            name,
+            spanId: `s${spans.length}`,
+            traceId: "t",
+            parent,
+            context,
+            status: { _tag: "Started", startTime },
+            attributes,
+            links,
+            sampled: true,
+            kind,
+            end: () => {},
+            attribute: (key, value) => void attributes.set(key, value),
+            event: () => {},
+            addLinks: () => {}
+          }
+        },
+        context: (f) => f()
+      })
+      const server = yield* fixtureServer([sse("anthropic", "stream_tool_use"), sse("anthropic", "stream_text")])
+      yield* Agent.run(agent, prompt).pipe(Effect.provide(modelOf("anthropic", server)), Effect.withTracer(tracer))
+      const chats = spans.filter((s) => s.name.startsWith("chat"))
+      assert.deepStrictEqual(
+        chats.map((s) => [
+          s.attributes.get("gen_ai.usage.cache_read.input_tokens"),
+          s.attributes.get("gen_ai.usage.cache_creation.input_tokens")
+        ]),
+        [[0, 1200], [1200, 0]]
+      )
     }))
 })

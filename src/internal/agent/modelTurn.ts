@@ -128,19 +128,23 @@ const generate = (
     : { instructions, messages: run.messages, tools, output: run.output.format }
   const emit = run.emit
   let told = 0
+  const tell = (part: LanguageModel.ModelPart): void => {
+    if (part._tag === "TextDelta") {
+      told++
+      emit!(AgentEvent.TextDelta({ step, text: part.text }))
+    } else if (part._tag === "ReasoningDelta") {
+      told++
+      emit!(AgentEvent.ReasoningDelta({ step, text: part.text }))
+    }
+  }
+  // A model that answers whole has its deltas only once it has answered: told then, no stream run.
   const generate = emit === undefined
     ? run.model.generate(request)
+    : run.model.streams !== true
+    ? Effect.tap(run.model.generate(request), (turn) => Effect.sync(() => LanguageModel.partsOf(turn).forEach(tell)))
     : Effect.suspend(() => {
       told = 0
-      return LanguageModel.collect(run.model.stream(request), (part) => {
-        if (part._tag === "TextDelta") {
-          told++
-          emit(AgentEvent.TextDelta({ step, text: part.text }))
-        } else if (part._tag === "ReasoningDelta") {
-          told++
-          emit(AgentEvent.ReasoningDelta({ step, text: part.text }))
-        }
-      })
+      return LanguageModel.collect(run.model.stream(request), tell)
     })
   return Effect.catchIf(
     generate,

@@ -4,7 +4,7 @@
  */
 import { Effect, Either, Schema } from "effect"
 import * as Tool from "../../Tool.js"
-import { formatIssues } from "../call/pipeline.js"
+import { formatIssues } from "../util/issues.js"
 import * as Json from "../util/json.js"
 import type { OutputSpec } from "./types.js"
 
