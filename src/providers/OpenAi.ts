@@ -261,7 +261,9 @@ const reader = (): StreamReader => {
       if (delta?.content != null && delta.content !== "") parts.push(LanguageModel.ModelPart.TextDelta({ text: delta.content }))
       for (const piece of delta?.tool_calls ?? []) {
         const index = piece.index ?? 0
-        if (open !== undefined && open.index !== index) close(parts)
+        // A new index starts a new call; so does a new id (some compatible servers send no index).
+        const another = piece.id != null && open !== undefined && open.id !== "" && piece.id !== open.id
+        if (open !== undefined && (open.index !== index || another)) close(parts)
         if (open === undefined) open = { index, id: "", name: "", args: "" }
         if (piece.id != null) open.id = piece.id
         if (piece.function?.name != null) open.name += piece.function.name

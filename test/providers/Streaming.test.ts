@@ -337,3 +337,25 @@ describe("reasoning and cached tokens, told and counted", () => {
       )
     }))
 })
+
+describe("openai-compatible servers", () => {
+  it.scoped("tool calls sent whole, without an index (some compatible servers), are told apart by their ids", () =>
+    Effect.gen(function*() {
+      const chunk = (delta: unknown, finish: string | null = null) =>
+        `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`
+      const call = (id: string, order: string) => ({
+        tool_calls: [{ id, type: "function", function: { name: "lookup_order", arguments: `{"order_id":"${order}"}` } }]
+      })
+      const text = chunk({ role: "assistant" }) + chunk(call("a", "ord-4821")) + chunk(call("b", "ord-0000")) +
+        chunk({}, "tool_calls") + "data: [DONE]\n\n"
+      const server = yield* fixtureServer([{ status: 200, sse: text }])
+      const turn = yield* Effect.flatMap(LanguageModel.LanguageModel, (model) => model.generate({ messages: [], tools: [] })).pipe(
+        Effect.provide(modelOf("openai", server))
+      )
+      assert.deepStrictEqual(turn.toolCalls, [
+        { id: "a", name: "lookup_order", arguments: "{\"order_id\":\"ord-4821\"}" },
+        { id: "b", name: "lookup_order", arguments: "{\"order_id\":\"ord-0000\"}" }
+      ])
+      assert.strictEqual(turn.finishReason, "tool_calls")
+    }))
+})
