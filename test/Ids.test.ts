@@ -30,7 +30,10 @@ const childRuns = Effect.async<ReadonlyArray<string>, Error>((resume) => {
   child.stderr.on("data", (chunk) => err += String(chunk))
   child.on("close", (code) => {
     if (code !== 0) return resume(Effect.fail(new Error(`idsChild exited with ${code}: ${err}`)))
-    resume(Effect.try(() => (JSON.parse(out) as { seen: ReadonlyArray<string> }).seen))
+    // Its answer is the one JSON line; a warning the child logged on a loaded machine is not.
+    const answer = out.split("\n").find((line) => line.startsWith("{\"seen\""))
+    if (answer === undefined) return resume(Effect.fail(new Error(`idsChild printed no answer: ${out.slice(0, 500)}`)))
+    resume(Effect.try(() => (JSON.parse(answer) as { seen: ReadonlyArray<string> }).seen))
   })
   return Effect.sync(() => child.kill())
 })
