@@ -314,7 +314,10 @@ class Moved extends Data.TaggedError("Moved") {}
  */
 const watchDatabase = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
+  // Disconnected: an interrupted statement cancels itself with another statement (up to 5 s while the
+  // server is away); the probe answers at its second, not when that cancel gives up.
   const unreachable: Effect.Effect<string | undefined> = sql`SELECT 1`.pipe(
+    Effect.disconnect,
     Effect.timeoutOption("1 second"),
     Effect.match({
       onFailure: (error) => SqlStore.isUnreachable(error) ? SqlStore.describe(error) : undefined,
