@@ -48,6 +48,7 @@ import {
   UnknownTask
 } from "../protocol/Protocol.js"
 import * as ClusterTasks from "./ClusterTasks.js"
+import * as ClusterWake from "./ClusterWake.js"
 import { usageProblem } from "./Tasks.js"
 import { traceparentOf } from "../internal/util/traceContext.js"
 import * as Handlers from "./Handlers.js"
@@ -622,18 +623,34 @@ export interface RunnerOptions {
   readonly port?: number | undefined
   /** Shards per group; every runner of a cluster must agree. Default 300. */
   readonly shardsPerGroup?: number | undefined
+  /**
+   * How often the engine reads its storage for messages even when nothing woke it: the safety net
+   * under the wake-up channel (ClusterWake.ts). Default `Timing.clusterFailover`'s.
+   */
+  readonly messagePollInterval?: Duration.DurationInput | undefined
 }
 
 /** The cluster's sharding config for this runner: its address, and the failover timings of `Timing.clusterFailover`. */
 export const shardingConfig = (options: RunnerOptions): Partial<ShardingConfig.ShardingConfig["Type"]> => ({
   runnerAddress: Option.some(RunnerAddress.make({ host: options.host ?? "127.0.0.1", port: options.port ?? 34431 })),
   shardsPerGroup: options.shardsPerGroup ?? 300,
-  ...clusterFailover
+  ...clusterFailover,
+  ...(options.messagePollInterval === undefined ? {} : { entityMessagePollInterval: options.messagePollInterval })
 })
 
 /** The cluster (`Sharding`) for this runner, its storage on the `SqlClient` in context. */
-export const layerSharding = (options: RunnerOptions) =>
-  NodeClusterSocket.layer({ storage: "sql", shardingConfig: shardingConfig(options) })
+export const layerSharding = (options: RunnerOptions) => {
+  const config = shardingConfig(options)
+  // The engine's SQL storage, its messages announced to the runners that hold their shards (ClusterWake.ts).
+  const storage = Layer.merge(ClusterWake.layerStorage, Layer.orDie(SqlRunnerStorage.layer)).pipe(
+    Layer.provide(ShardingConfig.layerFromEnv(config))
+  )
+  return ClusterWake.layerListen.pipe(
+    Layer.provideMerge(NodeClusterSocket.layer({ storage: "byo", shardingConfig: config })),
+    Layer.provide(storage),
+    Layer.provideMerge(ClusterWake.layerHolder)
+  )
+}
 
 /**
  * A runner: the handlers on the cluster, the journal on the same database. Needs the `SqlClient`
