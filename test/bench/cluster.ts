@@ -88,7 +88,7 @@ const drive = (url: string, database: { readonly url: string; readonly server: P
     // Not counted: connections, shards and entities in place.
     yield* run(8, 8)
     delivered.clear()
-    yield* run(Math.max(16, tasks / 2), 1)
+    yield* run(tasks, 1)
     const gaps = [...delivered.values()].flatMap((times) => times.slice(1).map((t, i) => t - times[i]!))
     const writesBefore = database === undefined ? undefined : yield* databaseWrites(database.url)
     const cpuBefore = { own: process.cpuUsage(), database: database?.server.cpuSeconds() }
