@@ -26,7 +26,14 @@ import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as Sharding from "@effect/cluster/Sharding"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
-import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as NodeSocket from "@effect/platform-node/NodeSocket"
+import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
+import * as Socket from "@effect/platform/Socket"
+import * as RpcClient from "@effect/rpc/RpcClient"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as RunnerHealth from "@effect/cluster/RunnerHealth"
+import * as Runners from "@effect/cluster/Runners"
+import * as SocketRunner from "@effect/cluster/SocketRunner"
 import * as Rpc from "@effect/rpc/Rpc"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, Layer, Mailbox, Option, Schedule, Schema, Stream } from "effect"
@@ -638,16 +645,47 @@ export const shardingConfig = (options: RunnerOptions): Partial<ShardingConfig.S
   ...(options.messagePollInterval === undefined ? {} : { entityMessagePollInterval: options.messagePollInterval })
 })
 
+/**
+ * The runners' own connections (msgpack over TCP), as `NodeClusterSocket` makes them but with Nagle's
+ * algorithm off (`noDelay`) on both ends. A message between runners is a few small writes, each
+ * answered: with Nagle on, a write waits for the peer's ack of the one before, which the peer
+ * delays (up to 40-200 ms on Linux), and a call of a task held by another runner took about 265 ms
+ * more than one held by the runner its process is connected to (three runners in processes of
+ * their own, tests one at a time; about 50 ms with `noDelay`).
+ */
+const layerRunnerSockets = (config: Partial<ShardingConfig.ShardingConfig["Type"]>) => {
+  const clientProtocol = Layer.effect(
+    Runners.RpcClientProtocol,
+    Effect.map(RpcSerialization.RpcSerialization, (serialization) => (address: RunnerAddress) =>
+      NodeSocket.makeNet({ openTimeout: 1000, timeout: 5500, host: address.host, port: address.port, noDelay: true }).pipe(
+        Effect.flatMap((socket) =>
+          RpcClient.makeProtocolSocket().pipe(
+            Effect.provideService(Socket.Socket, socket),
+            Effect.provideService(RpcSerialization.RpcSerialization, serialization)
+          )
+        ),
+        Effect.orDie
+      ))
+  )
+  const listen = Option.getOrThrow(Option.orElse(config.runnerListenAddress ?? Option.none(), () => config.runnerAddress ?? Option.none()))
+  const socketServer = NodeSocketServer.layer({ host: listen.host, port: listen.port, noDelay: true })
+  const health = RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(clientProtocol))
+  return SocketRunner.layer.pipe(
+    Layer.provide([socketServer, clientProtocol]),
+    Layer.provide(health),
+    Layer.provide(RpcSerialization.layerMsgPack)
+  )
+}
+
 /** The cluster (`Sharding`) for this runner, its storage on the `SqlClient` in context. */
 export const layerSharding = (options: RunnerOptions) => {
   const config = shardingConfig(options)
   // The engine's SQL storage, its messages announced to the runners that hold their shards (ClusterWake.ts).
-  const storage = Layer.merge(ClusterWake.layerStorage, Layer.orDie(SqlRunnerStorage.layer)).pipe(
-    Layer.provide(ShardingConfig.layerFromEnv(config))
-  )
+  const storage = Layer.merge(ClusterWake.layerStorage, Layer.orDie(SqlRunnerStorage.layer))
   return ClusterWake.layerListen.pipe(
-    Layer.provideMerge(NodeClusterSocket.layer({ storage: "byo", shardingConfig: config })),
+    Layer.provideMerge(layerRunnerSockets(config)),
     Layer.provide(storage),
+    Layer.provide(ShardingConfig.layerFromEnv(config)),
     Layer.provideMerge(ClusterWake.layerHolder)
   )
 }

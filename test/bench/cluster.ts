@@ -2,29 +2,27 @@
  * Cluster mode's cost (design: Cluster mode), in one run on this machine: the same tasks (2 tool
  * calls each, then a text) through the embedded platform (memory), a one-runner and a three-runner
  * cluster on a PostgreSQL started here, first with the tests' settings (fsync and synchronous commit
- * off), then with a durable one (both on, as PostgreSQL ships). For each: one call's round trip
- * (p50, tasks one at a time: from the tool's answer to the next call's delivery, through the
- * journal), calls/s with 8 and with 64 tasks at a time, and what each task costs the database
- * (transactions and rows written, from PostgreSQL's own statistics) and the CPU (this process and
- * the server). Run with `npm run bench` or `tsx test/bench/cluster.ts [--tasks=N]`.
+ * off), then with a durable one (both on, as PostgreSQL ships). Each platform process (the embedded
+ * one, each runner) is a process of its own (test/bench/clusterPlatform.ts), as deployed; this
+ * process is the serving process. For each: one call's round trip (p50, tasks one at a time: from
+ * the tool's answer to the next call's delivery, through the journal), calls/s with 8 and with 64
+ * tasks at a time, what each task costs the database (transactions and rows written, from
+ * PostgreSQL's own statistics) and the CPU a call (the platform's processes, this one, the database
+ * server). Run with `npm run bench` or `tsx test/bench/cluster.ts [--tasks=N]`.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted, Schema, Stream } from "effect"
-import { LanguageModel, PlatformClient, PlatformServer, Serve, Tool, ToolContext, Toolkit } from "../../src/index.js"
+import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted, Schema, type Scope, Stream } from "effect"
+import { spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+import { PlatformClient, Serve, Tool, ToolContext, Toolkit } from "../../src/index.js"
 import * as Cluster from "../../src/platform/Cluster.js"
 import { clientLayer } from "../support/platform.js"
 import * as Pg from "../support/postgres.js"
+import { callsPerTask } from "./clusterPlatform.js"
 import { report } from "./report.js"
 
 const tasks = Number(process.argv.find((a) => a.startsWith("--tasks="))?.slice("--tasks=".length) ?? 48)
-const callsPerTask = 2
-const tokens = new Map([["tok-1", "agent-1"]])
-
-const step = (request: LanguageModel.ModelRequest) => request.messages.filter((m) => m._tag === "AssistantMessage").length
-const script: ReadonlyArray<LanguageModel.ScriptedTurn> = Array.from({ length: callsPerTask + 1 }, () => (request) =>
-  step(request) < callsPerTask
-    ? { toolCalls: [{ id: `c${step(request)}`, name: "echo", arguments: `{"n":${step(request)}}` }] }
-    : { text: "done" })
 
 /** When each task's calls reached the tool, by task id. */
 const delivered = new Map<string, Array<number>>()
@@ -44,7 +42,46 @@ const echo = Tool.make("echo", {
     return n
   }))
 
-const models = LanguageModel.layerScripted(script, { perConversation: true, keepRequests: false })
+/** A platform process (test/bench/clusterPlatform.ts with `args`): its URL and process id; stopped with the scope. */
+const platformProcess = (args: ReadonlyArray<string>): Effect.Effect<{ url: string; pid: number }, never, Scope.Scope> =>
+  Effect.flatMap(
+    Effect.acquireRelease(
+      Effect.sync(() =>
+        spawn(process.execPath, ["--import", "tsx", "test/bench/clusterPlatform.ts", ...args], {
+          cwd: fileURLToPath(new URL("../..", import.meta.url)),
+          stdio: ["pipe", "pipe", "inherit"]
+        })
+      ),
+      // Waited for: a runner still stopping would take the next figures' CPU.
+      (child) =>
+        Effect.async<void>((resume) => {
+          const timer = setTimeout(() => child.kill("SIGKILL"), 15_000)
+          child.once("exit", () => {
+            clearTimeout(timer)
+            resume(Effect.void)
+          })
+          child.stdin!.end()
+        })
+    ),
+    (child) =>
+      Effect.async<{ url: string; pid: number }>((resume) => {
+        let out = ""
+        child.stdout!.on("data", (data) => {
+          out += String(data)
+          if (out.includes("\n")) resume(Effect.succeed({ url: out.trim(), pid: child.pid! }))
+        })
+      })
+  )
+
+/** CPU seconds `pid` has used (Linux, /proc; 0 where it cannot tell). */
+const cpuSecondsOf = (pid: number): number => {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").split(" ").map(Number)
+    return (fields[11]! + fields[12]!) / 100
+  } catch {
+    return 0
+  }
+}
 
 interface Figures {
   /** p50 of one call's round trip, tasks one at a time (ms). */
@@ -52,8 +89,8 @@ interface Figures {
   /** calls/s, 8 and 64 tasks at a time. */
   readonly at8: number
   readonly at64: number
-  /** CPU ms per call at 8 at a time: this process's, the database server's. */
-  readonly cpu: { readonly own: number; readonly database: number | undefined }
+  /** CPU ms per call at 8 at a time: the platform's processes', this (serving) process's, the database server's. */
+  readonly cpu: { readonly platform: number; readonly own: number; readonly database: number | undefined }
   /** Per task at 8 at a time: transactions committed and rows written, PostgreSQL's count. */
   readonly writes: { readonly transactions: number; readonly rows: number } | undefined
 }
@@ -75,7 +112,10 @@ const databaseWrites = (url: string) =>
   }))
 
 /** The figures of the platform at `url`, through one serving process. */
-const drive = (url: string, database: { readonly url: string; readonly server: Pg.PostgresServer } | undefined) =>
+const drive = (
+  { pids, url }: { readonly url: string; readonly pids: ReadonlyArray<number> },
+  database: { readonly url: string; readonly server: Pg.PostgresServer } | undefined
+) =>
   Effect.gen(function*() {
     const client = Context.get(yield* Layer.build(clientLayer({ url }, Layer.empty)), PlatformClient.PlatformClient)
     const served = yield* Serve.make(yield* Toolkit.make(echo)).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
@@ -91,8 +131,10 @@ const drive = (url: string, database: { readonly url: string; readonly server: P
     yield* run(tasks, 1)
     const gaps = [...delivered.values()].flatMap((times) => times.slice(1).map((t, i) => t - times[i]!))
     const writesBefore = database === undefined ? undefined : yield* databaseWrites(database.url)
-    const cpuBefore = { own: process.cpuUsage(), database: database?.server.cpuSeconds() }
+    const platformCpu = () => pids.reduce((total, pid) => total + cpuSecondsOf(pid), 0)
+    const cpuBefore = { platform: platformCpu(), own: process.cpuUsage(), database: database?.server.cpuSeconds() }
     const at8 = yield* run(tasks, 8)
+    const platform = platformCpu() - cpuBefore.platform
     const own = process.cpuUsage(cpuBefore.own)
     const databaseCpu = database?.server.cpuSeconds()
     const writesAfter = database === undefined ? undefined : yield* databaseWrites(database.url)
@@ -103,6 +145,7 @@ const drive = (url: string, database: { readonly url: string; readonly server: P
       at8: calls / (at8 / 1000),
       at64: (calls * 4) / (at64 / 1000),
       cpu: {
+        platform: (platform * 1000) / calls,
         own: (own.user + own.system) / 1000 / calls,
         database: databaseCpu === undefined || cpuBefore.database === undefined
           ? undefined
@@ -117,28 +160,18 @@ const drive = (url: string, database: { readonly url: string; readonly server: P
   }).pipe(Effect.scoped)
 
 const embedded = Effect.gen(function*() {
-  const context = yield* Layer.build(
-    PlatformServer.layerWebSocket({ port: 0 }).pipe(Layer.provide(PlatformServer.layerHandlers({ tokens })), Layer.provide(models))
-  )
-  return yield* drive(yield* Effect.provide(PlatformServer.url, context), undefined)
+  const platform = yield* platformProcess([])
+  return yield* drive({ url: platform.url, pids: [platform.pid] }, undefined)
 }).pipe(Effect.scoped)
 
 const cluster = (server: Pg.PostgresServer, url: string, runners: number) =>
   Effect.gen(function*() {
-    const urls: Array<string> = []
-    const model = yield* Layer.build(models)
+    const started: Array<{ url: string; pid: number }> = []
     for (let i = 0; i < runners; i++) {
       const port = yield* Effect.promise(() => Pg.freePort())
-      const context = yield* Layer.build(
-        PlatformServer.layerWebSocket({ port: 0 }).pipe(
-          Layer.provide(Cluster.layer({ tokens, runner: { port } })),
-          Layer.provide(Layer.succeedContext(model)),
-          Layer.provide(PgClient.layer({ url: Redacted.make(url) }))
-        )
-      )
-      urls.push(yield* Effect.provide(PlatformServer.url, context))
+      started.push(yield* platformProcess([`--database=${url}`, `--port=${port}`]))
     }
-    return yield* drive(urls[0]!, { url, server })
+    return yield* drive({ url: started[0]!.url, pids: started.map((p) => p.pid) }, { url, server })
   }).pipe(Effect.scoped)
 
 /** A database of its own on `server`, migrated; its URL. */
@@ -193,9 +226,11 @@ const rows = (label: string, figures: Figures, base: Figures, one: Figures | und
   }
   report({
     bench: "cluster",
-    measure: `${label}: CPU a call (this process; the database server), 8 at a time`,
-    value: `${fixed(figures.cpu.own, 2)} ms; ${figures.cpu.database === undefined ? "-" : fixed(figures.cpu.database, 2)} ms`,
-    baseline: `${fixed(base.cpu.own, 2)} ms (embedded)`
+    measure: `${label}: CPU a call (the platform's processes; the serving process; the database server), 8 at a time`,
+    value: `${fixed(figures.cpu.platform, 2)}; ${fixed(figures.cpu.own, 2)}; ${
+      figures.cpu.database === undefined ? "-" : fixed(figures.cpu.database, 2)
+    } ms`,
+    baseline: `${fixed(base.cpu.platform, 2)}; ${fixed(base.cpu.own, 2)} ms (embedded)`
   })
   if (figures.writes !== undefined) {
     report({
@@ -212,6 +247,11 @@ const main = Effect.gen(function*() {
     bench: "cluster",
     measure: `embedded platform (memory): a call's round trip p50; ${tasks} tasks x ${callsPerTask} calls 8 and 64 at a time`,
     value: `${fixed(base.roundTrip, 2)} ms; ${fixed(base.at8, 0)} / ${fixed(base.at64, 0)} calls/s`
+  })
+  report({
+    bench: "cluster",
+    measure: "embedded platform (memory): CPU a call (the platform's process; the serving process), 8 at a time",
+    value: `${fixed(base.cpu.platform, 2)}; ${fixed(base.cpu.own, 2)} ms`
   })
   for (const durable of [false, true]) {
     const label = durable
