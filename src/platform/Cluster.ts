@@ -273,7 +273,11 @@ const runnerJournal = (journal: Journal.Journal["Type"]): Journal.Journal["Type"
   })
 }
 
-/** The events of a task held by this runner (taken up from the journal if need be), and `Alive` between them. */
+/**
+ * The events of a task held by this runner (taken up from the journal if need be), and `Alive` between
+ * them. Its final event goes on once its end is in the journal: a client that saw the task end may
+ * submit the next at once, and the agent's tasks not ended are counted from the journal.
+ */
 const attachedHere = (
   tasks: ClusterTasks.ClusterTasks,
   taskId: string,
@@ -288,9 +292,15 @@ const attachedHere = (
       connection: payload.connection
     }),
     (mailbox) =>
-      Stream.merge(Mailbox.toStream(mailbox), Stream.as(Stream.tick(followAlive.every), Alive.make({})), {
-        haltStrategy: "left"
-      })
+      Stream.merge(
+        Mailbox.toStream(mailbox).pipe(Stream.mapEffect((event): Effect.Effect<TaskEvent> =>
+          event._tag === "TaskCompleted" || event._tag === "TaskFailed"
+            ? Effect.as(tasks.endJournaled(payload.agentId, taskId), event)
+            : Effect.succeed(event)
+        )),
+        Stream.as(Stream.tick(followAlive.every), Alive.make({})),
+        { haltStrategy: "left" }
+      )
   ))
 
 /** The entities' handlers, on this runner's parts: what a runner does for the shards it owns. */
