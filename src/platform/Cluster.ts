@@ -659,9 +659,9 @@ export const shardingConfig = (options: RunnerOptions): Partial<ShardingConfig.S
  * The runners' own connections (msgpack over TCP), as `NodeClusterSocket` makes them but with Nagle's
  * algorithm off (`noDelay`) on both ends. A message between runners is a few small writes, each
  * answered: with Nagle on, a write waits for the peer's ack of the one before, which the peer
- * delays (up to 40-200 ms on Linux), and a call of a task held by another runner took about 265 ms
- * more than one held by the runner its process is connected to (three runners in processes of
- * their own, tests one at a time; about 50 ms with `noDelay`).
+ * delays (up to 40-200 ms on Linux): a call of a task held by another runner than the one its
+ * serving process is connected to took about 265 ms (three runners in processes of their own, tasks
+ * one at a time), 10-50 ms with `noDelay`.
  */
 const layerRunnerSockets = (config: Partial<ShardingConfig.ShardingConfig["Type"]>) => {
   const clientProtocol = Layer.effect(
