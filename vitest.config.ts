@@ -20,6 +20,7 @@ export const slow = [
   "test/platform/ClusterFailover.test.ts",
   "test/platform/ClusterOutage.test.ts",
   "test/platform/Cluster.test.ts",
+  "test/platform/ClusterWake.test.ts",
   "test/platform/HostileCluster.test.ts",
   "test/platform/Tenants.test.ts",
   "test/McpConformance.test.ts",

@@ -57,8 +57,9 @@ export const shutdownGrace = Duration.seconds(30)
  * they expire 5 s after its last renewal; runners check each other's health every 2 s. A dead
  * runner's shards move in about 3-6 s, well inside `redelivery`'s interval, so its tasks go on
  * elsewhere before a serving process would have seen their calls again. (The engine's defaults,
- * 35 s and 1 minute, took 33 s to fail over.) Messages for another runner are polled for every
- * 500 ms (the engine's default, 10 s, made every persisted message wait seconds). A runner that
+ * 35 s and 1 minute, took 33 s to fail over.) A stored message wakes its shard's owner at once (over
+ * the runners' socket, or PostgreSQL's `NOTIFY`: platform/ClusterWake.ts); the engine's own read of
+ * its storage every 5 s is only the safety net, for a notification lost on the way. A runner that
  * stops gives its entities 1 s to finish: a task's `Run` never finishes on its own (it runs the task),
  * so the engine's 15 s would hold every shutdown that long; interrupted, the task goes on at the
  * next owner from its journal.
@@ -67,8 +68,18 @@ export const clusterFailover = {
   shardLockRefreshInterval: Duration.seconds(1),
   shardLockExpiration: Duration.seconds(5),
   runnerHealthCheckInterval: Duration.seconds(2),
-  entityMessagePollInterval: Duration.millis(500),
+  entityMessagePollInterval: Duration.seconds(5),
   entityTerminationTimeout: Duration.seconds(1)
+}
+
+/**
+ * Cluster mode's wake-up channel (platform/ClusterWake.ts): how often a runner opens its listening
+ * connection anew (one lost with the database says nothing; a notification missed meanwhile is the
+ * poll's), and how often it tries again while it cannot.
+ */
+export const clusterWake = {
+  relisten: Duration.seconds(30),
+  retry: Duration.seconds(1)
 }
 
 /**

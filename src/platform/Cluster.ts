@@ -20,11 +20,20 @@
 import { AlreadyProcessingMessage, MailboxFull, PersistenceError } from "@effect/cluster/ClusterError"
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
+import * as EntityId from "@effect/cluster/EntityId"
 import { RunnerAddress } from "@effect/cluster/RunnerAddress"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
+import * as Sharding from "@effect/cluster/Sharding"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
-import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as NodeSocket from "@effect/platform-node/NodeSocket"
+import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
+import * as Socket from "@effect/platform/Socket"
+import * as RpcClient from "@effect/rpc/RpcClient"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as RunnerHealth from "@effect/cluster/RunnerHealth"
+import * as Runners from "@effect/cluster/Runners"
+import * as SocketRunner from "@effect/cluster/SocketRunner"
 import * as Rpc from "@effect/rpc/Rpc"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, Layer, Mailbox, Option, Schedule, Schema, Stream } from "effect"
@@ -34,6 +43,7 @@ import * as SqlStore from "../internal/sql/store.js"
 import * as Journal from "../Journal.js"
 import { clusterAnswerWithin, clusterFailover, followAlive, Timing } from "../Timing.js"
 import * as Toolkit from "../Toolkit.js"
+import type { ToolResult } from "../ToolResult.js"
 import {
   ApprovalsNeedJournal,
   EventsWanted,
@@ -45,6 +55,7 @@ import {
   UnknownTask
 } from "../protocol/Protocol.js"
 import * as ClusterTasks from "./ClusterTasks.js"
+import * as ClusterWake from "./ClusterWake.js"
 import { usageProblem } from "./Tasks.js"
 import { traceparentOf } from "../internal/util/traceContext.js"
 import * as Handlers from "./Handlers.js"
@@ -77,6 +88,15 @@ export const AgentEntity = Entity.make("agent-tools/Agent", [
  * is given up and attached again, never waited on.
  */
 const Alive = Schema.TaggedStruct("Alive", {})
+
+/** What a follower attaching to a task sends its owner. */
+interface AttachPayload {
+  readonly agentId: string
+  readonly events?: EventsWanted | undefined
+  readonly attachmentId: string
+  readonly reattach: boolean
+  readonly connection?: string | undefined
+}
 
 /** A task: its loop, its events, its answers and its approvals. The entity id is the task id. */
 export const TaskEntity = Entity.make("agent-tools/Task", [
@@ -192,15 +212,37 @@ const makeRegistry = Effect.gen(function*() {
 
 type Registry = Effect.Effect.Success<typeof makeRegistry>
 
+/** Of how many runs a runner keeps journaled outcomes in memory (`runnerJournal`): the oldest run's are forgotten past it. */
+const outcomeRunsKept = 4096
+
 /**
- * The journal as this runner's tasks use it: a run read here (a task taken up again) first waits for
- * this runner's turns of that run still being written. A turn the model answered is journaled even
- * when its loop is stopped meanwhile (modelTurn.ts), in the background: its shard locks were lost while
- * the database was away, and the task, taken up again here once it is back, must find the turn
- * rather than ask the model again.
+ * The journal as this runner's tasks use it:
+ *
+ * - a run read here (a task taken up again) first waits for this runner's turns of that run still
+ *   being written. A turn the model answered is journaled even when its loop is stopped meanwhile
+ *   (modelTurn.ts), in the background: its shard locks were lost while the database was away, and the
+ *   task, taken up again here once it is back, must find the turn rather than ask the model again;
+ * - a call's outcome written once here is not written again: a served call's answer is journaled by
+ *   the task's owner as it arrives (`ClusterTasks.answer`), before its loop sees it, and the loop then
+ *   journals the same outcome as its call's. An outcome in the journal never changes (the first
+ *   writer's stays), so the second write would only give back the first: it is answered from memory,
+ *   one statement less a call.
  */
-const readsAfterTurns = (journal: Journal.Journal["Type"]): Journal.Journal["Type"] => {
+const runnerJournal = (journal: Journal.Journal["Type"]): Journal.Journal["Type"] => {
   const writing = new Map<string, Set<Deferred.Deferred<void>>>()
+  // Per run, in the order first written: each call's outcome as the journal holds it.
+  const outcomes = new Map<string, Map<string, ToolResult>>()
+  const held = (runId: string, toolCallId: string, result: Effect.Effect<ToolResult>) =>
+    Effect.suspend(() => {
+      const known = outcomes.get(runId)?.get(toolCallId)
+      if (known !== undefined) return Effect.succeed(known)
+      return Effect.tap(result, (stored) =>
+        Effect.sync(() => {
+          const calls = outcomes.get(runId) ?? new Map<string, ToolResult>()
+          outcomes.set(runId, calls.set(toolCallId, stored))
+          if (outcomes.size > outcomeRunsKept) outcomes.delete(outcomes.keys().next().value!)
+        }))
+    })
   return Journal.Journal.of({
     ...journal,
     turn: (runId, step, turn) =>
@@ -216,6 +258,13 @@ const readsAfterTurns = (journal: Journal.Journal["Type"]): Journal.Journal["Typ
           })
         )
       }),
+    callEnded: (runId, toolCallId, result) => held(runId, toolCallId, journal.callEnded(runId, toolCallId, result)),
+    callAnswered: (runId, call, result) => held(runId, call.toolCallId, journal.callAnswered(runId, call, result)),
+    ended: (runId, end, endedAt) =>
+      Effect.zipRight(
+        journal.ended(runId, end, endedAt),
+        Effect.sync(() => outcomes.delete(runId))
+      ),
     run: (runId) =>
       Effect.zipRight(
         Effect.forEach([...(writing.get(runId) ?? [])], Deferred.await, { discard: true }),
@@ -223,6 +272,36 @@ const readsAfterTurns = (journal: Journal.Journal["Type"]): Journal.Journal["Typ
       )
   })
 }
+
+/**
+ * The events of a task held by this runner (taken up from the journal if need be), and `Alive` between
+ * them. Its final event goes on once its end is in the journal: a client that saw the task end may
+ * submit the next at once, and the agent's tasks not ended are counted from the journal.
+ */
+const attachedHere = (
+  tasks: ClusterTasks.ClusterTasks,
+  taskId: string,
+  payload: AttachPayload
+): Stream.Stream<TaskEvent | typeof Alive.Type, UnknownTask> =>
+  Stream.unwrapScoped(Effect.map(
+    tasks.attachHeld({
+      agentId: payload.agentId,
+      taskId,
+      events: payload.events,
+      follower: { attachmentId: payload.attachmentId, reattach: payload.reattach },
+      connection: payload.connection
+    }),
+    (mailbox) =>
+      Stream.merge(
+        Mailbox.toStream(mailbox).pipe(Stream.mapEffect((event): Effect.Effect<TaskEvent> =>
+          event._tag === "TaskCompleted" || event._tag === "TaskFailed"
+            ? Effect.as(tasks.endJournaled(payload.agentId, taskId), event)
+            : Effect.succeed(event)
+        )),
+        Stream.as(Stream.tick(followAlive.every), Alive.make({})),
+        { haltStrategy: "left" }
+      )
+  ))
 
 /** The entities' handlers, on this runner's parts: what a runner does for the shards it owns. */
 const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, registry: Registry) =>
@@ -257,20 +336,7 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
     })),
     TaskEntity.toLayer({
       Run: ({ address }) => tasks.runHere(address.entityId),
-      Attach: ({ address, payload }) =>
-        Stream.unwrapScoped(Effect.map(
-          tasks.attachHeld({
-            agentId: payload.agentId,
-            taskId: address.entityId,
-            events: payload.events,
-            follower: { attachmentId: payload.attachmentId, reattach: payload.reattach },
-            connection: payload.connection
-          }),
-          (mailbox) =>
-            Stream.merge(Mailbox.toStream(mailbox), Stream.as(Stream.tick(followAlive.every), Alive.make({})), {
-              haltStrategy: "left"
-            })
-        )),
+      Attach: ({ address, payload }) => attachedHere(tasks, address.entityId, payload),
       Answer: ({ payload }) => tasks.answer(payload.agentId, payload.result, payload.connection),
       Decide: ({ address, payload }) =>
         Effect.zipRight(
@@ -364,14 +430,46 @@ const admit = (journal: Journal.Journal["Type"], limits: Limits, agentId: string
     return refused === undefined ? Effect.void : Effect.fail(refused)
   })
 
-/** Answers: each its own message, to its task's owner; one for an unknown task fails after the others. */
-const completeOn = (tasks: Effect.Effect.Success<typeof TaskEntity.client>): Handlers.Backend["complete"] =>
+/**
+ * The tasks this runner owns, reached without the engine: a task whose shard this runner holds is
+ * attached to and answered here, as its entity's handlers would (the same `ClusterTasks` calls), with
+ * no message through the cluster (each a request, its serialization, a reply, an ack per event). The
+ * engine stays the way to every other runner's tasks, and to this one's once its shard moves: the
+ * stream of a task let go here ends (`runHere`), and the follower attaches again, through the engine.
+ */
+interface Here {
+  readonly owns: (taskId: string) => boolean
+  readonly tasks: ClusterTasks.ClusterTasks
+}
+
+const makeHere = (tasks: ClusterTasks.ClusterTasks) =>
+  Effect.map(Sharding.Sharding, (sharding): Here => ({
+    owns: (taskId) => {
+      const entityId = EntityId.make(taskId)
+      return sharding.hasShardId(sharding.getShardId(entityId, TaskEntity.getShardGroup(entityId)))
+    },
+    tasks
+  }))
+
+/**
+ * Answers: each its own message, to its task's owner (taken here when this runner owns it); one for
+ * an unknown task fails after the others.
+ */
+const completeOn = (
+  tasks: Effect.Effect.Success<typeof TaskEntity.client>,
+  here: Here
+): Handlers.Backend["complete"] =>
 (agentId, results, connection) =>
   Effect.gen(function*() {
     const outcomes = yield* Effect.forEach(
       results,
       (result) =>
-        Effect.either(letGoUntaken(result, orDieOnEngine(tasks(result.taskId).Answer({ agentId, result, connection })))),
+        Effect.either(letGoUntaken(
+          result,
+          here.owns(result.taskId)
+            ? here.tasks.answer(agentId, result, connection)
+            : orDieOnEngine(tasks(result.taskId).Answer({ agentId, result, connection }))
+        )),
       { concurrency: "unbounded" }
     )
     const unknown = outcomes.find((outcome) => outcome._tag === "Left")
@@ -388,6 +486,7 @@ const completeOn = (tasks: Effect.Effect.Success<typeof TaskEntity.client>): Han
  */
 const followOn = (deps: {
   readonly tasks: Effect.Effect.Success<typeof TaskEntity.client>
+  readonly here: Here
   readonly ids: Ids["Type"]
   readonly policy: Timing["Type"]
   readonly away: () => string | undefined
@@ -414,7 +513,10 @@ const followOn = (deps: {
     }
     const waitingIfAway = Stream.unwrap(Effect.suspend(() =>
       !broke || waiting ? Effect.succeed(Stream.empty) : Effect.map(deps.unreachable, (why) => Stream.fromIterable(why ? say(why) : []))))
-    const attached = Stream.suspend(() => deps.tasks(taskId).Attach({ agentId, events, attachmentId, reattach: attempts++ > 0, connection })).pipe(
+    const attached = Stream.suspend(() => {
+      const payload = { agentId, events, attachmentId, reattach: attempts++ > 0, connection }
+      return deps.here.owns(taskId) ? attachedHere(deps.here.tasks, taskId, payload) : deps.tasks(taskId).Attach(payload)
+    }).pipe(
       Stream.timeoutFail(() => new Moved(), followAlive.within),
       Stream.mapConcat((event): ReadonlyArray<TaskEvent> => {
         if (event._tag === "Alive") {
@@ -460,15 +562,16 @@ const followOn = (deps: {
   })
 
 /** `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
-const clusterBackend = (limits: Limits) => Effect.gen(function*() {
+const clusterBackend = (limits: Limits, held: ClusterTasks.ClusterTasks) => Effect.gen(function*() {
   const agents = yield* AgentEntity.client
   const tasks = yield* TaskEntity.client
+  const here = yield* makeHere(held)
   const ids = yield* Ids
   const journal = yield* Journal.Journal
   const policy = yield* Timing
   const { away, unreachable } = yield* watchDatabase
 
-  const follow = followOn({ tasks, ids, policy, away, unreachable })
+  const follow = followOn({ tasks, here, ids, policy, away, unreachable })
 
   /**
    * A new task, admitted to the agent's limits, journaled with its submitter's span (the runner that
@@ -495,7 +598,7 @@ const clusterBackend = (limits: Limits) => Effect.gen(function*() {
       Effect.flatMap(started(payload), (taskId) =>
         Mailbox.fromStream(Stream.orDie(follow(payload.agentId, taskId, payload.events, payload.connection)))),
     attach: ({ agentId, connection, events, taskId }) => Mailbox.fromStream(follow(agentId, taskId, events, connection)),
-    complete: completeOn(tasks),
+    complete: completeOn(tasks, here),
     decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision }))
   } satisfies Handlers.Backend
 })
@@ -513,7 +616,7 @@ const clusterBackend = (limits: Limits) => Effect.gen(function*() {
  */
 export const layerHandlers = (options: Options) =>
   Layer.scopedContext(Effect.gen(function*() {
-    const journal = readsAfterTurns(yield* Journal.Journal)
+    const journal = runnerJournal(yield* Journal.Journal)
     const parts = yield* Parts.makeParts(options, journal)
     const tasks = yield* ClusterTasks.make(parts.tasks, journal)
     const registry = yield* makeRegistry
@@ -525,7 +628,7 @@ export const layerHandlers = (options: Options) =>
     ))
     // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
     yield* Layer.build(layerEntities(parts, tasks, registry))
-    const backend = yield* clusterBackend(parts.limits)
+    const backend = yield* clusterBackend(parts.limits, tasks)
     return yield* Layer.build(Handlers.layerOf(backend, parts, options))
   }))
 
@@ -537,18 +640,65 @@ export interface RunnerOptions {
   readonly port?: number | undefined
   /** Shards per group; every runner of a cluster must agree. Default 300. */
   readonly shardsPerGroup?: number | undefined
+  /**
+   * How often the engine reads its storage for messages even when nothing woke it: the safety net
+   * under the wake-up channel (ClusterWake.ts). Default `Timing.clusterFailover`'s.
+   */
+  readonly messagePollInterval?: Duration.DurationInput | undefined
 }
 
 /** The cluster's sharding config for this runner: its address, and the failover timings of `Timing.clusterFailover`. */
 export const shardingConfig = (options: RunnerOptions): Partial<ShardingConfig.ShardingConfig["Type"]> => ({
   runnerAddress: Option.some(RunnerAddress.make({ host: options.host ?? "127.0.0.1", port: options.port ?? 34431 })),
   shardsPerGroup: options.shardsPerGroup ?? 300,
-  ...clusterFailover
+  ...clusterFailover,
+  ...(options.messagePollInterval === undefined ? {} : { entityMessagePollInterval: options.messagePollInterval })
 })
 
+/**
+ * The runners' own connections (msgpack over TCP), as `NodeClusterSocket` makes them but with Nagle's
+ * algorithm off (`noDelay`) on both ends. A message between runners is a few small writes, each
+ * answered: with Nagle on, a write waits for the peer's ack of the one before, which the peer
+ * delays (up to 40-200 ms on Linux): a call of a task held by another runner than the one its
+ * serving process is connected to took about 265 ms (three runners in processes of their own, tasks
+ * one at a time), 10-50 ms with `noDelay`.
+ */
+const layerRunnerSockets = (config: Partial<ShardingConfig.ShardingConfig["Type"]>) => {
+  const clientProtocol = Layer.effect(
+    Runners.RpcClientProtocol,
+    Effect.map(RpcSerialization.RpcSerialization, (serialization) => (address: RunnerAddress) =>
+      NodeSocket.makeNet({ openTimeout: 1000, timeout: 5500, host: address.host, port: address.port, noDelay: true }).pipe(
+        Effect.flatMap((socket) =>
+          RpcClient.makeProtocolSocket().pipe(
+            Effect.provideService(Socket.Socket, socket),
+            Effect.provideService(RpcSerialization.RpcSerialization, serialization)
+          )
+        ),
+        Effect.orDie
+      ))
+  )
+  const listen = Option.getOrThrow(Option.orElse(config.runnerListenAddress ?? Option.none(), () => config.runnerAddress ?? Option.none()))
+  const socketServer = NodeSocketServer.layer({ host: listen.host, port: listen.port, noDelay: true })
+  const health = RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(clientProtocol))
+  return SocketRunner.layer.pipe(
+    Layer.provide([socketServer, clientProtocol]),
+    Layer.provide(health),
+    Layer.provide(RpcSerialization.layerMsgPack)
+  )
+}
+
 /** The cluster (`Sharding`) for this runner, its storage on the `SqlClient` in context. */
-export const layerSharding = (options: RunnerOptions) =>
-  NodeClusterSocket.layer({ storage: "sql", shardingConfig: shardingConfig(options) })
+export const layerSharding = (options: RunnerOptions) => {
+  const config = shardingConfig(options)
+  // The engine's SQL storage, its messages announced to the runners that hold their shards (ClusterWake.ts).
+  const storage = Layer.merge(ClusterWake.layerStorage, Layer.orDie(SqlRunnerStorage.layer))
+  return ClusterWake.layerListen.pipe(
+    Layer.provideMerge(layerRunnerSockets(config)),
+    Layer.provide(storage),
+    Layer.provide(ShardingConfig.layerFromEnv(config)),
+    Layer.provideMerge(ClusterWake.layerHolder)
+  )
+}
 
 /**
  * A runner: the handlers on the cluster, the journal on the same database. Needs the `SqlClient`

@@ -4,7 +4,7 @@
  * until it ends or its shard moves, and its answers are journaled before its loop sees them.
  * Nothing of its own to stop: a task let go is interrupted by the entity's `Run` ending.
  */
-import { Effect, Exit, Fiber } from "effect"
+import { Effect, Exit, Fiber, Option } from "effect"
 import * as SqlStore from "../internal/sql/store.js"
 import * as Invocation from "../Invocation.js"
 import * as Journal from "../Journal.js"
@@ -16,6 +16,15 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
   Effect.map(Invocation.InvocationConfig, (config) => ({
     /** The agent's task, held here (taken up from the journal if need be). */
     heldBy: tasks.held,
+    /**
+     * Resolves once the task's loop here has finished, so its end is in the journal (the loop writes
+     * it after its final event): what the agent's tasks not ended count (`openUsage`) then leaves it out.
+     */
+    endJournaled: (agentId: string, taskId: string): Effect.Effect<void> =>
+      Effect.flatMap(Effect.option(tasks.held(agentId, taskId)), (task) => {
+        const loop = Option.getOrUndefined(task)?.loop
+        return loop === undefined ? Effect.void : Effect.asVoid(Fiber.await(loop))
+      }),
     /** `attach`, to a task held here (taken up from the journal if need be), from `connection` on the client's front. */
     attachHeld: (
       { agentId, connection, events, follower, taskId }: {

@@ -1,113 +1,271 @@
 /**
  * Cluster mode's cost (design: Cluster mode), in one run on this machine: the same tasks (2 tool
- * calls each, then a text) through the embedded platform (memory), a one-runner cluster and a
- * three-runner cluster on a PostgreSQL started here; tasks/s and calls/s of each, and what the
- * durable path adds to a call. On two cores the cluster is not faster: the point is the cost,
- * measured. Run with `npm run bench` or `tsx test/bench/cluster.ts [--tasks=N]`.
+ * calls each, then a text) through the embedded platform (memory), a one-runner and a three-runner
+ * cluster on a PostgreSQL started here, first with the tests' settings (fsync and synchronous commit
+ * off), then with a durable one (both on, as PostgreSQL ships). Each platform process (the embedded
+ * one, each runner) is a process of its own (test/bench/clusterPlatform.ts), as deployed; this
+ * process is the serving process. For each: one call's round trip (p50, tasks one at a time: from
+ * the tool's answer to the next call's delivery, through the journal), calls/s with 8 and with 64
+ * tasks at a time, what each task costs the database (transactions and rows written, from
+ * PostgreSQL's own statistics) and the CPU a call (the platform's processes, this one, the database
+ * server). Run with `npm run bench` or `tsx test/bench/cluster.ts [--tasks=N]`.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Logger, LogLevel, Redacted, Schema, Stream } from "effect"
-import { LanguageModel, PlatformClient, PlatformServer, Serve, Tool, Toolkit } from "../../src/index.js"
+import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted, Schema, type Scope, Stream } from "effect"
+import { spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+import { PlatformClient, Serve, Tool, ToolContext, Toolkit } from "../../src/index.js"
 import * as Cluster from "../../src/platform/Cluster.js"
 import { clientLayer } from "../support/platform.js"
 import * as Pg from "../support/postgres.js"
+import { callsPerTask } from "./clusterPlatform.js"
 import { report } from "./report.js"
 
-const tasks = Number(process.argv.find((a) => a.startsWith("--tasks="))?.slice("--tasks=".length) ?? 40)
-const callsPerTask = 2
-const concurrency = 8
-const tokens = new Map([["tok-1", "agent-1"]])
+const tasks = Number(process.argv.find((a) => a.startsWith("--tasks="))?.slice("--tasks=".length) ?? 48)
 
-const step = (request: LanguageModel.ModelRequest) => request.messages.filter((m) => m._tag === "AssistantMessage").length
-const script: ReadonlyArray<LanguageModel.ScriptedTurn> = Array.from({ length: callsPerTask + 1 }, () => (request) =>
-  step(request) < callsPerTask
-    ? { toolCalls: [{ id: `c${step(request)}`, name: "echo", arguments: `{"n":${step(request)}}` }] }
-    : { text: "done" })
+/** When each task's calls reached the tool, by task id. */
+const delivered = new Map<string, Array<number>>()
 
 const echo = Tool.make("echo", {
   description: "Echoes n.",
   input: { n: Schema.Number },
   output: Schema.Number,
   timeout: "30 seconds"
-}, ({ n }) => Effect.succeed(n))
+}, ({ n }) =>
+  Effect.map(ToolContext.current, (context) => {
+    if (Option.isSome(context)) {
+      const times = delivered.get(context.value.taskId) ?? []
+      delivered.set(context.value.taskId, times)
+      times.push(performance.now())
+    }
+    return n
+  }))
 
-const models = LanguageModel.layerScripted(script, { perConversation: true, keepRequests: false })
+/** A platform process (test/bench/clusterPlatform.ts with `args`): its URL and process id; stopped with the scope. */
+const platformProcess = (args: ReadonlyArray<string>): Effect.Effect<{ url: string; pid: number }, never, Scope.Scope> =>
+  Effect.flatMap(
+    Effect.acquireRelease(
+      Effect.sync(() =>
+        spawn(process.execPath, ["--import", "tsx", "test/bench/clusterPlatform.ts", ...args], {
+          cwd: fileURLToPath(new URL("../..", import.meta.url)),
+          stdio: ["pipe", "pipe", "inherit"]
+        })
+      ),
+      // Waited for: a runner still stopping would take the next figures' CPU.
+      (child) =>
+        Effect.async<void>((resume) => {
+          const timer = setTimeout(() => child.kill("SIGKILL"), 15_000)
+          child.once("exit", () => {
+            clearTimeout(timer)
+            resume(Effect.void)
+          })
+          child.stdin!.end()
+        })
+    ),
+    (child) =>
+      Effect.async<{ url: string; pid: number }>((resume) => {
+        let out = ""
+        child.stdout!.on("data", (data) => {
+          out += String(data)
+          if (out.includes("\n")) resume(Effect.succeed({ url: out.trim(), pid: child.pid! }))
+        })
+      })
+  )
 
-/** Milliseconds for `tasks` tasks, `concurrency` at a time, through a serving process on `url`. */
-const drive = (url: string) =>
+/** CPU seconds `pid` has used (Linux, /proc; 0 where it cannot tell). */
+const cpuSecondsOf = (pid: number): number => {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").split(" ").map(Number)
+    return (fields[11]! + fields[12]!) / 100
+  } catch {
+    return 0
+  }
+}
+
+interface Figures {
+  /** p50 of one call's round trip, tasks one at a time (ms). */
+  readonly roundTrip: number
+  /** calls/s, 8 and 64 tasks at a time. */
+  readonly at8: number
+  readonly at64: number
+  /** CPU ms per call at 8 at a time: the platform's processes', this (serving) process's, the database server's. */
+  readonly cpu: { readonly platform: number; readonly own: number; readonly database: number | undefined }
+  /** Per task at 8 at a time: transactions committed and rows written, PostgreSQL's count. */
+  readonly writes: { readonly transactions: number; readonly rows: number } | undefined
+}
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN
+}
+
+/** The database's commits and rows written so far (its statistics lag by up to a second: read after a pause). */
+const databaseWrites = (url: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    yield* Effect.sleep("1200 millis")
+    const sql = Context.get(yield* Layer.build(Pg.pgClient(url, { maxConnections: 1 })), PgClient.PgClient)
+    const [row] = yield* Effect.orDie(sql<{ readonly commits: string; readonly rows: string }>`SELECT
+      (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()) AS commits,
+      (SELECT COALESCE(SUM(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables) AS rows`)
+    return { transactions: Number(row!.commits), rows: Number(row!.rows) }
+  }))
+
+/** The figures of the platform at `url`, through one serving process. */
+const drive = (
+  { pids, url }: { readonly url: string; readonly pids: ReadonlyArray<number> },
+  database: { readonly url: string; readonly server: Pg.PostgresServer } | undefined
+) =>
   Effect.gen(function*() {
     const client = Context.get(yield* Layer.build(clientLayer({ url }, Layer.empty)), PlatformClient.PlatformClient)
     const served = yield* Serve.make(yield* Toolkit.make(echo)).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
-    // One task first, not counted: connections, shards and entities in place.
-    yield* Stream.runDrain(served.submitTask("warm-up"))
-    const started = performance.now()
-    yield* Effect.forEach(Array.from({ length: tasks }), () => Stream.runDrain(served.submitTask("go")), { concurrency })
-    return performance.now() - started
+    const run = (count: number, concurrency: number) =>
+      Effect.gen(function*() {
+        const started = performance.now()
+        yield* Effect.forEach(Array.from({ length: count }), () => Stream.runDrain(served.submitTask("go")), { concurrency })
+        return performance.now() - started
+      })
+    // Not counted: connections, shards and entities in place.
+    yield* run(8, 8)
+    delivered.clear()
+    yield* run(tasks, 1)
+    const gaps = [...delivered.values()].flatMap((times) => times.slice(1).map((t, i) => t - times[i]!))
+    const writesBefore = database === undefined ? undefined : yield* databaseWrites(database.url)
+    const platformCpu = () => pids.reduce((total, pid) => total + cpuSecondsOf(pid), 0)
+    const cpuBefore = { platform: platformCpu(), own: process.cpuUsage(), database: database?.server.cpuSeconds() }
+    const at8 = yield* run(tasks, 8)
+    const platform = platformCpu() - cpuBefore.platform
+    const own = process.cpuUsage(cpuBefore.own)
+    const databaseCpu = database?.server.cpuSeconds()
+    const writesAfter = database === undefined ? undefined : yield* databaseWrites(database.url)
+    const at64 = yield* run(tasks * 4, 64)
+    const calls = tasks * callsPerTask
+    return {
+      roundTrip: median(gaps),
+      at8: calls / (at8 / 1000),
+      at64: (calls * 4) / (at64 / 1000),
+      cpu: {
+        platform: (platform * 1000) / calls,
+        own: (own.user + own.system) / 1000 / calls,
+        database: databaseCpu === undefined || cpuBefore.database === undefined
+          ? undefined
+          : ((databaseCpu - cpuBefore.database) * 1000) / calls
+      },
+      writes: writesBefore === undefined || writesAfter === undefined ? undefined : {
+        // The database's commits less the statistics query's own.
+        transactions: (writesAfter.transactions - writesBefore.transactions - 1) / tasks,
+        rows: (writesAfter.rows - writesBefore.rows) / tasks
+      }
+    } satisfies Figures
   }).pipe(Effect.scoped)
 
 const embedded = Effect.gen(function*() {
-  const context = yield* Layer.build(
-    PlatformServer.layerWebSocket({ port: 0 }).pipe(Layer.provide(PlatformServer.layerHandlers({ tokens })), Layer.provide(models))
-  )
-  return yield* drive(yield* Effect.provide(PlatformServer.url, context))
+  const platform = yield* platformProcess([])
+  return yield* drive({ url: platform.url, pids: [platform.pid] }, undefined)
 }).pipe(Effect.scoped)
 
-const cluster = (url: string, runners: number) =>
+const cluster = (server: Pg.PostgresServer, url: string, runners: number) =>
   Effect.gen(function*() {
-    const urls: Array<string> = []
-    const model = yield* Layer.build(models)
+    const started: Array<{ url: string; pid: number }> = []
     for (let i = 0; i < runners; i++) {
       const port = yield* Effect.promise(() => Pg.freePort())
-      const context = yield* Layer.build(
-        PlatformServer.layerWebSocket({ port: 0 }).pipe(
-          Layer.provide(Cluster.layer({ tokens, runner: { port } })),
-          Layer.provide(Layer.succeedContext(model)),
-          Layer.provide(PgClient.layer({ url: Redacted.make(url) }))
-        )
-      )
-      urls.push(yield* Effect.provide(PlatformServer.url, context))
+      started.push(yield* platformProcess([`--database=${url}`, `--port=${port}`]))
     }
-    return yield* drive(urls[0]!)
+    return yield* drive({ url: started[0]!.url, pids: started.map((p) => p.pid) }, { url, server })
   }).pipe(Effect.scoped)
 
-const main = Effect.gen(function*() {
-  const server = yield* Pg.postgres()
-  const database = (name: string) =>
-    Effect.gen(function*() {
-      yield* Effect.scoped(Effect.flatMap(
-        Layer.build(PgClient.layer({ url: Redacted.make(server.url) })),
-        (ctx) => Context.get(ctx, PgClient.PgClient).unsafe(`CREATE DATABASE ${name}`)
-      ))
-      const url = server.url.replace(/\/[^/]+$/, `/${name}`)
-      yield* Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(url) }))
-      return url
+/** A database of its own on `server`, migrated; its URL. */
+const database = (server: Pg.PostgresServer, name: string) =>
+  Effect.gen(function*() {
+    yield* Effect.scoped(Effect.flatMap(
+      Layer.build(Pg.pgClient(server.url, { maxConnections: 1 })),
+      (ctx) => Effect.orDie(Context.get(ctx, PgClient.PgClient).unsafe(`CREATE DATABASE ${name}`))
+    ))
+    const url = server.url.replace(/\/[^/]+$/, `/${name}`)
+    yield* Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(url) }))
+    return url
+  })
+
+const fixed = (n: number, digits = 1) => n.toFixed(digits)
+
+const rows = (label: string, figures: Figures, base: Figures, one: Figures | undefined, targets: boolean) => {
+  const shape = `${tasks} tasks x ${callsPerTask} calls`
+  report({
+    bench: "cluster",
+    measure: `${label}: a call's round trip p50, tasks one at a time`,
+    value: `${fixed(figures.roundTrip, 2)} ms`,
+    baseline: `${fixed(base.roundTrip, 2)} ms (embedded)`,
+    ratio: `+${fixed(figures.roundTrip - base.roundTrip, 2)} ms a call`,
+    ...(targets && one === undefined ? { target: "<= +5 ms" } : {})
+  })
+  report({
+    bench: "cluster",
+    measure: `${label}: ${shape}, 8 at a time`,
+    value: `${fixed(figures.at8, 0)} calls/s`,
+    baseline: `${fixed(base.at8, 0)} calls/s (embedded)`,
+    ratio: `${fixed(figures.at8 / base.at8, 2)}x`,
+    ...(targets && one === undefined ? { target: ">= 0.5x" } : {})
+  })
+  report({
+    bench: "cluster",
+    measure: `${label}: ${tasks * 4} tasks x ${callsPerTask} calls, 64 at a time`,
+    value: `${fixed(figures.at64, 0)} calls/s`,
+    baseline: `${fixed(figures.at8, 0)} calls/s (8 at a time)`,
+    ratio: `${fixed(figures.at64 / figures.at8, 2)}x`,
+    ...(targets ? { target: "> 1x" } : {})
+  })
+  if (one !== undefined) {
+    report({
+      bench: "cluster",
+      measure: `${label}: beside one runner, 8 and 64 at a time`,
+      value: `${fixed(figures.at8, 0)} / ${fixed(figures.at64, 0)} calls/s`,
+      baseline: `${fixed(one.at8, 0)} / ${fixed(one.at64, 0)} calls/s (one runner)`,
+      ratio: `${fixed(figures.at8 / one.at8, 2)}x / ${fixed(figures.at64 / one.at64, 2)}x`,
+      ...(targets ? { target: ">= 1x" } : {})
     })
-  const one = yield* database("bench_one")
-  const three = yield* database("bench_three")
-  const millis = {
-    embedded: yield* embedded,
-    one: yield* cluster(one, 1),
-    three: yield* cluster(three, 3)
   }
-  const calls = tasks * callsPerTask
-  const rate = (ms: number) => `${(tasks / (ms / 1000)).toFixed(1)} tasks/s, ${(calls / (ms / 1000)).toFixed(0)} calls/s`
-  const perCall = (ms: number) => `${((ms - millis.embedded) / calls).toFixed(1)} ms more a call`
-  const measure = `${tasks} tasks x ${callsPerTask} calls, ${concurrency} at a time, one serving process`
-  report({ bench: "cluster", measure: `embedded platform (memory), ${measure}`, value: rate(millis.embedded) })
   report({
     bench: "cluster",
-    measure: `one runner on PostgreSQL, ${measure}`,
-    value: rate(millis.one),
-    baseline: rate(millis.embedded) + " (embedded)",
-    ratio: perCall(millis.one)
+    measure: `${label}: CPU a call (the platform's processes; the serving process; the database server), 8 at a time`,
+    value: `${fixed(figures.cpu.platform, 2)}; ${fixed(figures.cpu.own, 2)}; ${
+      figures.cpu.database === undefined ? "-" : fixed(figures.cpu.database, 2)
+    } ms`,
+    baseline: `${fixed(base.cpu.platform, 2)}; ${fixed(base.cpu.own, 2)} ms (embedded)`
+  })
+  if (figures.writes !== undefined) {
+    report({
+      bench: "cluster",
+      measure: `${label}: the database's work a task (transactions committed; rows written), 8 at a time`,
+      value: `${fixed(figures.writes.transactions)}; ${fixed(figures.writes.rows)}`
+    })
+  }
+}
+
+const main = Effect.gen(function*() {
+  const base = yield* embedded
+  report({
+    bench: "cluster",
+    measure: `embedded platform (memory): a call's round trip p50; ${tasks} tasks x ${callsPerTask} calls 8 and 64 at a time`,
+    value: `${fixed(base.roundTrip, 2)} ms; ${fixed(base.at8, 0)} / ${fixed(base.at64, 0)} calls/s`
   })
   report({
     bench: "cluster",
-    measure: `three runners on PostgreSQL, ${measure}`,
-    value: rate(millis.three),
-    baseline: rate(millis.embedded) + " (embedded)",
-    ratio: perCall(millis.three)
+    measure: "embedded platform (memory): CPU a call (the platform's process; the serving process), 8 at a time",
+    value: `${fixed(base.cpu.platform, 2)}; ${fixed(base.cpu.own, 2)} ms`
   })
+  for (const durable of [false, true]) {
+    const label = durable
+      ? "durable PostgreSQL (fsync, synchronous_commit on)"
+      : "tests' PostgreSQL (fsync, synchronous_commit off)"
+    const figures = yield* Effect.scoped(Effect.gen(function*() {
+      const server = yield* Pg.postgres({ durable })
+      const one = yield* cluster(server, yield* database(server, "bench_one"), 1)
+      const three = yield* cluster(server, yield* database(server, "bench_three"), 3)
+      return { one, three }
+    }))
+    rows(`one runner, ${label}`, figures.one, base, undefined, !durable)
+    rows(`three runners, ${label}`, figures.three, base, figures.one, !durable)
+  }
 }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
 
 Effect.runPromise(main).then(() => process.exit(0), (error) => {

@@ -60,6 +60,11 @@ export interface PostgresServer {
   readonly crash: () => Promise<void>
   /** Starts the server again on the same port and data folder (crash recovery runs), resolved once it accepts connections. */
   readonly restart: () => Promise<void>
+  /**
+   * CPU seconds the server has used so far (Linux, from /proc: the postmaster, its backends, and the
+   * backends that have exited); undefined where /proc cannot tell.
+   */
+  readonly cpuSeconds: () => number | undefined
 }
 
 /** Options of `startPostgres`. */
@@ -74,6 +79,14 @@ export interface PostgresOptions {
    * milliseconds before a crash is lost (its WAL was still in the server's shared memory).
    */
   readonly crashSafe?: boolean | undefined
+  /**
+   * A database a user would run: `fsync`, `synchronous_commit` and `full_page_writes` on, as
+   * PostgreSQL ships (a commit waits for its WAL on disk). By default they are off: a throwaway
+   * database for tests, where nothing needs to survive a crash of the machine.
+   */
+  readonly durable?: boolean | undefined
+  /** More server settings (`-c name=value`), e.g. statement logging while looking into a figure. */
+  readonly settings?: Readonly<Record<string, string>> | undefined
 }
 
 const user = "postgres"
@@ -110,8 +123,8 @@ export const startPostgres = async (options: PostgresOptions = {}): Promise<Post
       "--no-instructions"
     ], owner, onLog)
     rmSync(passwordFile)
-    const crashSafe = options.crashSafe ?? false
-    let server = await listen(postgres, root, dataDir, owner, onLog, crashSafe)
+    const settings = serverSettings(options)
+    let server = await listen(postgres, root, dataDir, owner, onLog, settings)
     const port = server.port
     const base = `postgres://${user}:${password}@${host}:${port}`
     const stop = once(async () => {
@@ -124,7 +137,7 @@ export const startPostgres = async (options: PostgresOptions = {}): Promise<Post
       await kill(server.process)
     }
     const restart = async () => {
-      server = await listen(postgres, root, dataDir, owner, onLog, crashSafe, port)
+      server = await listen(postgres, root, dataDir, owner, onLog, settings, port)
     }
     try {
       await createDatabase(`${base}/postgres`, database)
@@ -143,7 +156,8 @@ export const startPostgres = async (options: PostgresOptions = {}): Promise<Post
       startMillis: performance.now() - started,
       stop,
       crash,
-      restart
+      restart,
+      cpuSeconds: () => cpuSecondsOf(server.process.pid)
     }
   } catch (error) {
     rmSync(root, { recursive: true, force: true })
@@ -315,7 +329,7 @@ const listen = async (
   dataDir: string,
   owner: ReturnType<typeof runAs>,
   onLog: (m: string) => void,
-  crashSafe: boolean,
+  settings: ReadonlyArray<string>,
   fixedPort?: number
 ): Promise<{ readonly process: ChildProcess; readonly port: number }> => {
   for (let attempt = 1; ; attempt++) {
@@ -330,17 +344,7 @@ const listen = async (
       // TCP only: no socket file in a folder every server on the machine shares.
       "-c",
       "unix_socket_directories=",
-      // A throwaway database: nothing needs to survive a crash of the machine (nor, unless `crashSafe`, of the server).
-      "-c",
-      "fsync=off",
-      "-c",
-      `synchronous_commit=${crashSafe ? "on" : "off"}`,
-      "-c",
-      "full_page_writes=off",
-      "-c",
-      "shared_buffers=16MB",
-      "-c",
-      "max_connections=50"
+      ...settings.flatMap((setting) => ["-c", setting])
     ], owner)
     running.set(child, root)
     const output = tail(child, onLog)
@@ -366,6 +370,51 @@ const listen = async (
     if (fixedPort === undefined && attempt < 5 && /could not bind|Address already in use/.test(text)) continue
     throw new Error(`PostgreSQL did not start on port ${port}:\n${text}`)
   }
+}
+
+/** CPU seconds of `pid`, its children, and its children that exited (from /proc; Linux only). */
+const cpuSecondsOf = (pid: number | undefined): number | undefined => {
+  if (pid === undefined) return undefined
+  const ticks = (id: number, withChildren: boolean) => {
+    // Fields after the command's closing parenthesis: utime, stime, cutime, cstime are the 12th to the 15th.
+    const fields = readFileSync(`/proc/${id}/stat`, "utf8").replace(/^.*\) /s, "").split(" ").map(Number)
+    return fields[11]! + fields[12]! + (withChildren ? fields[13]! + fields[14]! : 0)
+  }
+  try {
+    let total = ticks(pid, true)
+    let children: Array<number> = []
+    try {
+      children = execFileSync("pgrep", ["-P", String(pid)], { encoding: "utf8" }).split("\n").filter((l) => l !== "").map(Number)
+    } catch {
+      // pgrep exits 1 when there is no child.
+    }
+    for (const child of children) {
+      try {
+        total += ticks(child, false)
+      } catch {
+        // Exited meanwhile: counted in the postmaster's children's time.
+      }
+    }
+    // Clock ticks: 100 a second on Linux.
+    return total / 100
+  } catch {
+    return undefined
+  }
+}
+
+/** The server's settings (`name=value`) for `options`. */
+const serverSettings = (options: PostgresOptions): ReadonlyArray<string> => {
+  const durable = options.durable ?? false
+  return [
+    // A throwaway database, unless `durable`: nothing needs to survive a crash of the machine (nor,
+    // unless `crashSafe`, of the server).
+    `fsync=${durable ? "on" : "off"}`,
+    `synchronous_commit=${durable || options.crashSafe ? "on" : "off"}`,
+    `full_page_writes=${durable ? "on" : "off"}`,
+    "shared_buffers=16MB",
+    "max_connections=50",
+    ...Object.entries(options.settings ?? {}).map(([name, value]) => `${name}=${value}`)
+  ]
 }
 
 /** Fast shutdown (SIGINT), then SIGKILL if it takes more than 10 s. */

@@ -1,0 +1,52 @@
+/**
+ * A platform of the cluster benchmark (test/bench/cluster.ts) in a process of its own, as platforms
+ * run: the embedded platform (memory), or one cluster runner (`--database=<url> --port=<runner port>`).
+ * Its model asks for `callsPerTask` calls of `echo`, one a turn, then answers. Prints its URL, then
+ * serves until stdin closes.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Logger, LogLevel, Redacted } from "effect"
+import { LanguageModel, PlatformServer } from "../../src/index.js"
+import * as Cluster from "../../src/platform/Cluster.js"
+
+/** Calls a task makes, one a model turn, before its last turn answers. */
+export const callsPerTask = 2
+
+const step = (request: LanguageModel.ModelRequest) => request.messages.filter((m) => m._tag === "AssistantMessage").length
+
+const script: ReadonlyArray<LanguageModel.ScriptedTurn> = Array.from({ length: callsPerTask + 1 }, () => (request) =>
+  step(request) < callsPerTask
+    ? { toolCalls: [{ id: `c${step(request)}`, name: "echo", arguments: `{"n":${step(request)}}` }] }
+    : { text: "done" })
+
+const tokens = new Map([["tok-1", "agent-1"]])
+const option = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
+
+/** The embedded platform, or a runner on `database`. */
+const handlersOf = (database: string | undefined) =>
+  database === undefined
+  ? PlatformServer.layerHandlers({ tokens })
+  : Cluster.layer({ tokens, runner: { port: Number(option("port")) } }).pipe(
+    Layer.provide(PgClient.layer({ url: Redacted.make(database) }))
+  )
+
+const main = Effect.gen(function*() {
+  const context = yield* Layer.build(
+    PlatformServer.layerWebSocket({ port: 0 }).pipe(
+      Layer.provide(handlersOf(option("database"))),
+      Layer.provide(LanguageModel.layerScripted(script, { perConversation: true, keepRequests: false }))
+    )
+  )
+  process.stdout.write(`${yield* Effect.provide(PlatformServer.url, context)}\n`)
+  yield* Effect.async<void>((resume) => {
+    process.stdin.on("end", () => resume(Effect.void))
+    process.stdin.resume()
+  })
+}).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
+
+if (process.argv[1]?.endsWith("clusterPlatform.ts")) {
+  Effect.runPromise(main).then(() => process.exit(0), (error) => {
+    console.error(error)
+    process.exit(1)
+  })
+}
