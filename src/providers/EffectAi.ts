@@ -38,6 +38,12 @@ export interface Options {
    * Effect renders it. Always so for Google (its schema subset has no other form). Default false.
    */
   readonly strict?: boolean | undefined
+  /**
+   * A watched run reads the model's stream as it comes (default true). False: it asks for the whole
+   * answer and tells its parts after (for a client whose stream loses something its whole answer
+   * has: Bedrock's, below).
+   */
+  readonly streams?: boolean | undefined
 }
 
 /**
@@ -65,7 +71,7 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
       return LanguageModel.LanguageModel.of({
         provider: options.provider,
         model: options.model,
-        streams: true,
+        streams: options.streams ?? true,
         ...(required && StrictSchema.isProvider(options.provider) ? { strictSchemas: options.provider } : {}),
         stream: (request) => {
           const tools = prepared(request.tools)
@@ -294,7 +300,8 @@ export const layerGoogle = (model: string): Layer.Layer<LanguageModel.LanguageMo
   }))
 
 /**
- * Amazon Bedrock (`Converse`), each request signed (AWS Signature Version 4): `AWS_ACCESS_KEY_ID`,
+ * Amazon Bedrock (`Converse`; `ConverseStream` for `stream`, which counts no usage: a watched run asks
+ * `Converse`), each request signed (AWS Signature Version 4): `AWS_ACCESS_KEY_ID`,
  * `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` (temporary credentials), `AWS_REGION` (default
  * `us-east-1`), and `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` for another address.
  */
@@ -309,7 +316,9 @@ export const layerBedrock = (model: string): Layer.Layer<LanguageModel.LanguageM
     const sessionToken = Option.getOrUndefined(yield* optionalSecret("AWS_SESSION_TOKEN"))
     const region = Option.getOrUndefined(yield* optionalString("AWS_REGION"))
     const apiUrl = Option.getOrUndefined(yield* optionalString("AWS_ENDPOINT_URL_BEDROCK_RUNTIME"))
-    return layer({ provider: "bedrock", model }).pipe(
+    // Effect's Bedrock client ends a streamed turn at `messageStop`, before Bedrock's `metadata` event
+    // carries the usage: a watched run asks for whole answers, whose usage is counted.
+    return layer({ provider: "bedrock", model, streams: false }).pipe(
       Layer.provide(BedrockLanguageModel.layer({ model })),
       Layer.provide(BedrockClient.layer({
         accessKeyId: accessKeyId.value,
