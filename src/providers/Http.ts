@@ -10,8 +10,9 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Clock, Duration, Effect, Layer, Option, ParseResult, Redacted, Schema, Stream } from "effect"
+import { Clock, Duration, Effect, Either, Layer, Option, ParseResult, Redacted, Schema, Stream } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
+import * as StrictSchema from "./StrictSchema.js"
 
 /** A provider's API key is not configured. */
 export class MissingApiKey extends Schema.TaggedError<MissingApiKey>("agent-tools/MissingApiKey")("MissingApiKey", {
@@ -371,6 +372,11 @@ export const layerModel = (provider: {
     request: LanguageModel.ModelRequest
   ) => Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelError>
   readonly reader: (request: LanguageModel.ModelRequest) => StreamReader
+  /**
+   * The provider's strict mode: each tool goes out in its strict form (`StrictSchema`), one with none
+   * is refused before the request, and each call's arguments come back to the tool's own form.
+   */
+  readonly strict?: StrictSchema.Provider | undefined
 }): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
   Layer.effect(
     LanguageModel.LanguageModel,
@@ -418,15 +424,43 @@ export const layerModel = (provider: {
           Stream.withSpan("http.client POST", { kind: "client", attributes: spanAttributes(post), captureStackTrace: false })
         )
       }
+      const strict = strictTools(provider.strict)
+      const streamStrict = strict === undefined ? stream : strict(stream)
       return LanguageModel.LanguageModel.of({
         provider: provider.name,
         model: provider.model,
-        stream,
+        stream: streamStrict,
         streams: true,
-        generate: (request) => LanguageModel.collect(stream(request))
+        ...(provider.strict === undefined ? {} : { strictSchemas: provider.strict }),
+        generate: (request) => LanguageModel.collect(streamStrict(request))
       })
     })
   )
 
 /** `base` without trailing slashes, then `path`. */
 export const endpoint = (base: string, path: string): string => `${base.replace(/\/+$/, "")}${path}`
+
+type Turns = (request: LanguageModel.ModelRequest) => Stream.Stream<LanguageModel.ModelPart, LanguageModel.ModelFailure>
+
+/**
+ * A provider's `stream` in its strict mode: the request's tools in their strict form (prepared once
+ * per toolkit), a toolkit with a tool that has none refused with `ModelRequestRejected` naming it,
+ * and each call's arguments brought back to its tool's own form (`restore`).
+ */
+const strictTools = (provider: StrictSchema.Provider | undefined): ((stream: Turns) => Turns) | undefined => {
+  if (provider === undefined) return undefined
+  const prepare = StrictSchema.preparer(provider, true)
+  return (stream) => (request) => {
+    const prepared = prepare(request.tools)
+    if (Either.isLeft(prepared)) {
+      return Stream.fail(new LanguageModel.ModelRequestRejected({ message: prepared.left.message, status: 400 }))
+    }
+    const { restore, tools } = prepared.right
+    return stream({ ...request, tools }).pipe(Stream.map((part) =>
+      part._tag === "ToolCall"
+        ? LanguageModel.ModelPart.ToolCall({ call: { ...part.call, arguments: restore(part.call.name, part.call.arguments) } })
+        : part
+    ))
+  }
+}
+

@@ -25,6 +25,13 @@ export interface Options {
   readonly maxTokens?: number | undefined
   /** Per-request timeout. Default 2 minutes. */
   readonly timeout?: Duration.DurationInput | undefined
+  /**
+   * Strict mode for tools (`strict: true` on each function): each tool's schema goes in OpenAI's strict
+   * form (`StrictSchema`: every field required, an optional one `null`, taken out again before
+   * decoding), and a toolkit with a tool that has none (a map, a tuple) is refused before the request
+   * (on the platform, at registration). Default false: tools go as Effect renders them.
+   */
+  readonly strict?: boolean | undefined
 }
 
 /** The API's default address. */
@@ -43,7 +50,8 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
     timeout: options.timeout,
     toBody: (request) => toBody(options, request),
     fromBody,
-    reader
+    reader,
+    strict: options.strict === true ? "openai" : undefined
   })
 
 /**
@@ -110,7 +118,12 @@ export const toBody = (options: Options, request: LanguageModel.ModelRequest): u
     ...(request.tools.length === 0 ? {} : {
       tools: request.tools.map((tool) => ({
         type: "function",
-        function: { name: tool.name, description: tool.description, parameters: tool.parameters }
+        function: {
+          name: tool.name,
+          description: tool.description,
+          parameters: tool.parameters,
+          ...(options.strict === true ? { strict: true } : {})
+        }
       }))
     })
   }
