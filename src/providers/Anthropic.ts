@@ -9,6 +9,7 @@
 import type * as HttpClient from "@effect/platform/HttpClient"
 import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
+import { outputText, outputTool } from "./outputTool.js"
 import { optionalSecret, optionalString } from "../internal/util/settings.js"
 import { endpoint, eventDecoder, layerModel, MissingApiKey, type StreamReader, turnFromBody } from "./Http.js"
 
@@ -81,33 +82,6 @@ interface WireMessage {
   readonly content: Array<Block>
 }
 
-/** The tool the model gives a typed final output with: its input schema, wrapped in `{ value }` unless an object. */
-const outputTool = (output: LanguageModel.OutputFormat) => {
-  const schema = output.schema as { readonly type?: unknown } | undefined
-  const wrapped = schema?.type !== "object"
-  return {
-    wrapped,
-    definition: {
-      name: output.name,
-      description: "Give your final answer: call this tool, alone, once you are done, with the answer as its input.",
-      input_schema: wrapped
-        ? { type: "object", properties: { value: output.schema }, required: ["value"], additionalProperties: false }
-        : output.schema
-    }
-  }
-}
-
-/** The final output a call of the output tool carries, as JSON text. */
-const outputText = (output: LanguageModel.OutputFormat, argumentsText: string): string => {
-  if (!outputTool(output).wrapped) return argumentsText
-  try {
-    const value = (JSON.parse(argumentsText) as { value?: unknown }).value
-    return JSON.stringify(value === undefined ? null : value)
-  } catch {
-    return argumentsText
-  }
-}
-
 /** The request body of the Messages API, asking for a stream. */
 export const toBody = (
   model: string,
@@ -160,7 +134,7 @@ export const toBody = (
     description: tool.description,
     input_schema: tool.parameters
   }))
-  if (request.output !== undefined) tools.push(outputTool(request.output).definition)
+  if (request.output !== undefined) tools.push(anthropicOutputTool(request.output))
   if (cache) {
     // The conversation's prefix: its last block, so the next turn reads all of this one from the cache.
     const last = messages[messages.length - 1]
@@ -430,3 +404,10 @@ const reader = (request: LanguageModel.ModelRequest): StreamReader => {
       })
   }
 }
+
+/** The output tool as Anthropic's tool definition. */
+const anthropicOutputTool = (output: LanguageModel.OutputFormat) => {
+  const { description, name, parameters } = outputTool(output)
+  return { name, description, input_schema: parameters }
+}
+

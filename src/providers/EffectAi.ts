@@ -25,6 +25,7 @@ import { Clock, Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { optionalSecret, optionalString } from "../internal/util/settings.js"
 import { failureFromStatus, MissingApiKey } from "./Http.js"
+import { outputText, outputTool } from "./outputTool.js"
 import * as StrictSchema from "./StrictSchema.js"
 
 /** Options of `layer`. */
@@ -63,7 +64,7 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
         let done = toolkits.get(tools)
         if (done === undefined) {
           const formed = forms === undefined ? Either.right({ tools, restore: (_: string, args: string) => args }) : forms(tools)
-          done = Either.map(formed, ({ restore, tools }) => ({ toolkit: toolkitOf(tools), restore }))
+          done = Either.map(formed, ({ restore, tools }) => ({ tools, toolkit: toolkitOf(tools), restore }))
           toolkits.set(tools, done)
         }
         return done
@@ -79,9 +80,10 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
             return Stream.fail(new LanguageModel.ModelRequestRejected({ message: tools.left.message, status: 400 }))
           }
           const state = { calls: 0 }
-          return model.streamText({ prompt: toPrompt(request), toolkit: tools.right.toolkit, disableToolCallResolution: true }).pipe(
+          const toolkit = withOutput(tools.right, request.output)
+          return model.streamText({ prompt: toPrompt(request), toolkit, disableToolCallResolution: true }).pipe(
             Stream.provideService(IdGenerator, idGenerator),
-            Stream.mapConcat((part) => toParts(part, tools.right.restore, state)),
+            Stream.mapConcat((part) => toParts(part, tools.right.restore, state, request.output)),
             Stream.catchAll((error) => Stream.fromEffect(Effect.flatMap(asFailure(options.provider, error), Effect.fail)))
           )
         },
@@ -93,16 +95,17 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
             }
             const response = yield* model.generateText({
               prompt: toPrompt(request),
-              toolkit: tools.right.toolkit,
+              toolkit: withOutput(tools.right, request.output),
               disableToolCallResolution: true
             }).pipe(Effect.provideService(IdGenerator, idGenerator))
-            return toTurn(response.content, tools.right.restore)
+            return toTurn(response.content, tools.right.restore, request.output)
           }).pipe(Effect.catchAll((error) => Effect.flatMap(asFailure(options.provider, error), Effect.fail)))
       })
     })
   )
 
 type Prepared = Either.Either<{
+  readonly tools: ReadonlyArray<{ readonly name: string; readonly description: string; readonly parameters: unknown }>
   readonly toolkit: AiToolkit.WithHandler<Record<string, AiTool.Any>>
   readonly restore: (name: string, args: string) => string
 }, StrictSchema.ToolSchemaRefused>
@@ -126,6 +129,13 @@ const toolkitOf = (
     handle: (name: string) => Effect.dieMessage(`tool ${name}: the pipeline runs tools, not @effect/ai`)
   } as unknown as AiToolkit.WithHandler<Record<string, AiTool.Any>>
 }
+
+/** The toolkit, with the typed output's tool when the request asks for one (the answer is its input). */
+const withOutput = (
+  prepared: { readonly tools: Parameters<typeof toolkitOf>[0]; readonly toolkit: AiToolkit.WithHandler<Record<string, AiTool.Any>> },
+  output: LanguageModel.OutputFormat | undefined
+): AiToolkit.WithHandler<Record<string, AiTool.Any>> =>
+  output === undefined ? prepared.toolkit : toolkitOf([...prepared.tools, outputTool(output)])
 
 /** Our conversation as `@effect/ai`'s prompt. */
 const toPrompt = (request: LanguageModel.ModelRequest): Prompt.RawInput => {
@@ -190,7 +200,8 @@ const finishReasons: Record<Response.FinishReason, LanguageModel.FinishReason> =
 /** `@effect/ai`'s response parts as our turn: texts joined, tool calls in order, usage and finish reason. */
 const toTurn = (
   content: ReadonlyArray<Response.AnyPart>,
-  restore: (name: string, args: string) => string
+  restore: (name: string, args: string) => string,
+  output: LanguageModel.OutputFormat | undefined
 ): LanguageModel.ModelTurn => {
   let text: string | undefined
   const toolCalls: Array<LanguageModel.ToolCall> = []
@@ -198,7 +209,9 @@ const toTurn = (
   let usage: LanguageModel.Usage = { inputTokens: 0, outputTokens: 0 }
   for (const part of content) {
     if (part.type === "text") text = (text ?? "") + part.text
-    else if (part.type === "tool-call" && !part.providerExecuted) {
+    else if (part.type === "tool-call" && output !== undefined && part.name === output.name) {
+      text = (text ?? "") + outputText(output, JSON.stringify(part.params))
+    } else if (part.type === "tool-call" && !part.providerExecuted) {
       toolCalls.push({ id: part.id, name: part.name, arguments: restore(part.name, JSON.stringify(part.params)) })
     } else if (part.type === "finish") {
       finishReason = finishReasons[part.reason]
@@ -213,7 +226,8 @@ const toTurn = (
 const toParts = (
   part: Response.AnyPart,
   restore: (name: string, args: string) => string,
-  state: { calls: number }
+  state: { calls: number },
+  output: LanguageModel.OutputFormat | undefined
 ): ReadonlyArray<LanguageModel.ModelPart> => {
   switch (part.type) {
     case "text-delta":
@@ -221,6 +235,9 @@ const toParts = (
     case "reasoning-delta":
       return part.delta === "" ? [] : [LanguageModel.ModelPart.ReasoningDelta({ text: part.delta })]
     case "tool-call":
+      if (output !== undefined && part.name === output.name) {
+        return [LanguageModel.ModelPart.TextDelta({ text: outputText(output, JSON.stringify(part.params)) })]
+      }
       if (part.providerExecuted) return []
       state.calls++
       return [LanguageModel.ModelPart.ToolCall({

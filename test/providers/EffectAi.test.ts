@@ -388,3 +388,25 @@ describe("a tool the provider's strict mode has no form for", () => {
       assert.deepStrictEqual(bedrock.toolsOf(server.received[0]!.body)[0]!.parameters, Tool.jsonSchema(tag).parameters)
     }))
 })
+
+describe("a typed final output through the adapter", () => {
+  const Status = Schema.Struct({ orderId: Schema.String, status: Schema.Literal("pending", "shipped") })
+
+  it.scoped("google: the model answers with the output tool; the run's value is the decoded answer, the tool offered beside the others", () =>
+    Effect.gen(function*() {
+      const google = cases.find((c) => c.provider === "google")!
+      const answerCall = {
+        candidates: [{
+          content: { parts: [{ functionCall: { name: "final_answer", args: { orderId: "ord-4821", status: "shipped" } } }], role: "model" },
+          finishReason: "STOP",
+          index: 0
+        }],
+        usageMetadata: { promptTokenCount: 90, candidatesTokenCount: 12, totalTokenCount: 102 }
+      }
+      const server = yield* fixtureServer([{ status: 200, body: answerCall }])
+      const typed = Agent.make({ name: "typed", tools: [lookupOrder], output: Status })
+      const result = yield* Agent.run(typed, prompt).pipe(Effect.provide(modelLayer(google.model, google.env(server.url))))
+      assert.deepStrictEqual(result.value, { orderId: "ord-4821", status: "shipped" })
+      assert.deepStrictEqual(google.toolsOf(server.received[0]!.body).map((t) => t.name), ["lookup_order", "final_answer"])
+    }))
+})
