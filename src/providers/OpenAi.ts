@@ -44,9 +44,7 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
     model: options.model,
     url: endpoint(options.baseUrl ?? defaultBaseUrl, "/chat/completions"),
     headers: { "content-type": "application/json" },
-    secretHeaders: options.apiKey === undefined
-      ? {}
-      : { authorization: Redacted.make(`Bearer ${Redacted.value(options.apiKey)}`) },
+    secretHeaders: bearer(options.apiKey),
     timeout: options.timeout,
     toBody: (request) => toBody(options, request),
     fromBody,
@@ -54,13 +52,20 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
     strict: options.strict === true ? "openai" : undefined
   })
 
+/** The `authorization` header of a key, when there is one (both OpenAI APIs). */
+export const bearer = (apiKey: Redacted.Redacted<string> | undefined): Record<string, Redacted.Redacted<string>> =>
+  apiKey === undefined ? {} : { authorization: Redacted.make(`Bearer ${Redacted.value(apiKey)}`) }
+
 /**
- * `layer` from the environment: `OPENAI_API_KEY` and `OPENAI_BASE_URL`. The key is required for the
- * default (OpenAI's) address; with a base URL of your own, it is sent only when set.
+ * An OpenAI API's layer from the environment: `OPENAI_API_KEY` and `OPENAI_BASE_URL`. The key is
+ * required for the default (OpenAI's) address; with a base URL of your own, it is sent only when set.
  */
-export const layerConfig = (
+export const fromEnvironment = <O extends { readonly model: string; readonly apiKey?: unknown; readonly baseUrl?: unknown }>(
+  make: (options: O) => Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient>
+) =>
+(
   model: string,
-  options?: Omit<Options, "model" | "apiKey" | "baseUrl">
+  options?: Omit<O, "model" | "apiKey" | "baseUrl">
 ): Layer.Layer<LanguageModel.LanguageModel, MissingApiKey, HttpClient.HttpClient> =>
   Layer.unwrapEffect(Effect.gen(function*() {
     const key = yield* optionalSecret("OPENAI_API_KEY")
@@ -68,8 +73,11 @@ export const layerConfig = (
     if (Option.isNone(key) && Option.isNone(baseUrl)) {
       return yield* new MissingApiKey({ variable: "OPENAI_API_KEY", provider: "openai" })
     }
-    return layer({ ...options, model, apiKey: Option.getOrUndefined(key), baseUrl: Option.getOrUndefined(baseUrl) })
+    return make({ ...options, model, apiKey: Option.getOrUndefined(key), baseUrl: Option.getOrUndefined(baseUrl) } as unknown as O)
   }))
+
+/** `layer` from the environment (`fromEnvironment`). */
+export const layerConfig = fromEnvironment(layer)
 
 // ---------------------------------------------------------------------------------------------
 // Wire format.
@@ -137,12 +145,14 @@ const WireUsage = Schema.Struct({
   })))
 })
 
-/** Our usage from the API's; `cached_tokens` (part of `prompt_tokens`) when it said. */
-const usageOf = (usage: typeof WireUsage.Type | null | undefined): LanguageModel.Usage => {
-  const counts = { inputTokens: usage?.prompt_tokens ?? 0, outputTokens: usage?.completion_tokens ?? 0 }
-  const cached = usage?.prompt_tokens_details?.cached_tokens
+/** Our usage from an OpenAI API's counts; the cached input tokens (part of the input's) when it said. */
+export const usageFrom = (input: number | undefined, output: number | undefined, cached: number | null | undefined): LanguageModel.Usage => {
+  const counts = { inputTokens: input ?? 0, outputTokens: output ?? 0 }
   return cached == null ? counts : { ...counts, cacheReadTokens: cached }
 }
+
+const usageOf = (usage: typeof WireUsage.Type | null | undefined): LanguageModel.Usage =>
+  usageFrom(usage?.prompt_tokens, usage?.completion_tokens, usage?.prompt_tokens_details?.cached_tokens)
 
 const ResponseBody = Schema.Struct({
   choices: Schema.NonEmptyArray(Schema.Struct({

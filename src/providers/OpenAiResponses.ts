@@ -8,11 +8,10 @@
  * calls they led to, as the API requires of a stateless conversation (design: The model side).
  */
 import type * as HttpClient from "@effect/platform/HttpClient"
-import { type Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { type Duration, type Layer, type Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
-import { optionalSecret, optionalString } from "../internal/util/settings.js"
-import { endpoint, eventDecoder, layerModel, MissingApiKey, type StreamReader, turnFromBody } from "./Http.js"
-import { defaultBaseUrl } from "./OpenAi.js"
+import { endpoint, eventDecoder, layerModel, type StreamReader, turnFromBody } from "./Http.js"
+import { bearer, defaultBaseUrl, fromEnvironment, usageFrom } from "./OpenAi.js"
 
 /** How to reach the API, and what to ask of a reasoning model. */
 export interface Options {
@@ -39,9 +38,7 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
     model: options.model,
     url: endpoint(options.baseUrl ?? defaultBaseUrl, "/responses"),
     headers: { "content-type": "application/json" },
-    secretHeaders: options.apiKey === undefined
-      ? {}
-      : { authorization: Redacted.make(`Bearer ${Redacted.value(options.apiKey)}`) },
+    secretHeaders: bearer(options.apiKey),
     timeout: options.timeout,
     toBody: (request) => toBody(options, request),
     fromBody,
@@ -49,18 +46,7 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
   })
 
 /** `layer` from the environment, as Chat Completions reads it: `OPENAI_API_KEY`, `OPENAI_BASE_URL`. */
-export const layerConfig = (
-  model: string,
-  options?: Omit<Options, "model" | "apiKey" | "baseUrl">
-): Layer.Layer<LanguageModel.LanguageModel, MissingApiKey, HttpClient.HttpClient> =>
-  Layer.unwrapEffect(Effect.gen(function*() {
-    const key = yield* optionalSecret("OPENAI_API_KEY")
-    const baseUrl = yield* optionalString("OPENAI_BASE_URL")
-    if (Option.isNone(key) && Option.isNone(baseUrl)) {
-      return yield* new MissingApiKey({ variable: "OPENAI_API_KEY", provider: "openai" })
-    }
-    return layer({ ...options, model, apiKey: Option.getOrUndefined(key), baseUrl: Option.getOrUndefined(baseUrl) })
-  }))
+export const layerConfig = fromEnvironment(layer)
 
 // ---------------------------------------------------------------------------------------------
 // Wire format.
@@ -129,11 +115,8 @@ const WireUsage = Schema.Struct({
   })))
 })
 
-const usageOf = (usage: typeof WireUsage.Type | null | undefined): LanguageModel.Usage => {
-  const counts = { inputTokens: usage?.input_tokens ?? 0, outputTokens: usage?.output_tokens ?? 0 }
-  const cached = usage?.input_tokens_details?.cached_tokens
-  return cached == null ? counts : { ...counts, cacheReadTokens: cached }
-}
+const usageOf = (usage: typeof WireUsage.Type | null | undefined): LanguageModel.Usage =>
+  usageFrom(usage?.input_tokens, usage?.output_tokens, usage?.input_tokens_details?.cached_tokens)
 
 const ReasoningItem = Schema.Struct({
   type: Schema.Literal("reasoning"),
