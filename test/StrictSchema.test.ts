@@ -10,6 +10,7 @@ import { Ajv } from "ajv"
 import { Either, Schema } from "effect"
 import { Tool } from "../src/index.js"
 import * as StrictSchema from "../src/providers/StrictSchema.js"
+import { Category } from "./support/recursiveSchema.js"
 
 type Json = Record<string, unknown>
 
@@ -173,14 +174,6 @@ describe("StrictSchema: the form each provider's strict mode accepts", () => {
   })
 
   it("a recursive schema: kept as $ref for openai, refused for anthropic and google naming tool, field and provider", () => {
-    interface Category {
-      readonly name: string
-      readonly sub: ReadonlyArray<Category>
-    }
-    const Category: Schema.Schema<Category> = Schema.Struct({
-      name: Schema.String,
-      sub: Schema.Array(Schema.suspend(() => Category))
-    }).annotations({ identifier: "Category" })
     const tree = Tool.make("file", { description: "Files it.", input: { under: Category }, output: Schema.String, timeout: "5 seconds" }, () => "ok")
     const tool = { name: "file", parameters: Tool.jsonSchema(tree).parameters }
     const openai = formOf("openai", tool)

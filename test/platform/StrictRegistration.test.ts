@@ -7,6 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Schedule, Schema } from "effect"
 import { LanguageModel, PlatformClient, PlatformServer, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
+import { Category } from "../support/recursiveSchema.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
 const agentOne = Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]])))
@@ -26,15 +27,6 @@ const platformOn = (provider: string, strict = true) =>
     Layer.provideMerge(policy),
     Layer.provide(agentOne)
   )
-
-interface Category {
-  readonly name: string
-  readonly sub: ReadonlyArray<Category>
-}
-const Category: Schema.Schema<Category> = Schema.Struct({
-  name: Schema.String,
-  sub: Schema.Array(Schema.suspend(() => Category))
-}).annotations({ identifier: "Category" })
 
 const file = Tool.make("file", { description: "Files it.", input: { under: Category }, timeout: "5 seconds" }, () => "filed")
 const tag = Tool.make("tag", {

@@ -6,11 +6,12 @@
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Layer, Redacted, Schedule, Schema, Stream, TestClock, Tracer } from "effect"
+import { Chunk, Effect, Fiber, Layer, Redacted, Schedule, Schema, Stream, TestClock } from "effect"
 import { Agent, Journal, LanguageModel, Timing, Tool } from "../../src/index.js"
 import * as Anthropic from "../../src/providers/Anthropic.js"
 import * as OpenAi from "../../src/providers/OpenAi.js"
 import { type FixtureServer, fixture, fixtureServer, type Reply, sseFixture } from "../support/fixtureServer.js"
+import { recordingTracer } from "../support/recordingTracer.js"
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
 
@@ -300,31 +301,7 @@ describe("reasoning and cached tokens, told and counted", () => {
 
   it.scoped("the chat span carries the cached token counts", () =>
     Effect.gen(function*() {
-      const spans: Array<{ name: string; attributes: Map<string, unknown> }> = []
-      const tracer = Tracer.make({
-        span: (name, parent, context, links, startTime, kind) => {
-          const attributes = new Map<string, unknown>()
-          spans.push({ name, attributes })
-          return {
-            _tag: "Span",
-            name,
-            spanId: `s${spans.length}`,
-            traceId: "t",
-            parent,
-            context,
-            status: { _tag: "Started", startTime },
-            attributes,
-            links,
-            sampled: true,
-            kind,
-            end: () => {},
-            attribute: (key, value) => void attributes.set(key, value),
-            event: () => {},
-            addLinks: () => {}
-          }
-        },
-        context: (f) => f()
-      })
+      const { spans, tracer } = recordingTracer()
       const server = yield* fixtureServer([sse("anthropic", "stream_tool_use"), sse("anthropic", "stream_text")])
       yield* Agent.run(agent, prompt).pipe(Effect.provide(modelOf("anthropic", server)), Effect.withTracer(tracer))
       const chats = spans.filter((s) => s.name.startsWith("chat"))

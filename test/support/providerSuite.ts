@@ -12,11 +12,11 @@ import {
   Logger,
   Schedule,
   Schema,
-  TestClock,
-  Tracer
+  TestClock
 } from "effect"
 import { Agent, Model, Timing, Tool } from "../../src/index.js"
 import { type FixtureServer, fixture, fixtureServer, type Reply } from "./fixtureServer.js"
+import { recordingTracer } from "./recordingTracer.js"
 
 export interface ProviderCase {
   readonly provider: "anthropic" | "openai"
@@ -199,31 +199,7 @@ export const providerSuite = (c: ProviderCase) => {
           reply(401, c.fixtures.auth)
         ])
         const logs: Array<string> = []
-        const spans: Array<{ name: string; attributes: Map<string, unknown> }> = []
-        const tracer = Tracer.make({
-          span: (name, parent, context, links, startTime, kind) => {
-            const attributes = new Map<string, unknown>()
-            spans.push({ name, attributes })
-            return {
-              _tag: "Span",
-              name,
-              spanId: `s${spans.length}`,
-              traceId: "t",
-              parent,
-              context,
-              status: { _tag: "Started", startTime },
-              attributes,
-              links,
-              sampled: true,
-              kind,
-              end: () => {},
-              attribute: (key, value) => void attributes.set(key, value),
-              event: () => {},
-              addLinks: () => {}
-            }
-          },
-          context: (f) => f()
-        })
+        const { spans, tracer } = recordingTracer()
         const fiber = yield* Agent.run(agent, prompt).pipe(
           Effect.provide(modelLayer(c.env(server.url))),
           Effect.flip,
