@@ -12,6 +12,7 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Clock, Duration, Effect, Either, Layer, Option, ParseResult, Redacted, Schema, Stream } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
+import * as Json from "../internal/util/json.js"
 import * as StrictSchema from "./StrictSchema.js"
 
 /** A provider's API key is not configured. */
@@ -183,6 +184,7 @@ const parseBody = (
       new LanguageModel.ModelError({ message: `${provider}: HTTP ${status} with an empty body`, transient: false, status })
     )
   }
+  if (Json.textDeeperThan(text, Json.defaultLimits.maxDepth)) return Effect.fail(tooDeep(provider, "body", status))
   try {
     return Effect.succeed(JSON.parse(text))
   } catch (error) {
@@ -240,12 +242,24 @@ export const turnFromBody = <A, I>(
  * A provider's stream event decoder: the event's JSON decoded against `schema`; data that is not
  * JSON, or not the API's shape, is a non-transient `ModelError` saying what is wrong.
  */
+/**
+ * A provider's answer nested deeper than the pipeline takes any value (`Json.defaultLimits`), refused
+ * from its text before it is parsed or decoded (deep values overflow the stack of both), not retried.
+ */
+const tooDeep = (provider: string, what: string, status?: number): LanguageModel.ModelError =>
+  new LanguageModel.ModelError({
+    message: `${provider}: a ${what} nested deeper than ${Json.defaultLimits.maxDepth} levels, refused unread`,
+    transient: false,
+    ...(status === undefined ? {} : { status })
+  })
+
 export const eventDecoder = <A, I>(
   provider: string,
   schema: Schema.Schema<A, I>
 ): (data: string) => A | LanguageModel.ModelError => {
   const decode = Schema.decodeUnknownEither(schema, { errors: "all" })
   return (data) => {
+    if (Json.textDeeperThan(data, Json.defaultLimits.maxDepth)) return tooDeep(provider, "stream event")
     let json: unknown
     try {
       json = JSON.parse(data)

@@ -8,7 +8,7 @@
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, ConfigProvider, Effect, Fiber, Layer, Schedule, Schema, Stream, TestClock } from "effect"
+import { Cause, Chunk, ConfigProvider, Effect, Fiber, Layer, Schedule, Schema, Stream, TestClock } from "effect"
 import { Agent, Model, Timing, Tool } from "../../src/index.js"
 import { fixture, fixtureServer, type FixtureServer, type Reply, sseFixture } from "../support/fixtureServer.js"
 
@@ -128,5 +128,26 @@ describe("openai-responses: the Responses API", () => {
       const error = yield* Effect.flip(Agent.run(plain, prompt).pipe(Effect.provide(modelOf(server))))
       assert.strictEqual(error._tag, "ModelAuthError")
       assert.strictEqual(error.message, `openai: HTTP 401: ${fixture("openai/error_authentication.json").error.message}`)
+    }))
+})
+
+describe("a provider's answer nested 100,000 deep", () => {
+  const deep = "[".repeat(100_000) + "]".repeat(100_000)
+
+  it.scoped("in a stream event or a whole body: the run fails with a typed, non-transient ModelError, no defect", () =>
+    Effect.gen(function*() {
+      const plain = Agent.make({ name: "plain", tools: [] })
+      const event = `event: response.output_item.done\ndata: {"type":"response.output_item.done","item":${deep}}\n\n`
+      const server = yield* fixtureServer([{ status: 200, sse: event }, { status: 200, text: `{"output":${deep}}` }])
+      for (const what of ["stream event", "body"]) {
+        const exit = yield* Effect.exit(Agent.run(plain, prompt).pipe(Effect.provide(modelOf(server))))
+        assert.strictEqual(exit._tag, "Failure")
+        const error = exit._tag === "Failure" ? Cause.failureOption(exit.cause) : undefined
+        assert.isTrue(error !== undefined && error._tag === "Some", `${what}: ${exit._tag === "Failure" ? Cause.pretty(exit.cause).slice(0, 300) : ""}`)
+        if (error?._tag !== "Some") return
+        assert.strictEqual(error.value._tag, "ModelError")
+        assert.match(error.value.message, new RegExp(`^openai: a ${what} nested deeper than 128 levels, refused unread`))
+      }
+      assert.strictEqual(server.received.length, 2)
     }))
 })
