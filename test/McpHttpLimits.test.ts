@@ -110,7 +110,7 @@ describe("Mcp over HTTP: the body limit", () => {
     Effect.gen(function*() {
       const port = yield* mcpServer(toolkit)
       const total = scale(24, 100) * MiB
-      const before = memoryAfterGc().rss
+      const before = (yield* memoryAfterGc).rss
       const chunked = yield* Effect.promise(() => postHuge(port, total, false))
       // Without a collection first: what the server held while reading counts.
       const growth = process.memoryUsage().rss / MiB - before
@@ -188,14 +188,14 @@ describe("Mcp over HTTP: the session cap", () => {
       const calls = scale(1_000, 5_000)
       const port = yield* mcpServer(toolkit, undefined, { maxSessions: cap })
       const statuses = new Map<number, number>()
-      const start = memoryAfterGc()
+      const start = yield* memoryAfterGc
       let atCap = start
       for (let i = 0; i < calls; i++) {
         const { status } = yield* post(port, initialize)
         statuses.set(status, (statuses.get(status) ?? 0) + 1)
-        if (i === cap - 1) atCap = memoryAfterGc()
+        if (i === cap - 1) atCap = yield* memoryAfterGc
       }
-      const end = memoryAfterGc()
+      const end = yield* memoryAfterGc
       assert.deepStrictEqual(Object.fromEntries(statuses), { 200: cap, 503: calls - cap })
       const mb = (n: number) => `${n >= 0 ? "+" : ""}${n.toFixed(1)} MB`
       const growth = `heap ${mb(atCap.heap - start.heap)} to the cap, ${mb(end.heap - atCap.heap)} past it; ` +
