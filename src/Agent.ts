@@ -5,10 +5,11 @@
  * a turn's calls (`turn.ts`, `call.ts`), journaled replay (`replay.ts`, `journaledCall.ts`, `open.ts`),
  * approvals (`approvals.ts`), a run's state (`run.ts`) and its data (`types.ts`).
  */
-import { Cause, Clock, Duration, Effect, type Layer, Mailbox, Option, Stream } from "effect"
+import { Cause, Clock, Duration, Effect, type Layer, Mailbox, Option, type Schema, Stream } from "effect"
 import * as Builtins from "./Builtins.js"
 import { loop, traced } from "./internal/agent/loop.js"
 import { outputSpec } from "./internal/agent/output.js"
+import * as SubAgent from "./internal/agent/subAgent.js"
 import {
   type Agent,
   type AgentError,
@@ -27,10 +28,12 @@ import type * as LanguageModel from "./LanguageModel.js"
 import type * as Tool from "./Tool.js"
 import type { ToolContext } from "./ToolContext.js"
 
+export type { AsToolOptions } from "./internal/agent/subAgent.js"
 export {
   type Agent,
   type AgentError,
   AgentEvent,
+  ApprovalHop,
   type Completion,
   type HostOptions,
   MaxStepsExceeded,
@@ -57,10 +60,14 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any>, A = never>(
   options: Options<Tools, A>
 ): Agent<Tool.Requirements<Tools[number]>, A> => {
   const completion = options.completion ?? "implicit"
+  const handoffs = new Map((options.handoffs ?? []).map((to) => [SubAgent.transferName(to), to] as const))
+  const transfers = [...handoffs.keys()].map((name) => SubAgent.transfer(name, handoffs.get(name)!))
+  const tools = completion === "explicit" ? [...options.tools, Builtins.taskComplete, Builtins.askUser] : options.tools
   return {
     [TypeId]: { _R: (_: never) => _, _A: (_: never) => _ },
     name: options.name ?? "agent",
-    tools: completion === "explicit" ? [...options.tools, Builtins.taskComplete, Builtins.askUser] : options.tools,
+    tools: transfers.length === 0 ? tools : [...tools, ...transfers],
+    handoffs,
     instructions: options.instructions,
     toolExecution: options.toolExecution ?? "concurrent",
     maxConcurrency: options.maxConcurrency,
@@ -179,10 +186,30 @@ const decide = (runId: string, toolCallId: string, approved: boolean, reason: st
   Effect.gen(function*() {
     const journal = yield* Journal.Journal
     const now = yield* Clock.currentTimeMillis
-    const decided = yield* journal.decide(runId, toolCallId, { approved, reason, now })
+    const decision = { approved, reason, now }
+    // A call of a sub-agent: the ids of the calls down to it, the last one the call's own in the child run.
+    const below = toolCallId.lastIndexOf("/")
+    const decided = (yield* journal.decide(runId, toolCallId, decision)) ||
+      below > 0 && (yield* journal.decide(SubAgent.childRunId(runId, toolCallId.slice(0, below)), toolCallId.slice(below + 1), decision))
     if (!decided) return yield* new NoPendingApproval({ runId, toolCallId })
     yield* Effect.logInfo(`run ${runId}: call ${toolCallId} ${approved ? "approved" : "denied"}`)
   })
+
+/**
+ * An agent as a tool of another (design: Agents that call agents): the calling model gives it a prompt (or
+ * `input`), and its run is a child of the calling run, in the same journal, under the id
+ * `<parent run id>/<call id>`; its output (its typed `value`, with an `output` Schema) is the call's result, its
+ * failure the call's error. The call's timeout bounds the child run; a call budget of the root counts the child's
+ * calls. A call in the child that needs approval suspends the whole tree: the root's `RunSuspended` lists it
+ * with its path, `Agent.approve(rootRunId, "<call id>/<child call id>")` decides exactly that call, and
+ * `Agent.resume` on the root goes on with the child where it stopped.
+ */
+export const asTool: <R, A, I extends Schema.Struct.Fields | Schema.Schema<any, any, never> = {
+  readonly prompt: typeof Schema.String
+}>(
+  agent: Agent<R, A>,
+  options: SubAgent.AsToolOptions<I>
+) => Tool.Tool<string, Tool.InputOf<I>, unknown, AgentError | UnknownRun, R | LanguageModel.LanguageModel> = SubAgent.asTool
 
 /** For callers outside Effect: runs the agent with `layer` providing the model and the tools' services. */
 export const runPromise = <R, E, A = never>(

@@ -8,7 +8,7 @@ import type * as Journal from "../../Journal.js"
 import type * as LanguageModel from "../../LanguageModel.js"
 import type { ToolResult } from "../../ToolResult.js"
 import type * as Pipeline from "../call/pipeline.js"
-import type { Run } from "./run.js"
+import { awaitingApproval, type Run } from "./run.js"
 
 /**
  * Runs a journaled call: journaled as started first (unless it was already), its outcome journaled
@@ -28,7 +28,12 @@ export const runJournaled = (
       ? journal.callStarted(run.runId, { toolCallId: call.id, name: call.name, arguments: call.arguments, deadlineAt })
       : Effect.void,
     // The journal's outcome is the call's: the first writer's, should another process have run it too.
-    Effect.flatMap(admitted.run({ deadlineAt, approved }), (result) => journal.callEnded(run.runId, call.id, result))
+    // A sub-agent's call whose child run suspended has no outcome yet: it waits with the run (design: Agents that
+    // call agents), and is taken up again on resume.
+    Effect.flatMap(
+      admitted.run({ deadlineAt, approved }),
+      (result) => run.nested.has(call.id) ? Effect.succeed(awaitingApproval) : journal.callEnded(run.runId, call.id, result)
+    )
   )
   return admitted.keep(started)
 }

@@ -13,7 +13,7 @@ import { type TurnHook, TurnHooks } from "../hooks/turn.js"
 import { ask } from "./modelTurn.js"
 import { open } from "./open.js"
 import { retryText } from "./output.js"
-import { Run } from "./run.js"
+import { CurrentRun, Run, subAgentTools } from "./run.js"
 import { listening } from "../util/tracing.js"
 import { prepareWorkers } from "../worker/prepare.js"
 import { execute, toMessage } from "./turn.js"
@@ -26,6 +26,7 @@ import {
   OutputInvalid,
   type RunResult,
   type Start,
+  type ToolCallRecord,
   UnknownRun
 } from "./types.js"
 
@@ -90,7 +91,19 @@ export const loop = (
     }
     const { model, policy, tracing, turnHooks } = services
     const { journaled, runId } = opened
-    const state = new Run(runId, agent, toolkit, model, policy.modelRetry, tracing, turnHooks, opened.prompt, emit, journaled)
+    const state = new Run(
+      runId,
+      agent,
+      toolkit,
+      model,
+      policy.modelRetry,
+      tracing,
+      turnHooks,
+      opened.prompt,
+      emit,
+      journaled,
+      start.shared
+    )
     // The run's span (`invoke_agent`), on OpenTelemetry's GenAI conventions: the conversation is the run.
     if (tracing) {
       yield* Effect.annotateCurrentSpan({
@@ -110,9 +123,11 @@ export const loop = (
       const said: LanguageModel.Message = turn.reasoning === undefined
         ? { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls }
         : { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls, reasoning: turn.reasoning }
+      // The agent that holds the run now: the one it started with, or the one a handoff gave it to.
+      const holder = state.agent
       if (turn.toolCalls.length === 0) {
-        if (agent.completion === "implicit") {
-          const output = agent.output
+        if (holder.completion === "implicit") {
+          const output = holder.output
           if (output === undefined) return yield* state.finish(turn.text ?? "", step)
           const decoded = output.decode(turn.text ?? "")
           if (Either.isRight(decoded)) return yield* state.finish(turn.text ?? "", step, decoded.right)
@@ -126,12 +141,15 @@ export const loop = (
         state.messages = [...state.messages, said, { _tag: "UserMessage", text: Builtins.reminder }]
         continue
       }
-      const records = yield* execute(state, step, turn.toolCalls)
-      // Calls waiting for approval: their turn's other outcomes are journaled; the run stops here.
-      if (state.pending.length > 0) return yield* state.suspend()
+      const calls = execute(state, step, turn.toolCalls)
+      // A sub-agent's body finds the run it is called from (design: Agents that call agents).
+      const records = yield* (hasSubAgents(state.toolkit) ? Effect.provideService(calls, CurrentRun, state) : calls)
+      // Calls waiting for approval, here or in a sub-agent: their turn's other outcomes are journaled; the run stops here.
+      if (state.waiting) return yield* state.suspend()
       state.records.push(...records)
-      state.messages = [...state.messages, said, ...records.map(toMessage(toolkit))]
-      if (agent.completion === "explicit") {
+      state.messages = [...state.messages, said, ...records.map(toMessage(state.toolkit))]
+      if (yield* handOver(state, holder, records)) continue
+      if (holder.completion === "explicit") {
         // A task_complete beside other calls ends the run once they have all finished (design: Built-ins).
         const complete = records.find((r) => r.name === Builtins.taskCompleteName && r.result.success)
         if (complete !== undefined) return yield* state.finish(complete.result.value as string, step)
@@ -139,6 +157,34 @@ export const loop = (
     }
     return yield* new MaxStepsExceeded({ maxSteps: agent.maxSteps, partial: state.result("", agent.maxSteps) })
   })
+
+/**
+ * A handoff (design: Agents that call agents): when the model called a `transfer_to_<name>` tool of the agent
+ * that holds the run, the run goes on as that agent. Replayed from the journal the same way, so a resume goes
+ * on with the agent that held the run.
+ */
+const handOver = (state: Run, holder: Agent<any, any>, records: ReadonlyArray<ToolCallRecord>) =>
+  Effect.gen(function*() {
+    const handoff = records.find((r) => r.result.success && holder.handoffs.has(r.name))
+    if (handoff === undefined) return false
+    const next = holder.handoffs.get(handoff.name)!
+    state.agent = next
+    state.toolkit = yield* toolkitOf(next)
+    yield* prepareWorkers(state.toolkit.tools)
+    return true
+  })
+
+const withSubAgents = new WeakMap<Toolkit.Toolkit, boolean>()
+
+/** Whether a toolkit has a tool that runs an agent (`Agent.asTool`). */
+const hasSubAgents = (toolkit: Toolkit.Toolkit): boolean => {
+  let known = withSubAgents.get(toolkit)
+  if (known === undefined) {
+    known = toolkit.tools.some((tool) => subAgentTools.has(tool))
+    withSubAgents.set(toolkit, known)
+  }
+  return known
+}
 
 /** What a run reads from its fiber, in one step rather than one a service (a run's start is on the hot path). */
 const runServices = Effect.withFiberRuntime<{

@@ -12,7 +12,7 @@ import * as Pipeline from "../call/pipeline.js"
 import { approve } from "./approvals.js"
 import { type Arguments, startCall } from "./call.js"
 import { journalOutcome, runJournaled } from "./journaledCall.js"
-import type { Run } from "./run.js"
+import { type Run, subAgentTools } from "./run.js"
 import { AgentEvent } from "./types.js"
 
 /**
@@ -67,6 +67,9 @@ const replay = (
     return Effect.flatMap(Pipeline.awaitStarted(reused), (result) => journalOutcome(run, call, result, known))
   }
   if (known !== undefined) {
+    // A sub-agent's call goes on with its child run, journaled itself, for a whole timeout again: the time the
+    // run stood suspended or stopped does not count (design: Agents that call agents).
+    if (subAgentTools.has(tool)) return runJournaled(run, admitted, call, now + Duration.toMillis(tool.timeout), false, false)
     // It started before the run stopped; whether it had its effect is unknown (design: Interruption and shutdown).
     if (tool.idempotent && !run.journaled!.rerunUnfinished) {
       const unknown = ToolResult.failure(new OutcomeUnknown({ toolName: tool.name, earlierAttempt: "unfinished" }))

@@ -3,7 +3,7 @@
  * approvals its turn waits for; how it ends (finished, suspended) and how it tells of durable-run events.
  * The parts of the loop (`modelTurn`, `turn`, `replay`, `approvals`) work on it.
  */
-import { Clock, Effect, Option, Schema } from "effect"
+import { Clock, Context, Effect, Option, Schema } from "effect"
 import type * as Journal from "../../Journal.js"
 import type * as LanguageModel from "../../LanguageModel.js"
 import type { Timing } from "../../Timing.js"
@@ -18,6 +18,7 @@ import {
   AgentEvent,
   type Emit,
   type OutputSpec,
+  type PendingApproval,
   type RunResult,
   RunSuspended,
   type ToolCallRecord
@@ -26,9 +27,22 @@ import {
 /** The result of a call waiting for approval: never recorded, never shown to the model. */
 export const awaitingApproval = ToolResult.failure("awaiting approval")
 
+/**
+ * The run whose turn is making its calls, while the agent has sub-agents (design: Agents that call agents): a
+ * sub-agent's body reads it to link its child run (the root's hook state) and to tell it of approvals the child
+ * waits for.
+ */
+export class CurrentRun extends Context.Tag("agent-tools/Agent/CurrentRun")<CurrentRun, Run>() {}
+
+/** The tools that run an agent (`Agent.asTool`): taken up again on resume, they go on with their child run. */
+export const subAgentTools = new WeakSet<object>()
+
 /** The state of one run: its messages, records, usage and idempotency cache (design: Per-run reuse), owned by the run. */
 export class Run {
   messages: ReadonlyArray<LanguageModel.Message>
+  /** The agent that holds the run: the one it started with, or the one a handoff gave it to. */
+  agent: Agent<any, any>
+  toolkit: Toolkit.Toolkit
   readonly records: Array<ToolCallRecord> = []
   readonly usage: { -readonly [K in keyof LanguageModel.Usage]: LanguageModel.Usage[K] } = { inputTokens: 0, outputTokens: 0 }
   /** Final answers in a row that did not decode with the agent's output Schema. */
@@ -37,16 +51,24 @@ export class Run {
   readonly outcomes = new Reuse.Outcomes({ joinInFlight: true })
   /** How many calls of a turn may run at once: 1 when sequential. */
   readonly limit: number
-  /** What hooks keep for this run (a call budget's counts): it goes when the run does. */
-  readonly hookState = new RunState()
+  /**
+   * What hooks keep for this run (a call budget's counts): it goes when the run does. A sub-agent's run shares its
+   * root's: a budget counts every call of the tree.
+   */
+  readonly hookState: RunState
   /** The approvals this turn's calls wait for (design: Durable runs): the run suspends after the turn. */
   readonly pending: Array<Omit<Journal.Approval, "decision" | "reason">> = []
+  /**
+   * The approvals this turn's sub-agent calls wait for, in their child runs (journaled there): by the call, the
+   * child's pending approvals. The run suspends after the turn too, and its `RunSuspended` lists them.
+   */
+  readonly nested = new Map<string, { readonly toolName: string; readonly pending: ReadonlyArray<PendingApproval> }>()
 
   constructor(
     /** The run's id: the task id its tool calls carry (per-run budgets and logs key on it). */
     readonly runId: string,
-    readonly agent: Agent<any, any>,
-    readonly toolkit: Toolkit.Toolkit,
+    agent: Agent<any, any>,
+    toolkit: Toolkit.Toolkit,
     readonly model: LanguageModel.LanguageModel["Type"],
     readonly modelRetry: Timing["Type"]["modelRetry"],
     readonly tracing: boolean,
@@ -54,8 +76,13 @@ export class Run {
     prompt: string,
     readonly emit: Emit | undefined,
     /** Its journal, when it has one (design: Durable runs). */
-    readonly journaled: Journaled | undefined
+    readonly journaled: Journaled | undefined,
+    /** A sub-agent's run: its root's hook state. */
+    hookState: RunState | undefined
   ) {
+    this.agent = agent
+    this.toolkit = toolkit
+    this.hookState = hookState ?? new RunState()
     this.messages = [{ _tag: "UserMessage", text: prompt }]
     this.limit = agent.toolExecution === "sequential" ? 1 : agent.maxConcurrency ?? Infinity
   }
@@ -101,14 +128,33 @@ export class Run {
     )
   }
 
-  /** Suspends the run on the approvals its last turn asked for: journaled, then `Suspended`, then `RunSuspended`. */
+  /** Whether the turn's calls wait for approvals, here or in a sub-agent's run. */
+  get waiting(): boolean {
+    return this.pending.length > 0 || this.nested.size > 0
+  }
+
+  /**
+   * Suspends the run on the approvals its last turn asked for: journaled, then `Suspended`, then `RunSuspended`,
+   * which lists its own calls' and, a hop further down each, its sub-agents' (journaled in their runs).
+   */
   suspend(): Effect.Effect<never, RunSuspended> {
-    const pending = this.pending.map((p) => ({
+    const pending: Array<PendingApproval> = this.pending.map((p) => ({
       toolCallId: p.toolCallId,
       toolName: p.toolName,
       input: JSON.parse(p.input) as unknown,
-      expiresAt: p.expiresAt
+      expiresAt: p.expiresAt,
+      path: [{ runId: this.runId, toolCallId: p.toolCallId, toolName: p.toolName }]
     }))
+
+    for (const [toolCallId, { pending: below, toolName }] of this.nested) {
+      for (const p of below) {
+        pending.push({
+          ...p,
+          toolCallId: `${toolCallId}/${p.toolCallId}`,
+          path: [{ runId: this.runId, toolCallId, toolName }, ...p.path]
+        })
+      }
+    }
     return this.journaled!.journal.suspended(this.runId, this.pending).pipe(
       Effect.zipRight(this.note(AgentEvent.Suspended({ runId: this.runId, pending }))),
       Effect.zipRight(Effect.fail(new RunSuspended({ runId: this.runId, pending })))

@@ -7,6 +7,7 @@ import * as LanguageModel from "../../LanguageModel.js"
 import type * as Tool from "../../Tool.js"
 import type * as Toolkit from "../../Toolkit.js"
 import { ToolResultFromJson } from "../../ToolResult.js"
+import type { RunState } from "../hooks/tool.js"
 
 /** Identifies an `Agent` value at run time. */
 export const TypeId: unique symbol = Symbol.for("agent-tools/Agent")
@@ -47,6 +48,12 @@ export interface Options<Tools extends ReadonlyArray<Tool.Any>, A = never> {
   readonly output?: Schema.Schema<A, any, never> | undefined
   /** How many answers that do not decode go back to the model before the run fails. Default 2. */
   readonly outputRetries?: number | undefined
+  /**
+   * Agents this one may hand the run over to (design: Agents that call agents): each gives the model a
+   * `transfer_to_<name>` tool; called, the run goes on as that agent (its instructions and tools) with the
+   * conversation so far. Journaled like any turn: a resume goes on with the agent that held the run.
+   */
+  readonly handoffs?: ReadonlyArray<Agent<any, any>> | undefined
 }
 
 /** How a run checks its typed final output: the format asked of the model, the decoder, the retries. */
@@ -71,6 +78,8 @@ export interface Agent<R = never, A = never> {
   readonly approvalExpiry: Duration.Duration
   /** Its typed final output, when it has one. */
   readonly output: OutputSpec | undefined
+  /** The agents it may hand the run over to, by the name of the tool that does it (`transfer_to_<name>`). */
+  readonly handoffs: ReadonlyMap<string, Agent<any, any>>
 }
 
 /** What a run of an agent gives: its record, and with a typed output the decoded `value`. */
@@ -128,14 +137,32 @@ export class OutputInvalid extends Schema.TaggedError<OutputInvalid>("agent-tool
   }
 }
 
+/** One hop from a run down to a call that waits for approval: the call of that run (a sub-agent's, or the call itself). */
+export const ApprovalHop = Schema.Struct({
+  runId: Schema.String,
+  toolCallId: Schema.String,
+  toolName: Schema.String
+})
+/** One hop from a run down to a call that waits for approval. */
+export type ApprovalHop = typeof ApprovalHop.Type
+
 /** A call a suspended run waits to have approved or denied (design: Durable runs). */
 export const PendingApproval = Schema.Struct({
+  /**
+   * What `Agent.approve` / `Agent.deny` take, with the id of the run that suspended: the call's own id, or for a
+   * call of a sub-agent the ids of the calls down to it, joined by `/` (`"call_1/call_7"`).
+   */
   toolCallId: Schema.String,
   toolName: Schema.String,
   /** The decoded input, as JSON. */
   input: Schema.Unknown,
   /** Epoch milliseconds: no decision counts at or after it. */
-  expiresAt: Schema.Number
+  expiresAt: Schema.Number,
+  /**
+   * Where the call is in the tree of runs: the run that suspended, its sub-agent call, the child run, ..., the
+   * call itself (one hop for a call of the run's own).
+   */
+  path: Schema.Array(ApprovalHop)
 })
 /** A call a suspended run waits to have approved or denied. */
 export type PendingApproval = typeof PendingApproval.Type
@@ -245,7 +272,15 @@ export interface HostOptions {
 /** Tells a run's observer each `AgentEvent`, synchronously and in order. */
 export type Emit = (event: AgentEvent) => void
 
-/** How a run starts: new (a prompt, maybe its id; a host's task), or resumed from the journal. */
+/**
+ * How a run starts: new (a prompt, maybe its id; a host's task), or resumed from the journal. A sub-agent's run
+ * shares its root's hook state (`shared`: a call budget counts the whole tree).
+ */
 export type Start =
-  | { readonly prompt: string; readonly runId?: string | undefined; readonly host?: HostOptions | undefined }
-  | { readonly resume: string }
+  | {
+    readonly prompt: string
+    readonly runId?: string | undefined
+    readonly host?: HostOptions | undefined
+    readonly shared?: RunState | undefined
+  }
+  | { readonly resume: string; readonly shared?: RunState | undefined }
