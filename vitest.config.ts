@@ -8,6 +8,7 @@ import { defineConfig } from "vitest/config"
 export const slow = [
   "test/platform/Crash.test.ts",
   "test/AgentCrash.test.ts",
+  "test/SubAgentCrash.test.ts",
   "test/platform/Shutdown.test.ts",
   "test/main.test.ts",
   "test/WorkerPool.test.ts",

@@ -1,0 +1,167 @@
+/**
+ * A tree of agent runs proven by killing the process (design: Agents that call agents, Durable runs): a root run
+ * that calls a sub-agent twice at once, each of which calls another (3 levels, 5 runs), runs in a child process
+ * (test/support/agentTreeChild.ts) killed with SIGKILL at a random point, 1 to 3 times a round; a new process
+ * with the same SQLite journal resumes the root, until one runs the tree to its end.
+ *
+ * Per round: the root ends with the output of an uncrashed tree, and every run of the tree ended in the journal.
+ * A process asks the model only for turns the journal did not hold for that run when it started, at every
+ * depth. An idempotent side effect (`charge`, per key) happens at most once; a non-idempotent one (`note`) at
+ * least once.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer } from "effect"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Journal } from "../src/index.js"
+import { bundleChild, type Child, startBundled } from "./support/childProcess.js"
+import { record, scale } from "./support/figures.js"
+
+const rounds = Number(process.env.ROUNDS ?? "") || scale(20, 100)
+
+/** The runs of the tree by what their model is asked as (`<agent>|<prompt>`), from the root's id. */
+const runsOf = (root: string): ReadonlyMap<string, string> =>
+  new Map([
+    [`root|tree ${root}`, root],
+    ["mid|part A", `${root}/m1`],
+    ["mid|part B", `${root}/m2`],
+    ["leaf|part A leaf", `${root}/m1/l1`],
+    ["leaf|part B leaf", `${root}/m2/l1`]
+  ])
+
+/** What a charge left unfinished by a kill reads: its effect happened at most once. */
+const unknown = "charge: the earlier attempt did not finish; its outcome is unknown"
+
+/** An output with every charge's answer, an outcome or "unknown", made the same. */
+const charged = (output: string) => output.replaceAll(unknown, "charge").replace(/\\*"charged-part [AB] leaf\\*"/g, "charge")
+
+/** `<words...> <pid>` lines of a log. */
+const readLog = (file: string) =>
+  readFileSync(file, "utf8").split("\n").filter((l) => l !== "").map((line) => {
+    const words = line.split(" ")
+    return { words: words.slice(0, -1), pid: Number(words[words.length - 1]) }
+  })
+
+/** How many turns each run of the tree had journaled (Infinity: it ended). */
+const journaledTurns = (journal: Journal.Journal["Type"], runIds: ReadonlyArray<string>) =>
+  Effect.map(
+    Effect.forEach(runIds, (runId) => Effect.orDie(journal.run(runId))),
+    (runs) =>
+      new Map(runIds.map((runId, i) => {
+        const run = runs[i]
+        return [runId, run === undefined ? 0 : Journal.isOpen(run) ? run.turns.length : Infinity] as const
+      }))
+  )
+
+describe("a tree of agent runs under SIGKILL", () => {
+  it.live(`SQLite: ${rounds} rounds of kills and resumes of a 3-level tree`, () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "agent-tools-tree-crash-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const bundle = yield* Effect.promise(() => bundleChild("test/support/agentTreeChild.ts", dir))
+      const filename = join(dir, "journal.sqlite")
+      const journal = Context.get(yield* Layer.build(Journal.layerSql({ filename })), Journal.Journal)
+      const start = (runId: string, mode: "run" | "resume", files: { asks: string; effects: string }) =>
+        startBundled(bundle, { JOURNAL_DB: filename, RUN_ID: runId, MODE: mode, ASKS_FILE: files.asks, EFFECTS_FILE: files.effects })
+      const logs = (name: string) => {
+        const files = { asks: join(dir, `${name}.asks`), effects: join(dir, `${name}.effects`) }
+        writeFileSync(files.asks, "")
+        writeFileSync(files.effects, "")
+        return files
+      }
+      const outputOf = (child: Child) => child.lines.find((l) => l.startsWith("output "))?.slice("output ".length)
+
+      // The uncrashed tree: its output (the root's id taken out), its asks, how long it takes once ready.
+      const referenceFiles = logs("reference")
+      const reference = start("reference", "run", referenceFiles)
+      yield* Effect.promise(() => reference.waitFor("ready", 60_000))
+      const readyAt = performance.now()
+      yield* Effect.promise(() => reference.waitFor("output ", 60_000))
+      const span = performance.now() - readyAt
+      assert.strictEqual(yield* Effect.promise(() => reference.exited), 0)
+      const expected = outputOf(reference)!
+      const referenceAsks = readLog(referenceFiles.asks).length
+      assert.strictEqual(referenceAsks, 2 + 2 * 2 + 2 * 3, "the uncrashed tree asks each turn of each run once")
+
+      let processes = 0
+      let kills = 0
+      let asked = 0
+      let distinct = 0
+      let charges = 0
+      let notes = 0
+      let unknowns = 0
+      const startedAt = performance.now()
+      for (let round = 1; round <= rounds; round++) {
+        const root = `round-${round}`
+        const runs = runsOf(root)
+        const runIds = [...runs.values()]
+        const files = logs(root)
+        const killsHere = 1 + Math.floor(Math.random() * 3)
+        // What the journal held for each run as each process started, by pid.
+        const before = new Map<number, ReadonlyMap<string, number>>()
+        let found = yield* journaledTurns(journal, runIds)
+        let output: string | undefined
+        for (let p = 0; p <= killsHere; p++) {
+          const child = start(root, p === 0 ? "run" : "resume", files)
+          before.set(child.process.pid!, found)
+          processes++
+          assert.isDefined(yield* Effect.promise(() => child.waitFor("ready", 60_000)), `${root}: process ${p + 1} opened the journal`)
+          if (p < killsHere) {
+            yield* Effect.sleep(Math.floor(Math.random() * span * 1.2))
+            child.process.kill("SIGKILL")
+            yield* Effect.promise(() => child.exited)
+            found = yield* journaledTurns(journal, runIds)
+            kills++
+          } else {
+            yield* Effect.promise(() => child.waitFor("output ", 60_000))
+            const code = yield* Effect.promise(() => child.exited)
+            output = outputOf(child)
+            assert.isDefined(output, `${root}: the last process ran the tree to its end (exit ${code}; ${child.lines.slice(-8).join(" | ")})`)
+          }
+        }
+        const where = `${root} (${killsHere} kills)`
+        // The output of an uncrashed tree, but that a charge left unfinished by a kill reads "outcome unknown".
+        assert.strictEqual(charged(output!), charged(expected.replaceAll("reference", root)), `${where}: the output of an uncrashed tree`)
+        const ended = yield* journaledTurns(journal, runIds)
+        for (const runId of runIds) assert.strictEqual(ended.get(runId), Infinity, `${where}: ${runId} ended in the journal`)
+
+        // No journaled turn asked again, at any depth.
+        const asks = readLog(files.asks)
+        for (const { pid, words } of asks) {
+          const runId = runs.get(words.slice(0, -1).join(" "))
+          assert.isDefined(runId, `${where}: an ask of an unknown run: ${words.join(" ")}`)
+          const step = Number(words.at(-1))
+          assert.isAbove(step, before.get(pid)!.get(runId!)!, `${where}: ${runId} turn ${step} asked again though journaled`)
+        }
+        asked += asks.length
+        distinct += new Set(asks.map((a) => a.words.join(" "))).size
+        assert.strictEqual(new Set(asks.map((a) => a.words.join(" "))).size, referenceAsks, `${where}: every turn was asked`)
+
+        // Side effects: an idempotent one at most once per key, a non-idempotent one at least once.
+        const effects = readLog(files.effects).map(({ words }) => ({ tool: words[0]!, key: words.slice(1).join(" ") }))
+        for (const key of ["part A leaf", "part B leaf"]) {
+          const done = effects.filter((e) => e.tool === "charge" && e.key === key).length
+          assert.isAtMost(done, 1, `${where}: charge ${key} had ${done} side effects`)
+          // A charge with an outcome had its effect; one that reads "outcome unknown" was left unfinished by a kill.
+          if (output!.includes(`leaf(${key}): c1=${unknown}`)) unknowns++
+          else assert.strictEqual(done, 1, `${where}: charge ${key} has an outcome, so its effect happened once`)
+          assert.isAtLeast(effects.filter((e) => e.tool === "note" && e.key === key).length, 1, `${where}: note ${key} ran`)
+        }
+        charges += effects.filter((e) => e.tool === "charge").length
+        notes += effects.filter((e) => e.tool === "note").length
+      }
+      const millis = performance.now() - startedAt
+      const summary = `${rounds} rounds in ${(millis / 1000).toFixed(1)} s (an uncrashed tree: ${span.toFixed(0)} ms once ready): ` +
+        `${processes} processes, ${kills} killed; model turns asked ${asked}, distinct ${distinct} ` +
+        `(asked again, the reply lost with its process before the journal held it: ${asked - distinct}); ` +
+        `charge (idempotent) side effects ${charges} of ${2 * rounds} keys (${unknowns} read "outcome unknown"); note side effects ${notes} of ${2 * rounds} calls`
+      console.log(`agent tree crash test: ${summary}`)
+      record({
+        suite: "agent crash (SIGKILL, a 3-level tree)",
+        measure: "rounds of kills and resumes of a tree of 5 runs",
+        value: summary,
+        expected: "every tree completes; no journaled turn asked again; idempotent side effects at most once"
+      })
+    }).pipe(Effect.scoped), scale(300_000, 1_800_000))
+})
