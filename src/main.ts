@@ -115,6 +115,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       modelLayer,
       [
         Demo,
+        DemoAgents,
         { viewWithLogs },
         Hooks,
         Idempotency,
@@ -131,6 +132,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       loadModel(model),
       load(
         () => import("./demo/script.js"),
+        () => import("./demo/agents.js"),
         () => import("./demo/view.js"),
         () => import("./Hooks.js"),
         () => import("./Idempotency.js"),
@@ -168,12 +170,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     // task waits for it (TaskSuspended); a person at the terminal decides it, else (CI, a pipe, --json)
     // the demo's code approves it, and says so.
     const hooks = Hooks.layer({ tool: [Hooks.logging, Hooks.approval] })
-    const person = process.stdin.isTTY === true && !options.json
-      ? yield* Effect.provide(UserPrompt.UserPrompt, UserPrompt.layerTerminal)
-      : undefined
-    // No answer from the terminal is a no.
-    const ask = person === undefined ? undefined : (toolName: string, input: unknown) =>
-      Effect.orElseSucceed(Shipped.askApproval(person, toolName, input), () => false)
+    const ask = yield* terminalApprover(options.json, UserPrompt, Shipped)
     const backend = yield* Layer.build(backendLayer)
     const withMcp = yield* fromOwnMcpServer(toolkit, "lookup_customer", backend)
     view.line(`${withMcp.taken} comes from an MCP server this demo started, at ${withMcp.url}; it runs through the pipeline like the others`)
@@ -206,7 +203,22 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       Effect.provide(backend)
     )
     view.line("deregistered from the platform; connection closed")
+    // Agents that call agents, in this process: support asks billing, an agent given to it as a tool.
+    const answer = yield* DemoAgents.ask(model === "scripted" ? undefined : modelLayer).pipe(Effect.provide(backend))
+    view.line(`sub-agent: support asked billing, an agent it has as a tool (Agent.asTool): ${answer}`)
   }).pipe(Effect.scoped)
+
+/** Who decides at the terminal: a person when stdin is one and the view is not JSON (no answer is a no); else nobody. */
+const terminalApprover = (
+  json: boolean,
+  UserPrompt: typeof import("./UserPrompt.js"),
+  Shipped: typeof import("./internal/hooks/shipped.js")
+) =>
+  Effect.gen(function*() {
+    if (process.stdin.isTTY !== true || json) return undefined
+    const person = yield* Effect.provide(UserPrompt.UserPrompt, UserPrompt.layerTerminal)
+    return (toolName: string, input: unknown) => Effect.orElseSucceed(Shipped.askApproval(person, toolName, input), () => false)
+  })
 
 /**
  * Decides the calls a suspended demo task waits for: asked at the terminal (`ask`), the same call asked

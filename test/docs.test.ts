@@ -17,6 +17,7 @@ import * as HooksExample from "../examples/hooks.js"
 import * as LoggingExample from "../examples/logging.js"
 import * as Quickstart from "../examples/quickstart.js"
 import * as Shop from "../examples/shop.js"
+import * as SubAgentsExample from "../examples/sub-agents.js"
 import * as ToolsExample from "../examples/tools.js"
 // A test itself (`it.scoped`): importing it here runs it, in this file.
 import "../examples/served-task.test.js"
@@ -261,6 +262,16 @@ describe("docs: the examples run", () => {
       ])
       assert.strictEqual(refunds.length, 1)
       assert.include(output, "\"amount\":49.9")
+    }))
+
+  it.effect("agents: billing's refund in a sub-agent suspends the tree, is approved from the root (b1/r1) and made once", () =>
+    Effect.gen(function*() {
+      const { output, pending, refunds } = yield* SubAgentsExample.main
+      assert.deepStrictEqual(pending.map((p) => [p.toolCallId, p.toolName, p.path.map((hop) => hop.runId)]), [
+        ["b1/r1", "issue_refund", ["ticket-7", "ticket-7/b1"]]
+      ])
+      assert.strictEqual(refunds.length, 1)
+      assert.match(output, /^support: "billing: .*amount.*49\.9/)
     }))
 
   it.effect("configuration: a program's own log level, for one effect, for all of it, or from LOG_LEVEL", () =>
