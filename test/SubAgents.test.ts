@@ -316,6 +316,24 @@ describe("Agents that call agents: a sub-agent as a tool (design: Agents that ca
       assert.deepStrictEqual(result.toolCalls.map((c) => [c.id, c.cached]), [["b1", false], ["b2", true]])
     }))
 
+  it.effect("two identical idempotent sub-agent calls whose child waits for approval: both wait, and after the approval both read the one child's answer", () =>
+    Effect.gen(function*() {
+      const { billing, runs } = tree()
+      const ask = Agent.asTool(billing, { name: "billing", description: "Billing.", idempotent: true })
+      const support = Agent.make({ name: "support", instructions: SUPPORT, tools: [ask] })
+      const scripts = {
+        [SUPPORT]: supportScript([call("b1", "billing", { prompt: "refund A-1" }), call("b2", "billing", { prompt: "refund A-1" })]),
+        [BILLING]: billingScript("A-1", 30)
+      }
+      const first = yield* withModel(scripts, Agent.run(support, "go", { runId: "root" }))
+      assert.deepStrictEqual(suspendedOf(first.exit).pending.map((p) => p.toolCallId), ["b1/r1"])
+      yield* Agent.approve("root", "b1/r1")
+      const second = yield* withModel(scripts, Agent.resume(support, "root"))
+      const result = succeeded(second.exit)
+      assert.deepStrictEqual(result.toolCalls.map((c) => [c.id, c.cached, c.result.success]), [["b1", false, true], ["b2", true, true]])
+      assert.deepStrictEqual(runs, ["lookup A-1", "refund A-1 30"])
+    }).pipe(Effect.provide(Journal.layerMemory)))
+
   it.effect("the child run's invoke_agent span is a child of the parent's execute_tool span", () =>
     Effect.gen(function*() {
       const { support } = tree()

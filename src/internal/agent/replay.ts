@@ -12,7 +12,7 @@ import * as Pipeline from "../call/pipeline.js"
 import { approve } from "./approvals.js"
 import { type Arguments, startCall } from "./call.js"
 import { journalOutcome, runJournaled } from "./journaledCall.js"
-import { type Run, subAgentTools } from "./run.js"
+import { awaitingApproval, type Run, subAgentTools } from "./run.js"
 import { AgentEvent } from "./types.js"
 
 /**
@@ -64,7 +64,11 @@ const replay = (
   }
   const reused = admitted.reused()
   if (reused !== undefined) {
-    return Effect.flatMap(Pipeline.awaitStarted(reused), (result) => journalOutcome(run, call, result, known))
+    // Reusing a sub-agent's call whose child run waits for approvals: this one waits with it, unjournaled.
+    return Effect.flatMap(
+      Pipeline.awaitStarted(reused),
+      (result) => result === awaitingApproval ? Effect.succeed(result) : journalOutcome(run, call, result, known)
+    )
   }
   if (known !== undefined) {
     // A sub-agent's call goes on with its child run, journaled itself, for a whole timeout again: the time the
