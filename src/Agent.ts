@@ -14,6 +14,7 @@ import {
   type Agent,
   type AgentError,
   AgentEvent,
+  type AgentRequirements,
   type HostOptions,
   NoPendingApproval,
   type Options,
@@ -33,6 +34,7 @@ export {
   type Agent,
   type AgentError,
   AgentEvent,
+  type AgentRequirements,
   ApprovalHop,
   type Completion,
   type HostOptions,
@@ -56,9 +58,13 @@ export {
  * Makes an agent. Synchronous: the toolkit's limits check runs at the first `Agent.run`. An `output`
  * Schema that JSON Schema cannot express throws here, naming the rule it breaks.
  */
-export const make = <const Tools extends ReadonlyArray<Tool.Any>, A = never>(
-  options: Options<Tools, A>
-): Agent<Tool.Requirements<Tools[number]>, A> => {
+export const make = <
+  const Tools extends ReadonlyArray<Tool.Any>,
+  A = never,
+  const Handoffs extends ReadonlyArray<Agent<any, any>> = ReadonlyArray<Agent<never, any>>
+>(
+  options: Options<Tools, A, Handoffs>
+): Agent<Tool.Requirements<Tools[number]> | AgentRequirements<Handoffs[number]>, A> => {
   const completion = options.completion ?? "implicit"
   const handoffs = new Map((options.handoffs ?? []).map((to) => [SubAgent.transferName(to), to] as const))
   const transfers = [...handoffs.keys()].map((name) => SubAgent.transfer(name, handoffs.get(name)!))

@@ -5,7 +5,7 @@
  * approvals).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Fiber, Layer, Option, Schema, TestClock } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Option, Schema, TestClock } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -359,6 +359,23 @@ describe("Agents that call agents: handoffs (design: Agents that call agents)", 
     const support = Agent.make({ name: "support", instructions: SUPPORT, tools: [faq], handoffs: [billing] })
     return { ...tools, support }
   }
+
+  it("a handoff's services are the handing agent's: its run needs them (checked by the compiler)", () => {
+    class Ledger extends Context.Tag("test/Ledger")<Ledger, { readonly total: number }>() {}
+    const total = Tool.make("total", { description: "The ledger's total.", input: {}, timeout: "1 second" }, () =>
+      Effect.map(Ledger, (ledger) => ledger.total))
+    const accounting = Agent.make({ name: "accounting", instructions: "accounting", tools: [total] })
+    const front = Agent.make({ name: "front", instructions: "front", tools: [], handoffs: [accounting] })
+    // @effect-diagnostics-next-line missingEffectContext:off
+    // @ts-expect-error the run needs the Ledger that the agent it may hand over to needs
+    const withoutLedger: Effect.Effect<unknown, unknown, LanguageModel.LanguageModel> = Agent.run(front, "hi")
+    const withLedger: Effect.Effect<unknown, unknown, LanguageModel.LanguageModel> = Agent.run(front, "hi").pipe(
+      Effect.provideService(Ledger, { total: 1 })
+    )
+    assert.deepStrictEqual(front.tools.map((t) => t.name), ["transfer_to_accounting"])
+    assert.isDefined(withoutLedger)
+    assert.isDefined(withLedger)
+  })
 
   it.effect("a handoff: the conversation carries over, the tools change, and a resume goes on with the agent that held the run", () =>
     Effect.gen(function*() {

@@ -19,7 +19,11 @@ export type ToolExecution = "concurrent" | "sequential"
 export type Completion = "implicit" | "explicit"
 
 /** Options of `Agent.make` (design: The loop). */
-export interface Options<Tools extends ReadonlyArray<Tool.Any>, A = never> {
+export interface Options<
+  Tools extends ReadonlyArray<Tool.Any>,
+  A = never,
+  Handoffs extends ReadonlyArray<Agent<any, any>> = ReadonlyArray<Agent<never, any>>
+> {
   /** Shown in spans and logs. Default `"agent"`. */
   readonly name?: string | undefined
   readonly tools: Tools
@@ -53,8 +57,11 @@ export interface Options<Tools extends ReadonlyArray<Tool.Any>, A = never> {
    * `transfer_to_<name>` tool; called, the run goes on as that agent (its instructions and tools) with the
    * conversation so far. Journaled like any turn: a resume goes on with the agent that held the run.
    */
-  readonly handoffs?: ReadonlyArray<Agent<any, any>> | undefined
+  readonly handoffs?: Handoffs | undefined
 }
+
+/** What the handlers of the tools of an agent (or a union of agents) need. */
+export type AgentRequirements<G> = G extends Agent<infer R, any> ? R : never
 
 /** How a run checks its typed final output: the format asked of the model, the decoder, the retries. */
 export interface OutputSpec {
