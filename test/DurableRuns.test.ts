@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Agent, Hooks, Journal, LanguageModel, Tool, ToolResult, UserPrompt } from "../src/index.js"
+import { makeTools, resultsOf } from "./support/refundTools.js"
 import { sqliteClient } from "./support/sqlClient.js"
 
 const call = (id: string, name: string, args: unknown): LanguageModel.ToolCall => ({
@@ -16,32 +17,6 @@ const call = (id: string, name: string, args: unknown): LanguageModel.ToolCall =
   name,
   arguments: JSON.stringify(args)
 })
-
-/** The tool results the model read in `request`, as `id=content` (errors marked `!`). */
-const resultsOf = (request: LanguageModel.ModelRequest | undefined): Array<string> =>
-  (request?.messages ?? []).flatMap((m) =>
-    m._tag === "ToolResultMessage" ? [`${m.toolCallId}${m.isError ? "!" : "="}${m.content}`] : []
-  )
-
-/** Tools that count their runs: a refund that needs approval, an idempotent lookup, a plain note. */
-const makeTools = (description = "Refunds an order.") => {
-  const runs: Array<string> = []
-  const refund = Tool.make("refund", {
-    description,
-    input: { orderId: Schema.String, amount: Schema.Number },
-    output: Schema.String,
-    timeout: "5 seconds",
-    needsApproval: true
-  }, ({ amount, orderId }) => Effect.sync(() => (runs.push(`refund ${orderId}`), `refunded ${amount} on ${orderId}`)))
-  const lookup = Tool.make("lookup", {
-    description: "Looks an order up.",
-    input: { orderId: Schema.String },
-    output: Schema.String,
-    timeout: "5 seconds",
-    idempotent: true
-  }, ({ orderId }) => Effect.sync(() => (runs.push(`lookup ${orderId}`), `order ${orderId}: paid`)))
-  return { runs, tools: [refund, lookup] as const }
-}
 
 /** A model that follows the script by conversation step, so a resumed run is answered where it stands. */
 const model = (turns: ReadonlyArray<LanguageModel.ScriptedTurn>) =>

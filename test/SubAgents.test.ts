@@ -11,6 +11,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Agent, Hooks, Journal, LanguageModel, Tool } from "../src/index.js"
 import { recordingTracer } from "./support/recordingTracer.js"
+import { makeTools, resultsOf } from "./support/refundTools.js"
 import { sqliteClient } from "./support/sqlClient.js"
 
 const call = (id: string, name: string, args: unknown): LanguageModel.ToolCall => ({
@@ -18,10 +19,6 @@ const call = (id: string, name: string, args: unknown): LanguageModel.ToolCall =
   name,
   arguments: JSON.stringify(args)
 })
-
-/** The tool results the model read in `request`, as `id=content` (errors marked `!`). */
-const resultsOf = (request: LanguageModel.ModelRequest): Array<string> =>
-  request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [`${m.toolCallId}${m.isError ? "!" : "="}${m.content}`] : [])
 
 /**
  * A model whose script is per agent (told apart by their instructions) and per conversation step: a resumed run,
@@ -84,21 +81,7 @@ const fileJournal = Layer.unwrapScoped(Effect.gen(function*() {
 
 /** Billing's tools, counting their runs: an idempotent lookup, and a refund that needs approval. */
 const billingTools = () => {
-  const runs: Array<string> = []
-  const lookup = Tool.make("lookup", {
-    description: "Looks an order up.",
-    input: { orderId: Schema.String },
-    output: Schema.String,
-    timeout: "5 seconds",
-    idempotent: true
-  }, ({ orderId }) => Effect.sync(() => (runs.push(`lookup ${orderId}`), `order ${orderId}: paid 30`)))
-  const refund = Tool.make("refund", {
-    description: "Refunds an order.",
-    input: { orderId: Schema.String, amount: Schema.Number },
-    output: Schema.String,
-    timeout: "5 seconds",
-    needsApproval: true
-  }, ({ amount, orderId }) => Effect.sync(() => (runs.push(`refund ${orderId} ${amount}`), `refunded ${amount} on ${orderId}`)))
+  const { runs, tools: [refund, lookup] } = makeTools()
   return { runs, lookup, refund }
 }
 
@@ -126,6 +109,20 @@ const supportScript = (calls: ReadonlyArray<LanguageModel.ToolCall>): ReadonlyAr
   (request) => ({ text: `support: ${resultsOf(request).join(" | ")}` })
 ]
 
+/**
+ * Support (run "root") asks billing to refund A-1 (call b1); billing looks the order up, then asks for the refund
+ * (call r1), which needs approval: the tree suspends on "b1/r1".
+ */
+const suspendedTree = Effect.gen(function*() {
+  const { runs, support } = tree()
+  const scripts = {
+    [SUPPORT]: supportScript([call("b1", "billing", { prompt: "refund A-1" })]),
+    [BILLING]: billingScript("A-1", 30)
+  }
+  const first = yield* withModel(scripts, Agent.run(support, "refund A-1", { runId: "root" }))
+  return { first, runs, scripts, support, suspended: suspendedOf(first.exit) }
+})
+
 describe("Agents that call agents: a sub-agent as a tool (design: Agents that call agents)", () => {
   it.effect("a sub-agent answers the parent's call: its output is the call's result, its run the parent's child", () =>
     Effect.gen(function*() {
@@ -136,7 +133,7 @@ describe("Agents that call agents: a sub-agent as a tool (design: Agents that ca
       }
       const { asked, exit } = yield* withModel(scripts, Agent.run(support, "refund A-1", { runId: "root" }))
       const result = succeeded(exit)
-      assert.strictEqual(result.output, "support: b1=\"billing: l1=\\\"order A-1: paid 30\\\"\"")
+      assert.strictEqual(result.output, "support: b1=\"billing: l1=\\\"order A-1: paid\\\"\"")
       assert.strictEqual(asked[BILLING]![0]!.messages[0]!._tag, "UserMessage")
       assert.deepStrictEqual(asked[BILLING]![0]!.messages[0], { _tag: "UserMessage", text: "what is A-1?" })
       // The child run is in the parent's journal, under the parent's id and the call's.
@@ -147,13 +144,7 @@ describe("Agents that call agents: a sub-agent as a tool (design: Agents that ca
 
   it.effect("subagents can use approvals: a nested approval given after the run went through the journal (JSON, a database) is used once, and the tree completes without interrupting again", () =>
     Effect.gen(function*() {
-      const { runs, support } = tree()
-      const scripts = {
-        [SUPPORT]: supportScript([call("b1", "billing", { prompt: "refund A-1" })]),
-        [BILLING]: billingScript("A-1", 30)
-      }
-      const first = yield* withModel(scripts, Agent.run(support, "refund A-1", { runId: "root" }))
-      const suspended = suspendedOf(first.exit)
+      const { runs, scripts, support, suspended } = yield* suspendedTree
       assert.strictEqual(suspended.runId, "root")
       assert.deepStrictEqual(suspended.pending.map((p) => [p.toolCallId, p.toolName, p.input]), [["b1/r1", "refund", { orderId: "A-1", amount: 30 }]])
       assert.deepStrictEqual(suspended.pending[0]!.path, [
@@ -166,32 +157,26 @@ describe("Agents that call agents: a sub-agent as a tool (design: Agents that ca
       const second = yield* withModel(scripts, Agent.resume(support, "root"))
       const result = succeeded(second.exit)
       assert.include(result.output, "refunded 30 on A-1")
-      assert.deepStrictEqual(runs, ["lookup A-1", "refund A-1 30"], "the refund ran once")
+      assert.deepStrictEqual(runs, ["lookup A-1", "refund A-1"], "the refund ran once")
       // No journaled turn asked again at any depth: support's 2nd turn and billing's 3rd only.
       assert.strictEqual(second.asked[SUPPORT]!.length, 1)
       assert.strictEqual(second.asked[BILLING]!.length, 1)
       // The approval was used once: resumed again, the tree answers its stored result; nothing runs, no suspension.
       const third = yield* withModel(scripts, Agent.resume(support, "root"))
       assert.strictEqual(succeeded(third.exit).output, result.output)
-      assert.deepStrictEqual(runs, ["lookup A-1", "refund A-1 30"])
+      assert.deepStrictEqual(runs, ["lookup A-1", "refund A-1"])
     }).pipe(Effect.provide(fileJournal)))
 
   it.effect("approving inside a sub-agent does not restart it: its earlier calls ran once, its earlier turns are not asked again", () =>
     Effect.gen(function*() {
-      const { runs, support } = tree()
-      const scripts = {
-        [SUPPORT]: supportScript([call("b1", "billing", { prompt: "refund A-1" })]),
-        [BILLING]: billingScript("A-1", 30)
-      }
-      const first = yield* withModel(scripts, Agent.run(support, "refund A-1", { runId: "root" }))
-      suspendedOf(first.exit)
+      const { first, runs, scripts, support } = yield* suspendedTree
       assert.strictEqual(first.asked[BILLING]!.length, 2)
       yield* Agent.approve("root", "b1/r1")
       const second = yield* withModel(scripts, Agent.resume(support, "root"))
       succeeded(second.exit)
       assert.strictEqual(runs.filter((r) => r.startsWith("lookup")).length, 1, "the lookup before the approval ran once")
       assert.strictEqual(second.asked[BILLING]!.length, 1, "billing's turns before the approval were replayed")
-      assert.deepStrictEqual(resultsOf(second.asked[BILLING]![0]!), ["l1=\"order A-1: paid 30\"", "r1=\"refunded 30 on A-1\""])
+      assert.deepStrictEqual(resultsOf(second.asked[BILLING]![0]!), ["l1=\"order A-1: paid\"", "r1=\"refunded 30 on A-1\""])
     }).pipe(Effect.provide(Journal.layerMemory)))
 
   it.effect("two parallel calls needing approval in two sub-agents (same call id in both): each decision reaches only its own call", () =>
@@ -229,19 +214,14 @@ describe("Agents that call agents: a sub-agent as a tool (design: Agents that ca
       assert.strictEqual(stray._tag, "NoPendingApproval")
       const second = yield* withModel(scripts, Agent.resume(support, "root"))
       const result = succeeded(second.exit)
-      assert.deepStrictEqual(runs.filter((r) => r.startsWith("refund")), ["refund A-1 30"], "only the approved call ran")
+      assert.deepStrictEqual(runs.filter((r) => r.startsWith("refund")), ["refund A-1"], "only the approved call ran")
       assert.include(result.output, "b1=\"billing: r1=\\\"refunded 30 on A-1\\\"\"")
       assert.include(result.output, "b2=\"billing: r1!refund: the user denied this call: too much; it did not run\"")
     }).pipe(Effect.provide(Journal.layerMemory)))
 
   it.effect("a denied nested call never runs, after resume too, and the parent model reads the denial", () =>
     Effect.gen(function*() {
-      const { runs, support } = tree()
-      const scripts = {
-        [SUPPORT]: supportScript([call("b1", "billing", { prompt: "refund A-1" })]),
-        [BILLING]: billingScript("A-1", 30)
-      }
-      suspendedOf((yield* withModel(scripts, Agent.run(support, "refund A-1", { runId: "root" }))).exit)
+      const { runs, scripts, support } = yield* suspendedTree
       yield* Agent.deny("root", "b1/r1", { reason: "not eligible" })
       const second = yield* withModel(scripts, Agent.resume(support, "root"))
       const result = succeeded(second.exit)
@@ -331,7 +311,7 @@ describe("Agents that call agents: a sub-agent as a tool (design: Agents that ca
       const second = yield* withModel(scripts, Agent.resume(support, "root"))
       const result = succeeded(second.exit)
       assert.deepStrictEqual(result.toolCalls.map((c) => [c.id, c.cached, c.result.success]), [["b1", false, true], ["b2", true, true]])
-      assert.deepStrictEqual(runs, ["lookup A-1", "refund A-1 30"])
+      assert.deepStrictEqual(runs, ["lookup A-1", "refund A-1"])
     }).pipe(Effect.provide(Journal.layerMemory)))
 
   it.effect("the child run's invoke_agent span is a child of the parent's execute_tool span", () =>
@@ -406,6 +386,6 @@ describe("Agents that call agents: handoffs (design: Agents that call agents)", 
       const second = yield* Effect.all({ exit: Effect.exit(Agent.resume(support, "h")), seen: requests }).pipe(Effect.provide(model))
       assert.deepStrictEqual(second.seen.map((r) => r.instructions), [BILLING])
       assert.strictEqual(succeeded(second.exit).output, `done as ${BILLING}: r1="refunded 30 on A-1"`)
-      assert.deepStrictEqual(runs, ["lookup A-1", "refund A-1 30"])
+      assert.deepStrictEqual(runs, ["lookup A-1", "refund A-1"])
     }).pipe(Effect.provide(Journal.layerMemory)))
 })
