@@ -15,6 +15,7 @@ import {
   type AgentError,
   AgentEvent,
   type AgentRequirements,
+  type Handoff,
   type HostOptions,
   NoPendingApproval,
   type Options,
@@ -37,6 +38,7 @@ export {
   type AgentRequirements,
   ApprovalHop,
   type Completion,
+  type Handoff,
   type HostOptions,
   MaxStepsExceeded,
   NoPendingApproval,
@@ -61,13 +63,14 @@ export {
 export const make = <
   const Tools extends ReadonlyArray<Tool.Any>,
   A = never,
-  const Handoffs extends ReadonlyArray<Agent<any, any>> = ReadonlyArray<Agent<never, any>>
+  const Handoffs extends ReadonlyArray<Handoff> = ReadonlyArray<Agent<never, any>>
 >(
   options: Options<Tools, A, Handoffs>
 ): Agent<Tool.Requirements<Tools[number]> | AgentRequirements<Handoffs[number]>, A> => {
   const completion = options.completion ?? "implicit"
-  const handoffs = new Map((options.handoffs ?? []).map((to) => [SubAgent.transferName(to), to] as const))
-  const transfers = [...handoffs.keys()].map((name) => SubAgent.transfer(name, handoffs.get(name)!))
+  const given = (options.handoffs ?? []).map(SubAgent.handoffOf)
+  const handoffs = new Map(given.map(({ agent, tool }) => [tool.name, agent] as const))
+  const transfers = given.map(({ tool }) => tool)
   const tools = completion === "explicit" ? [...options.tools, Builtins.taskComplete, Builtins.askUser] : options.tools
   return {
     [TypeId]: { _R: (_: never) => _, _A: (_: never) => _ },

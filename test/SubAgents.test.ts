@@ -340,6 +340,28 @@ describe("Agents that call agents: handoffs (design: Agents that call agents)", 
     return { ...tools, support }
   }
 
+  it.effect("a handoff back: billing hands the run back to triage, an agent made after it (given by name and a function)", () =>
+    Effect.gen(function*() {
+      const { lookup } = billingTools()
+      const billing: Agent.Agent = Agent.make({
+        name: "billing",
+        instructions: BILLING,
+        tools: [lookup],
+        handoffs: [{ name: "triage", agent: () => triage }]
+      })
+      const triage: Agent.Agent = Agent.make({ name: "triage", instructions: "triage", tools: [], handoffs: [billing] })
+      const turns: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+        { toolCalls: [call("t1", "transfer_to_billing", {})] },
+        { toolCalls: [call("l1", "lookup", { orderId: "A-1" }), call("t2", "transfer_to_triage", {})] },
+        (request) => ({ text: `${request.instructions}: ${resultsOf(request).join(" | ")}` })
+      ]
+      const result = yield* Agent.run(triage, "help").pipe(Effect.provide(LanguageModel.layerScripted(turns, { perConversation: true })))
+      assert.strictEqual(
+        result.output,
+        "triage: t1=\"the conversation is now with billing\" | l1=\"order A-1: paid\" | t2=\"the conversation is now with triage\""
+      )
+    }))
+
   it("a handoff's services are the handing agent's: its run needs them (checked by the compiler)", () => {
     class Ledger extends Context.Tag("test/Ledger")<Ledger, { readonly total: number }>() {}
     const total = Tool.make("total", { description: "The ledger's total.", input: {}, timeout: "1 second" }, () =>

@@ -167,7 +167,7 @@ const handOver = (state: Run, holder: Agent<any, any>, records: ReadonlyArray<To
   Effect.gen(function*() {
     const handoff = records.find((r) => r.result.success && holder.handoffs.has(r.name))
     if (handoff === undefined) return false
-    const next = holder.handoffs.get(handoff.name)!
+    const next = holder.handoffs.get(handoff.name)!()
     state.agent = next
     state.toolkit = yield* toolkitOf(next)
     yield* prepareWorkers(state.toolkit.tools)

@@ -10,7 +10,7 @@ import * as Tool from "../../Tool.js"
 import type { Call } from "../../ToolContext.js"
 import { loop, traced } from "./loop.js"
 import { CurrentRun, subAgentTools } from "./run.js"
-import type { Agent, AgentError, Start, UnknownRun } from "./types.js"
+import type { Agent, AgentError, Handoff, Start, UnknownRun } from "./types.js"
 
 /** Options of `Agent.asTool`. */
 export interface AsToolOptions<I> {
@@ -90,16 +90,16 @@ const runChild = (agent: Agent<any, any>, toolName: string, prompt: string, call
     return agent.output === undefined ? result.output : result.value
   })
 
-/** The name of the tool that hands a run to `agent`: `transfer_to_<name>`, its name made a tool name. */
-export const transferName = (agent: Agent<any, any>): string =>
-  `transfer_to_${agent.name.replace(/[^A-Za-z0-9_-]/g, "_")}`.slice(0, 64)
-
-/** The tool that hands the run to `agent`: its call's success is the handoff, which the loop carries out. */
-export const transfer = (name: string, agent: Agent<any, any>): Tool.Any =>
-  Tool.make(name, {
-    description: `Hands the conversation over to ${agent.name}, who goes on with it from here` +
-      (agent.instructions === undefined ? "." : `: ${agent.instructions.slice(0, 600)}`),
+/** The tool that hands a run to `handoff`'s agent (`transfer_to_<name>`, its name made a tool name), and the agent. */
+export const handoffOf = (handoff: Handoff): { readonly tool: Tool.Any; readonly agent: () => Agent<any, any> } => {
+  const made = "agent" in handoff && typeof handoff.agent === "function" ? undefined : handoff as Agent<any, any>
+  const name = made?.name ?? (handoff as { readonly name: string }).name
+  const about = made?.instructions === undefined ? "." : `: ${made.instructions.slice(0, 600)}`
+  const tool = Tool.make(`transfer_to_${name.replace(/[^A-Za-z0-9_-]/g, "_")}`.slice(0, 64), {
+    description: `Hands the conversation over to ${name}, who goes on with it from here${about}`,
     input: {},
     output: Schema.String,
     timeout: "1 second"
-  }, () => `the conversation is now with ${agent.name}`)
+  }, () => `the conversation is now with ${name}`)
+  return { tool, agent: made === undefined ? (handoff as { readonly agent: () => Agent<any, any> }).agent : () => made }
+}

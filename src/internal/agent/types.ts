@@ -22,7 +22,7 @@ export type Completion = "implicit" | "explicit"
 export interface Options<
   Tools extends ReadonlyArray<Tool.Any>,
   A = never,
-  Handoffs extends ReadonlyArray<Agent<any, any>> = ReadonlyArray<Agent<never, any>>
+  Handoffs extends ReadonlyArray<Handoff> = ReadonlyArray<Agent<never, any>>
 > {
   /** Shown in spans and logs. Default `"agent"`. */
   readonly name?: string | undefined
@@ -55,13 +55,19 @@ export interface Options<
   /**
    * Agents this one may hand the run over to (design: Agents that call agents): each gives the model a
    * `transfer_to_<name>` tool; called, the run goes on as that agent (its instructions and tools) with the
-   * conversation so far. Journaled like any turn: a resume goes on with the agent that held the run.
+   * conversation so far. Journaled like any turn: a resume goes on with the agent that held the run. An agent
+   * not made yet (a handoff back to this one) is given by its name and a function: `{ name, agent: () => triage }`.
    */
   readonly handoffs?: Handoffs | undefined
 }
 
-/** What the handlers of the tools of an agent (or a union of agents) need. */
-export type AgentRequirements<G> = G extends Agent<infer R, any> ? R : never
+/** An agent to hand a run over to: the agent, or its name and a function that gives it (one made later). */
+export type Handoff = Agent<any, any> | { readonly name: string; readonly agent: () => Agent<any, any> }
+
+/** What the handlers of the tools of an agent (or a union of agents, or of handoffs) need. */
+export type AgentRequirements<G> = G extends Agent<infer R, any> ? R
+  : G extends { readonly agent: () => Agent<infer R, any> } ? R
+  : never
 
 /** How a run checks its typed final output: the format asked of the model, the decoder, the retries. */
 export interface OutputSpec {
@@ -86,7 +92,7 @@ export interface Agent<R = never, A = never> {
   /** Its typed final output, when it has one. */
   readonly output: OutputSpec | undefined
   /** The agents it may hand the run over to, by the name of the tool that does it (`transfer_to_<name>`). */
-  readonly handoffs: ReadonlyMap<string, Agent<any, any>>
+  readonly handoffs: ReadonlyMap<string, () => Agent<any, any>>
 }
 
 /** What a run of an agent gives: its record, and with a typed output the decoded `value`. */
