@@ -281,10 +281,11 @@ const runnerJournal = (journal: Journal.Journal["Type"]): Journal.Journal["Type"
 const attachedHere = (
   tasks: ClusterTasks.ClusterTasks,
   taskId: string,
-  payload: AttachPayload
+  payload: AttachPayload,
+  attach: ClusterTasks.ClusterTasks["attachHeld"] = tasks.attachHeld
 ): Stream.Stream<TaskEvent | typeof Alive.Type, UnknownTask> =>
   Stream.unwrapScoped(Effect.map(
-    tasks.attachHeld({
+    attach({
       agentId: payload.agentId,
       taskId,
       events: payload.events,
@@ -431,11 +432,14 @@ const admit = (journal: Journal.Journal["Type"], limits: Limits, agentId: string
   })
 
 /**
- * The tasks this runner owns, reached without the engine: a task whose shard this runner holds is
- * attached to and answered here, as its entity's handlers would (the same `ClusterTasks` calls), with
- * no message through the cluster (each a request, its serialization, a reply, an ack per event). The
- * engine stays the way to every other runner's tasks, and to this one's once its shard moves: the
- * stream of a task let go here ends (`runHere`), and the follower attaches again, through the engine.
+ * The tasks this runner owns, reached without the engine: a task whose shard this runner holds, and
+ * whose `Run` holds it here, is attached to and answered here, as its entity's handlers would (the
+ * same `ClusterTasks` calls), with no message through the cluster (each a request, its serialization,
+ * a reply, an ack per event). The engine stays the way to every other runner's tasks, and to this
+ * one's once its shard moves: the stream of a task let go here ends (`runHere`), and the follower
+ * attaches again, through the engine. Never to a task its `Run` does not hold (yet): one taken up
+ * here in process while the shard moved on before its `Run` held it was let go by no one, its loop
+ * going on here with the follower attached to it while the next owner ran the task for no one.
  */
 interface Here {
   readonly owns: (taskId: string) => boolean
@@ -446,7 +450,7 @@ const makeHere = (tasks: ClusterTasks.ClusterTasks) =>
   Effect.map(Sharding.Sharding, (sharding): Here => ({
     owns: (taskId) => {
       const entityId = EntityId.make(taskId)
-      return sharding.hasShardId(sharding.getShardId(entityId, TaskEntity.getShardGroup(entityId)))
+      return tasks.runsHere(taskId) && sharding.hasShardId(sharding.getShardId(entityId, TaskEntity.getShardGroup(entityId)))
     },
     tasks
   }))
@@ -467,7 +471,7 @@ const completeOn = (
         Effect.either(letGoUntaken(
           result,
           here.owns(result.taskId)
-            ? here.tasks.answer(agentId, result, connection)
+            ? here.tasks.answer(agentId, result, connection, true)
             : orDieOnEngine(tasks(result.taskId).Answer({ agentId, result, connection }))
         )),
       { concurrency: "unbounded" }
@@ -515,7 +519,9 @@ const followOn = (deps: {
       !broke || waiting ? Effect.succeed(Stream.empty) : Effect.map(deps.unreachable, (why) => Stream.fromIterable(why ? say(why) : []))))
     const attached = Stream.suspend(() => {
       const payload = { agentId, events, attachmentId, reattach: attempts++ > 0, connection }
-      return deps.here.owns(taskId) ? attachedHere(deps.here.tasks, taskId, payload) : deps.tasks(taskId).Attach(payload)
+      return deps.here.owns(taskId)
+        ? attachedHere(deps.here.tasks, taskId, payload, deps.here.tasks.attachRunning)
+        : deps.tasks(taskId).Attach(payload)
     }).pipe(
       Stream.timeoutFail(() => new Moved(), followAlive.within),
       Stream.mapConcat((event): ReadonlyArray<TaskEvent> => {
