@@ -371,6 +371,12 @@ const orDieOnEngine = <A, E, R>(effect: Effect.Effect<A, E | EngineError, R>): E
     )
   )
 
+/**
+ * How long a follower on the runner that holds a task's shard waits for the task's `Run` to hold it
+ * (a follower attaching as its task is submitted comes first) before it attaches through the engine.
+ */
+const runHeldWithin = Duration.seconds(2)
+
 /** The stream from the task's owner broke, or ended before the task did: its shard moved; attach again. */
 class Moved extends Data.TaggedError("Moved") {}
 
@@ -442,18 +448,21 @@ const admit = (journal: Journal.Journal["Type"], limits: Limits, agentId: string
  * going on here with the follower attached to it while the next owner ran the task for no one.
  */
 interface Here {
+  /** The task's shard is this runner's. */
+  readonly holdsShard: (taskId: string) => boolean
+  /** The task's shard is this runner's and its `Run` holds it here. */
   readonly owns: (taskId: string) => boolean
   readonly tasks: ClusterTasks.ClusterTasks
 }
 
 const makeHere = (tasks: ClusterTasks.ClusterTasks) =>
-  Effect.map(Sharding.Sharding, (sharding): Here => ({
-    owns: (taskId) => {
+  Effect.map(Sharding.Sharding, (sharding): Here => {
+    const holdsShard = (taskId: string) => {
       const entityId = EntityId.make(taskId)
-      return tasks.runsHere(taskId) && sharding.hasShardId(sharding.getShardId(entityId, TaskEntity.getShardGroup(entityId)))
-    },
-    tasks
-  }))
+      return sharding.hasShardId(sharding.getShardId(entityId, TaskEntity.getShardGroup(entityId)))
+    }
+    return { holdsShard, owns: (taskId) => tasks.runsHere(taskId) && holdsShard(taskId), tasks }
+  })
 
 /**
  * Answers: each its own message, to its task's owner (taken here when this runner owns it); one for
@@ -519,9 +528,11 @@ const followOn = (deps: {
       !broke || waiting ? Effect.succeed(Stream.empty) : Effect.map(deps.unreachable, (why) => Stream.fromIterable(why ? say(why) : []))))
     const attached = Stream.suspend(() => {
       const payload = { agentId, events, attachmentId, reattach: attempts++ > 0, connection }
-      return deps.here.owns(taskId)
-        ? attachedHere(deps.here.tasks, taskId, payload, deps.here.tasks.attachRunning)
-        : deps.tasks(taskId).Attach(payload)
+      const engine = deps.tasks(taskId).Attach(payload)
+      if (!deps.here.holdsShard(taskId)) return engine
+      // In process once the task's `Run` holds it here (at once, or as it comes after a submit); else through the engine.
+      return Stream.unwrap(Effect.map(deps.here.tasks.heldByRun(taskId, runHeldWithin), (held) =>
+        held && deps.here.owns(taskId) ? attachedHere(deps.here.tasks, taskId, payload, deps.here.tasks.attachRunning) : engine))
     }).pipe(
       Stream.timeoutFail(() => new Moved(), followAlive.within),
       Stream.mapConcat((event): ReadonlyArray<TaskEvent> => {

@@ -4,7 +4,7 @@
  * until it ends or its shard moves, and its answers are journaled before its loop sees them.
  * Nothing of its own to stop: a task let go is interrupted by the entity's `Run` ending.
  */
-import { Effect, Exit, Fiber, Option } from "effect"
+import { Deferred, type Duration, Effect, Exit, Fiber, FiberId, Option } from "effect"
 import * as SqlStore from "../internal/sql/store.js"
 import * as Invocation from "../Invocation.js"
 import * as Journal from "../Journal.js"
@@ -21,6 +21,8 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
      * not held it (or never would: the shard moved first) has no one to let it go.
      */
     const running = new Map<string, Task>()
+    /** Followers waiting for a task's `Run` to hold it here (`heldByRun`). */
+    const waiters = new Map<string, Deferred.Deferred<void>>()
     const runningTask = (agentId: string, taskId: string): Effect.Effect<Task, UnknownTask> =>
       Effect.suspend(() => {
         const task = running.get(taskId)
@@ -52,6 +54,23 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
       /** Whether the task's `Run` holds it here now (see `running`). */
       runsHere: (taskId: string): boolean => running.has(taskId),
       /**
+       * Whether the task's `Run` holds it here, waiting up to `within` for it to: a follower attaching
+       * as its task is submitted comes before the task's `Run` does.
+       */
+      heldByRun: (taskId: string, within: Duration.DurationInput): Effect.Effect<boolean> =>
+        Effect.suspend(() => {
+          if (running.has(taskId)) return Effect.succeed(true)
+          const waiter = waiters.get(taskId) ?? Deferred.unsafeMake<void>(FiberId.none)
+          waiters.set(taskId, waiter)
+          return Deferred.await(waiter).pipe(
+            Effect.timeoutOption(within),
+            Effect.ensuring(Effect.sync(() => {
+              if (waiters.get(taskId) === waiter) waiters.delete(taskId)
+            })),
+            Effect.map(() => running.has(taskId))
+          )
+        }),
+      /**
        * `attachHeld` without the engine, to a task whose `Run` holds it here (never taken up here):
        * a defect if it holds it no more, before or just after the attach (the follower attaches again).
        */
@@ -81,6 +100,9 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
           Effect.flatMap(restore(tasks.hold(taskId)), (task) => {
             if (task === undefined) return Effect.logWarning(`task ${taskId}: the journal does not hold it; nothing to run`)
             running.set(taskId, task)
+            const waiter = waiters.get(taskId)
+            waiters.delete(taskId)
+            if (waiter !== undefined) Deferred.unsafeDone(waiter, Exit.void)
             return Effect.onExit(restore(task.ended.await), (exit) =>
               Effect.suspend(() => {
                 if (running.get(taskId) === task) running.delete(taskId)
