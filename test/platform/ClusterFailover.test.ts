@@ -143,7 +143,9 @@ for (const signal of ["SIGKILL", "SIGTERM"] as const) {
       const warm = yield* runAll("warm", 20, () => warmStarted)
       const warmMillis = Date.now() - warmStarted
       for (const [i, events] of warm.entries()) {
-        const tags = events.map((e) => e._tag)
+        // `TaskWaiting` may come at any point, first too: a runner says it whenever its check of the
+        // database (every second) had no answer within 1 s, as on a loaded machine.
+        const tags = events.map((e) => e._tag).filter((tag) => tag !== "TaskWaiting")
         assert.strictEqual(tags[0], "TaskStarted", `warm ${i}: ${tags}`)
         assert.strictEqual(tags[tags.length - 1], "TaskCompleted", `warm ${i}: ${tags}`)
         const last = events[events.length - 1]!
