@@ -372,8 +372,8 @@ const orDieOnEngine = <A, E, R>(effect: Effect.Effect<A, E | EngineError, R>): E
   )
 
 /**
- * How long a follower on the runner that holds a task's shard waits for the task's `Run` to hold it
- * (a follower attaching as its task is submitted comes first) before it attaches through the engine.
+ * How long the follower of a task just submitted, on the runner that holds its shard, waits for the
+ * task's `Run` (sent just before) to hold it there before it attaches through the engine.
  */
 const runHeldWithin = Duration.seconds(2)
 
@@ -509,7 +509,9 @@ const followOn = (deps: {
   agentId: string,
   taskId: string,
   events: EventsWanted | undefined,
-  connection: string
+  connection: string,
+  // Just submitted through this runner: its `Run` was just sent, and its first attach may wait for it.
+  submitted = false
 ): Stream.Stream<TaskEvent, UnknownTask> =>
   Stream.suspend(() => {
     let started = false
@@ -529,10 +531,15 @@ const followOn = (deps: {
     const attached = Stream.suspend(() => {
       const payload = { agentId, events, attachmentId, reattach: attempts++ > 0, connection }
       const engine = deps.tasks(taskId).Attach(payload)
-      if (!deps.here.holdsShard(taskId)) return engine
-      // In process once the task's `Run` holds it here (at once, or as it comes after a submit); else through the engine.
-      return Stream.unwrap(Effect.map(deps.here.tasks.heldByRun(taskId, runHeldWithin), (held) =>
-        held && deps.here.owns(taskId) ? attachedHere(deps.here.tasks, taskId, payload, deps.here.tasks.attachRunning) : engine))
+      const here = () => attachedHere(deps.here.tasks, taskId, payload, deps.here.tasks.attachRunning)
+      // A new task's first attach, its shard here: in process once its `Run`, sent just before, holds it.
+      if (submitted && !payload.reattach && deps.here.holdsShard(taskId)) {
+        return Stream.unwrap(Effect.map(
+          deps.here.tasks.heldByRun(taskId, runHeldWithin),
+          (held) => held && deps.here.owns(taskId) ? here() : engine
+        ))
+      }
+      return deps.here.owns(taskId) ? here() : engine
     }).pipe(
       Stream.timeoutFail(() => new Moved(), followAlive.within),
       Stream.mapConcat((event): ReadonlyArray<TaskEvent> => {
@@ -613,7 +620,7 @@ const clusterBackend = (limits: Limits, held: ClusterTasks.ClusterTasks) => Effe
     deregister: ({ agentId, processId }) => orDieOnEngine(agents(agentId).Deregister({ processId })),
     submit: (payload) =>
       Effect.flatMap(started(payload), (taskId) =>
-        Mailbox.fromStream(Stream.orDie(follow(payload.agentId, taskId, payload.events, payload.connection)))),
+        Mailbox.fromStream(Stream.orDie(follow(payload.agentId, taskId, payload.events, payload.connection, true)))),
     attach: ({ agentId, connection, events, taskId }) => Mailbox.fromStream(follow(agentId, taskId, events, connection)),
     complete: completeOn(tasks, here),
     decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision }))
