@@ -281,10 +281,11 @@ const runnerJournal = (journal: Journal.Journal["Type"]): Journal.Journal["Type"
 const attachedHere = (
   tasks: ClusterTasks.ClusterTasks,
   taskId: string,
-  payload: AttachPayload
+  payload: AttachPayload,
+  attach: ClusterTasks.ClusterTasks["attachHeld"] = tasks.attachHeld
 ): Stream.Stream<TaskEvent | typeof Alive.Type, UnknownTask> =>
   Stream.unwrapScoped(Effect.map(
-    tasks.attachHeld({
+    attach({
       agentId: payload.agentId,
       taskId,
       events: payload.events,
@@ -370,6 +371,12 @@ const orDieOnEngine = <A, E, R>(effect: Effect.Effect<A, E | EngineError, R>): E
     )
   )
 
+/**
+ * How long the follower of a task just submitted, on the runner that holds its shard, waits for the
+ * task's `Run` (sent just before) to hold it there before it attaches through the engine.
+ */
+const runHeldWithin = Duration.seconds(2)
+
 /** The stream from the task's owner broke, or ended before the task did: its shard moved; attach again. */
 class Moved extends Data.TaggedError("Moved") {}
 
@@ -431,25 +438,31 @@ const admit = (journal: Journal.Journal["Type"], limits: Limits, agentId: string
   })
 
 /**
- * The tasks this runner owns, reached without the engine: a task whose shard this runner holds is
- * attached to and answered here, as its entity's handlers would (the same `ClusterTasks` calls), with
- * no message through the cluster (each a request, its serialization, a reply, an ack per event). The
- * engine stays the way to every other runner's tasks, and to this one's once its shard moves: the
- * stream of a task let go here ends (`runHere`), and the follower attaches again, through the engine.
+ * The tasks this runner owns, reached without the engine: a task whose shard this runner holds, and
+ * whose `Run` holds it here, is attached to and answered here, as its entity's handlers would (the
+ * same `ClusterTasks` calls), with no message through the cluster (each a request, its serialization,
+ * a reply, an ack per event). The engine stays the way to every other runner's tasks, and to this
+ * one's once its shard moves: the stream of a task let go here ends (`runHere`), and the follower
+ * attaches again, through the engine. Never to a task its `Run` does not hold (yet): one taken up
+ * here in process while the shard moved on before its `Run` held it was let go by no one, its loop
+ * going on here with the follower attached to it while the next owner ran the task for no one.
  */
 interface Here {
+  /** The task's shard is this runner's. */
+  readonly holdsShard: (taskId: string) => boolean
+  /** The task's shard is this runner's and its `Run` holds it here. */
   readonly owns: (taskId: string) => boolean
   readonly tasks: ClusterTasks.ClusterTasks
 }
 
 const makeHere = (tasks: ClusterTasks.ClusterTasks) =>
-  Effect.map(Sharding.Sharding, (sharding): Here => ({
-    owns: (taskId) => {
+  Effect.map(Sharding.Sharding, (sharding): Here => {
+    const holdsShard = (taskId: string) => {
       const entityId = EntityId.make(taskId)
       return sharding.hasShardId(sharding.getShardId(entityId, TaskEntity.getShardGroup(entityId)))
-    },
-    tasks
-  }))
+    }
+    return { holdsShard, owns: (taskId) => tasks.runsHere(taskId) && holdsShard(taskId), tasks }
+  })
 
 /**
  * Answers: each its own message, to its task's owner (taken here when this runner owns it); one for
@@ -467,7 +480,7 @@ const completeOn = (
         Effect.either(letGoUntaken(
           result,
           here.owns(result.taskId)
-            ? here.tasks.answer(agentId, result, connection)
+            ? here.tasks.answer(agentId, result, connection, true)
             : orDieOnEngine(tasks(result.taskId).Answer({ agentId, result, connection }))
         )),
       { concurrency: "unbounded" }
@@ -496,7 +509,9 @@ const followOn = (deps: {
   agentId: string,
   taskId: string,
   events: EventsWanted | undefined,
-  connection: string
+  connection: string,
+  // Just submitted through this runner: its `Run` was just sent, and its first attach may wait for it.
+  submitted = false
 ): Stream.Stream<TaskEvent, UnknownTask> =>
   Stream.suspend(() => {
     let started = false
@@ -515,7 +530,16 @@ const followOn = (deps: {
       !broke || waiting ? Effect.succeed(Stream.empty) : Effect.map(deps.unreachable, (why) => Stream.fromIterable(why ? say(why) : []))))
     const attached = Stream.suspend(() => {
       const payload = { agentId, events, attachmentId, reattach: attempts++ > 0, connection }
-      return deps.here.owns(taskId) ? attachedHere(deps.here.tasks, taskId, payload) : deps.tasks(taskId).Attach(payload)
+      const engine = deps.tasks(taskId).Attach(payload)
+      const here = () => attachedHere(deps.here.tasks, taskId, payload, deps.here.tasks.attachRunning)
+      // A new task's first attach, its shard here: in process once its `Run`, sent just before, holds it.
+      if (submitted && !payload.reattach && deps.here.holdsShard(taskId)) {
+        return Stream.unwrap(Effect.map(
+          deps.here.tasks.heldByRun(taskId, runHeldWithin),
+          (held) => held && deps.here.owns(taskId) ? here() : engine
+        ))
+      }
+      return deps.here.owns(taskId) ? here() : engine
     }).pipe(
       Stream.timeoutFail(() => new Moved(), followAlive.within),
       Stream.mapConcat((event): ReadonlyArray<TaskEvent> => {
@@ -596,7 +620,7 @@ const clusterBackend = (limits: Limits, held: ClusterTasks.ClusterTasks) => Effe
     deregister: ({ agentId, processId }) => orDieOnEngine(agents(agentId).Deregister({ processId })),
     submit: (payload) =>
       Effect.flatMap(started(payload), (taskId) =>
-        Mailbox.fromStream(Stream.orDie(follow(payload.agentId, taskId, payload.events, payload.connection)))),
+        Mailbox.fromStream(Stream.orDie(follow(payload.agentId, taskId, payload.events, payload.connection, true)))),
     attach: ({ agentId, connection, events, taskId }) => Mailbox.fromStream(follow(agentId, taskId, events, connection)),
     complete: completeOn(tasks, here),
     decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision }))
