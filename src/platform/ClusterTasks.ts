@@ -14,21 +14,7 @@ import { answersFrom, attachTo, type Follower, ignoredAnswer, type Task, type Ta
 /** The cluster's ways into the tasks of this runner, all on the journal of the cluster's database. */
 export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
   Effect.map(Invocation.InvocationConfig, (config) => {
-    /**
-     * The tasks whose entity's `Run` holds them here, until it ends or is interrupted (the shard
-     * moved). Only such a task is reached in process (Cluster.ts, `Here`): its `Run`, interrupted,
-     * lets it go and ends its attachment. A task taken up here by another message while its `Run` had
-     * not held it (or never would: the shard moved first) has no one to let it go.
-     */
-    const running = new Map<string, Task>()
-    /** Followers waiting for a task's `Run` to hold it here (`heldByRun`). */
-    const waiters = new Map<string, Deferred.Deferred<void>>()
-    const runningTask = (agentId: string, taskId: string): Effect.Effect<Task, UnknownTask> =>
-      Effect.suspend(() => {
-        const task = running.get(taskId)
-        if (task === undefined) return Effect.die(new Error(`task ${taskId}: its Run does not hold it here`))
-        return task.agentId === agentId ? Effect.succeed(task) : Effect.fail(new UnknownTask({ taskId }))
-      })
+    const running = makeRunning()
     return {
       /** The agent's task, held here (taken up from the journal if need be). */
       heldBy: tasks.held,
@@ -51,25 +37,9 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
           readonly connection?: string | undefined
         }
       ) => Effect.flatMap(tasks.held(agentId, taskId), (task) => attachTo(task, events, follower, connection)),
-      /** Whether the task's `Run` holds it here now (see `running`). */
-      runsHere: (taskId: string): boolean => running.has(taskId),
-      /**
-       * Whether the task's `Run` holds it here, waiting up to `within` for it to: a follower attaching
-       * as its task is submitted comes before the task's `Run` does.
-       */
-      heldByRun: (taskId: string, within: Duration.DurationInput): Effect.Effect<boolean> =>
-        Effect.suspend(() => {
-          if (running.has(taskId)) return Effect.succeed(true)
-          const waiter = waiters.get(taskId) ?? Deferred.unsafeMake<void>(FiberId.none)
-          waiters.set(taskId, waiter)
-          return Deferred.await(waiter).pipe(
-            Effect.timeoutOption(within),
-            Effect.ensuring(Effect.sync(() => {
-              if (waiters.get(taskId) === waiter) waiters.delete(taskId)
-            })),
-            Effect.map(() => running.has(taskId))
-          )
-        }),
+      /** Whether the task's `Run` holds it here now (see `makeRunning`). */
+      runsHere: running.runsHere,
+      heldByRun: running.heldByRun,
       /**
        * `attachHeld` without the engine, to a task whose `Run` holds it here (never taken up here):
        * a defect if it holds it no more, before or just after the attach (the follower attaches again).
@@ -83,11 +53,11 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
           readonly connection?: string | undefined
         }
       ) =>
-        Effect.flatMap(runningTask(agentId, taskId), (task) =>
+        Effect.flatMap(running.task(agentId, taskId), (task) =>
           Effect.tap(attachTo(task, events, follower, connection), (mailbox) =>
             Effect.sync(() => {
               // Let go meanwhile: its Run ended the attachments it had, not this one.
-              if (running.get(taskId) !== task) mailbox.unsafeDone(Exit.void)
+              if (!running.holds(taskId, task)) mailbox.unsafeDone(Exit.void)
             }))),
       /**
        * Runs the task here until it ends (its loop taken up from the journal); interrupted (its shard
@@ -99,13 +69,10 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
         Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(restore(tasks.hold(taskId)), (task) => {
             if (task === undefined) return Effect.logWarning(`task ${taskId}: the journal does not hold it; nothing to run`)
-            running.set(taskId, task)
-            const waiter = waiters.get(taskId)
-            waiters.delete(taskId)
-            if (waiter !== undefined) Deferred.unsafeDone(waiter, Exit.void)
+            running.held(taskId, task)
             return Effect.onExit(restore(task.ended.await), (exit) =>
               Effect.suspend(() => {
-                if (running.get(taskId) === task) running.delete(taskId)
+                running.released(taskId, task)
                 if (!Exit.isInterrupted(exit)) return Effect.void
                 tasks.letGo(task)
                 task.attachment?.unsafeDone(Exit.void)
@@ -114,35 +81,97 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
                 return Fiber.interruptAll(fibers)
               }))
           })),
-      /**
-       * An answer taken through the cluster: checked against the output limits and journaled (the first
-       * answer wins) before the call's waiter sees it, so that a loop going on from the journal, here or
-       * on the next owner, finds it; kept for the task's life, so that a call delivered again after it
-       * was answered is answered at once. One from a connection the call was not delivered to is ignored.
-       */
-      answer: (
-        agentId: string,
-        { result, taskId, toolCallId }: ToolCallResult,
-        connection: string,
-        inProcess = false
-      ): Effect.Effect<void, UnknownTask> =>
-        Effect.gen(function*() {
-          // In process (Cluster.ts, `Here`), only to a task its `Run` holds here: never one taken up here.
-          const task = inProcess ? yield* runningTask(agentId, taskId) : yield* tasks.held(agentId, taskId)
-          if (task.final !== undefined) return
-          if (!answersFrom(task, connection)) return yield* ignoredAnswer(task, toolCallId)
-          const pending = task.pending?.get(toolCallId)
-          const name = pending?.event.name ?? (yield* Effect.map(Effect.orDie(journal.run(taskId)), (run) =>
-            run !== undefined && Journal.isOpen(run) ? run.calls.get(toolCallId)?.name : undefined))
-          // A call the task never delivered: nothing waits for it.
-          if (name === undefined) return
-          const stored = yield* journal.callEnded(taskId, toolCallId, Invocation.checkResult(name, result, config)).pipe(
-            Effect.locally(SqlStore.currentOnUnreachable, (reason) => Effect.sync(() => task.waiting(reason)))
-          )
-          task.answered?.set(toolCallId, stored)
-          pending?.done.succeed(stored)
-        })
+      answer: answerOf(tasks, journal, config, running)
     }
+  })
+
+/**
+ * The tasks whose entity's `Run` holds them here, until it ends or is interrupted (the shard moved). Only
+ * such a task is reached in process (Cluster.ts, `Here`): its `Run`, interrupted, lets it go and ends its
+ * attachment. A task taken up here by another message while its `Run` had not held it (or never would: the
+ * shard moved first) has no one to let it go.
+ */
+const makeRunning = () => {
+  const running = new Map<string, Task>()
+  /** Followers waiting for a task's `Run` to hold it here (`heldByRun`). */
+  const waiters = new Map<string, Deferred.Deferred<void>>()
+  return {
+    /** The task its `Run` holds here, of that agent; a defect if its `Run` does not hold it here. */
+    task: (agentId: string, taskId: string): Effect.Effect<Task, UnknownTask> =>
+      Effect.suspend(() => {
+        const task = running.get(taskId)
+        if (task === undefined) return Effect.die(new Error(`task ${taskId}: its Run does not hold it here`))
+        return task.agentId === agentId ? Effect.succeed(task) : Effect.fail(new UnknownTask({ taskId }))
+      }),
+    runsHere: (taskId: string): boolean => running.has(taskId),
+    /** Whether this very task (not one taken up again since) is the one its `Run` holds here. */
+    holds: (taskId: string, task: Task): boolean => running.get(taskId) === task,
+    /**
+     * Whether the task's `Run` holds it here, waiting up to `within` for it to: a follower attaching
+     * as its task is submitted comes before the task's `Run` does.
+     */
+    heldByRun: (taskId: string, within: Duration.DurationInput): Effect.Effect<boolean> =>
+      Effect.suspend(() => {
+        if (running.has(taskId)) return Effect.succeed(true)
+        const waiter = waiters.get(taskId) ?? Deferred.unsafeMake<void>(FiberId.none)
+        waiters.set(taskId, waiter)
+        return Deferred.await(waiter).pipe(
+          Effect.timeoutOption(within),
+          Effect.ensuring(Effect.sync(() => {
+            if (waiters.get(taskId) === waiter) waiters.delete(taskId)
+          })),
+          Effect.map(() => running.has(taskId))
+        )
+      }),
+    /** The task's `Run` holds it here now: the followers waiting for that go on. */
+    held: (taskId: string, task: Task): void => {
+      running.set(taskId, task)
+      const waiter = waiters.get(taskId)
+      waiters.delete(taskId)
+      if (waiter !== undefined) Deferred.unsafeDone(waiter, Exit.void)
+    },
+    /** The task's `Run` let it go. */
+    released: (taskId: string, task: Task): void => {
+      if (running.get(taskId) === task) running.delete(taskId)
+    }
+  }
+}
+
+type Running = ReturnType<typeof makeRunning>
+
+/**
+ * An answer taken through the cluster: checked against the output limits and journaled (the first
+ * answer wins) before the call's waiter sees it, so that a loop going on from the journal, here or
+ * on the next owner, finds it; kept for the task's life, so that a call delivered again after it
+ * was answered is answered at once. One from a connection the call was not delivered to is ignored.
+ */
+const answerOf = (
+  tasks: Tasks,
+  journal: Journal.Journal["Type"],
+  config: Invocation.InvocationConfig["Type"],
+  running: Running
+) =>
+(
+  agentId: string,
+  { result, taskId, toolCallId }: ToolCallResult,
+  connection: string,
+  inProcess = false
+): Effect.Effect<void, UnknownTask> =>
+  Effect.gen(function*() {
+    // In process (Cluster.ts, `Here`), only to a task its `Run` holds here: never one taken up here.
+    const task = inProcess ? yield* running.task(agentId, taskId) : yield* tasks.held(agentId, taskId)
+    if (task.final !== undefined) return
+    if (!answersFrom(task, connection)) return yield* ignoredAnswer(task, toolCallId)
+    const pending = task.pending?.get(toolCallId)
+    const name = pending?.event.name ?? (yield* Effect.map(Effect.orDie(journal.run(taskId)), (run) =>
+      run !== undefined && Journal.isOpen(run) ? run.calls.get(toolCallId)?.name : undefined))
+    // A call the task never delivered: nothing waits for it.
+    if (name === undefined) return
+    const stored = yield* journal.callEnded(taskId, toolCallId, Invocation.checkResult(name, result, config)).pipe(
+      Effect.locally(SqlStore.currentOnUnreachable, (reason) => Effect.sync(() => task.waiting(reason)))
+    )
+    task.answered?.set(toolCallId, stored)
+    pending?.done.succeed(stored)
   })
 
 /** The cluster's ways into the tasks, as `make` gives them. */
