@@ -321,6 +321,7 @@ const inSession = (face: HttpFace, session: Session, web: Request, parsedBody: u
       )
     )
     busy(face, session, -1)
+    releaseAnswered(transport)
     const stream = web.method === "GET" && response.body !== null &&
       (response.headers.get("content-type") ?? "").startsWith("text/event-stream")
     if (!stream) return HttpServerResponse.fromWeb(response)
@@ -328,6 +329,27 @@ const inSession = (face: HttpFace, session: Session, web: Request, parsedBody: u
       new Response(openedStream(response.body!), { status: response.status, headers: response.headers })
     )
   })
+
+/** The SDK transport's maps from a request's stream to its answer, and from a request id to its stream. */
+interface TransportMaps {
+  readonly _streamMapping?: Map<string, { readonly resolveJson?: unknown; readonly cleanup: () => void }>
+  readonly _requestToStreamMapping?: Map<unknown, string>
+}
+
+/**
+ * Lets go of the answered requests the SDK's transport keeps. In JSON response mode (ours) it resolves a POST's
+ * response but keeps its entry, the `Response` with it (SDK 1.32): one entry a request, for the session's life,
+ * a session's memory growing with its requests. An entry whose requests no longer name it was answered: dropped.
+ * One still being answered is named by its requests, set with it, so it stays.
+ */
+const releaseAnswered = (transport: WebStandardStreamableHTTPServerTransport): void => {
+  const { _requestToStreamMapping: requests, _streamMapping: streams } = transport as unknown as TransportMaps
+  if (streams === undefined || requests === undefined || streams.size === 0) return
+  const unanswered = new Set(requests.values())
+  for (const [streamId, entry] of streams) {
+    if (entry.resolveJson !== undefined && !unanswered.has(streamId)) entry.cleanup()
+  }
+}
 
 /** A new session: its server and transport, kept once the transport names it (its `initialize` went through). */
 const openSession = (face: HttpFace, client: string | undefined, web: Request, parsedBody: unknown) =>
@@ -348,6 +370,7 @@ const openSession = (face: HttpFace, client: string | undefined, web: Request, p
     })
     yield* Effect.promise(() => served.server.connect(transport))
     const response = yield* Effect.promise(() => transport.handleRequest(web, { parsedBody }))
+    releaseAnswered(transport)
     if (transport.sessionId === undefined) yield* served.close
     return HttpServerResponse.fromWeb(response)
   })
