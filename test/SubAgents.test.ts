@@ -5,7 +5,7 @@
  * approvals).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Context, Effect, Exit, Fiber, Layer, Option, Schema, TestClock } from "effect"
+import { Cause, Chunk, Context, Effect, Exit, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -313,6 +313,35 @@ describe("Agents that call agents: a sub-agent as a tool (design: Agents that ca
       assert.deepStrictEqual(result.toolCalls.map((c) => [c.id, c.cached, c.result.success]), [["b1", false, true], ["b2", true, true]])
       assert.deepStrictEqual(runs, ["lookup A-1", "refund A-1"])
     }).pipe(Effect.provide(Journal.layerMemory)))
+
+  it.effect("a watched run (Agent.stream) shows its sub-agent's events as they happen, each wrapped with the call that runs it", () =>
+    Effect.gen(function*() {
+      const { support } = tree()
+      const scripts = {
+        [SUPPORT]: supportScript([call("b1", "billing", { prompt: "what is A-1?" })]),
+        [BILLING]: [{ toolCalls: [call("l1", "lookup", { orderId: "A-1" })] }, { text: "paid" }]
+      }
+      const events = yield* Agent.stream(support, "go", { runId: "root" }).pipe(Stream.runCollect, Effect.provide(byAgent(scripts)))
+      const shown = Chunk.toReadonlyArray(events).map((event) =>
+        event._tag === "SubAgent" ? `${event.toolCallId}@${event.runId}:${event.event._tag}` : event._tag
+      )
+      assert.deepStrictEqual(shown, [
+        "TurnStarted",
+        "ToolCallStarted",
+        "b1@root/b1:TurnStarted",
+        "b1@root/b1:ToolCallStarted",
+        "b1@root/b1:ToolCallFinished",
+        "b1@root/b1:TurnStarted",
+        "b1@root/b1:TextDelta",
+        "b1@root/b1:Text",
+        "b1@root/b1:Done",
+        "ToolCallFinished",
+        "TurnStarted",
+        "TextDelta",
+        "Text",
+        "Done"
+      ])
+    }))
 
   it.effect("the child run's invoke_agent span is a child of the parent's execute_tool span", () =>
     Effect.gen(function*() {

@@ -10,7 +10,7 @@ import * as Tool from "../../Tool.js"
 import type { Call } from "../../ToolContext.js"
 import { loop, traced } from "./loop.js"
 import { CurrentRun, subAgentTools } from "./run.js"
-import type { Agent, AgentError, Handoff, Start, UnknownRun } from "./types.js"
+import { type Agent, type AgentError, AgentEvent, type Handoff, type Start, type UnknownRun } from "./types.js"
 
 /** Options of `Agent.asTool`. */
 export interface AsToolOptions<I> {
@@ -73,8 +73,11 @@ const runChild = (agent: Agent<any, any>, toolName: string, prompt: string, call
     const shared = parent?.hookState
     const known = journal === undefined ? undefined : yield* Effect.orDie(journal.run(runId))
     const start: Start = known === undefined ? { prompt, runId, shared } : { resume: runId, shared }
+    // A watched parent (`Agent.stream`) sees the child's events as they happen, each wrapped with the call.
+    const emit = parent?.emit === undefined ? undefined : (event: AgentEvent) =>
+      parent.emit!(AgentEvent.SubAgent({ toolCallId: call.toolCallId, toolName, runId, event }))
     const result = yield* Effect.catchTag(
-      traced(agent, loop(agent, start, undefined)) as Effect.Effect<
+      traced(agent, loop(agent, start, emit)) as Effect.Effect<
         { readonly output: string; readonly value?: unknown },
         AgentError | UnknownRun,
         LanguageModel.LanguageModel

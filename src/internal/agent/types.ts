@@ -257,6 +257,11 @@ export type AgentEvent = Data.TaggedEnum<{
   Suspended: { readonly runId: string; readonly pending: ReadonlyArray<PendingApproval> }
   /** The run's end; with a typed output, `result` carries the decoded `value`. */
   Done: { readonly result: RunResult & { readonly value?: unknown } }
+  /**
+   * An event of a sub-agent's run (`Agent.asTool`), as it happens: the call of this run that runs it, the child
+   * run's id, and the child's event (itself `SubAgent` for a grandchild's).
+   */
+  SubAgent: { readonly toolCallId: string; readonly toolName: string; readonly runId: string; readonly event: AgentEvent }
 }>
 
 /** Constructors and matchers of `AgentEvent`. */
