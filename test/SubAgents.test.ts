@@ -169,8 +169,12 @@ describe("Agents that call agents: a sub-agent as a tool (design: Agents that ca
 
   it.effect("approving inside a sub-agent does not restart it: its earlier calls ran once, its earlier turns are not asked again", () =>
     Effect.gen(function*() {
-      const { first, runs, scripts, support } = yield* suspendedTree
+      const { first, runs, scripts, support, suspended } = yield* suspendedTree
       assert.strictEqual(first.asked[BILLING]!.length, 2)
+      // Resumed before anyone decided: the tree suspends again on the same call, nothing asked or run again.
+      const early = yield* withModel(scripts, Agent.resume(support, "root"))
+      assert.deepStrictEqual(suspendedOf(early.exit).pending, suspended.pending)
+      assert.deepStrictEqual([early.asked[SUPPORT]!.length, early.asked[BILLING]!.length], [0, 0])
       yield* Agent.approve("root", "b1/r1")
       const second = yield* withModel(scripts, Agent.resume(support, "root"))
       succeeded(second.exit)
