@@ -11,6 +11,15 @@ import * as Journal from "../Journal.js"
 import { type EventsWanted, type ToolCallResult, UnknownTask } from "../protocol/Protocol.js"
 import { answersFrom, attachTo, type Follower, ignoredAnswer, type Task, type Tasks } from "./Tasks.js"
 
+/** An attachment to a task: whose, which events, its follower, and the connection it comes from. */
+interface Attaching {
+  readonly agentId: string
+  readonly taskId: string
+  readonly events?: EventsWanted | undefined
+  readonly follower?: Follower | undefined
+  readonly connection?: string | undefined
+}
+
 /** The cluster's ways into the tasks of this runner, all on the journal of the cluster's database. */
 export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
   Effect.map(Invocation.InvocationConfig, (config) => {
@@ -29,13 +38,7 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
         }),
       /** `attach`, to a task held here (taken up from the journal if need be), from `connection` on the client's front. */
       attachHeld: (
-        { agentId, connection, events, follower, taskId }: {
-          readonly agentId: string
-          readonly taskId: string
-          readonly events?: EventsWanted | undefined
-          readonly follower?: Follower | undefined
-          readonly connection?: string | undefined
-        }
+        { agentId, connection, events, follower, taskId }: Attaching
       ) => Effect.flatMap(tasks.held(agentId, taskId), (task) => attachTo(task, events, follower, connection)),
       /** Whether the task's `Run` holds it here now (see `makeRunning`). */
       runsHere: running.runsHere,
@@ -45,13 +48,7 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
        * a defect if it holds it no more, before or just after the attach (the follower attaches again).
        */
       attachRunning: (
-        { agentId, connection, events, follower, taskId }: {
-          readonly agentId: string
-          readonly taskId: string
-          readonly events?: EventsWanted | undefined
-          readonly follower?: Follower | undefined
-          readonly connection?: string | undefined
-        }
+        { agentId, connection, events, follower, taskId }: Attaching
       ) =>
         Effect.flatMap(running.task(agentId, taskId), (task) =>
           Effect.tap(attachTo(task, events, follower, connection), (mailbox) =>
