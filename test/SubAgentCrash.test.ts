@@ -1,7 +1,7 @@
 /**
  * A tree of agent runs proven by killing the process (design: Agents that call agents, Durable runs): a root run
  * that calls a sub-agent twice at once, each of which calls another (3 levels, 5 runs), runs in a child process
- * (test/support/agentTreeChild.ts) killed with SIGKILL at a random point, 1 to 3 times a round; a new process
+ * (test/support/agentTreeChild.ts) killed with SIGKILL or SIGTERM at a random point, 1 to 3 times a round; a new process
  * with the same SQLite journal resumes the root, until one runs the tree to its end.
  *
  * Per round: the root ends with the output of an uncrashed tree, and every run of the tree ended in the journal.
@@ -91,6 +91,7 @@ describe("a tree of agent runs under SIGKILL", () => {
       let charges = 0
       let notes = 0
       let unknowns = 0
+      let terms = 0
       const startedAt = performance.now()
       for (let round = 1; round <= rounds; round++) {
         const root = `round-${round}`
@@ -109,7 +110,10 @@ describe("a tree of agent runs under SIGKILL", () => {
           assert.isDefined(yield* Effect.promise(() => child.waitFor("ready", 60_000)), `${root}: process ${p + 1} opened the journal`)
           if (p < killsHere) {
             yield* Effect.sleep(Math.floor(Math.random() * span * 1.2))
-            child.process.kill("SIGKILL")
+            // SIGKILL, or SIGTERM (the runtime interrupts the tree and exits): either way the next process resumes it.
+            const signal = Math.random() < 0.5 ? "SIGKILL" : "SIGTERM"
+            if (signal === "SIGTERM") terms++
+            child.process.kill(signal)
             yield* Effect.promise(() => child.exited)
             found = yield* journaledTurns(journal, runIds)
             kills++
@@ -153,7 +157,7 @@ describe("a tree of agent runs under SIGKILL", () => {
       }
       const millis = performance.now() - startedAt
       const summary = `${rounds} rounds in ${(millis / 1000).toFixed(1)} s (an uncrashed tree: ${span.toFixed(0)} ms once ready): ` +
-        `${processes} processes, ${kills} killed; model turns asked ${asked}, distinct ${distinct} ` +
+        `${processes} processes, ${kills} killed (${terms} by SIGTERM, the rest SIGKILL); model turns asked ${asked}, distinct ${distinct} ` +
         `(asked again, the reply lost with its process before the journal held it: ${asked - distinct}); ` +
         `charge (idempotent) side effects ${charges} of ${2 * rounds} keys (${unknowns} read "outcome unknown"); note side effects ${notes} of ${2 * rounds} calls`
       console.log(`agent tree crash test: ${summary}`)

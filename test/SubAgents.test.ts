@@ -347,6 +347,21 @@ describe("Agents that call agents: a sub-agent as a tool (design: Agents that ca
       ])
     }))
 
+  it.effect("a sub-agent call whose arguments nest 100,000 deep is refused before any child run starts; the run goes on", () =>
+    Effect.gen(function*() {
+      const { support } = tree()
+      const deep = "[".repeat(100_000) + "]".repeat(100_000)
+      const scripts = {
+        [SUPPORT]: supportScript([{ id: "b1", name: "billing", arguments: `{"prompt":${deep}}` }]),
+        [BILLING]: [{ text: "never asked" }]
+      }
+      const { asked, exit } = yield* withModel(scripts, Agent.run(support, "go", { runId: "root" }))
+      const result = succeeded(exit)
+      assert.strictEqual(asked[BILLING]!.length, 0, "no child run")
+      assert.isFalse(result.toolCalls[0]!.result.success)
+      assert.isUndefined(yield* Effect.flatMap(Journal.Journal, (journal) => journal.run("root/b1")))
+    }).pipe(Effect.provide(Journal.layerMemory)))
+
   it.effect("the child run's invoke_agent span is a child of the parent's execute_tool span", () =>
     Effect.gen(function*() {
       const { support } = tree()
