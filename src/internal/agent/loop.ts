@@ -148,7 +148,8 @@ export const loop = (
       if (state.waiting) return yield* state.suspend()
       state.records.push(...records)
       state.messages = [...state.messages, said, ...records.map(toMessage(state.toolkit))]
-      if (yield* handOver(state, holder, records)) continue
+      // Only an agent with handoffs pays for looking for one.
+      if (holder.handoffs.size > 0 && (yield* handOver(state, holder, records))) continue
       if (holder.completion === "explicit") {
         // A task_complete beside other calls ends the run once they have all finished (design: Built-ins).
         const complete = records.find((r) => r.name === Builtins.taskCompleteName && r.result.success)
