@@ -7,6 +7,7 @@ import * as Agent from "../Agent.js"
 import { Verbatim } from "../internal/call/pipeline.js"
 import { traceparentOf } from "../internal/util/traceContext.js"
 import { errorText, ToolResult } from "../ToolResult.js"
+import type * as Journal from "../Journal.js"
 import type * as LanguageModel from "../LanguageModel.js"
 import * as Tool from "../Tool.js"
 import { ToolContext } from "../ToolContext.js"
@@ -47,6 +48,8 @@ export interface TaskOptions {
    * (the serving process dedupes it by task and call id).
    */
   readonly journaled?: boolean | undefined
+  /** A journaled task: the journal's record of it, just read (or written, new), so that it is not read again. */
+  readonly known?: Journal.OpenRun | undefined
 }
 
 /** A served call's error text, passed through as is (it is already the error text). */
@@ -151,7 +154,7 @@ const runWith = (
     output,
     outputRetries: options.output?.retries
   })
-  const host = journaled ? { runId: taskId, rerunUnfinished: true } : undefined
+  const host = journaled ? { runId: taskId, rerunUnfinished: true, known: options.known } : undefined
   return Agent.runWithEvents(agent, options.prompt, (event) => {
     switch (event._tag) {
       case "TurnStarted":

@@ -452,11 +452,20 @@ const makeLoops = (book: Book) => {
         return yield* Effect.logWarning(`task ${task.taskId}: the journal no longer holds it open; it cannot go on`)
       }
       yield* Effect.logInfo(`task ${task.taskId}: its approvals are decided; it goes on`)
-      start(task, run.prompt, run.tools, parseTraceparent(run.traceparent))
+      start(task, run.prompt, run.tools, parseTraceparent(run.traceparent), run)
     })
 
-  /** Runs a task's loop: a new one, or with a journal, one taken back after a restart (from what it journaled). */
-  const start = (task: Task, prompt: string, tools: Journal.TaskTools, parent?: Tracer.AnySpan): void => {
+  /**
+   * Runs a task's loop: a new one, or with a journal, one taken back after a restart (from what it
+   * journaled; `known`, what the journal holds of it if just read or written, is not read again).
+   */
+  const start = (
+    task: Task,
+    prompt: string,
+    tools: Journal.TaskTools,
+    parent?: Tracer.AnySpan,
+    known?: Journal.OpenRun
+  ): void => {
     const { taskId } = task
     // The task's trace goes on from its submitter's (design: Observability), when it came with one.
     const traced = <A, E, R>(loop: Effect.Effect<A, E, R>) => parent === undefined ? loop : Effect.withParentSpan(loop, parent)
@@ -483,7 +492,7 @@ const makeLoops = (book: Book) => {
       return
     }
     // The task is a journaled run of the loop (design: Durable runs), taken up from what the journal holds.
-    const journaled = TaskRunner.run({ ...runOptions, journaled: true }).pipe(
+    const journaled = TaskRunner.run({ ...runOptions, journaled: true, known }).pipe(
       Effect.provideService(Journal.Journal, journal),
       // Its statements waiting for the database say so on its stream.
       Effect.locally(SqlStore.currentOnUnreachable, (reason) => Effect.sync(() => task.waiting(reason))),
@@ -529,7 +538,7 @@ const makeHolding = (book: Book, { start }: Loops) =>
           const task = add(taskId, run.agentId, run.processId)
           if (Journal.isOpen(run)) {
             book.count(task, run.prompt)
-            start(task, run.prompt, run.tools, parseTraceparent(run.traceparent))
+            start(task, run.prompt, run.tools, parseTraceparent(run.traceparent), run)
           } else if (run.final !== undefined) {
             task.final = yield* Effect.orDie(Schema.decode(EventJson)(run.final))
             task.endedAt = run.endedAt
@@ -721,15 +730,15 @@ export const makeTasks = (options: Options, limits: Limits, journal: Journal.Jou
           const parent = Option.getOrUndefined(yield* Effect.option(Effect.currentSpan))
           const traceparent = parent === undefined ? undefined : traceparentOf(parent)
           // Journaled before anyone learns the task's id: a restart cannot lose a task a client knows.
+          const record = { runId: task.taskId, kind: "task" as const, agentId, processId, prompt, tools, traceparent }
           if (journal !== undefined) {
-            yield* Effect.onError(
-              journal.started({ runId: task.taskId, kind: "task", agentId, processId, prompt, tools, traceparent }),
-              () => Effect.sync(() => uncount(book.usage, task))
-            )
+            yield* Effect.onError(journal.started(record), () => Effect.sync(() => uncount(book.usage, task)))
           }
           task.output = output
           const mailbox = yield* attachTo(task, events, undefined, connection)
-          loops.start(task, prompt, tools, parent)
+          // What the journal holds of it now: nothing but its start.
+          const known = { ...record, status: "running" as const, turns: [], calls: new Map(), approvals: new Map() }
+          loops.start(task, prompt, tools, parent, journal === undefined ? undefined : known)
           return mailbox
         }),
       /** Another attachment to a task of the agent's, from `connection`. */

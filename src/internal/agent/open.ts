@@ -61,7 +61,7 @@ export const open = (
     }
     if (start.host !== undefined) {
       // The host wrote the run first (a platform task), and may be taking it back after a restart.
-      const known = yield* Effect.orDie(journal.run(start.host.runId))
+      const known = start.host.known ?? (yield* Effect.orDie(journal.run(start.host.runId)))
       if (known === undefined || !Journal.isOpen(known)) {
         return yield* Effect.dieMessage(`the journal has no open run ${start.host.runId} for its host`)
       }

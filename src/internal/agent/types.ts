@@ -3,6 +3,7 @@
  * record and result, its events and its errors. `Agent` re-exports all of it; the loop's parts read it.
  */
 import { Data, type Duration, type Either, Schema } from "effect"
+import type * as Journal from "../../Journal.js"
 import * as LanguageModel from "../../LanguageModel.js"
 import type * as Tool from "../../Tool.js"
 import type * as Toolkit from "../../Toolkit.js"
@@ -285,6 +286,8 @@ export interface HostOptions {
    * dedupes by (run id, call id) (the platform's serving processes), so a repeat has no second effect.
    */
   readonly rerunUnfinished: boolean
+  /** The run as the host just read it from the journal (or wrote it, new): used as it is, not read again. */
+  readonly known?: Journal.OpenRun | undefined
 }
 
 /** Tells a run's observer each `AgentEvent`, synchronously and in order. */
