@@ -211,17 +211,18 @@ const endedOf = (row: Sql.TaskRow): EndedRun => ({
 /** The run `runId` as the journal holds it: ended, or open with its turns (up to the first gap), calls and approvals. */
 const readRun = (sql: Client, runId: string) =>
   Effect.gen(function*() {
-    const row = (yield* Sql.task(sql, runId))[0]
-    if (row === undefined) return undefined
+    const whole = yield* Sql.wholeRun(sql, runId)
+    if (whole === undefined) return undefined
+    const { row } = whole
     if (row.status === "ended") return endedOf(row)
     const turns: Array<LanguageModel.ModelTurn> = []
-    for (const turn of yield* Sql.turnsOf(sql, runId)) {
+    for (const turn of whole.turns) {
       // Steps are 1, 2, ...: a gap would replay the wrong turn, so the replay stops before it.
       if (Number(turn.step) !== turns.length + 1) break
       turns.push(yield* Schema.decode(TurnJson)(turn.turn))
     }
     const calls = new Map<string, JournaledCall>()
-    for (const call of yield* Sql.callsOf(sql, runId)) {
+    for (const call of whole.calls) {
       calls.set(call.tool_call_id, {
         name: call.name,
         arguments: call.arguments,
@@ -230,7 +231,7 @@ const readRun = (sql: Client, runId: string) =>
       })
     }
     const approvals = new Map<string, Approval>()
-    for (const approval of yield* Sql.approvalsOf(sql, runId)) {
+    for (const approval of whole.approvals) {
       approvals.set(approval.tool_call_id, {
         toolCallId: approval.tool_call_id,
         toolName: approval.tool_name,

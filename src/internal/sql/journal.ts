@@ -188,14 +188,26 @@ export const endTask = (
   end: { readonly final: string | null; readonly result: string | null },
   endedAt: number
 ) =>
-  sql.withTransaction(Effect.all([
-    sql`UPDATE journal_tasks SET status = 'ended', final = ${end.final}, result = ${end.result}, ended_at = ${endedAt},
-      prompt = '', tools = '[]'
-      WHERE task_id = ${taskId}`,
-    sql`DELETE FROM journal_turns WHERE task_id = ${taskId}`,
-    sql`DELETE FROM journal_calls WHERE task_id = ${taskId}`,
-    sql`DELETE FROM journal_approvals WHERE task_id = ${taskId}`
-  ], { discard: true }))
+  sql.onDialectOrElse({
+    // One statement (its deletes as data-modifying CTEs), atomic as the transaction below: on a
+    // database over the network each statement is a round trip.
+    pg: () =>
+      Effect.asVoid(sql`WITH turns AS (DELETE FROM journal_turns WHERE task_id = ${taskId}),
+        calls AS (DELETE FROM journal_calls WHERE task_id = ${taskId}),
+        approvals AS (DELETE FROM journal_approvals WHERE task_id = ${taskId})
+        UPDATE journal_tasks SET status = 'ended', final = ${end.final}, result = ${end.result}, ended_at = ${endedAt},
+          prompt = '', tools = '[]'
+        WHERE task_id = ${taskId}`),
+    orElse: () =>
+      sql.withTransaction(Effect.all([
+        sql`UPDATE journal_tasks SET status = 'ended', final = ${end.final}, result = ${end.result}, ended_at = ${endedAt},
+          prompt = '', tools = '[]'
+          WHERE task_id = ${taskId}`,
+        sql`DELETE FROM journal_turns WHERE task_id = ${taskId}`,
+        sql`DELETE FROM journal_calls WHERE task_id = ${taskId}`,
+        sql`DELETE FROM journal_approvals WHERE task_id = ${taskId}`
+      ], { discard: true }))
+  })
 
 /** Marks a run as waiting for the approvals it asked for (written first, `askApproval`). */
 export const suspendTask = (sql: SqlClient.SqlClient, taskId: string) =>
@@ -257,6 +269,49 @@ export const callsOf = (sql: SqlClient.SqlClient, taskId: string) =>
 export const approvalsOf = (sql: SqlClient.SqlClient, taskId: string) =>
   sql<ApprovalRow>`SELECT task_id, tool_call_id, tool_name, input, input_key, fingerprint, expires_at, decision, reason
     FROM journal_approvals WHERE task_id = ${taskId}`
+
+/** One run's row with its turns, calls and approvals, as `task`, `turnsOf`, `callsOf` and `approvalsOf` give them. */
+export interface WholeRun {
+  readonly row: TaskRow
+  readonly turns: ReadonlyArray<TurnRow>
+  readonly calls: ReadonlyArray<CallRow>
+  readonly approvals: ReadonlyArray<ApprovalRow>
+}
+
+/**
+ * One run, whole, or undefined: on PostgreSQL in one statement (its turns, calls and approvals as JSON
+ * arrays beside its row; one round trip rather than four), elsewhere in four.
+ */
+export const wholeRun = (sql: SqlClient.SqlClient, taskId: string) =>
+  sql.onDialectOrElse({
+    pg: () =>
+      Effect.map(
+        sql<TaskRow & { readonly turns_json: string; readonly calls_json: string; readonly approvals_json: string }>`SELECT
+          t.task_id, t.kind, t.agent_id, t.process_id, t.prompt, t.tools, t.status, t.final, t.result, t.ended_at, t.traceparent,
+          (SELECT COALESCE(json_agg(r ORDER BY r.step), '[]')::text FROM journal_turns r WHERE r.task_id = t.task_id) AS turns_json,
+          (SELECT COALESCE(json_agg(c), '[]')::text FROM journal_calls c WHERE c.task_id = t.task_id) AS calls_json,
+          (SELECT COALESCE(json_agg(a), '[]')::text FROM journal_approvals a WHERE a.task_id = t.task_id) AS approvals_json
+          FROM journal_tasks t WHERE t.task_id = ${taskId}`,
+        ([row]): WholeRun | undefined => {
+          if (row === undefined) return undefined
+          const { approvals_json, calls_json, turns_json, ...task } = row
+          return { row: task, turns: JSON.parse(turns_json), calls: JSON.parse(calls_json), approvals: JSON.parse(approvals_json) }
+        }
+      ),
+    orElse: () =>
+      Effect.gen(function*() {
+        const row = (yield* task(sql, taskId))[0]
+        if (row === undefined) return undefined
+        if (row.status === "ended") return { row, turns: [], calls: [], approvals: [] }
+        const whole: WholeRun = {
+          row,
+          turns: yield* turnsOf(sql, taskId),
+          calls: yield* callsOf(sql, taskId),
+          approvals: yield* approvalsOf(sql, taskId)
+        }
+        return whole
+      })
+  })
 
 /** Deletes the platform tasks that ended at or before `before`. */
 export const purgeEnded = (sql: SqlClient.SqlClient, before: number, kind: "task" | "run") =>
