@@ -669,8 +669,19 @@ const followOn = (deps: {
     return out
   })
 
+/**
+ * How many ids a new task's id is drawn from, at most, for one whose shard the submitting runner holds
+ * (`placed`): a runner of n holds about 1/n of the shards, so 64 draws miss only with a cluster of
+ * dozens of runners (or a runner that holds no shard yet), and the task is then placed by its id alone.
+ */
+const placementDraws = 64
+
 /** `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
-const clusterBackend = (limits: Limits, held: ClusterTasks.ClusterTasks) => Effect.gen(function*() {
+const clusterBackend = (
+  limits: Limits,
+  held: ClusterTasks.ClusterTasks,
+  placement: RunnerOptions["placement"]
+) => Effect.gen(function*() {
   const agents = yield* AgentEntity.client
   const tasks = yield* TaskEntity.client
   const here = yield* makeHere(held)
@@ -682,6 +693,21 @@ const clusterBackend = (limits: Limits, held: ClusterTasks.ClusterTasks) => Effe
   const follow = followOn({ tasks, here, ids, policy, away, unreachable })
 
   /**
+   * A new task's id. Placed by its submitter (the default, `RunnerOptions.placement`): drawn until its
+   * shard is one this runner holds (up to `placementDraws` draws), so that its loop, its events and
+   * its answers stay in this process (`Here`) rather than go through the engine to another runner
+   * and back. Its shard moves as any other (a runner dies or joins), and the follower then attaches
+   * through the engine. Still a random id: the draw leaves out the shards held elsewhere, about
+   * log2(runners) bits of its 122.
+   */
+  const placed = (): string => {
+    let taskId = ids.make("task")
+    if (placement === "id") return taskId
+    for (let draw = 1; draw < placementDraws && !here.holdsShard(taskId); draw++) taskId = ids.make("task")
+    return taskId
+  }
+
+  /**
    * A new task, admitted to the agent's limits, journaled with its submitter's span (the runner that
    * takes it up continues that trace), its `Run` sent to its owner; its id. While the database cannot
    * be reached, each step waits for it, as the journal's statements do.
@@ -691,7 +717,7 @@ const clusterBackend = (limits: Limits, held: ClusterTasks.ClusterTasks) => Effe
       yield* admit(journal, limits, agentId, prompt)
       const tools = yield* orDieOnEngine(SqlStore.whileBusy(agents(agentId).Tools({ processId })))
       // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
-      const taskId = ids.make("task")
+      const taskId = placed()
       const traceparent = Option.getOrUndefined(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
       yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
       yield* orDieOnEngine(SqlStore.whileBusy(tasks(taskId).Run({ agentId }, { discard: true })))
@@ -724,7 +750,7 @@ const clusterBackend = (limits: Limits, held: ClusterTasks.ClusterTasks) => Effe
  * let go for the next owner), the registry's sweep, then the parts (Parts.ts); the journal and the
  * cluster, provided from outside, close after.
  */
-export const layerHandlers = (options: Options) =>
+export const layerHandlers = (options: Options & { readonly runner?: RunnerOptions | undefined }) =>
   Layer.scopedContext(Effect.gen(function*() {
     const journal = runnerJournal(yield* Journal.Journal)
     const parts = yield* Parts.makeParts(options, journal)
@@ -738,7 +764,7 @@ export const layerHandlers = (options: Options) =>
     ))
     // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
     yield* Layer.build(layerEntities(parts, tasks, registry))
-    const backend = yield* clusterBackend(parts.limits, tasks)
+    const backend = yield* clusterBackend(parts.limits, tasks, options.runner?.placement)
     return yield* Layer.build(Handlers.layerOf(backend, parts, options))
   }))
 
@@ -755,6 +781,14 @@ export interface RunnerOptions {
    * under the wake-up channel (ClusterWake.ts). Default `Timing.clusterFailover`'s.
    */
   readonly messagePollInterval?: Duration.DurationInput | undefined
+  /**
+   * Where a new task runs. `"submitter"` (the default): on the runner its serving process is connected
+   * to (its id drawn among those whose shard that runner holds), so its events and answers stay in that
+   * runner's process; tasks then spread as the serving processes' connections do. `"id"`: on whichever
+   * runner holds its id's shard, spread evenly whatever the connections (for serving processes that all
+   * reach one runner), each call then going through the engine to that runner and back.
+   */
+  readonly placement?: "submitter" | "id" | undefined
 }
 
 /** The cluster's sharding config for this runner: its address, and the failover timings of `Timing.clusterFailover`. */

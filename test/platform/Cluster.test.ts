@@ -20,6 +20,9 @@ import {
   Toolkit
 } from "../../src/index.js"
 import * as Cluster from "../../src/platform/Cluster.js"
+import * as Journal from "../../src/Journal.js"
+import * as Sharding from "@effect/cluster/Sharding"
+import * as ShardId from "@effect/cluster/ShardId"
 import { clientLayer, resultsText } from "../support/platform.js"
 import { startReceiver } from "../support/otlpReceiver.js"
 import { spawn } from "node:child_process"
@@ -56,18 +59,22 @@ const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
   (request) => ({ text: resultsText(request) })
 ]
 
-/** A runner on `url`: the cluster's handlers, served on a WebSocket of its own; its URL. */
-const startRunner = (
+/** A runner on `url`: the cluster's handlers, served on a WebSocket of its own; its context (`PlatformServer.url`, `PlatformState`). */
+const runnerContext = (
   url: string,
   models: Context.Context<LanguageModel.LanguageModel>,
-  options: { readonly lifecycleBudget?: number; readonly maxTasksPerAgent?: number } = {},
+  { runner, ...options }: {
+    readonly lifecycleBudget?: number
+    readonly maxTasksPerAgent?: number
+    readonly runner?: Cluster.RunnerOptions
+  } = {},
   telemetry: Layer.Layer<never> = Layer.empty
 ) =>
   Effect.gen(function*() {
     const port = yield* Effect.promise(() => Pg.freePort())
-    const context = yield* Layer.build(
+    return yield* Layer.build(
       PlatformServer.layerWebSocket({ port: 0 }).pipe(
-        Layer.provide(Cluster.layer({ tokens, runner: { port, shardsPerGroup: 30 }, ...options })),
+        Layer.provideMerge(Cluster.layer({ tokens, runner: { port, shardsPerGroup: 30, ...runner }, ...options })),
         Layer.provide(Layer.succeedContext(models)),
         Layer.provide(PgClient.layer({ url: Redacted.make(url) })),
         Layer.provide(policy),
@@ -75,8 +82,11 @@ const startRunner = (
         Layer.provide(telemetry)
       )
     )
-    return yield* Effect.provide(PlatformServer.url, context)
   })
+
+/** A runner on `url` (`runnerContext`); its URL. */
+const startRunner = (...args: Parameters<typeof runnerContext>) =>
+  Effect.flatMap(runnerContext(...args), (context) => Effect.provide(PlatformServer.url, context))
 
 /** A tool that records each run of an input (its side effect). */
 const recordingTool = (name: string, effects: Map<string, number>) =>
@@ -160,6 +170,56 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluste
       console.log(`cluster: 3 runners, 20 tasks in ${millis.toFixed(0)} ms; model turns asked ${requests.length}; side effects ${effects.size}`)
     }), { timeout: 90_000 })
 
+  it.scoped("a task runs on the runner its serving process is connected to; placed by id, tasks spread over the runners", () =>
+    Effect.gen(function*() {
+      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      /** Two runners of `placement` (their `Sharding` in context too), 24 tasks through the second: how many tasks each held. */
+      const heldBy = (placement: Cluster.RunnerOptions["placement"]) =>
+        Effect.gen(function*() {
+          const url = yield* freshDatabase
+          yield* migrate(url)
+          const runners = yield* Effect.all([0, 1].map(() =>
+            Effect.flatMap(Effect.promise(() => Pg.freePort()), (port) =>
+              Layer.build(PlatformServer.layerWebSocket({ port: 0 }).pipe(
+                Layer.provideMerge(Cluster.layerHandlers({ tokens, runner: { placement } })),
+                Layer.provideMerge(Cluster.layerSharding({ port, shardsPerGroup: 30 })),
+                Layer.provide(Journal.layerSqlClient),
+                Layer.provide(Layer.succeedContext(models)),
+                Layer.provide(PgClient.layer({ url: Redacted.make(url) })),
+                Layer.provide(policy),
+                Layer.provide(quiet)
+              )))
+          ), { concurrency: "unbounded" })
+          // Once the shards are shared out: a runner that holds none yet has nowhere to place a task.
+          const held = (runner: Context.Context<Sharding.Sharding>) =>
+            Array.from({ length: 30 }, (_, i) => ShardId.make("default", i + 1))
+              .filter((shard) => Context.get(runner, Sharding.Sharding).hasShardId(shard)).length
+          yield* Effect.sync(() => runners.map(held)).pipe(
+            Effect.repeat({ until: (counts) => counts.every((n) => n >= 13), schedule: Schedule.spaced("100 millis") }),
+            Effect.timeout("30 seconds")
+          )
+          const front = yield* Effect.provide(PlatformServer.url, runners[1]!)
+          const client = Context.get(yield* Layer.build(clientLayer({ url: front }, policy)), PlatformClient.PlatformClient)
+          const served = yield* Serve.make(yield* Toolkit.make(recordingTool("alpha", new Map()))).pipe(
+            Effect.provideService(PlatformClient.PlatformClient, client)
+          )
+          const runs = yield* Effect.forEach(
+            Array.from({ length: 24 }, (_, i) => i),
+            (i) => Stream.runCollect(served.submitTask(`task ${i}`)),
+            { concurrency: 4 }
+          )
+          for (const events of runs) assert.strictEqual(Option.getOrUndefined(Chunk.last(events))?._tag, "TaskCompleted")
+          return yield* Effect.forEach(runners, (runner) => Context.get(runner, PlatformServer.PlatformState).taskCount)
+        }).pipe(Effect.scoped)
+      assert.deepStrictEqual(yield* heldBy(undefined), [0, 24])
+      const byId = yield* heldBy("id")
+      // 24 tasks by a random id's shard, each runner holding 13 of the 30 shards or more: all on one
+      // has odds of about 1 in 800,000.
+      assert.strictEqual(byId[0]! + byId[1]!, 24)
+      assert.isAbove(byId[0]!, 0, `by id: ${byId}`)
+      assert.isAbove(byId[1]!, 0, `by id: ${byId}`)
+    }), { timeout: 90_000 })
+
   it.scoped("the lifecycle budget is counted per agent across runners: the 31st call is refused whichever runner it reaches", () =>
     Effect.gen(function*() {
       const url = yield* freshDatabase
@@ -229,7 +289,8 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluste
         yield* migrate(url)
         const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
         const urls = yield* Effect.all(
-          ["runner-a", "runner-b"].map((name) => startRunner(url, models, {}, exported(name))),
+          // Placed by id: the tasks spread over both runners whatever runner they are submitted through.
+          ["runner-a", "runner-b"].map((name) => startRunner(url, models, { runner: { placement: "id" } }, exported(name))),
           { concurrency: "unbounded" }
         )
         const effects = new Map<string, number>()
