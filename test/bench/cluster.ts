@@ -113,16 +113,24 @@ const databaseWrites = (url: string) =>
 
 /** The figures of the platform at `url`, through one serving process. */
 const drive = (
-  { pids, url }: { readonly url: string; readonly pids: ReadonlyArray<number> },
+  { pids, urls }: { readonly urls: ReadonlyArray<string>; readonly pids: ReadonlyArray<number> },
   database: { readonly url: string; readonly server: Pg.PostgresServer } | undefined
 ) =>
   Effect.gen(function*() {
-    const client = Context.get(yield* Layer.build(clientLayer({ url }, Layer.empty)), PlatformClient.PlatformClient)
-    const served = yield* Serve.make(yield* Toolkit.make(echo)).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
+    // A serving connection to each URL, the tasks submitted through each in turn.
+    const serving = yield* Effect.forEach(urls, (url) =>
+      Effect.gen(function*() {
+        const client = Context.get(yield* Layer.build(clientLayer({ url }, Layer.empty)), PlatformClient.PlatformClient)
+        return yield* Serve.make(yield* Toolkit.make(echo)).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
+      }))
     const run = (count: number, concurrency: number) =>
       Effect.gen(function*() {
         const started = performance.now()
-        yield* Effect.forEach(Array.from({ length: count }), () => Stream.runDrain(served.submitTask("go")), { concurrency })
+        yield* Effect.forEach(
+          Array.from({ length: count }, (_, i) => serving[i % serving.length]!),
+          (served) => Stream.runDrain(served.submitTask("go")),
+          { concurrency }
+        )
         return performance.now() - started
       })
     // Not counted: connections, shards and entities in place.
@@ -161,17 +169,26 @@ const drive = (
 
 const embedded = Effect.gen(function*() {
   const platform = yield* platformProcess([])
-  return yield* drive({ url: platform.url, pids: [platform.pid] }, undefined)
+  return yield* drive({ urls: [platform.url], pids: [platform.pid] }, undefined)
 }).pipe(Effect.scoped)
 
-const cluster = (server: Pg.PostgresServer, url: string, runners: number) =>
+/** The embedded platform journaling to `url` (a task's every step written as a runner writes it): the floor under a runner's figures. */
+const embeddedJournaled = (server: Pg.PostgresServer, url: string) =>
+  Effect.gen(function*() {
+    const platform = yield* platformProcess([`--journal=${url}`])
+    return yield* drive({ urls: [platform.url], pids: [platform.pid] }, { url, server })
+  }).pipe(Effect.scoped)
+
+/** `runners` runners on `url`; the serving process connected to the first, or to each (`spread`). */
+const cluster = (server: Pg.PostgresServer, url: string, runners: number, spread = false) =>
   Effect.gen(function*() {
     const started: Array<{ url: string; pid: number }> = []
     for (let i = 0; i < runners; i++) {
       const port = yield* Effect.promise(() => Pg.freePort())
       started.push(yield* platformProcess([`--database=${url}`, `--port=${port}`]))
     }
-    return yield* drive({ url: started[0]!.url, pids: started.map((p) => p.pid) }, { url, server })
+    const urls = spread ? started.map((p) => p.url) : [started[0]!.url]
+    return yield* drive({ urls, pids: started.map((p) => p.pid) }, { url, server })
   }).pipe(Effect.scoped)
 
 /** A database of its own on `server`, migrated; its URL. */
@@ -188,7 +205,14 @@ const database = (server: Pg.PostgresServer, name: string) =>
 
 const fixed = (n: number, digits = 1) => n.toFixed(digits)
 
-const rows = (label: string, figures: Figures, base: Figures, one: Figures | undefined, targets: boolean) => {
+const rows = (
+  label: string,
+  figures: Figures,
+  base: Figures,
+  one: Figures | undefined,
+  targets: boolean,
+  floor?: Figures
+) => {
   const shape = `${tasks} tasks x ${callsPerTask} calls`
   report({
     bench: "cluster",
@@ -214,6 +238,15 @@ const rows = (label: string, figures: Figures, base: Figures, one: Figures | und
     ratio: `${fixed(figures.at64 / figures.at8, 2)}x`,
     ...(targets ? { target: "> 1x" } : {})
   })
+  if (floor !== undefined) {
+    report({
+      bench: "cluster",
+      measure: `${label}: beside the embedded platform journaling to the same PostgreSQL, 8 and 64 at a time`,
+      value: `${fixed(figures.at8, 0)} / ${fixed(figures.at64, 0)} calls/s`,
+      baseline: `${fixed(floor.at8, 0)} / ${fixed(floor.at64, 0)} calls/s (embedded, journaled)`,
+      ratio: `${fixed(figures.at8 / floor.at8, 2)}x / ${fixed(figures.at64 / floor.at64, 2)}x`
+    })
+  }
   if (one !== undefined) {
     report({
       bench: "cluster",
@@ -259,12 +292,16 @@ const main = Effect.gen(function*() {
       : "tests' PostgreSQL (fsync, synchronous_commit off)"
     const figures = yield* Effect.scoped(Effect.gen(function*() {
       const server = yield* Pg.postgres({ durable })
+      const floor = yield* embeddedJournaled(server, yield* database(server, "bench_journal"))
       const one = yield* cluster(server, yield* database(server, "bench_one"), 1)
       const three = yield* cluster(server, yield* database(server, "bench_three"), 3)
-      return { one, three }
+      const spread = yield* cluster(server, yield* database(server, "bench_spread"), 3, true)
+      return { floor, one, three, spread }
     }))
-    rows(`one runner, ${label}`, figures.one, base, undefined, !durable)
-    rows(`three runners, ${label}`, figures.three, base, figures.one, !durable)
+    rows(`embedded platform journaling to the ${label}`, figures.floor, base, undefined, false)
+    rows(`one runner, ${label}`, figures.one, base, undefined, !durable, figures.floor)
+    rows(`three runners, one serving connection, ${label}`, figures.three, base, figures.one, !durable)
+    rows(`three runners, a serving connection to each, ${label}`, figures.spread, base, figures.one, !durable)
   }
 }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
 

@@ -1,12 +1,14 @@
 /**
  * A platform of the cluster benchmark (test/bench/cluster.ts) in a process of its own, as platforms
- * run: the embedded platform (memory), or one cluster runner (`--database=<url> --port=<runner port>`).
+ * run: the embedded platform (memory, or journaling to PostgreSQL with `--journal=<url>`), or one cluster
+ * runner (`--database=<url> --port=<runner port>`).
  * Its model asks for `callsPerTask` calls of `echo`, one a turn, then answers. Prints its URL, then
  * serves until stdin closes.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Logger, LogLevel, Redacted } from "effect"
 import { LanguageModel, PlatformServer } from "../../src/index.js"
+import * as Journal from "../../src/Journal.js"
 import * as Cluster from "../../src/platform/Cluster.js"
 
 /** Calls a task makes, one a model turn, before its last turn answers. */
@@ -22,18 +24,23 @@ const script: ReadonlyArray<LanguageModel.ScriptedTurn> = Array.from({ length: c
 const tokens = new Map([["tok-1", "agent-1"]])
 const option = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
 
-/** The embedded platform, or a runner on `database`. */
-const handlersOf = (database: string | undefined) =>
-  database === undefined
-  ? PlatformServer.layerHandlers({ tokens })
-  : Cluster.layer({ tokens, runner: { port: Number(option("port")) } }).pipe(
-    Layer.provide(PgClient.layer({ url: Redacted.make(database) }))
-  )
+/** The embedded platform (in memory, or journaling to the PostgreSQL database `journal`), or a runner on `database`. */
+const handlersOf = (database: string | undefined, journal: string | undefined) =>
+  database !== undefined
+    ? Cluster.layer({ tokens, runner: { port: Number(option("port")) } }).pipe(
+      Layer.provide(PgClient.layer({ url: Redacted.make(database) }))
+    )
+    : journal !== undefined
+    ? PlatformServer.layerHandlers({ tokens }).pipe(
+      Layer.provide(Journal.layerSqlClient),
+      Layer.provide(PgClient.layer({ url: Redacted.make(journal) }))
+    )
+    : PlatformServer.layerHandlers({ tokens })
 
 const main = Effect.gen(function*() {
   const context = yield* Layer.build(
     PlatformServer.layerWebSocket({ port: 0 }).pipe(
-      Layer.provide(handlersOf(option("database"))),
+      Layer.provide(handlersOf(option("database"), option("journal"))),
       Layer.provide(LanguageModel.layerScripted(script, { perConversation: true, keepRequests: false }))
     )
   )
