@@ -114,7 +114,45 @@ const freshDatabase = Effect.gen(function*() {
 /** `Cluster.migrate` on the database at `url`. */
 const migrate = (url: string) => Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(url) }))
 
-layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluster mode", (it) => {
+// `pg_stat_statements` loaded: what a task costs the database is counted by PostgreSQL itself.
+const server = Pg.layer({ settings: { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "all" } })
+
+/**
+ * The statements PostgreSQL ran on the database at `url` since the last reset, by kind, the runners'
+ * background ones (their heartbeats, shard locks, the database probe) and the test's own left out.
+ */
+const statementsOn = (url: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const sql = Context.get(yield* Layer.build(Pg.pgClient(url, { maxConnections: 1 })), PgClient.PgClient)
+    const rows = yield* sql<{ readonly query: string; readonly calls: string }>`SELECT query, calls::text AS calls
+      FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`
+    const counts = new Map<string, number>()
+    const kinds: ReadonlyArray<readonly [string, RegExp]> = [
+      ["task written", /^INSERT INTO journal_tasks/],
+      ["admitted (open tasks counted)", /^SELECT COUNT\(\*\) AS tasks/],
+      ["run read", /^SELECT\s+t\.task_id/],
+      ["turn written", /^INSERT INTO journal_turns/],
+      ["call started", /^INSERT INTO journal_calls/],
+      ["call answered", /^UPDATE journal_calls/],
+      ["ended", /^WITH turns AS \(DELETE/],
+      ["engine: message stored", /^INSERT INTO "cluster_messages"/],
+      ["engine: messages read", /^WITH messages AS/],
+      ["engine: reply stored", /^INSERT INTO "cluster_replies"/],
+      ["engine: message processed", /^UPDATE "cluster_messages" SET processed/],
+      ["transaction", /^(BEGIN|COMMIT)/]
+    ]
+    // The runners' background statements, and this test's own.
+    const background = /cluster_runners|pg_locks|pg_stat_statements|^SELECT \$1$|^SELECT 1$|pg_advisory|cluster_processes|cluster_lifecycle|AS n FROM cluster_replies/
+    for (const row of rows) {
+      const query = row.query.trim()
+      if (background.test(query)) continue
+      const kind = kinds.find(([, pattern]) => pattern.test(query))?.[0] ?? `other: ${query.slice(0, 80)}`
+      counts.set(kind, (counts.get(kind) ?? 0) + Number(row.calls))
+    }
+    return counts
+  })).pipe(Effect.orDie)
+
+layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mode", (it) => {
   it.scoped("a runner on a database that was not migrated refuses to start, naming the command; migrate is idempotent", () =>
     Effect.gen(function*() {
       const url = yield* freshDatabase
@@ -219,6 +257,56 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("cluste
       assert.isAbove(byId[0]!, 0, `by id: ${byId}`)
       assert.isAbove(byId[1]!, 0, `by id: ${byId}`)
     }), { timeout: 90_000 })
+
+  it.scoped("what a task costs the database on one runner, as PostgreSQL counts it: each write once, the run read once, 14 statements a task of one call", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      yield* migrate(url)
+      const admin = Context.get(yield* Layer.build(Pg.pgClient(url, { maxConnections: 1 })), PgClient.PgClient)
+      yield* Effect.orDie(admin`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`)
+      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      const runner = yield* startRunner(url, models)
+      const client = Context.get(yield* Layer.build(clientLayer({ url: runner }, policy)), PlatformClient.PlatformClient)
+      const served = yield* Serve.make(yield* Toolkit.make(recordingTool("alpha", new Map()))).pipe(
+        Effect.provideService(PlatformClient.PlatformClient, client)
+      )
+      const submit = (count: number) =>
+        Effect.forEach(Array.from({ length: count }, (_, i) => i), (i) => Stream.runDrain(served.submitTask(`task ${i}`)), {
+          concurrency: 4
+        })
+      // Each task's `Run` is replied to by the engine once its loop has ended, after its last event.
+      const replied = (count: number) =>
+        admin<{ readonly n: string }>`SELECT COUNT(*)::text AS n FROM cluster_replies`.pipe(
+          Effect.repeat({ until: (rows) => Number(rows[0]?.n) >= count, schedule: Schedule.spaced("50 millis") }),
+          Effect.timeout("10 seconds"),
+          Effect.orDie
+        )
+      // Not counted: the connections, the agent's entity and the statements' first preparation.
+      yield* submit(4)
+      yield* replied(4)
+      yield* Effect.orDie(admin`SELECT pg_stat_statements_reset()`)
+      const tasks = 20
+      yield* submit(tasks)
+      yield* replied(4 + tasks)
+      const counts = yield* statementsOn(url)
+      const perTask = (kind: string) => (counts.get(kind) ?? 0) / tasks
+      console.log(`a task of one call (two turns) on one runner: ${[...counts].map(([k, n]) => `${k} ${n / tasks}`).join("; ")}`)
+      // The journal: the task, its two turns, its call's start and answer (once: the loop does not write
+      // the answer its runner journaled), its end; the run read once (by its runner taking it up).
+      assert.deepStrictEqual(
+        ["task written", "admitted (open tasks counted)", "run read", "turn written", "call started", "call answered", "ended"].map(perTask),
+        [1, 1, 1, 2, 1, 1, 1]
+      )
+      // The engine: the task's `Run`, stored, read and replied to (its reply and the message marked processed in a transaction).
+      assert.deepStrictEqual(["engine: message stored", "engine: reply stored", "engine: message processed"].map(perTask), [1, 1, 1])
+      // Read once a task at most (tasks submitted together are read together), and by the engine's poll every 5 s.
+      assert.isAtMost(counts.get("engine: messages read") ?? 0, tasks + 2)
+      assert.strictEqual(perTask("transaction"), 2)
+      const other = [...counts.keys()].filter((kind) => kind.startsWith("other"))
+      assert.deepStrictEqual(other, [], "statements of no known kind")
+      const total = [...counts.values()].reduce((a, b) => a + b, 0) / tasks
+      assert.isAtMost(total, 14, `statements a task: ${total}`)
+    }).pipe(Effect.scoped), { timeout: 90_000 })
 
   it.scoped("the lifecycle budget is counted per agent across runners: the 31st call is refused whichever runner it reaches", () =>
     Effect.gen(function*() {
