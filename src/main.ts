@@ -378,8 +378,15 @@ const platform = Command.make("platform", {
     Options.withDescription("cluster mode: the address other runners reach this one at"),
     Cli.withDefault("127.0.0.1")
   ),
-  runnerPort: Cli.portOption("runner-port", 34431, "cluster mode: the port runners talk to each other on")
-}, ({ database, host, journal, model, port, runnerHost, runnerPort, tokens, tokensFile }) =>
+  runnerPort: Cli.portOption("runner-port", 34431, "cluster mode: the port runners talk to each other on"),
+  placement: Options.choice("placement", ["submitter", "id"]).pipe(
+    Options.withDescription(
+      "cluster mode: where a new task runs: on the runner its serving process is connected to (submitter), " +
+        "or spread over the runners by its id (id)"
+    ),
+    Cli.withDefault("submitter")
+  )
+}, ({ database, host, journal, model, placement, port, runnerHost, runnerPort, tokens, tokensFile }) =>
   Effect.gen(function*() {
     const [PlatformClient, PlatformServer] = yield* load(
       () => import("./PlatformClient.js"),
@@ -418,7 +425,7 @@ const platform = Command.make("platform", {
       )
       return yield* Layer.launch(
         PlatformServer.layerWebSocket({ port, host }).pipe(
-          Layer.provide(Cluster.layer({ tokens: pairs, runner: { host: runnerHost, port: runnerPort } })),
+          Layer.provide(Cluster.layer({ tokens: pairs, runner: { host: runnerHost, port: runnerPort, placement } })),
           Layer.provide(yield* loadModel(chosen.model)),
           Layer.provide(yield* loadDatabase(url))
         )
