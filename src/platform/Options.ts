@@ -50,6 +50,14 @@ export interface Options {
    * would take it over is refused with `ManifestRejected`. Default 4 MiB.
    */
   readonly maxManifestBytesPerAgent?: number | undefined
+  /**
+   * Agents that call agents (design: Agents that call agents): for each agent id, the agent ids its
+   * tasks may run with `exec_agent` (its model is then offered `exec_agent` and `list_agents`), like
+   * `{ support: ["billing"] }`. Default: none, for every agent.
+   */
+  readonly agentCalls?: Readonly<Record<string, ReadonlyArray<string>>> | undefined
+  /** How long one `exec_agent` call may take; past it the other agent's task is stopped. Default 10 minutes. */
+  readonly agentCallTimeout?: Duration.DurationInput | undefined
 }
 
 /** Parses `PLATFORM_TOKENS` (`token:agent,token:agent`, or one pair a line) into `Options.tokens`. */

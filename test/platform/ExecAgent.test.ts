@@ -1,0 +1,199 @@
+/**
+ * Agents that call agents on the platform (design: Agents that call agents): a task of an agent the
+ * platform's `agentCalls` allows to call another is offered `list_agents` and `exec_agent`; `exec_agent`
+ * starts a task of the other agent, run by that agent's serving process (given it on its
+ * `WatchAssignments` stream), and gives its answer. Real WebSocket servers on 127.0.0.1, the scripted model.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Duration, Effect, Layer, Schedule, Schema, Stream } from "effect"
+import { LanguageModel, PlatformServer, type Protocol, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
+import { clientLayer } from "../support/platform.js"
+
+const tokens = new Map([["tok-a", "agent-a"], ["tok-b", "agent-b"], ["tok-c", "agent-c"]])
+
+const policy = Timing.layer({
+  redelivery: Schedule.spaced("200 millis"),
+  reconnect: Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(100)))
+})
+
+/** The prompt agent-a's task gives agent-b. */
+const childPrompt = "Look up order A-1 and say its status."
+
+/** The first user message of the conversation: which task is asking. */
+const promptOf = (request: LanguageModel.ModelRequest): string =>
+  request.messages.find((m) => m._tag === "UserMessage")?.text ?? ""
+
+/** The tool results the model read, as `id=content` (errors `id!content`). */
+const resultsOf = (request: LanguageModel.ModelRequest) =>
+  request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [`${m.toolCallId}${m.isError ? "!" : "="}${m.content}`] : [])
+
+const stepOf = (request: LanguageModel.ModelRequest) => request.messages.filter((m) => m._tag === "AssistantMessage").length
+
+const call = (id: string, name: string, args: unknown = {}): LanguageModel.ToolCall => ({ id, name, arguments: JSON.stringify(args) })
+
+/**
+ * The model of every task, by its prompt: agent-b's task (the child) looks the order up with its own
+ * tool, then answers; a parent calls `list_agents`, then `exec_agent` on `target`, then answers with
+ * what it read.
+ */
+const router = (target: string): LanguageModel.ScriptedTurn => (request) => {
+  const step = stepOf(request)
+  if (promptOf(request) === childPrompt) {
+    return step === 0
+      ? { toolCalls: [call("b1", "lookup", { orderId: "A-1" })] }
+      : { text: `agent-b read: ${resultsOf(request).join(" ")}` }
+  }
+  if (step === 0) return { toolCalls: [call("a1", "list_agents")] }
+  if (step === 1) return { toolCalls: [call("a2", "exec_agent", { agent: target, prompt: childPrompt })] }
+  return { text: resultsOf(request).join(" | ") }
+}
+
+/**
+ * The embedded platform on a loopback port, agent-a allowed to call agent-b (`agentCalls`), the model
+ * `router(target)`; its URL, what it holds and the model's requests.
+ */
+const platform = (target: string, options: { readonly agentCallTimeout?: Duration.DurationInput } = {}) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(
+      PlatformServer.layerWebSocket({ port: 0 }).pipe(
+        Layer.provideMerge(PlatformServer.layerHandlers({
+          tokens,
+          agentCalls: { "agent-a": ["agent-b"] },
+          ...(options.agentCallTimeout === undefined ? {} : { agentCallTimeout: options.agentCallTimeout })
+        })),
+        Layer.provideMerge(LanguageModel.layerScripted([router(target)], { repeat: true })),
+        Layer.provide(policy)
+      )
+    )
+    return {
+      url: yield* Effect.provide(PlatformServer.url, context),
+      state: Context.get(context, PlatformServer.PlatformState),
+      requests: Effect.flatMap(LanguageModel.Scripted, (s) => s.requests).pipe(Effect.provide(context))
+    }
+  }).pipe(Effect.orDie)
+
+/** A serving process of `agentId` serving `tool`, for the test's scope. */
+const servingProcess = <T extends Tool.Any>(url: string, agentId: string, token: string, tool: T) =>
+  Effect.gen(function*() {
+    const client = yield* Layer.build(clientLayer({ url, agentId, token }, policy))
+    return yield* Serve.make(yield* Toolkit.make(tool)).pipe(Effect.provide(client))
+  })
+
+/** agent-b's tool: looks an order up, counting its runs in `runs`. */
+const lookupTool = (runs: Array<string>) =>
+  Tool.make("lookup", {
+    description: "Looks an order up.",
+    input: { orderId: Schema.String },
+    output: Schema.String,
+    timeout: "10 seconds"
+  }, ({ orderId }) => Effect.sync(() => (runs.push(`lookup ${orderId}`), `order ${orderId}: shipped`)))
+
+/** agent-a's own tool, never called here: its process serves something else than agent-b's. */
+const noteTool = (runs: Array<string>) =>
+  Tool.make("note", { description: "Takes a note.", input: { text: Schema.String }, timeout: "10 seconds" }, ({ text }) =>
+    Effect.sync(() => void runs.push(`note ${text}`)))
+
+/** Waits until the platform sees a process of `agentId` watching for tasks to run. */
+const watching = (state: PlatformServer.PlatformState["Type"], agentId: string) =>
+  state.watchingProcesses(agentId).pipe(
+    Effect.repeat({ until: (processes) => processes.length > 0, schedule: Schedule.spaced("10 millis") }),
+    Effect.timeout("5 seconds"),
+    Effect.orDie
+  )
+
+/** How an event reads in an assertion. */
+const described = (event: Protocol.TaskEvent): string | undefined => {
+  switch (event._tag) {
+    case "SubTaskStarted":
+      return `sub-task ${event.agentId} of ${event.toolCallId}`
+    case "SubTaskEnded":
+      return `sub-task of ${event.toolCallId} ${event.outcome}`
+    case "ToolCallRequested":
+      return `requested ${event.name}`
+    case "TaskCompleted":
+      return `done`
+    case "TaskFailed":
+      return `failed ${event.reason}`
+    default:
+      return undefined
+  }
+}
+
+describe("exec_agent on the platform", () => {
+  it.live("agent-a's task runs agent-b's task, whose tool agent-b's process runs once and agent-a's never", () =>
+    Effect.gen(function*() {
+      const { requests, state, url } = yield* platform("agent-b")
+      const bRuns: Array<string> = []
+      const aRuns: Array<string> = []
+      yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns))
+      yield* watching(state, "agent-b")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool(aRuns))
+      const events = [...yield* Stream.runCollect(a.submitTask("Ask agent-b about order A-1."))]
+      const last = events[events.length - 1]
+      assert.strictEqual(last?._tag, "TaskCompleted")
+      const output = last?._tag === "TaskCompleted" ? last.output : ""
+      // What the parent's model read: the agents it may call, then agent-b's answer from agent-b's own tool.
+      assert.include(output, `"agent":"agent-b","connected":true,"tools":["lookup"]`)
+      assert.include(output, `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      assert.deepStrictEqual(aRuns, [])
+      // The parent's stream names the child task, and never carries agent-b's call.
+      assert.deepStrictEqual(events.map(described).filter((d) => d !== undefined), [
+        "sub-task agent-b of a2",
+        "sub-task of a2 completed",
+        "done"
+      ])
+      const started = events.find((e) => e._tag === "SubTaskStarted")
+      assert.strictEqual(started?._tag === "SubTaskStarted" ? started.childTaskId : "", `${last?.taskId}/a2`)
+      // The parent's model was offered the platform's tools; agent-b's was not (no allow-list).
+      const all = yield* requests
+      const offered = (prompt: string) =>
+        all.find((r) => promptOf(r) === prompt)?.tools.map((t) => t.name).sort() ?? []
+      assert.deepStrictEqual(offered("Ask agent-b about order A-1."), ["exec_agent", "list_agents", "note"])
+      assert.deepStrictEqual(offered(childPrompt), ["lookup"])
+    }).pipe(Effect.scoped))
+
+  it.live("a forged exec_agent of an agent not in the allow-list is refused with a reason and starts no task", () =>
+    Effect.gen(function*() {
+      const { state, url } = yield* platform("agent-c")
+      const cRuns: Array<string> = []
+      yield* servingProcess(url, "agent-c", "tok-c", lookupTool(cRuns))
+      yield* watching(state, "agent-c")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const output = yield* a.runTask("Ask agent-c about order A-1.")
+      assert.include(
+        output,
+        "a2!AgentCallFailed: exec_agent agent-c: agent agent-a may not run tasks of agent agent-c: the platform's agentCalls lets it " +
+          "run only agent-b; no task was started"
+      )
+      assert.deepStrictEqual(cRuns, [])
+      assert.strictEqual((yield* state.agentUsage("agent-c")).tasks, 0)
+      // The parent's task alone, ended: no task of agent-c was ever made.
+      assert.strictEqual(yield* state.taskCount, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("an agent with no allow-list is not offered exec_agent nor list_agents", () =>
+    Effect.gen(function*() {
+      const { requests, url } = yield* platform("agent-b")
+      const c = yield* servingProcess(url, "agent-c", "tok-c", lookupTool([]))
+      // agent-c's prompt is the child's: the model looks the order up with its own tool, then answers.
+      const output = yield* c.runTask(childPrompt)
+      assert.strictEqual(output, `agent-b read: b1="order A-1: shipped"`)
+      const offered = (yield* requests).map((r) => r.tools.map((t) => t.name))
+      assert.deepStrictEqual(offered, [["lookup"], ["lookup"]])
+    }).pipe(Effect.scoped))
+
+  it.live("exec_agent of an agent with no serving process connected fails with the reason and starts no task", () =>
+    Effect.gen(function*() {
+      const { state, url } = yield* platform("agent-b")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const output = yield* a.runTask("Ask agent-b about order A-1.")
+      assert.include(output, `"agent":"agent-b","connected":false,"tools":[]`)
+      assert.include(
+        output,
+        "a2!AgentCallFailed: exec_agent agent-b: agent agent-b has no serving process connected (none watches for tasks to run); " +
+          "no task was started"
+      )
+      assert.strictEqual(yield* state.taskCount, 1)
+    }).pipe(Effect.scoped))
+})
