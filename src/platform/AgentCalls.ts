@@ -139,6 +139,8 @@ interface Listed {
   readonly connected: boolean
   /** The tools its tasks are offered now. */
   readonly tools: ReadonlyArray<string>
+  /** Why it cannot be run here at all (cluster mode, for now). */
+  readonly note?: string
 }
 
 /**
@@ -160,11 +162,15 @@ export const toolsFor = (
     input: {},
     timeout: "5 seconds"
   }, (): ReadonlyArray<Listed> =>
-    allowed.map((agent) => ({
-      agent,
-      connected: host.pick(agent, now()) !== undefined,
-      tools: host.toolsOf(agent, "", now()).map((tool) => tool.entry.name)
-    })))
+    allowed.map((agent) =>
+      host.unsupported !== undefined
+        ? { agent, connected: false, tools: [], note: host.unsupported }
+        : {
+          agent,
+          connected: host.pick(agent, now()) !== undefined,
+          tools: host.toolsOf(agent, "", now()).map((tool) => tool.entry.name)
+        }
+    ))
   const execAgent = Tool.make("exec_agent", {
     description: "Asks another agent (one list_agents names) to do a task, with its own tools; gives its answer. " +
       "It sees nothing of this conversation: say everything it needs in the prompt.",

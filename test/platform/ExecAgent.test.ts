@@ -5,8 +5,11 @@
  * `WatchAssignments` stream), and gives its answer. Real WebSocket servers on 127.0.0.1, the scripted model.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Duration, Effect, Layer, Schedule, Schema, Stream } from "effect"
-import { LanguageModel, PlatformServer, type Protocol, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
+import { Context, Deferred, Duration, Effect, Fiber, Layer, Schedule, Schema, Stream } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { LanguageModel, PlatformClient, PlatformServer, type Protocol, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
 import { clientLayer } from "../support/platform.js"
 
 const tokens = new Map([["tok-a", "agent-a"], ["tok-b", "agent-b"], ["tok-c", "agent-c"]])
@@ -52,15 +55,14 @@ const router = (target: string): LanguageModel.ScriptedTurn => (request) => {
  * The embedded platform on a loopback port, agent-a allowed to call agent-b (`agentCalls`), the model
  * `router(target)`; its URL, what it holds and the model's requests.
  */
-const platform = (target: string, options: { readonly agentCallTimeout?: Duration.DurationInput } = {}) =>
+const platform = (
+  target: string,
+  options: { readonly agentCallTimeout?: Duration.DurationInput; readonly journal?: string } = {}
+) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
-      PlatformServer.layerWebSocket({ port: 0 }).pipe(
-        Layer.provideMerge(PlatformServer.layerHandlers({
-          tokens,
-          agentCalls: { "agent-a": ["agent-b"] },
-          ...(options.agentCallTimeout === undefined ? {} : { agentCallTimeout: options.agentCallTimeout })
-        })),
+      PlatformServer.layerHandlers({ tokens, agentCalls: { "agent-a": ["agent-b"] }, ...options }).pipe(
+        (handlers) => PlatformServer.layerWebSocket({ port: 0 }).pipe(Layer.provideMerge(handlers)),
         Layer.provideMerge(LanguageModel.layerScripted([router(target)], { repeat: true })),
         Layer.provide(policy)
       )
@@ -76,17 +78,29 @@ const platform = (target: string, options: { readonly agentCallTimeout?: Duratio
 const servingProcess = <T extends Tool.Any>(url: string, agentId: string, token: string, tool: T) =>
   Effect.gen(function*() {
     const client = yield* Layer.build(clientLayer({ url, agentId, token }, policy))
-    return yield* Serve.make(yield* Toolkit.make(tool)).pipe(Effect.provide(client))
+    // A call still running at the end of a test is not waited for.
+    const served = yield* Serve.make(yield* Toolkit.make(tool), { shutdownGrace: "100 millis" }).pipe(Effect.provide(client))
+    return Object.assign(served, { client: Context.get(client, PlatformClient.PlatformClient) })
   })
 
 /** agent-b's tool: looks an order up, counting its runs in `runs`. */
-const lookupTool = (runs: Array<string>) =>
+const lookupTool = (runs: Array<string>, options: { readonly needsApproval?: boolean; readonly takes?: Duration.DurationInput } = {}) =>
   Tool.make("lookup", {
     description: "Looks an order up.",
     input: { orderId: Schema.String },
     output: Schema.String,
-    timeout: "10 seconds"
-  }, ({ orderId }) => Effect.sync(() => (runs.push(`lookup ${orderId}`), `order ${orderId}: shipped`)))
+    timeout: "30 seconds",
+    needsApproval: options.needsApproval
+  }, ({ orderId }) =>
+    Effect.zipRight(
+      Effect.sync(() => runs.push(`lookup ${orderId}`)),
+      Effect.as(Effect.sleep(options.takes ?? "0 millis"), `order ${orderId}: shipped`)
+    ))
+
+const tempDir = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "agent-tools-exec-agent-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
 
 /** agent-a's own tool, never called here: its process serves something else than agent-b's. */
 const noteTool = (runs: Array<string>) =>
@@ -195,5 +209,53 @@ describe("exec_agent on the platform", () => {
           "no task was started"
       )
       assert.strictEqual(yield* state.taskCount, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("past the exec_agent call's deadline the child task is stopped, not left running", () =>
+    Effect.gen(function*() {
+      const { state, url } = yield* platform("agent-b", { agentCallTimeout: "1 second" })
+      const bRuns: Array<string> = []
+      const b = yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns, { takes: "20 seconds" }))
+      yield* watching(state, "agent-b")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const events = [...yield* Stream.runCollect(a.submitTask("Ask agent-b about order A-1."))]
+      const last = events[events.length - 1]
+      const output = last?._tag === "TaskCompleted" ? last.output : ""
+      assert.include(output, "a2!exec_agent timed out after 1s")
+      assert.notInclude(output, "shipped")
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      // The child's end, as agent-b's process sees it: stopped, saying by what.
+      const ended = yield* Effect.flip(b.runAttached(`${last?.taskId}/a2`))
+      assert.strictEqual(ended._tag, "TaskFailedError")
+      assert.include(ended.message, `the exec_agent call that started it (task ${last?.taskId}, call a2) ended first`)
+      assert.strictEqual((yield* state.agentUsage("agent-b")).tasks, 0)
+      assert.deepStrictEqual(events.map(described).filter((d) => d !== undefined), [
+        "sub-task agent-b of a2",
+        "done"
+      ])
+    }).pipe(Effect.scoped))
+
+  it.live("a child task's call that needs approval suspends the child; approved by agent-b, the parent gets the answer", () =>
+    Effect.gen(function*() {
+      const journal = join(yield* tempDir, "journal.sqlite")
+      const { state, url } = yield* platform("agent-b", { journal })
+      const bRuns: Array<string> = []
+      const b = yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns, { needsApproval: true }))
+      yield* watching(state, "agent-b")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const parent = yield* Deferred.make<string>()
+      const run = yield* Effect.fork(Stream.runCollect(a.submitTask("Ask agent-b about order A-1.").pipe(
+        Stream.tap((event) => event._tag === "TaskStarted" ? Deferred.succeed(parent, event.taskId) : Effect.void)
+      )))
+      const child = `${yield* Deferred.await(parent)}/a2`
+      // Refused until the child waits for the decision (NoPendingTaskApproval, UnknownTask before it exists).
+      yield* b.client.approve(child, "b1").pipe(
+        Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.intersect(Schedule.recurs(250))))
+      )
+      const events = [...yield* Fiber.join(run)]
+      const last = events[events.length - 1]
+      assert.strictEqual(last?._tag, "TaskCompleted")
+      assert.include(last?._tag === "TaskCompleted" ? last.output : "", `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
     }).pipe(Effect.scoped))
 })
