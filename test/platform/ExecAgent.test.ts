@@ -9,7 +9,18 @@ import { Context, Deferred, Duration, Effect, Fiber, Layer, Schedule, Schema, St
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { LanguageModel, PlatformClient, PlatformServer, type Protocol, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
+import {
+  LanguageModel,
+  PlatformClient,
+  PlatformServer,
+  type Protocol,
+  Serve,
+  Telemetry,
+  Timing,
+  Tool,
+  Toolkit
+} from "../../src/index.js"
+import { startReceiver } from "../support/otlpReceiver.js"
 import { clientLayer } from "../support/platform.js"
 
 const tokens = new Map([["tok-a", "agent-a"], ["tok-b", "agent-b"], ["tok-c", "agent-c"]])
@@ -57,14 +68,16 @@ const router = (target: string): LanguageModel.ScriptedTurn => (request) => {
  */
 const platform = (
   target: string,
-  options: { readonly agentCallTimeout?: Duration.DurationInput; readonly journal?: string } = {}
+  options: { readonly agentCallTimeout?: Duration.DurationInput; readonly journal?: string } = {},
+  telemetry: Layer.Layer<never> = Layer.empty
 ) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
       PlatformServer.layerHandlers({ tokens, agentCalls: { "agent-a": ["agent-b"] }, ...options }).pipe(
         (handlers) => PlatformServer.layerWebSocket({ port: 0 }).pipe(Layer.provideMerge(handlers)),
         Layer.provideMerge(LanguageModel.layerScripted([router(target)], { repeat: true })),
-        Layer.provide(policy)
+        Layer.provide(policy),
+        Layer.provide(telemetry)
       )
     )
     return {
@@ -75,9 +88,15 @@ const platform = (
   }).pipe(Effect.orDie)
 
 /** A serving process of `agentId` serving `tool`, for the test's scope. */
-const servingProcess = <T extends Tool.Any>(url: string, agentId: string, token: string, tool: T) =>
+const servingProcess = <T extends Tool.Any>(
+  url: string,
+  agentId: string,
+  token: string,
+  tool: T,
+  telemetry: Layer.Layer<never> = Layer.empty
+) =>
   Effect.gen(function*() {
-    const client = yield* Layer.build(clientLayer({ url, agentId, token }, policy))
+    const client = yield* Layer.build(Layer.merge(clientLayer({ url, agentId, token }, policy), telemetry))
     // A call still running at the end of a test is not waited for.
     const served = yield* Serve.make(yield* Toolkit.make(tool), { shutdownGrace: "100 millis" }).pipe(Effect.provide(client))
     return Object.assign(served, { client: Context.get(client, PlatformClient.PlatformClient) })
@@ -257,5 +276,30 @@ describe("exec_agent on the platform", () => {
       assert.strictEqual(last?._tag, "TaskCompleted")
       assert.include(last?._tag === "TaskCompleted" ? last.output : "", `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
       assert.deepStrictEqual(bRuns, ["lookup A-1"])
+    }).pipe(Effect.scoped))
+
+  it.live("one trace: the child task's run is a child of the parent's exec_agent call, its call of agent-b's process", () =>
+    Effect.gen(function*() {
+      const r = yield* Effect.acquireRelease(Effect.promise(startReceiver), (r) => Effect.promise(r.close))
+      const exported = (serviceName: string) => Telemetry.layer({ endpoint: r.url, protocol: "http/json", serviceName })
+      yield* Effect.gen(function*() {
+        const { state, url } = yield* platform("agent-b", {}, exported("platform"))
+        yield* servingProcess(url, "agent-b", "tok-b", lookupTool([]), exported("agent-b"))
+        yield* watching(state, "agent-b")
+        const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+        yield* a.runTask("Ask agent-b about order A-1.").pipe(Effect.withSpan("submit"), Effect.provide(exported("agent-a")))
+      }).pipe(Effect.scoped)
+      const submit = r.spans.find((s) => s.name === "submit")!
+      const parentRun = r.spans.find((s) => s.name === "invoke_agent agent-a")
+      assert.strictEqual(parentRun?.traceId, submit.traceId)
+      const execAgent = r.spans.find((s) => s.name === "execute_tool exec_agent" && s.parentSpanId === parentRun?.spanId)
+      assert.isDefined(execAgent, "no exec_agent call under the parent's run")
+      const childRun = r.spans.find((s) => s.name === "invoke_agent agent-b")
+      assert.strictEqual(childRun?.parentSpanId, execAgent!.spanId)
+      assert.strictEqual(childRun?.traceId, submit.traceId)
+      const platformCall = r.spans.find((s) => s.name === "execute_tool lookup" && s.parentSpanId === childRun?.spanId)
+      assert.isDefined(platformCall, "no lookup call under the child's run")
+      const servedCall = r.spans.find((s) => s.service === "agent-b" && s.parentSpanId === platformCall!.spanId)
+      assert.strictEqual(servedCall?.name, "execute_tool lookup")
     }).pipe(Effect.scoped))
 })
