@@ -70,6 +70,21 @@ export const parseTokens = (text: string): ReadonlyMap<string, string> =>
     }).filter(([token, agent]) => token !== "" && agent !== "")
   )
 
+/**
+ * Parses `PLATFORM_AGENT_CALLS` (`caller:callee` pairs, comma-separated or one a line, a caller
+ * repeated for each agent it may call) into `Options.agentCalls`; an entry that is not a pair is left out.
+ */
+export const parseAgentCalls = (text: string): Readonly<Record<string, ReadonlyArray<string>>> => {
+  const calls = new Map<string, Array<string>>()
+  for (const pair of text.split(/[,\n]/).map((entry) => entry.trim())) {
+    const colon = pair.indexOf(":")
+    if (colon <= 0 || colon === pair.length - 1) continue
+    const caller = pair.slice(0, colon)
+    calls.set(caller, [...(calls.get(caller) ?? []), pair.slice(colon + 1)])
+  }
+  return Object.fromEntries(calls)
+}
+
 /** The default of `Options.keepEndedTasks`. */
 const defaultKeepEndedTasks = Duration.minutes(10)
 

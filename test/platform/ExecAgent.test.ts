@@ -5,7 +5,7 @@
  * `WatchAssignments` stream), and gives its answer. Real WebSocket servers on 127.0.0.1, the scripted model.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Deferred, Duration, Effect, Fiber, Layer, Schedule, Schema, Stream } from "effect"
+import { Cause, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Schedule, Schema, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -302,4 +302,22 @@ describe("exec_agent on the platform", () => {
       const servedCall = r.spans.find((s) => s.service === "agent-b" && s.parentSpanId === platformCall!.spanId)
       assert.strictEqual(servedCall?.name, "execute_tool lookup")
     }).pipe(Effect.scoped))
+
+  it.effect("PLATFORM_AGENT_CALLS gives each caller every callee; an agentCalls that is not lists refuses the start, naming the field", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(PlatformServer.parseAgentCalls("support:billing, support:shipping\nops:support"), {
+        support: ["billing", "shipping"],
+        ops: ["support"]
+      })
+      const refused = yield* Effect.exit(Effect.scoped(Layer.build(
+        PlatformServer.layerHandlers({ tokens, agentCalls: { support: "billing" as unknown as ReadonlyArray<string> } }).pipe(
+          Layer.provide(LanguageModel.layerScripted([]))
+        )
+      )))
+      assert.isTrue(Exit.isFailure(refused))
+      assert.include(
+        Exit.isFailure(refused) ? String(Cause.squash(refused.cause)) : "",
+        `platform options: agentCalls.support must be an array of agent ids (non-empty strings), like ["billing"]`
+      )
+    }))
 })
