@@ -5,8 +5,9 @@
  * `WatchAssignments` stream), and gives its answer. Real WebSocket servers on 127.0.0.1, the scripted model.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Schedule, Schema, Stream } from "effect"
+import { Cause, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Schedule, Schema, Scope, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
+import { createServer, type AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import {
@@ -68,13 +69,17 @@ const router = (target: string): LanguageModel.ScriptedTurn => (request) => {
  */
 const platform = (
   target: string,
-  options: { readonly agentCallTimeout?: Duration.DurationInput; readonly journal?: string } = {},
+  { port = 0, ...options }: {
+    readonly agentCallTimeout?: Duration.DurationInput
+    readonly journal?: string
+    readonly port?: number
+  } = {},
   telemetry: Layer.Layer<never> = Layer.empty
 ) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
       PlatformServer.layerHandlers({ tokens, agentCalls: { "agent-a": ["agent-b"] }, ...options }).pipe(
-        (handlers) => PlatformServer.layerWebSocket({ port: 0 }).pipe(Layer.provideMerge(handlers)),
+        (handlers) => PlatformServer.layerWebSocket({ port }).pipe(Layer.provideMerge(handlers)),
         Layer.provideMerge(LanguageModel.layerScripted([router(target)], { repeat: true })),
         Layer.provide(policy),
         Layer.provide(telemetry)
@@ -103,7 +108,14 @@ const servingProcess = <T extends Tool.Any>(
   })
 
 /** agent-b's tool: looks an order up, counting its runs in `runs`. */
-const lookupTool = (runs: Array<string>, options: { readonly needsApproval?: boolean; readonly takes?: Duration.DurationInput } = {}) =>
+const lookupTool = (
+  runs: Array<string>,
+  options: {
+    readonly needsApproval?: boolean
+    readonly takes?: Duration.DurationInput
+    readonly gate?: Deferred.Deferred<void>
+  } = {}
+) =>
   Tool.make("lookup", {
     description: "Looks an order up.",
     input: { orderId: Schema.String },
@@ -113,8 +125,20 @@ const lookupTool = (runs: Array<string>, options: { readonly needsApproval?: boo
   }, ({ orderId }) =>
     Effect.zipRight(
       Effect.sync(() => runs.push(`lookup ${orderId}`)),
-      Effect.as(Effect.sleep(options.takes ?? "0 millis"), `order ${orderId}: shipped`)
+      Effect.as(
+        Effect.zipRight(Effect.sleep(options.takes ?? "0 millis"), options.gate === undefined ? Effect.void : Deferred.await(options.gate)),
+        `order ${orderId}: shipped`
+      )
     ))
+
+/** A port free a moment ago: the platform is restarted on the same one. */
+const freePort = Effect.async<number>((resume) => {
+  const server = createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const { port } = server.address() as AddressInfo
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
 
 const tempDir = Effect.acquireRelease(
   Effect.sync(() => mkdtempSync(join(tmpdir(), "agent-tools-exec-agent-"))),
@@ -320,4 +344,34 @@ describe("exec_agent on the platform", () => {
         `platform options: agentCalls.support must be an array of agent ids (non-empty strings), like ["billing"]`
       )
     }))
+
+  it.live("a platform restarted mid-call goes on with the same child task: agent-b's tool runs once, the parent gets its answer", () =>
+    Effect.gen(function*() {
+      const journal = join(yield* tempDir, "journal.sqlite")
+      const port = yield* freePort
+      const first = yield* Scope.make()
+      const before = yield* Scope.extend(platform("agent-b", { journal, port }), first)
+      // The serving processes stop before the platform they end on: their deregistrations reach it.
+      const processes = yield* Scope.make()
+      const bRuns: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      yield* Scope.extend(servingProcess(before.url, "agent-b", "tok-b", lookupTool(bRuns, { gate })), processes)
+      yield* watching(before.state, "agent-b")
+      const a = yield* Scope.extend(servingProcess(before.url, "agent-a", "tok-a", noteTool([])), processes)
+      const run = yield* Effect.fork(a.runTask("Ask agent-b about order A-1."))
+      // agent-b's process runs the child task's call; the platform stops under it, and starts again.
+      yield* Effect.sync(() => bRuns.length).pipe(
+        Effect.repeat({ until: (n) => n > 0, schedule: Schedule.spaced("10 millis") }),
+        Effect.timeout("5 seconds")
+      )
+      yield* Scope.close(first, Exit.void)
+      const after = yield* platform("agent-b", { journal, port })
+      yield* Deferred.succeed(gate, undefined)
+      const output = yield* Fiber.join(run).pipe(Effect.timeout("20 seconds"))
+      yield* Scope.close(processes, Exit.void)
+      assert.include(output, `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      // The parent and the one child it started, both taken back: no second child.
+      assert.strictEqual(yield* after.state.taskCount, 2)
+    }).pipe(Effect.scoped), 30_000)
 })
