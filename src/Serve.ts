@@ -824,9 +824,14 @@ const watchAssignments = (
       ))
     return take
   }))
-  const kept = once.pipe(
-    Effect.retry({ schedule: reconnect, while: (error) => error._tag === "PlatformUnavailable" }),
+  const away = (error: Unauthorized | PlatformUnavailable) => error._tag === "PlatformUnavailable"
+  // A stream that ends is opened again; an outage longer than `reconnect` starts a new round, not the end.
+  const round = once.pipe(
+    Effect.retry({ schedule: reconnect, while: away }),
     Effect.repeat(reconnect),
+    Effect.catchIf(away, () => Effect.void)
+  )
+  const kept = Effect.forever(round).pipe(
     Effect.catchAllCause((cause) =>
       Effect.logDebug(`agent ${caller.agentId}: the platform gives this process no tasks to run`, cause))
   )

@@ -4,7 +4,7 @@
  * (`WatchAssignments`), and the two tools the platform gives the tasks of an agent allowed to call
  * others, `list_agents` and `exec_agent`: handled by the platform, never delivered to a process.
  */
-import { Duration, Effect, Mailbox, Schema, type Scope } from "effect"
+import { Duration, Effect, Mailbox, Option, Schema, type Scope } from "effect"
 import type * as Journal from "../Journal.js"
 import type { Assignment, Caller } from "../protocol/Protocol.js"
 import * as Tool from "../Tool.js"
@@ -26,19 +26,30 @@ export class AgentCallFailed extends Schema.TaggedError<AgentCallFailed>("agent-
 export const defaultAgentCallTimeout = Duration.minutes(10)
 
 /**
- * What is wrong with `Options.agentCalls`, field by field; empty when nothing is. Each value must be
- * an array of agent ids (non-empty strings).
+ * What is wrong with `Options.agentCalls` and `agentCallTimeout`, field by field; empty when nothing
+ * is. Each value of `agentCalls` must be an array of agent ids (non-empty strings); the timeout, a
+ * tool's, more than 0 and at most 3600 s.
  */
-export const agentCallsProblems = (agentCalls: Options["agentCalls"]): Array<string> => {
-  if (agentCalls === undefined) return []
+export const agentCallsProblems = (options: Pick<Options, "agentCalls" | "agentCallTimeout">): Array<string> => {
+  const { agentCallTimeout, agentCalls } = options
+  const timeout = agentCallTimeout === undefined ? undefined : Duration.decodeUnknown(agentCallTimeout)
+  const timeoutProblems = timeout === undefined ||
+      (Option.isSome(timeout) && Duration.greaterThan(timeout.value, Duration.zero) &&
+        Duration.lessThanOrEqualTo(timeout.value, Toolkit.maxTimeout))
+    ? []
+    : ["agentCallTimeout must be a duration of more than 0 and at most 3600 s, like \"10 minutes\""]
+  if (agentCalls === undefined) return timeoutProblems
   if (typeof agentCalls !== "object" || agentCalls === null || Array.isArray(agentCalls)) {
-    return ["agentCalls must be an object: for each agent id, the agent ids its tasks may run with exec_agent"]
+    return [...timeoutProblems, "agentCalls must be an object: for each agent id, the agent ids its tasks may run with exec_agent"]
   }
-  return Object.entries(agentCalls).flatMap(([agentId, callees]) =>
-    Array.isArray(callees) && callees.every((callee) => typeof callee === "string" && callee !== "")
-      ? []
-      : [`agentCalls.${agentId} must be an array of agent ids (non-empty strings), like ["billing"]`]
-  )
+  return [
+    ...timeoutProblems,
+    ...Object.entries(agentCalls).flatMap(([agentId, callees]) =>
+      Array.isArray(callees) && callees.every((callee) => typeof callee === "string" && callee !== "")
+        ? []
+        : [`agentCalls.${agentId} must be an array of agent ids (non-empty strings), like ["billing"]`]
+    )
+  ]
 }
 
 // --- the assignments: the processes watching for tasks to run ---

@@ -67,7 +67,7 @@ export const makeParts = (
   mode: "embedded" | "cluster" = "embedded"
 ) =>
   Effect.gen(function*() {
-    const problems = AgentCalls.agentCallsProblems(options.agentCalls)
+    const problems = AgentCalls.agentCallsProblems(options)
     if (problems.length > 0) return yield* Effect.dieMessage(`platform options: ${problems.join("; ")}`)
     const limits = limitsOf(options)
     const policy = yield* Timing

@@ -779,6 +779,9 @@ const makeChildren = (
       const now = book.clock.unsafeCurrentTimeMillis()
       const processId = host.pick(agentId, now)
       const held = yield* hold(taskId)
+      if (held !== undefined && held.agentId !== agentId) {
+        return yield* failed(agentId, `this call started task ${taskId} of agent ${held.agentId} already`)
+      }
       if (held !== undefined) {
         if (processId !== undefined && held.final === undefined && held.attachment === undefined) {
           host.assign(agentId, processId, taskId)

@@ -327,7 +327,7 @@ describe("exec_agent on the platform", () => {
       assert.strictEqual(servedCall?.name, "execute_tool lookup")
     }).pipe(Effect.scoped))
 
-  it.effect("PLATFORM_AGENT_CALLS gives each caller every callee; an agentCalls that is not lists refuses the start, naming the field", () =>
+  it.effect("PLATFORM_AGENT_CALLS gives each caller every callee; a bad agentCalls or agentCallTimeout refuses the start, naming the field", () =>
     Effect.gen(function*() {
       assert.deepStrictEqual(PlatformServer.parseAgentCalls("support:billing, support:shipping\nops:support"), {
         support: ["billing", "shipping"],
@@ -342,6 +342,15 @@ describe("exec_agent on the platform", () => {
       assert.include(
         Exit.isFailure(refused) ? String(Cause.squash(refused.cause)) : "",
         `platform options: agentCalls.support must be an array of agent ids (non-empty strings), like ["billing"]`
+      )
+      const tooLong = yield* Effect.exit(Effect.scoped(Layer.build(
+        PlatformServer.layerHandlers({ tokens, agentCalls: { support: ["billing"] }, agentCallTimeout: "2 hours" }).pipe(
+          Layer.provide(LanguageModel.layerScripted([]))
+        )
+      )))
+      assert.include(
+        Exit.isFailure(tooLong) ? String(Cause.squash(tooLong.cause)) : "",
+        `agentCallTimeout must be a duration of more than 0 and at most 3600 s`
       )
     }))
 
