@@ -815,13 +815,20 @@ const watchAssignments = (
 ) => {
   const watch = client.watchAssignments
   if (watch === undefined) return Effect.void
+  const run = (taskId: string) =>
+    Effect.zipRight(
+      Effect.logInfo(`agent ${caller.agentId}: running task ${taskId}, given by the platform`),
+      followers.resume(taskId)
+    )
   const once = Effect.scoped(Effect.flatMap(watch(caller), (mailbox) => {
-    const take: Effect.Effect<void, Unauthorized | PlatformUnavailable> = Effect.flatMap(mailbox.takeAll, ([chunk, done]) =>
-      Effect.zipRight(
-        Effect.forEach(chunk, ({ taskId }) =>
-          Effect.zipRight(Effect.logInfo(`agent ${caller.agentId}: running task ${taskId}, given by the platform`), followers.resume(taskId)), { discard: true }),
-        done ? Effect.void : take
-      ))
+    const take: Effect.Effect<void, Unauthorized | PlatformUnavailable> = Effect.flatMap(
+      mailbox.takeAll,
+      ([chunk, done]) =>
+        Effect.zipRight(
+          Effect.forEach(chunk, ({ taskId }) => run(taskId), { discard: true }),
+          done ? Effect.void : take
+        )
+    )
     return take
   }))
   const away = (error: Unauthorized | PlatformUnavailable) => error._tag === "PlatformUnavailable"

@@ -40,7 +40,8 @@ export const agentCallsProblems = (options: Pick<Options, "agentCalls" | "agentC
     : ["agentCallTimeout must be a duration of more than 0 and at most 3600 s, like \"10 minutes\""]
   if (agentCalls === undefined) return timeoutProblems
   if (typeof agentCalls !== "object" || agentCalls === null || Array.isArray(agentCalls)) {
-    return [...timeoutProblems, "agentCalls must be an object: for each agent id, the agent ids its tasks may run with exec_agent"]
+    const shape = "agentCalls must be an object: for each agent id, the agent ids its tasks may run with exec_agent"
+    return [...timeoutProblems, shape]
   }
   return [
     ...timeoutProblems,

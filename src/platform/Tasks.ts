@@ -812,9 +812,10 @@ const makeChildren = (
       const childTaskId = child.taskId
       parent.emit({ _tag: "SubTaskStarted", taskId: parent.taskId, toolCallId, childTaskId, agentId })
       // Past the call's deadline, or its task stopped: the child stops too. At shutdown it is left to the journal.
+      const why = `the exec_agent call that started it (task ${parent.taskId}, call ${toolCallId}) ended first`
       yield* Effect.onInterrupt(child.ended.await, () =>
         book.clock.unsafeCurrentTimeMillis() >= call.deadlineAt - 50 || parent.final !== undefined
-          ? stop(book, child, `the exec_agent call that started it (task ${parent.taskId}, call ${toolCallId}) ended first`)
+          ? stop(book, child, why)
           : Effect.void)
       const final = child.final
       const outcome = final?._tag === "TaskCompleted" ? "completed" as const : "failed" as const

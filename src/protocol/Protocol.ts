@@ -241,7 +241,10 @@ export const SubTaskStarted = Schema.TaggedStruct("SubTaskStarted", {
   ...offset
 })
 
-/** The task `childTaskId` of call `toolCallId` ended (`outcome`); the call's result follows. Not on a `"calls"` stream. */
+/**
+ * The task `childTaskId` of call `toolCallId` ended (`outcome`); the call's result follows. Not on a
+ * `"calls"` stream.
+ */
 export const SubTaskEnded = Schema.TaggedStruct("SubTaskEnded", {
   taskId: Schema.String,
   toolCallId: Schema.String,
