@@ -14,6 +14,7 @@ import * as Framing from "./protocol/Framing.js"
 import {
   type AgentLimitExceeded,
   type ApprovalsNeedJournal,
+  type Assignment,
   Authentication,
   type Caller,
   authorizationHeader,
@@ -97,6 +98,13 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
     never,
     Scope.Scope
   >
+  /**
+   * The tasks the platform gives this process to run (design: Agents that call agents), for as long
+   * as the scope lives; each is attached and its calls run here. Absent from a client made by hand.
+   */
+  readonly watchAssignments?: (
+    payload: Caller
+  ) => Effect.Effect<Mailbox.ReadonlyMailbox<Assignment, Unauthorized | PlatformUnavailable>, never, Scope.Scope>
   /** Answers one or more delivered calls. */
   readonly completeToolCall: (
     payload: Caller & { readonly results: ReadonlyArray<ToolCallResult> }
@@ -202,6 +210,7 @@ const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientEr
     deregister: (payload) => typed(client.Deregister(payload)),
     submitTask: (payload) => typedEvents(client.SubmitTask(payload, asMailbox)),
     attachTask: (payload) => typedEvents(client.AttachTask(payload, asMailbox)),
+    watchAssignments: (payload) => typedEvents(client.WatchAssignments(payload, asMailbox)),
     completeToolCall: (payload) => typed(complete(payload)),
     approve: (taskId, toolCallId) => typed(client.DecideApproval({ taskId, toolCallId, approved: true })),
     deny: (taskId, toolCallId, options) =>

@@ -798,6 +798,53 @@ const resumeHeld = (agentId: string, held: HeldTasks, followers: Followers) =>
     for (const taskId of tasks) yield* followers.resume(taskId)
   })
 
+// --- Assignments ---
+
+/**
+ * The tasks the platform gives this process to run (design: Agents that call agents): a stream
+ * opened once registered and kept open (again after a dropped connection, on `Timing.reconnect`);
+ * each task on it is followed as a task held before a restart is, its calls run here. A platform
+ * that does not know the call (an older one) gives no assignments: said at debug level, and that is all.
+ * A fiber of the scope, interrupted before the drain.
+ */
+const watchAssignments = (
+  client: PlatformClient["Type"],
+  caller: Caller,
+  followers: Followers,
+  reconnect: Schedule.Schedule<unknown, unknown>
+) => {
+  const watch = client.watchAssignments
+  if (watch === undefined) return Effect.void
+  const run = (taskId: string) =>
+    Effect.zipRight(
+      Effect.logInfo(`agent ${caller.agentId}: running task ${taskId}, given by the platform`),
+      followers.resume(taskId)
+    )
+  const once = Effect.scoped(Effect.flatMap(watch(caller), (mailbox) => {
+    const take: Effect.Effect<void, Unauthorized | PlatformUnavailable> = Effect.flatMap(
+      mailbox.takeAll,
+      ([chunk, done]) =>
+        Effect.zipRight(
+          Effect.forEach(chunk, ({ taskId }) => run(taskId), { discard: true }),
+          done ? Effect.void : take
+        )
+    )
+    return take
+  }))
+  const away = (error: Unauthorized | PlatformUnavailable) => error._tag === "PlatformUnavailable"
+  // A stream that ends is opened again; an outage longer than `reconnect` starts a new round, not the end.
+  const round = once.pipe(
+    Effect.retry({ schedule: reconnect, while: away }),
+    Effect.repeat(reconnect),
+    Effect.catchIf(away, () => Effect.void)
+  )
+  const kept = Effect.forever(round).pipe(
+    Effect.catchAllCause((cause) =>
+      Effect.logDebug(`agent ${caller.agentId}: the platform gives this process no tasks to run`, cause))
+  )
+  return Effect.asVoid(Effect.forkScoped(kept))
+}
+
 // --- Drain ---
 
 /**
@@ -868,6 +915,8 @@ export const make = <R>(
     })
     if (options?.resumeTasks !== false && held.durable) yield* resumeHeld(agentId, held, followers)
     yield* drainOnClose(deliveries, answers, report, grace)
+    // Added after the drain, so stopped before it: no new task is taken up while the calls drain.
+    yield* watchAssignments(client, caller, followers, policy.reconnect)
 
     return Serve.of({
       agentId,

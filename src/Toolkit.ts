@@ -131,14 +131,24 @@ export const makeEither = <const Tools extends ReadonlyArray<Tool.Any>>(
   })
 }
 
+/** The tools the platform itself gives its tasks (`exec_agent`, `list_agents`): the reserved names are theirs. */
+const platformOwned = new WeakSet<Tool.Any>()
+
+/** Marks `tool` as one the platform gives its tasks: its name may be a reserved one (no served tool's may). */
+export const ownedByPlatform = <T extends Tool.Any>(tool: T): T => {
+  platformOwned.add(tool)
+  return tool
+}
+
 /** Every limit violation of a set of tools (empty when it is valid). */
 export const validate = (tools: ReadonlyArray<Tool.Any>): Array<Violation> => {
+  const owned = new Set(tools.filter((tool) => platformOwned.has(tool)).map((tool) => tool.name))
   const violations = checkEntries(tools.map((tool) => ({
     name: tool.name,
     description: tool.description,
     timeoutMillis: Duration.toMillis(tool.timeout),
     retries: tool.retries
-  })))
+  }))).filter((violation) => violation.rule !== "name-reserved" || !owned.has(violation.tool ?? ""))
   for (const tool of tools) {
     const label = JSON.stringify(tool.name)
     const permanent: unknown = tool.permanent

@@ -408,6 +408,13 @@ const platform = Command.make("platform", {
     if (pairs.size === 0) {
       return yield* new PlatformClient.MissingSetting({ variable: "PLATFORM_TOKENS (or --tokens-file, --tokens)" })
     }
+    // Agents that call agents: every entry a pair, or the start is refused.
+    const callsText = process.env.PLATFORM_AGENT_CALLS ?? ""
+    yield* tokenPairs(PlatformServer.parseTokens, callsText, "PLATFORM_AGENT_CALLS", {
+      pair: "caller:callee",
+      example: "support:billing,support:shipping"
+    })
+    const agentCalls = PlatformServer.parseAgentCalls(callsText)
     const chosen = chooseModel(model)
     const file = Option.getOrElse(journal, () => process.env.PLATFORM_JOURNAL ?? "")
     const url = yield* chooseDatabase(database)
@@ -425,7 +432,7 @@ const platform = Command.make("platform", {
       )
       return yield* Layer.launch(
         PlatformServer.layerWebSocket({ port, host }).pipe(
-          Layer.provide(Cluster.layer({ tokens: pairs, runner: { host: runnerHost, port: runnerPort, placement } })),
+          Layer.provide(Cluster.layer({ tokens: pairs, agentCalls, runner: { host: runnerHost, port: runnerPort, placement } })),
           Layer.provide(yield* loadModel(chosen.model)),
           Layer.provide(yield* loadDatabase(url))
         )
@@ -437,7 +444,9 @@ const platform = Command.make("platform", {
     )
     return yield* Layer.launch(
       PlatformServer.layerWebSocket({ port, host }).pipe(
-        Layer.provide(PlatformServer.layerHandlers({ tokens: pairs, journal: file === "" ? undefined : file })),
+        Layer.provide(
+          PlatformServer.layerHandlers({ tokens: pairs, agentCalls, journal: file === "" ? undefined : file })
+        ),
         Layer.provide(yield* loadModel(chosen.model))
       )
     )

@@ -46,6 +46,7 @@ import * as Toolkit from "../Toolkit.js"
 import type { ToolResult } from "../ToolResult.js"
 import {
   ApprovalsNeedJournal,
+  type Assignment,
   EventsWanted,
   LifecycleBudgetExceeded,
   ManifestRejected,
@@ -735,7 +736,9 @@ const clusterBackend = (
       ),
     attach: ({ agentId, connection, events, taskId }) => follow(agentId, taskId, events, connection, Effect.fail),
     complete: completeOn(tasks, here),
-    decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision }))
+    decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision })),
+    // Agent calls are not built in cluster mode yet (exec_agent says so): a watch stays open and empty.
+    watchAssignments: () => Mailbox.make<Assignment>()
   } satisfies Handlers.Backend
 })
 
@@ -753,7 +756,7 @@ const clusterBackend = (
 export const layerHandlers = (options: Options & { readonly runner?: RunnerOptions | undefined }) =>
   Layer.scopedContext(Effect.gen(function*() {
     const journal = runnerJournal(yield* Journal.Journal)
-    const parts = yield* Parts.makeParts(options, journal)
+    const parts = yield* Parts.makeParts(options, journal, "cluster")
     const tasks = yield* ClusterTasks.make(parts.tasks, journal)
     const registry = yield* makeRegistry
     // A process silent for `evictSilentAfter` intervals is forgotten by the database too.

@@ -11,6 +11,7 @@ import * as Journal from "../Journal.js"
 import {
   type AgentLimitExceeded,
   type ApprovalsNeedJournal,
+  type Assignment,
   AuthenticatedAgent,
   Authentication,
   authorizationHeader,
@@ -28,10 +29,8 @@ import {
   type UnknownTask
 } from "../protocol/Protocol.js"
 import type * as Toolkit from "../Toolkit.js"
-import type { Agents } from "./Agents.js"
 import type { Options } from "./Options.js"
 import { makeParts, type Parts } from "./Parts.js"
-import type { Tasks } from "./Tasks.js"
 import { connectionHeader, WireLimits } from "./Wire.js"
 
 /** What the platform holds, for inspection (tests, an admin view). */
@@ -49,6 +48,8 @@ export class PlatformState extends Context.Tag("agent-tools/platform/PlatformSta
    * prompts' bytes (this process's), and its processes' manifests' bytes.
    */
   readonly agentUsage: (agentId: string) => Effect.Effect<{ tasks: number; promptBytes: number; manifestBytes: number }>
+  /** The processes of `agentId` that watch for tasks to run (`WatchAssignments`) now. */
+  readonly watchingProcesses: (agentId: string) => Effect.Effect<ReadonlyArray<string>>
   /** Lifecycle calls seen per agent, all time. */
   readonly lifecycleCalls: (agentId: string) => Effect.Effect<{ register: number; heartbeat: number; deregister: number }>
 }>() {}
@@ -100,10 +101,12 @@ export interface Backend {
     agentId: string,
     payload: { readonly taskId: string; readonly toolCallId: string; readonly approved: boolean; readonly reason?: string | undefined }
   ) => Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal>
+  /** The tasks given to the caller's process to run (design: Agents that call agents), while the scope lives. */
+  readonly watchAssignments: (caller: Caller) => Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope>
 }
 
 /** The platform of one process: its own agents and tasks. */
-const localBackend = (agents: Agents, tasks: Tasks): Backend => ({
+const localBackend = ({ agents, assignments, tasks }: Parts): Backend => ({
   register: agents.register,
   heartbeat: agents.heartbeat,
   deregister: agents.deregister,
@@ -114,7 +117,8 @@ const localBackend = (agents: Agents, tasks: Tasks): Backend => ({
     ),
   attach: tasks.attach,
   complete: tasks.complete,
-  decide: tasks.decide
+  decide: tasks.decide,
+  watchAssignments: assignments.watch
 })
 
 // --- authorization, authentication, inspection ---
@@ -145,7 +149,8 @@ const handlersOf = (backend: Backend) =>
     CompleteToolCall: ({ agentId, results }, { headers }) =>
       Effect.zipRight(authorize(agentId), backend.complete(agentId, results, connectionOf(headers))),
     // The agent is the token's: the payload names none.
-    DecideApproval: (payload) => Effect.flatMap(AuthenticatedAgent, ({ agentId }) => backend.decide(agentId, payload))
+    DecideApproval: (payload) => Effect.flatMap(AuthenticatedAgent, ({ agentId }) => backend.decide(agentId, payload)),
+    WatchAssignments: (payload) => Effect.zipRight(authorize(payload.agentId), backend.watchAssignments(payload))
   })
 
 /** A token of `tokens` in the `authorization` header names the agent the calls are made as. */
@@ -162,8 +167,8 @@ const authenticationOf = (tokens: ReadonlyMap<string, string>) =>
     })
   )
 
-/** `PlatformState` over the agents and the tasks. */
-const stateOf = (agents: Agents, tasks: Tasks) =>
+/** `PlatformState` over the agents, the tasks and the assignments. */
+const stateOf = ({ agents, assignments, tasks }: Parts) =>
   Layer.succeed(PlatformState, {
     manifestHashes: (agentId) =>
       Effect.map(Clock.currentTimeMillis, (now) => agents.live(agentId, now).map((p) => p.manifestHash)),
@@ -173,7 +178,8 @@ const stateOf = (agents: Agents, tasks: Tasks) =>
     processCount: (agentId) => Effect.sync(() => agents.processCount(agentId)),
     agentUsage: (agentId) =>
       Effect.sync(() => ({ ...tasks.usageOf(agentId), manifestBytes: agents.manifestBytes(agentId) })),
-    taskCount: Effect.sync(() => tasks.count())
+    taskCount: Effect.sync(() => tasks.count()),
+    watchingProcesses: (agentId) => Effect.sync(() => assignments.watching(agentId))
   })
 
 // --- layers ---
@@ -185,7 +191,7 @@ const stateOf = (agents: Agents, tasks: Tasks) =>
 export const layerOf = (backend: Backend, parts: Parts, options: Options) =>
   Layer.mergeAll(
     handlersOf(backend),
-    stateOf(parts.agents, parts.tasks),
+    stateOf(parts),
     Layer.succeed(WireLimits, { maxManifestBytes: parts.limits.maxManifestBytes })
   ).pipe(
     Layer.provideMerge(authenticationOf(options.tokens))
@@ -202,5 +208,5 @@ export const layerHandlers = (options: Options) =>
     const journal = yield* Journal.serviceOrFile(options.journal)
     const parts = yield* makeParts(options, journal)
     if (journal !== undefined) yield* parts.tasks.takeBack(journal, parts.limits.keepEndedTasksMillis)
-    return yield* Layer.build(layerOf(localBackend(parts.agents, parts.tasks), parts, options))
+    return yield* Layer.build(layerOf(localBackend(parts), parts, options))
   }))

@@ -50,6 +50,14 @@ export interface Options {
    * would take it over is refused with `ManifestRejected`. Default 4 MiB.
    */
   readonly maxManifestBytesPerAgent?: number | undefined
+  /**
+   * Agents that call agents (design: Agents that call agents): for each agent id, the agent ids its
+   * tasks may run with `exec_agent` (its model is then offered `exec_agent` and `list_agents`), like
+   * `{ support: ["billing"] }`. Default: none, for every agent.
+   */
+  readonly agentCalls?: Readonly<Record<string, ReadonlyArray<string>>> | undefined
+  /** How long one `exec_agent` call may take; past it the other agent's task is stopped. Default 10 minutes. */
+  readonly agentCallTimeout?: Duration.DurationInput | undefined
 }
 
 /** Parses `PLATFORM_TOKENS` (`token:agent,token:agent`, or one pair a line) into `Options.tokens`. */
@@ -61,6 +69,21 @@ export const parseTokens = (text: string): ReadonlyMap<string, string> =>
       return colon === -1 ? ["", ""] as const : [pair.slice(0, colon), pair.slice(colon + 1)] as const
     }).filter(([token, agent]) => token !== "" && agent !== "")
   )
+
+/**
+ * Parses `PLATFORM_AGENT_CALLS` (`caller:callee` pairs, comma-separated or one a line, a caller
+ * repeated for each agent it may call) into `Options.agentCalls`; an entry that is not a pair is left out.
+ */
+export const parseAgentCalls = (text: string): Readonly<Record<string, ReadonlyArray<string>>> => {
+  const calls = new Map<string, Array<string>>()
+  for (const pair of text.split(/[,\n]/).map((entry) => entry.trim())) {
+    const colon = pair.indexOf(":")
+    if (colon <= 0 || colon === pair.length - 1) continue
+    const caller = pair.slice(0, colon)
+    calls.set(caller, [...(calls.get(caller) ?? []), pair.slice(colon + 1)])
+  }
+  return Object.fromEntries(calls)
+}
 
 /** The default of `Options.keepEndedTasks`. */
 const defaultKeepEndedTasks = Duration.minutes(10)

@@ -10,6 +10,7 @@ import type * as Journal from "../Journal.js"
 import * as LanguageModel from "../LanguageModel.js"
 import * as StrictSchema from "../providers/StrictSchema.js"
 import { Timing } from "../Timing.js"
+import * as AgentCalls from "./AgentCalls.js"
 import { type Agents, makeAgents } from "./Agents.js"
 import { type Limits, limitsOf, type Options } from "./Options.js"
 import { makeTasks, type Tasks } from "./Tasks.js"
@@ -60,8 +61,14 @@ const sweep = (
  * the agents, the tasks' loops, the redelivery and the retention sweep. A cluster runner (Cluster.ts)
  * has them too, for the agents and tasks whose shards it owns.
  */
-export const makeParts = (options: Options, journal: Journal.Journal["Type"] | undefined) =>
+export const makeParts = (
+  options: Options,
+  journal: Journal.Journal["Type"] | undefined,
+  mode: "embedded" | "cluster" = "embedded"
+) =>
   Effect.gen(function*() {
+    const problems = AgentCalls.agentCallsProblems(options)
+    if (problems.length > 0) return yield* Effect.dieMessage(`platform options: ${problems.join("; ")}`)
     const limits = limitsOf(options)
     const policy = yield* Timing
     // A manifest is checked against the form the tasks' model requires (its provider's strict mode).
@@ -69,10 +76,18 @@ export const makeParts = (options: Options, journal: Journal.Journal["Type"] | u
       Option.flatMapNullable(yield* Effect.serviceOption(LanguageModel.LanguageModel), (model) => model.strictSchemas)
     )
     const agents = makeAgents(limits, StrictSchema.isProvider(provider) ? provider : undefined)
-    const tasks = yield* makeTasks(options, limits, journal)
+    const assignments = AgentCalls.makeAssignments()
+    // A cluster's processes watch on many runners, its tasks live on any: not built there yet.
+    const host = AgentCalls.makeHost(
+      options,
+      agents,
+      assignments,
+      mode === "cluster" ? "exec_agent is not supported in cluster mode yet; no task was started" : undefined
+    )
+    const tasks = yield* makeTasks(options, limits, journal, host)
     yield* redeliver(tasks, policy.redelivery)
     yield* sweep({ agents, tasks, journal }, limits, policy.platformSweep)
-    return { limits, agents, tasks }
+    return { limits, agents, tasks, assignments }
   })
 
 /** The platform's parts, as `makeParts` gives them. */

@@ -37,6 +37,8 @@ export interface TaskOptions {
   readonly approvalExpiry?: Duration.DurationInput | undefined
   /** The visible tools of the agent, from every live process; `own` marks the task holder's. */
   readonly tools: ReadonlyArray<{ readonly entry: Toolkit.ManifestEntry; readonly own: boolean }>
+  /** Tools the platform handles itself, never delivered (`exec_agent`, `list_agents`: AgentCalls.ts). */
+  readonly platformTools?: ReadonlyArray<Tool.Any> | undefined
   /** Delivers a call on the task's stream and waits for its result (redelivering as needed). */
   readonly deliver: (call: Delivery) => Effect.Effect<ToolResult>
   /** A typed final output (JSON Schema): the answer is checked against it, and `TaskCompleted.value` is it. */
@@ -147,7 +149,10 @@ const runWith = (
   const journaled = options.journaled === true
   const agent = Agent.make({
     name: options.agentId,
-    tools: options.tools.map(({ entry, own }) => remoteTool(options.agentId, entry, own, options.deliver, journaled)),
+    tools: [
+      ...options.tools.map(({ entry, own }) => remoteTool(options.agentId, entry, own, options.deliver, journaled)),
+      ...(options.platformTools ?? [])
+    ],
     instructions: options.instructions,
     maxSteps: options.maxSteps,
     approvalExpiry: options.approvalExpiry,

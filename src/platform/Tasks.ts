@@ -28,7 +28,10 @@ import {
   type ToolCallResult,
   UnknownTask
 } from "../protocol/Protocol.js"
+import type * as Tool from "../Tool.js"
+import type { ToolCallInfo } from "../ToolContext.js"
 import type { ToolResult } from "../ToolResult.js"
+import * as AgentCalls from "./AgentCalls.js"
 import type { Limits, Options } from "./Options.js"
 import * as TaskRunner from "./TaskRunner.js"
 
@@ -60,7 +63,14 @@ interface Suspension {
 /** The events only a `"deltas"` stream carries. */
 const deltasOnly = new Set<TaskEvent["_tag"]>(["ModelTextDelta", "ReasoningDelta", "TurnRetried", "ToolCallStarted"])
 /** The events a `"calls"` stream leaves out. */
-const leftOutOfCalls = new Set<TaskEvent["_tag"]>(["TurnStarted", "ModelText", "ToolCallCompleted", ...deltasOnly])
+const leftOutOfCalls = new Set<TaskEvent["_tag"]>([
+  "TurnStarted",
+  "ModelText",
+  "ToolCallCompleted",
+  "SubTaskStarted",
+  "SubTaskEnded",
+  ...deltasOnly
+])
 
 /** Whether a stream that wants `wanted` carries events tagged `tag`. */
 const carries = (wanted: EventsWanted, tag: TaskEvent["_tag"]): boolean =>
@@ -421,8 +431,11 @@ const letGoAtEnd = (task: Task, fiber: Fiber.RuntimeFiber<void>): Fiber.RuntimeF
   return fiber
 }
 
-/** Starting a task's loop, and what a suspended one does at its first expiry or last decision. */
-const makeLoops = (book: Book) => {
+/**
+ * Starting a task's loop, and what a suspended one does at its first expiry or last decision;
+ * `platformTools` gives the tools the platform handles itself for a task (`exec_agent`, `list_agents`).
+ */
+const makeLoops = (book: Book, platformTools: (task: Task) => ReadonlyArray<Tool.Any>) => {
   const { clock, journal, options, runTask } = book
 
   /**
@@ -477,6 +490,7 @@ const makeLoops = (book: Book) => {
       maxSteps: options.maxSteps,
       approvalExpiry: options.approvalExpiry,
       tools,
+      platformTools: platformTools(task),
       output: task.output,
       deliver: deliverOf(task),
       emit: (event: TaskEvent) => {
@@ -697,16 +711,167 @@ const upkeep = ({ tasks, usage }: Book, exporting: boolean) => ({
   }
 })
 
+// --- a new task ---
+
+/** What a new task is made of. */
+interface NewTask {
+  readonly taskId: string
+  readonly agentId: string
+  readonly processId: string
+  readonly prompt: string
+  readonly tools: Journal.TaskTools
+  readonly output?: TaskOutput | undefined
+}
+
+/**
+ * A new task: admitted to its agent's limits, journaled before anyone learns its id, continuing the
+ * trace of the span it is made in; its loop starts once `attach` has run (its submitter's stream, or
+ * none), so that the first events reach that stream.
+ */
+const createOf = (book: Book, limits: Limits, loops: Loops) =>
+<A, R>(init: NewTask, attach: (task: Task) => Effect.Effect<A, never, R>): Effect.Effect<A, AgentLimitExceeded, R> =>
+  Effect.gen(function*() {
+    const { agentId, processId, prompt, taskId, tools } = init
+    const { journal } = book
+    yield* checkUsage(book.usage, limits, agentId, Buffer.byteLength(prompt))
+    const task = book.add(taskId, agentId, processId)
+    book.count(task, prompt)
+    // The submitter's span: the task's run continues its trace, here and once taken back from the journal.
+    const parent = Option.getOrUndefined(yield* Effect.option(Effect.currentSpan))
+    const traceparent = parent === undefined ? undefined : traceparentOf(parent)
+    // Journaled before anyone learns the task's id: a restart cannot lose a task a client knows.
+    const record = { runId: taskId, kind: "task" as const, agentId, processId, prompt, tools, traceparent }
+    if (journal !== undefined) {
+      yield* Effect.onError(journal.started(record), () => Effect.sync(() => uncount(book.usage, task)))
+    }
+    task.output = init.output
+    const attached = yield* attach(task)
+    // What the journal holds of it now: nothing but its start.
+    const known = { ...record, status: "running" as const, turns: [], calls: new Map(), approvals: new Map() }
+    loops.start(task, prompt, tools, parent, journal === undefined ? undefined : known)
+    return attached
+  })
+
+type Create = ReturnType<typeof createOf>
+
+// --- agent calls: the tasks other tasks start ---
+
+/** The id of the task call `toolCallId` of task `taskId` starts: found again when the call runs again. */
+export const childTaskId = (taskId: string, toolCallId: string): string => `${taskId}/${toolCallId}`
+
+/**
+ * The tasks started by other tasks' `exec_agent` calls (design: Agents that call agents), each given to
+ * a serving process of its agent that watches for tasks (`WatchAssignments`). A call run again (its
+ * task taken back from the journal) follows the task it started rather than start another.
+ */
+const makeChildren = (
+  book: Book,
+  host: AgentCalls.Host,
+  create: Create,
+  hold: (taskId: string) => Effect.Effect<Task | undefined>
+) => {
+  const failed = (agentId: string, reason: string) => new AgentCalls.AgentCallFailed({ agentId, reason })
+
+  /** The task of `parent`'s call, new or held already; one no process is attached to is given to one. */
+  const childOf = (parent: Task, toolCallId: string, agentId: string, prompt: string) =>
+    Effect.gen(function*() {
+      const taskId = childTaskId(parent.taskId, toolCallId)
+      const now = book.clock.unsafeCurrentTimeMillis()
+      const processId = host.pick(agentId, now)
+      const held = yield* hold(taskId)
+      if (held !== undefined && held.agentId !== agentId) {
+        return yield* failed(agentId, `this call started task ${taskId} of agent ${held.agentId} already`)
+      }
+      if (held !== undefined) {
+        if (processId !== undefined && held.final === undefined && held.attachment === undefined) {
+          host.assign(agentId, processId, taskId)
+        }
+        return held
+      }
+      if (processId === undefined) {
+        return yield* failed(
+          agentId,
+          `agent ${agentId} has no serving process connected (none watches for tasks to run); no task was started`
+        )
+      }
+      const tools = host.toolsOf(agentId, processId, now)
+      const task = yield* Effect.mapError(
+        create({ taskId, agentId, processId, prompt, tools }, Effect.succeed),
+        (refused) => failed(agentId, `${refused.message}; no task was started`)
+      )
+      host.assign(agentId, processId, taskId)
+      yield* Effect.logInfo(`task ${parent.taskId}: call ${toolCallId} started task ${taskId} of agent ${agentId}`)
+      return task
+    })
+
+  /** Runs the task of `parent`'s call to its end: its answer, or why it gave none. */
+  const execute = (parent: Task) => (call: ToolCallInfo, agentId: string, prompt: string) =>
+    Effect.gen(function*() {
+      const { toolCallId } = call
+      const child = yield* childOf(parent, toolCallId, agentId, prompt)
+      const childTaskId = child.taskId
+      parent.emit({ _tag: "SubTaskStarted", taskId: parent.taskId, toolCallId, childTaskId, agentId })
+      // Past the call's deadline, or its task stopped: the child stops too. At shutdown it is left to the journal.
+      const why = `the exec_agent call that started it (task ${parent.taskId}, call ${toolCallId}) ended first`
+      yield* Effect.onInterrupt(child.ended.await, () =>
+        book.clock.unsafeCurrentTimeMillis() >= call.deadlineAt - 50 || parent.final !== undefined
+          ? stop(book, child, why)
+          : Effect.void)
+      const final = child.final
+      const outcome = final?._tag === "TaskCompleted" ? "completed" as const : "failed" as const
+      parent.emit({ _tag: "SubTaskEnded", taskId: parent.taskId, toolCallId, childTaskId, outcome })
+      if (final?._tag === "TaskCompleted") return final.output
+      const reason = final?._tag === "TaskFailed" ? final.reason : "it ended without an answer"
+      return yield* failed(agentId, `its task ${childTaskId} failed: ${reason}`)
+    })
+
+  return {
+    /** The platform's tools for `task` (none when its agent may call no other). */
+    toolsOf: (task: Task): ReadonlyArray<Tool.Any> =>
+      AgentCalls.toolsFor(task.agentId, host, () => book.clock.unsafeCurrentTimeMillis(), execute(task))
+  }
+}
+
+/**
+ * Stops `task` for `reason`: its end is `TaskFailed`, said on its stream and journaled; its loop (and
+ * with it any task it started the same way) is interrupted.
+ */
+const stop = ({ clock, journal }: Book, task: Task, reason: string): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    if (task.final !== undefined) return
+    const suspension = task.suspended
+    task.suspended = undefined
+    // The end first: the loop's own calls, interrupted next, see their task has ended.
+    task.emit({ _tag: "TaskFailed", taskId: task.taskId, reason })
+    if (suspension?.expiry !== undefined) yield* Fiber.interrupt(suspension.expiry)
+    if (task.loop !== undefined) yield* Fiber.interrupt(task.loop)
+    if (journal === undefined || task.final === undefined) return
+    const final = yield* Effect.orDie(Schema.encode(EventJson)(task.final))
+    yield* Effect.orDie(journal.ended(task.taskId, { final }, task.endedAt ?? clock.unsafeCurrentTimeMillis()))
+  })
+
 // --- the tasks ---
 
-/** The tasks of this process; with `journal`, journaled and taken up from it. */
-export const makeTasks = (options: Options, limits: Limits, journal: Journal.Journal["Type"] | undefined) =>
+/**
+ * The tasks of this process; with `journal`, journaled and taken up from it; with `host`, the tasks
+ * of an agent allowed to call others are offered `exec_agent` and `list_agents`.
+ */
+export const makeTasks = (
+  options: Options,
+  limits: Limits,
+  journal: Journal.Journal["Type"] | undefined,
+  host?: AgentCalls.Host
+) =>
   Effect.gen(function*() {
     const book = yield* makeBook(options, journal)
     const config = yield* Invocation.InvocationConfig
     const ids = yield* Ids
-    const loops = makeLoops(book)
+    // A task's platform tools start tasks, which needs the loops: bound once both exist.
+    let children: ReturnType<typeof makeChildren> | undefined
+    const loops = makeLoops(book, (task) => children?.toolsOf(task) ?? [])
     const { held, hold, takeBack } = yield* makeHolding(book, loops)
+    const create = createOf(book, limits, loops)
+    if (host !== undefined) children = makeChildren(book, host, create, hold)
     return {
       /**
        * A new task, attached at once to `connection`; its loop starts. Refused with
@@ -721,26 +886,11 @@ export const makeTasks = (options: Options, limits: Limits, journal: Journal.Jou
         tools: Journal.TaskTools,
         connection: string
       ) =>
-        Effect.gen(function*() {
-          yield* checkUsage(book.usage, limits, agentId, Buffer.byteLength(prompt))
-          // Unguessable as well as unique: knowing one task's id tells nothing of another's.
-          const task = book.add(ids.make("task"), agentId, processId)
-          book.count(task, prompt)
-          // The submitter's span: the task's run continues its trace, here and once taken back from the journal.
-          const parent = Option.getOrUndefined(yield* Effect.option(Effect.currentSpan))
-          const traceparent = parent === undefined ? undefined : traceparentOf(parent)
-          // Journaled before anyone learns the task's id: a restart cannot lose a task a client knows.
-          const record = { runId: task.taskId, kind: "task" as const, agentId, processId, prompt, tools, traceparent }
-          if (journal !== undefined) {
-            yield* Effect.onError(journal.started(record), () => Effect.sync(() => uncount(book.usage, task)))
-          }
-          task.output = output
-          const mailbox = yield* attachTo(task, events, undefined, connection)
-          // What the journal holds of it now: nothing but its start.
-          const known = { ...record, status: "running" as const, turns: [], calls: new Map(), approvals: new Map() }
-          loops.start(task, prompt, tools, parent, journal === undefined ? undefined : known)
-          return mailbox
-        }),
+        // Unguessable as well as unique: knowing one task's id tells nothing of another's.
+        create(
+          { taskId: ids.make("task"), agentId, processId, prompt, tools, output },
+          (task) => attachTo(task, events, undefined, connection)
+        ),
       /** Another attachment to a task of the agent's, from `connection`. */
       attach: (
         { after, agentId, connection, events, taskId }: {

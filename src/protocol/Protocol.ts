@@ -228,6 +228,31 @@ export const TaskTakenOver = Schema.TaggedStruct("TaskTakenOver", { taskId: Sche
  */
 export const TaskWaiting = Schema.TaggedStruct("TaskWaiting", { taskId: Schema.String, reason: Schema.String, ...offset })
 
+/**
+ * The task's call `toolCallId` (its `exec_agent`, design: Agents that call agents) started a task of
+ * agent `agentId`, `childTaskId`, run by that agent's serving processes: a client with that agent's
+ * token can attach to it. Not on a `"calls"` stream.
+ */
+export const SubTaskStarted = Schema.TaggedStruct("SubTaskStarted", {
+  taskId: Schema.String,
+  toolCallId: Schema.String,
+  childTaskId: Schema.String,
+  agentId: Schema.String,
+  ...offset
+})
+
+/**
+ * The task `childTaskId` of call `toolCallId` ended (`outcome`); the call's result follows. Not on a
+ * `"calls"` stream.
+ */
+export const SubTaskEnded = Schema.TaggedStruct("SubTaskEnded", {
+  taskId: Schema.String,
+  toolCallId: Schema.String,
+  childTaskId: Schema.String,
+  outcome: Schema.Literal("completed", "failed"),
+  ...offset
+})
+
 /** What a task's stream carries. */
 export const TaskEvent = Schema.Union(
   TaskStarted,
@@ -243,7 +268,9 @@ export const TaskEvent = Schema.Union(
   TaskFailed,
   TaskTakenOver,
   TaskSuspended,
-  TaskWaiting
+  TaskWaiting,
+  SubTaskStarted,
+  SubTaskEnded
 )
 /** What a task's stream carries. */
 export type TaskEvent = typeof TaskEvent.Type
@@ -315,6 +342,14 @@ export const ToolCallResult = Schema.Struct({
 /** The result of one delivered call. */
 export type ToolCallResult = typeof ToolCallResult.Type
 
+/**
+ * A task the platform gives a serving process to run (design: Agents that call agents): a task of its
+ * agent that another agent's task started; the process attaches to it (`AttachTask`) and runs its calls.
+ */
+export const Assignment = Schema.Struct({ taskId: Schema.String })
+/** A task the platform gives a serving process to run. */
+export type Assignment = typeof Assignment.Type
+
 /** The platform protocol. */
 export class PlatformRpcs extends RpcGroup.make(
   Rpc.make("Register", {
@@ -360,6 +395,13 @@ export class PlatformRpcs extends RpcGroup.make(
   Rpc.make("CompleteToolCall", {
     payload: payload("CompleteToolCall", { ...callerFields, results: Schema.Array(ToolCallResult) }),
     error: Schema.Union(UnknownTask, Unauthorized)
+  }),
+  // The tasks the platform gives this process to run, for as long as the stream is open.
+  Rpc.make("WatchAssignments", {
+    payload: payload("WatchAssignments", callerFields),
+    success: Assignment,
+    error: Unauthorized,
+    stream: true
   }),
   // A person's decision on a call a suspended task waits for; the agent is the token's.
   Rpc.make("DecideApproval", {

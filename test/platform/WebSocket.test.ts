@@ -94,6 +94,10 @@ const describeEvent = (event: Protocol.TaskEvent): string => {
       return `retried ${event.step}`
     case "ToolCallStarted":
       return `started ${event.toolCallId}`
+    case "SubTaskStarted":
+      return `sub-task ${event.childTaskId}`
+    case "SubTaskEnded":
+      return `sub-task ${event.childTaskId} ${event.outcome}`
   }
 }
 

@@ -1,0 +1,210 @@
+/**
+ * Agents that call agents on the platform (design: Agents that call agents): which agents an agent's
+ * tasks may run (`Options.agentCalls`), the serving processes that watch for tasks to run
+ * (`WatchAssignments`), and the two tools the platform gives the tasks of an agent allowed to call
+ * others, `list_agents` and `exec_agent`: handled by the platform, never delivered to a process.
+ */
+import { Duration, Effect, Mailbox, Option, Schema, type Scope } from "effect"
+import type * as Journal from "../Journal.js"
+import type { Assignment, Caller } from "../protocol/Protocol.js"
+import * as Tool from "../Tool.js"
+import type { ToolCallInfo } from "../ToolContext.js"
+import * as Toolkit from "../Toolkit.js"
+import type { Options } from "./Options.js"
+
+/** Why an `exec_agent` call gave no answer of the other agent: the text the calling model reads. */
+export class AgentCallFailed extends Schema.TaggedError<AgentCallFailed>("agent-tools/platform/AgentCallFailed")(
+  "AgentCallFailed",
+  { agentId: Schema.String, reason: Schema.String }
+) {
+  override get message(): string {
+    return `exec_agent ${this.agentId}: ${this.reason}`
+  }
+}
+
+/** The default of `Options.agentCallTimeout`, as `Agent.asTool`'s. */
+export const defaultAgentCallTimeout = Duration.minutes(10)
+
+/**
+ * What is wrong with `Options.agentCalls` and `agentCallTimeout`, field by field; empty when nothing
+ * is. Each value of `agentCalls` must be an array of agent ids (non-empty strings); the timeout, a
+ * tool's, more than 0 and at most 3600 s.
+ */
+export const agentCallsProblems = (options: Pick<Options, "agentCalls" | "agentCallTimeout">): Array<string> => {
+  const { agentCallTimeout, agentCalls } = options
+  const timeout = agentCallTimeout === undefined ? undefined : Duration.decodeUnknown(agentCallTimeout)
+  const timeoutProblems = timeout === undefined ||
+      (Option.isSome(timeout) && Duration.greaterThan(timeout.value, Duration.zero) &&
+        Duration.lessThanOrEqualTo(timeout.value, Toolkit.maxTimeout))
+    ? []
+    : ["agentCallTimeout must be a duration of more than 0 and at most 3600 s, like \"10 minutes\""]
+  if (agentCalls === undefined) return timeoutProblems
+  if (typeof agentCalls !== "object" || agentCalls === null || Array.isArray(agentCalls)) {
+    const shape = "agentCalls must be an object: for each agent id, the agent ids its tasks may run with exec_agent"
+    return [...timeoutProblems, shape]
+  }
+  return [
+    ...timeoutProblems,
+    ...Object.entries(agentCalls).flatMap(([agentId, callees]) =>
+      Array.isArray(callees) && callees.every((callee) => typeof callee === "string" && callee !== "")
+        ? []
+        : [`agentCalls.${agentId} must be an array of agent ids (non-empty strings), like ["billing"]`]
+    )
+  ]
+}
+
+// --- the assignments: the processes watching for tasks to run ---
+
+interface Watcher {
+  readonly processId: string
+  readonly mailbox: Mailbox.Mailbox<Assignment>
+}
+
+/**
+ * The streams of `WatchAssignments` open now, per agent: a task another agent's task started is
+ * given to one of them. Memory only; a stream that closes is let go with its scope.
+ */
+export const makeAssignments = () => {
+  const watchers = new Map<string, Array<Watcher>>()
+  return {
+    /** A stream of the tasks given to `caller`'s process, open for as long as the scope is. */
+    watch: (caller: Caller): Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope> =>
+      Effect.gen(function*() {
+        const mailbox = yield* Mailbox.make<Assignment>()
+        const watcher: Watcher = { processId: caller.processId, mailbox }
+        watchers.set(caller.agentId, [...(watchers.get(caller.agentId) ?? []), watcher])
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            const left = (watchers.get(caller.agentId) ?? []).filter((w) => w !== watcher)
+            if (left.length === 0) watchers.delete(caller.agentId)
+            else watchers.set(caller.agentId, left)
+          })
+        )
+        return mailbox
+      }),
+    /** The processes of `agentId` watching now (one may watch on more than one stream). */
+    watching: (agentId: string): ReadonlyArray<string> => [
+      ...new Set((watchers.get(agentId) ?? []).map((w) => w.processId))
+    ],
+    /** Gives `taskId` to `processId` on its latest stream; false when it watches on none. */
+    assign: (agentId: string, processId: string, taskId: string): boolean => {
+      const streams = (watchers.get(agentId) ?? []).filter((w) => w.processId === processId)
+      const latest = streams[streams.length - 1]
+      return latest === undefined ? false : latest.mailbox.unsafeOffer({ taskId })
+    }
+  }
+}
+
+/** The assignments, as `makeAssignments` gives them. */
+export type Assignments = ReturnType<typeof makeAssignments>
+
+// --- what the tasks need ---
+
+/** What the tasks (Tasks.ts) need to run agent calls: the rules, and the other agents' processes and tools. */
+export interface Host {
+  /** The agents the tasks of `agentId` may run with `exec_agent` (`Options.agentCalls`); empty: none. */
+  readonly allowed: (agentId: string) => ReadonlyArray<string>
+  /** Why `exec_agent` cannot run here (cluster mode, for now); undefined when it can. */
+  readonly unsupported: string | undefined
+  /** How long an `exec_agent` call may take, in milliseconds (`Options.agentCallTimeout`). */
+  readonly timeoutMillis: number
+  /** A live process of `agentId` that watches for tasks, taken in turn; undefined when none does. */
+  readonly pick: (agentId: string, now: number) => string | undefined
+  /** The tools a task of `agentId` held by `processId` is offered (as a submitted task's). */
+  readonly toolsOf: (agentId: string, processId: string, now: number) => Journal.TaskTools
+  /** Gives the task to the process (`Assignments.assign`). */
+  readonly assign: (agentId: string, processId: string, taskId: string) => boolean
+}
+
+/** The `Host` of one platform process, over its agents' live processes and the assignments. */
+export const makeHost = (
+  options: Options,
+  agents: {
+    readonly live: (agentId: string, now: number) => ReadonlyArray<{ readonly processId: string }>
+    readonly visible: (agentId: string, processId: string, now: number) => Journal.TaskTools
+  },
+  assignments: Assignments,
+  unsupported?: string
+): Host => {
+  const calls = new Map(Object.entries(options.agentCalls ?? {}))
+  let turn = 0
+  return {
+    allowed: (agentId) => calls.get(agentId) ?? [],
+    unsupported,
+    timeoutMillis: Duration.toMillis(Duration.decode(options.agentCallTimeout ?? defaultAgentCallTimeout)),
+    pick: (agentId, now) => {
+      const live = new Set(agents.live(agentId, now).map((p) => p.processId))
+      const candidates = assignments.watching(agentId).filter((processId) => live.has(processId))
+      return candidates.length === 0 ? undefined : candidates[turn++ % candidates.length]
+    },
+    toolsOf: agents.visible,
+    assign: assignments.assign
+  }
+}
+
+// --- the tools ---
+
+/** What one of the agents a task may call looks like to its model (`list_agents`). */
+interface Listed {
+  readonly agent: string
+  /** A serving process of it is connected and watches for tasks: `exec_agent` can run it now. */
+  readonly connected: boolean
+  /** The tools its tasks are offered now. */
+  readonly tools: ReadonlyArray<string>
+  /** Why it cannot be run here at all (cluster mode, for now). */
+  readonly note?: string
+}
+
+/**
+ * The platform's tools for a task of `agentId` whose rules let it call `allowed` (none when empty):
+ * `list_agents` and `exec_agent`, whose `execute` runs the other agent's task and gives its answer. A
+ * call of an agent not allowed is refused here, and starts nothing.
+ */
+export const toolsFor = (
+  agentId: string,
+  host: Host,
+  now: () => number,
+  execute: (call: ToolCallInfo, agent: string, prompt: string) => Effect.Effect<string, AgentCallFailed>
+): ReadonlyArray<Tool.Any> => {
+  const allowed = host.allowed(agentId)
+  if (allowed.length === 0) return []
+  const listAgents = Tool.make("list_agents", {
+    description: "Lists the agents you may ask to do a task with exec_agent: each one's id, whether it can be " +
+      "reached now, and the tools it has.",
+    input: {},
+    timeout: "5 seconds"
+  }, (): ReadonlyArray<Listed> =>
+    allowed.map((agent) =>
+      host.unsupported !== undefined
+        ? { agent, connected: false, tools: [], note: host.unsupported }
+        : {
+          agent,
+          connected: host.pick(agent, now()) !== undefined,
+          tools: host.toolsOf(agent, "", now()).map((tool) => tool.entry.name)
+        }
+    ))
+  const execAgent = Tool.make("exec_agent", {
+    description: "Asks another agent (one list_agents names) to do a task, with its own tools; gives its answer. " +
+      "It sees nothing of this conversation: say everything it needs in the prompt.",
+    input: {
+      agent: Schema.String.annotations({ description: "The agent's id, as list_agents gives it." }),
+      prompt: Schema.String.annotations({ description: "What to ask the agent, in full." })
+    },
+    timeout: Duration.millis(host.timeoutMillis)
+  }, ({ agent, prompt }, call) => {
+    if (!allowed.includes(agent)) {
+      return Effect.fail(
+        new AgentCallFailed({
+          agentId: agent,
+          reason: `agent ${agentId} may not run tasks of agent ${agent}: the platform's agentCalls lets it run ` +
+            `only ${allowed.join(", ")}; no task was started`
+        })
+      )
+    }
+    if (host.unsupported !== undefined) {
+      return Effect.fail(new AgentCallFailed({ agentId: agent, reason: host.unsupported }))
+    }
+    return execute(call, agent, prompt)
+  })
+  return [Toolkit.ownedByPlatform(listAgents), Toolkit.ownedByPlatform(execAgent)]
+}

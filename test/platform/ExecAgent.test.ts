@@ -1,0 +1,386 @@
+/**
+ * Agents that call agents on the platform (design: Agents that call agents): a task of an agent the
+ * platform's `agentCalls` allows to call another is offered `list_agents` and `exec_agent`; `exec_agent`
+ * starts a task of the other agent, run by that agent's serving process (given it on its
+ * `WatchAssignments` stream), and gives its answer. Real WebSocket servers on 127.0.0.1, the scripted model.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Schedule, Schema, Scope, Stream } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { createServer, type AddressInfo } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import {
+  LanguageModel,
+  PlatformClient,
+  PlatformServer,
+  type Protocol,
+  Serve,
+  Telemetry,
+  Timing,
+  Tool,
+  Toolkit
+} from "../../src/index.js"
+import { startReceiver } from "../support/otlpReceiver.js"
+import { clientLayer } from "../support/platform.js"
+
+const tokens = new Map([["tok-a", "agent-a"], ["tok-b", "agent-b"], ["tok-c", "agent-c"]])
+
+const policy = Timing.layer({
+  redelivery: Schedule.spaced("200 millis"),
+  reconnect: Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(100)))
+})
+
+/** The prompt agent-a's task gives agent-b. */
+const childPrompt = "Look up order A-1 and say its status."
+
+/** The first user message of the conversation: which task is asking. */
+const promptOf = (request: LanguageModel.ModelRequest): string =>
+  request.messages.find((m) => m._tag === "UserMessage")?.text ?? ""
+
+/** The tool results the model read, as `id=content` (errors `id!content`). */
+const resultsOf = (request: LanguageModel.ModelRequest) =>
+  request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [`${m.toolCallId}${m.isError ? "!" : "="}${m.content}`] : [])
+
+const stepOf = (request: LanguageModel.ModelRequest) => request.messages.filter((m) => m._tag === "AssistantMessage").length
+
+const call = (id: string, name: string, args: unknown = {}): LanguageModel.ToolCall => ({ id, name, arguments: JSON.stringify(args) })
+
+/**
+ * The model of every task, by its prompt: agent-b's task (the child) looks the order up with its own
+ * tool, then answers; a parent calls `list_agents`, then `exec_agent` on `target`, then answers with
+ * what it read.
+ */
+const router = (target: string): LanguageModel.ScriptedTurn => (request) => {
+  const step = stepOf(request)
+  if (promptOf(request) === childPrompt) {
+    return step === 0
+      ? { toolCalls: [call("b1", "lookup", { orderId: "A-1" })] }
+      : { text: `agent-b read: ${resultsOf(request).join(" ")}` }
+  }
+  if (step === 0) return { toolCalls: [call("a1", "list_agents")] }
+  if (step === 1) return { toolCalls: [call("a2", "exec_agent", { agent: target, prompt: childPrompt })] }
+  return { text: resultsOf(request).join(" | ") }
+}
+
+/**
+ * The embedded platform on a loopback port, agent-a allowed to call agent-b (`agentCalls`), the model
+ * `router(target)`; its URL, what it holds and the model's requests.
+ */
+const platform = (
+  target: string,
+  { port = 0, ...options }: {
+    readonly agentCallTimeout?: Duration.DurationInput
+    readonly journal?: string
+    readonly port?: number
+  } = {},
+  telemetry: Layer.Layer<never> = Layer.empty
+) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(
+      PlatformServer.layerHandlers({ tokens, agentCalls: { "agent-a": ["agent-b"] }, ...options }).pipe(
+        (handlers) => PlatformServer.layerWebSocket({ port }).pipe(Layer.provideMerge(handlers)),
+        Layer.provideMerge(LanguageModel.layerScripted([router(target)], { repeat: true })),
+        Layer.provide(policy),
+        Layer.provide(telemetry)
+      )
+    )
+    return {
+      url: yield* Effect.provide(PlatformServer.url, context),
+      state: Context.get(context, PlatformServer.PlatformState),
+      requests: Effect.flatMap(LanguageModel.Scripted, (s) => s.requests).pipe(Effect.provide(context))
+    }
+  }).pipe(Effect.orDie)
+
+/** A serving process of `agentId` serving `tool`, for the test's scope. */
+const servingProcess = <T extends Tool.Any>(
+  url: string,
+  agentId: string,
+  token: string,
+  tool: T,
+  telemetry: Layer.Layer<never> = Layer.empty
+) =>
+  Effect.gen(function*() {
+    const client = yield* Layer.build(Layer.merge(clientLayer({ url, agentId, token }, policy), telemetry))
+    // A call still running at the end of a test is not waited for.
+    const served = yield* Serve.make(yield* Toolkit.make(tool), { shutdownGrace: "100 millis" }).pipe(Effect.provide(client))
+    return Object.assign(served, { client: Context.get(client, PlatformClient.PlatformClient) })
+  })
+
+/** agent-b's tool: looks an order up, counting its runs in `runs`. */
+const lookupTool = (
+  runs: Array<string>,
+  options: {
+    readonly needsApproval?: boolean
+    readonly takes?: Duration.DurationInput
+    readonly gate?: Deferred.Deferred<void>
+  } = {}
+) =>
+  Tool.make("lookup", {
+    description: "Looks an order up.",
+    input: { orderId: Schema.String },
+    output: Schema.String,
+    timeout: "30 seconds",
+    needsApproval: options.needsApproval
+  }, ({ orderId }) =>
+    Effect.zipRight(
+      Effect.sync(() => runs.push(`lookup ${orderId}`)),
+      Effect.as(
+        Effect.zipRight(Effect.sleep(options.takes ?? "0 millis"), options.gate === undefined ? Effect.void : Deferred.await(options.gate)),
+        `order ${orderId}: shipped`
+      )
+    ))
+
+/** A port free a moment ago: the platform is restarted on the same one. */
+const freePort = Effect.async<number>((resume) => {
+  const server = createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const { port } = server.address() as AddressInfo
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+const tempDir = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "agent-tools-exec-agent-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
+
+/** agent-a's own tool, never called here: its process serves something else than agent-b's. */
+const noteTool = (runs: Array<string>) =>
+  Tool.make("note", { description: "Takes a note.", input: { text: Schema.String }, timeout: "10 seconds" }, ({ text }) =>
+    Effect.sync(() => void runs.push(`note ${text}`)))
+
+/** Waits until the platform sees a process of `agentId` watching for tasks to run. */
+const watching = (state: PlatformServer.PlatformState["Type"], agentId: string) =>
+  state.watchingProcesses(agentId).pipe(
+    Effect.repeat({ until: (processes) => processes.length > 0, schedule: Schedule.spaced("10 millis") }),
+    Effect.timeout("5 seconds"),
+    Effect.orDie
+  )
+
+/** How an event reads in an assertion. */
+const described = (event: Protocol.TaskEvent): string | undefined => {
+  switch (event._tag) {
+    case "SubTaskStarted":
+      return `sub-task ${event.agentId} of ${event.toolCallId}`
+    case "SubTaskEnded":
+      return `sub-task of ${event.toolCallId} ${event.outcome}`
+    case "ToolCallRequested":
+      return `requested ${event.name}`
+    case "TaskCompleted":
+      return `done`
+    case "TaskFailed":
+      return `failed ${event.reason}`
+    default:
+      return undefined
+  }
+}
+
+describe("exec_agent on the platform", () => {
+  it.live("agent-a's task runs agent-b's task, whose tool agent-b's process runs once and agent-a's never", () =>
+    Effect.gen(function*() {
+      const { requests, state, url } = yield* platform("agent-b")
+      const bRuns: Array<string> = []
+      const aRuns: Array<string> = []
+      yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns))
+      yield* watching(state, "agent-b")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool(aRuns))
+      const events = [...yield* Stream.runCollect(a.submitTask("Ask agent-b about order A-1."))]
+      const last = events[events.length - 1]
+      assert.strictEqual(last?._tag, "TaskCompleted")
+      const output = last?._tag === "TaskCompleted" ? last.output : ""
+      // What the parent's model read: the agents it may call, then agent-b's answer from agent-b's own tool.
+      assert.include(output, `"agent":"agent-b","connected":true,"tools":["lookup"]`)
+      assert.include(output, `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      assert.deepStrictEqual(aRuns, [])
+      // The parent's stream names the child task, and never carries agent-b's call.
+      assert.deepStrictEqual(events.map(described).filter((d) => d !== undefined), [
+        "sub-task agent-b of a2",
+        "sub-task of a2 completed",
+        "done"
+      ])
+      const started = events.find((e) => e._tag === "SubTaskStarted")
+      assert.strictEqual(started?._tag === "SubTaskStarted" ? started.childTaskId : "", `${last?.taskId}/a2`)
+      // The parent's model was offered the platform's tools; agent-b's was not (no allow-list).
+      const all = yield* requests
+      const offered = (prompt: string) =>
+        all.find((r) => promptOf(r) === prompt)?.tools.map((t) => t.name).sort() ?? []
+      assert.deepStrictEqual(offered("Ask agent-b about order A-1."), ["exec_agent", "list_agents", "note"])
+      assert.deepStrictEqual(offered(childPrompt), ["lookup"])
+    }).pipe(Effect.scoped))
+
+  it.live("a forged exec_agent of an agent not in the allow-list is refused with a reason and starts no task", () =>
+    Effect.gen(function*() {
+      const { state, url } = yield* platform("agent-c")
+      const cRuns: Array<string> = []
+      yield* servingProcess(url, "agent-c", "tok-c", lookupTool(cRuns))
+      yield* watching(state, "agent-c")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const output = yield* a.runTask("Ask agent-c about order A-1.")
+      assert.include(
+        output,
+        "a2!AgentCallFailed: exec_agent agent-c: agent agent-a may not run tasks of agent agent-c: the platform's agentCalls lets it " +
+          "run only agent-b; no task was started"
+      )
+      assert.deepStrictEqual(cRuns, [])
+      assert.strictEqual((yield* state.agentUsage("agent-c")).tasks, 0)
+      // The parent's task alone, ended: no task of agent-c was ever made.
+      assert.strictEqual(yield* state.taskCount, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("an agent with no allow-list is not offered exec_agent nor list_agents", () =>
+    Effect.gen(function*() {
+      const { requests, url } = yield* platform("agent-b")
+      const c = yield* servingProcess(url, "agent-c", "tok-c", lookupTool([]))
+      // agent-c's prompt is the child's: the model looks the order up with its own tool, then answers.
+      const output = yield* c.runTask(childPrompt)
+      assert.strictEqual(output, `agent-b read: b1="order A-1: shipped"`)
+      const offered = (yield* requests).map((r) => r.tools.map((t) => t.name))
+      assert.deepStrictEqual(offered, [["lookup"], ["lookup"]])
+    }).pipe(Effect.scoped))
+
+  it.live("exec_agent of an agent with no serving process connected fails with the reason and starts no task", () =>
+    Effect.gen(function*() {
+      const { state, url } = yield* platform("agent-b")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const output = yield* a.runTask("Ask agent-b about order A-1.")
+      assert.include(output, `"agent":"agent-b","connected":false,"tools":[]`)
+      assert.include(
+        output,
+        "a2!AgentCallFailed: exec_agent agent-b: agent agent-b has no serving process connected (none watches for tasks to run); " +
+          "no task was started"
+      )
+      assert.strictEqual(yield* state.taskCount, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("past the exec_agent call's deadline the child task is stopped, not left running", () =>
+    Effect.gen(function*() {
+      const { state, url } = yield* platform("agent-b", { agentCallTimeout: "1 second" })
+      const bRuns: Array<string> = []
+      const b = yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns, { takes: "20 seconds" }))
+      yield* watching(state, "agent-b")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const events = [...yield* Stream.runCollect(a.submitTask("Ask agent-b about order A-1."))]
+      const last = events[events.length - 1]
+      const output = last?._tag === "TaskCompleted" ? last.output : ""
+      assert.include(output, "a2!exec_agent timed out after 1s")
+      assert.notInclude(output, "shipped")
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      // The child's end, as agent-b's process sees it: stopped, saying by what.
+      const ended = yield* Effect.flip(b.runAttached(`${last?.taskId}/a2`))
+      assert.strictEqual(ended._tag, "TaskFailedError")
+      assert.include(ended.message, `the exec_agent call that started it (task ${last?.taskId}, call a2) ended first`)
+      assert.strictEqual((yield* state.agentUsage("agent-b")).tasks, 0)
+      assert.deepStrictEqual(events.map(described).filter((d) => d !== undefined), [
+        "sub-task agent-b of a2",
+        "done"
+      ])
+    }).pipe(Effect.scoped))
+
+  it.live("a child task's call that needs approval suspends the child; approved by agent-b, the parent gets the answer", () =>
+    Effect.gen(function*() {
+      const journal = join(yield* tempDir, "journal.sqlite")
+      const { state, url } = yield* platform("agent-b", { journal })
+      const bRuns: Array<string> = []
+      const b = yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns, { needsApproval: true }))
+      yield* watching(state, "agent-b")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const parent = yield* Deferred.make<string>()
+      const run = yield* Effect.fork(Stream.runCollect(a.submitTask("Ask agent-b about order A-1.").pipe(
+        Stream.tap((event) => event._tag === "TaskStarted" ? Deferred.succeed(parent, event.taskId) : Effect.void)
+      )))
+      const child = `${yield* Deferred.await(parent)}/a2`
+      // Refused until the child waits for the decision (NoPendingTaskApproval, UnknownTask before it exists).
+      yield* b.client.approve(child, "b1").pipe(
+        Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.intersect(Schedule.recurs(250))))
+      )
+      const events = [...yield* Fiber.join(run)]
+      const last = events[events.length - 1]
+      assert.strictEqual(last?._tag, "TaskCompleted")
+      assert.include(last?._tag === "TaskCompleted" ? last.output : "", `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+    }).pipe(Effect.scoped))
+
+  it.live("one trace: the child task's run is a child of the parent's exec_agent call, its call of agent-b's process", () =>
+    Effect.gen(function*() {
+      const r = yield* Effect.acquireRelease(Effect.promise(startReceiver), (r) => Effect.promise(r.close))
+      const exported = (serviceName: string) => Telemetry.layer({ endpoint: r.url, protocol: "http/json", serviceName })
+      yield* Effect.gen(function*() {
+        const { state, url } = yield* platform("agent-b", {}, exported("platform"))
+        yield* servingProcess(url, "agent-b", "tok-b", lookupTool([]), exported("agent-b"))
+        yield* watching(state, "agent-b")
+        const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+        yield* a.runTask("Ask agent-b about order A-1.").pipe(Effect.withSpan("submit"), Effect.provide(exported("agent-a")))
+      }).pipe(Effect.scoped)
+      const submit = r.spans.find((s) => s.name === "submit")!
+      const parentRun = r.spans.find((s) => s.name === "invoke_agent agent-a")
+      assert.strictEqual(parentRun?.traceId, submit.traceId)
+      const execAgent = r.spans.find((s) => s.name === "execute_tool exec_agent" && s.parentSpanId === parentRun?.spanId)
+      assert.isDefined(execAgent, "no exec_agent call under the parent's run")
+      const childRun = r.spans.find((s) => s.name === "invoke_agent agent-b")
+      assert.strictEqual(childRun?.parentSpanId, execAgent!.spanId)
+      assert.strictEqual(childRun?.traceId, submit.traceId)
+      const platformCall = r.spans.find((s) => s.name === "execute_tool lookup" && s.parentSpanId === childRun?.spanId)
+      assert.isDefined(platformCall, "no lookup call under the child's run")
+      const servedCall = r.spans.find((s) => s.service === "agent-b" && s.parentSpanId === platformCall!.spanId)
+      assert.strictEqual(servedCall?.name, "execute_tool lookup")
+    }).pipe(Effect.scoped))
+
+  it.effect("PLATFORM_AGENT_CALLS gives each caller every callee; a bad agentCalls or agentCallTimeout refuses the start, naming the field", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(PlatformServer.parseAgentCalls("support:billing, support:shipping\nops:support"), {
+        support: ["billing", "shipping"],
+        ops: ["support"]
+      })
+      const refused = yield* Effect.exit(Effect.scoped(Layer.build(
+        PlatformServer.layerHandlers({ tokens, agentCalls: { support: "billing" as unknown as ReadonlyArray<string> } }).pipe(
+          Layer.provide(LanguageModel.layerScripted([]))
+        )
+      )))
+      assert.isTrue(Exit.isFailure(refused))
+      assert.include(
+        Exit.isFailure(refused) ? String(Cause.squash(refused.cause)) : "",
+        `platform options: agentCalls.support must be an array of agent ids (non-empty strings), like ["billing"]`
+      )
+      const tooLong = yield* Effect.exit(Effect.scoped(Layer.build(
+        PlatformServer.layerHandlers({ tokens, agentCalls: { support: ["billing"] }, agentCallTimeout: "2 hours" }).pipe(
+          Layer.provide(LanguageModel.layerScripted([]))
+        )
+      )))
+      assert.include(
+        Exit.isFailure(tooLong) ? String(Cause.squash(tooLong.cause)) : "",
+        `agentCallTimeout must be a duration of more than 0 and at most 3600 s`
+      )
+    }))
+
+  it.live("a platform restarted mid-call goes on with the same child task: agent-b's tool runs once, the parent gets its answer", () =>
+    Effect.gen(function*() {
+      const journal = join(yield* tempDir, "journal.sqlite")
+      const port = yield* freePort
+      const first = yield* Scope.make()
+      const before = yield* Scope.extend(platform("agent-b", { journal, port }), first)
+      // The serving processes stop before the platform they end on: their deregistrations reach it.
+      const processes = yield* Scope.make()
+      const bRuns: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      yield* Scope.extend(servingProcess(before.url, "agent-b", "tok-b", lookupTool(bRuns, { gate })), processes)
+      yield* watching(before.state, "agent-b")
+      const a = yield* Scope.extend(servingProcess(before.url, "agent-a", "tok-a", noteTool([])), processes)
+      const run = yield* Effect.fork(a.runTask("Ask agent-b about order A-1."))
+      // agent-b's process runs the child task's call; the platform stops under it, and starts again.
+      yield* Effect.sync(() => bRuns.length).pipe(
+        Effect.repeat({ until: (n) => n > 0, schedule: Schedule.spaced("10 millis") }),
+        Effect.timeout("5 seconds")
+      )
+      yield* Scope.close(first, Exit.void)
+      const after = yield* platform("agent-b", { journal, port })
+      yield* Deferred.succeed(gate, undefined)
+      const output = yield* Fiber.join(run).pipe(Effect.timeout("20 seconds"))
+      yield* Scope.close(processes, Exit.void)
+      assert.include(output, `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      // The parent and the one child it started, both taken back: no second child.
+      assert.strictEqual(yield* after.state.taskCount, 2)
+    }).pipe(Effect.scoped), 30_000)
+})
