@@ -179,6 +179,9 @@ const embeddedJournaled = (server: Pg.PostgresServer, url: string) =>
     return yield* drive({ urls: [platform.url], pids: [platform.pid] }, { url, server })
   }).pipe(Effect.scoped)
 
+/** How long runners started together are given to share the shards out before anything is measured. */
+const settle = "10 seconds"
+
 /** `runners` runners on `url`; the serving process connected to the first, or to each (`spread`). */
 const cluster = (server: Pg.PostgresServer, url: string, runners: number, spread = false) =>
   Effect.gen(function*() {
@@ -187,6 +190,9 @@ const cluster = (server: Pg.PostgresServer, url: string, runners: number, spread
       const port = yield* Effect.promise(() => Pg.freePort())
       started.push(yield* platformProcess([`--database=${url}`, `--port=${port}`]))
     }
+    // Runners that start together share the shards out over the first seconds (each takes its part as
+    // the others' locks are let go): tasks measured meanwhile would move between runners mid-run.
+    if (runners > 1) yield* Effect.sleep(settle)
     const urls = spread ? started.map((p) => p.url) : [started[0]!.url]
     return yield* drive({ urls, pids: started.map((p) => p.pid) }, { url, server })
   }).pipe(Effect.scoped)
