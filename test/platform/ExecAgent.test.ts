@@ -46,6 +46,14 @@ const stepOf = (request: LanguageModel.ModelRequest) => request.messages.filter(
 
 const call = (id: string, name: string, args: unknown = {}): LanguageModel.ToolCall => ({ id, name, arguments: JSON.stringify(args) })
 
+/** A target for `router` whose `exec_agent` call's prompt is a value nested 100,000 deep, not a string. */
+const deep = "(nested 100,000 deep)"
+const deepCall: LanguageModel.ToolCall = {
+  id: "a2",
+  name: "exec_agent",
+  arguments: `{"agent":"agent-b","prompt":${"[".repeat(100_000)}${"]".repeat(100_000)}}`
+}
+
 /**
  * The model of every task, by its prompt: agent-b's task (the child) looks the order up with its own
  * tool, then answers; a parent calls `list_agents`, then `exec_agent` on `target`, then answers with
@@ -59,7 +67,7 @@ const router = (target: string): LanguageModel.ScriptedTurn => (request) => {
       : { text: `agent-b read: ${resultsOf(request).join(" ")}` }
   }
   if (step === 0) return { toolCalls: [call("a1", "list_agents")] }
-  if (step === 1) return { toolCalls: [call("a2", "exec_agent", { agent: target, prompt: childPrompt })] }
+  if (step === 1) return { toolCalls: [target === deep ? deepCall : call("a2", "exec_agent", { agent: target, prompt: childPrompt })] }
   return { text: resultsOf(request).join(" | ") }
 }
 
@@ -226,6 +234,21 @@ describe("exec_agent on the platform", () => {
       assert.deepStrictEqual(cRuns, [])
       assert.strictEqual((yield* state.agentUsage("agent-c")).tasks, 0)
       // The parent's task alone, ended: no task of agent-c was ever made.
+      assert.strictEqual(yield* state.taskCount, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("an exec_agent call whose arguments nest 100,000 deep is refused before any task of the other agent, and the platform serves on", () =>
+    Effect.gen(function*() {
+      const { state, url } = yield* platform(deep)
+      const bRuns: Array<string> = []
+      yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns))
+      yield* watching(state, "agent-b")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const output = yield* a.runTask("Ask agent-b about order A-1.")
+      // The model reads that its call's input was refused: a task of agent-b was never made.
+      assert.include(output, "a2!exec_agent: invalid input: the value is nested deeper than 128 levels")
+      assert.deepStrictEqual(bRuns, [])
+      assert.strictEqual((yield* state.agentUsage("agent-b")).tasks, 0)
       assert.strictEqual(yield* state.taskCount, 1)
     }).pipe(Effect.scoped))
 
