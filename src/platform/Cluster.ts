@@ -282,11 +282,10 @@ const runnerJournal = (journal: Journal.Journal["Type"]): Journal.Journal["Type"
 const attachedHere = (
   tasks: ClusterTasks.ClusterTasks,
   taskId: string,
-  payload: AttachPayload,
-  attach: ClusterTasks.ClusterTasks["attachHeld"] = tasks.attachHeld
+  payload: AttachPayload
 ): Stream.Stream<TaskEvent | typeof Alive.Type, UnknownTask> =>
   Stream.unwrapScoped(Effect.map(
-    attach({
+    tasks.attachHeld({
       agentId: payload.agentId,
       taskId,
       events: payload.events,
