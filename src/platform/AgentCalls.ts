@@ -5,6 +5,7 @@
  * others, `list_agents` and `exec_agent`: handled by the platform, never delivered to a process.
  */
 import { Duration, Effect, Mailbox, Option, Schema, type Scope } from "effect"
+import { runsChild } from "../internal/agent/subAgent.js"
 import type * as Journal from "../Journal.js"
 import type { Assignment, Caller } from "../protocol/Protocol.js"
 import * as Tool from "../Tool.js"
@@ -157,14 +158,15 @@ interface Listed {
 
 /**
  * The platform's tools for a task of `agentId` whose rules let it call `allowed` (none when empty):
- * `list_agents` and `exec_agent`, whose `execute` runs the other agent's task and gives its answer. A
+ * `list_agents` and `exec_agent`, whose `execute` runs the other agent's task and gives its answer (null when the
+ * task suspended for approvals: the call waits with its own task, see `waitWithParent`). A
  * call of an agent not allowed is refused here, and starts nothing.
  */
 export const toolsFor = (
   agentId: string,
   host: Host,
   now: () => number,
-  execute: (call: ToolCallInfo, agent: string, prompt: string) => Effect.Effect<string, AgentCallFailed>
+  execute: (call: ToolCallInfo, agent: string, prompt: string) => Effect.Effect<string | null, AgentCallFailed>
 ): ReadonlyArray<Tool.Any> => {
   const allowed = host.allowed(agentId)
   if (allowed.length === 0) return []
@@ -206,5 +208,6 @@ export const toolsFor = (
     }
     return execute(call, agent, prompt)
   })
-  return [Toolkit.ownedByPlatform(listAgents), Toolkit.ownedByPlatform(execAgent)]
+  // Its call waits with its task when the child suspends for approvals, and goes on with the child on resume.
+  return [Toolkit.ownedByPlatform(listAgents), Toolkit.ownedByPlatform(runsChild(execAgent))]
 }

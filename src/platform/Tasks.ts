@@ -10,6 +10,8 @@
  */
 import { Clock, Effect, Exit, Fiber, FiberSet, Mailbox, Option, Schema, type Tracer } from "effect"
 import { Ids } from "../Ids.js"
+import { waitWithParent } from "../internal/agent/subAgent.js"
+import type { PendingApproval } from "../internal/agent/types.js"
 import * as SqlStore from "../internal/sql/store.js"
 import * as Metrics from "../internal/util/metrics.js"
 import { Signal } from "../internal/util/signal.js"
@@ -121,6 +123,10 @@ export class Task {
   loop: Fiber.RuntimeFiber<void> | undefined
   /** Completed with the final event. */
   readonly ended = new Signal<void>()
+  /** Completed the next time the task suspends for approvals (then made anew): a parent's `exec_agent` call waits on it. */
+  suspending = new Signal<void>()
+  /** The tasks its `exec_agent` calls started, said on its stream (`SubTaskStarted`) once each. */
+  readonly children = new Set<string>()
   /**
    * In cluster mode: the answers taken, journaled, by call id (see ClusterTasks.ts, `answer`); a call
    * delivered again after its answer was taken is answered from here. Let go with `pending`.
@@ -445,6 +451,9 @@ const makeLoops = (book: Book, platformTools: (task: Task) => ReadonlyArray<Tool
   const suspend = (task: Task, event: Suspension["event"]): void => {
     const suspension: Suspension = { event, undecided: new Set(event.pending.map((p) => p.toolCallId)), expiry: undefined }
     task.suspended = suspension
+    const suspending = task.suspending
+    task.suspending = new Signal()
+    suspending.succeed(undefined)
     const first = Math.min(...event.pending.map((p) => p.expiresAt))
     suspension.expiry = runTask(Effect.gen(function*() {
       yield* Effect.sleep(Math.max(0, first - (yield* Clock.currentTimeMillis)))
@@ -643,9 +652,12 @@ const completeOf = ({ own }: Book, config: Invocation.Config) =>
 /**
  * A person's decision on a call a suspended task of the agent's waits for (design: Durable runs),
  * journaled; once every call of its `TaskSuspended` is decided, the task goes on from the journal.
- * Only a call of the task's last suspension can be decided, and once.
+ * Only a call of the task's last suspension can be decided, and once. A tree of tasks (`exec_agent`) is
+ * decided at its root (design: Agents that call agents): a call `a2/b1` is call `b1` of the task `a2`
+ * started, journaled there; each task on the way that waited for it goes on once it waits for nothing
+ * more, the deepest first. A task an `exec_agent` call started takes no decision itself: it names its root.
  */
-const decideOf = ({ journal, own }: Book, { goOn }: Loops) =>
+const decideOf = ({ journal, own, tasks }: Book, { goOn }: Loops) =>
 (
   agentId: string,
   { approved, reason, taskId, toolCallId }: {
@@ -659,24 +671,43 @@ const decideOf = ({ journal, own }: Book, { goOn }: Loops) =>
     const task = own(agentId, taskId)
     if (task === undefined) return yield* new UnknownTask({ taskId })
     if (journal === undefined) return yield* new ApprovalsNeedJournal({ taskId })
-    const suspension = task.suspended
-    if (suspension === undefined || !suspension.undecided.has(toolCallId)) {
+    const below = taskId.indexOf("/")
+    if (below > 0) {
+      const decideAt = { taskId: taskId.slice(0, below), toolCallId: `${taskId.slice(below + 1)}/${toolCallId}` }
+      return yield* new NoPendingTaskApproval({ taskId, toolCallId, decideAt })
+    }
+    if (task.suspended === undefined || !task.suspended.undecided.has(toolCallId)) {
       return yield* new NoPendingTaskApproval({ taskId, toolCallId })
     }
+    // The tasks down to the call, each with the call as it names it: (root, a2/b1), (root/a2, b1).
+    const hops = toolCallId.split("/")
+    const waiting = hops.flatMap((_, depth) => {
+      const held = depth === 0 ? task : tasks.get([taskId, ...hops.slice(0, depth)].join("/"))
+      const suspension = held?.suspended
+      const call = hops.slice(depth).join("/")
+      return held === undefined || suspension === undefined || !suspension.undecided.has(call)
+        ? []
+        : [{ task: held, suspension, call }]
+    }).reverse()
     // Taken at once: the same call decided twice at the same moment is refused the second time.
-    suspension.undecided.delete(toolCallId)
+    for (const w of waiting) w.suspension.undecided.delete(w.call)
     const now = yield* Clock.currentTimeMillis
-    const decided = yield* journal.decide(taskId, toolCallId, { approved, reason, now }).pipe(
+    const decided = yield* journal.decide([taskId, ...hops.slice(0, -1)].join("/"), hops[hops.length - 1]!, {
+      approved,
+      reason,
+      now
+    }).pipe(
       Effect.orDie,
-      Effect.onExit((exit) => Effect.sync(() => Exit.isFailure(exit) && suspension.undecided.add(toolCallId)))
+      Effect.onExit((exit) =>
+        Effect.sync(() => {
+          if (Exit.isFailure(exit)) for (const w of waiting) w.suspension.undecided.add(w.call)
+        })
+      )
     )
-    // Expired: nothing can decide it any more; the task goes on without it (the loop denies it).
-    if (!decided) {
-      if (suspension.undecided.size === 0) yield* goOn(task, suspension)
-      return yield* new NoPendingTaskApproval({ taskId, toolCallId })
-    }
-    yield* Effect.logInfo(`task ${taskId}: call ${toolCallId} ${approved ? "approved" : "denied"}`)
-    if (suspension.undecided.size === 0) yield* goOn(task, suspension)
+    if (decided) yield* Effect.logInfo(`task ${taskId}: call ${toolCallId} ${approved ? "approved" : "denied"}`)
+    // Expired, when not decided: nothing can decide it any more; the tasks go on without it (their loops deny it).
+    for (const w of waiting) if (w.suspension.undecided.size === 0) yield* goOn(w.task, w.suspension)
+    if (!decided) return yield* new NoPendingTaskApproval({ taskId, toolCallId })
   })
 
 // --- upkeep: redelivery and retention ---
@@ -804,19 +835,34 @@ const makeChildren = (
       return task
     })
 
-  /** Runs the task of `parent`'s call to its end: its answer, or why it gave none. */
+  /**
+   * Runs the task of `parent`'s call to its end: its answer, or why it gave none. A child that suspends for
+   * approvals makes the parent's call wait with its task (design: Agents that call agents): the call answers
+   * nothing (null), the parent suspends listing the child's calls under it, and once they are decided at the
+   * root both go on, the call following the same child again.
+   */
   const execute = (parent: Task) => (call: ToolCallInfo, agentId: string, prompt: string) =>
     Effect.gen(function*() {
       const { toolCallId } = call
       const child = yield* childOf(parent, toolCallId, agentId, prompt)
       const childTaskId = child.taskId
-      parent.emit({ _tag: "SubTaskStarted", taskId: parent.taskId, toolCallId, childTaskId, agentId })
+      if (!parent.children.has(childTaskId)) {
+        parent.children.add(childTaskId)
+        parent.emit({ _tag: "SubTaskStarted", taskId: parent.taskId, toolCallId, childTaskId, agentId })
+      }
       // Past the call's deadline, or its task stopped: the child stops too. At shutdown it is left to the journal.
       const why = `the exec_agent call that started it (task ${parent.taskId}, call ${toolCallId}) ended first`
-      yield* Effect.onInterrupt(child.ended.await, () =>
+      const stopIfDue = () =>
         book.clock.unsafeCurrentTimeMillis() >= call.deadlineAt - 50 || parent.final !== undefined
           ? stop(book, child, why)
-          : Effect.void)
+          : Effect.void
+      yield* Effect.onInterrupt(settled(child), stopIfDue)
+      const suspended = child.final === undefined ? child.suspended?.event : undefined
+      if (suspended !== undefined) {
+        if (yield* waitWithParent(toolCallId, "exec_agent", nestedOf(child, suspended))) return null
+        // No journaled run to wait with (none can suspend then): the child's end is waited for.
+        yield* Effect.onInterrupt(child.ended.await, stopIfDue)
+      }
       const final = child.final
       const outcome = final?._tag === "TaskCompleted" ? "completed" as const : "failed" as const
       parent.emit({ _tag: "SubTaskEnded", taskId: parent.taskId, toolCallId, childTaskId, outcome })
@@ -831,6 +877,21 @@ const makeChildren = (
       AgentCalls.toolsFor(task.agentId, host, () => book.clock.unsafeCurrentTimeMillis(), execute(task))
   }
 }
+
+/** Waits for the task's end, or for it to suspend for approvals (`Task.suspended`), whichever comes first. */
+const settled = (task: Task): Effect.Effect<void> =>
+  Effect.suspend(() =>
+    task.final !== undefined || task.suspended !== undefined
+      ? Effect.void
+      : Effect.raceFirst(task.ended.await, task.suspending.await)
+  )
+
+/** The calls `child`'s suspension waits for, as its parent's run lists them (one hop for the child's own calls). */
+const nestedOf = (child: Task, event: Suspension["event"]): ReadonlyArray<PendingApproval> =>
+  event.pending.map((p) => ({
+    ...p,
+    path: p.path ?? [{ runId: child.taskId, toolCallId: p.toolCallId, toolName: p.toolName }]
+  }))
 
 /**
  * Stops `task` for `reason`: its end is `TaskFailed`, said on its stream and journaled; its loop (and

@@ -74,9 +74,21 @@ export class NoPendingTaskApproval extends Schema.TaggedError<NoPendingTaskAppro
   "agent-tools/platform/NoPendingTaskApproval"
 )(
   "NoPendingTaskApproval",
-  { taskId: Schema.String, toolCallId: Schema.String }
+  {
+    taskId: Schema.String,
+    toolCallId: Schema.String,
+    /**
+     * The task was started by another task's `exec_agent` call: its calls are decided at the root of the tree,
+     * on this task, as this call (design: Agents that call agents).
+     */
+    decideAt: Schema.optional(Schema.Struct({ taskId: Schema.String, toolCallId: Schema.String }))
+  }
 ) {
   override get message(): string {
+    if (this.decideAt !== undefined) {
+      return `task ${this.taskId} was started by an exec_agent call of task ${this.decideAt.taskId}: its calls are ` +
+        `decided at the root of the tree, on task ${this.decideAt.taskId} as call ${this.decideAt.toolCallId}`
+    }
     return `task ${this.taskId} does not wait for approval of call ${this.toolCallId} ` +
       `(it is not among the calls of its last TaskSuspended, it expired, or it was decided already)`
   }
@@ -194,14 +206,31 @@ export const TaskCompleted = Schema.TaggedStruct("TaskCompleted", {
 /** The task failed; `reason` says why. */
 export const TaskFailed = Schema.TaggedStruct("TaskFailed", { taskId: Schema.String, reason: Schema.String, ...offset })
 
+/** One hop from a task down to a call that waits for approval: the call of that task (or run), and its tool. */
+export const ApprovalHop = Schema.Struct({
+  /** The task (a journaled run of the platform's loop) the call is of. */
+  runId: Schema.String,
+  toolCallId: Schema.String,
+  toolName: Schema.String
+})
+
 /** A call a suspended task waits to have approved or denied. */
 export const PendingApproval = Schema.Struct({
+  /**
+   * What `DecideApproval` takes, with the id of the task that suspended: the call's own id, or for a call of a
+   * task its `exec_agent` call started, the ids of the calls down to it joined by `/` (`"call_1/call_7"`).
+   */
   toolCallId: Schema.String,
   toolName: Schema.String,
   /** The decoded input, as JSON. */
   input: Schema.Unknown,
   /** Epoch milliseconds: no decision counts at or after it. */
-  expiresAt: Schema.Number
+  expiresAt: Schema.Number,
+  /**
+   * Where the call is in the tree of tasks: the task that suspended, its `exec_agent` call, the child task, ...,
+   * the call itself (one hop for a call of the task's own). Absent from an older platform.
+   */
+  path: Schema.optional(Schema.Array(ApprovalHop))
 })
 
 /**

@@ -54,6 +54,12 @@ const deepCall: LanguageModel.ToolCall = {
   arguments: `{"agent":"agent-b","prompt":${"[".repeat(100_000)}${"]".repeat(100_000)}}`
 }
 
+/** A `router` target: agent-b, twice in one turn (orders A-1 and B-2), each child its own task. */
+const both = "(agent-b twice)"
+
+/** The prompt a parent gives agent-b for `order`. */
+const childPromptOf = (order: string) => `Look up order ${order} and say its status.`
+
 /**
  * The model of every task, by its prompt: agent-b's task (the child) looks the order up with its own
  * tool, then answers; a parent calls `list_agents`, then `exec_agent` on `target`, then answers with
@@ -61,12 +67,21 @@ const deepCall: LanguageModel.ToolCall = {
  */
 const router = (target: string): LanguageModel.ScriptedTurn => (request) => {
   const step = stepOf(request)
-  if (promptOf(request) === childPrompt) {
+  const order = /^Look up order (\S+) and say its status\.$/.exec(promptOf(request))?.[1]
+  if (order !== undefined) {
     return step === 0
-      ? { toolCalls: [call("b1", "lookup", { orderId: "A-1" })] }
+      ? { toolCalls: [call("b1", "lookup", { orderId: order })] }
       : { text: `agent-b read: ${resultsOf(request).join(" ")}` }
   }
   if (step === 0) return { toolCalls: [call("a1", "list_agents")] }
+  if (step === 1 && target === both) {
+    return {
+      toolCalls: [
+        call("a2", "exec_agent", { agent: "agent-b", prompt: childPromptOf("A-1") }),
+        call("a3", "exec_agent", { agent: "agent-b", prompt: childPromptOf("B-2") })
+      ]
+    }
+  }
   if (step === 1) return { toolCalls: [target === deep ? deepCall : call("a2", "exec_agent", { agent: target, prompt: childPrompt })] }
   return { text: resultsOf(request).join(" | ") }
 }
@@ -301,7 +316,7 @@ describe("exec_agent on the platform", () => {
       ])
     }).pipe(Effect.scoped))
 
-  it.live("a child task's call that needs approval suspends the child; approved by agent-b, the parent gets the answer", () =>
+  it.live("approvals reach the root: a child task's call that needs approval suspends the parent, which lists it with its path; decided at the root, the tree completes", () =>
     Effect.gen(function*() {
       const journal = join(yield* tempDir, "journal.sqlite")
       const { state, url } = yield* platform("agent-b", { journal })
@@ -309,20 +324,105 @@ describe("exec_agent on the platform", () => {
       const b = yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns, { needsApproval: true }))
       yield* watching(state, "agent-b")
       const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
-      const parent = yield* Deferred.make<string>()
+      const suspended = yield* Deferred.make<Extract<Protocol.TaskEvent, { _tag: "TaskSuspended" }>>()
       const run = yield* Effect.fork(Stream.runCollect(a.submitTask("Ask agent-b about order A-1.").pipe(
-        Stream.tap((event) => event._tag === "TaskStarted" ? Deferred.succeed(parent, event.taskId) : Effect.void)
+        Stream.tap((event) => event._tag === "TaskSuspended" ? Deferred.succeed(suspended, event) : Effect.void)
       )))
-      const child = `${yield* Deferred.await(parent)}/a2`
-      // Refused until the child waits for the decision (NoPendingTaskApproval, UnknownTask before it exists).
-      yield* b.client.approve(child, "b1").pipe(
-        Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.intersect(Schedule.recurs(250))))
-      )
-      const events = [...yield* Fiber.join(run)]
+      const { pending, taskId } = yield* Deferred.await(suspended).pipe(Effect.timeout("10 seconds"))
+      // The parent's stream says what the tree waits for: agent-b's call, under the exec_agent call that started it.
+      assert.deepStrictEqual(pending.map((p) => ({ id: p.toolCallId, name: p.toolName, input: p.input, path: p.path })), [{
+        id: "a2/b1",
+        name: "lookup",
+        input: { orderId: "A-1" },
+        path: [
+          { runId: taskId, toolCallId: "a2", toolName: "exec_agent" },
+          { runId: `${taskId}/a2`, toolCallId: "b1", toolName: "lookup" }
+        ]
+      }])
+      // The child's own agent cannot decide it: the decision is the root's, and the refusal says where.
+      const refused = yield* Effect.flip(b.client.approve(`${taskId}/a2`, "b1"))
+      assert.strictEqual(refused._tag, "NoPendingTaskApproval")
+      assert.include(refused.message, `its calls are decided at the root of the tree, on task ${taskId} as call a2/b1`)
+      assert.deepStrictEqual(bRuns, [])
+      yield* a.client.approve(taskId, "a2/b1")
+      const events = [...yield* Fiber.join(run).pipe(Effect.timeout("20 seconds"))]
       const last = events[events.length - 1]
       assert.strictEqual(last?._tag, "TaskCompleted")
       assert.include(last?._tag === "TaskCompleted" ? last.output : "", `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
       assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      // Decided once: the same call again is refused.
+      assert.strictEqual((yield* Effect.flip(a.client.approve(taskId, "a2/b1")))._tag, "NoPendingTaskApproval")
+      // One child, announced once though its call ran again on resume.
+      assert.deepStrictEqual(events.map(described).filter((d) => d?.startsWith("sub-task")), [
+        "sub-task agent-b of a2",
+        "sub-task of a2 completed"
+      ])
+    }).pipe(Effect.scoped))
+
+  it.live("a denied nested call never runs, after the platform restarted too, and the parent's model reads the denial", () =>
+    Effect.gen(function*() {
+      const journal = join(yield* tempDir, "journal.sqlite")
+      const port = yield* freePort
+      const first = yield* Scope.make()
+      const before = yield* Scope.extend(platform("agent-b", { journal, port }), first)
+      const processes = yield* Scope.make()
+      const bRuns: Array<string> = []
+      yield* Scope.extend(servingProcess(before.url, "agent-b", "tok-b", lookupTool(bRuns, { needsApproval: true })), processes)
+      yield* watching(before.state, "agent-b")
+      const a = yield* Scope.extend(servingProcess(before.url, "agent-a", "tok-a", noteTool([])), processes)
+      const suspended = yield* Deferred.make<string>()
+      const run = yield* Effect.fork(Stream.runCollect(a.submitTask("Ask agent-b about order A-1.").pipe(
+        Stream.tap((event) => event._tag === "TaskSuspended" ? Deferred.succeed(suspended, event.taskId) : Effect.void)
+      )))
+      const taskId = yield* Deferred.await(suspended).pipe(Effect.timeout("10 seconds"))
+      // The tree waits in the journal; the platform stops and starts again before anyone decides.
+      yield* Scope.close(first, Exit.void)
+      const after = yield* platform("agent-b", { journal, port })
+      yield* a.client.deny(taskId, "a2/b1", { reason: "not this order" }).pipe(
+        // Refused until the tree, taken back from the journal, waits again.
+        Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(200))))
+      )
+      const events = [...yield* Fiber.join(run).pipe(Effect.timeout("20 seconds"))]
+      yield* Scope.close(processes, Exit.void)
+      const last = events[events.length - 1]
+      assert.strictEqual(last?._tag, "TaskCompleted")
+      const output = last?._tag === "TaskCompleted" ? last.output : ""
+      assert.include(output, "the user denied this call: not this order; it did not run")
+      assert.deepStrictEqual(bRuns, [])
+      // Each model turn asked once across the restart: agent-b's two, agent-a's three.
+      const asked = yield* after.requests
+      const beforeAsked = yield* before.requests
+      const all = [...beforeAsked, ...asked]
+      assert.strictEqual(all.filter((r) => promptOf(r) === childPrompt).length, 2)
+      assert.strictEqual(all.filter((r) => promptOf(r) !== childPrompt).length, 3)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("two exec_agent calls waiting on approvals in two child tasks: each decision reaches only its own call", () =>
+    Effect.gen(function*() {
+      const journal = join(yield* tempDir, "journal.sqlite")
+      const { state, url } = yield* platform(both, { journal })
+      const bRuns: Array<string> = []
+      yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns, { needsApproval: true }))
+      yield* watching(state, "agent-b")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const suspended = yield* Deferred.make<Extract<Protocol.TaskEvent, { _tag: "TaskSuspended" }>>()
+      const run = yield* Effect.fork(Stream.runCollect(a.submitTask("Ask agent-b about orders A-1 and B-2.").pipe(
+        Stream.tap((event) =>
+          event._tag === "TaskSuspended" && event.pending.length === 2 ? Deferred.succeed(suspended, event) : Effect.void
+        )
+      )))
+      const { pending, taskId } = yield* Deferred.await(suspended).pipe(Effect.timeout("10 seconds"))
+      const inputs = Object.fromEntries(pending.map((p) => [p.toolCallId, (p.input as { orderId: string }).orderId]))
+      // Both children's calls are b1 in their own tasks: the paths keep them apart.
+      assert.deepStrictEqual(inputs, { "a2/b1": "A-1", "a3/b1": "B-2" })
+      yield* a.client.deny(taskId, "a2/b1", { reason: "no" })
+      yield* a.client.approve(taskId, "a3/b1")
+      const events = [...yield* Fiber.join(run).pipe(Effect.timeout("20 seconds"))]
+      const last = events[events.length - 1]
+      const output = last?._tag === "TaskCompleted" ? last.output : ""
+      assert.deepStrictEqual(bRuns, ["lookup B-2"])
+      assert.include(output, `a3="agent-b read: b1=\\"order B-2: shipped\\""`)
+      assert.include(output, "the user denied this call: no; it did not run")
     }).pipe(Effect.scoped))
 
   it.live("one trace: the child task's run is a child of the parent's exec_agent call, its call of agent-b's process", () =>

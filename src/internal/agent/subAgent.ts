@@ -10,7 +10,15 @@ import * as Tool from "../../Tool.js"
 import type { Call } from "../../ToolContext.js"
 import { loop, traced } from "./loop.js"
 import { CurrentRun, subAgentTools } from "./run.js"
-import { type Agent, type AgentError, AgentEvent, type Handoff, type Start, type UnknownRun } from "./types.js"
+import {
+  type Agent,
+  type AgentError,
+  AgentEvent,
+  type Handoff,
+  type PendingApproval,
+  type Start,
+  type UnknownRun
+} from "./types.js"
 
 /** Options of `Agent.asTool`. */
 export interface AsToolOptions<I> {
@@ -91,6 +99,32 @@ const runChild = (agent: Agent<any, any>, toolName: string, prompt: string, call
     )
     if (result === undefined) return null
     return agent.output === undefined ? result.output : result.value
+  })
+
+/**
+ * Marks `tool` as one whose call runs a child run somewhere else (the platform's `exec_agent`, whose child is a
+ * task): the calling run is in its context (`waitWithParent`), and a call of it taken up again on resume goes on
+ * with its child for a whole timeout again, as `asTool`'s does.
+ */
+export const runsChild = <T extends Tool.Any>(tool: T): T => {
+  subAgentTools.add(tool)
+  return tool
+}
+
+/**
+ * Tells the calling run that its call `toolCallId` (of `toolName`) waits for `pending`, the approvals its child
+ * run suspended on: the call answers nothing, and the run suspends after its turn listing them under the call.
+ * False when there is no journaled calling run to suspend (nothing can wait then).
+ */
+export const waitWithParent = (
+  toolCallId: string,
+  toolName: string,
+  pending: ReadonlyArray<PendingApproval>
+): Effect.Effect<boolean> =>
+  Effect.map(Effect.serviceOption(CurrentRun), (parent) => {
+    if (Option.isNone(parent) || parent.value.journaled === undefined) return false
+    parent.value.nested.set(toolCallId, { toolName, pending })
+    return true
   })
 
 /** The tool that hands a run to `handoff`'s agent (`transfer_to_<name>`, its name made a tool name), and the agent. */
