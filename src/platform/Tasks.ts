@@ -676,27 +676,25 @@ const decideOf = ({ journal, own, tasks }: Book, { goOn }: Loops) =>
       const decideAt = { taskId: taskId.slice(0, below), toolCallId: `${taskId.slice(below + 1)}/${toolCallId}` }
       return yield* new NoPendingTaskApproval({ taskId, toolCallId, decideAt })
     }
-    if (task.suspended === undefined || !task.suspended.undecided.has(toolCallId)) {
+    const asked = task.suspended?.event.pending.find((p) => p.toolCallId === toolCallId)
+    if (asked === undefined || !task.suspended!.undecided.has(toolCallId)) {
       return yield* new NoPendingTaskApproval({ taskId, toolCallId })
     }
-    // The tasks down to the call, each with the call as it names it: (root, a2/b1), (root/a2, b1).
-    const hops = toolCallId.split("/")
-    const waiting = hops.flatMap((_, depth) => {
-      const held = depth === 0 ? task : tasks.get([taskId, ...hops.slice(0, depth)].join("/"))
+    // The tasks down to the call, by its path, each with the call as it names it: (root, a2/b1), (root/a2, b1).
+    const path = asked.path ?? [{ runId: taskId, toolCallId, toolName: asked.toolName }]
+    const waiting = path.flatMap((hop, depth) => {
+      const held = depth === 0 ? task : tasks.get(hop.runId)
       const suspension = held?.suspended
-      const call = hops.slice(depth).join("/")
+      const call = path.slice(depth).map((h) => h.toolCallId).join("/")
       return held === undefined || suspension === undefined || !suspension.undecided.has(call)
         ? []
         : [{ task: held, suspension, call }]
     }).reverse()
+    const last = path[path.length - 1]!
     // Taken at once: the same call decided twice at the same moment is refused the second time.
     for (const w of waiting) w.suspension.undecided.delete(w.call)
     const now = yield* Clock.currentTimeMillis
-    const decided = yield* journal.decide([taskId, ...hops.slice(0, -1)].join("/"), hops[hops.length - 1]!, {
-      approved,
-      reason,
-      now
-    }).pipe(
+    const decided = yield* journal.decide(last.runId, last.toolCallId, { approved, reason, now }).pipe(
       Effect.orDie,
       Effect.onExit((exit) =>
         Effect.sync(() => {

@@ -191,6 +191,20 @@ describe("platform approvals (a journal)", () => {
       assert.strictEqual((yield* p.requests).length, 2)
     }).pipe(quiet))
 
+  it.scoped("a call whose id has a slash (as a model may give it) is decided as its own, not as a call of a child task", () =>
+    Effect.gen(function*() {
+      const slashed: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+        { toolCalls: [{ id: "r/1", name: "refund", arguments: JSON.stringify({ orderId: "A-1", amount: 5 }) }] },
+        (request) => ({ text: resultsOf(request).join(" | ") })
+      ]
+      const p = yield* platform({ journal: true, script: slashed })
+      const { runs, toolkit } = makeTools()
+      const events = yield* runTask(p, yield* toolkit, (event) => p.client.approve(event.taskId, "r/1"))
+      const done = lastOf(events)
+      assert.strictEqual(done._tag === "TaskCompleted" ? done.output : done._tag, "r/1=\"refunded 5 on A-1\"")
+      assert.deepStrictEqual(runs, ["refund A-1"])
+    }).pipe(quiet))
+
   it.scoped("denied with a reason, the refund never runs and the model reads the denial", () =>
     Effect.gen(function*() {
       const p = yield* platform({ journal: true })
