@@ -57,6 +57,12 @@ const deepCall: LanguageModel.ToolCall = {
 /** A `router` target: agent-b, twice in one turn (orders A-1 and B-2), each child its own task. */
 const both = "(agent-b twice)"
 
+/** A `router` target: agent-b, which asks agent-c (`relayPrompt`): a tree of three tasks. */
+const three = "(agent-b, then agent-c)"
+
+/** What agent-a asks agent-b in a tree of three: agent-b asks agent-c for the order's status. */
+const relayPrompt = "Ask agent-c about order A-1."
+
 /** The prompt a parent gives agent-b for `order`. */
 const childPromptOf = (order: string) => `Look up order ${order} and say its status.`
 
@@ -73,7 +79,15 @@ const router = (target: string): LanguageModel.ScriptedTurn => (request) => {
       ? { toolCalls: [call("b1", "lookup", { orderId: order })] }
       : { text: `agent-b read: ${resultsOf(request).join(" ")}` }
   }
+  if (promptOf(request) === relayPrompt) {
+    return step === 0
+      ? { toolCalls: [call("b2", "exec_agent", { agent: "agent-c", prompt: childPrompt })] }
+      : { text: `agent-b relayed: ${resultsOf(request).join(" ")}` }
+  }
   if (step === 0) return { toolCalls: [call("a1", "list_agents")] }
+  if (step === 1 && target === three) {
+    return { toolCalls: [call("a2", "exec_agent", { agent: "agent-b", prompt: relayPrompt })] }
+  }
   if (step === 1 && target === both) {
     return {
       toolCalls: [
@@ -94,6 +108,7 @@ const platform = (
   target: string,
   { port = 0, ...options }: {
     readonly agentCallTimeout?: Duration.DurationInput
+    readonly agentCalls?: Record<string, ReadonlyArray<string>>
     readonly journal?: string
     readonly port?: number
   } = {},
@@ -396,6 +411,39 @@ describe("exec_agent on the platform", () => {
       assert.strictEqual(all.filter((r) => promptOf(r) === childPrompt).length, 2)
       assert.strictEqual(all.filter((r) => promptOf(r) !== childPrompt).length, 3)
     }).pipe(Effect.scoped), 30_000)
+
+  it.live("a tree of three tasks: the grandchild's call that needs approval is decided at the root, by its path, and the tree completes", () =>
+    Effect.gen(function*() {
+      const journal = join(yield* tempDir, "journal.sqlite")
+      const agentCalls = { "agent-a": ["agent-b"], "agent-b": ["agent-c"] }
+      const { state, url } = yield* platform(three, { journal, agentCalls })
+      const cRuns: Array<string> = []
+      yield* servingProcess(url, "agent-c", "tok-c", lookupTool(cRuns, { needsApproval: true }))
+      const b = yield* servingProcess(url, "agent-b", "tok-b", noteTool([]))
+      yield* watching(state, "agent-b")
+      yield* watching(state, "agent-c")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const suspended = yield* Deferred.make<Extract<Protocol.TaskEvent, { _tag: "TaskSuspended" }>>()
+      const run = yield* Effect.fork(Stream.runCollect(a.submitTask("Ask agent-b about order A-1.").pipe(
+        Stream.tap((event) => event._tag === "TaskSuspended" ? Deferred.succeed(suspended, event) : Effect.void)
+      )))
+      const { pending, taskId } = yield* Deferred.await(suspended).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(pending.map((p) => [p.toolCallId, p.path?.map((hop) => `${hop.runId}:${hop.toolName}`)]), [[
+        "a2/b2/b1",
+        [`${taskId}:exec_agent`, `${taskId}/a2:exec_agent`, `${taskId}/a2/b2:lookup`]
+      ]])
+      // The middle task's agent is not the root either.
+      const refused = yield* Effect.flip(b.client.approve(`${taskId}/a2`, "b2/b1"))
+      assert.include(refused.message, `on task ${taskId} as call a2/b2/b1`)
+      yield* a.client.approve(taskId, "a2/b2/b1")
+      const events = [...yield* Fiber.join(run).pipe(Effect.timeout("20 seconds"))]
+      const last = events[events.length - 1]
+      assert.include(
+        last?._tag === "TaskCompleted" ? last.output : String(last?._tag),
+        `a2="agent-b relayed: b2=\\"agent-b read: b1=\\\\\\"order A-1: shipped\\\\\\"\\""`
+      )
+      assert.deepStrictEqual(cRuns, ["lookup A-1"])
+    }).pipe(Effect.scoped))
 
   it.live("two exec_agent calls waiting on approvals in two child tasks: each decision reaches only its own call", () =>
     Effect.gen(function*() {
