@@ -11,7 +11,9 @@
  *   delivers `Run` again to the new owner, whose loop goes on from the journal (a journaled turn is
  *   not asked again). An answer is journaled by the task's owner before the loop sees it, the first
  *   one winning (a duplicate is dropped there); events stream to whichever runner the submitting
- *   process is connected to, which attaches again when the stream breaks or goes quiet.
+ *   process is connected to, which attaches again when the stream breaks or goes quiet;
+ * - a task's `exec_agent` call starts a task of another agent as a submitted task is started, given
+ *   to a process of that agent watching on any runner (ClusterAgentCalls.ts).
  *
  * The protocol, its handlers' authorization and the WebSocket server are the embedded platform's
  * (Handlers.ts, WebSocket.ts): a runner serves `Server.layerWebSocket` over `layerHandlers` here
