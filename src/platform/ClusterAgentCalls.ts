@@ -144,6 +144,12 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
   const unreachable = (agentId: string) => (error: { readonly message: string }) =>
     failed(agentId, `the runner that holds agent ${agentId} could not be reached (${error.message}); no task was started`)
 
+  /** Gives the task to the process again, until it watches (up to `followAlive.within` and a little more). */
+  const givenAgain = (agentId: string, processId: string, taskId: string) =>
+    Effect.orElseSucceed(assignments(agentId).Assign({ processId, taskId }), () => false).pipe(
+      Effect.repeat({ until: (given) => given, schedule: Schedule.spaced("500 millis"), times: 15 })
+    )
+
   /** The child `taskId` of the call: started and given to a watching process, or found in the journal. */
   const childOf = (taskId: string, agentId: string, prompt: string) =>
     Effect.gen(function*() {
@@ -152,8 +158,9 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
         return yield* failed(agentId, `this call started task ${taskId} of agent ${known.agentId} already`)
       }
       if (known !== undefined) {
-        // Given again to its process, in case a runner lost the first giving: a process that follows it takes it up afresh.
-        if (Journal.isOpen(known)) yield* Effect.ignore(assignments(agentId).Assign({ processId: known.processId, taskId }))
+        // Given again to its process, in case a runner lost the first giving (a process that follows it
+        // already takes it up afresh), meanwhile: its watch may be on its way to the next owner of the shard.
+        if (Journal.isOpen(known)) yield* Effect.fork(givenAgain(agentId, known.processId, taskId))
         return false
       }
       const { processId } = yield* Effect.mapError(assignments(agentId).Pick(), unreachable(agentId))

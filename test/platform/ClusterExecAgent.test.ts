@@ -10,7 +10,7 @@ import * as Sharding from "@effect/cluster/Sharding"
 import * as ShardId from "@effect/cluster/ShardId"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Context, type Duration, Effect, Layer, Logger, LogLevel, Redacted, Schedule, Schema, Stream } from "effect"
+import { Context, Deferred, type Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Redacted, Schedule, Schema, Scope, Stream } from "effect"
 import { LanguageModel, PlatformServer, type Protocol, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
 import * as Journal from "../../src/Journal.js"
 import * as Cluster from "../../src/platform/Cluster.js"
@@ -76,9 +76,13 @@ const freshDatabase = Effect.gen(function*() {
 const twoRunners = (url: string, agentCallTimeout?: Duration.DurationInput) =>
   Effect.gen(function*() {
     const models = yield* Layer.build(LanguageModel.layerScripted([router], { repeat: true }))
-    const runners = yield* Effect.all([0, 1].map(() =>
+    // Each runner in a scope of its own, which a test may close before its end (a runner stopped as a deploy would).
+    const scopes = yield* Effect.all([0, 1].map(() =>
+      Effect.acquireRelease(Scope.make(), (scope) => Scope.close(scope, Exit.void))
+    ))
+    const runners = yield* Effect.all([0, 1].map((i) =>
       Effect.flatMap(Effect.promise(() => Pg.freePort()), (port) =>
-        Layer.build(PlatformServer.layerWebSocket({ port: 0 }).pipe(
+        Layer.buildWithScope(PlatformServer.layerWebSocket({ port: 0 }).pipe(
           Layer.provideMerge(Cluster.layerHandlers({ tokens, agentCalls: { "agent-a": ["agent-b"] }, agentCallTimeout })),
           Layer.provideMerge(Cluster.layerSharding({ port, shardsPerGroup: 30 })),
           Layer.provide(Journal.layerSqlClient),
@@ -86,7 +90,7 @@ const twoRunners = (url: string, agentCallTimeout?: Duration.DurationInput) =>
           Layer.provide(PgClient.layer({ url: Redacted.make(url) })),
           Layer.provide(policy),
           Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
-        )))
+        ), scopes[i]!))
     ), { concurrency: "unbounded" })
     const held = (runner: Context.Context<Sharding.Sharding>) =>
       Array.from({ length: 30 }, (_, i) => ShardId.make("default", i + 1))
@@ -98,11 +102,11 @@ const twoRunners = (url: string, agentCallTimeout?: Duration.DurationInput) =>
     )
     const urls = yield* Effect.forEach(runners, (runner) => Effect.provide(PlatformServer.url, runner))
     const states = runners.map((runner) => Context.get(runner, PlatformServer.PlatformState))
-    return { urls, states, runners }
+    return { urls, states, scopes }
   })
 
-/** agent-b's tool: looks an order up, counting its runs in `runs`; takes `takes`. */
-const lookupTool = (runs: Array<string>, takes: Duration.DurationInput = "0 millis") =>
+/** agent-b's tool: looks an order up, counting its runs in `runs`; takes `takes`, and waits for `gate` if given. */
+const lookupTool = (runs: Array<string>, takes: Duration.DurationInput = "0 millis", gate?: Deferred.Deferred<void>) =>
   Tool.make("lookup", {
     description: "Looks an order up.",
     input: { orderId: Schema.String },
@@ -111,7 +115,7 @@ const lookupTool = (runs: Array<string>, takes: Duration.DurationInput = "0 mill
   }, ({ orderId }) =>
     Effect.zipRight(
       Effect.sync(() => runs.push(`lookup ${orderId}`)),
-      Effect.as(Effect.sleep(takes), `order ${orderId}: shipped`)
+      Effect.as(Effect.zipRight(Effect.sleep(takes), gate === undefined ? Effect.void : Deferred.await(gate)), `order ${orderId}: shipped`)
     ))
 
 /** agent-a's own tool, never called here. */
@@ -227,4 +231,32 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("exec_a
       assert.include(ended.message, `the exec_agent call that started it (task ${last?.taskId}, call a2) ended first`)
       assert.deepStrictEqual(events.map(described).filter((d) => d !== undefined), ["sub-task agent-b of a2", "done"])
     }), { timeout: 60_000 })
+
+  it.scoped("the runner of the parent stops mid-call: the parent goes on at the other runner with the same child; agent-b's tool runs once", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      const { scopes, states, urls } = yield* twoRunners(url)
+      const bRuns: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      yield* servingProcess(urls[1]!, "agent-b", "tok-b", lookupTool(bRuns, "0 millis", gate))
+      yield* watching(states, "agent-b")
+      // agent-a's process goes on to the second runner once the first is gone.
+      const a = yield* servingProcess(urls.join(","), "agent-a", "tok-a", noteTool([]))
+      const run = yield* Effect.fork(a.runTask("Ask agent-b about order A-1."))
+      yield* Effect.sync(() => bRuns.length).pipe(
+        Effect.repeat({ until: (n) => n > 0, schedule: Schedule.spaced("20 millis") }),
+        Effect.timeout("20 seconds")
+      )
+      // The parent's runner (its process submitted through it) stops, handing its shards over.
+      yield* Scope.close(scopes[0]!, Exit.void)
+      // The child still open while the parent is taken up at the other runner (about 1.5 s here): its
+      // call, run again, finds the child running and gives it again to agent-b's process, which runs nothing twice.
+      yield* Effect.sleep("4 seconds")
+      yield* Deferred.succeed(gate, undefined)
+      const output = yield* Fiber.join(run).pipe(Effect.timeout("45 seconds"))
+      assert.include(output, `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      // One child, the same one: the call run again on the other runner found it rather than start another.
+      assert.strictEqual((yield* journaledTasks(url, "agent-b")).length, 1)
+    }), { timeout: 90_000 })
 })
