@@ -3,7 +3,9 @@
  * in this process on one real PostgreSQL (test/support/postgres.ts), agent-a's serving process
  * connected to the first, agent-b's to the second. agent-a's task's `exec_agent` starts a cluster task
  * of agent-b, given to agent-b's process through the runner it watches on, whatever runner holds
- * agent-b's shard or the child's; the parent, on its own runner, gets the child's answer.
+ * agent-b's shard or the child's; the parent, on its own runner, gets the child's answer. Also: the
+ * refusals (an agent not allowed, none of its processes watching, its limits over the cluster), the
+ * child stopped past the call's deadline, and the parent's runner stopped mid-call.
  */
 import { assert, layer } from "@effect/vitest"
 import * as Sharding from "@effect/cluster/Sharding"
@@ -73,7 +75,10 @@ const freshDatabase = Effect.gen(function*() {
  * Two runners on the database at `url`, agent-a allowed to call agent-b, the model `router`, once they
  * share the 30 shards out (a shard moved mid-test moves its tasks and watchers); each one's context.
  */
-const twoRunners = (url: string, agentCallTimeout?: Duration.DurationInput) =>
+const twoRunners = (
+  url: string,
+  options: { readonly agentCallTimeout?: Duration.DurationInput; readonly maxTasksPerAgent?: number } = {}
+) =>
   Effect.gen(function*() {
     const models = yield* Layer.build(LanguageModel.layerScripted([router], { repeat: true }))
     // Each runner in a scope of its own, which a test may close before its end (a runner stopped as a deploy would).
@@ -83,7 +88,7 @@ const twoRunners = (url: string, agentCallTimeout?: Duration.DurationInput) =>
     const runners = yield* Effect.all([0, 1].map((i) =>
       Effect.flatMap(Effect.promise(() => Pg.freePort()), (port) =>
         Layer.buildWithScope(PlatformServer.layerWebSocket({ port: 0 }).pipe(
-          Layer.provideMerge(Cluster.layerHandlers({ tokens, agentCalls: { "agent-a": ["agent-b"] }, agentCallTimeout })),
+          Layer.provideMerge(Cluster.layerHandlers({ tokens, agentCalls: { "agent-a": ["agent-b"] }, ...options })),
           Layer.provideMerge(Cluster.layerSharding({ port, shardsPerGroup: 30 })),
           Layer.provide(Journal.layerSqlClient),
           Layer.provide(Layer.succeedContext(models)),
@@ -214,7 +219,7 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("exec_a
   it.scoped("past the exec_agent call's deadline the child task is stopped by its owner, whichever runner that is", () =>
     Effect.gen(function*() {
       const url = yield* freshDatabase
-      const { states, urls } = yield* twoRunners(url, "2 seconds")
+      const { states, urls } = yield* twoRunners(url, { agentCallTimeout: "2 seconds" })
       const bRuns: Array<string> = []
       const b = yield* servingProcess(urls[1]!, "agent-b", "tok-b", lookupTool(bRuns, "20 seconds"))
       yield* watching(states, "agent-b")
@@ -259,4 +264,37 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("exec_a
       // One child, the same one: the call run again on the other runner found it rather than start another.
       assert.strictEqual((yield* journaledTasks(url, "agent-b")).length, 1)
     }), { timeout: 90_000 })
+
+  it.scoped("exec_agent with no process of agent-b watching, or agent-b at its limits over the cluster, fails with the reason and starts no task", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      const { states, urls } = yield* twoRunners(url, { maxTasksPerAgent: 1 })
+      const a = yield* servingProcess(urls[0]!, "agent-a", "tok-a", noteTool([]))
+      const alone = yield* a.runTask("Ask agent-b about order A-1.")
+      assert.include(alone, `a1=[{"agent":"agent-b","connected":false,"tools":[]}]`)
+      assert.include(
+        alone,
+        "a2!AgentCallFailed: exec_agent agent-b: agent agent-b has no serving process connected (none watches for tasks to run); " +
+          "no task was started"
+      )
+      // agent-b's process on the other runner, its own task open (waiting for its tool): agent-b is at its one task.
+      const bRuns: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      const b = yield* servingProcess(urls[1]!, "agent-b", "tok-b", lookupTool(bRuns, "0 millis", gate))
+      yield* watching(states, "agent-b")
+      const own = yield* Effect.fork(b.runTask(childPrompt))
+      yield* Effect.sync(() => bRuns.length).pipe(
+        Effect.repeat({ until: (n) => n > 0, schedule: Schedule.spaced("20 millis") }),
+        Effect.timeout("20 seconds")
+      )
+      const limited = yield* a.runTask("Ask agent-b about order A-1.")
+      assert.include(limited, "a2!AgentCallFailed: exec_agent agent-b: ")
+      assert.include(limited, "the platform's maxTasksPerAgent is 1")
+      assert.include(limited, "; no task was started")
+      yield* Deferred.succeed(gate, undefined)
+      assert.include(yield* Fiber.join(own), "shipped")
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      // agent-b's own task alone: neither call started one.
+      assert.strictEqual((yield* journaledTasks(url, "agent-b")).length, 1)
+    }), { timeout: 60_000 })
 })
