@@ -4,7 +4,7 @@
  * (`WatchAssignments`), and the two tools the platform gives the tasks of an agent allowed to call
  * others, `list_agents` and `exec_agent`: handled by the platform, never delivered to a process.
  */
-import { Duration, Effect, Mailbox, Option, Schema, type Scope } from "effect"
+import { Duration, Effect, Exit, Mailbox, Option, Schema, type Scope } from "effect"
 import type * as Journal from "../Journal.js"
 import type { Assignment, Caller, TaskEvent } from "../protocol/Protocol.js"
 import * as Tool from "../Tool.js"
@@ -67,9 +67,17 @@ interface Watcher {
 export const makeAssignments = () => {
   const watchers = new Map<string, Array<Watcher>>()
   return {
-    /** A stream of the tasks given to `caller`'s process, open for as long as the scope is. */
-    watch: (caller: Caller): Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope> =>
+    /**
+     * A stream of the tasks given to `caller`'s process, open for as long as the scope is. `replacing`
+     * (cluster mode, where a stream whose runner died may never be closed): its older streams end.
+     */
+    watch: (caller: Caller, replacing = false): Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope> =>
       Effect.gen(function*() {
+        if (replacing) {
+          for (const older of watchers.get(caller.agentId) ?? []) {
+            if (older.processId === caller.processId) older.mailbox.unsafeDone(Exit.void)
+          }
+        }
         const mailbox = yield* Mailbox.make<Assignment>()
         const watcher: Watcher = { processId: caller.processId, mailbox }
         watchers.set(caller.agentId, [...(watchers.get(caller.agentId) ?? []), watcher])

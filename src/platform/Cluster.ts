@@ -315,7 +315,7 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
   Layer.mergeAll(
     // The agent's watchers live where its registrations do: its entity is held first (see `layerEntity`).
     Layer.unwrapEffect(Effect.map(AgentEntity.client, (agents) =>
-      ClusterAgentCalls.layerEntity(parts.host, parts.assignments, (agentId) =>
+      ClusterAgentCalls.layerEntity({ ...parts, live: parts.agents.live }, (agentId) =>
         Effect.ignore(agents(agentId).Tools({ processId: "" }))))),
     AgentEntity.toLayer(Effect.gen(function*() {
       // This runner now holds the agent: its processes and its budget's window as the database has them.

@@ -52,28 +52,43 @@ export const AssignmentsEntity = Entity.make("agent-tools/Assignments", [
 type Client = Effect.Effect.Success<typeof AssignmentsEntity.client>
 
 /**
- * The entity's handlers, on the host and assignments of the runner that owns the agent's shard.
+ * The entity's handlers, on the host, assignments and agents of the runner that owns the agent's shard.
  * `agentHeld` first has that runner hold the agent itself (its entity reads its live processes from
  * the database), so that a move of the shard forgets no process before its next heartbeat.
+ *
+ * A `Watch` whose runner died may never be told to stop (the engine ends a request only when its
+ * sender says so): its stream ends when its process watches again (through the runner it reconnected
+ * to), and at the first `Alive` once its process is no longer live (deregistered, or silent past
+ * `evictSilentAfter`), so that no dead stream stays.
  */
 export const layerEntity = (
-  host: AgentCalls.Host,
-  assignments: AgentCalls.Assignments,
+  deps: {
+    readonly host: AgentCalls.Host
+    readonly assignments: AgentCalls.Assignments
+    readonly live: (agentId: string, now: number) => ReadonlyArray<{ readonly processId: string }>
+  },
   agentHeld: (agentId: string) => Effect.Effect<void>
 ) =>
   AssignmentsEntity.toLayer(
     Effect.gen(function*() {
       const { entityId: agentId } = yield* Entity.CurrentAddress
+      const { assignments, host, live } = deps
       yield* agentHeld(agentId)
+      const alive = (processId: string) =>
+        Stream.tick(followAlive.every).pipe(
+          Stream.mapEffect(() => Clock.currentTimeMillis),
+          Stream.takeWhile((now) => live(agentId, now).some((p) => p.processId === processId)),
+          Stream.as(Alive.make({}))
+        )
       return AssignmentsEntity.of({
-        Watch: ({ payload }) =>
+        Watch: ({ payload: { processId } }) =>
           Stream.unwrapScoped(Effect.map(
-            assignments.watch({ agentId, processId: payload.processId }),
+            assignments.watch({ agentId, processId }, true),
             (mailbox) =>
               Stream.merge(
                 Stream.map(Mailbox.toStream(mailbox), ({ taskId }) => Assigned.make({ taskId })),
-                Stream.as(Stream.tick(followAlive.every), Alive.make({})),
-                { haltStrategy: "left" }
+                alive(processId),
+                { haltStrategy: "either" }
               )
           )),
         Pick: () =>
