@@ -5,7 +5,8 @@
  * of agent-b, given to agent-b's process through the runner it watches on, whatever runner holds
  * agent-b's shard or the child's; the parent, on its own runner, gets the child's answer. Also: the
  * refusals (an agent not allowed, none of its processes watching, its limits over the cluster), the
- * child stopped past the call's deadline, and the parent's runner stopped mid-call.
+ * child stopped past the call's deadline, and the parent's runner stopped mid-call, as a deploy
+ * stops it and by SIGKILL (a runner process of its own, test/support/clusterExecAgentChild.ts).
  */
 import { assert, layer } from "@effect/vitest"
 import * as Sharding from "@effect/cluster/Sharding"
@@ -16,6 +17,9 @@ import { Context, Deferred, type Duration, Effect, Exit, Fiber, Layer, Logger, L
 import { LanguageModel, PlatformServer, type Protocol, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
 import * as Journal from "../../src/Journal.js"
 import * as Cluster from "../../src/platform/Cluster.js"
+import * as ClusterAgentCalls from "../../src/platform/ClusterAgentCalls.js"
+import { type Child, startChild } from "../support/childProcess.js"
+import { childPrompt, router } from "../support/execAgentRouter.js"
 import { clientLayer } from "../support/platform.js"
 import * as Pg from "../support/postgres.js"
 
@@ -25,39 +29,6 @@ const policy = Timing.layer({
   redelivery: Schedule.spaced("1 second"),
   reconnect: Schedule.spaced("100 millis").pipe(Schedule.intersect(Schedule.recurs(300)))
 })
-
-/** The prompt agent-a's task gives the agent it calls. */
-const childPrompt = "Look up order A-1 and say its status."
-
-/** The first user message of the conversation: which task is asking. */
-const promptOf = (request: LanguageModel.ModelRequest): string =>
-  request.messages.find((m) => m._tag === "UserMessage")?.text ?? ""
-
-/** The tool results the model read, as `id=content` (errors `id!content`). */
-const resultsOf = (request: LanguageModel.ModelRequest) =>
-  request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [`${m.toolCallId}${m.isError ? "!" : "="}${m.content}`] : [])
-
-const stepOf = (request: LanguageModel.ModelRequest) => request.messages.filter((m) => m._tag === "AssistantMessage").length
-
-const call = (id: string, name: string, args: unknown = {}): LanguageModel.ToolCall => ({ id, name, arguments: JSON.stringify(args) })
-
-/**
- * The model of every task, by its prompt and step (a task taken up on any runner is answered where it
- * stands): the child looks the order up with its own tool, then answers; a parent calls `list_agents`,
- * then `exec_agent` on the agent its prompt names, then answers with what it read.
- */
-const router: LanguageModel.ScriptedTurn = (request) => {
-  const step = stepOf(request)
-  if (promptOf(request) === childPrompt) {
-    return step === 0
-      ? { toolCalls: [call("b1", "lookup", { orderId: "A-1" })] }
-      : { text: `agent-b read: ${resultsOf(request).join(" ")}` }
-  }
-  const target = promptOf(request).split(" ")[1]!
-  if (step === 0) return { toolCalls: [call("a1", "list_agents")] }
-  if (step === 1) return { toolCalls: [call("a2", "exec_agent", { agent: target, prompt: childPrompt })] }
-  return { text: resultsOf(request).join(" | ") }
-}
 
 /** A new database on the server, for one test (runners of an earlier test must not linger in its tables). */
 let databases = 0
@@ -71,40 +42,49 @@ const freshDatabase = Effect.gen(function*() {
   return url
 }).pipe(Effect.orDie)
 
+/** The runners' options: agent-a allowed to call agent-b, and what a test adds. */
+interface RunnerOptions {
+  readonly agentCallTimeout?: Duration.DurationInput
+  readonly maxTasksPerAgent?: number
+}
+
 /**
- * Two runners on the database at `url`, agent-a allowed to call agent-b, the model `router`, once they
- * share the 30 shards out (a shard moved mid-test moves its tasks and watchers); each one's context.
+ * A runner on the database at `url`, in `scope` (a test may close it before its end, as a deploy
+ * stops a runner), its model `router`: its context, with its `Sharding`.
  */
-const twoRunners = (
-  url: string,
-  options: { readonly agentCallTimeout?: Duration.DurationInput; readonly maxTasksPerAgent?: number } = {}
-) =>
+const runnerOn = (url: string, options: RunnerOptions, scope: Scope.Scope) =>
+  Effect.flatMap(Effect.promise(() => Pg.freePort()), (port) =>
+    Layer.buildWithScope(PlatformServer.layerWebSocket({ port: 0 }).pipe(
+      Layer.provideMerge(Cluster.layerHandlers({ tokens, agentCalls: { "agent-a": ["agent-b"] }, ...options })),
+      Layer.provideMerge(Cluster.layerSharding({ port, shardsPerGroup: 30 })),
+      Layer.provide(Journal.layerSqlClient),
+      Layer.provide(LanguageModel.layerScripted([router], { repeat: true })),
+      Layer.provide(PgClient.layer({ url: Redacted.make(url) })),
+      Layer.provide(policy),
+      Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
+    ), scope))
+
+/** How many of the 30 shards the runner holds. */
+const shardsOf = (runner: Context.Context<Sharding.Sharding>) =>
+  Array.from({ length: 30 }, (_, i) => ShardId.make("default", i + 1))
+    .filter((shard) => Context.get(runner, Sharding.Sharding).hasShardId(shard)).length
+
+/** Waits until `shared` holds of the runners' shard counts (a shard moved mid-test moves its tasks and watchers). */
+const sharedOut = (runners: ReadonlyArray<Context.Context<Sharding.Sharding>>, shared: (counts: Array<number>) => boolean) =>
+  Effect.sync(() => runners.map(shardsOf)).pipe(
+    Effect.repeat({ until: shared, schedule: Schedule.spaced("100 millis") }),
+    Effect.timeout("30 seconds"),
+    Effect.orDie
+  )
+
+/** Two runners on the database at `url`, each in a scope of its own, once they share the shards out. */
+const twoRunners = (url: string, options: RunnerOptions = {}) =>
   Effect.gen(function*() {
-    const models = yield* Layer.build(LanguageModel.layerScripted([router], { repeat: true }))
-    // Each runner in a scope of its own, which a test may close before its end (a runner stopped as a deploy would).
     const scopes = yield* Effect.all([0, 1].map(() =>
       Effect.acquireRelease(Scope.make(), (scope) => Scope.close(scope, Exit.void))
     ))
-    const runners = yield* Effect.all([0, 1].map((i) =>
-      Effect.flatMap(Effect.promise(() => Pg.freePort()), (port) =>
-        Layer.buildWithScope(PlatformServer.layerWebSocket({ port: 0 }).pipe(
-          Layer.provideMerge(Cluster.layerHandlers({ tokens, agentCalls: { "agent-a": ["agent-b"] }, ...options })),
-          Layer.provideMerge(Cluster.layerSharding({ port, shardsPerGroup: 30 })),
-          Layer.provide(Journal.layerSqlClient),
-          Layer.provide(Layer.succeedContext(models)),
-          Layer.provide(PgClient.layer({ url: Redacted.make(url) })),
-          Layer.provide(policy),
-          Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
-        ), scopes[i]!))
-    ), { concurrency: "unbounded" })
-    const held = (runner: Context.Context<Sharding.Sharding>) =>
-      Array.from({ length: 30 }, (_, i) => ShardId.make("default", i + 1))
-        .filter((shard) => Context.get(runner, Sharding.Sharding).hasShardId(shard)).length
-    yield* Effect.sync(() => runners.map(held)).pipe(
-      Effect.repeat({ until: (counts) => counts.every((n) => n >= 13), schedule: Schedule.spaced("100 millis") }),
-      Effect.timeout("30 seconds"),
-      Effect.orDie
-    )
+    const runners = yield* Effect.all(scopes.map((scope) => runnerOn(url, options, scope)), { concurrency: "unbounded" })
+    yield* sharedOut(runners, (counts) => counts.every((n) => n >= 13))
     const urls = yield* Effect.forEach(runners, (runner) => Effect.provide(PlatformServer.url, runner))
     const states = runners.map((runner) => Context.get(runner, PlatformServer.PlatformState))
     return { urls, states, scopes }
@@ -297,4 +277,46 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("exec_a
       // agent-b's own task alone: neither call started one.
       assert.strictEqual((yield* journaledTasks(url, "agent-b")).length, 1)
     }), { timeout: 60_000 })
+
+  it.scoped("SIGKILL of the parent's runner mid-call: the parent goes on at the other runner with the same child; agent-b's tool runs once", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      // The runner that dies is a process of its own; the one that lives, in this process.
+      const killedPort = yield* Effect.promise(() => Pg.freePort())
+      const doomed: Child = startChild("test/support/clusterExecAgentChild.ts", {
+        DATABASE_URL: url,
+        RUNNER_PORT: String(killedPort)
+      })
+      yield* Effect.addFinalizer(() => Effect.sync(() => doomed.process.kill("SIGKILL")))
+      const line = yield* Effect.promise(() => doomed.waitFor("listening:", 60_000))
+      assert.isDefined(line, `the runner did not start: ${doomed.lines.join("\n")}`)
+      const survivor = yield* runnerOn(url, {}, yield* Effect.scope)
+      // Both hold shards: the parent, submitted through the doomed runner, is placed there.
+      yield* sharedOut([survivor], ([n]) => n! >= 13 && n! <= 17)
+      const survivorUrl = yield* Effect.provide(PlatformServer.url, survivor)
+      const bRuns: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      yield* servingProcess(survivorUrl, "agent-b", "tok-b", lookupTool(bRuns, "0 millis", gate))
+      // agent-b's shard may be either runner's: its owner is asked, as exec_agent asks it, until it sees the process watch.
+      yield* Effect.provide(ClusterAgentCalls.AssignmentsEntity.client, survivor).pipe(
+        Effect.flatMap((assignments) => assignments("agent-b").Pick()),
+        Effect.repeat({ until: ({ processId }) => processId !== null, schedule: Schedule.spaced("50 millis") }),
+        Effect.timeout("15 seconds"),
+        Effect.orDie
+      )
+      const a = yield* servingProcess(`${line!.slice("listening:".length)},${survivorUrl}`, "agent-a", "tok-a", noteTool([]))
+      const run = yield* Effect.fork(a.runTask("Ask agent-b about order A-1."))
+      yield* Effect.sync(() => bRuns.length).pipe(
+        Effect.repeat({ until: (n) => n > 0, schedule: Schedule.spaced("20 millis") }),
+        Effect.timeout("20 seconds")
+      )
+      doomed.process.kill("SIGKILL")
+      // Its shards move once their locks expire (about 5 s): the parent's call runs again there meanwhile or after.
+      yield* Effect.sleep("8 seconds")
+      yield* Deferred.succeed(gate, undefined)
+      const output = yield* Fiber.join(run).pipe(Effect.timeout("60 seconds"))
+      assert.include(output, `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      assert.strictEqual((yield* journaledTasks(url, "agent-b")).length, 1)
+    }), { timeout: 120_000 })
 })
