@@ -10,10 +10,10 @@
  * route back to that runner, so no runner needs to know where another's processes are connected.
  * When a runner dies, each side goes on by itself: the owner of the agent's shard dying, the streams
  * to it go quiet and each watching runner opens its stream again, to the next owner; the runner a
- * process watched on dying, the process connects to another runner and watches there again (its old
- * stream, on the owner, is its oldest one: assignments go to the latest). Assignments are memory only:
- * one lost with a runner leaves its task journaled and unassigned, its `exec_agent` call then waits
- * for it to its deadline, and stops it.
+ * process watched on dying, the process connects to another runner and watches there again (its new
+ * stream ends its old one, on the owner). Assignments are memory only: one lost with a runner leaves
+ * its task journaled and unassigned; its `exec_agent` call, run again on another runner, gives it
+ * again, and else waits for it to its deadline, and stops it.
  *
  * The child's end is read from the journal, where its owner writes it, whichever runner that is: the
  * task's `Attach` would take the child over from the serving process running it (a task has one
@@ -174,7 +174,7 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
       }
       if (known !== undefined) {
         // Given again to its process, in case a runner lost the first giving (a process that follows it
-        // already takes it up afresh), meanwhile: its watch may be on its way to the next owner of the shard.
+        // already takes it up afresh), beside the wait: its watch may be on its way to the next owner.
         if (Journal.isOpen(known)) yield* Effect.fork(givenAgain(agentId, known.processId, taskId))
         return false
       }
