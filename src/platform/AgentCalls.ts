@@ -4,10 +4,10 @@
  * (`WatchAssignments`), and the two tools the platform gives the tasks of an agent allowed to call
  * others, `list_agents` and `exec_agent`: handled by the platform, never delivered to a process.
  */
-import { Duration, Effect, Mailbox, Option, Schema, type Scope } from "effect"
+import { Duration, Effect, Exit, Mailbox, Option, Schema, type Scope } from "effect"
 import { runsChild } from "../internal/agent/subAgent.js"
 import type * as Journal from "../Journal.js"
-import type { Assignment, Caller } from "../protocol/Protocol.js"
+import type { Assignment, Caller, TaskEvent } from "../protocol/Protocol.js"
 import * as Tool from "../Tool.js"
 import type { ToolCallInfo } from "../ToolContext.js"
 import * as Toolkit from "../Toolkit.js"
@@ -68,9 +68,17 @@ interface Watcher {
 export const makeAssignments = () => {
   const watchers = new Map<string, Array<Watcher>>()
   return {
-    /** A stream of the tasks given to `caller`'s process, open for as long as the scope is. */
-    watch: (caller: Caller): Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope> =>
+    /**
+     * A stream of the tasks given to `caller`'s process, open for as long as the scope is. `replacing`
+     * (cluster mode, where a stream whose runner died may never be closed): its older streams end.
+     */
+    watch: (caller: Caller, replacing = false): Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope> =>
       Effect.gen(function*() {
+        if (replacing) {
+          for (const older of watchers.get(caller.agentId) ?? []) {
+            if (older.processId === caller.processId) older.mailbox.unsafeDone(Exit.void)
+          }
+        }
         const mailbox = yield* Mailbox.make<Assignment>()
         const watcher: Watcher = { processId: caller.processId, mailbox }
         watchers.set(caller.agentId, [...(watchers.get(caller.agentId) ?? []), watcher])
@@ -101,20 +109,43 @@ export type Assignments = ReturnType<typeof makeAssignments>
 
 // --- what the tasks need ---
 
+/** What running a task's `exec_agent` call needs of the task (a `Task` of Tasks.ts): its id, its end, its stream. */
+export interface Parent {
+  readonly taskId: string
+  readonly final: TaskEvent | undefined
+  emit(event: TaskEvent): number
+}
+
+/** How `exec_agent` runs the other agent's task: its answer, or why it gave none. */
+export type Execute = (call: ToolCallInfo, agent: string, prompt: string) => Effect.Effect<string | null, AgentCallFailed>
+
+/** What `list_agents` says of an agent the task may call. */
+export interface Reach {
+  /** A serving process of it watches for tasks now: `exec_agent` can run it. */
+  readonly connected: boolean
+  /** The tools its tasks are offered now. */
+  readonly tools: ReadonlyArray<string>
+}
+
 /** What the tasks (Tasks.ts) need to run agent calls: the rules, and the other agents' processes and tools. */
 export interface Host {
   /** The agents the tasks of `agentId` may run with `exec_agent` (`Options.agentCalls`); empty: none. */
   readonly allowed: (agentId: string) => ReadonlyArray<string>
-  /** Why `exec_agent` cannot run here (cluster mode, for now); undefined when it can. */
-  readonly unsupported: string | undefined
   /** How long an `exec_agent` call may take, in milliseconds (`Options.agentCallTimeout`). */
   readonly timeoutMillis: number
-  /** A live process of `agentId` that watches for tasks, taken in turn; undefined when none does. */
+  /** What `list_agents` says of `agentId` (in cluster mode, asked of the runner that holds its shard). */
+  readonly reach: (agentId: string, now: number) => Effect.Effect<Reach>
+  /** A live process of `agentId` held here that watches for tasks, taken in turn; undefined when none does. */
   readonly pick: (agentId: string, now: number) => string | undefined
   /** The tools a task of `agentId` held by `processId` is offered (as a submitted task's). */
   readonly toolsOf: (agentId: string, processId: string, now: number) => Journal.TaskTools
   /** Gives the task to the process (`Assignments.assign`). */
   readonly assign: (agentId: string, processId: string, taskId: string) => boolean
+  /**
+   * Cluster mode: how `parent`'s `exec_agent` calls run, the other agent's task a cluster task
+   * (ClusterAgentCalls.ts). Undefined: the tasks of this process run it (Tasks.ts, `makeChildren`).
+   */
+  readonly execute?: ((parent: Parent) => Execute) | undefined
 }
 
 /** The `Host` of one platform process, over its agents' live processes and the assignments. */
@@ -124,37 +155,30 @@ export const makeHost = (
     readonly live: (agentId: string, now: number) => ReadonlyArray<{ readonly processId: string }>
     readonly visible: (agentId: string, processId: string, now: number) => Journal.TaskTools
   },
-  assignments: Assignments,
-  unsupported?: string
+  assignments: Assignments
 ): Host => {
   const calls = new Map(Object.entries(options.agentCalls ?? {}))
   let turn = 0
+  const pick = (agentId: string, now: number) => {
+    const live = new Set(agents.live(agentId, now).map((p) => p.processId))
+    const candidates = assignments.watching(agentId).filter((processId) => live.has(processId))
+    return candidates.length === 0 ? undefined : candidates[turn++ % candidates.length]
+  }
   return {
     allowed: (agentId) => calls.get(agentId) ?? [],
-    unsupported,
     timeoutMillis: Duration.toMillis(Duration.decode(options.agentCallTimeout ?? defaultAgentCallTimeout)),
-    pick: (agentId, now) => {
-      const live = new Set(agents.live(agentId, now).map((p) => p.processId))
-      const candidates = assignments.watching(agentId).filter((processId) => live.has(processId))
-      return candidates.length === 0 ? undefined : candidates[turn++ % candidates.length]
-    },
+    reach: (agentId, now) =>
+      Effect.sync(() => ({
+        connected: pick(agentId, now) !== undefined,
+        tools: agents.visible(agentId, "", now).map((tool) => tool.entry.name)
+      })),
+    pick,
     toolsOf: agents.visible,
     assign: assignments.assign
   }
 }
 
 // --- the tools ---
-
-/** What one of the agents a task may call looks like to its model (`list_agents`). */
-interface Listed {
-  readonly agent: string
-  /** A serving process of it is connected and watches for tasks: `exec_agent` can run it now. */
-  readonly connected: boolean
-  /** The tools its tasks are offered now. */
-  readonly tools: ReadonlyArray<string>
-  /** Why it cannot be run here at all (cluster mode, for now). */
-  readonly note?: string
-}
 
 /**
  * The platform's tools for a task of `agentId` whose rules let it call `allowed` (none when empty):
@@ -166,7 +190,7 @@ export const toolsFor = (
   agentId: string,
   host: Host,
   now: () => number,
-  execute: (call: ToolCallInfo, agent: string, prompt: string) => Effect.Effect<string | null, AgentCallFailed>
+  execute: Execute
 ): ReadonlyArray<Tool.Any> => {
   const allowed = host.allowed(agentId)
   if (allowed.length === 0) return []
@@ -175,16 +199,9 @@ export const toolsFor = (
       "reached now, and the tools it has.",
     input: {},
     timeout: "5 seconds"
-  }, (): ReadonlyArray<Listed> =>
-    allowed.map((agent) =>
-      host.unsupported !== undefined
-        ? { agent, connected: false, tools: [], note: host.unsupported }
-        : {
-          agent,
-          connected: host.pick(agent, now()) !== undefined,
-          tools: host.toolsOf(agent, "", now()).map((tool) => tool.entry.name)
-        }
-    ))
+  }, () =>
+    // What one of the agents a task may call looks like to its model: its id, then whether it can be run now.
+    Effect.forEach(allowed, (agent) => Effect.map(host.reach(agent, now()), (reach) => ({ agent, ...reach }))))
   const execAgent = Tool.make("exec_agent", {
     description: "Asks another agent (one list_agents names) to do a task, with its own tools; gives its answer. " +
       "It sees nothing of this conversation: say everything it needs in the prompt.",
@@ -202,9 +219,6 @@ export const toolsFor = (
             `only ${allowed.join(", ")}; no task was started`
         })
       )
-    }
-    if (host.unsupported !== undefined) {
-      return Effect.fail(new AgentCallFailed({ agentId: agent, reason: host.unsupported }))
     }
     return execute(call, agent, prompt)
   })

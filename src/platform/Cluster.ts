@@ -11,7 +11,9 @@
  *   delivers `Run` again to the new owner, whose loop goes on from the journal (a journaled turn is
  *   not asked again). An answer is journaled by the task's owner before the loop sees it, the first
  *   one winning (a duplicate is dropped there); events stream to whichever runner the submitting
- *   process is connected to, which attaches again when the stream breaks or goes quiet.
+ *   process is connected to, which attaches again when the stream breaks or goes quiet;
+ * - a task's `exec_agent` call starts a task of another agent as a submitted task is started, given
+ *   to a process of that agent watching on any runner (ClusterAgentCalls.ts).
  *
  * The protocol, its handlers' authorization and the WebSocket server are the embedded platform's
  * (Handlers.ts, WebSocket.ts): a runner serves `Server.layerWebSocket` over `layerHandlers` here
@@ -46,7 +48,6 @@ import * as Toolkit from "../Toolkit.js"
 import type { ToolResult } from "../ToolResult.js"
 import {
   ApprovalsNeedJournal,
-  type Assignment,
   EventsWanted,
   LifecycleBudgetExceeded,
   ManifestRejected,
@@ -55,12 +56,13 @@ import {
   ToolCallResult,
   UnknownTask
 } from "../protocol/Protocol.js"
+import * as ClusterAgentCalls from "./ClusterAgentCalls.js"
 import * as ClusterTasks from "./ClusterTasks.js"
 import * as ClusterWake from "./ClusterWake.js"
 import { usageProblem } from "./Tasks.js"
 import { traceparentOf } from "../internal/util/traceContext.js"
 import * as Handlers from "./Handlers.js"
-import type { Limits, Options } from "./Options.js"
+import { type Limits, limitsOf, type Options } from "./Options.js"
 import * as Parts from "./Parts.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -134,7 +136,11 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
       reason: Schema.optional(Schema.String)
     },
     error: Schema.Union(UnknownTask, NoPendingTaskApproval, ApprovalsNeedJournal)
-  })
+  }),
+  // Stops the task (the `exec_agent` call that started it ended first). Persisted, as `Run`: a runner
+  // that dies with it unread leaves it to the next owner of the task's shard.
+  Rpc.make("Stop", { payload: { agentId: Schema.String, reason: Schema.String }, primaryKey: () => "stop" })
+    .annotate(ClusterSchema.Persisted, true)
 ])
 
 // ---------------------------------------------------------------------------------------------
@@ -307,6 +313,10 @@ const attachedHere = (
 /** The entities' handlers, on this runner's parts: what a runner does for the shards it owns. */
 const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, registry: Registry) =>
   Layer.mergeAll(
+    // The agent's watchers live where its registrations do: its entity is held first (see `layerEntity`).
+    Layer.unwrapEffect(Effect.map(AgentEntity.client, (agents) =>
+      ClusterAgentCalls.layerEntity({ ...parts, live: parts.agents.live }, (agentId) =>
+        Effect.ignore(agents(agentId).Tools({ processId: "" }))))),
     AgentEntity.toLayer(Effect.gen(function*() {
       // This runner now holds the agent: its processes and its budget's window as the database has them.
       const { entityId: agentId } = yield* Entity.CurrentAddress
@@ -343,7 +353,8 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
         Effect.zipRight(
           tasks.heldBy(payload.agentId, address.entityId),
           parts.tasks.decide(payload.agentId, { ...payload, taskId: address.entityId })
-        )
+        ),
+      Stop: ({ address, payload }) => parts.tasks.stop(payload.agentId, address.entityId, payload.reason)
     }, { concurrency: "unbounded" })
   )
 
@@ -455,12 +466,15 @@ interface Here {
   readonly tasks: ClusterTasks.ClusterTasks
 }
 
+/** Whether the task's shard is this runner's. */
+const holdsShardOf = (sharding: Sharding.Sharding["Type"]) => (taskId: string): boolean => {
+  const entityId = EntityId.make(taskId)
+  return sharding.hasShardId(sharding.getShardId(entityId, TaskEntity.getShardGroup(entityId)))
+}
+
 const makeHere = (tasks: ClusterTasks.ClusterTasks) =>
   Effect.map(Sharding.Sharding, (sharding): Here => {
-    const holdsShard = (taskId: string) => {
-      const entityId = EntityId.make(taskId)
-      return sharding.hasShardId(sharding.getShardId(entityId, TaskEntity.getShardGroup(entityId)))
-    }
+    const holdsShard = holdsShardOf(sharding)
     return { holdsShard, owns: (taskId) => tasks.runsHere(taskId) && holdsShard(taskId), tasks }
   })
 
@@ -676,70 +690,86 @@ const followOn = (deps: {
  */
 const placementDraws = 64
 
-/** `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
-const clusterBackend = (
-  limits: Limits,
-  held: ClusterTasks.ClusterTasks,
-  placement: RunnerOptions["placement"]
-) => Effect.gen(function*() {
-  const agents = yield* AgentEntity.client
-  const tasks = yield* TaskEntity.client
-  const here = yield* makeHere(held)
-  const ids = yield* Ids
-  const journal = yield* Journal.Journal
-  const policy = yield* Timing
-  const { away, unreachable } = yield* watchDatabase
+/** A new task: whose, which process submitted it (or was given it), its prompt; its id, when fixed (`exec_agent`'s). */
+interface NewTask {
+  readonly agentId: string
+  readonly processId: string
+  readonly prompt: string
+  readonly taskId?: string | undefined
+}
 
-  const follow = followOn({ tasks, here, ids, policy, away, unreachable })
+/**
+ * Starting a task on the cluster, a submitted one or one an `exec_agent` call starts (ClusterAgentCalls.ts):
+ * admitted to the agent's limits, journaled with its starter's span (the runner that takes it up
+ * continues that trace), its `Run` sent to its owner; its id. While the database cannot be reached,
+ * each step waits for it, as the journal's statements do.
+ */
+const makeStart = (limits: Limits, placement: RunnerOptions["placement"]) =>
+  Effect.gen(function*() {
+    const agents = yield* AgentEntity.client
+    const tasks = yield* TaskEntity.client
+    const holdsShard = holdsShardOf(yield* Sharding.Sharding)
+    const ids = yield* Ids
+    const journal = yield* Journal.Journal
 
-  /**
-   * A new task's id. Placed by its submitter (the default, `RunnerOptions.placement`): drawn until its
-   * shard is one this runner holds (up to `placementDraws` draws), so that its loop, its events and
-   * its answers stay in this process (`Here`) rather than go through the engine to another runner
-   * and back. Its shard moves as any other (a runner dies or joins), and the follower then attaches
-   * through the engine. Still a random id: the draw leaves out the shards held elsewhere, about
-   * log2(runners) bits of its 122.
-   */
-  const placed = (): string => {
-    let taskId = ids.make("task")
-    if (placement === "id") return taskId
-    for (let draw = 1; draw < placementDraws && !here.holdsShard(taskId); draw++) taskId = ids.make("task")
-    return taskId
-  }
-
-  /**
-   * A new task, admitted to the agent's limits, journaled with its submitter's span (the runner that
-   * takes it up continues that trace), its `Run` sent to its owner; its id. While the database cannot
-   * be reached, each step waits for it, as the journal's statements do.
-   */
-  const started = ({ agentId, processId, prompt }: { readonly agentId: string; readonly processId: string; readonly prompt: string }) =>
-    Effect.gen(function*() {
-      yield* admit(journal, limits, agentId, prompt)
-      const tools = yield* orDieOnEngine(SqlStore.whileBusy(agents(agentId).Tools({ processId })))
-      // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
-      const taskId = placed()
-      const traceparent = Option.getOrUndefined(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
-      yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
-      yield* orDieOnEngine(SqlStore.whileBusy(tasks(taskId).Run({ agentId }, { discard: true })))
+    /**
+     * A new task's id. Placed by its submitter (the default, `RunnerOptions.placement`): drawn until its
+     * shard is one this runner holds (up to `placementDraws` draws), so that its loop, its events and
+     * its answers stay in this process (`Here`) rather than go through the engine to another runner
+     * and back. Its shard moves as any other (a runner dies or joins), and the follower then attaches
+     * through the engine. Still a random id: the draw leaves out the shards held elsewhere, about
+     * log2(runners) bits of its 122.
+     */
+    const placed = (): string => {
+      let taskId = ids.make("task")
+      if (placement === "id") return taskId
+      for (let draw = 1; draw < placementDraws && !holdsShard(taskId); draw++) taskId = ids.make("task")
       return taskId
-    })
+    }
 
-  return {
-    register: ({ agentId, ...payload }) => orDieOnEngine(agents(agentId).Register(payload)),
-    heartbeat: ({ agentId, ...payload }) => orDieOnEngine(agents(agentId).Heartbeat(payload)),
-    deregister: ({ agentId, processId }) => orDieOnEngine(agents(agentId).Deregister({ processId })),
-    submit: (payload) =>
-      Effect.flatMap(
-        started(payload),
-        (taskId) => follow(payload.agentId, taskId, payload.events, payload.connection, Effect.die, true)
-      ),
-    attach: ({ agentId, connection, events, taskId }) => follow(agentId, taskId, events, connection, Effect.fail),
-    complete: completeOn(tasks, here),
-    decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision })),
-    // Agent calls are not built in cluster mode yet (exec_agent says so): a watch stays open and empty.
-    watchAssignments: () => Mailbox.make<Assignment>()
-  } satisfies Handlers.Backend
-})
+    return ({ agentId, processId, prompt, ...fixed }: NewTask) =>
+      Effect.gen(function*() {
+        yield* admit(journal, limits, agentId, prompt)
+        const tools = yield* orDieOnEngine(SqlStore.whileBusy(agents(agentId).Tools({ processId })))
+        // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
+        const taskId = fixed.taskId ?? placed()
+        const traceparent = Option.getOrUndefined(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
+        yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
+        yield* orDieOnEngine(SqlStore.whileBusy(tasks(taskId).Run({ agentId }, { discard: true })))
+        return taskId
+      })
+  })
+
+/** Starts a task on the cluster, as `makeStart` gives it. */
+type Start = Effect.Effect.Success<ReturnType<typeof makeStart>>
+
+/** `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
+const clusterBackend = (held: ClusterTasks.ClusterTasks, started: Start) =>
+  Effect.gen(function*() {
+    const agents = yield* AgentEntity.client
+    const tasks = yield* TaskEntity.client
+    const here = yield* makeHere(held)
+    const ids = yield* Ids
+    const policy = yield* Timing
+    const { away, unreachable } = yield* watchDatabase
+    const follow = followOn({ tasks, here, ids, policy, away, unreachable })
+
+    return {
+      register: ({ agentId, ...payload }) => orDieOnEngine(agents(agentId).Register(payload)),
+      heartbeat: ({ agentId, ...payload }) => orDieOnEngine(agents(agentId).Heartbeat(payload)),
+      deregister: ({ agentId, processId }) => orDieOnEngine(agents(agentId).Deregister({ processId })),
+      submit: (payload) =>
+        Effect.flatMap(
+          started(payload),
+          (taskId) => follow(payload.agentId, taskId, payload.events, payload.connection, Effect.die, true)
+        ),
+      attach: ({ agentId, connection, events, taskId }) => follow(agentId, taskId, events, connection, Effect.fail),
+      complete: completeOn(tasks, here),
+      decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision })),
+      // A process watches on the runner it is connected to; its tasks come from the owner of its agent's shard.
+      watchAssignments: ClusterAgentCalls.watchOn(yield* ClusterAgentCalls.AssignmentsEntity.client)
+    } satisfies Handlers.Backend
+  })
 
 // ---------------------------------------------------------------------------------------------
 // Layers.
@@ -755,7 +785,17 @@ const clusterBackend = (
 export const layerHandlers = (options: Options & { readonly runner?: RunnerOptions | undefined }) =>
   Layer.scopedContext(Effect.gen(function*() {
     const journal = runnerJournal(yield* Journal.Journal)
-    const parts = yield* Parts.makeParts(options, journal, "cluster")
+    const started = yield* makeStart(limitsOf(options), options.runner?.placement)
+    const taskEntities = yield* TaskEntity.client
+    // Agent calls on the cluster: the task a call starts is started as a submitted one, stopped by its owner.
+    const engine: ClusterAgentCalls.Engine = {
+      assignments: yield* ClusterAgentCalls.AssignmentsEntity.client,
+      start: (task) => Effect.asVoid(started(task)),
+      stop: (agentId, taskId, reason) =>
+        orDieOnEngine(SqlStore.whileBusy(taskEntities(taskId).Stop({ agentId, reason }, { discard: true }))),
+      journal: yield* Journal.Journal
+    }
+    const parts = yield* Parts.makeParts(options, journal, (local) => ClusterAgentCalls.host(local, engine))
     const tasks = yield* ClusterTasks.make(parts.tasks, journal)
     const registry = yield* makeRegistry
     // A process silent for `evictSilentAfter` intervals is forgotten by the database too.
@@ -766,7 +806,7 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
     ))
     // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
     yield* Layer.build(layerEntities(parts, tasks, registry))
-    const backend = yield* clusterBackend(parts.limits, tasks, options.runner?.placement)
+    const backend = yield* clusterBackend(tasks, started)
     return yield* Layer.build(Handlers.layerOf(backend, parts, options))
   }))
 

@@ -59,12 +59,13 @@ const sweep = (
 /**
  * The parts of the platform in this process, in their start order (stopped in the reverse one):
  * the agents, the tasks' loops, the redelivery and the retention sweep. A cluster runner (Cluster.ts)
- * has them too, for the agents and tasks whose shards it owns.
+ * has them too, for the agents and tasks whose shards it owns; its tasks run agent calls on the
+ * cluster (`cluster`, given the host of the agents and assignments held here).
  */
 export const makeParts = (
   options: Options,
   journal: Journal.Journal["Type"] | undefined,
-  mode: "embedded" | "cluster" = "embedded"
+  cluster?: (local: AgentCalls.Host) => AgentCalls.Host
 ) =>
   Effect.gen(function*() {
     const problems = AgentCalls.agentCallsProblems(options)
@@ -77,17 +78,12 @@ export const makeParts = (
     )
     const agents = makeAgents(limits, StrictSchema.isProvider(provider) ? provider : undefined)
     const assignments = AgentCalls.makeAssignments()
-    // A cluster's processes watch on many runners, its tasks live on any: not built there yet.
-    const host = AgentCalls.makeHost(
-      options,
-      agents,
-      assignments,
-      mode === "cluster" ? "exec_agent is not supported in cluster mode yet; no task was started" : undefined
-    )
-    const tasks = yield* makeTasks(options, limits, journal, host)
+    // The processes watching here; in cluster mode, those of the agents whose shards this runner holds.
+    const host = AgentCalls.makeHost(options, agents, assignments)
+    const tasks = yield* makeTasks(options, limits, journal, cluster === undefined ? host : cluster(host))
     yield* redeliver(tasks, policy.redelivery)
     yield* sweep({ agents, tasks, journal }, limits, policy.platformSweep)
-    return { limits, agents, tasks, assignments }
+    return { limits, agents, tasks, assignments, host }
   })
 
 /** The platform's parts, as `makeParts` gives them. */

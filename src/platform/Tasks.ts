@@ -872,7 +872,8 @@ const makeChildren = (
   return {
     /** The platform's tools for `task` (none when its agent may call no other). */
     toolsOf: (task: Task): ReadonlyArray<Tool.Any> =>
-      AgentCalls.toolsFor(task.agentId, host, () => book.clock.unsafeCurrentTimeMillis(), execute(task))
+      // In cluster mode the other agent's task is a cluster task, run wherever its shard is (the host's `execute`).
+      AgentCalls.toolsFor(task.agentId, host, () => book.clock.unsafeCurrentTimeMillis(), host.execute?.(task) ?? execute(task))
   }
 }
 
@@ -968,6 +969,13 @@ export const makeTasks = (
         }),
       complete: completeOf(book, config),
       decide: decideOf(book, loops),
+      /**
+       * Stops the agent's task for `reason` (held here, taken up from the journal if need be), as an
+       * `exec_agent` call past its deadline stops the task it started (cluster mode: on the task's owner).
+       */
+      stop: (agentId: string, taskId: string, reason: string): Effect.Effect<void> =>
+        Effect.flatMap(Effect.option(held(agentId, taskId)), (task) =>
+          Option.isSome(task) ? stop(book, task.value, reason) : Effect.void),
       takeBack,
       ...upkeep(book, yield* Metrics.Exporting),
       /** The task, held here (taken up from the journal if need be); undefined if the journal does not hold it. */

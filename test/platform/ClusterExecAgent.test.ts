@@ -1,76 +1,322 @@
 /**
- * Agents that call agents in cluster mode (design: Agents that call agents): not built there yet, and
- * said so: a task of an agent allowed to call another is offered `exec_agent`, which answers that it
- * is not supported in cluster mode and starts no task. A runner on a real PostgreSQL
- * (test/support/postgres.ts), serving processes over WebSocket.
+ * Agents that call agents in cluster mode (design: Agents that call agents, Cluster mode): two runners
+ * in this process on one real PostgreSQL (test/support/postgres.ts), agent-a's serving process
+ * connected to the first, agent-b's to the second. agent-a's task's `exec_agent` starts a cluster task
+ * of agent-b, given to agent-b's process through the runner it watches on, whatever runner holds
+ * agent-b's shard or the child's; the parent, on its own runner, gets the child's answer. Also: the
+ * refusals (an agent not allowed, none of its processes watching, its limits over the cluster), the
+ * child stopped past the call's deadline, and the parent's runner stopped mid-call, as a deploy
+ * stops it and by SIGKILL (a runner process of its own, test/support/clusterExecAgentChild.ts).
  */
 import { assert, layer } from "@effect/vitest"
+import * as Sharding from "@effect/cluster/Sharding"
+import * as ShardId from "@effect/cluster/ShardId"
+import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Logger, LogLevel, Redacted, Schedule, Schema } from "effect"
-import { LanguageModel, PlatformServer, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
+import { Context, Deferred, type Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Redacted, Schedule, Schema, Scope, Stream } from "effect"
+import { LanguageModel, PlatformServer, type Protocol, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
+import * as Journal from "../../src/Journal.js"
 import * as Cluster from "../../src/platform/Cluster.js"
+import * as ClusterAgentCalls from "../../src/platform/ClusterAgentCalls.js"
+import { type Child, startChild } from "../support/childProcess.js"
+import { childPrompt, router } from "../support/execAgentRouter.js"
 import { clientLayer } from "../support/platform.js"
 import * as Pg from "../support/postgres.js"
 
-const tokens = new Map([["tok-a", "agent-a"], ["tok-b", "agent-b"]])
+const tokens = new Map([["tok-a", "agent-a"], ["tok-b", "agent-b"], ["tok-c", "agent-c"]])
 
 const policy = Timing.layer({
   redelivery: Schedule.spaced("1 second"),
   reconnect: Schedule.spaced("100 millis").pipe(Schedule.intersect(Schedule.recurs(300)))
 })
 
-/** The tool results the model read, as `id=content` (errors `id!content`). */
-const resultsOf = (request: LanguageModel.ModelRequest) =>
-  request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [`${m.toolCallId}${m.isError ? "!" : "="}${m.content}`] : [])
+/** A new database on the server, for one test (runners of an earlier test must not linger in its tables). */
+let databases = 0
+const freshDatabase = Effect.gen(function*() {
+  const server = yield* Pg.Postgres
+  const sql = yield* SqlClient.SqlClient
+  const name = `exec_agent_${++databases}`
+  yield* sql.unsafe(`CREATE DATABASE ${name}`)
+  const url = server.url.replace(/\/[^/]+$/, `/${name}`)
+  yield* Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(url) }))
+  return url
+}).pipe(Effect.orDie)
 
-/** Turn 1: `list_agents`; turn 2: `exec_agent` on agent-b; turn 3: what the model read. */
-const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
-  { toolCalls: [{ id: "a1", name: "list_agents", arguments: "{}" }] },
-  { toolCalls: [{ id: "a2", name: "exec_agent", arguments: JSON.stringify({ agent: "agent-b", prompt: "Say hello." }) }] },
-  (request) => ({ text: resultsOf(request).join(" | ") })
-]
+/** The runners' options: agent-a allowed to call agent-b, and what a test adds. */
+interface RunnerOptions {
+  readonly agentCallTimeout?: Duration.DurationInput
+  readonly maxTasksPerAgent?: number
+}
 
-/** A serving process of `agentId` with one tool, `name`, that counts its runs in `runs`. */
-const servingProcess = (url: string, agentId: string, token: string, name: string, runs: Array<string>) =>
+/**
+ * A runner on the database at `url`, in `scope` (a test may close it before its end, as a deploy
+ * stops a runner), its model `router`: its context, with its `Sharding`.
+ */
+const runnerOn = (url: string, options: RunnerOptions, scope: Scope.Scope) =>
+  Effect.flatMap(Effect.promise(() => Pg.freePort()), (port) =>
+    Layer.buildWithScope(PlatformServer.layerWebSocket({ port: 0 }).pipe(
+      Layer.provideMerge(Cluster.layerHandlers({ tokens, agentCalls: { "agent-a": ["agent-b"] }, ...options })),
+      Layer.provideMerge(Cluster.layerSharding({ port, shardsPerGroup: 30 })),
+      Layer.provide(Journal.layerSqlClient),
+      Layer.provide(LanguageModel.layerScripted([router], { repeat: true })),
+      Layer.provide(PgClient.layer({ url: Redacted.make(url) })),
+      Layer.provide(policy),
+      Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
+    ), scope))
+
+/** How many of the 30 shards the runner holds. */
+const shardsOf = (runner: Context.Context<Sharding.Sharding>) =>
+  Array.from({ length: 30 }, (_, i) => ShardId.make("default", i + 1))
+    .filter((shard) => Context.get(runner, Sharding.Sharding).hasShardId(shard)).length
+
+/** Waits until `shared` holds of the runners' shard counts (a shard moved mid-test moves its tasks and watchers). */
+const sharedOut = (runners: ReadonlyArray<Context.Context<Sharding.Sharding>>, shared: (counts: Array<number>) => boolean) =>
+  Effect.sync(() => runners.map(shardsOf)).pipe(
+    Effect.repeat({ until: shared, schedule: Schedule.spaced("100 millis") }),
+    Effect.timeout("30 seconds"),
+    Effect.orDie
+  )
+
+/** Two runners on the database at `url`, each in a scope of its own, once they share the shards out. */
+const twoRunners = (url: string, options: RunnerOptions = {}) =>
+  Effect.gen(function*() {
+    const scopes = yield* Effect.all([0, 1].map(() =>
+      Effect.acquireRelease(Scope.make(), (scope) => Scope.close(scope, Exit.void))
+    ))
+    const runners = yield* Effect.all(scopes.map((scope) => runnerOn(url, options, scope)), { concurrency: "unbounded" })
+    yield* sharedOut(runners, (counts) => counts.every((n) => n >= 13))
+    const urls = yield* Effect.forEach(runners, (runner) => Effect.provide(PlatformServer.url, runner))
+    const states = runners.map((runner) => Context.get(runner, PlatformServer.PlatformState))
+    return { urls, states, scopes }
+  })
+
+/** agent-b's tool: looks an order up, counting its runs in `runs`; takes `takes`, and waits for `gate` if given. */
+const lookupTool = (runs: Array<string>, takes: Duration.DurationInput = "0 millis", gate?: Deferred.Deferred<void>) =>
+  Tool.make("lookup", {
+    description: "Looks an order up.",
+    input: { orderId: Schema.String },
+    output: Schema.String,
+    timeout: "30 seconds"
+  }, ({ orderId }) =>
+    Effect.zipRight(
+      Effect.sync(() => runs.push(`lookup ${orderId}`)),
+      Effect.as(Effect.zipRight(Effect.sleep(takes), gate === undefined ? Effect.void : Deferred.await(gate)), `order ${orderId}: shipped`)
+    ))
+
+/** agent-a's own tool, never called here. */
+const noteTool = (runs: Array<string>) =>
+  Tool.make("note", { description: "Takes a note.", input: { text: Schema.String }, timeout: "10 seconds" }, ({ text }) =>
+    Effect.sync(() => void runs.push(`note ${text}`)))
+
+/** A serving process of `agentId` serving `tool`, connected to the runner at `url`, for the test's scope. */
+const servingProcess = <T extends Tool.Any>(url: string, agentId: string, token: string, tool: T) =>
   Effect.gen(function*() {
     const client = yield* Layer.build(clientLayer({ url, agentId, token }, policy))
-    const tool = Tool.make(name, { description: `Does ${name}.`, input: {}, output: Schema.String, timeout: "10 seconds" }, () =>
-      Effect.sync(() => (runs.push(name), name)))
     return yield* Serve.make(yield* Toolkit.make(tool), { shutdownGrace: "100 millis" }).pipe(Effect.provide(client))
   })
 
+/** Waits until the runner that holds `agentId`'s shard sees a process of it watching for tasks to run. */
+const watching = (states: ReadonlyArray<PlatformServer.PlatformState["Type"]>, agentId: string) =>
+  Effect.forEach(states, (state) => state.watchingProcesses(agentId)).pipe(
+    Effect.repeat({ until: (seen) => seen.some((processes) => processes.length > 0), schedule: Schedule.spaced("50 millis") }),
+    Effect.timeout("15 seconds"),
+    Effect.orDie
+  )
+
+/** The tasks of `agentId` the cluster's journal holds (ended or not). */
+const journaledTasks = (url: string, agentId: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const sql = Context.get(yield* Layer.build(Pg.pgClient(url, { maxConnections: 1 })), PgClient.PgClient)
+    const rows = yield* sql<{ readonly task_id: string }>`SELECT task_id FROM journal_tasks WHERE agent_id = ${agentId}`
+    return rows.map((row) => row.task_id)
+  })).pipe(Effect.orDie)
+
+/** How an event reads in an assertion. */
+const described = (event: Protocol.TaskEvent): string | undefined => {
+  switch (event._tag) {
+    case "SubTaskStarted":
+      return `sub-task ${event.agentId} of ${event.toolCallId}`
+    case "SubTaskEnded":
+      return `sub-task of ${event.toolCallId} ${event.outcome}`
+    case "TaskCompleted":
+      return "done"
+    case "TaskFailed":
+      return `failed ${event.reason}`
+    default:
+      return undefined
+  }
+}
+
 layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("exec_agent in cluster mode", (it) => {
-  it.scoped("exec_agent says it is not supported in cluster mode and starts no task of the other agent", () =>
+  it.scoped("agent-a's task on runner 1 runs agent-b's task, whose tool agent-b's process on runner 2 runs once; the parent gets the answer", () =>
     Effect.gen(function*() {
-      const url = (yield* Pg.Postgres).url
-      yield* Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(url) }))
-      const port = yield* Effect.promise(() => Pg.freePort())
-      const context = yield* Layer.build(
-        PlatformServer.layerWebSocket({ port: 0 }).pipe(
-          Layer.provideMerge(
-            Cluster.layer({ tokens, agentCalls: { "agent-a": ["agent-b"] }, runner: { port, shardsPerGroup: 30 } })
-          ),
-          Layer.provideMerge(LanguageModel.layerScripted(script)),
-          Layer.provide(PgClient.layer({ url: Redacted.make(url) })),
-          Layer.provide(policy),
-          Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
-        )
-      )
-      const platformUrl = yield* Effect.provide(PlatformServer.url, context)
+      const url = yield* freshDatabase
+      const { states, urls } = yield* twoRunners(url)
       const bRuns: Array<string> = []
-      yield* servingProcess(platformUrl, "agent-b", "tok-b", "greet", bRuns)
-      const a = yield* servingProcess(platformUrl, "agent-a", "tok-a", "note", [])
-      const output = yield* a.runTask("Ask agent-b to say hello.")
-      assert.include(output, "not supported in cluster mode yet")
+      const aRuns: Array<string> = []
+      yield* servingProcess(urls[1]!, "agent-b", "tok-b", lookupTool(bRuns))
+      yield* watching(states, "agent-b")
+      const a = yield* servingProcess(urls[0]!, "agent-a", "tok-a", noteTool(aRuns))
+      const events = [...yield* Stream.runCollect(a.submitTask("Ask agent-b about order A-1."))]
+      const last = events[events.length - 1]
+      assert.strictEqual(last?._tag, "TaskCompleted", JSON.stringify(last))
+      const output = last?._tag === "TaskCompleted" ? last.output : ""
+      assert.include(output, `"agent":"agent-b","connected":true,"tools":["lookup"]`)
+      assert.include(output, `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      assert.deepStrictEqual(aRuns, [])
+      assert.deepStrictEqual(events.map(described).filter((d) => d !== undefined), [
+        "sub-task agent-b of a2",
+        "sub-task of a2 completed",
+        "done"
+      ])
+      // The child is a cluster task of agent-b, journaled under the id the call gives it.
+      assert.deepStrictEqual(yield* journaledTasks(url, "agent-b"), [`${last?.taskId}/a2`])
+    }), { timeout: 60_000 })
+
+  it.scoped("an exec_agent of an agent the rules do not allow is refused and starts no task; list_agents sees agent-b's process on the other runner", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      const { states, urls } = yield* twoRunners(url)
+      const cRuns: Array<string> = []
+      yield* servingProcess(urls[1]!, "agent-b", "tok-b", lookupTool([]))
+      yield* servingProcess(urls[1]!, "agent-c", "tok-c", lookupTool(cRuns))
+      yield* watching(states, "agent-b")
+      yield* watching(states, "agent-c")
+      const a = yield* servingProcess(urls[0]!, "agent-a", "tok-a", noteTool([]))
+      const output = yield* a.runTask("Ask agent-c about order A-1.")
+      assert.include(output, `a1=[{"agent":"agent-b","connected":true,"tools":["lookup"]}]`)
       assert.include(
         output,
-        "a2!AgentCallFailed: exec_agent agent-b: exec_agent is not supported in cluster mode yet; no task was started"
+        "a2!AgentCallFailed: exec_agent agent-c: agent agent-a may not run tasks of agent agent-c: the platform's agentCalls lets it " +
+          "run only agent-b; no task was started"
       )
-      assert.deepStrictEqual(bRuns, [])
-      const requests = yield* Effect.flatMap(LanguageModel.Scripted, (s) => s.requests).pipe(Effect.provide(context))
-      assert.strictEqual(requests.length, 3)
-      assert.deepStrictEqual(requests[0]!.tools.map((t) => t.name).sort(), ["exec_agent", "list_agents", "note"])
-      const state = Context.get(context, PlatformServer.PlatformState)
-      assert.strictEqual((yield* state.agentUsage("agent-b")).tasks, 0)
-    }).pipe(Effect.provide(policy)), { timeout: 90_000 })
+      assert.deepStrictEqual(cRuns, [])
+      assert.deepStrictEqual(yield* journaledTasks(url, "agent-c"), [])
+      assert.deepStrictEqual(yield* journaledTasks(url, "agent-b"), [])
+    }), { timeout: 60_000 })
+
+  it.scoped("past the exec_agent call's deadline the child task is stopped by its owner, whichever runner that is", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      const { states, urls } = yield* twoRunners(url, { agentCallTimeout: "2 seconds" })
+      const bRuns: Array<string> = []
+      const b = yield* servingProcess(urls[1]!, "agent-b", "tok-b", lookupTool(bRuns, "20 seconds"))
+      yield* watching(states, "agent-b")
+      const a = yield* servingProcess(urls[0]!, "agent-a", "tok-a", noteTool([]))
+      const events = [...yield* Stream.runCollect(a.submitTask("Ask agent-b about order A-1."))]
+      const last = events[events.length - 1]
+      const output = last?._tag === "TaskCompleted" ? last.output : ""
+      assert.include(output, "a2!exec_agent timed out after", output)
+      assert.notInclude(output, "shipped")
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      // The child's end, as agent-b's process sees it through its runner: stopped, saying by what.
+      const ended = yield* Effect.flip(b.runAttached(`${last?.taskId}/a2`)).pipe(Effect.timeout("15 seconds"))
+      assert.strictEqual(ended._tag, "TaskFailedError")
+      assert.include(ended.message, `the exec_agent call that started it (task ${last?.taskId}, call a2) ended first`)
+      assert.deepStrictEqual(events.map(described).filter((d) => d !== undefined), ["sub-task agent-b of a2", "done"])
+    }), { timeout: 60_000 })
+
+  it.scoped("the runner of the parent stops mid-call: the parent goes on at the other runner with the same child; agent-b's tool runs once", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      const { scopes, states, urls } = yield* twoRunners(url)
+      const bRuns: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      yield* servingProcess(urls[1]!, "agent-b", "tok-b", lookupTool(bRuns, "0 millis", gate))
+      yield* watching(states, "agent-b")
+      // agent-a's process goes on to the second runner once the first is gone.
+      const a = yield* servingProcess(urls.join(","), "agent-a", "tok-a", noteTool([]))
+      const run = yield* Effect.fork(a.runTask("Ask agent-b about order A-1."))
+      yield* Effect.sync(() => bRuns.length).pipe(
+        Effect.repeat({ until: (n) => n > 0, schedule: Schedule.spaced("20 millis") }),
+        Effect.timeout("20 seconds")
+      )
+      // The parent's runner (its process submitted through it) stops, handing its shards over.
+      yield* Scope.close(scopes[0]!, Exit.void)
+      // The child still open while the parent is taken up at the other runner (about 1.5 s here): its
+      // call, run again, finds the child running and gives it again to agent-b's process, which runs nothing twice.
+      yield* Effect.sleep("4 seconds")
+      yield* Deferred.succeed(gate, undefined)
+      const output = yield* Fiber.join(run).pipe(Effect.timeout("45 seconds"))
+      assert.include(output, `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      // One child, the same one: the call run again on the other runner found it rather than start another.
+      assert.strictEqual((yield* journaledTasks(url, "agent-b")).length, 1)
+    }), { timeout: 90_000 })
+
+  it.scoped("exec_agent with no process of agent-b watching, or agent-b at its limits over the cluster, fails with the reason and starts no task", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      const { states, urls } = yield* twoRunners(url, { maxTasksPerAgent: 1 })
+      const a = yield* servingProcess(urls[0]!, "agent-a", "tok-a", noteTool([]))
+      const alone = yield* a.runTask("Ask agent-b about order A-1.")
+      assert.include(alone, `a1=[{"agent":"agent-b","connected":false,"tools":[]}]`)
+      assert.include(
+        alone,
+        "a2!AgentCallFailed: exec_agent agent-b: agent agent-b has no serving process connected (none watches for tasks to run); " +
+          "no task was started"
+      )
+      // agent-b's process on the other runner, its own task open (waiting for its tool): agent-b is at its one task.
+      const bRuns: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      const b = yield* servingProcess(urls[1]!, "agent-b", "tok-b", lookupTool(bRuns, "0 millis", gate))
+      yield* watching(states, "agent-b")
+      const own = yield* Effect.fork(b.runTask(childPrompt))
+      yield* Effect.sync(() => bRuns.length).pipe(
+        Effect.repeat({ until: (n) => n > 0, schedule: Schedule.spaced("20 millis") }),
+        Effect.timeout("20 seconds")
+      )
+      const limited = yield* a.runTask("Ask agent-b about order A-1.")
+      assert.include(limited, "a2!AgentCallFailed: exec_agent agent-b: ")
+      assert.include(limited, "the platform's maxTasksPerAgent is 1")
+      assert.include(limited, "; no task was started")
+      yield* Deferred.succeed(gate, undefined)
+      assert.include(yield* Fiber.join(own), "shipped")
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      // agent-b's own task alone: neither call started one.
+      assert.strictEqual((yield* journaledTasks(url, "agent-b")).length, 1)
+    }), { timeout: 60_000 })
+
+  it.scoped("SIGKILL of the parent's runner mid-call: the parent goes on at the other runner with the same child; agent-b's tool runs once", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      // The runner that dies is a process of its own; the one that lives, in this process.
+      const killedPort = yield* Effect.promise(() => Pg.freePort())
+      const doomed: Child = startChild("test/support/clusterExecAgentChild.ts", {
+        DATABASE_URL: url,
+        RUNNER_PORT: String(killedPort)
+      })
+      yield* Effect.addFinalizer(() => Effect.sync(() => doomed.process.kill("SIGKILL")))
+      const line = yield* Effect.promise(() => doomed.waitFor("listening:", 60_000))
+      assert.isDefined(line, `the runner did not start: ${doomed.lines.join("\n")}`)
+      const survivor = yield* runnerOn(url, {}, yield* Effect.scope)
+      // Both hold shards: the parent, submitted through the doomed runner, is placed there.
+      yield* sharedOut([survivor], ([n]) => n! >= 13 && n! <= 17)
+      const survivorUrl = yield* Effect.provide(PlatformServer.url, survivor)
+      const bRuns: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      yield* servingProcess(survivorUrl, "agent-b", "tok-b", lookupTool(bRuns, "0 millis", gate))
+      // agent-b's shard may be either runner's: its owner is asked, as exec_agent asks it, until it sees the process watch.
+      yield* Effect.provide(ClusterAgentCalls.AssignmentsEntity.client, survivor).pipe(
+        Effect.flatMap((assignments) => assignments("agent-b").Pick()),
+        Effect.repeat({ until: ({ processId }) => processId !== null, schedule: Schedule.spaced("50 millis") }),
+        Effect.timeout("15 seconds"),
+        Effect.orDie
+      )
+      const a = yield* servingProcess(`${line!.slice("listening:".length)},${survivorUrl}`, "agent-a", "tok-a", noteTool([]))
+      const run = yield* Effect.fork(a.runTask("Ask agent-b about order A-1."))
+      yield* Effect.sync(() => bRuns.length).pipe(
+        Effect.repeat({ until: (n) => n > 0, schedule: Schedule.spaced("20 millis") }),
+        Effect.timeout("20 seconds")
+      )
+      doomed.process.kill("SIGKILL")
+      // Its shards move once their locks expire (about 5 s): the parent's call runs again there meanwhile or after.
+      yield* Effect.sleep("8 seconds")
+      yield* Deferred.succeed(gate, undefined)
+      const output = yield* Fiber.join(run).pipe(Effect.timeout("60 seconds"))
+      assert.include(output, `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual(bRuns, ["lookup A-1"])
+      assert.strictEqual((yield* journaledTasks(url, "agent-b")).length, 1)
+    }), { timeout: 120_000 })
 })

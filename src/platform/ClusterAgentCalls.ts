@@ -1,0 +1,236 @@
+/**
+ * Agents that call agents in cluster mode (design: Agents that call agents, Cluster mode): the task an
+ * `exec_agent` call starts is a cluster task like a submitted one, given to a serving process of the
+ * other agent that watches for tasks on whichever runner its WebSocket is connected to.
+ *
+ * The routing: the watchers of an agent are held by the runner that owns the agent's shard, in its
+ * `Assignments` (AgentCalls.ts), through an entity of their own sharded by agent id (the same shard
+ * as the agent's registrations: `live` and `watching` are read in one place). A runner a process
+ * watches on opens a `Watch` stream to that entity for it and passes on what comes: the stream is the
+ * route back to that runner, so no runner needs to know where another's processes are connected.
+ * When a runner dies, each side goes on by itself: the owner of the agent's shard dying, the streams
+ * to it go quiet and each watching runner opens its stream again, to the next owner; the runner a
+ * process watched on dying, the process connects to another runner and watches there again (its new
+ * stream ends its old one, on the owner). Assignments are memory only: one lost with a runner leaves
+ * its task journaled and unassigned; its `exec_agent` call, run again on another runner, gives it
+ * again, and else waits for it to its deadline, and stops it.
+ *
+ * The child's end is read from the journal, where its owner writes it, whichever runner that is: the
+ * task's `Attach` would take the child over from the serving process running it (a task has one
+ * attachment). Past the call's deadline the child is stopped by its owner (the task entity's `Stop`).
+ */
+import * as Entity from "@effect/cluster/Entity"
+import * as Rpc from "@effect/rpc/Rpc"
+import { Clock, Data, Effect, Mailbox, Schedule, Schema, type Scope, Stream } from "effect"
+import * as Journal from "../Journal.js"
+import { followAlive } from "../Timing.js"
+import type { AgentLimitExceeded, Assignment, Caller } from "../protocol/Protocol.js"
+import { TaskEvent } from "../protocol/Protocol.js"
+import * as AgentCalls from "./AgentCalls.js"
+import { childTaskId } from "./Tasks.js"
+
+/** A task given to the watching process. */
+const Assigned = Schema.TaggedStruct("Assigned", { taskId: Schema.String })
+
+/** What the owner of the agent's shard sends a watching runner between assignments: a quiet stream is opened again. */
+const Alive = Schema.TaggedStruct("Alive", {})
+
+/**
+ * The processes of an agent that watch for tasks to run, on the runner that owns the agent's shard.
+ * The entity id is the agent id. Unbounded concurrency: each `Watch` stream stays open while its
+ * process watches (the agent's own entity, one message at a time, would be held by it).
+ */
+export const AssignmentsEntity = Entity.make("agent-tools/Assignments", [
+  Rpc.make("Watch", { payload: { processId: Schema.String }, success: Schema.Union(Assigned, Alive), stream: true }),
+  // A live process that watches, taken in turn (none: null), and the agent's tools, for `list_agents` and `exec_agent`.
+  Rpc.make("Pick", {
+    success: Schema.Struct({ processId: Schema.NullOr(Schema.String), tools: Schema.Array(Schema.String) })
+  }),
+  Rpc.make("Assign", { payload: { processId: Schema.String, taskId: Schema.String }, success: Schema.Boolean })
+])
+
+type Client = Effect.Effect.Success<typeof AssignmentsEntity.client>
+
+/**
+ * The entity's handlers, on the host, assignments and agents of the runner that owns the agent's shard.
+ * `agentHeld` first has that runner hold the agent itself (its entity reads its live processes from
+ * the database), so that a move of the shard forgets no process before its next heartbeat.
+ *
+ * A `Watch` whose runner died may never be told to stop (the engine ends a request only when its
+ * sender says so): its stream ends when its process watches again (through the runner it reconnected
+ * to), and at the first `Alive` once its process is no longer live (deregistered, or silent past
+ * `evictSilentAfter`), so that no dead stream stays.
+ */
+export const layerEntity = (
+  deps: {
+    readonly host: AgentCalls.Host
+    readonly assignments: AgentCalls.Assignments
+    readonly live: (agentId: string, now: number) => ReadonlyArray<{ readonly processId: string }>
+  },
+  agentHeld: (agentId: string) => Effect.Effect<void>
+) =>
+  AssignmentsEntity.toLayer(
+    Effect.gen(function*() {
+      const { entityId: agentId } = yield* Entity.CurrentAddress
+      const { assignments, host, live } = deps
+      yield* agentHeld(agentId)
+      const alive = (processId: string) =>
+        Stream.tick(followAlive.every).pipe(
+          Stream.mapEffect(() => Clock.currentTimeMillis),
+          Stream.takeWhile((now) => live(agentId, now).some((p) => p.processId === processId)),
+          Stream.as(Alive.make({}))
+        )
+      return AssignmentsEntity.of({
+        Watch: ({ payload: { processId } }) =>
+          Stream.unwrapScoped(Effect.map(
+            assignments.watch({ agentId, processId }, true),
+            (mailbox) =>
+              Stream.merge(
+                Stream.map(Mailbox.toStream(mailbox), ({ taskId }) => Assigned.make({ taskId })),
+                alive(processId),
+                { haltStrategy: "either" }
+              )
+          )),
+        Pick: () =>
+          Effect.map(Clock.currentTimeMillis, (now) => ({
+            processId: host.pick(agentId, now) ?? null,
+            tools: host.toolsOf(agentId, "", now).map((tool) => tool.entry.name)
+          })),
+        Assign: ({ payload }) => Effect.sync(() => host.assign(agentId, payload.processId, payload.taskId))
+      })
+    }),
+    { concurrency: "unbounded" }
+  )
+
+/** The stream from the owner of the agent's shard went quiet: opened again. */
+class Quiet extends Data.TaggedError("Quiet") {}
+
+/** The child task has not ended yet: its journal is read again. */
+class Open extends Data.TaggedError("Open") {}
+
+/**
+ * `WatchAssignments` on the runner the process is connected to: the tasks given to it, from the owner
+ * of its agent's shard, for as long as the scope lives; the stream to the owner is opened again
+ * whenever it breaks, ends or goes quiet past `followAlive.within` (the shard moved).
+ */
+export const watchOn = (assignments: Client) =>
+(caller: Caller): Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const out = yield* Mailbox.make<Assignment>()
+    const once = assignments(caller.agentId).Watch({ processId: caller.processId }).pipe(
+      Stream.timeoutFail(() => new Quiet(), followAlive.within),
+      Stream.runForEach((item) => item._tag === "Assigned" ? out.offer({ taskId: item.taskId }) : Effect.void),
+      Effect.catchAllCause((cause) =>
+        Effect.logDebug(`agent ${caller.agentId}: the watch of process ${caller.processId} is opened again`, cause)
+      )
+    )
+    yield* Effect.forkScoped(Effect.repeat(once, Schedule.spaced(followAlive.every)))
+    return out
+  })
+
+/** What a runner's cluster does for the agent calls: start a cluster task, and stop one on its owner. */
+export interface Engine {
+  /** The assignments' entity client. */
+  readonly assignments: Client
+  /** Journals a new task of the agent's (admitted to its limits over the cluster) and sends its `Run`. */
+  readonly start: (
+    task: { readonly taskId: string; readonly agentId: string; readonly processId: string; readonly prompt: string }
+  ) => Effect.Effect<void, AgentLimitExceeded>
+  /** Has the task's owner stop it for `reason`, wherever it runs. */
+  readonly stop: (agentId: string, taskId: string, reason: string) => Effect.Effect<void>
+  /** The cluster's journal. */
+  readonly journal: Journal.Journal["Type"]
+}
+
+/** An ended task's final event as the journal keeps it, if it does. */
+const FinalJson = Schema.UndefinedOr(Schema.parseJson(TaskEvent))
+
+/** How often the journal is read for the child's end: soon at first, then every second. */
+const endPolled = Schedule.exponential("100 millis", 1.5).pipe(Schedule.union(Schedule.spaced("1 second")))
+
+/**
+ * The host of a runner's tasks: `local`'s rules, and `list_agents` and `exec_agent` on the cluster.
+ * A call run again (its task taken up by another runner) finds the task it started in the journal
+ * and waits for it rather than start another.
+ */
+export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host => {
+  const { assignments, journal } = engine
+  const failed = (agentId: string, reason: string) => new AgentCalls.AgentCallFailed({ agentId, reason })
+  const unreachable = (agentId: string) => (error: { readonly message: string }) =>
+    failed(agentId, `the runner that holds agent ${agentId} could not be reached (${error.message}); no task was started`)
+
+  /** Gives the task to the process again, until it watches (up to `followAlive.within` and a little more). */
+  const givenAgain = (agentId: string, processId: string, taskId: string) =>
+    Effect.orElseSucceed(assignments(agentId).Assign({ processId, taskId }), () => false).pipe(
+      Effect.repeat({ until: (given) => given, schedule: Schedule.spaced("500 millis"), times: 15 })
+    )
+
+  /** The child `taskId` of the call: started and given to a watching process, or found in the journal. */
+  const childOf = (taskId: string, agentId: string, prompt: string) =>
+    Effect.gen(function*() {
+      const known = yield* Effect.orDie(journal.run(taskId))
+      if (known !== undefined && known.agentId !== agentId) {
+        return yield* failed(agentId, `this call started task ${taskId} of agent ${known.agentId} already`)
+      }
+      if (known !== undefined) {
+        // Given again to its process, in case a runner lost the first giving (a process that follows it
+        // already takes it up afresh), beside the wait: its watch may be on its way to the next owner.
+        if (Journal.isOpen(known)) yield* Effect.fork(givenAgain(agentId, known.processId, taskId))
+        return false
+      }
+      const { processId } = yield* Effect.mapError(assignments(agentId).Pick(), unreachable(agentId))
+      if (processId === null) {
+        return yield* failed(
+          agentId,
+          `agent ${agentId} has no serving process connected (none watches for tasks to run); no task was started`
+        )
+      }
+      yield* Effect.mapError(
+        engine.start({ taskId, agentId, processId, prompt }),
+        (refused) => failed(agentId, `${refused.message}; no task was started`)
+      )
+      const given = yield* Effect.orElseSucceed(assignments(agentId).Assign({ processId, taskId }), () => false)
+      if (!given) yield* Effect.logWarning(`task ${taskId}: process ${processId} of agent ${agentId} no longer watches`)
+      return true
+    })
+
+  /** The child's final event, once its owner journaled it (undefined: the journal no longer holds it). */
+  const endOf = (taskId: string): Effect.Effect<TaskEvent | undefined> =>
+    Effect.flatMap(Effect.orDie(journal.run(taskId)), (run) =>
+      run !== undefined && Journal.isOpen(run) ? Effect.fail(new Open()) : Effect.succeed(run)).pipe(
+        // The schedule never ends: `Open` is never its outcome.
+        Effect.retry(endPolled),
+        Effect.orDie,
+        Effect.flatMap((run) => Effect.orDie(Schema.decode(FinalJson)(run?.final)))
+      )
+
+  const execute = (parent: AgentCalls.Parent): AgentCalls.Execute => (call, agentId, prompt) =>
+    Effect.gen(function*() {
+      const { toolCallId } = call
+      const child = childTaskId(parent.taskId, toolCallId)
+      if (yield* childOf(child, agentId, prompt)) {
+        yield* Effect.logInfo(`task ${parent.taskId}: call ${toolCallId} started task ${child} of agent ${agentId}`)
+      }
+      parent.emit({ _tag: "SubTaskStarted", taskId: parent.taskId, toolCallId, childTaskId: child, agentId })
+      // Past the call's deadline, or its task stopped: the child is stopped too. At shutdown it is left to the journal.
+      const why = `the exec_agent call that started it (task ${parent.taskId}, call ${toolCallId}) ended first`
+      const final = yield* Effect.onInterrupt(endOf(child), () =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          now >= call.deadlineAt - 50 || parent.final !== undefined ? engine.stop(agentId, child, why) : Effect.void))
+      const outcome = final?._tag === "TaskCompleted" ? "completed" as const : "failed" as const
+      parent.emit({ _tag: "SubTaskEnded", taskId: parent.taskId, toolCallId, childTaskId: child, outcome })
+      if (final?._tag === "TaskCompleted") return final.output
+      const reason = final?._tag === "TaskFailed" ? final.reason : "it ended without an answer"
+      return yield* failed(agentId, `its task ${child} failed: ${reason}`)
+    })
+
+  return {
+    ...local,
+    reach: (agentId) =>
+      Effect.map(
+        Effect.orElseSucceed(assignments(agentId).Pick(), () => ({ processId: null, tools: [] })),
+        ({ processId, tools }) => ({ connected: processId !== null, tools })
+      ),
+    execute
+  }
+}
