@@ -61,7 +61,7 @@ const both = "(agent-b twice)"
 const three = "(agent-b, then agent-c)"
 
 /** What agent-a asks agent-b in a tree of three: agent-b asks agent-c for the order's status. */
-const relayPrompt = "Ask agent-c about order A-1."
+const relayPrompt = "Relay to agent-c: what is the status of order A-1?"
 
 /** The prompt a parent gives agent-b for `order`. */
 const childPromptOf = (order: string) => `Look up order ${order} and say its status.`
