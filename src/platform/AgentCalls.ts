@@ -146,6 +146,11 @@ export interface Host {
    * (ClusterAgentCalls.ts). Undefined: the tasks of this process run it (Tasks.ts, `makeChildren`).
    */
   readonly execute?: ((parent: Parent) => Execute) | undefined
+  /**
+   * Cluster mode: tells the runner that holds `taskId`, a task of a tree not held here, that its call
+   * `toolCallId` was decided at the root and journaled: it goes on once it waits for nothing more.
+   */
+  readonly decidedElsewhere?: ((taskId: string, toolCallId: string) => Effect.Effect<void>) | undefined
 }
 
 /** The `Host` of one platform process, over its agents' live processes and the assignments. */

@@ -140,6 +140,11 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
   // Stops the task (the `exec_agent` call that started it ended first). Persisted, as `Run`: a runner
   // that dies with it unread leaves it to the next owner of the task's shard.
   Rpc.make("Stop", { payload: { agentId: Schema.String, reason: Schema.String }, primaryKey: () => "stop" })
+    .annotate(ClusterSchema.Persisted, true),
+  // A call of the task (one of a tree) was decided at the tree's root, on its runner, and journaled: the task
+  // goes on once it waits for nothing more. Persisted, as `Stop`: the next owner takes the task up from the
+  // journal anyway, and a message it reads then finds nothing waiting.
+  Rpc.make("Decided", { payload: { toolCallId: Schema.String }, primaryKey: ({ toolCallId }) => `decided/${toolCallId}` })
     .annotate(ClusterSchema.Persisted, true)
 ])
 
@@ -354,7 +359,8 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
           tasks.heldBy(payload.agentId, address.entityId),
           parts.tasks.decide(payload.agentId, { ...payload, taskId: address.entityId })
         ),
-      Stop: ({ address, payload }) => parts.tasks.stop(payload.agentId, address.entityId, payload.reason)
+      Stop: ({ address, payload }) => parts.tasks.stop(payload.agentId, address.entityId, payload.reason),
+      Decided: ({ address, payload }) => parts.tasks.decided(address.entityId, payload.toolCallId)
     }, { concurrency: "unbounded" })
   )
 
@@ -793,6 +799,8 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
       start: (task) => Effect.asVoid(started(task)),
       stop: (agentId, taskId, reason) =>
         orDieOnEngine(SqlStore.whileBusy(taskEntities(taskId).Stop({ agentId, reason }, { discard: true }))),
+      decided: (taskId, toolCallId) =>
+        orDieOnEngine(SqlStore.whileBusy(taskEntities(taskId).Decided({ toolCallId }, { discard: true }))),
       journal: yield* Journal.Journal
     }
     const parts = yield* Parts.makeParts(options, journal, (local) => ClusterAgentCalls.host(local, engine))

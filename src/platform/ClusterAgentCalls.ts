@@ -22,6 +22,9 @@
 import * as Entity from "@effect/cluster/Entity"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Clock, Data, Effect, Mailbox, Schedule, Schema, type Scope, Stream } from "effect"
+import { nestedUnder } from "../internal/agent/run.js"
+import { waitWithParent } from "../internal/agent/subAgent.js"
+import type { PendingApproval } from "../internal/agent/types.js"
 import * as Journal from "../Journal.js"
 import { followAlive } from "../Timing.js"
 import type { AgentLimitExceeded, Assignment, Caller } from "../protocol/Protocol.js"
@@ -138,12 +141,46 @@ export interface Engine {
   ) => Effect.Effect<void, AgentLimitExceeded>
   /** Has the task's owner stop it for `reason`, wherever it runs. */
   readonly stop: (agentId: string, taskId: string, reason: string) => Effect.Effect<void>
+  /** Tells the task's owner that its call was decided at the root of its tree (`Host.decidedElsewhere`). */
+  readonly decided: (taskId: string, toolCallId: string) => Effect.Effect<void>
   /** The cluster's journal. */
   readonly journal: Journal.Journal["Type"]
 }
 
 /** An ended task's final event as the journal keeps it, if it does. */
 const FinalJson = Schema.UndefinedOr(Schema.parseJson(TaskEvent))
+
+/** What the child came to: its end, or a suspension with the approvals it waits for. */
+type Settled = { readonly final: TaskEvent | undefined } | { readonly waiting: ReadonlyArray<PendingApproval> }
+
+/**
+ * The approvals a suspended task waits for, not expired at `now`, as its run lists them: its own, then under
+ * each `exec_agent` call without an outcome, its child task's (the journal holds each task's own only).
+ */
+const waitingIn = (
+  journal: Journal.Journal["Type"],
+  run: Journal.OpenRun,
+  now: number
+): Effect.Effect<ReadonlyArray<PendingApproval>> => {
+  if (run.status !== "suspended") return Effect.succeed([])
+  const own = [...run.approvals.values()].filter((a) => a.decision === "pending" && a.expiresAt > now).map((a) => ({
+    toolCallId: a.toolCallId,
+    toolName: a.toolName,
+    input: JSON.parse(a.input) as unknown,
+    expiresAt: a.expiresAt,
+    path: [{ runId: run.runId, toolCallId: a.toolCallId, toolName: a.toolName }]
+  }))
+  const calls = [...run.calls].filter(([, c]) => c.name === "exec_agent" && c.result === undefined)
+  return Effect.map(
+    Effect.forEach(calls, ([toolCallId]) =>
+      Effect.flatMap(Effect.orDie(journal.run(childTaskId(run.runId, toolCallId))), (child) =>
+        child === undefined || !Journal.isOpen(child) ? Effect.succeed([]) : Effect.map(
+          waitingIn(journal, child, now),
+          (below) => nestedUnder({ runId: run.runId, toolCallId, toolName: "exec_agent" }, below)
+        ))),
+    (below) => [...own, ...below.flat()]
+  )
+}
 
 /** How often the journal is read for the child's end: soon at first, then every second. */
 const endPolled = Schedule.exponential("100 millis", 1.5).pipe(Schedule.union(Schedule.spaced("1 second")))
@@ -194,15 +231,24 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
       return true
     })
 
-  /** The child's final event, once its owner journaled it (undefined: the journal no longer holds it). */
-  const endOf = (taskId: string): Effect.Effect<TaskEvent | undefined> =>
-    Effect.flatMap(Effect.orDie(journal.run(taskId)), (run) =>
-      run !== undefined && Journal.isOpen(run) ? Effect.fail(new Open()) : Effect.succeed(run)).pipe(
-        // The schedule never ends: `Open` is never its outcome.
-        Effect.retry(endPolled),
-        Effect.orDie,
-        Effect.flatMap((run) => Effect.orDie(Schema.decode(FinalJson)(run?.final)))
-      )
+  /**
+   * The child's final event once its owner journaled it (undefined: the journal no longer holds it), or the
+   * approvals it waits for once it suspended (read from the journal too, whichever runner holds it).
+   */
+  const settledOf = (taskId: string): Effect.Effect<Settled> =>
+    Effect.flatMap(Effect.orDie(journal.run(taskId)), (run): Effect.Effect<Settled, Open> => {
+      if (run === undefined || !Journal.isOpen(run)) {
+        return Effect.map(Effect.orDie(Schema.decode(FinalJson)(run?.final)), (final) => ({ final }))
+      }
+      // Suspended with nothing left to decide: its owner is about to go on (told by `Decided`).
+      return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.flatMap(waitingIn(journal, run, now), (waiting) =>
+          waiting.length === 0 ? Effect.fail(new Open()) : Effect.succeed({ waiting })))
+    }).pipe(
+      // The schedule never ends: `Open` is never its outcome.
+      Effect.retry(endPolled),
+      Effect.orDie
+    )
 
   const execute = (parent: AgentCalls.Parent): AgentCalls.Execute => (call, agentId, prompt) =>
     Effect.gen(function*() {
@@ -214,9 +260,12 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
       parent.emit({ _tag: "SubTaskStarted", taskId: parent.taskId, toolCallId, childTaskId: child, agentId })
       // Past the call's deadline, or its task stopped: the child is stopped too. At shutdown it is left to the journal.
       const why = `the exec_agent call that started it (task ${parent.taskId}, call ${toolCallId}) ended first`
-      const final = yield* Effect.onInterrupt(endOf(child), () =>
+      const settled = yield* Effect.onInterrupt(settledOf(child), () =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
           now >= call.deadlineAt - 50 || parent.final !== undefined ? engine.stop(agentId, child, why) : Effect.void))
+      // Suspended for approvals: the call waits with its own task, which lists them (design: Agents that call agents).
+      if ("waiting" in settled && (yield* waitWithParent(toolCallId, "exec_agent", settled.waiting))) return null
+      const final = "final" in settled ? settled.final : undefined
       const outcome = final?._tag === "TaskCompleted" ? "completed" as const : "failed" as const
       parent.emit({ _tag: "SubTaskEnded", taskId: parent.taskId, toolCallId, childTaskId: child, outcome })
       if (final?._tag === "TaskCompleted") return final.output
@@ -231,6 +280,7 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
         Effect.orElseSucceed(assignments(agentId).Pick(), () => ({ processId: null, tools: [] })),
         ({ processId, tools }) => ({ connected: processId !== null, tools })
       ),
-    execute
+    execute,
+    decidedElsewhere: engine.decided
   }
 }

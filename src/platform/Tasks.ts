@@ -657,7 +657,11 @@ const completeOf = ({ own }: Book, config: Invocation.Config) =>
  * started, journaled there; each task on the way that waited for it goes on once it waits for nothing
  * more, the deepest first. A task an `exec_agent` call started takes no decision itself: it names its root.
  */
-const decideOf = ({ journal, own, tasks }: Book, { goOn }: Loops) =>
+const decideOf = (
+  { journal, own, tasks }: Book,
+  { goOn }: Loops,
+  elsewhere: ((taskId: string, toolCallId: string) => Effect.Effect<void>) | undefined
+) =>
 (
   agentId: string,
   { approved, reason, taskId, toolCallId }: {
@@ -680,32 +684,40 @@ const decideOf = ({ journal, own, tasks }: Book, { goOn }: Loops) =>
     if (asked === undefined || !task.suspended!.undecided.has(toolCallId)) {
       return yield* new NoPendingTaskApproval({ taskId, toolCallId })
     }
-    // The tasks down to the call, by its path, each with the call as it names it: (root, a2/b1), (root/a2, b1).
+    const suspension = task.suspended!
     const path = asked.path ?? [{ runId: taskId, toolCallId, toolName: asked.toolName }]
-    const waiting = path.flatMap((hop, depth) => {
-      const held = depth === 0 ? task : tasks.get(hop.runId)
-      const suspension = held?.suspended
-      const call = path.slice(depth).map((h) => h.toolCallId).join("/")
-      return held === undefined || suspension === undefined || !suspension.undecided.has(call)
-        ? []
-        : [{ task: held, suspension, call }]
-    }).reverse()
     const last = path[path.length - 1]!
     // Taken at once: the same call decided twice at the same moment is refused the second time.
-    for (const w of waiting) w.suspension.undecided.delete(w.call)
+    suspension.undecided.delete(toolCallId)
     const now = yield* Clock.currentTimeMillis
     const decided = yield* journal.decide(last.runId, last.toolCallId, { approved, reason, now }).pipe(
       Effect.orDie,
-      Effect.onExit((exit) =>
-        Effect.sync(() => {
-          if (Exit.isFailure(exit)) for (const w of waiting) w.suspension.undecided.add(w.call)
-        })
-      )
+      Effect.onExit((exit) => Effect.sync(() => Exit.isFailure(exit) && suspension.undecided.add(toolCallId)))
     )
     if (decided) yield* Effect.logInfo(`task ${taskId}: call ${toolCallId} ${approved ? "approved" : "denied"}`)
     // Expired, when not decided: nothing can decide it any more; the tasks go on without it (their loops deny it).
-    for (const w of waiting) if (w.suspension.undecided.size === 0) yield* goOn(w.task, w.suspension)
+    // The tasks on the way, the deepest first, each with the call as it names it: (root/a2, b1), then the root.
+    for (let depth = path.length - 1; depth > 0; depth--) {
+      const call = path.slice(depth).map((hop) => hop.toolCallId).join("/")
+      const held = tasks.get(path[depth]!.runId)
+      if (held !== undefined) yield* decidedOn(held, call, goOn)
+      else if (elsewhere !== undefined) yield* elsewhere(path[depth]!.runId, call)
+    }
+    if (suspension.undecided.size === 0) yield* goOn(task, suspension)
     if (!decided) return yield* new NoPendingTaskApproval({ taskId, toolCallId })
+  })
+
+/**
+ * A decision on `toolCallId`, journaled already, reached `task`: the call no longer keeps it waiting, and
+ * it goes on once nothing does (a task of a tree, decided at the root: `decideOf`).
+ */
+const decidedOn = (task: Task, toolCallId: string, goOn: Loops["goOn"]): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const suspension = task.suspended
+    if (suspension === undefined || !suspension.undecided.delete(toolCallId) || suspension.undecided.size > 0) {
+      return Effect.void
+    }
+    return goOn(task, suspension)
   })
 
 // --- upkeep: redelivery and retention ---
@@ -968,7 +980,13 @@ export const makeTasks = (
             : attachTo(task, events, undefined, connection, after)
         }),
       complete: completeOf(book, config),
-      decide: decideOf(book, loops),
+      decide: decideOf(book, loops, host?.decidedElsewhere),
+      /**
+       * Cluster mode: a decision on `toolCallId` of `taskId`, a task of a tree decided at its root on another
+       * runner (journaled there), reached the task's owner: it goes on once it waits for nothing more.
+       */
+      decided: (taskId: string, toolCallId: string): Effect.Effect<void> =>
+        Effect.flatMap(hold(taskId), (task) => task === undefined ? Effect.void : decidedOn(task, toolCallId, loops.goOn)),
       /**
        * Stops the agent's task for `reason` (held here, taken up from the journal if need be), as an
        * `exec_agent` call past its deadline stops the task it started (cluster mode: on the task's owner).

@@ -14,7 +14,7 @@ import * as ShardId from "@effect/cluster/ShardId"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Deferred, type Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Redacted, Schedule, Schema, Scope, Stream } from "effect"
-import { LanguageModel, PlatformServer, type Protocol, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
+import { LanguageModel, PlatformClient, PlatformServer, type Protocol, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
 import * as Journal from "../../src/Journal.js"
 import * as Cluster from "../../src/platform/Cluster.js"
 import * as ClusterAgentCalls from "../../src/platform/ClusterAgentCalls.js"
@@ -91,12 +91,18 @@ const twoRunners = (url: string, options: RunnerOptions = {}) =>
   })
 
 /** agent-b's tool: looks an order up, counting its runs in `runs`; takes `takes`, and waits for `gate` if given. */
-const lookupTool = (runs: Array<string>, takes: Duration.DurationInput = "0 millis", gate?: Deferred.Deferred<void>) =>
+const lookupTool = (
+  runs: Array<string>,
+  takes: Duration.DurationInput = "0 millis",
+  gate?: Deferred.Deferred<void>,
+  needsApproval?: boolean
+) =>
   Tool.make("lookup", {
     description: "Looks an order up.",
     input: { orderId: Schema.String },
     output: Schema.String,
-    timeout: "30 seconds"
+    timeout: "30 seconds",
+    needsApproval
   }, ({ orderId }) =>
     Effect.zipRight(
       Effect.sync(() => runs.push(`lookup ${orderId}`)),
@@ -112,7 +118,8 @@ const noteTool = (runs: Array<string>) =>
 const servingProcess = <T extends Tool.Any>(url: string, agentId: string, token: string, tool: T) =>
   Effect.gen(function*() {
     const client = yield* Layer.build(clientLayer({ url, agentId, token }, policy))
-    return yield* Serve.make(yield* Toolkit.make(tool), { shutdownGrace: "100 millis" }).pipe(Effect.provide(client))
+    const served = yield* Serve.make(yield* Toolkit.make(tool), { shutdownGrace: "100 millis" }).pipe(Effect.provide(client))
+    return Object.assign(served, { client: Context.get(client, PlatformClient.PlatformClient) })
   })
 
 /** Waits until the runner that holds `agentId`'s shard sees a process of it watching for tasks to run. */
@@ -172,6 +179,46 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("exec_a
       ])
       // The child is a cluster task of agent-b, journaled under the id the call gives it.
       assert.deepStrictEqual(yield* journaledTasks(url, "agent-b"), [`${last?.taskId}/a2`])
+    }), { timeout: 60_000 })
+
+  it.scoped("approvals reach the root across runners: the child's call that needs approval suspends the parent; decided there, the tree completes", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      const { states, urls } = yield* twoRunners(url)
+      const bRuns: Array<string> = []
+      const b = yield* servingProcess(urls[1]!, "agent-b", "tok-b", lookupTool(bRuns, "0 millis", undefined, true))
+      yield* watching(states, "agent-b")
+      const a = yield* servingProcess(urls[0]!, "agent-a", "tok-a", noteTool([]))
+      // One tree: suspended, checked, decided at the root; whether its child lived on the other runner.
+      const tree = Effect.gen(function*() {
+        const suspended = yield* Deferred.make<Extract<Protocol.TaskEvent, { _tag: "TaskSuspended" }>>()
+        const run = yield* Effect.fork(Stream.runCollect(a.submitTask("Ask agent-b about order A-1.").pipe(
+          Stream.tap((event) => event._tag === "TaskSuspended" ? Deferred.succeed(suspended, event) : Effect.void)
+        )))
+        const { pending, taskId } = yield* Deferred.await(suspended).pipe(Effect.timeout("20 seconds"))
+        assert.deepStrictEqual(pending.map((p) => [p.toolCallId, p.input, p.path?.map((hop) => `${hop.runId}:${hop.toolName}`)]), [[
+          "a2/b1",
+          { orderId: "A-1" },
+          [`${taskId}:exec_agent`, `${taskId}/a2:lookup`]
+        ]])
+        // The parent was submitted on runner 1, which holds it; the child is held by its shard's owner.
+        const elsewhere = (yield* states[1]!.taskCount) > 0
+        // agent-b cannot decide it on its own task: the refusal names the root.
+        const refused = yield* Effect.flip(b.client.approve(`${taskId}/a2`, "b1"))
+        assert.include(refused.message, `on task ${taskId} as call a2/b1`)
+        const before = bRuns.length
+        yield* a.client.approve(taskId, "a2/b1")
+        const events = [...yield* Fiber.join(run).pipe(Effect.timeout("30 seconds"))]
+        const last = events[events.length - 1]
+        assert.strictEqual(last?._tag, "TaskCompleted", JSON.stringify(last))
+        assert.include(last?._tag === "TaskCompleted" ? last.output : "", `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+        assert.strictEqual(bRuns.length, before + 1, "the approved call ran once")
+        return elsewhere
+      })
+      // Trees until one whose child lived on the other runner than its parent (its decision sent there): a
+      // child's shard is its id's, so about one tree in two.
+      const places = yield* tree.pipe(Effect.repeat({ until: (elsewhere) => elsewhere, times: 7 }))
+      assert.isTrue(places, "no tree had its child on the other runner in 8 tries")
     }), { timeout: 60_000 })
 
   it.scoped("an exec_agent of an agent the rules do not allow is refused and starts no task; list_agents sees agent-b's process on the other runner", () =>

@@ -37,6 +37,16 @@ export class CurrentRun extends Context.Tag("agent-tools/Agent/CurrentRun")<Curr
 /** The tools that run an agent (`Agent.asTool`): taken up again on resume, they go on with their child run. */
 export const subAgentTools = new WeakSet<object>()
 
+/**
+ * The approvals a child run waits for, as its parent lists them: each under `hop`, the parent's call that runs
+ * the child (its id `<call id>/<child's id>`, its path one hop longer).
+ */
+export const nestedUnder = (
+  hop: { readonly runId: string; readonly toolCallId: string; readonly toolName: string },
+  pending: ReadonlyArray<PendingApproval>
+): Array<PendingApproval> =>
+  pending.map((p) => ({ ...p, toolCallId: `${hop.toolCallId}/${p.toolCallId}`, path: [hop, ...p.path] }))
+
 /** The state of one run: its messages, records, usage and idempotency cache (design: Per-run reuse), owned by the run. */
 export class Run {
   messages: ReadonlyArray<LanguageModel.Message>
@@ -147,13 +157,7 @@ export class Run {
     }))
 
     for (const [toolCallId, { pending: below, toolName }] of this.nested) {
-      for (const p of below) {
-        pending.push({
-          ...p,
-          toolCallId: `${toolCallId}/${p.toolCallId}`,
-          path: [{ runId: this.runId, toolCallId, toolName }, ...p.path]
-        })
-      }
+      pending.push(...nestedUnder({ runId: this.runId, toolCallId, toolName }, below))
     }
     return this.journaled!.journal.suspended(this.runId, this.pending).pipe(
       Effect.zipRight(this.note(AgentEvent.Suspended({ runId: this.runId, pending }))),
