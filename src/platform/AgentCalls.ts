@@ -4,8 +4,9 @@
  * (`WatchAssignments`), and the two tools the platform gives the tasks of an agent allowed to call
  * others, `list_agents` and `exec_agent`: handled by the platform, never delivered to a process.
  */
-import { Duration, Effect, Exit, Mailbox, Option, Schema, type Scope } from "effect"
-import { runsChild } from "../internal/agent/subAgent.js"
+import { Clock, Duration, Effect, Exit, Mailbox, Option, Schema, type Scope } from "effect"
+import { runsChild, waitWithParent } from "../internal/agent/subAgent.js"
+import type { PendingApproval } from "../internal/agent/types.js"
 import type * as Journal from "../Journal.js"
 import type { Assignment, Caller, TaskEvent } from "../protocol/Protocol.js"
 import * as Tool from "../Tool.js"
@@ -113,8 +114,53 @@ export type Assignments = ReturnType<typeof makeAssignments>
 export interface Parent {
   readonly taskId: string
   readonly final: TaskEvent | undefined
+  /** The tasks its calls started, said on its stream (`SubTaskStarted`) once each. */
+  readonly children: Set<string>
   emit(event: TaskEvent): number
 }
+
+/** What the task an `exec_agent` call started came to: its end, or the approvals it suspended on. */
+export type Settled =
+  | { readonly _tag: "Ended"; readonly final: TaskEvent | undefined }
+  | { readonly _tag: "Waiting"; readonly pending: ReadonlyArray<PendingApproval> }
+
+/**
+ * An `exec_agent` call's wait for the task `childTaskId` it started, in either mode (design: Agents that call
+ * agents): said on the calling task's stream (`SubTaskStarted` once, `SubTaskEnded` at the end); the child
+ * stopped when the wait is interrupted past the call's deadline or with the calling task ended (at shutdown
+ * it is left to the journal); a child that suspended makes the call wait with its own task (null: the task
+ * suspends listing the child's calls under this one); else the child's answer, or why it gave none.
+ */
+export const awaitChild = (
+  parent: Parent,
+  call: ToolCallInfo,
+  agentId: string,
+  childTaskId: string,
+  child: { readonly settled: Effect.Effect<Settled>; readonly stop: (reason: string) => Effect.Effect<void> }
+): Effect.Effect<string | null, AgentCallFailed> =>
+  Effect.gen(function*() {
+    const { toolCallId } = call
+    if (!parent.children.has(childTaskId)) {
+      parent.children.add(childTaskId)
+      parent.emit({ _tag: "SubTaskStarted", taskId: parent.taskId, toolCallId, childTaskId, agentId })
+    }
+    const why = `the exec_agent call that started it (task ${parent.taskId}, call ${toolCallId}) ended first`
+    const settled = yield* Effect.onInterrupt(child.settled, () =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        now >= call.deadlineAt - 50 || parent.final !== undefined ? child.stop(why) : Effect.void))
+    if (settled._tag === "Waiting") {
+      if (yield* waitWithParent(toolCallId, "exec_agent", settled.pending)) return null
+      // Not reached: a task suspends only with a journal, the calling task's too.
+      const reason = `its task ${childTaskId} waits for approvals, and this task has no journal to wait with`
+      return yield* new AgentCallFailed({ agentId, reason })
+    }
+    const { final } = settled
+    const outcome = final?._tag === "TaskCompleted" ? "completed" as const : "failed" as const
+    parent.emit({ _tag: "SubTaskEnded", taskId: parent.taskId, toolCallId, childTaskId, outcome })
+    if (final?._tag === "TaskCompleted") return final.output
+    const reason = final?._tag === "TaskFailed" ? final.reason : "it ended without an answer"
+    return yield* new AgentCallFailed({ agentId, reason: `its task ${childTaskId} failed: ${reason}` })
+  })
 
 /** How `exec_agent` runs the other agent's task: its answer, or why it gave none. */
 export type Execute = (call: ToolCallInfo, agent: string, prompt: string) => Effect.Effect<string | null, AgentCallFailed>

@@ -23,7 +23,6 @@ import * as Entity from "@effect/cluster/Entity"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Clock, Data, Effect, Mailbox, Schedule, Schema, type Scope, Stream } from "effect"
 import { nestedUnder } from "../internal/agent/run.js"
-import { waitWithParent } from "../internal/agent/subAgent.js"
 import type { PendingApproval } from "../internal/agent/types.js"
 import * as Journal from "../Journal.js"
 import { followAlive } from "../Timing.js"
@@ -150,8 +149,7 @@ export interface Engine {
 /** An ended task's final event as the journal keeps it, if it does. */
 const FinalJson = Schema.UndefinedOr(Schema.parseJson(TaskEvent))
 
-/** What the child came to: its end, or a suspension with the approvals it waits for. */
-type Settled = { readonly final: TaskEvent | undefined } | { readonly waiting: ReadonlyArray<PendingApproval> }
+
 
 /**
  * The approvals a suspended task waits for, not expired at `now`, as its run lists them: its own, then under
@@ -235,15 +233,15 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
    * The child's final event once its owner journaled it (undefined: the journal no longer holds it), or the
    * approvals it waits for once it suspended (read from the journal too, whichever runner holds it).
    */
-  const settledOf = (taskId: string): Effect.Effect<Settled> =>
-    Effect.flatMap(Effect.orDie(journal.run(taskId)), (run): Effect.Effect<Settled, Open> => {
+  const settledOf = (taskId: string): Effect.Effect<AgentCalls.Settled> =>
+    Effect.flatMap(Effect.orDie(journal.run(taskId)), (run): Effect.Effect<AgentCalls.Settled, Open> => {
       if (run === undefined || !Journal.isOpen(run)) {
-        return Effect.map(Effect.orDie(Schema.decode(FinalJson)(run?.final)), (final) => ({ final }))
+        return Effect.map(Effect.orDie(Schema.decode(FinalJson)(run?.final)), (final) => ({ _tag: "Ended", final }))
       }
       // Suspended with nothing left to decide: its owner is about to go on (told by `Decided`).
       return Effect.flatMap(Clock.currentTimeMillis, (now) =>
         Effect.flatMap(waitingIn(journal, run, now), (waiting) =>
-          waiting.length === 0 ? Effect.fail(new Open()) : Effect.succeed({ waiting })))
+          waiting.length === 0 ? Effect.fail(new Open()) : Effect.succeed({ _tag: "Waiting", pending: waiting })))
     }).pipe(
       // The schedule never ends: `Open` is never its outcome.
       Effect.retry(endPolled),
@@ -252,25 +250,14 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
 
   const execute = (parent: AgentCalls.Parent): AgentCalls.Execute => (call, agentId, prompt) =>
     Effect.gen(function*() {
-      const { toolCallId } = call
-      const child = childTaskId(parent.taskId, toolCallId)
+      const child = childTaskId(parent.taskId, call.toolCallId)
       if (yield* childOf(child, agentId, prompt)) {
-        yield* Effect.logInfo(`task ${parent.taskId}: call ${toolCallId} started task ${child} of agent ${agentId}`)
+        yield* Effect.logInfo(`task ${parent.taskId}: call ${call.toolCallId} started task ${child} of agent ${agentId}`)
       }
-      parent.emit({ _tag: "SubTaskStarted", taskId: parent.taskId, toolCallId, childTaskId: child, agentId })
-      // Past the call's deadline, or its task stopped: the child is stopped too. At shutdown it is left to the journal.
-      const why = `the exec_agent call that started it (task ${parent.taskId}, call ${toolCallId}) ended first`
-      const settled = yield* Effect.onInterrupt(settledOf(child), () =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          now >= call.deadlineAt - 50 || parent.final !== undefined ? engine.stop(agentId, child, why) : Effect.void))
-      // Suspended for approvals: the call waits with its own task, which lists them (design: Agents that call agents).
-      if ("waiting" in settled && (yield* waitWithParent(toolCallId, "exec_agent", settled.waiting))) return null
-      const final = "final" in settled ? settled.final : undefined
-      const outcome = final?._tag === "TaskCompleted" ? "completed" as const : "failed" as const
-      parent.emit({ _tag: "SubTaskEnded", taskId: parent.taskId, toolCallId, childTaskId: child, outcome })
-      if (final?._tag === "TaskCompleted") return final.output
-      const reason = final?._tag === "TaskFailed" ? final.reason : "it ended without an answer"
-      return yield* failed(agentId, `its task ${child} failed: ${reason}`)
+      return yield* AgentCalls.awaitChild(parent, call, agentId, child, {
+        settled: settledOf(child),
+        stop: (reason) => engine.stop(agentId, child, reason)
+      })
     })
 
   return {

@@ -10,7 +10,6 @@
  */
 import { Clock, Effect, Exit, Fiber, FiberSet, Mailbox, Option, Schema, type Tracer } from "effect"
 import { Ids } from "../Ids.js"
-import { waitWithParent } from "../internal/agent/subAgent.js"
 import type { PendingApproval } from "../internal/agent/types.js"
 import * as SqlStore from "../internal/sql/store.js"
 import * as Metrics from "../internal/util/metrics.js"
@@ -853,32 +852,14 @@ const makeChildren = (
    */
   const execute = (parent: Task) => (call: ToolCallInfo, agentId: string, prompt: string) =>
     Effect.gen(function*() {
-      const { toolCallId } = call
-      const child = yield* childOf(parent, toolCallId, agentId, prompt)
-      const childTaskId = child.taskId
-      if (!parent.children.has(childTaskId)) {
-        parent.children.add(childTaskId)
-        parent.emit({ _tag: "SubTaskStarted", taskId: parent.taskId, toolCallId, childTaskId, agentId })
-      }
-      // Past the call's deadline, or its task stopped: the child stops too. At shutdown it is left to the journal.
-      const why = `the exec_agent call that started it (task ${parent.taskId}, call ${toolCallId}) ended first`
-      const stopIfDue = () =>
-        book.clock.unsafeCurrentTimeMillis() >= call.deadlineAt - 50 || parent.final !== undefined
-          ? stop(book, child, why)
-          : Effect.void
-      yield* Effect.onInterrupt(settled(child), stopIfDue)
-      const suspended = child.final === undefined ? child.suspended?.event : undefined
-      if (suspended !== undefined) {
-        if (yield* waitWithParent(toolCallId, "exec_agent", nestedOf(child, suspended))) return null
-        // No journaled run to wait with (none can suspend then): the child's end is waited for.
-        yield* Effect.onInterrupt(child.ended.await, stopIfDue)
-      }
-      const final = child.final
-      const outcome = final?._tag === "TaskCompleted" ? "completed" as const : "failed" as const
-      parent.emit({ _tag: "SubTaskEnded", taskId: parent.taskId, toolCallId, childTaskId, outcome })
-      if (final?._tag === "TaskCompleted") return final.output
-      const reason = final?._tag === "TaskFailed" ? final.reason : "it ended without an answer"
-      return yield* failed(agentId, `its task ${childTaskId} failed: ${reason}`)
+      const child = yield* childOf(parent, call.toolCallId, agentId, prompt)
+      return yield* AgentCalls.awaitChild(parent, call, agentId, child.taskId, {
+        settled: Effect.map(settled(child), (): AgentCalls.Settled =>
+          child.final === undefined && child.suspended !== undefined
+            ? { _tag: "Waiting", pending: nestedOf(child, child.suspended.event) }
+            : { _tag: "Ended", final: child.final }),
+        stop: (reason) => stop(book, child, reason)
+      })
     })
 
   return {
