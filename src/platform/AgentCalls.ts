@@ -183,6 +183,8 @@ export interface Host {
   readonly reach: (agentId: string, now: number) => Effect.Effect<Reach>
   /** A live process of `agentId` held here that watches for tasks, taken in turn; undefined when none does. */
   readonly pick: (agentId: string, now: number) => string | undefined
+  /** Whether `processId` of `agentId` is live (registered, heard within its heartbeats). */
+  readonly isLive: (agentId: string, processId: string, now: number) => boolean
   /** The tools a task of `agentId` held by `processId` is offered (as a submitted task's). */
   readonly toolsOf: (agentId: string, processId: string, now: number) => Journal.TaskTools
   /** Gives the task to the process (`Assignments.assign`). */
@@ -224,6 +226,7 @@ export const makeHost = (
         tools: agents.visible(agentId, "", now).map((tool) => tool.entry.name)
       })),
     pick,
+    isLive: (agentId, processId, now) => agents.live(agentId, now).some((p) => p.processId === processId),
     toolsOf: agents.visible,
     assign: assignments.assign
   }

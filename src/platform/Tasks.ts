@@ -8,7 +8,7 @@
  * the platform's scope closes them, after the retention sweep and the redelivery have stopped and
  * before the journal closes (see Parts.ts).
  */
-import { Clock, Effect, Exit, Fiber, FiberSet, Mailbox, Option, Schema, type Tracer } from "effect"
+import { Clock, Effect, Exit, Fiber, FiberSet, Mailbox, Option, Schedule, Schema, type Tracer } from "effect"
 import { Ids } from "../Ids.js"
 import type { PendingApproval } from "../internal/agent/types.js"
 import * as SqlStore from "../internal/sql/store.js"
@@ -812,6 +812,9 @@ const makeChildren = (
 ) => {
   const failed = (agentId: string, reason: string) => new AgentCalls.AgentCallFailed({ agentId, reason })
 
+  /** The process each started task was last given to, while its call waits for it (memory only). */
+  const givenTo = new Map<string, string>()
+
   /** The task of `parent`'s call, new or held already; one no process is attached to is given to one. */
   const childOf = (parent: Task, toolCallId: string, agentId: string, prompt: string) =>
     Effect.gen(function*() {
@@ -824,7 +827,7 @@ const makeChildren = (
       }
       if (held !== undefined) {
         if (processId !== undefined && held.final === undefined && held.attachment === undefined) {
-          host.assign(agentId, processId, taskId)
+          if (host.assign(agentId, processId, taskId)) givenTo.set(taskId, processId)
         }
         return held
       }
@@ -845,6 +848,29 @@ const makeChildren = (
     })
 
   /**
+   * Gives `child` to another live process of its agent that watches for tasks, every second while no process
+   * is attached to it and the one it was last given to is no longer live (deregistered, or silent past its
+   * heartbeats): a process that went away is replaced, one reconnecting is not (its follower attaches again).
+   * Never ends; the wait for the child's end races it.
+   */
+  const regiving = (child: Task): Effect.Effect<never> =>
+    Effect.suspend(() => {
+      const now = book.clock.unsafeCurrentTimeMillis()
+      const given = givenTo.get(child.taskId) ?? child.processId
+      if (child.final !== undefined || child.attachment !== undefined || host.isLive(child.agentId, given, now)) {
+        return Effect.void
+      }
+      const next = host.pick(child.agentId, now)
+      if (next === undefined || next === given || !host.assign(child.agentId, next, child.taskId)) return Effect.void
+      givenTo.set(child.taskId, next)
+      return Effect.logInfo(`task ${child.taskId}: process ${given} of agent ${child.agentId} went away; given to ${next}`)
+    }).pipe(
+      Effect.repeat(Schedule.spaced("1 second")),
+      Effect.zipRight(Effect.never),
+      Effect.ensuring(Effect.sync(() => givenTo.delete(child.taskId)))
+    )
+
+  /**
    * Runs the task of `parent`'s call to its end: its answer, or why it gave none. A child that suspends for
    * approvals makes the parent's call wait with its task (design: Agents that call agents): the call answers
    * nothing (null), the parent suspends listing the child's calls under it, and once they are decided at the
@@ -854,7 +880,8 @@ const makeChildren = (
     Effect.gen(function*() {
       const child = yield* childOf(parent, call.toolCallId, agentId, prompt)
       return yield* AgentCalls.awaitChild(parent, call, agentId, child.taskId, {
-        settled: Effect.map(settled(child), (): AgentCalls.Settled =>
+        // Given to another process of its agent if the one it was given to goes away while it waits.
+        settled: Effect.map(Effect.raceFirst(settled(child), regiving(child)), (): AgentCalls.Settled =>
           child.final === undefined && child.suspended !== undefined
             ? { _tag: "Waiting", pending: nestedOf(child, child.suspended.event) }
             : { _tag: "Ended", final: child.final }),

@@ -473,6 +473,37 @@ describe("exec_agent on the platform", () => {
       assert.include(output, "the user denied this call: no; it did not run")
     }).pipe(Effect.scoped))
 
+  it.live("a serving process given the child task that goes away is replaced by another of its agent's; the parent gets the answer", () =>
+    Effect.gen(function*() {
+      const { state, url } = yield* platform("agent-b")
+      const gate = yield* Deferred.make<void>()
+      const processes = yield* Effect.forEach([0, 1], () =>
+        Effect.gen(function*() {
+          const scope = yield* Scope.make()
+          const runs: Array<string> = []
+          yield* Scope.extend(servingProcess(url, "agent-b", "tok-b", lookupTool(runs, { gate })), scope)
+          return { scope, runs }
+        }))
+      yield* state.watchingProcesses("agent-b").pipe(
+        Effect.repeat({ until: (watching) => watching.length === 2, schedule: Schedule.spaced("10 millis") }),
+        Effect.timeout("5 seconds")
+      )
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const run = yield* Effect.fork(a.runTask("Ask agent-b about order A-1."))
+      // The process given the child runs its call, and stops mid-call (deregistered: it is gone).
+      yield* Effect.sync(() => processes.findIndex((p) => p.runs.length > 0)).pipe(
+        Effect.repeat({ until: (given) => given >= 0, schedule: Schedule.spaced("10 millis") }),
+        Effect.timeout("5 seconds")
+      )
+      const [gone, other] = processes[0]!.runs.length > 0 ? processes : [processes[1]!, processes[0]!]
+      yield* Scope.close(gone!.scope, Exit.void)
+      yield* Deferred.succeed(gate, undefined)
+      const output = yield* Fiber.join(run).pipe(Effect.timeout("15 seconds"))
+      yield* Scope.close(other!.scope, Exit.void)
+      assert.include(output, `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual([gone!.runs, other!.runs], [["lookup A-1"], ["lookup A-1"]])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("one trace: the child task's run is a child of the parent's exec_agent call, its call of agent-b's process", () =>
     Effect.gen(function*() {
       const r = yield* Effect.acquireRelease(Effect.promise(startReceiver), (r) => Effect.promise(r.close))
