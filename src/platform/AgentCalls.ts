@@ -274,6 +274,16 @@ export const toolsFor = (
         })
       )
     }
+    // The started task's id is `<task id>/<call id>`: a call id with a `/` could name another call's task.
+    if (call.toolCallId.includes("/")) {
+      return Effect.fail(
+        new AgentCallFailed({
+          agentId: agent,
+          reason: `the call's id ${JSON.stringify(call.toolCallId)} has a "/", which task ids keep for the calls ` +
+            `that start them; no task was started`
+        })
+      )
+    }
     return execute(call, agent, prompt)
   })
   // Its call waits with its task when the child suspends for approvals, and goes on with the child on resume.

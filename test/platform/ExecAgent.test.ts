@@ -54,6 +54,9 @@ const deepCall: LanguageModel.ToolCall = {
   arguments: `{"agent":"agent-b","prompt":${"[".repeat(100_000)}${"]".repeat(100_000)}}`
 }
 
+/** A `router` target: agent-b, by a call whose id has a slash (`a2/b2`), as a grandchild's task id would end. */
+const slashed = "(agent-b, by a call id with a slash)"
+
 /** A `router` target: agent-b, twice in one turn (orders A-1 and B-2), each child its own task. */
 const both = "(agent-b twice)"
 
@@ -96,6 +99,7 @@ const router = (target: string): LanguageModel.ScriptedTurn => (request) => {
       ]
     }
   }
+  if (step === 1 && target === slashed) return { toolCalls: [call("a2/b2", "exec_agent", { agent: "agent-b", prompt: childPrompt })] }
   if (step === 1) return { toolCalls: [target === deep ? deepCall : call("a2", "exec_agent", { agent: target, prompt: childPrompt })] }
   return { text: resultsOf(request).join(" | ") }
 }
@@ -279,6 +283,19 @@ describe("exec_agent on the platform", () => {
       assert.include(output, "a2!exec_agent: invalid input: the value is nested deeper than 128 levels")
       assert.deepStrictEqual(bRuns, [])
       assert.strictEqual((yield* state.agentUsage("agent-b")).tasks, 0)
+      assert.strictEqual(yield* state.taskCount, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("an exec_agent call whose id has a slash is refused before any task: its task's id could be another call's", () =>
+    Effect.gen(function*() {
+      const { state, url } = yield* platform(slashed)
+      const bRuns: Array<string> = []
+      yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns))
+      yield* watching(state, "agent-b")
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const output = yield* a.runTask("Ask agent-b about order A-1.")
+      assert.include(output, `a2/b2!AgentCallFailed: exec_agent agent-b: the call's id "a2/b2" has a "/"`)
+      assert.deepStrictEqual(bRuns, [])
       assert.strictEqual(yield* state.taskCount, 1)
     }).pipe(Effect.scoped))
 
