@@ -48,7 +48,9 @@ export const AssignmentsEntity = Entity.make("agent-tools/Assignments", [
   Rpc.make("Pick", {
     success: Schema.Struct({ processId: Schema.NullOr(Schema.String), tools: Schema.Array(Schema.String) })
   }),
-  Rpc.make("Assign", { payload: { processId: Schema.String, taskId: Schema.String }, success: Schema.Boolean })
+  Rpc.make("Assign", { payload: { processId: Schema.String, taskId: Schema.String }, success: Schema.Boolean }),
+  // Whether the process is live (registered, heard within its heartbeats): one given a task that is not is replaced.
+  Rpc.make("Live", { payload: { processId: Schema.String }, success: Schema.Boolean })
 ])
 
 type Client = Effect.Effect.Success<typeof AssignmentsEntity.client>
@@ -98,7 +100,9 @@ export const layerEntity = (
             processId: host.pick(agentId, now) ?? null,
             tools: host.toolsOf(agentId, "", now).map((tool) => tool.entry.name)
           })),
-        Assign: ({ payload }) => Effect.sync(() => host.assign(agentId, payload.processId, payload.taskId))
+        Assign: ({ payload }) => Effect.sync(() => host.assign(agentId, payload.processId, payload.taskId)),
+        Live: ({ payload }) =>
+          Effect.map(Clock.currentTimeMillis, (now) => live(agentId, now).some((p) => p.processId === payload.processId))
       })
     }),
     { concurrency: "unbounded" }
@@ -184,6 +188,30 @@ const waitingIn = (
 const endPolled = Schedule.exponential("100 millis", 1.5).pipe(Schedule.union(Schedule.spaced("1 second")))
 
 /**
+ * Gives the task to another live process of its agent that watches, every second while the one it was last
+ * given to (`first` at the start) is no longer live (deregistered, or silent past its heartbeats), as the
+ * embedded platform does (Tasks.ts, `regiving`); the owner of the agent's shard says which is live. Never
+ * ends; the wait for the task races it.
+ */
+const regiving = (assignments: Client, agentId: string, taskId: string, first: string): Effect.Effect<never> => {
+  let given = first
+  const client = assignments(agentId)
+  return Effect.gen(function*() {
+    if (yield* Effect.orElseSucceed(client.Live({ processId: given }), () => true)) return
+    const { processId } = yield* Effect.orElseSucceed(client.Pick(), () => ({ processId: null }))
+    if (processId === null || processId === given) return
+    if (!(yield* Effect.orElseSucceed(client.Assign({ processId, taskId }), () => false))) return
+    yield* Effect.logInfo(`task ${taskId}: process ${given} of agent ${agentId} went away; given to ${processId}`)
+    given = processId
+  }).pipe(
+    // The engine cutting a call short (a shard moving) is tried again at the next tick, never the wait's end.
+    Effect.catchAllCause((cause) => Effect.logDebug(`task ${taskId}: whether its process is live is asked again`, cause)),
+    Effect.repeat(Schedule.spaced("1 second")),
+    Effect.zipRight(Effect.never)
+  )
+}
+
+/**
  * The host of a runner's tasks: `local`'s rules, and `list_agents` and `exec_agent` on the cluster.
  * A call run again (its task taken up by another runner) finds the task it started in the journal
  * and waits for it rather than start another.
@@ -211,7 +239,7 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
         // Given again to its process, in case a runner lost the first giving (a process that follows it
         // already takes it up afresh), beside the wait: its watch may be on its way to the next owner.
         if (Journal.isOpen(known)) yield* Effect.fork(givenAgain(agentId, known.processId, taskId))
-        return false
+        return { started: false, processId: known.processId }
       }
       const { processId } = yield* Effect.mapError(assignments(agentId).Pick(), unreachable(agentId))
       if (processId === null) {
@@ -226,7 +254,7 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
       )
       const given = yield* Effect.orElseSucceed(assignments(agentId).Assign({ processId, taskId }), () => false)
       if (!given) yield* Effect.logWarning(`task ${taskId}: process ${processId} of agent ${agentId} no longer watches`)
-      return true
+      return { started: true, processId }
     })
 
   /**
@@ -251,11 +279,13 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
   const execute = (parent: AgentCalls.Parent): AgentCalls.Execute => (call, agentId, prompt) =>
     Effect.gen(function*() {
       const child = childTaskId(parent.taskId, call.toolCallId)
-      if (yield* childOf(child, agentId, prompt)) {
+      const { processId, started } = yield* childOf(child, agentId, prompt)
+      if (started) {
         yield* Effect.logInfo(`task ${parent.taskId}: call ${call.toolCallId} started task ${child} of agent ${agentId}`)
       }
       return yield* AgentCalls.awaitChild(parent, call, agentId, child, {
-        settled: settledOf(child),
+        // Given to another process of its agent if the one it was given to goes away while it waits.
+        settled: Effect.raceFirst(settledOf(child), regiving(assignments, agentId, child, processId)),
         stop: (reason) => engine.stop(agentId, child, reason)
       })
     })

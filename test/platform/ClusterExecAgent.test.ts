@@ -221,6 +221,39 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("exec_a
       assert.isTrue(places, "no tree had its child on the other runner in 8 tries")
     }), { timeout: 60_000 })
 
+  it.scoped("a serving process given the child that goes away is replaced by another of its agent's, on the other runner; the parent gets the answer", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      const { states, urls } = yield* twoRunners(url)
+      const gate = yield* Deferred.make<void>()
+      // One process of agent-b on each runner.
+      const processes = yield* Effect.forEach(urls, (runnerUrl) =>
+        Effect.gen(function*() {
+          const scope = yield* Scope.make()
+          const runs: Array<string> = []
+          yield* Scope.extend(servingProcess(runnerUrl, "agent-b", "tok-b", lookupTool(runs, "0 millis", gate)), scope)
+          return { scope, runs }
+        }))
+      yield* Effect.forEach(states, (state) => state.watchingProcesses("agent-b")).pipe(
+        Effect.repeat({ until: (seen) => new Set(seen.flat()).size === 2, schedule: Schedule.spaced("50 millis") }),
+        Effect.timeout("15 seconds")
+      )
+      const a = yield* servingProcess(urls[0]!, "agent-a", "tok-a", noteTool([]))
+      const run = yield* Effect.fork(a.runTask("Ask agent-b about order A-1."))
+      // The process given the child runs its call, and stops mid-call (deregistered: it is gone).
+      yield* Effect.sync(() => processes.findIndex((p) => p.runs.length > 0)).pipe(
+        Effect.repeat({ until: (given) => given >= 0, schedule: Schedule.spaced("20 millis") }),
+        Effect.timeout("15 seconds")
+      )
+      const [gone, other] = processes[0]!.runs.length > 0 ? processes : [processes[1]!, processes[0]!]
+      yield* Scope.close(gone!.scope, Exit.void)
+      yield* Deferred.succeed(gate, undefined)
+      const output = yield* Fiber.join(run).pipe(Effect.timeout("30 seconds"))
+      yield* Scope.close(other!.scope, Exit.void)
+      assert.include(output, `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
+      assert.deepStrictEqual([gone!.runs, other!.runs], [["lookup A-1"], ["lookup A-1"]])
+    }), { timeout: 60_000 })
+
   it.scoped("an exec_agent of an agent the rules do not allow is refused and starts no task; list_agents sees agent-b's process on the other runner", () =>
     Effect.gen(function*() {
       const url = yield* freshDatabase
