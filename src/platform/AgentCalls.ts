@@ -24,6 +24,13 @@ export class AgentCallFailed extends Schema.TaggedError<AgentCallFailed>("agent-
   }
 }
 
+/**
+ * When the wait for a task an `exec_agent` call started first asks whether the process it was given to is
+ * live (then every second, `regiving` in Tasks.ts and ClusterAgentCalls.ts): a platform just restarted has
+ * not heard its processes register again yet, and they reconnect well within it.
+ */
+export const regiveAfter = Duration.seconds(3)
+
 /** The default of `Options.agentCallTimeout`, as `Agent.asTool`'s. */
 export const defaultAgentCallTimeout = Duration.minutes(10)
 

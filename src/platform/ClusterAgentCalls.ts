@@ -207,6 +207,7 @@ const regiving = (assignments: Client, agentId: string, taskId: string, first: s
     // The engine cutting a call short (a shard moving) is tried again at the next tick, never the wait's end.
     Effect.catchAllCause((cause) => Effect.logDebug(`task ${taskId}: whether its process is live is asked again`, cause)),
     Effect.repeat(Schedule.spaced("1 second")),
+    Effect.delay(AgentCalls.regiveAfter),
     Effect.zipRight(Effect.never)
   )
 }

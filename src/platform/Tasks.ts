@@ -866,6 +866,7 @@ const makeChildren = (
       return Effect.logInfo(`task ${child.taskId}: process ${given} of agent ${child.agentId} went away; given to ${next}`)
     }).pipe(
       Effect.repeat(Schedule.spaced("1 second")),
+      Effect.delay(AgentCalls.regiveAfter),
       Effect.zipRight(Effect.never),
       Effect.ensuring(Effect.sync(() => givenTo.delete(child.taskId)))
     )
