@@ -22,6 +22,7 @@ import {
   Toolkit
 } from "../../src/index.js"
 import { startReceiver } from "../support/otlpReceiver.js"
+import { call, childPrompt, promptOf, resultsOf, stepOf } from "../support/execAgentRouter.js"
 import { clientLayer } from "../support/platform.js"
 
 const tokens = new Map([["tok-a", "agent-a"], ["tok-b", "agent-b"], ["tok-c", "agent-c"]])
@@ -30,21 +31,6 @@ const policy = Timing.layer({
   redelivery: Schedule.spaced("200 millis"),
   reconnect: Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(100)))
 })
-
-/** The prompt agent-a's task gives agent-b. */
-const childPrompt = "Look up order A-1 and say its status."
-
-/** The first user message of the conversation: which task is asking. */
-const promptOf = (request: LanguageModel.ModelRequest): string =>
-  request.messages.find((m) => m._tag === "UserMessage")?.text ?? ""
-
-/** The tool results the model read, as `id=content` (errors `id!content`). */
-const resultsOf = (request: LanguageModel.ModelRequest) =>
-  request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [`${m.toolCallId}${m.isError ? "!" : "="}${m.content}`] : [])
-
-const stepOf = (request: LanguageModel.ModelRequest) => request.messages.filter((m) => m._tag === "AssistantMessage").length
-
-const call = (id: string, name: string, args: unknown = {}): LanguageModel.ToolCall => ({ id, name, arguments: JSON.stringify(args) })
 
 /** A target for `router` whose `exec_agent` call's prompt is a value nested 100,000 deep, not a string. */
 const deep = "(nested 100,000 deep)"

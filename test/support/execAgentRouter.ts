@@ -1,20 +1,25 @@
-/** The scripted model of the exec_agent cluster tests (test/platform/ClusterExecAgent.test.ts and its runner child). */
+/**
+ * The scripted model of the exec_agent cluster tests (test/platform/ClusterExecAgent.test.ts and its runner
+ * child), and what reading a request needs, shared with the embedded platform's (ExecAgent.test.ts).
+ */
 import type { LanguageModel } from "../../src/index.js"
 
 /** The prompt agent-a's task gives the agent it calls. */
 export const childPrompt = "Look up order A-1 and say its status."
 
 /** The first user message of the conversation: which task is asking. */
-const promptOf = (request: LanguageModel.ModelRequest): string =>
+export const promptOf = (request: LanguageModel.ModelRequest): string =>
   request.messages.find((m) => m._tag === "UserMessage")?.text ?? ""
 
 /** The tool results the model read, as `id=content` (errors `id!content`). */
-const resultsOf = (request: LanguageModel.ModelRequest) =>
+export const resultsOf = (request: LanguageModel.ModelRequest) =>
   request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [`${m.toolCallId}${m.isError ? "!" : "="}${m.content}`] : [])
 
-const stepOf = (request: LanguageModel.ModelRequest) => request.messages.filter((m) => m._tag === "AssistantMessage").length
+/** How many turns the model gave before this request. */
+export const stepOf = (request: LanguageModel.ModelRequest) => request.messages.filter((m) => m._tag === "AssistantMessage").length
 
-const call = (id: string, name: string, args: unknown = {}): LanguageModel.ToolCall => ({ id, name, arguments: JSON.stringify(args) })
+/** A tool call of the scripted model. */
+export const call = (id: string, name: string, args: unknown = {}): LanguageModel.ToolCall => ({ id, name, arguments: JSON.stringify(args) })
 
 /**
  * The model of every task, by its prompt and step (a task taken up on any runner is answered where it
