@@ -5,7 +5,8 @@
  *
  * - `deep`: for `SECONDS`, sends frames nested `DEPTH` deep, one after another's answer. Prints `frames:<n>`.
  * - `fragments`: sends a first fragment of `FRAGMENT_BYTES` and never the rest, answering pings, for
- *   at most `SECONDS`. Prints `closed:<code>` as each is closed.
+ *   at most `SECONDS`. Prints `held` once the platform has read every fragment (each answered a ping sent
+ *   after it), and `closed:<code>` as each is closed.
  * - `tasks`: registers a tool `hold` answered in `HOLD_MILLIS` at most, then submits `BIG` tasks with
  *   prompts of `PROMPT_BYTES` and `SMALL` tasks with short ones, one at a time, each task's first
  *   answer awaited. Prints `outcomes:<JSON>`: `TaskStarted`, or the error's `_tag` (and `limit`).
@@ -131,6 +132,13 @@ const fragments = async (sockets: ReadonlyArray<WebSocket>, until: number) => {
     })
   )
   for (const socket of sockets) socket.send(fragment, { fin: false, binary: false })
+  // A ping after each fragment: its pong comes once the platform has read the whole fragment.
+  void Promise.all(sockets.map((socket) =>
+    new Promise<void>((resolve) => {
+      socket.once("pong", () => resolve())
+      socket.ping()
+    })
+  )).then(() => console.log("held"))
   await Promise.race([Promise.all(closed), new Promise((resolve) => setTimeout(resolve, until - Date.now()))])
 }
 

@@ -51,15 +51,30 @@ export const rssMb = (): number => process.memoryUsage().rss / 1024 / 1024
 const quantile = (values: ReadonlyArray<number>, q: number): number =>
   values[Math.min(values.length - 1, Math.floor(values.length * q))] ?? 0
 
+/** Round trips, in milliseconds, sorted; their p50 and p99. */
+export interface Latency {
+  readonly rounds: ReadonlyArray<number>
+  readonly p50: number
+  readonly p99: number
+}
+
+/** The round trips of the probe's `lines` (`rt:<ms>`), as a `Latency`. */
+const latencyOf = (lines: ReadonlyArray<string>): Latency => {
+  const rounds = lines.filter((line) => line.startsWith("rt:")).map((line) => Number(line.slice(3)))
+  rounds.sort((a, b) => a - b)
+  return { rounds, p50: quantile(rounds, 0.5), p99: quantile(rounds, 0.99) }
+}
+
 /**
  * An attack run by test/support/tenantAttackChild.ts, measured: what it printed (and on `outcomes:`),
  * how long it ran, another agent's round trips meanwhile, the platform's highest memory.
  */
-export interface Attack {
-  /** Another agent's round trips, in milliseconds, sorted. */
-  readonly rounds: ReadonlyArray<number>
-  readonly p50: number
-  readonly p99: number
+export interface Attack extends Latency {
+  /**
+   * Another agent's round trips once the attack printed `held` (the platform has read all it sent and
+   * holds it), or undefined if it printed no such line.
+   */
+  readonly held: Latency | undefined
   /** The platform's process's highest resident memory seen, in MB. */
   readonly peakMb: number
   readonly lines: ReadonlyArray<string>
@@ -97,19 +112,19 @@ export const attackWith = (
     let finished = false
     void done.then(() => void (finished = true))
     let peakMb = rssMb()
+    let heldFrom: number | undefined
     while (!finished) {
       peakMb = Math.max(peakMb, rssMb())
+      if (heldFrom === undefined && child.lines.includes("held")) heldFrom = prober.lines.length
       yield* Effect.sleep("20 millis")
     }
     const seconds = (Date.now() - started) / 1000
-    const rounds = prober.lines.slice(from).filter((line) => line.startsWith("rt:")).map((line) => Number(line.slice(3)))
-    rounds.sort((a, b) => a - b)
+    const to = prober.lines.length
     prober.process.kill()
     const outcomes = child.lines.find((line) => line.startsWith("outcomes:"))
     return {
-      rounds,
-      p50: quantile(rounds, 0.5),
-      p99: quantile(rounds, 0.99),
+      ...latencyOf(prober.lines.slice(from, to)),
+      held: heldFrom === undefined ? undefined : latencyOf(prober.lines.slice(heldFrom, to)),
       peakMb,
       lines: [...child.lines],
       outcomes: outcomes === undefined ? [] : JSON.parse(outcomes.slice(9)) as Array<string>,
@@ -117,8 +132,24 @@ export const attackWith = (
     }
   })
 
+/**
+ * What taking in `frames` frames of `bytes` each costs this process, in milliseconds: what a WebSocket
+ * server does with each (reads of 64 KiB from its socket, copied into one buffer of the frame's size),
+ * in new memory. The baseline of an attack that makes the platform take in that much at once.
+ */
+export const takeInMillis = (frames: number, bytes: number): number => {
+  const started = performance.now()
+  const taken: Array<Buffer> = []
+  for (let f = 0; f < frames; f++) {
+    const frame = Buffer.allocUnsafe(bytes)
+    for (let at = 0; at < bytes; at += 65_536) frame.set(Buffer.alloc(Math.min(65_536, bytes - at), 1), at)
+    taken.push(frame)
+  }
+  return taken.length === frames ? performance.now() - started : 0
+}
+
 /** `p50 / p99` of a measure, for the figures. */
-export const latencies = (measured: Attack): string =>
+export const latencies = (measured: Latency): string =>
   `${measured.p50.toFixed(2)} ms / ${measured.p99.toFixed(2)} ms (${measured.rounds.length} round trips)`
 
 /** What an upgrade came to: the socket once open, or the HTTP status and body of its refusal. */
