@@ -5,7 +5,7 @@
  * `WatchAssignments` stream), and gives its answer. Real WebSocket servers on 127.0.0.1, the scripted model.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Schedule, Schema, Scope, Stream } from "effect"
+import { Cause, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Schedule, Scope, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { createServer, type AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
@@ -22,7 +22,7 @@ import {
   Toolkit
 } from "../../src/index.js"
 import { startReceiver } from "../support/otlpReceiver.js"
-import { call, childPrompt, promptOf, resultsOf, stepOf } from "../support/execAgentRouter.js"
+import { call, childPrompt, described, lookupTool, noteTool, promptOf, replacedMidCall, resultsOf, stepOf } from "../support/execAgent.js"
 import { clientLayer } from "../support/platform.js"
 
 const tokens = new Map([["tok-a", "agent-a"], ["tok-b", "agent-b"], ["tok-c", "agent-c"]])
@@ -135,30 +135,6 @@ const servingProcess = <T extends Tool.Any>(
     return Object.assign(served, { client: Context.get(client, PlatformClient.PlatformClient) })
   })
 
-/** agent-b's tool: looks an order up, counting its runs in `runs`. */
-const lookupTool = (
-  runs: Array<string>,
-  options: {
-    readonly needsApproval?: boolean
-    readonly takes?: Duration.DurationInput
-    readonly gate?: Deferred.Deferred<void>
-  } = {}
-) =>
-  Tool.make("lookup", {
-    description: "Looks an order up.",
-    input: { orderId: Schema.String },
-    output: Schema.String,
-    timeout: "30 seconds",
-    needsApproval: options.needsApproval
-  }, ({ orderId }) =>
-    Effect.zipRight(
-      Effect.sync(() => runs.push(`lookup ${orderId}`)),
-      Effect.as(
-        Effect.zipRight(Effect.sleep(options.takes ?? "0 millis"), options.gate === undefined ? Effect.void : Deferred.await(options.gate)),
-        `order ${orderId}: shipped`
-      )
-    ))
-
 /** A port free a moment ago: the platform is restarted on the same one. */
 const freePort = Effect.async<number>((resume) => {
   const server = createServer()
@@ -173,11 +149,6 @@ const tempDir = Effect.acquireRelease(
   (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
 )
 
-/** agent-a's own tool, never called here: its process serves something else than agent-b's. */
-const noteTool = (runs: Array<string>) =>
-  Tool.make("note", { description: "Takes a note.", input: { text: Schema.String }, timeout: "10 seconds" }, ({ text }) =>
-    Effect.sync(() => void runs.push(`note ${text}`)))
-
 /** Waits until the platform sees a process of `agentId` watching for tasks to run. */
 const watching = (state: PlatformServer.PlatformState["Type"], agentId: string) =>
   state.watchingProcesses(agentId).pipe(
@@ -186,23 +157,30 @@ const watching = (state: PlatformServer.PlatformState["Type"], agentId: string) 
     Effect.orDie
   )
 
-/** How an event reads in an assertion. */
-const described = (event: Protocol.TaskEvent): string | undefined => {
-  switch (event._tag) {
-    case "SubTaskStarted":
-      return `sub-task ${event.agentId} of ${event.toolCallId}`
-    case "SubTaskEnded":
-      return `sub-task of ${event.toolCallId} ${event.outcome}`
-    case "ToolCallRequested":
-      return `requested ${event.name}`
-    case "TaskCompleted":
-      return `done`
-    case "TaskFailed":
-      return `failed ${event.reason}`
-    default:
-      return undefined
-  }
-}
+/**
+ * agent-a's task asks `callee` (one process of it serving `lookup`) on a platform whose model goes to
+ * `target`: the task's output, what the callee's process ran, the platform's state.
+ */
+const askOf = (target: string, callee: string) =>
+  Effect.gen(function*() {
+    const { state, url } = yield* platform(target)
+    const runs: Array<string> = []
+    yield* servingProcess(url, callee, `tok-${callee.slice(-1)}`, lookupTool(runs))
+    yield* watching(state, callee)
+    const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+    const output = yield* a.runTask(`Ask ${callee} about order A-1.`)
+    return { output, runs, state }
+  })
+
+/** No task of `callee` was made, nor its tool run: the parent's task is the platform's one task. */
+const noTaskOf = (asked: Effect.Effect.Success<ReturnType<typeof askOf>>, callee: string) =>
+  Effect.gen(function*() {
+    assert.deepStrictEqual(asked.runs, [])
+    assert.strictEqual((yield* asked.state.agentUsage(callee)).tasks, 0)
+    assert.strictEqual(yield* asked.state.taskCount, 1)
+  })
+
+
 
 describe("exec_agent on the platform", () => {
   it.live("agent-a's task runs agent-b's task, whose tool agent-b's process runs once and agent-a's never", () =>
@@ -240,49 +218,28 @@ describe("exec_agent on the platform", () => {
 
   it.live("a forged exec_agent of an agent not in the allow-list is refused with a reason and starts no task", () =>
     Effect.gen(function*() {
-      const { state, url } = yield* platform("agent-c")
-      const cRuns: Array<string> = []
-      yield* servingProcess(url, "agent-c", "tok-c", lookupTool(cRuns))
-      yield* watching(state, "agent-c")
-      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
-      const output = yield* a.runTask("Ask agent-c about order A-1.")
+      const asked = yield* askOf("agent-c", "agent-c")
       assert.include(
-        output,
+        asked.output,
         "a2!AgentCallFailed: exec_agent agent-c: agent agent-a may not run tasks of agent agent-c: the platform's agentCalls lets it " +
           "run only agent-b; no task was started"
       )
-      assert.deepStrictEqual(cRuns, [])
-      assert.strictEqual((yield* state.agentUsage("agent-c")).tasks, 0)
-      // The parent's task alone, ended: no task of agent-c was ever made.
-      assert.strictEqual(yield* state.taskCount, 1)
+      yield* noTaskOf(asked, "agent-c")
     }).pipe(Effect.scoped))
 
   it.live("an exec_agent call whose arguments nest 100,000 deep is refused before any task of the other agent, and the platform serves on", () =>
     Effect.gen(function*() {
-      const { state, url } = yield* platform(deep)
-      const bRuns: Array<string> = []
-      yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns))
-      yield* watching(state, "agent-b")
-      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
-      const output = yield* a.runTask("Ask agent-b about order A-1.")
+      const asked = yield* askOf(deep, "agent-b")
       // The model reads that its call's input was refused: a task of agent-b was never made.
-      assert.include(output, "a2!exec_agent: invalid input: the value is nested deeper than 128 levels")
-      assert.deepStrictEqual(bRuns, [])
-      assert.strictEqual((yield* state.agentUsage("agent-b")).tasks, 0)
-      assert.strictEqual(yield* state.taskCount, 1)
+      assert.include(asked.output, "a2!exec_agent: invalid input: the value is nested deeper than 128 levels")
+      yield* noTaskOf(asked, "agent-b")
     }).pipe(Effect.scoped))
 
   it.live("an exec_agent call whose id has a slash is refused before any task: its task's id could be another call's", () =>
     Effect.gen(function*() {
-      const { state, url } = yield* platform(slashed)
-      const bRuns: Array<string> = []
-      yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns))
-      yield* watching(state, "agent-b")
-      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
-      const output = yield* a.runTask("Ask agent-b about order A-1.")
-      assert.include(output, `a2/b2!AgentCallFailed: exec_agent agent-b: the call's id "a2/b2" has a "/"`)
-      assert.deepStrictEqual(bRuns, [])
-      assert.strictEqual(yield* state.taskCount, 1)
+      const asked = yield* askOf(slashed, "agent-b")
+      assert.include(asked.output, `a2/b2!AgentCallFailed: exec_agent agent-b: the call's id "a2/b2" has a "/"`)
+      yield* noTaskOf(asked, "agent-b")
     }).pipe(Effect.scoped))
 
   it.live("an agent with no allow-list is not offered exec_agent nor list_agents", () =>
@@ -494,17 +451,9 @@ describe("exec_agent on the platform", () => {
       const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
       const run = yield* Effect.fork(a.runTask("Ask agent-b about order A-1."))
       // The process given the child runs its call, and stops mid-call (deregistered: it is gone).
-      yield* Effect.sync(() => processes.findIndex((p) => p.runs.length > 0)).pipe(
-        Effect.repeat({ until: (given) => given >= 0, schedule: Schedule.spaced("10 millis") }),
-        Effect.timeout("5 seconds")
-      )
-      const [gone, other] = processes[0]!.runs.length > 0 ? processes : [processes[1]!, processes[0]!]
-      yield* Scope.close(gone!.scope, Exit.void)
-      yield* Deferred.succeed(gate, undefined)
-      const output = yield* Fiber.join(run).pipe(Effect.timeout("15 seconds"))
-      yield* Scope.close(other!.scope, Exit.void)
+      const { output, runs } = yield* replacedMidCall([processes[0]!, processes[1]!], gate, run)
       assert.include(output, `a2="agent-b read: b1=\\"order A-1: shipped\\""`)
-      assert.deepStrictEqual([gone!.runs, other!.runs], [["lookup A-1"], ["lookup A-1"]])
+      assert.deepStrictEqual(runs, [["lookup A-1"], ["lookup A-1"]])
     }).pipe(Effect.scoped), 30_000)
 
   it.live("one trace: the child task's run is a child of the parent's exec_agent call, its call of agent-b's process", () =>

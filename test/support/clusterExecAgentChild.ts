@@ -2,14 +2,14 @@
  * A platform runner for the exec_agent cluster test that kills one (test/platform/ClusterExecAgent.test.ts):
  * `Cluster.layer` on the PostgreSQL at DATABASE_URL, agent-a allowed to call agent-b, its cluster
  * socket on RUNNER_PORT, its WebSocket on 127.0.0.1 (a port of the OS's), the model of
- * execAgentRouter.ts. It prints `listening:<url>` once serving.
+ * execAgent.ts. It prints `listening:<url>` once serving.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Logger, LogLevel, Redacted, Schedule } from "effect"
 import { LanguageModel, PlatformServer, Timing } from "../../src/index.js"
 import * as Cluster from "../../src/platform/Cluster.js"
-import { router } from "./execAgentRouter.js"
+import { router } from "./execAgent.js"
 
 const program = Effect.gen(function*() {
   const url = yield* PlatformServer.url
