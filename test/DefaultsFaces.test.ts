@@ -1,4 +1,4 @@
-// A field's default, as each face shows it (issue 27, design: What the model sees): the definitions an agent's model
+// A field's default, as each face shows it (design: What the model sees): the definitions an agent's model
 // is given, the manifest the platform receives over a real WebSocket and hands its model, MCP's tools/list through
 // the official client.
 import { assert, describe, it } from "@effect/vitest"
@@ -37,7 +37,7 @@ const expected = {
   size: { type: "number", default: 20 }
 }
 
-describe("a field's default, on every face (issue 27)", () => {
+describe("a field's default, on every face", () => {
   it.effect("Tool.jsonSchema and the toolkit's definitions and manifest", () =>
     Effect.gen(function*() {
       assert.deepStrictEqual(shown(Tool.jsonSchema(lookupOrder).parameters), expected)

@@ -1,8 +1,8 @@
 // @effect-diagnostics globalErrorInEffectFailure:off
 /**
- * MCP over HTTP under issue 29's attacks (design: Hostile clients), each from a child process while another
- * client's `tools/list` is timed: bodies nested 2,000,000 deep, 5 at a time (item 6), and 200 connections each
- * holding an unfinished 4 MiB body (item 7), twice, the server's RSS watched.
+ * MCP over HTTP under a hostile client's attacks (design: Hostile clients), each from a child process while another
+ * client's `tools/list` is timed: bodies nested 2,000,000 deep, 5 at a time, and 200 connections each
+ * holding an unfinished 4 MiB body, twice, the server's RSS watched.
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js"

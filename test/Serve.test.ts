@@ -663,7 +663,7 @@ describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () 
   })
 })
 
-describe("Serve: its log lines (issue 28)", () => {
+describe("Serve: its log lines", () => {
   /** Each line logged, and its level. */
   const capture = () => {
     const lines: Array<{ readonly level: string; readonly message: string }> = []

@@ -125,7 +125,7 @@ describe("Tool.make", () => {
   })
 })
 
-describe("Tool.jsonSchema: a field with a default (issue 27)", () => {
+describe("Tool.jsonSchema: a field with a default", () => {
   const properties = (tool: Tool.Any) => (Tool.jsonSchema(tool).parameters as Json).properties as Json
 
   it("shows the default of an optionalWith field, and leaves the field out of required", () => {

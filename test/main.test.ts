@@ -45,7 +45,7 @@ describe("main: the demo", () => {
     assert.include(stdout, "deregistered from the platform")
     // Agents that call agents: the support agent asked the billing agent, which looked the order up.
     assert.include(stdout, "sub-agent: support asked billing, an agent it has as a tool (Agent.asTool): Billing says: order ord-4821 was charged 119.80 in total.")
-    // One ordered view (issue 28): the log lines are in it, each call's after the call's line, not on stderr.
+    // One ordered view: the log lines are in it, each call's after the call's line, not on stderr.
     const at = (pattern: RegExp) => {
       const index = stdout.split("\n").findIndex((line) => pattern.test(line))
       assert.isAtLeast(index, 0, `${pattern} in\n${stdout}`)

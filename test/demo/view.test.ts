@@ -77,7 +77,7 @@ const demoServices = (
     )
   )
 
-describe("demo view: one ordered view (issue 28)", () => {
+describe("demo view: one ordered view", () => {
   it.effect("the log lines come into the view, each about a call after the call's line, as its retries do", () =>
     Effect.gen(function*() {
       const written: Array<string> = []

@@ -1,5 +1,5 @@
 /**
- * Cluster mode when its database goes away (slow project; issue 29, item 9): three runner processes
+ * Cluster mode when its database goes away (slow project): three runner processes
  * on a real PostgreSQL, two serving processes (here, in this process). Ten tasks of four tool calls
  * each are under way, with calls in flight, when the PostgreSQL server crashes (SIGKILL to the
  * postmaster and its backends); it comes back on the same port and data folder after 1 s, and in a

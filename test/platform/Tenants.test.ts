@@ -1,6 +1,6 @@
 /**
  * One agent cannot take the platform from the others (design: Hostile clients): a client with a
- * VALID token attacks, each attack of issue 29 at a scale that fits CI, and meanwhile another agent's
+ * VALID token attacks, each attack at a scale that fits CI, and meanwhile another agent's
  * round trips stay fast, the platform's memory stays bounded (a second identical attack adds nothing
  * to it), each limit refuses with an error that names its option, and what the agent held is let go.
  */

@@ -1,5 +1,5 @@
 /**
- * A hostile client of an MCP server over HTTP (issue 29, items 6 and 7), run until it is killed, printing
+ * A hostile client of an MCP server over HTTP run until it is killed, printing
  * `answers {json}` (the statuses it got, by count) every 250 ms. argv: the port, then the attack:
  * - `deep`: bodies of 4 MB nested 2,000,000 deep, 5 at a time, each sent again as soon as it is answered;
  * - `held`: 200 connections each sending a POST of 4 MiB less 1 KiB of its declared 4 MiB and never the rest,
