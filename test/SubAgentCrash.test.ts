@@ -10,7 +10,7 @@
  * least once.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schedule } from "effect"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -34,7 +34,7 @@ const runsOf = (root: string): ReadonlyMap<string, string> =>
 const unknown = "charge: the earlier attempt did not finish; its outcome is unknown"
 
 /** An output with every charge's answer, an outcome or "unknown", made the same. */
-const charged = (output: string) => output.replaceAll(unknown, "charge").replace(/\\*"charged-part [AB] leaf\\*"/g, "charge")
+const charged = (output: string) => output.replaceAll(unknown, "charge").replace(/\\*"charged-[^"\\]*\\*"/g, "charge")
 
 /** `<words...> <pid>` lines of a log. */
 const readLog = (file: string) =>
@@ -42,6 +42,9 @@ const readLog = (file: string) =>
     const words = line.split(" ")
     return { words: words.slice(0, -1), pid: Number(words[words.length - 1]) }
   })
+
+/** The agent an ask's words name. */
+const agentOf = (words: ReadonlyArray<string>) => words[0]!.split("|")[0]
 
 /** How many turns each run of the tree had journaled (Infinity: it ended). */
 const journaledTurns = (journal: Journal.Journal["Type"], runIds: ReadonlyArray<string>) =>
@@ -54,23 +57,42 @@ const journaledTurns = (journal: Journal.Journal["Type"], runIds: ReadonlyArray<
       }))
   )
 
+/** What the last line `output <text>` of a process says. */
+const outputOf = (child: Child) => child.lines.find((l) => l.startsWith("output "))?.slice("output ".length)
+
+/**
+ * A folder for the test, the child bundled into it, its SQLite journal (read here too), its logs by name, and how to
+ * start a process of the child (TREE `tree` or `handoff`) on a run.
+ */
+const processesOf = (tree: "tree" | "handoff") =>
+  Effect.gen(function*() {
+    const dir = mkdtempSync(join(tmpdir(), "agent-tools-tree-crash-"))
+    yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+    const bundle = yield* Effect.promise(() => bundleChild("test/support/agentTreeChild.ts", dir))
+    const filename = join(dir, "journal.sqlite")
+    const journal = Context.get(yield* Layer.build(Journal.layerSql({ filename })), Journal.Journal)
+    const start = (runId: string, mode: "run" | "resume", files: { asks: string; effects: string }) =>
+      startBundled(bundle, {
+        TREE: tree,
+        JOURNAL_DB: filename,
+        RUN_ID: runId,
+        MODE: mode,
+        ASKS_FILE: files.asks,
+        EFFECTS_FILE: files.effects
+      })
+    const logs = (name: string) => {
+      const files = { asks: join(dir, `${name}.asks`), effects: join(dir, `${name}.effects`) }
+      writeFileSync(files.asks, "")
+      writeFileSync(files.effects, "")
+      return files
+    }
+    return { journal, logs, start }
+  })
+
 describe("a tree of agent runs under SIGKILL", () => {
   it.live(`SQLite: ${rounds} rounds of kills and resumes of a 3-level tree`, () =>
     Effect.gen(function*() {
-      const dir = mkdtempSync(join(tmpdir(), "agent-tools-tree-crash-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
-      const bundle = yield* Effect.promise(() => bundleChild("test/support/agentTreeChild.ts", dir))
-      const filename = join(dir, "journal.sqlite")
-      const journal = Context.get(yield* Layer.build(Journal.layerSql({ filename })), Journal.Journal)
-      const start = (runId: string, mode: "run" | "resume", files: { asks: string; effects: string }) =>
-        startBundled(bundle, { JOURNAL_DB: filename, RUN_ID: runId, MODE: mode, ASKS_FILE: files.asks, EFFECTS_FILE: files.effects })
-      const logs = (name: string) => {
-        const files = { asks: join(dir, `${name}.asks`), effects: join(dir, `${name}.effects`) }
-        writeFileSync(files.asks, "")
-        writeFileSync(files.effects, "")
-        return files
-      }
-      const outputOf = (child: Child) => child.lines.find((l) => l.startsWith("output "))?.slice("output ".length)
+      const { journal, logs, start } = yield* processesOf("tree")
 
       // The uncrashed tree: its output (the root's id taken out), its asks, how long it takes once ready.
       const referenceFiles = logs("reference")
@@ -168,4 +190,59 @@ describe("a tree of agent runs under SIGKILL", () => {
         expected: "every tree completes; no journaled turn asked again; idempotent side effects at most once"
       })
     }).pipe(Effect.scoped), scale(300_000, 1_800_000))
+
+  it.live("a handoff killed at each turn: the resume goes on as the agent that held the run, with its tools and the conversation so far", () =>
+    Effect.gen(function*() {
+      const { journal, logs, start } = yield* processesOf("handoff")
+      const referenceFiles = logs("reference")
+      const reference = start("reference", "run", referenceFiles)
+      yield* Effect.promise(() => reference.waitFor("output ", 60_000))
+      const expected = outputOf(reference)!
+      // billing's answer reads front's note: the conversation went over with the run.
+      assert.include(expected, `n1="noted-handoff reference"`)
+      assert.deepStrictEqual(readLog(referenceFiles.asks).map((a) => a.words.join(" ")), [
+        "front|handoff reference 1",
+        "front|handoff reference 2",
+        "billing|handoff reference 3",
+        "billing|handoff reference 4"
+      ])
+
+      const figures: Array<string> = []
+      // Killed once its k-th turn was asked: before the transfer, as front asks for it, once billing holds the run.
+      for (const [k, signal] of [[1, "SIGKILL"], [2, "SIGKILL"], [3, "SIGKILL"], [3, "SIGTERM"]] as const) {
+        const runId = `killed-at-${k}-${signal}`
+        const files = logs(runId)
+        const first = start(runId, "run", files)
+        yield* Effect.sync(() => readLog(files.asks).length).pipe(
+          Effect.repeat({ until: (asks) => asks >= k, schedule: Schedule.spaced("2 millis") }),
+          Effect.timeout("60 seconds")
+        )
+        first.process.kill(signal)
+        yield* Effect.promise(() => first.exited)
+        const held = (yield* journaledTurns(journal, [runId])).get(runId)!
+        const second = start(runId, "resume", files)
+        yield* Effect.promise(() => second.waitFor("output ", 60_000))
+        const output = outputOf(second)
+        const where = `killed by ${signal} after ask ${k} (${held} turns journaled)`
+        assert.isDefined(output, `${where}: the resume ran the run to its end (${second.lines.slice(-8).join(" | ")})`)
+        assert.strictEqual(charged(output!), charged(expected.replaceAll("reference", runId)), `${where}: the output of an uncrashed run`)
+
+        const asks = readLog(files.asks)
+        const resumed = asks.filter((a) => a.pid === second.process.pid).map((a) => a.words)
+        // No journaled turn asked again; each turn asked of the agent whose it is (front's only before the transfer).
+        for (const words of resumed) {
+          const step = Number(words.at(-1))
+          assert.isAbove(step, held, `${where}: turn ${step} asked again though journaled`)
+          assert.strictEqual(agentOf(words), step <= 2 ? "front" : "billing", `${where}: turn ${step}`)
+        }
+        assert.strictEqual(new Set(asks.map((a) => a.words.join(" "))).size, 4, `${where}: every turn was asked`)
+        // Once billing was asked, the transfer was journaled: the new process is billing's from its first turn.
+        if (k === 3) assert.isAtLeast(held, 2, `${where}: the transfer was journaled before billing was asked`)
+        const effects = readLog(files.effects).map(({ words }) => words[0])
+        assert.isAtMost(effects.filter((tool) => tool === "charge").length, 1, `${where}: charge (idempotent) at most once`)
+        assert.isAtLeast(effects.filter((tool) => tool === "note").length, 1, `${where}: note ran`)
+        figures.push(`${signal} after ask ${k}: ${held} turns journaled, the resume asked ${resumed.map((words) => `${agentOf(words)} ${words.at(-1)}`).join(", ") || "nothing"}`)
+      }
+      console.log(`handoff crash test: ${figures.join("; ")}`)
+    }).pipe(Effect.scoped), 120_000)
 })

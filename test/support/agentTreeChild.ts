@@ -2,11 +2,14 @@
  * A journaled tree of agent runs in a process of its own, for the sub-agent crash test
  * (test/SubAgentCrash.test.ts): `root` calls `mid` twice at once (calls m1, m2), each `mid` calls `leaf`
  * (call l1), each `leaf` calls `charge` (idempotent) and `note` (not), then `charge` again with the same key
- * (reused). MODE=run starts the root run RUN_ID, MODE=resume goes on with it (a root the journal does not have
- * yet, because the process before was killed before it journaled the start, is started). The journal is the
- * SQLite file JOURNAL_DB.
+ * (reused). With TREE=handoff the run is one conversation instead: `front` writes a `note`, then hands the run
+ * to `billing` (`transfer_to_billing`), which calls `charge` and answers with every result of the conversation.
+ * MODE=run starts the root run RUN_ID, MODE=resume goes on with it (a root the journal does not have yet, because
+ * the process before was killed before it journaled the start, is started). The journal is the SQLite file
+ * JOURNAL_DB.
  *
- * The model is scripted by agent (its instructions) and step. Each ask appends `<agent>|<prompt> <step> <pid>`
+ * The model is scripted by agent (its instructions) and step; an agent asked with another agent's tools is a model
+ * error (the run fails). Each ask appends `<agent>|<prompt> <step> <pid>`
  * to ASKS_FILE before it answers; each tool's side effect appends `<tool> <key> <pid>` to EFFECTS_FILE between
  * two short random sleeps, so that a kill can land before, during or after it. It prints `ready` once the
  * journal is open, then the root's output as a line `output <text>`, and exits 0.
@@ -54,6 +57,19 @@ const root = Agent.make({
   tools: [Agent.asTool(mid, { name: "mid", description: "The mid agent." })]
 })
 
+/** TREE=handoff: the agent that holds the run after the transfer, and the one that hands it over. */
+const billing = Agent.make({ name: "billing", instructions: "billing", tools: [charge, note] })
+const front = Agent.make({ name: "front", instructions: "front", tools: [note], handoffs: [billing] })
+
+/** The tools each agent's turns are asked with. */
+const toolsOf: Record<string, string> = {
+  root: "mid",
+  mid: "leaf",
+  leaf: "charge note",
+  front: "note transfer_to_billing",
+  billing: "charge note"
+}
+
 const call = (id: string, name: string, args: unknown): LanguageModel.ToolCall => ({
   id,
   name,
@@ -86,6 +102,15 @@ const turnAt = (agent: string, prompt: string, step: number, request: LanguageMo
       return calls([call("c2", "charge", { key: prompt })])
     case "leaf 3":
       return text(`leaf(${prompt}): ${results(request)}`)
+    // The handoff's conversation: its steps go on across the transfer.
+    case "front 1":
+      return calls([call("n1", "note", { entry: prompt })])
+    case "front 2":
+      return calls([call("t1", "transfer_to_billing", {})])
+    case "billing 3":
+      return calls([call("c1", "charge", { key: prompt })])
+    case "billing 4":
+      return text(`billing: ${results(request)}`)
   }
   return undefined
 }
@@ -97,8 +122,9 @@ const generate = (request: LanguageModel.ModelRequest) =>
     const prompt = first?._tag === "UserMessage" ? first.text : ""
     const step = request.messages.filter((m) => m._tag === "AssistantMessage").length + 1
     const turn = turnAt(agent, prompt, step, request)
-    if (turn === undefined) {
-      return Effect.fail(new LanguageModel.ModelError({ message: `${agent} asked for turn ${step}`, transient: false }))
+    const tools = request.tools.map((t) => t.name).sort().join(" ")
+    if (turn === undefined || tools !== toolsOf[agent]) {
+      return Effect.fail(new LanguageModel.ModelError({ message: `${agent} asked for turn ${step} with tools ${tools}`, transient: false }))
     }
     // Logged before the answer goes back: a kill after this line is an ask the model answered.
     appendFileSync(env("ASKS_FILE"), `${agent}|${prompt} ${step} ${process.pid}\n`)
@@ -114,10 +140,12 @@ const program = Effect.gen(function*() {
   yield* Journal.Journal
   process.stdout.write("ready\n")
   const runId = env("RUN_ID")
-  const prompt = `tree ${runId}`
+  const handoff = process.env.TREE === "handoff"
+  const agent = handoff ? front : root
+  const prompt = `${handoff ? "handoff" : "tree"} ${runId}`
   const result = process.env.MODE === "resume"
-    ? yield* Agent.resume(root, runId).pipe(Effect.catchTag("UnknownRun", () => Agent.run(root, prompt, { runId })))
-    : yield* Agent.run(root, prompt, { runId })
+    ? yield* Agent.resume(agent, runId).pipe(Effect.catchTag("UnknownRun", () => Agent.run(agent, prompt, { runId })))
+    : yield* Agent.run(agent, prompt, { runId })
   process.stdout.write(`output ${result.output}\n`)
 }).pipe(
   Effect.provide(Layer.merge(Journal.layerSql({ filename: env("JOURNAL_DB") }), model)),
