@@ -114,8 +114,6 @@ const journaledTasks = (url: string, agentId: string) =>
     return rows.map((row) => row.task_id)
   })).pipe(Effect.orDie)
 
-
-
 layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("exec_agent in cluster mode", (it) => {
   it.scoped("agent-a's task on runner 1 runs agent-b's task, whose tool agent-b's process on runner 2 runs once; the parent gets the answer", () =>
     Effect.gen(function*() {

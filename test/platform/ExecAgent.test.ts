@@ -180,8 +180,6 @@ const noTaskOf = (asked: Effect.Effect.Success<ReturnType<typeof askOf>>, callee
     assert.strictEqual(yield* asked.state.taskCount, 1)
   })
 
-
-
 describe("exec_agent on the platform", () => {
   it.live("agent-a's task runs agent-b's task, whose tool agent-b's process runs once and agent-a's never", () =>
     Effect.gen(function*() {
