@@ -46,6 +46,9 @@ const slashed = "(agent-b, by a call id with a slash)"
 /** A `router` target: agent-b, twice in one turn (orders A-1 and B-2), each child its own task. */
 const both = "(agent-b twice)"
 
+/** A `router` target: agent-b in two turns by one call id (`a2`): order A-1, then B-2, each its own task. */
+const again = "(agent-b again, by the same call id)"
+
 /** A `router` target: agent-b, which asks agent-c (`relayPrompt`): a tree of three tasks. */
 const three = "(agent-b, then agent-c)"
 
@@ -84,6 +87,9 @@ const router = (target: string): LanguageModel.ScriptedTurn => (request) => {
         call("a3", "exec_agent", { agent: "agent-b", prompt: childPromptOf("B-2") })
       ]
     }
+  }
+  if (target === again && (step === 1 || step === 2)) {
+    return { toolCalls: [call("a2", "exec_agent", { agent: "agent-b", prompt: childPromptOf(step === 1 ? "A-1" : "B-2") })] }
   }
   if (step === 1 && target === slashed) return { toolCalls: [call("a2/b2", "exec_agent", { agent: "agent-b", prompt: childPrompt })] }
   if (step === 1) return { toolCalls: [target === deep ? deepCall : call("a2", "exec_agent", { agent: target, prompt: childPrompt })] }
@@ -238,6 +244,14 @@ describe("exec_agent on the platform", () => {
       const asked = yield* askOf(slashed, "agent-b")
       assert.include(asked.output, `a2/b2!AgentCallFailed: exec_agent agent-b: the call's id "a2/b2" has a "/"`)
       yield* noTaskOf(asked, "agent-b")
+    }).pipe(Effect.scoped))
+
+  it.live("a second exec_agent call under the id of an earlier one starts its own task, and the model reads its own answer", () =>
+    Effect.gen(function*() {
+      const asked = yield* askOf(again, "agent-b")
+      assert.deepStrictEqual(asked.runs, ["lookup A-1", "lookup B-2"])
+      assert.include(asked.output, `a2="agent-b read: b1=\\"order A-1: shipped\\"" | a2="agent-b read: b1=\\"order B-2: shipped\\""`)
+      assert.strictEqual((yield* asked.state.agentUsage("agent-b")).tasks, 0, "both children ended")
     }).pipe(Effect.scoped))
 
   it.live("an agent with no allow-list is not offered exec_agent nor list_agents", () =>

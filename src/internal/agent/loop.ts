@@ -141,13 +141,13 @@ export const loop = (
         state.messages = [...state.messages, said, { _tag: "UserMessage", text: Builtins.reminder }]
         continue
       }
-      const calls = execute(state, step, turn.toolCalls)
+      const calls = execute(state, step, state.callsOf(step, turn.toolCalls))
       // A sub-agent's body finds the run it is called from (design: Agents that call agents).
       const records = yield* (hasSubAgents(state.toolkit) ? Effect.provideService(calls, CurrentRun, state) : calls)
       // Calls waiting for approval, here or in a sub-agent: their turn's other outcomes are journaled; the run stops here.
       if (state.waiting) return yield* state.suspend()
       state.records.push(...records)
-      state.messages = [...state.messages, said, ...records.map(toMessage(state.toolkit))]
+      state.messages = [...state.messages, said, ...records.map(toMessage(state.toolkit, turn.toolCalls))]
       // Only an agent with handoffs pays for looking for one.
       if (holder.handoffs.size > 0 && (yield* handOver(state, holder, records))) continue
       if (holder.completion === "explicit") {

@@ -57,6 +57,8 @@ export class Run {
   readonly usage: { -readonly [K in keyof LanguageModel.Usage]: LanguageModel.Usage[K] } = { inputTokens: 0, outputTokens: 0 }
   /** Final answers in a row that did not decode with the agent's output Schema. */
   invalidOutputs = 0
+  /** The ids of the run's calls so far (`callsOf`): a call's id is unique within its run. */
+  private readonly callIds = new Set<string>()
   /** The run's outcomes of idempotent tools, by input (design: Per-run reuse). */
   readonly outcomes = new Reuse.Outcomes({ joinInFlight: true })
   /** How many calls of a turn may run at once: 1 when sequential. */
@@ -110,6 +112,28 @@ export class Run {
     if (usage.cacheWriteTokens !== undefined) {
       this.usage.cacheWriteTokens = (this.usage.cacheWriteTokens ?? 0) + usage.cacheWriteTokens
     }
+  }
+
+  /**
+   * The calls of turn `step` under ids unique within the run (design: The loop): the provider's id while the run
+   * has not used it, else `<id>~<step>` (`~<step>.<n>` for a repeat within the turn). The id keys the call's dedupe,
+   * journal rows, delivery, approval and child run; the model reads back its own id (`toMessage`). A resumed run
+   * replays its turns in order, so its calls get the same ids again.
+   */
+  callsOf(step: number, calls: ReadonlyArray<LanguageModel.ToolCall>): ReadonlyArray<LanguageModel.ToolCall> {
+    let renamed: Array<LanguageModel.ToolCall> | undefined
+    for (let i = 0; i < calls.length; i++) {
+      const call = calls[i]!
+      let id = call.id
+      if (this.callIds.has(id)) {
+        id = `${call.id}~${step}`
+        for (let n = 2; this.callIds.has(id); n++) id = `${call.id}~${step}.${n}`
+        renamed ??= calls.slice()
+        renamed[i] = { ...call, id }
+      }
+      this.callIds.add(id)
+    }
+    return renamed ?? calls
   }
 
   result(output: string, steps: number): RunResult {

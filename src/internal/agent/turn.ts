@@ -94,10 +94,14 @@ const record = (
   return record
 }
 
-/** A call's outcome as the model reads it: the error text, a content output's rendering (design: Content), or JSON. */
-export const toMessage = (toolkit: Toolkit.Toolkit<any>) => (record: ToolCallRecord): LanguageModel.Message => ({
+/**
+ * A call's outcome as the model reads it: the error text, a content output's rendering (design: Content), or JSON;
+ * under the id the provider gave the call (`said`, in call order), which the run's own id may differ from.
+ */
+export const toMessage = (toolkit: Toolkit.Toolkit<any>, said: ReadonlyArray<LanguageModel.ToolCall>) =>
+(record: ToolCallRecord, i: number): LanguageModel.Message => ({
   _tag: "ToolResultMessage",
-  toolCallId: record.id,
+  toolCallId: said[i]?.id ?? record.id,
   name: record.name,
   content: record.result.error ?? contentText(toolkit, record) ?? JSON.stringify(record.result.value),
   isError: record.result.error !== undefined
