@@ -24,6 +24,31 @@ export const Usage = Schema.Struct({
 /** Token counts. */
 export type Usage = typeof Usage.Type
 
+/**
+ * `usage` with every count that is not a whole number from 0 up (negative, fractional, `1e999` read as
+ * Infinity, `null`) counted as unknown: 0, or left out where the count is optional. `bad` names the fields
+ * taken out, empty when every count held.
+ */
+export const checkUsage = (usage: Usage): { readonly usage: Usage; readonly bad: ReadonlyArray<string> } => {
+  const bad: Array<string> = []
+  const count = (name: keyof Usage): number | undefined => {
+    const value = usage[name] as unknown
+    if (value === undefined) return undefined
+    if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) return value
+    bad.push(`${name}: ${String(value)}`)
+    return undefined
+  }
+  const checked: { -readonly [K in keyof Usage]: Usage[K] } = {
+    inputTokens: count("inputTokens") ?? 0,
+    outputTokens: count("outputTokens") ?? 0
+  }
+  const read = count("cacheReadTokens")
+  const written = count("cacheWriteTokens")
+  if (read !== undefined) checked.cacheReadTokens = read
+  if (written !== undefined) checked.cacheWriteTokens = written
+  return { usage: bad.length === 0 ? usage : checked, bad }
+}
+
 /** Why the model stopped this turn. */
 export const FinishReason = Schema.Literal("stop", "tool_calls", "length", "content_filter", "error", "other")
 /** Why the model stopped this turn. */

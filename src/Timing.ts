@@ -30,6 +30,11 @@ export interface Schedules {
   readonly dedupeSweep: Schedule.Schedule<unknown, unknown>
   /** How often the platform forgets ended tasks (memory and journal) and silent processes (design: Hostile clients). */
   readonly platformSweep: Schedule.Schedule<unknown, unknown>
+  /**
+   * The longest wait a provider's `retry-after` may ask for before a model request is tried again: one that
+   * asks for more fails the turn at once, saying the status and the wait (docs/limits.md). Default 60 s.
+   */
+  readonly maxRetryAfter: Duration.Duration
 }
 
 /** Exponential from 200 ms, doubling, each delay jittered to 80-120 %. */
@@ -114,7 +119,8 @@ export const defaults: Schedules = {
     Schedule.upTo("2 minutes")
   ),
   dedupeSweep: Schedule.spaced("1 second"),
-  platformSweep: Schedule.spaced("1 minute")
+  platformSweep: Schedule.spaced("1 minute"),
+  maxRetryAfter: Duration.seconds(60)
 }
 
 /** The schedules in force: a `Context.Reference`, so code that provides nothing gets `defaults`. */
@@ -166,7 +172,8 @@ export const layer = (schedules: Partial<Schedules>): Layer.Layer<never> =>
 /**
  * Re-runs `effect`, which just failed with `first`, on `schedule` while `retryable(error)` holds;
  * each wait is at least `minDelayMillis(error)` (a provider's retry-after). The schedule is stepped
- * by hand so that the wait can honour both. Fails with the last error once the schedule ends.
+ * by hand so that the wait can honour both. Fails with the last error once the schedule ends, and at
+ * once with `tooLong(error, millis)` when the error asks for a wait over `maxDelayMillis`.
  */
 export const retryAfterFailure = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
@@ -176,6 +183,8 @@ export const retryAfterFailure = <A, E, R>(
     readonly retryable: (error: E) => boolean
     readonly minDelayMillis?: ((error: E) => number | undefined) | undefined
     readonly onRetry?: ((error: E, delay: Duration.Duration) => Effect.Effect<void>) | undefined
+    readonly maxDelayMillis?: number | undefined
+    readonly tooLong?: ((error: E, millis: number) => E) | undefined
   }
 ): Effect.Effect<A, E, R> =>
   Effect.gen(function*() {
@@ -185,7 +194,11 @@ export const retryAfterFailure = <A, E, R>(
       const now = yield* Clock.currentTimeMillis
       const retryAt = yield* steps.next(now, error)
       if (retryAt === undefined) return yield* Effect.fail(error)
-      const delay = Duration.millis(Math.max(retryAt - now, options.minDelayMillis?.(error) ?? 0))
+      const asked = options.minDelayMillis?.(error) ?? 0
+      if (options.maxDelayMillis !== undefined && asked > options.maxDelayMillis) {
+        return yield* Effect.fail(options.tooLong === undefined ? error : options.tooLong(error, asked))
+      }
+      const delay = Duration.millis(Math.max(retryAt - now, asked))
       if (options.onRetry !== undefined) yield* options.onRetry(error, delay)
       yield* Effect.sleep(delay)
       const exit = yield* Effect.either(effect)

@@ -138,7 +138,7 @@ describe("call ids a model repeats (a server that leaves them out)", () => {
       assert.strictEqual(again._tag, "RunSuspended")
       assert.deepStrictEqual(again.pending.map((p) => [p.toolCallId, p.input]), [["d1~2", { orderId: "B-2", amount: 500 }]])
       assert.deepStrictEqual(runs, ["refund A-1"], "the second refund waits for its own decision")
-      yield* Agent.deny("run-d", "d1~2", "too much")
+      yield* Agent.deny("run-d", "d1~2", { reason: "too much" })
       const done = yield* Agent.resume(agent, "run-d").pipe(Effect.provide(model))
       assert.deepStrictEqual(runs, ["refund A-1"])
       assert.include(done.output, "d1=\"refunded 5 on A-1\" | d1!")

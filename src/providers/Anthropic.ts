@@ -7,22 +7,20 @@
  * the conversation's last block. A typed final output is asked as a tool the model calls with its answer.
  */
 import type * as HttpClient from "@effect/platform/HttpClient"
-import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { outputText, outputTool } from "./outputTool.js"
 import { optionalSecret, optionalString } from "../internal/util/settings.js"
-import { endpoint, eventDecoder, layerModel, MissingApiKey, type StreamReader, turnFromBody } from "./Http.js"
+import { endpoint, eventDecoder, layerModel, type LimitOptions, MissingApiKey, type StreamReader, turnFromBody } from "./Http.js"
 
 /** How to reach the API. */
-export interface Options {
+export interface Options extends LimitOptions {
   readonly model: string
   readonly apiKey: Redacted.Redacted<string>
   /** Default `https://api.anthropic.com`. */
   readonly baseUrl?: string | undefined
   /** Output token limit per turn. Default 4096. */
   readonly maxTokens?: number | undefined
-  /** Per-request timeout (for the answer's headers, then between pieces of the stream). Default 2 minutes. */
-  readonly timeout?: Duration.DurationInput | undefined
   /**
    * Prompt caching: `cache_control: { type: "ephemeral" }` on the system prompt, the last tool
    * definition and the conversation's last block, so each turn reads the prefix the turn before
@@ -45,7 +43,7 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
     url: endpoint(options.baseUrl ?? defaultBaseUrl, "/v1/messages"),
     headers: { "anthropic-version": "2023-06-01", "content-type": "application/json" },
     secretHeaders: { "x-api-key": options.apiKey },
-    timeout: options.timeout,
+    limits: options,
     toBody: (request) => toBody(options.model, maxTokens, request, options),
     fromBody,
     reader

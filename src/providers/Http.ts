@@ -33,12 +33,57 @@ export interface Post {
   /** Headers that carry a secret (the API key): unwrapped only into the request. */
   readonly secretHeaders: Record<string, Redacted.Redacted<string>>
   readonly body: unknown
+  /** The response's headers, then each piece of its body, must come within this of the one before. */
+  readonly idleTimeout: Duration.Duration
+  /** The response's size and its longest line (`Limits`). */
+  readonly limits: Limits
+}
+
+/**
+ * What one model request may take (docs/limits.md, "Model requests"): the whole response, from the
+ * request to its last byte (`timeout`); the wait for its headers and between two pieces of its body
+ * (`idleTimeout`, at most `timeout`); its size in bytes and its longest line (a server-sent event's
+ * line, or a whole JSON body), past which it is refused before it is read further.
+ */
+export interface Limits {
   readonly timeout: Duration.Duration
+  readonly idleTimeout: Duration.Duration
+  readonly maxResponseBytes: number
+  readonly maxLineBytes: number
+}
+
+/** A provider's options for `Limits`: each left out takes its default. */
+export interface LimitOptions {
+  /** The whole response, from the request to its last byte. Default 10 minutes. */
+  readonly timeout?: Duration.DurationInput | undefined
+  /** The response's headers, then each piece of its body after the one before. Default 2 minutes (at most `timeout`). */
+  readonly idleTimeout?: Duration.DurationInput | undefined
+  /** The response's size, in bytes. Default 32 MiB. */
+  readonly maxResponseBytes?: number | undefined
+  /** One line of a stream (or a whole JSON body), in bytes. Default 8 MiB. */
+  readonly maxLineBytes?: number | undefined
+}
+
+/** The limits of `options`, defaults filled in; a bad one is a defect naming it (a provider's layer is built from code). */
+export const limitsOf = (options: LimitOptions): Limits => {
+  const timeout = Duration.decode(options.timeout ?? "10 minutes")
+  const idle = Duration.decode(options.idleTimeout ?? "2 minutes")
+  const count = (name: string, value: number | undefined, fallback: number) => {
+    if (value === undefined) return fallback
+    if (!Number.isSafeInteger(value) || value <= 0) throw new Error(`${name} must be a positive whole number of bytes, got ${value}`)
+    return value
+  }
+  return {
+    timeout,
+    idleTimeout: Duration.min(idle, timeout),
+    maxResponseBytes: count("maxResponseBytes", options.maxResponseBytes, 32 * 1024 * 1024),
+    maxLineBytes: count("maxLineBytes", options.maxLineBytes, 8 * 1024 * 1024)
+  }
 }
 
 /**
  * POSTs `body` as JSON and gives the 2xx response; anything else is a `ModelFailure`. The response's
- * headers must come within `post.timeout`.
+ * headers must come within `post.idleTimeout`.
  */
 const send = (
   client: HttpClient.HttpClient,
@@ -66,13 +111,29 @@ const send = (
         })
       )),
     Effect.catchTag("ResponseError", (error) => Effect.fail(bodyFailed(post.provider, error))),
-    Effect.timeoutFail({ duration: post.timeout, onTimeout: () => noResponse(post) })
+    Effect.timeoutFail({ duration: post.idleTimeout, onTimeout: () => noResponse(post) })
   )
 
 const noResponse = (post: Post) =>
   new LanguageModel.ModelError({
-    message: `${post.provider}: no response within ${Duration.format(post.timeout)}`,
+    message: `${post.provider}: no response within ${Duration.format(post.idleTimeout)} (idleTimeout)`,
     transient: true
+  })
+
+/** The whole response took longer than `timeout`: however it trickled, the request ends. */
+const tooSlow = (post: Post) =>
+  new LanguageModel.ModelError({
+    message: `${post.provider}: the response did not end within ${Duration.format(post.limits.timeout)} (timeout)`,
+    transient: true
+  })
+
+/** A response or a line over its bound: refused, not retried (the same request would get the same answer). */
+const tooLarge = (post: Post, what: "response" | "line", limit: number) =>
+  new LanguageModel.ModelError({
+    message: `${post.provider}: a ${what} of the response passed ${limit} bytes (${
+      what === "response" ? "maxResponseBytes" : "maxLineBytes"
+    }); refused unread`.replace("a response of the response", "the response"),
+    transient: false
   })
 
 /** A body cut off mid-way (the connection closed): the transport's words, not just "Decode". */
@@ -87,6 +148,8 @@ const bodyFailed = (provider: string, error: HttpClientError.ResponseError) =>
 export interface SseEvent {
   readonly event: string
   readonly data: string
+  /** A whole JSON body's value (`wholeBody`), parsed once. */
+  readonly body?: unknown
 }
 
 /**
@@ -120,8 +183,9 @@ export const sseEvents = <E, R>(lines: Stream.Stream<string, E, R>): Stream.Stre
 
 /**
  * POSTs `body` (which asks for a stream) and reads the answer as server-sent events; a 2xx JSON
- * answer is read whole. The headers must come within `post.timeout`, and then each piece of the body
- * within `post.timeout` of the one before; a body cut off is a transient `ModelError`.
+ * answer is read whole. The headers must come within `post.idleTimeout`, and then each piece of the body
+ * within `post.idleTimeout` of the one before; a body cut off is a transient `ModelError`. The body's
+ * bytes are counted as they come (`maxResponseBytes`), and no line grows past `maxLineBytes`.
  */
 export const postStream = (
   client: HttpClient.HttpClient,
@@ -129,29 +193,87 @@ export const postStream = (
 ): Effect.Effect<Stream.Stream<SseEvent, LanguageModel.ModelError>, LanguageModel.ModelFailure> =>
   Effect.map(send(client, post), (response) => {
     const type = response.headers["content-type"] ?? ""
-    if (!type.includes("text/event-stream")) {
-      return Stream.fromEffect(
-        response.text.pipe(
-          Effect.catchTag("ResponseError", (error) => Effect.fail(bodyFailed(post.provider, error))),
-          Effect.timeoutFail({ duration: post.timeout, onTimeout: () => noResponse(post) }),
-          Effect.flatMap((text) => parseBody(post.provider, response.status, text)),
-          Effect.map((body): SseEvent => ({ event: wholeBody, data: JSON.stringify(body) }))
-        )
-      )
-    }
-    return response.stream.pipe(
+    const { maxLineBytes, maxResponseBytes } = post.limits
+    const bytes = response.stream.pipe(
       Stream.catchTag("ResponseError", (error) => Stream.fail(bodyFailed(post.provider, error))),
       Stream.timeoutFail(
         () =>
           new LanguageModel.ModelError({
-            message: `${post.provider}: the stream sent nothing for ${Duration.format(post.timeout)}`,
+            message: `${post.provider}: the stream sent nothing for ${Duration.format(post.idleTimeout)} (idleTimeout)`,
             transient: true
           }),
-        post.timeout
+        post.idleTimeout
       ),
+      counted(maxResponseBytes, () => tooLarge(post, "response", maxResponseBytes))
+    )
+    if (!type.includes("text/event-stream")) {
+      // A whole body is one line: it may be as long as a line may.
+      const limit = Math.min(maxLineBytes, maxResponseBytes)
+      return Stream.fromEffect(
+        bytes.pipe(
+          counted(limit, () => tooLarge(post, limit === maxLineBytes ? "line" : "response", limit)),
+          Stream.decodeText(),
+          Stream.mkString,
+          Effect.flatMap((text) => parseBody(post.provider, response.status, text)),
+          Effect.map((body): SseEvent => ({ event: wholeBody, data: "", body }))
+        )
+      )
+    }
+    return bytes.pipe(
       Stream.decodeText(),
-      Stream.splitLines,
+      boundedLines(maxLineBytes, () => tooLarge(post, "line", maxLineBytes)),
       sseEvents
+    )
+  })
+
+/** Fails with `tooMany()` once the chunks passing through add up to more than `limit` bytes. */
+const counted = (limit: number, tooMany: () => LanguageModel.ModelError) =>
+<E, R>(chunks: Stream.Stream<Uint8Array, E, R>): Stream.Stream<Uint8Array, E | LanguageModel.ModelError, R> =>
+  Stream.suspend(() => {
+    let total = 0
+    return Stream.mapEffect(chunks, (chunk) => (total += chunk.byteLength) > limit ? Effect.fail(tooMany()) : Effect.succeed(chunk))
+  })
+
+/**
+ * Text split into lines (`\n`, `\r\n` or `\r`, as `Stream.splitLines`), failing with `tooLong()` as soon as a
+ * line, ended or not, passes `limit` characters (a character is at least a byte: the bound in bytes holds).
+ */
+export const boundedLines = (limit: number, tooLong: () => LanguageModel.ModelError) =>
+<E, R>(text: Stream.Stream<string, E, R>): Stream.Stream<string, E | LanguageModel.ModelError, R> =>
+  Stream.suspend(() => {
+    let rest = ""
+    let cr = false
+    return text.pipe(
+      Stream.mapConcatEffect((piece) => {
+        const lines: Array<string> = []
+        let start = 0
+        for (let i = 0; i < piece.length; i++) {
+          const c = piece.charCodeAt(i)
+          if (c === 10 && cr) {
+            // The \n of a \r\n whose \r ended the piece before.
+            cr = false
+            start = i + 1
+            continue
+          }
+          cr = false
+          if (c === 10 || c === 13) {
+            lines.push(rest + piece.slice(start, i))
+            rest = ""
+            start = i + 1
+            if (c === 13) {
+              if (piece.charCodeAt(i + 1) === 10) {
+                i++
+                start = i + 1
+              } else if (i + 1 === piece.length) cr = true
+            }
+          }
+        }
+        rest += piece.slice(start)
+        return rest.length > limit || lines.some((line) => line.length > limit)
+          ? Effect.fail(tooLong())
+          : Effect.succeed(lines)
+      }),
+      Stream.concat(Stream.suspend(() => rest === "" ? Stream.empty : Stream.make(rest)))
     )
   })
 
@@ -379,7 +501,8 @@ export const layerModel = (provider: {
   readonly url: string
   readonly headers: Record<string, string>
   readonly secretHeaders: Record<string, Redacted.Redacted<string>>
-  readonly timeout: Duration.DurationInput | undefined
+  /** Its time and size bounds (`Limits`), as the provider's options give them. */
+  readonly limits: LimitOptions
   readonly toBody: (request: LanguageModel.ModelRequest) => unknown
   readonly fromBody: (
     body: unknown,
@@ -395,7 +518,7 @@ export const layerModel = (provider: {
   Layer.effect(
     LanguageModel.LanguageModel,
     Effect.map(HttpClient.HttpClient, (client) => {
-      const timeout = Duration.decode(provider.timeout ?? "2 minutes")
+      const limits = limitsOf(provider.limits)
       const stream = (request: LanguageModel.ModelRequest): Stream.Stream<LanguageModel.ModelPart, LanguageModel.ModelFailure> => {
         const post: Post = {
           provider: provider.name,
@@ -403,7 +526,8 @@ export const layerModel = (provider: {
           headers: provider.headers,
           secretHeaders: provider.secretHeaders,
           body: provider.toBody(request),
-          timeout
+          idleTimeout: limits.idleTimeout,
+          limits
         }
         return Stream.unwrap(Effect.map(postStream(client, post), (events) =>
           Stream.suspend(() => {
@@ -419,21 +543,27 @@ export const layerModel = (provider: {
               Stream.mapEffect((event): Effect.Effect<ReadonlyArray<LanguageModel.ModelPart>, LanguageModel.ModelError> => {
                 if (event.event === wholeBody) {
                   whole = true
-                  return Effect.map(provider.fromBody(JSON.parse(event.data), request), LanguageModel.partsOf)
+                  return Effect.map(provider.fromBody(event.body, request), LanguageModel.partsOf)
                 }
                 const out = reader.event(event)
                 return out instanceof LanguageModel.ModelError ? Effect.fail(out) : Effect.succeed(out)
               }),
+              // The provider's last event (its parts end with `Finish`) ends the answer, whether or not the
+              // server closes the connection after it.
+              Stream.takeUntil((out) => out.length > 0 && out[out.length - 1]!._tag === "Finish"),
               Stream.concat(Stream.suspend(() => {
                 const failure = whole ? undefined : reader.end()
                 return failure === undefined ? Stream.empty : Stream.fail(failure)
               })),
               Stream.flattenIterables,
+              Stream.mapEffect(checkedUsage(provider.name)),
               Stream.tap(() => Effect.sync(() => void parts++)),
               Stream.mapError(broke)
             )
           })
         )).pipe(
+          // However it trickles (comments, pings, a byte at a time), the whole answer ends within `timeout`.
+          Stream.interruptWhen(Effect.zipRight(Effect.sleep(limits.timeout), Effect.fail(tooSlow(post)))),
           // Our span, not the HTTP client's: its exit would hold the request, key in clear (and no traceparent goes out).
           Stream.withSpan("http.client POST", { kind: "client", attributes: spanAttributes(post), captureStackTrace: false })
         )
@@ -450,6 +580,29 @@ export const layerModel = (provider: {
       })
     })
   )
+
+/** The providers whose usage was refused once already: each is warned of once a process. */
+const warnedUsage = new Set<string>()
+
+/**
+ * A usage part whose counts are whole numbers from 0 up, as the provider sent them; any other count
+ * (negative, `1e999`, fractional) is counted as unknown (`LanguageModel.checkUsage`), warned of once.
+ */
+const checkedUsage = (provider: string) => (part: LanguageModel.ModelPart): Effect.Effect<LanguageModel.ModelPart> => {
+  if (part._tag !== "Usage") return Effect.succeed(part)
+  const { bad, usage } = LanguageModel.checkUsage(part.usage)
+  if (bad.length === 0) return Effect.succeed(part)
+  const part_ = LanguageModel.ModelPart.Usage({ usage })
+  if (warnedUsage.has(provider)) return Effect.succeed(part_)
+  warnedUsage.add(provider)
+  return Effect.as(
+    Effect.logWarning(
+      `${provider}: usage counts that are not whole numbers from 0 up (${bad.join(", ")}) are counted as unknown ` +
+        "(this is said once a process)"
+    ),
+    part_
+  )
+}
 
 /** `base` without trailing slashes, then `path`. */
 export const endpoint = (base: string, path: string): string => `${base.replace(/\/+$/, "")}${path}`

@@ -9,13 +9,13 @@
  * Chat Completions has no field for it (OpenAI keeps its own models' reasoning on its side).
  */
 import type * as HttpClient from "@effect/platform/HttpClient"
-import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { optionalSecret, optionalString } from "../internal/util/settings.js"
-import { endpoint, eventDecoder, layerModel, MissingApiKey, type StreamReader, turnFromBody } from "./Http.js"
+import { endpoint, eventDecoder, layerModel, type LimitOptions, MissingApiKey, type StreamReader, turnFromBody } from "./Http.js"
 
 /** How to reach the API. */
-export interface Options {
+export interface Options extends LimitOptions {
   readonly model: string
   /** Sent as a bearer token; a local server may need none. */
   readonly apiKey?: Redacted.Redacted<string> | undefined
@@ -23,8 +23,6 @@ export interface Options {
   readonly baseUrl?: string | undefined
   /** Output token limit per turn (`max_completion_tokens`). Default: the server's. */
   readonly maxTokens?: number | undefined
-  /** Per-request timeout. Default 2 minutes. */
-  readonly timeout?: Duration.DurationInput | undefined
   /**
    * Strict mode for tools (`strict: true` on each function): each tool's schema goes in OpenAI's strict
    * form (`StrictSchema`: every field required, an optional one `null`, taken out again before
@@ -45,7 +43,7 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
     url: endpoint(options.baseUrl ?? defaultBaseUrl, "/chat/completions"),
     headers: { "content-type": "application/json" },
     secretHeaders: bearer(options.apiKey),
-    timeout: options.timeout,
+    limits: options,
     toBody: (request) => toBody(options, request),
     fromBody,
     reader,

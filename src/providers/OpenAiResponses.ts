@@ -8,21 +8,19 @@
  * calls they led to, as the API requires of a stateless conversation (design: The model side).
  */
 import type * as HttpClient from "@effect/platform/HttpClient"
-import { type Duration, type Layer, type Redacted, Schema } from "effect"
+import { type Layer, type Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
-import { endpoint, eventDecoder, layerModel, type StreamReader, turnFromBody } from "./Http.js"
+import { endpoint, eventDecoder, layerModel, type LimitOptions, type StreamReader, turnFromBody } from "./Http.js"
 import { bearer, defaultBaseUrl, fromEnvironment, usageFrom } from "./OpenAi.js"
 
 /** How to reach the API, and what to ask of a reasoning model. */
-export interface Options {
+export interface Options extends LimitOptions {
   readonly model: string
   readonly apiKey?: Redacted.Redacted<string> | undefined
   /** Default `https://api.openai.com/v1`. */
   readonly baseUrl?: string | undefined
   /** Output token limit per turn (`max_output_tokens`). Default: the server's. */
   readonly maxTokens?: number | undefined
-  /** Per-request timeout. Default 2 minutes. */
-  readonly timeout?: Duration.DurationInput | undefined
   /**
    * A reasoning model's `reasoning` settings, sent as they are (`{ effort: "low", summary: "auto" }`).
    * With it, or for a model named like a reasoning one (`o1`..., `o3`..., `o4`..., `gpt-5`...), the
@@ -39,7 +37,7 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
     url: endpoint(options.baseUrl ?? defaultBaseUrl, "/responses"),
     headers: { "content-type": "application/json" },
     secretHeaders: bearer(options.apiKey),
-    timeout: options.timeout,
+    limits: options,
     toBody: (request) => toBody(options, request),
     fromBody,
     reader

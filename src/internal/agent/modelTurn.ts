@@ -7,7 +7,7 @@ import { Duration, Effect } from "effect"
 import * as LanguageModel from "../../LanguageModel.js"
 import { CaptureContent } from "../../Telemetry.js"
 import * as Metrics from "../util/metrics.js"
-import { retryAfterFailure } from "../../Timing.js"
+import { retryAfterFailure, Timing } from "../../Timing.js"
 import { runTurnHooks } from "../hooks/turn.js"
 import type { Run } from "./run.js"
 import { AgentEvent } from "./types.js"
@@ -150,14 +150,25 @@ const generate = (
     generate,
     LanguageModel.isTransient,
     (first) =>
-      retryAfterFailure(generate, first as LanguageModel.ModelFailure, run.modelRetry, {
+      Effect.flatMap(Timing, (timing) => retryAfterFailure(generate, first as LanguageModel.ModelFailure, run.modelRetry, {
         retryable: LanguageModel.isTransient,
         minDelayMillis: (error) => error._tag === "ModelError" ? error.retryAfterMillis : undefined,
+        maxDelayMillis: Duration.toMillis(timing.maxRetryAfter),
+        tooLong: (error, millis) => waitTooLong(error, millis, timing.maxRetryAfter),
         onRetry: (error, delay) =>
           Effect.suspend(() => {
             if (told > 0) emit?.(AgentEvent.TurnRetried({ step, reason: error.message }))
             return Effect.logWarning(`model request failed (${error.message}); retrying in ${Duration.format(delay)}`)
           })
-      })
+      }))
   )
 }
+
+/** A provider asked for a wait past `maxRetryAfter`: the turn fails at once, saying its status and the wait. */
+const waitTooLong = (error: LanguageModel.ModelFailure, millis: number, max: Duration.Duration): LanguageModel.ModelFailure =>
+  new LanguageModel.ModelError({
+    message: `${error.message} (retry-after asked for ${Duration.format(Duration.millis(millis))}, over maxRetryAfter's ` +
+      `${Duration.format(max)}: not retried)`,
+    transient: false,
+    ...(error._tag === "ModelError" && error.status !== undefined ? { status: error.status } : {})
+  })
