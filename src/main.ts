@@ -511,11 +511,15 @@ const mcp = Command.make("mcp", {
     )
   })).pipe(Command.withDescription("Serve the demo tools over MCP (with --http, MCP_TOKENS: bearer tokens required)"))
 
-/** `MCP_TOKENS` (`token:name` pairs) for `mcp --http`: undefined when unset or blank, or over stdio. */
+/**
+ * `MCP_TOKENS` (`token:name` pairs) for `mcp --http`: undefined when unset, or over stdio. Set, it must hold a
+ * token: a value that holds none (empty, blanks, `" , "`) refuses the start rather than serve unauthenticated.
+ */
 const mcpTokens = (http: boolean) =>
   Effect.gen(function*() {
-    const text = process.env.MCP_TOKENS ?? ""
-    if (!http || text.trim() === "") return undefined
+    const text = process.env.MCP_TOKENS
+    if (!http || text === undefined) return undefined
+    if (text.trim() === "") return yield* new BadOptions({ message: "MCP_TOKENS is set but holds no token:name pair" })
     const [PlatformOptions] = yield* load(() => import("./platform/Options.js"))
     const pairs = yield* tokenPairs(PlatformOptions.parseTokens, text, "MCP_TOKENS", {
       pair: "token:name",

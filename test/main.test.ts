@@ -233,11 +233,18 @@ describe("main: fatal errors and secrets (design: Hostile clients)", () => {
     assert.strictEqual(blank.stderr, "agent-tools: MissingSetting: PLATFORM_TOKENS (or --tokens-file, --tokens) is not set\n")
   }, 60_000)
 
-  it("mcp --http with MCP_TOKENS malformed or empty refuses to start, naming entries, not tokens", async () => {
-    const [malformed, blank] = await Promise.all([
+  it("mcp --http with MCP_TOKENS malformed, empty or blank refuses to start, naming entries, not tokens", async () => {
+    const [malformed, blank, ...blanks] = await Promise.all([
       main(["mcp", "--http", "--port", "0"], { ...unset, MCP_TOKENS: "tok-1:ide,s3cret-b" }),
-      main(["mcp", "--http", "--port", "0"], { ...unset, MCP_TOKENS: " , " })
+      main(["mcp", "--http", "--port", "0"], { ...unset, MCP_TOKENS: " , " }),
+      ...[" ", "\t", "\n", ""].map((value) => main(["mcp", "--http", "--port", "0"], { ...unset, MCP_TOKENS: value }))
     ])
+    // Blank is not unset: never served without the tokens someone meant to require.
+    for (const refused of blanks) {
+      assert.strictEqual(refused.code, 1)
+      assert.strictEqual(refused.stderr, "agent-tools: BadOptions: MCP_TOKENS is set but holds no token:name pair\n")
+      assert.notInclude(refused.stdout + refused.stderr, "MCP over Streamable HTTP")
+    }
     assert.strictEqual(malformed.code, 1)
     assert.strictEqual(
       malformed.stderr,
