@@ -71,8 +71,7 @@ describe("call ids a model repeats (a server that leaves them out)", () => {
       const server = yield* fixtureServer([noIds(["lookup", { orderId: "A-1" }]), noIds(["lookup", { orderId: "B-2" }]), answer("done")])
       const { runs, tools } = makeTools()
       const result = yield* Agent.run(Agent.make({ tools }), "look up A-1 then B-2", { runId: "run-ids" }).pipe(
-        Effect.provide(openAiAt(server.url)),
-        Effect.provide(Journal.layerMemory)
+        Effect.provide(Layer.merge(openAiAt(server.url), Journal.layerMemory))
       )
       assert.deepStrictEqual(runs, ["lookup A-1", "lookup B-2"], "B-2 ran")
       assert.deepStrictEqual(result.toolCalls.map((c) => [c.id, c.result.value]), [

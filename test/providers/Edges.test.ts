@@ -176,8 +176,7 @@ describe("a retry-after of years", () => {
         )
         const agent = Agent.make({ tools: [] })
         const error = yield* Effect.flip(Agent.run(agent, "hi")).pipe(
-          Effect.provide(modelAt("openai", s.url)),
-          Effect.provide(Timing.layer({ modelRetry: Schedule.recurs(4) })),
+          Effect.provide(Layer.merge(modelAt("openai", s.url), Timing.layer({ modelRetry: Schedule.recurs(4) }))),
           Effect.timeout("5 seconds")
         )
         assert.strictEqual(error._tag, "ModelError")
@@ -196,8 +195,9 @@ describe("a retry-after of years", () => {
           : res.writeHead(200, { "content-type": "text/event-stream" }).end(sseFixture("openai/stream_text.sse"))
       )
       const result = yield* Agent.run(Agent.make({ tools: [] }), "hi").pipe(
-        Effect.provide(modelAt("openai", s.url)),
-        Effect.provide(Timing.layer({ modelRetry: Schedule.recurs(4), maxRetryAfter: Duration.seconds(1) }))
+        Effect.provide(
+          Layer.merge(modelAt("openai", s.url), Timing.layer({ modelRetry: Schedule.recurs(4), maxRetryAfter: Duration.seconds(1) }))
+        )
       )
       assert.strictEqual(result.output, "Order ord-4821 has shipped; there is no order ord-0000.")
       assert.strictEqual(s.requests(), 2)
