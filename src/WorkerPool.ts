@@ -14,6 +14,9 @@ import { makeToolWorkers } from "./internal/worker/pools.js"
 import { ToolWorkers } from "./internal/worker/service.js"
 
 export {
+  defaultMaxOutputBytes,
+  defaultResourceLimits,
+  invalidOutput,
   JobError,
   JobFailed,
   make,
@@ -33,6 +36,10 @@ export type { ToolWorkersService } from "./internal/worker/types.js"
 export interface ToolWorkersOptions {
   /** Workers per module. Default: the CPUs less one, at least two (a replaced worker does not stop every call). */
   readonly size?: number | undefined
+  /** Each worker's heap bounds (Node's `resourceLimits`). Default `defaultResourceLimits` (1 GiB old generation). */
+  readonly resourceLimits?: import("node:worker_threads").ResourceLimits | undefined
+  /** The largest output a body may give, in bytes, checked in the worker. Default 16 MiB. */
+  readonly maxOutputBytes?: number | undefined
 }
 
 /**
@@ -48,7 +55,7 @@ export const layerTools = (
   Layer.scoped(
     ToolWorkers,
     Effect.gen(function*() {
-      const workers = makeToolWorkers(yield* Effect.scope, options?.size, false)
+      const workers = makeToolWorkers(yield* Effect.scope, options ?? {}, false)
       yield* workers.prepare(tools)
       return workers
     })

@@ -1,6 +1,6 @@
 // Real threads and real time: what is measured is that the event loop stays free (design: Handler shapes).
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, type Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { ConfigProvider, type Duration, Effect, Layer, Logger, Schedule, Schema } from "effect"
 import {
   Invocation,
   LanguageModel,
@@ -134,6 +134,64 @@ describe("WorkerPool (design: Handler shapes)", () => {
       assert.match(crashed.error!, /^WorkerCrashed: the worker running crash stopped/)
       assert.strictEqual(failed.error, "RangeError: the score is out of range")
       assert.strictEqual(next.value, 10)
+    }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("a worker whose body throws from a timer after answering is retired without failing the next job, of any tool", () =>
+    Effect.gen(function*() {
+      const pool = yield* WorkerPool.make({ module: jobs, size: 1 })
+      const logs: Array<string> = []
+      const logged = Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => logs.push(String(message))))
+      const later = yield* pool.run("throwsLater", {})
+      assert.strictEqual(later, "answered")
+      yield* Effect.sleep("50 millis")
+      const results = yield* Effect.forEach(Array.from({ length: 30 }, (_, i) => i), (i) => pool.run("echo", i)).pipe(
+        Effect.provide(logged)
+      )
+      assert.deepStrictEqual(results, Array.from({ length: 30 }, (_, i) => i))
+      assert.strictEqual(pool.spawned(), 2, "the worker was replaced once")
+      assert.isTrue(logs.some((l) => l.includes("was retired: an exception escaped an earlier job (Error: thrown from a timer after the answer)")))
+    }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("an output that cannot cross threads, or a throw with no text, is the call's error; the worker is kept", () =>
+    Effect.gen(function*() {
+      const pool = yield* WorkerPool.make({ module: jobs, size: 1 })
+      const tool = (fn: string) =>
+        Tool.make(fn, { description: fn, input: {}, timeout: "5 seconds" }, () => pool.run(fn, {}))
+      const fn = yield* Invocation.run(tool("returnsFunction"), {})
+      const symbol = yield* Invocation.run(tool("returnsSymbol"), {})
+      const noText = yield* Invocation.run(tool("throwsNoText"), {})
+      assert.match(fn.error!, /^InvalidOutput: the output cannot cross threads \(.*could not be cloned/)
+      assert.match(symbol.error!, /^InvalidOutput: the output cannot cross threads \(.*could not be cloned/)
+      assert.strictEqual(noText.error, "Error: a thrown object that has no text")
+      assert.strictEqual(yield* pool.run("echo", 7), 7)
+      assert.strictEqual(pool.spawned(), 1, "no worker was lost")
+    }).pipe(Effect.scoped), { timeout: 20_000 })
+
+  it.live("an output over maxOutputBytes is refused in the worker, before it is copied here; a leak ends only its worker", () =>
+    Effect.gen(function*() {
+      const pool = yield* WorkerPool.make({
+        module: jobs,
+        size: 1,
+        maxOutputBytes: 1024 * 1024,
+        resourceLimits: { maxOldGenerationSizeMb: 64 }
+      })
+      const big = yield* Effect.flip(pool.run("big", { bytes: 2 * 1024 * 1024 }))
+      assert.strictEqual(big._tag, "InvalidOutput")
+      assert.match(big.message, /^the output is \d+ bytes, over the pool's maxOutputBytes \(1048576\)$/)
+      assert.strictEqual((yield* pool.run<string>("big", { bytes: 1000 })).length, 1000)
+      const before = process.memoryUsage().rss
+      const leak = yield* Effect.flip(pool.run("leaks", {}))
+      assert.strictEqual(leak._tag, "WorkerCrashed")
+      assert.include(leak.message, "the worker running leaks stopped")
+      assert.isBelow(process.memoryUsage().rss - before, 512 * 1024 * 1024, "the leak was bounded by its worker's heap")
+      assert.strictEqual(yield* pool.run("echo", 1), 1)
+    }).pipe(Effect.scoped), { timeout: 30_000 })
+
+  it.live("a pool's workers have a heap bound by default", () =>
+    Effect.gen(function*() {
+      const pool = yield* WorkerPool.make({ module: jobs, size: 1 })
+      const limits = yield* pool.run<{ maxOldGenerationSizeMb: number }>("limits", {})
+      assert.strictEqual(limits.maxOldGenerationSizeMb, WorkerPool.defaultResourceLimits.maxOldGenerationSizeMb)
     }).pipe(Effect.scoped), { timeout: 20_000 })
 
   it.effect("a module that is not there is refused by make, naming it", () =>

@@ -12,6 +12,7 @@ import * as NodeWorker from "@effect/platform-node/NodeWorker"
 import * as NodeWorkerRunner from "@effect/platform-node/NodeWorkerRunner"
 import { Effect, Exit, Layer, Pool, Schema, type Scope } from "effect"
 import { createRequire } from "node:module"
+import { serialize } from "node:v8"
 import { existsSync } from "node:fs"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import * as WorkerThreads from "node:worker_threads"
@@ -52,8 +53,20 @@ export class ModuleNotFound extends Schema.TaggedError<ModuleNotFound>("agent-to
 export class RunJob extends Schema.TaggedRequest<RunJob>()("RunJob", {
   failure: JobFailed,
   success: Schema.Unknown,
-  payload: { fn: Schema.String, input: Schema.Unknown }
+  payload: { fn: Schema.String, input: Schema.Unknown, maxOutputBytes: Schema.Number }
 }) {}
+
+/**
+ * The failure a worker answers a job with when it ran none: an exception escaped it between jobs (a body's
+ * timer that threw after the body answered). The pool retires that worker and runs the job on another.
+ */
+const retired = "agent-tools/WorkerPool/Retired"
+
+/** What a try of a job gives when the worker did not run it. */
+const notRun: unique symbol = Symbol("agent-tools/WorkerPool/notRun")
+
+/** The name of a job's failure when its output cannot cross threads or is over `maxOutputBytes`. */
+export const invalidOutput = "InvalidOutput"
 
 /** A pool of worker threads that run the functions of one module. */
 export interface WorkerPool {
@@ -78,7 +91,23 @@ export interface Options {
   readonly workerData?: unknown
   /** Threads that do not keep the process alive (a pool nobody closes). Default false. */
   readonly unref?: boolean | undefined
+  /**
+   * Each worker's heap and stack bounds (Node's `resourceLimits`): a body that leaks ends its worker, not the
+   * process (the call reads `WorkerCrashed`; the worker is replaced). Default `defaultResourceLimits`.
+   */
+  readonly resourceLimits?: WorkerThreads.ResourceLimits | undefined
+  /**
+   * The largest output a job may give, in bytes as it crosses threads (measured in the worker, before it is
+   * copied here): a larger one fails the job with `InvalidOutput`. Default 16 MiB.
+   */
+  readonly maxOutputBytes?: number | undefined
 }
+
+/** A worker's heap bound unless a pool says otherwise: 1 GiB of old generation, 64 MiB of young. */
+export const defaultResourceLimits: WorkerThreads.ResourceLimits = { maxOldGenerationSizeMb: 1024, maxYoungGenerationSizeMb: 64 }
+
+/** The largest output a job may give unless a pool says otherwise. */
+export const defaultMaxOutputBytes = 16 * 1024 * 1024
 
 /**
  * Starts the pool's workers in the scope; closing it stops them. A `.ts` module is loaded through
@@ -94,9 +123,10 @@ export const make = (options: Options): Effect.Effect<WorkerPool, ModuleNotFound
     let spawned = 0
     const spawnLayer = NodeWorker.layer((id) => {
       spawned++
+      const resourceLimits = options.resourceLimits ?? defaultResourceLimits
       const thread = options.module.pathname.endsWith(".ts")
-        ? new WorkerThreads.Worker(tsBootstrap(options.module), { eval: true, workerData: options.workerData })
-        : new WorkerThreads.Worker(options.module, { workerData: options.workerData })
+        ? new WorkerThreads.Worker(tsBootstrap(options.module), { eval: true, workerData: options.workerData, resourceLimits })
+        : new WorkerThreads.Worker(options.module, { workerData: options.workerData, resourceLimits })
       if (options.unref === true) thread.unref()
       threads.set(id, thread)
       thread.once("exit", () => threads.delete(id))
@@ -108,19 +138,34 @@ export const make = (options: Options): Effect.Effect<WorkerPool, ModuleNotFound
       acquire: Worker.makeSerialized<RunJob>({}).pipe(Effect.provide(manager)),
       size: options.size ?? 2
     })
+    const maxOutputBytes = options.maxOutputBytes ?? defaultMaxOutputBytes
+    // A job a worker did not run (its thread gone, or retired) is run again once that worker is given back.
     const run = <A>(fn: string, input: unknown): Effect.Effect<A, JobError | WorkerCrashed> =>
+      Effect.flatMap(runOnce<A>(fn, input), (out) => out === notRun ? run<A>(fn, input) : Effect.succeed(out as A))
+    const runOnce = <A>(fn: string, input: unknown): Effect.Effect<A | typeof notRun, JobError | WorkerCrashed> =>
       Effect.scoped(Effect.gen(function*() {
         const worker = yield* Effect.mapError(
           pool.get,
           (error) => new WorkerCrashed({ message: `no worker could be started for ${fn}: ${error.message}` })
         )
-        const exit = yield* worker.executeEffect(new RunJob({ fn, input })).pipe(
+        // A worker whose thread ended between jobs is not given this one: it goes, and the job waits for another.
+        if (!threads.has(worker.id)) {
+          yield* stop(worker)
+          return notRun
+        }
+        const exit = yield* worker.executeEffect(new RunJob({ fn, input, maxOutputBytes })).pipe(
           // Interrupted (the deadline, the caller): a busy thread cannot be asked to stop; end it.
           Effect.onInterrupt(() => stop(worker)),
           Effect.exit
         )
         if (Exit.isSuccess(exit)) return exit.value as A
         const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+        if (failure instanceof JobFailed && failure.name === retired) {
+          // It ran nothing: another worker runs the job (and this one's end is logged, not blamed on the job).
+          yield* stop(worker)
+          yield* Effect.logWarning(`a worker of ${options.module.href} was retired: ${failure.message}`)
+          return notRun
+        }
         if (failure instanceof JobFailed) return yield* Effect.fail(new JobError(failure.name, failure.message, failure.stack))
         // The thread died under the job, or the message could not cross: it is replaced.
         yield* stop(worker)
@@ -181,20 +226,73 @@ export const serveJobs = <S>(
   loaded: Promise<S>,
   run: (state: S, fn: string, input: any) => unknown
 ): void => {
+  // An exception that escapes a job (a timer a body left, a promise nobody awaits) would end the thread and fail
+  // whichever job it ran next: it is kept, and the worker retires at its next job, which it does not run.
+  let escaped: string | undefined
+  const keep = (error: unknown) => {
+    escaped ??= `${nameOf(error)}: ${messageOf(error)}`
+  }
+  process.on("uncaughtException", keep)
+  process.on("unhandledRejection", keep)
   const runner = WorkerRunner.layerSerialized(RunJob, {
-    RunJob: ({ fn, input }) =>
-      Effect.tryPromise({
-        try: async () => {
-          const state = await loaded
-          return fn === ping ? true : await run(state, fn, input)
-        },
-        catch: (error) =>
-          new JobFailed({
-            name: error instanceof Error ? error.name : "Error",
-            message: error instanceof Error ? error.message : String(error),
-            stack: error instanceof Error ? error.stack : undefined
-          })
-      })
+    RunJob: ({ fn, input, maxOutputBytes }) =>
+      escaped !== undefined
+        ? Effect.fail(new JobFailed({ name: retired, message: `an exception escaped an earlier job (${escaped})` }))
+        : Effect.tryPromise({
+          try: async () => {
+            const state = await loaded
+            return fn === ping ? true : crossable(await run(state, fn, input), maxOutputBytes)
+          },
+          catch: (error) =>
+            error instanceof JobFailed ? error : new JobFailed({
+              name: nameOf(error),
+              message: messageOf(error),
+              stack: stackOf(error)
+            })
+        })
   })
   Effect.runFork(WorkerRunner.launch(Layer.provide(runner, NodeWorkerRunner.layer)))
+}
+
+/**
+ * `value` when it can cross threads within `max` bytes, measured here in the worker before any copy reaches the
+ * caller's thread; else a `JobFailed` named `InvalidOutput` that says why (a function, a symbol, its size).
+ */
+const crossable = (value: unknown, max: number): unknown => {
+  let bytes: number
+  try {
+    bytes = serialize(value).byteLength
+  } catch (error) {
+    throw new JobFailed({ name: invalidOutput, message: `the output cannot cross threads (${messageOf(error)})` })
+  }
+  if (bytes > max) {
+    throw new JobFailed({ name: invalidOutput, message: `the output is ${bytes} bytes, over the pool's maxOutputBytes (${max})` })
+  }
+  return value
+}
+
+// What is thrown may be anything (a symbol, an object whose toString throws): read it without throwing again.
+const nameOf = (error: unknown): string => {
+  try {
+    return error instanceof Error && typeof error.name === "string" ? error.name : "Error"
+  } catch {
+    return "Error"
+  }
+}
+
+const messageOf = (error: unknown): string => {
+  try {
+    if (error instanceof Error) return String(error.message)
+    return typeof error === "symbol" ? error.toString() : String(error)
+  } catch {
+    return `a thrown ${typeof error} that has no text`
+  }
+}
+
+const stackOf = (error: unknown): string | undefined => {
+  try {
+    return error instanceof Error && typeof error.stack === "string" ? error.stack : undefined
+  } catch {
+    return undefined
+  }
 }

@@ -7,18 +7,23 @@ import { Effect, Scope } from "effect"
 import { availableParallelism } from "node:os"
 import type * as Tool from "../../Tool.js"
 import type { ToolCallInfo } from "../../ToolContext.js"
-import { type JobError, make, type ModuleNotFound, WorkerCrashed, type WorkerPool } from "./pool.js"
+import { type JobError, make, type ModuleNotFound, type Options, WorkerCrashed, type WorkerPool } from "./pool.js"
 import { modulesOf, type ToolWorkersService } from "./types.js"
 
+/** Each pool's bounds (`WorkerPool.layerTools`'s options): `size`, and `make`'s `resourceLimits` and `maxOutputBytes`. */
+export type PoolBounds = Pick<Options, "size" | "resourceLimits" | "maxOutputBytes">
+
 /** A pool per module, each started once (on first use, or by `layerTools`) in `scope`. */
-export const makeToolWorkers = (scope: Scope.Scope, size: number | undefined, unref: boolean) => {
+export const makeToolWorkers = (scope: Scope.Scope, bounds: PoolBounds, unref: boolean) => {
   const pools = new Map<string, Effect.Effect<WorkerPool, ModuleNotFound>>()
   const pool = (module: URL): Effect.Effect<WorkerPool, ModuleNotFound> => {
     let started = pools.get(module.href)
     if (started === undefined) {
       started = Effect.runSync(Effect.cached(make({
         module: toolWorkerEntry,
-        size: size ?? Math.max(2, availableParallelism() - 1),
+        size: bounds.size ?? Math.max(2, availableParallelism() - 1),
+        resourceLimits: bounds.resourceLimits,
+        maxOutputBytes: bounds.maxOutputBytes,
         workerData: { module: module.href },
         unref
       }).pipe(Scope.extend(scope))))
@@ -70,7 +75,7 @@ let processWide: ToolWorkersService | undefined
 /** The default pools (`ToolWorkers`'s): one scope for the process, never closed; their threads do not keep it alive. */
 export const processWorkers = (): ToolWorkersService => {
   if (processWide === undefined) {
-    processWide = makeToolWorkers(Effect.runSync(Scope.make()), undefined, true)
+    processWide = makeToolWorkers(Effect.runSync(Scope.make()), {}, true)
   }
   return processWide
 }
