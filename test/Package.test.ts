@@ -40,6 +40,30 @@ void wrong
 console.log(JSON.stringify({ output: result.output, value: result.toolCalls[0]?.result.value }))
 `
 
+/**
+ * A tool of the consumer's whose body runs on a worker thread (`worker: import.meta.url`), run from the installed
+ * package: its workers load the package's worker entry. The module is loaded by the workers too: only the main
+ * thread runs the call.
+ */
+const workerScript = `
+import { Effect, Schema } from "effect"
+import { isMainThread } from "node:worker_threads"
+import { Invocation, Tool } from "agent-tools"
+
+export const square = Tool.make("square", {
+  description: "Squares a number.",
+  input: { n: Schema.Number },
+  output: Schema.Number,
+  timeout: "20 seconds",
+  worker: import.meta.url
+}, ({ n }) => n * n)
+
+if (isMainThread) {
+  const result = await Effect.runPromise(Invocation.run(square, { n: 7 }))
+  console.log(JSON.stringify({ value: result.value, error: result.error }))
+}
+`
+
 /** MCP over stdio from a spawned program: send a message, wait for the answer with an id. */
 const stdioClient = (command: string, args: ReadonlyArray<string>, cwd: string) => {
   const child = spawn(command, args, { cwd, env: { ...env, LOG_LEVEL: "" }, stdio: "pipe" })
@@ -77,7 +101,16 @@ describe("the package", () => {
         await run("npm", ["pack", "--json", "--ignore-scripts", "--pack-destination", dir], root)
       ) as Array<{ filename: string; files: Array<{ path: string }> }>
       const files = packed[0]!.files.map((f) => f.path)
-      for (const expected of ["package.json", "dist/lib/index.js", "dist/lib/index.d.ts", "dist/cli/agent-tools.mjs", "dist/cli/reports.worker.mjs"]) {
+      for (
+        const expected of [
+          "package.json",
+          "dist/lib/index.js",
+          "dist/lib/index.d.ts",
+          "dist/lib/internal/worker/toolWorker.js",
+          "dist/cli/agent-tools.mjs",
+          "dist/cli/reports.worker.mjs"
+        ]
+      ) {
         assert.include(files, expected)
       }
       assert.deepStrictEqual(files.filter((f) => !f.startsWith("dist/") && f !== "package.json" && f !== "README.md"), [])
@@ -114,6 +147,10 @@ describe("the package", () => {
       await run(process.execPath, [tsc, "-p", "."], consumer)
       const printed = JSON.parse(await run(process.execPath, ["out/main.js"], consumer))
       assert.deepStrictEqual(printed, { output: "Lyon: 21 C", value: { city: "Lyon", celsius: 21 } })
+
+      // A tool of the app's own on a worker thread: the package ships the workers' entry.
+      writeFileSync(join(consumer, "worker.mjs"), workerScript)
+      assert.deepStrictEqual(JSON.parse(await run(process.execPath, ["worker.mjs"], consumer)), { value: 49 })
 
       // The bin, as an MCP client spawns it: initialize, then a tool on the worker threads.
       const mcp = stdioClient(join(consumer, "node_modules", ".bin", "agent-tools"), ["mcp"], consumer)

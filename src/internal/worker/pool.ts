@@ -135,7 +135,12 @@ export const make = (options: Options): Effect.Effect<WorkerPool, ModuleNotFound
     // One manager for the pool: it numbers the workers, the key of `threads`.
     const manager = yield* Layer.build(spawnLayer)
     const pool = yield* Pool.make({
-      acquire: Worker.makeSerialized<RunJob>({}).pipe(Effect.provide(manager)),
+      acquire: Worker.makeSerialized<RunJob>({}).pipe(
+        Effect.provide(manager),
+        // Unref'd again once its listeners are on: a `message` listener refs the thread's port, which then kept
+        // a process whose work was done alive for ever.
+        Effect.tap((worker) => Effect.sync(() => options.unref === true && threads.get(worker.id)?.unref()))
+      ),
       size: options.size ?? 2
     })
     const maxOutputBytes = options.maxOutputBytes ?? defaultMaxOutputBytes
