@@ -91,9 +91,34 @@ export const layer = (options: Options): Layer.Layer<never> => {
 export const defaultServiceName = "agent-tools"
 
 /** `OTEL_EXPORTER_OTLP_HEADERS`: `key=value` pairs, comma-separated, values percent-encoded (W3C Baggage's form). */
-export const parseHeaders = (text: string): Either.Either<Record<string, string>, TelemetryConfigError> => {
-  const headers: Record<string, string> = {}
-  for (const pair of text.split(",").map((p) => p.trim()).filter((p) => p !== "")) {
+export const parseHeaders = (text: string): Either.Either<Record<string, string>, TelemetryConfigError> =>
+  parsePairs(text, "OTEL_EXPORTER_OTLP_HEADERS", {
+    expected: "key=value pairs, comma-separated, values percent-encoded (e.g. x-api-key=abc,x-team=a%20b)",
+    // An HTTP header's name is a token; its value has no line break (a CR LF would start another header).
+    key: /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/,
+    keyIs: "an HTTP header name"
+  })
+
+/** The most `OTEL_EXPORTER_OTLP_HEADERS` or `OTEL_RESOURCE_ATTRIBUTES` may hold: 8 KiB, the headers most servers take at all. */
+export const maxPairsLength = 8 * 1024
+
+/**
+ * `key=value` pairs, comma-separated, values percent-encoded (the form of `OTEL_EXPORTER_OTLP_HEADERS` and
+ * `OTEL_RESOURCE_ATTRIBUTES`): each key matching `options.key`, no value with a control character (CR, LF, NUL),
+ * at most `maxPairsLength` in all. Else the error names the variable, the entry (by number, not its text: a header
+ * may hold a secret) and the form.
+ */
+const parsePairs = (
+  text: string,
+  variable: string,
+  options: { readonly expected: string; readonly key: RegExp; readonly keyIs: string }
+): Either.Either<Record<string, string>, TelemetryConfigError> => {
+  const refused = (why: string) => Either.left(new TelemetryConfigError({ variable, expected: `${why}; the form is ${options.expected}` }))
+  if (text.length > maxPairsLength) return refused(`it holds ${text.length} characters, over ${maxPairsLength}`)
+  const pairs: Record<string, string> = Object.create(null)
+  const entries = text.split(",").map((p) => p.trim()).filter((p) => p !== "")
+  for (let i = 0; i < entries.length; i++) {
+    const pair = entries[i]!
     const equals = pair.indexOf("=")
     const key = equals <= 0 ? "" : pair.slice(0, equals).trim()
     let value: string | undefined
@@ -102,16 +127,23 @@ export const parseHeaders = (text: string): Either.Either<Record<string, string>
     } catch {
       value = undefined
     }
-    if (key === "" || value === undefined) {
-      return Either.left(new TelemetryConfigError({
-        variable: "OTEL_EXPORTER_OTLP_HEADERS",
-        expected: "key=value pairs, comma-separated, values percent-encoded (e.g. x-api-key=abc,x-team=a%20b)"
-      }))
-    }
-    headers[key] = value
+    const at = `entry ${i + 1} of ${entries.length}`
+    if (key === "" || value === undefined) return refused(`${at} is not key=value`)
+    if (!options.key.test(key)) return refused(`${at}'s key is not ${options.keyIs}`)
+    // eslint-disable-next-line no-control-regex
+    if (/[\u0000-\u001f\u007f]/.test(value)) return refused(`${at}'s value holds a control character (a line break?)`)
+    pairs[key] = value
   }
-  return Either.right(headers)
+  return Either.right({ ...pairs })
 }
+
+/** `OTEL_RESOURCE_ATTRIBUTES`: `key=value` pairs as the OpenTelemetry SDKs read them; checked here, read by the exporter. */
+export const parseResourceAttributes = (text: string): Either.Either<Record<string, string>, TelemetryConfigError> =>
+  parsePairs(text, "OTEL_RESOURCE_ATTRIBUTES", {
+    expected: "key=value pairs, comma-separated, values percent-encoded (e.g. deployment.environment=prod,team=a%20b)",
+    key: /^[A-Za-z0-9_.\-/]+$/,
+    keyIs: "an attribute name (letters, digits, . _ - /)"
+  })
 
 const optional = (name: string) => Config.option(Config.string(name)).pipe(Config.map(Option.getOrUndefined))
 
@@ -145,7 +177,17 @@ export const layerFromEnv = (
         expected: "http/protobuf (the default) or http/json; grpc is not supported"
       })
     }
+    yield* Either.match(parseResourceAttributes((yield* optional("OTEL_RESOURCE_ATTRIBUTES")) ?? ""), {
+      onLeft: Effect.fail,
+      onRight: () => Effect.void
+    })
     const capture = ((yield* optional("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")) ?? "").trim().toLowerCase()
+    if (!["", "true", "false", "1", "0"].includes(capture)) {
+      return yield* new TelemetryConfigError({
+        variable: "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+        expected: "true (or 1) to capture the messages, false (or 0, or unset) not to"
+      })
+    }
     return layer({
       endpoint: endpoint.trim(),
       headers,

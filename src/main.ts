@@ -414,6 +414,13 @@ const platform = Command.make("platform", {
       pair: "caller:callee",
       example: "support:billing,support:shipping"
     })
+    const callsProblem = PlatformServer.agentCallsProblem(callsText, new Set(pairs.values()))
+    if (callsProblem !== undefined) {
+      return yield* new BadOptions({
+        message: `PLATFORM_AGENT_CALLS cannot be used: ${callsProblem}; the form is caller:callee pairs of the agents of ` +
+          "PLATFORM_TOKENS, comma-separated or one a line, e.g. support:billing,support:shipping"
+      })
+    }
     const agentCalls = PlatformServer.parseAgentCalls(callsText)
     const chosen = chooseModel(model)
     const file = Option.getOrElse(journal, () => process.env.PLATFORM_JOURNAL ?? "")
@@ -493,6 +500,10 @@ const mcp = Command.make("mcp", {
   port: Cli.portOption("port", 8788, "the HTTP port (with --http)")
 }, ({ http, port }) =>
   Effect.gen(function*() {
+    // --port is --http's: over stdio it would be ignored, so it is refused.
+    if (!http && process.argv.slice(2).some((arg) => arg === "--port" || arg.startsWith("--port="))) {
+      return yield* new BadOptions({ message: "mcp: --port is the HTTP server's: add --http, or leave --port out to serve over stdio" })
+    }
     // Checked before anything loads: a malformed MCP_TOKENS refuses the start, naming entries, never tokens.
     const tokens = yield* mcpTokens(http)
     const [[Mcp, Hooks], { backendLayer, toolkit }] = yield* Effect.all([
@@ -656,9 +667,21 @@ const tree: Cli.Node = {
   ]
 }
 
+/** LOG_LEVEL set to no level refuses the start (one line, exit 1), rather than log at a level nobody asked for. */
+const logLevelSet: Effect.Effect<void, BadOptions> = Effect.suspend(() => {
+  const text = (process.env.LOG_LEVEL ?? "").trim()
+  return text === "" || logLevel !== undefined || process.env.DEBUG === "true"
+    ? Effect.void
+    : Effect.fail(
+      new BadOptions({
+        message: `LOG_LEVEL is malformed: one of ${LogLevel.allLevels.map((level) => level.label.toLowerCase()).join(", ")}`
+      })
+    )
+})
+
 Effect.flatMap(
   // `--help`, or a bad command line (what is wrong, then the usage; exit 2), before anything starts.
-  Cli.preflight(tree, process.argv.slice(2), `agent-tools ${version}`),
+  Effect.zipRight(logLevelSet, Cli.preflight(tree, process.argv.slice(2), `agent-tools ${version}`)),
   (done) =>
     done === undefined
       ? Cli.withPlainConsole(cli(process.argv)).pipe(Effect.provideService(CliConfig.CliConfig, Cli.config))

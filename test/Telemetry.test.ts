@@ -222,4 +222,31 @@ describe("Telemetry: OTLP export", () => {
         Either.right({ "x-api-key": "a b", "x-team": "core" })
       )
     }))
+
+  it.effect("values that cannot be used stop the start, each named: CRLF, a bad header name, 120 KB of headers, garbage attributes, capture=yes", () =>
+    Effect.gen(function*() {
+      const refusal = (env: Record<string, string>) =>
+        Layer.build(Telemetry.layerFromEnv()).pipe(
+          Effect.scoped,
+          Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:1", ...env })))),
+          Effect.flip,
+          Effect.map((error) => String(error.message))
+        )
+      assert.strictEqual(
+        yield* refusal({ OTEL_EXPORTER_OTLP_HEADERS: "x-api-key=SECRET%0D%0AX-Evil: 1" }),
+        "OTEL_EXPORTER_OTLP_HEADERS is malformed: entry 1 of 1's value holds a control character (a line break?); the form is " +
+          "key=value pairs, comma-separated, values percent-encoded (e.g. x-api-key=abc,x-team=a%20b)"
+      )
+      assert.include(yield* refusal({ OTEL_EXPORTER_OTLP_HEADERS: "ok=1,bad name=2" }), "entry 2 of 2's key is not an HTTP header name")
+      assert.include(
+        yield* refusal({ OTEL_EXPORTER_OTLP_HEADERS: `x-big=${"a".repeat(120 * 1024)}` }),
+        `OTEL_EXPORTER_OTLP_HEADERS is malformed: it holds ${120 * 1024 + 6} characters, over 8192`
+      )
+      assert.include(yield* refusal({ OTEL_RESOURCE_ATTRIBUTES: "garbage" }), "OTEL_RESOURCE_ATTRIBUTES is malformed: entry 1 of 1 is not key=value")
+      assert.strictEqual(
+        yield* refusal({ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: "yes" }),
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT is malformed: true (or 1) to capture the messages, false (or 0, or unset) not to"
+      )
+      assert.notInclude(yield* refusal({ OTEL_EXPORTER_OTLP_HEADERS: "x-api-key=SECRET-9%0A" }), "SECRET-9")
+    }))
 })

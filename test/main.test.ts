@@ -233,6 +233,35 @@ describe("main: fatal errors and secrets (design: Hostile clients)", () => {
     assert.strictEqual(blank.stderr, "agent-tools: MissingSetting: PLATFORM_TOKENS (or --tokens-file, --tokens) is not set\n")
   }, 60_000)
 
+  it("values the commands cannot use stop them, each named: LOG_LEVEL=loud, mcp --port without --http, PLATFORM_AGENT_CALLS", async () => {
+    const tokens = { PLATFORM_TOKENS: "tok-a:agent-a,tok-b:agent-b" }
+    const [loud, port, ...calls] = await Promise.all([
+      main(["serve"], { ...unset, LOG_LEVEL: "loud" }),
+      main(["mcp", "--port", "9999"], unset),
+      ...["agent-a : agent-b", "agent-a:agent-b:agent-c", "__proto__:agent-b", "agent-a:agent-z"].map((value) =>
+        main(["platform", "--port", "0"], { ...unset, ...tokens, PLATFORM_AGENT_CALLS: `agent-a:agent-b,${value}` })
+      )
+    ])
+    assert.strictEqual(loud.code, 1)
+    assert.strictEqual(loud.stderr, "agent-tools: BadOptions: LOG_LEVEL is malformed: one of all, trace, debug, info, warn, error, fatal, off\n")
+    assert.strictEqual(port.code, 1)
+    assert.strictEqual(port.stderr, "agent-tools: BadOptions: mcp: --port is the HTTP server's: add --http, or leave --port out to serve over stdio\n")
+    const why = [
+      "entry 2 of 2 is not caller:callee (two agent ids, one colon, no blanks)",
+      "entry 2 of 2 is not caller:callee (two agent ids, one colon, no blanks)",
+      "entry 2 of 2 names __proto__, which cannot be an agent id",
+      "entry 2 of 2 names agent agent-z, which no token of the platform serves"
+    ]
+    calls.forEach((refused, i) => {
+      assert.strictEqual(refused.code, 1, refused.stderr)
+      assert.strictEqual(
+        refused.stderr,
+        `agent-tools: BadOptions: PLATFORM_AGENT_CALLS cannot be used: ${why[i]}; the form is caller:callee pairs of the agents of ` +
+          "PLATFORM_TOKENS, comma-separated or one a line, e.g. support:billing,support:shipping\n"
+      )
+    })
+  }, 60_000)
+
   it("mcp --http with MCP_TOKENS malformed, empty or blank refuses to start, naming entries, not tokens", async () => {
     const [malformed, blank, ...blanks] = await Promise.all([
       main(["mcp", "--http", "--port", "0"], { ...unset, MCP_TOKENS: "tok-1:ide,s3cret-b" }),

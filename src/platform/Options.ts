@@ -85,6 +85,28 @@ export const parseAgentCalls = (text: string): Readonly<Record<string, ReadonlyA
   return Object.fromEntries(calls)
 }
 
+/**
+ * Why `PLATFORM_AGENT_CALLS` cannot be used with the platform's `agents` (those of its tokens), or undefined when it
+ * can: every entry a `caller:callee` pair of two agent ids (no blank around the colon, no second colon, not a name an
+ * object keeps for itself such as `__proto__`), each an agent of the tokens. Entries are named by number.
+ */
+export const agentCallsProblem = (text: string, agents: ReadonlySet<string>): string | undefined => {
+  const entries = text.split(/[,\n]/).map((entry) => entry.trim()).filter((entry) => entry !== "")
+  const reserved = new Set(["__proto__", "constructor", "prototype"])
+  for (let i = 0; i < entries.length; i++) {
+    const parts = entries[i]!.split(":")
+    const at = `entry ${i + 1} of ${entries.length}`
+    if (parts.length !== 2 || parts.some((part) => part === "" || /\s/.test(part))) {
+      return `${at} is not caller:callee (two agent ids, one colon, no blanks)`
+    }
+    const named = parts.find((part) => reserved.has(part))
+    if (named !== undefined) return `${at} names ${named}, which cannot be an agent id`
+    const unknown = parts.find((part) => !agents.has(part))
+    if (unknown !== undefined) return `${at} names agent ${unknown}, which no token of the platform serves`
+  }
+  return undefined
+}
+
 /** The default of `Options.keepEndedTasks`. */
 const defaultKeepEndedTasks = Duration.minutes(10)
 

@@ -14,7 +14,7 @@ export {
   JournalUnavailable
 } from "../Journal.js"
 export { type Backend, layerHandlers, layerOf, PlatformState } from "./Handlers.js"
-export { type Options, parseAgentCalls, parseTokens } from "./Options.js"
+export { agentCallsProblem, type Options, parseAgentCalls, parseTokens } from "./Options.js"
 export { makeParts, type Parts } from "./Parts.js"
 export {
   defaultListenLimits,
