@@ -588,7 +588,17 @@ const makeDeliveries = (handle: (event: Delivered, run: RunState) => Effect.Effe
     const run = yield* FiberSet.runtime(running)<never>()
     const state = yield* Ref.make({ draining: false, calls: HashMap.empty<string, number>() })
     const count = (key: string, by: 1 | -1) => Ref.update(state, (s) => ({ ...s, calls: counted(s.calls, key, by) }))
+    // The running calls of each task: a task that ended failed (stopped: its exec_agent call's deadline passed)
+    // has its calls interrupted, not left to run to their own timeouts.
+    const byTask = new Map<string, Set<Fiber.RuntimeFiber<void>>>()
     return {
+      /** Interrupts the calls of `taskId` still running here. */
+      stop: (taskId: string): Effect.Effect<void> =>
+        Effect.suspend(() => {
+          const fibers = byTask.get(taskId)
+          byTask.delete(taskId)
+          return fibers === undefined ? Effect.void : Fiber.interruptAll(fibers)
+        }),
       deliver: (event: Delivered, runState: RunState): Effect.Effect<void> => {
         const key = callKey(event)
         return Effect.flatMap(Ref.get(state), ({ calls, draining }) => {
@@ -598,7 +608,19 @@ const makeDeliveries = (handle: (event: Delivered, run: RunState) => Effect.Effe
               : Ref.update(report, (r) => ({ ...r, notStarted: r.notStarted + 1 }))
           }
           const call = Effect.ensuring(handle(event, runState), count(key, -1))
-          return Effect.zipRight(count(key, 1), Effect.sync(() => void run(call, { immediate: true })))
+          return Effect.zipRight(
+            count(key, 1),
+            Effect.sync(() => {
+              const fiber = run(call, { immediate: true })
+              let fibers = byTask.get(event.taskId)
+              if (fibers === undefined) byTask.set(event.taskId, fibers = new Set())
+              fibers.add(fiber)
+              fiber.addObserver(() => {
+                fibers.delete(fiber)
+                if (fibers.size === 0 && byTask.get(event.taskId) === fibers) byTask.delete(event.taskId)
+              })
+            })
+          )
         })
       },
       /** No new delivery from now on; the calls running get `grace`, then are interrupted. */
@@ -642,6 +664,8 @@ interface FollowerDeps {
   readonly held: HeldTasks
   readonly reconnect: Schedule.Schedule<unknown, unknown>
   readonly deliver: (event: Delivered, run: RunState) => Effect.Effect<void>
+  /** Interrupts the calls of a task that ended failed (stopped) still running here. */
+  readonly stopCalls: (taskId: string) => Effect.Effect<void>
 }
 
 /**
@@ -696,6 +720,7 @@ const makeFollowers = (deps: FollowerDeps) =>
             if (event.offset !== undefined && event.offset > (at.offset ?? -1)) at = { ...at, offset: event.offset }
             onEvent?.(event)
             if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
+              if (event._tag === "TaskFailed") yield* deps.stopCalls(event.taskId)
               yield* held.releaseTask(caller.agentId, event.taskId)
               return event
             }
@@ -911,7 +936,8 @@ export const make = <R>(
       caller,
       held,
       reconnect: policy.reconnect,
-      deliver: deliveries.deliver
+      deliver: deliveries.deliver,
+      stopCalls: deliveries.stop
     })
     if (options?.resumeTasks !== false && held.durable) yield* resumeHeld(agentId, held, followers)
     yield* drainOnClose(deliveries, answers, report, grace)

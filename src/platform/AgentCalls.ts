@@ -153,8 +153,17 @@ export const awaitChild = (
     }
     const why = `the exec_agent call that started it (task ${parent.taskId}, call ${toolCallId}) ended first`
     const settled = yield* Effect.onInterrupt(child.settled, () =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        now >= call.deadlineAt - 50 || parent.final !== undefined ? child.stop(why) : Effect.void))
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        if (parent.final !== undefined) return child.stop(why)
+        if (now < call.deadlineAt - 50) return Effect.void
+        // The call's deadline came first: the child is stopped, and the stream says so (not "completed").
+        return Effect.zipRight(
+          child.stop(why),
+          Effect.sync(() =>
+            parent.emit({ _tag: "SubTaskEnded", taskId: parent.taskId, toolCallId, childTaskId, outcome: "timed_out" })
+          )
+        )
+      }))
     if (settled._tag === "Waiting") {
       if (yield* waitWithParent(toolCallId, "exec_agent", settled.pending)) return null
       // Not reached: a task suspends only with a journal, the calling task's too.

@@ -271,14 +271,14 @@ export const SubTaskStarted = Schema.TaggedStruct("SubTaskStarted", {
 })
 
 /**
- * The task `childTaskId` of call `toolCallId` ended (`outcome`); the call's result follows. Not on a
- * `"calls"` stream.
+ * The task `childTaskId` of call `toolCallId` ended (`outcome`: it answered, it failed, or the call's deadline came
+ * first and it was stopped); the call's result follows. Not on a `"calls"` stream.
  */
 export const SubTaskEnded = Schema.TaggedStruct("SubTaskEnded", {
   taskId: Schema.String,
   toolCallId: Schema.String,
   childTaskId: Schema.String,
-  outcome: Schema.Literal("completed", "failed"),
+  outcome: Schema.Literal("completed", "failed", "timed_out"),
   ...offset
 })
 

@@ -283,10 +283,19 @@ describe("exec_agent on the platform", () => {
     Effect.gen(function*() {
       const { state, url } = yield* platform("agent-b", { agentCallTimeout: "1 second" })
       const bRuns: Array<string> = []
-      const b = yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns, { takes: "20 seconds" }))
+      const interrupted: Array<{ readonly orderId: string; readonly at: number }> = []
+      const b = yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns, { takes: "20 seconds", interrupted }))
       yield* watching(state, "agent-b")
       const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
       const events = [...yield* Stream.runCollect(a.submitTask("Ask agent-b about order A-1."))]
+      const answeredAt = Date.now()
+      // The child's call in agent-b's process is interrupted with its task, not left to its own 30 s timeout.
+      yield* Effect.sync(() => interrupted.length).pipe(
+        Effect.repeat({ until: (n) => n > 0, schedule: Schedule.spaced("20 millis") }),
+        Effect.timeout("5 seconds")
+      )
+      assert.deepStrictEqual(interrupted.map((i) => i.orderId), ["A-1"])
+      assert.isBelow(interrupted[0]!.at - answeredAt, 2000)
       const last = events[events.length - 1]
       const output = last?._tag === "TaskCompleted" ? last.output : ""
       assert.include(output, "a2!exec_agent timed out after 1s")
@@ -299,6 +308,7 @@ describe("exec_agent on the platform", () => {
       assert.strictEqual((yield* state.agentUsage("agent-b")).tasks, 0)
       assert.deepStrictEqual(events.map(described).filter((d) => d !== undefined), [
         "sub-task agent-b of a2",
+        "sub-task of a2 timed_out",
         "done"
       ])
     }).pipe(Effect.scoped))

@@ -77,6 +77,8 @@ export const lookupTool = (
     readonly needsApproval?: boolean
     readonly takes?: Duration.DurationInput
     readonly gate?: Deferred.Deferred<void>
+    /** Where a run interrupted before it answered is noted, with the time it was interrupted. */
+    readonly interrupted?: Array<{ readonly orderId: string; readonly at: number }>
   } = {}
 ) =>
   Tool.make("lookup", {
@@ -92,7 +94,7 @@ export const lookupTool = (
         Effect.zipRight(Effect.sleep(options.takes ?? "0 millis"), options.gate === undefined ? Effect.void : Deferred.await(options.gate)),
         `order ${orderId}: shipped`
       )
-    ))
+    ).pipe(Effect.onInterrupt(() => Effect.sync(() => void options.interrupted?.push({ orderId, at: Date.now() })))))
 
 /** agent-a's own tool, never called here: its process serves something else than agent-b's. */
 export const noteTool = (runs: Array<string>) =>
