@@ -351,6 +351,21 @@ const tokenPairs = (
     )
 }
 
+/**
+ * Runs the platform's layer until the process is stopped, logging `said(url)` once it listens: the URL it got
+ * (with `--port 0`, the port the system gave), never one it does not listen on.
+ */
+const listening = <E, R>(
+  layer: Layer.Layer<import("./platform/WebSocket.js").Listening, E, R>,
+  said: (url: string) => string
+) =>
+  Effect.scoped(Effect.gen(function*() {
+    const [PlatformServer] = yield* load(() => import("./platform/Server.js"))
+    const context = yield* Layer.build(layer)
+    yield* Effect.logInfo(said(yield* Effect.provide(PlatformServer.url, context)))
+    return yield* Effect.never
+  }))
+
 const platform = Command.make("platform", {
   port: Cli.portOption("port", 8787, "the port to listen on, 0 for any free one"),
   host: Options.text("host").pipe(Options.withDescription("the address to bind"), Cli.withDefault("127.0.0.1")),
@@ -381,8 +396,8 @@ const platform = Command.make("platform", {
   runnerPort: Cli.portOption("runner-port", 34431, "cluster mode: the port runners talk to each other on"),
   placement: Options.choice("placement", ["submitter", "id"]).pipe(
     Options.withDescription(
-      "cluster mode: where a new task runs: on the runner its serving process is connected to (submitter), " +
-        "or spread over the runners by its id (id)"
+      "cluster mode: where a new task runs. submitter: on the runner its serving process is connected to. " +
+        "id: spread over the runners by its id."
     ),
     Cli.withDefault("submitter")
   )
@@ -433,29 +448,25 @@ const platform = Command.make("platform", {
         })
       }
       const [Cluster] = yield* load(() => import("./platform/Cluster.js"))
-      yield* Effect.logInfo(
-        `platform on ws://${host}:${port}${PlatformServer.path}, model ${chosen.model}, ` +
-          `a runner of the cluster on ${redactUrl(url)} (runners reach it at ${runnerHost}:${runnerPort})`
-      )
-      return yield* Layer.launch(
+      return yield* listening(
         PlatformServer.layerWebSocket({ port, host }).pipe(
           Layer.provide(Cluster.layer({ tokens: pairs, agentCalls, runner: { host: runnerHost, port: runnerPort, placement } })),
           Layer.provide(yield* loadModel(chosen.model)),
           Layer.provide(yield* loadDatabase(url))
-        )
+        ),
+        (at) =>
+          `platform on ${at}, model ${chosen.model}, ` +
+          `a runner of the cluster on ${redactUrl(url)} (runners reach it at ${runnerHost}:${runnerPort})`
       )
     }
-    yield* Effect.logInfo(
-      `platform on ws://${host}:${port}${PlatformServer.path}, model ${chosen.model}, ` +
-        (file === "" ? "tasks in memory" : `journal ${file}`)
-    )
-    return yield* Layer.launch(
+    return yield* listening(
       PlatformServer.layerWebSocket({ port, host }).pipe(
         Layer.provide(
           PlatformServer.layerHandlers({ tokens: pairs, agentCalls, journal: file === "" ? undefined : file })
         ),
         Layer.provide(yield* loadModel(chosen.model))
-      )
+      ),
+      (at) => `platform on ${at}, model ${chosen.model}, ` + (file === "" ? "tasks in memory" : `journal ${file}`)
     )
   })).pipe(
   Command.withDescription("Run the platform alone, on a WebSocket; with --database, as a runner of a cluster"),
@@ -513,13 +524,21 @@ const mcp = Command.make("mcp", {
     // A refund asks the client's user (elicitation); a client that cannot ask gets it refused.
     const services = Layer.merge(backendLayer, Hooks.layer({ tool: [Hooks.approval] }))
     if (!http) return yield* Mcp.serveStdio(toolkit).pipe(Effect.provide(services))
-    yield* Effect.logInfo(
-      `MCP over Streamable HTTP at http://127.0.0.1:${port}/mcp` +
-        (tokens === undefined ? "" : `, for ${tokens.size} bearer token(s) of MCP_TOKENS`)
-    )
-    return yield* Layer.launch(Mcp.layerHttp(toolkit, { port, ...(tokens === undefined ? {} : { tokens }) })).pipe(
-      Effect.provide(services)
-    )
+    return yield* Effect.scoped(Effect.gen(function*() {
+      // Listening first, then said: a port in use is the start's failure, named, and nothing claims to listen.
+      const context = yield* Layer.build(Mcp.layerHttp(toolkit, { port, ...(tokens === undefined ? {} : { tokens }) })).pipe(
+        Effect.catchTag("ServeError", (error) =>
+          new BadOptions({ message: `mcp cannot listen on 127.0.0.1:${port}: ${listenFailure(error.cause)}` }))
+      )
+      const [HttpServer] = yield* load(() => import("@effect/platform/HttpServer"))
+      const address = Context.get(context, HttpServer.HttpServer).address
+      const at = address._tag === "TcpAddress" ? address.port : port
+      yield* Effect.logInfo(
+        `MCP over Streamable HTTP at http://127.0.0.1:${at}/mcp` +
+          (tokens === undefined ? "" : `, for ${plural(tokens.size, "bearer token")} of MCP_TOKENS`)
+      )
+      return yield* Effect.never
+    })).pipe(Effect.provide(services))
   })).pipe(Command.withDescription("Serve the demo tools over MCP (with --http, MCP_TOKENS: bearer tokens required)"))
 
 /**
@@ -572,7 +591,7 @@ const run = Command.make("run", {
         `${call.result.success ? "✓" : "✗"} ${call.name} ${JSON.stringify(call.input)}${call.cached ? " (reused)" : ""}`
       )
     }
-    yield* Console.log(`\nanswer: ${result.output}\n(${result.steps} model turns, ${result.toolCalls.length} tool calls)`)
+    yield* Console.log(`\nanswer: ${result.output}\n(${plural(result.steps, "model turn")}, ${plural(result.toolCalls.length, "tool call")})`)
   })).pipe(Command.withDescription("Run an agent in this process with the demo tools"))
 
 // ---------------------------------------------------------------------------------------------
@@ -666,6 +685,13 @@ const tree: Cli.Node = {
     { name: "approve", command: approve }
   ]
 }
+
+/** Why a server could not listen, as the system said it (`listen EADDRINUSE: address already in use 127.0.0.1:8788`). */
+const listenFailure = (cause: unknown): string =>
+  cause instanceof Error ? cause.message : typeof cause === "string" ? cause : "it could not listen"
+
+/** `1 tool call`, `2 tool calls`. */
+const plural = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? "" : "s"}`
 
 /** LOG_LEVEL set to no level refuses the start (one line, exit 1), rather than log at a level nobody asked for. */
 const logLevelSet: Effect.Effect<void, BadOptions> = Effect.suspend(() => {

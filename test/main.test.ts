@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:net"
+import { connect, createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -357,6 +357,38 @@ const watch = (child: ChildProcess) => {
 }
 
 describe("main: platform and serve as two processes", () => {
+  it("platform --port 0 logs the port it got; mcp --http on a port in use says EADDRINUSE and the port, and never that it listens", async () => {
+    const platform = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "platform", "--port", "0", "--tokens", "tok-z:agent-z"], {
+      cwd: root,
+      env: { ...process.env, PLATFORM_TOKENS: "", LOG_LEVEL: "" }
+    })
+    const log = watch(platform)
+    try {
+      assert.isTrue(await log.until(/platform on ws:/, 20_000), log.text())
+      const port = Number(/platform on ws:\/\/127\.0\.0\.1:(\d+)\/rpc/.exec(log.text())?.[1])
+      assert.isAbove(port, 0, log.text())
+      // The port it names is the one it listens on.
+      await new Promise<void>((resolve, reject) => {
+        const socket = connect(port, "127.0.0.1", () => (socket.end(), resolve()))
+        socket.on("error", reject)
+      })
+    } finally {
+      platform.kill("SIGTERM")
+    }
+    const taken = createServer()
+    const busy = await new Promise<number>((resolve) =>
+      taken.listen(0, "127.0.0.1", () => resolve((taken.address() as { port: number }).port))
+    )
+    try {
+      const mcp = await main(["mcp", "--http", "--port", String(busy)])
+      assert.strictEqual(mcp.code, 1, mcp.stderr)
+      assert.match(mcp.stderr, new RegExp(`agent-tools: BadOptions: mcp cannot listen on 127\\.0\\.0\\.1:${busy}: .*EADDRINUSE`))
+      assert.notInclude(mcp.stdout + mcp.stderr, "MCP over Streamable HTTP at")
+    } finally {
+      taken.close()
+    }
+  }, 60_000)
+
   it("SIGINT to serve makes the platform record the deregistration before serve exits; DEBUG=true shows serve's debug lines", async () => {
     const port = await freePort()
     const env = { ...process.env, ANTHROPIC_API_KEY: "", OPENAI_API_KEY: "", LOG_LEVEL: "debug" }
