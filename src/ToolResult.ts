@@ -6,8 +6,8 @@
  */
 import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
 import * as Schema from "effect/Schema"
+import { formatDuration } from "./internal/util/duration.js"
 
 /** The arguments were refused before anything ran (design: Input): too large, not JSON, a refused key, the Schema's issues. */
 export class InvalidInput extends Data.TaggedClass("InvalidInput")<{
@@ -32,7 +32,7 @@ export class TimedOut extends Data.TaggedClass("TimedOut")<{
   readonly allowedMillis: number
 }> {
   get text(): string {
-    const allowed = Duration.format(Duration.millis(this.allowedMillis))
+    const allowed = formatDuration(this.allowedMillis)
     return `${this.toolName} timed out after ${allowed}; its outcome is unknown`
   }
 }

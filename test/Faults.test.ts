@@ -234,11 +234,11 @@ describe("faults, a tool that hangs past its deadline", () => {
       yield* TestClock.adjust("1 milli")
       const result = yield* Fiber.join(fiber)
       assert.deepStrictEqual(handler, { started: 1, finalized: 1 })
-      assert.strictEqual(result.toolCalls[0]!.result.error, "wait_for_godot timed out after 5s; its outcome is unknown")
+      assert.strictEqual(result.toolCalls[0]!.result.error, "wait_for_godot timed out after 5 s; its outcome is unknown")
       assert.strictEqual(result.toolCalls[0]!.durationMillis, 5_000)
       assert.strictEqual(
         result.output,
-        "c1: wait_for_godot timed out after 5s; its outcome is unknown\nc2: {\"id\":\"ord-4821\",\"status\":\"shipped\",\"total\":42}"
+        "c1: wait_for_godot timed out after 5 s; its outcome is unknown\nc2: {\"id\":\"ord-4821\",\"status\":\"shipped\",\"total\":42}"
       )
       assert.strictEqual(result.steps, 2)
       countCalls(result)

@@ -369,7 +369,7 @@ describe("Invocation.run: time (design: Deadlines)", () => {
       assert.strictEqual(finalized.count, 0)
       yield* TestClock.adjust("1 milli")
       const result = yield* Fiber.join(fiber)
-      assert.strictEqual(result.error, "slow timed out after 5s; its outcome is unknown")
+      assert.strictEqual(result.error, "slow timed out after 5 s; its outcome is unknown")
       assert.strictEqual(finalized.count, 1)
     }))
 
@@ -392,7 +392,7 @@ describe("Invocation.run: time (design: Deadlines)", () => {
       yield* TestClock.adjust("1999 millis")
       assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)))
       yield* TestClock.adjust("1 milli")
-      assert.strictEqual((yield* Fiber.join(fiber)).error, "patient timed out after 2s; its outcome is unknown")
+      assert.strictEqual((yield* Fiber.join(fiber)).error, "patient timed out after 2 s; its outcome is unknown")
     }))
 
   it.effect("a handler that finishes in time succeeds, and void output is null", () =>
@@ -507,7 +507,7 @@ describe("Invocation.run: retries (design: Retries)", () => {
         yield* Fiber.joinAll(fibers)
       }).pipe(Effect.provide(capture))
       assert.strictEqual(warnings.length, 1)
-      assert.match(warnings[0]!, /^tight: 5 retries do not fit before the deadline \(1s away\); retry 4 and later/)
+      assert.match(warnings[0]!, /^tight: 5 retries do not fit before the deadline \(1 s away\); retry 4 and later/)
     }).pipe(Effect.provide(noJitter)))
 
   it.effect("a handler's failure is the call's result, not an \"unhandled error\" log line, at any log level", () =>

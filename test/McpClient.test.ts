@@ -172,7 +172,7 @@ describe("Mcp.toolkit: our own server over stdio", () => {
     Effect.gen(function*() {
       const remote = yield* overStdio({ tools: { slow: { timeout: "300 millis" } } })
       const result = yield* call(remote, "slow", {})
-      assert.strictEqual(result.error, "slow timed out after 300ms; its outcome is unknown")
+      assert.strictEqual(result.error, "slow timed out after 300 ms; its outcome is unknown")
       const stats = Effect.map(call(remote, "stats", {}), (r) => r.value as Seen)
       const seen = yield* eventually(stats, (s) => s.cancelled === 1)
       assert.deepStrictEqual([seen.slowStarted, seen.cancelled], [1, 1])
@@ -216,7 +216,7 @@ describe("Mcp.toolkit: our own server over Streamable HTTP", () => {
       const remote = yield* overHttp(seen, { tools: { slow: { timeout: "300 millis" } } })
       const result = yield* call(remote, "slow", {})
       assert.strictEqual(result.failure?._tag, "TimedOut")
-      assert.strictEqual(result.error, "slow timed out after 300ms; its outcome is unknown")
+      assert.strictEqual(result.error, "slow timed out after 300 ms; its outcome is unknown")
       assert.strictEqual(seen.slowStarted, 1)
       // Our server interrupts the call on notifications/cancelled, and its finalizer counts it.
       assert.strictEqual((yield* eventually(Effect.sync(() => seen.cancelled), (n) => n === 1)), 1)

@@ -579,7 +579,7 @@ describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () 
       // Timed out at its deadline (3 s), not cut at the grace period's end (31 s); its answer went out.
       assert.deepStrictEqual(log, ["start 0", "interrupted 3000"])
       assert.strictEqual(yield* Fiber.join(task), "done")
-      assert.strictEqual(seen.final, "t1-refund-0:refund timed out after 3s; its outcome is unknown")
+      assert.strictEqual(seen.final, "t1-refund-0:refund timed out after 3 s; its outcome is unknown")
     }).pipe(Effect.scoped, Effect.provide(inProcess(turns([["refund"]], seen))))
   })
 

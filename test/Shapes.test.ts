@@ -97,7 +97,7 @@ describe("async bodies (design: Handler shapes)", () => {
         yield* TestClock.adjust("1 millis")
         return yield* Fiber.join(fiber)
       }))
-      assert.strictEqual(value.error, "stuck timed out after 5s; its outcome is unknown")
+      assert.strictEqual(value.error, "stuck timed out after 5 s; its outcome is unknown")
       assert.deepStrictEqual(reasons, ["TimeoutError"])
       assert.strictEqual(unhandled, 0)
     }))

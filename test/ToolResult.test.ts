@@ -9,7 +9,7 @@ describe("ToolResult", () => {
     const timedOut = new ToolResult.TimedOut({ toolName: "slow", allowedMillis: 5_000 })
     const failed = ToolResult.ToolResult.failure(timedOut)
     assert.deepStrictEqual([failed.value, failed.failure, failed.success], [undefined, timedOut, false])
-    assert.strictEqual(failed.error, "slow timed out after 5s; its outcome is unknown")
+    assert.strictEqual(failed.error, "slow timed out after 5 s; its outcome is unknown")
   })
 
   it("a plain text is an Unclassified failure with that text", () => {
@@ -45,7 +45,7 @@ describe("ToolResult", () => {
     assert.deepStrictEqual(texts, [
       "t: invalid input: n: Expected number, actual \"one\"",
       "t: its deadline passed before it started; it did not run",
-      "t timed out after 2s; its outcome is unknown",
+      "t timed out after 2 s; its outcome is unknown",
       "Error: down",
       "t: the call was interrupted; its outcome is unknown",
       "t: invalid output: a Map is not JSON",
@@ -63,7 +63,7 @@ describe("ToolResult", () => {
     const codec = Schema.parseJson(ToolResult.ToolResultFromJson)
     const sent = ToolResult.ToolResult.failure(new ToolResult.TimedOut({ toolName: "slow", allowedMillis: 1_000 }))
     const text = Schema.encodeSync(codec)(sent)
-    assert.strictEqual(text, "{\"error\":\"slow timed out after 1s; its outcome is unknown\"}")
+    assert.strictEqual(text, "{\"error\":\"slow timed out after 1 s; its outcome is unknown\"}")
     const received = Schema.decodeSync(codec)(text)
     assert.deepStrictEqual([received.failure?._tag, received.error], ["Unclassified", sent.error])
     assert.strictEqual(Schema.decodeSync(codec)("{\"value\":3}").value, 3)

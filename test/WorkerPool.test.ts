@@ -115,7 +115,7 @@ describe("WorkerPool (design: Handler shapes)", () => {
       const late = yield* Invocation.run(burnTool(pool, "300 millis"), { millis: 60_000 })
       const stoppedAfter = performance.now() - t0
       const next = yield* Invocation.run(burnTool(pool), { millis: 10 })
-      assert.strictEqual(late.error, "burn timed out after 300ms; its outcome is unknown")
+      assert.strictEqual(late.error, "burn timed out after 300 ms; its outcome is unknown")
       assert.isBelow(stoppedAfter, 1000)
       assert.strictEqual(next.value, 10)
       assert.strictEqual(pool.spawned(), 2)

@@ -64,6 +64,7 @@ import { traceparentOf } from "../internal/util/traceContext.js"
 import * as Handlers from "./Handlers.js"
 import { type Limits, limitsOf, type Options } from "./Options.js"
 import * as Parts from "./Parts.js"
+import { formatDuration } from "../internal/util/duration.js"
 
 // ---------------------------------------------------------------------------------------------
 // The entities.
@@ -437,7 +438,7 @@ const letGoUntaken = <E>(result: ToolCallResult, answer: Effect.Effect<void, E>)
   answer.pipe(
     Effect.timeoutFailCause({
       duration: clusterAnswerWithin,
-      onTimeout: () => Cause.die(new Error(`no reply within ${Duration.format(clusterAnswerWithin)}`))
+      onTimeout: () => Cause.die(new Error(`no reply within ${formatDuration(clusterAnswerWithin)}`))
     }),
     Effect.catchAllDefect((defect) =>
       Effect.logWarning(

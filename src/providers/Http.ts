@@ -14,6 +14,7 @@ import { Clock, Duration, Effect, Either, Layer, Option, ParseResult, Redacted, 
 import * as LanguageModel from "../LanguageModel.js"
 import * as Json from "../internal/util/json.js"
 import * as StrictSchema from "./StrictSchema.js"
+import { formatDuration } from "../internal/util/duration.js"
 
 /** A provider's API key is not configured. */
 export class MissingApiKey extends Schema.TaggedError<MissingApiKey>("agent-tools/MissingApiKey")("MissingApiKey", {
@@ -116,14 +117,14 @@ const send = (
 
 const noResponse = (post: Post) =>
   new LanguageModel.ModelError({
-    message: `${post.provider}: no response within ${Duration.format(post.idleTimeout)} (idleTimeout)`,
+    message: `${post.provider}: no response within ${formatDuration(post.idleTimeout)} (idleTimeout)`,
     transient: true
   })
 
 /** The whole response took longer than `timeout`: however it trickled, the request ends. */
 const tooSlow = (post: Post) =>
   new LanguageModel.ModelError({
-    message: `${post.provider}: the response did not end within ${Duration.format(post.limits.timeout)} (timeout)`,
+    message: `${post.provider}: the response did not end within ${formatDuration(post.limits.timeout)} (timeout)`,
     transient: true
   })
 
@@ -199,7 +200,7 @@ export const postStream = (
       Stream.timeoutFail(
         () =>
           new LanguageModel.ModelError({
-            message: `${post.provider}: the stream sent nothing for ${Duration.format(post.idleTimeout)} (idleTimeout)`,
+            message: `${post.provider}: the stream sent nothing for ${formatDuration(post.idleTimeout)} (idleTimeout)`,
             transient: true
           }),
         post.idleTimeout

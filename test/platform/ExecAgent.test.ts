@@ -298,7 +298,7 @@ describe("exec_agent on the platform", () => {
       assert.isBelow(interrupted[0]!.at - answeredAt, 2000)
       const last = events[events.length - 1]
       const output = last?._tag === "TaskCompleted" ? last.output : ""
-      assert.include(output, "a2!exec_agent timed out after 1s")
+      assert.include(output, "a2!exec_agent timed out after 1 s")
       assert.notInclude(output, "shipped")
       assert.deepStrictEqual(bRuns, ["lookup A-1"])
       // The child's end, as agent-b's process sees it: stopped, saying by what.

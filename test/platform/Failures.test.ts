@@ -68,7 +68,7 @@ describe("a served failure's kind over the wire", () => {
       assert.isTrue(timedOut.allowedMillis > 0 && timedOut.allowedMillis < 3_000, `allowed ${timedOut.allowedMillis} ms`)
       const done = [...events].find((e): e is Extract<Protocol.TaskEvent, { _tag: "TaskCompleted" }> => e._tag === "TaskCompleted")
       assert.strictEqual(done?.output, `a:${timedOut.text}`)
-      assert.match(timedOut.text, /^slow timed out after [\d.]+m?s; its outcome is unknown$/)
+      assert.match(timedOut.text, /^slow timed out after [\d.]+ m?s; its outcome is unknown$/)
     }).pipe(Effect.scoped), { timeout: 20_000 })
 })
 

@@ -384,7 +384,7 @@ describe("journal replay", () => {
           )).pipe(Effect.provide(platform))
         assert.deepStrictEqual([...events].filter((e) => e._tag === "ToolCallRequested"), [])
         const done = [...events].pop() as Extract<Protocol.TaskEvent, { _tag: "TaskCompleted" }>
-        assert.strictEqual(done.output, "t1-a:work timed out after 30s; its outcome is unknown")
+        assert.strictEqual(done.output, "t1-a:work timed out after 30 s; its outcome is unknown")
       }).pipe(Effect.scoped, quiet))
   }
 

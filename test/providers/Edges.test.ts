@@ -73,7 +73,7 @@ for (const provider of ["openai", "anthropic"] as const) {
         const started = performance.now()
         const out = yield* ask(modelAt(provider, s.url, { timeout: "1 second", idleTimeout: "500 millis" }))
         assert.strictEqual(out._tag, "Left")
-        assert.include(out._tag === "Left" ? out.left.message : "", `${provider}: the response did not end within 1s (timeout)`)
+        assert.include(out._tag === "Left" ? out.left.message : "", `${provider}: the response did not end within 1 s (timeout)`)
         assert.isBelow(seconds(started), 5)
       }))
 
@@ -87,14 +87,14 @@ for (const provider of ["openai", "anthropic"] as const) {
           res.on("close", () => clearInterval(timer))
         })
         const out = yield* ask(modelAt(provider, s.url, { timeout: "1 second" }))
-        assert.include(out._tag === "Left" ? out.left.message : "", "did not end within 1s (timeout)")
+        assert.include(out._tag === "Left" ? out.left.message : "", "did not end within 1 s (timeout)")
       }))
 
     it.scopedLive("silence after the headers: the idle bound fires and says which it is", () =>
       Effect.gen(function*() {
         const s = yield* server((_, res) => (sseHead(res), res.flushHeaders()))
         const out = yield* ask(modelAt(provider, s.url, { timeout: "10 seconds", idleTimeout: "300 millis" }))
-        assert.include(out._tag === "Left" ? out.left.message : "", "the stream sent nothing for 300ms (idleTimeout)")
+        assert.include(out._tag === "Left" ? out.left.message : "", "the stream sent nothing for 300 ms (idleTimeout)")
       }))
 
     it.scopedLive(`the connection held open after ${provider === "openai" ? "[DONE]" : "message_stop"}: the answer is taken at once, asked once`, () =>
@@ -181,7 +181,7 @@ describe("a retry-after of years", () => {
         )
         assert.strictEqual(error._tag, "ModelError")
         assert.include(error.message, "openai: HTTP 429: Rate limit reached (retry-after asked for ")
-        assert.include(error.message, "over maxRetryAfter's 1m: not retried)")
+        assert.include(error.message, "over maxRetryAfter's 1 min: not retried)")
         assert.strictEqual(s.requests(), 1)
       }))
   }

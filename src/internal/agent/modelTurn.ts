@@ -11,6 +11,7 @@ import { retryAfterFailure, Timing } from "../../Timing.js"
 import { runTurnHooks } from "../hooks/turn.js"
 import type { Run } from "./run.js"
 import { AgentEvent } from "./types.js"
+import { formatDuration } from "../util/duration.js"
 
 /** One model turn: replayed from the journal when it holds it, else asked (and journaled before the loop sees it). */
 export const ask = (run: Run, step: number): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> => {
@@ -158,7 +159,7 @@ const generate = (
         onRetry: (error, delay) =>
           Effect.suspend(() => {
             if (told > 0) emit?.(AgentEvent.TurnRetried({ step, reason: error.message }))
-            return Effect.logWarning(`model request failed (${error.message}); retrying in ${Duration.format(delay)}`)
+            return Effect.logWarning(`model request failed (${error.message}); retrying in ${formatDuration(delay)}`)
           })
       }))
   )
@@ -167,8 +168,8 @@ const generate = (
 /** A provider asked for a wait past `maxRetryAfter`: the turn fails at once, saying its status and the wait. */
 const waitTooLong = (error: LanguageModel.ModelFailure, millis: number, max: Duration.Duration): LanguageModel.ModelFailure =>
   new LanguageModel.ModelError({
-    message: `${error.message} (retry-after asked for ${Duration.format(Duration.millis(millis))}, over maxRetryAfter's ` +
-      `${Duration.format(max)}: not retried)`,
+    message: `${error.message} (retry-after asked for ${formatDuration(millis)}, over maxRetryAfter's ` +
+      `${formatDuration(max)}: not retried)`,
     transient: false,
     ...(error._tag === "ModelError" && error.status !== undefined ? { status: error.status } : {})
   })

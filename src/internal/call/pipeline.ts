@@ -60,6 +60,7 @@ import {
   type ToolFailure,
   ToolResult
 } from "../../ToolResult.js"
+import { formatDuration } from "../util/duration.js"
 
 /** Limits of the pipeline. */
 export interface Config {
@@ -991,7 +992,7 @@ const warnIfRetriesCannotFit = (
       if (now >= deadline) {
         return yield* Effect.logWarning(
           `${tool.name}: ${tool.retries} retries do not fit before the deadline ` +
-            `(${Duration.format(Duration.millis(deadline - start))} away); retry ${retry} and later will be skipped`
+            `(${formatDuration(deadline - start)} away); retry ${retry} and later will be skipped`
         ).pipe(Effect.annotateLogs({ tool: tool.name }))
       }
     }
