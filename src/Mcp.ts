@@ -39,6 +39,7 @@ import { Sampling, SamplingError } from "./Sampling.js"
 import { UserPrompt, UserPromptError } from "./UserPrompt.js"
 import * as Json from "./internal/util/json.js"
 import { prepareWorkers } from "./internal/worker/prepare.js"
+import { reasonOf } from "./internal/util/text.js"
 
 /** Remote MCP servers' tools as ours: `Mcp.toolkit` (design: Remote MCP tools). */
 export * from "./McpClient.js"
@@ -398,11 +399,6 @@ export interface StdioOptions extends Options {
   readonly maxMessageDepth?: number | undefined
 }
 
-// A reason goes to a log line: the client's text inside a parse error must not make it unbounded.
-const reasonOf = (error: unknown): string => {
-  const text = error instanceof Error ? error.message : String(error)
-  return text.length > 300 ? `${text.slice(0, 300)}...` : text
-}
 
 /**
  * Serves the toolkit over stdio until stdin closes (calls in flight are interrupted, then it

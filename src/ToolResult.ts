@@ -8,6 +8,7 @@ import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Schema from "effect/Schema"
 import { formatDuration } from "./internal/util/duration.js"
+import { clip } from "./internal/util/text.js"
 
 /** The arguments were refused before anything ran (design: Input): too large, not JSON, a refused key, the Schema's issues. */
 export class InvalidInput extends Data.TaggedClass("InvalidInput")<{
@@ -324,15 +325,8 @@ export const TypedToolResultFromJson: Schema.Schema<
   }
 )
 
-/** Cuts `text` to at most `max` characters, marking the cut. */
-const cut = (text: string, max: number | undefined): string => {
-  if (max === undefined || text.length <= max) return text
-  let end = max - 1
-  // Do not split a surrogate pair.
-  const code = text.charCodeAt(end - 1)
-  if (code >= 0xd800 && code <= 0xdbff) end--
-  return text.slice(0, end) + "…"
-}
+/** Cuts `text` to at most `max` characters, marking the cut (`clip`). */
+const cut = (text: string, max: number | undefined): string => max === undefined ? text : clip(text, max)
 
 /** The error text of an error value or defect: `<Name>: <message>`. */
 export const errorText = (error: unknown): string => {

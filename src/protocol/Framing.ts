@@ -22,6 +22,7 @@ import { Predicate, Schema } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import * as Json from "../internal/util/json.js"
 import { PlatformRpcs } from "./Protocol.js"
+import { clip } from "../internal/util/text.js"
 
 /**
  * The largest frame the platform accepts, by default: 2 MiB, room for a call's 1 MiB of arguments or
@@ -58,7 +59,7 @@ const streamCalls: ReadonlySet<string> = new Set(
 export const isStream = (call: string): boolean => streamCalls.has(call)
 
 /** Cuts `text` to the frames' limit. */
-const bounded = (text: string): string => text.length <= maxTextLength ? text : text.slice(0, maxTextLength - 1) + "…"
+const bounded = (text: string): string => clip(text, maxTextLength)
 
 /** A defect as `Schema.Defect` encodes it (a text, or an error's name and message), as text. */
 const defectText = (defect: unknown): string => {

@@ -11,7 +11,7 @@ import * as AiError from "@effect/ai/AiError"
 import { IdGenerator } from "@effect/ai/IdGenerator"
 import * as AiLanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
-import type * as Response from "@effect/ai/Response"
+import * as Response from "@effect/ai/Response"
 import * as AiTool from "@effect/ai/Tool"
 import type * as AiToolkit from "@effect/ai/Toolkit"
 import * as BedrockClient from "@effect/ai-amazon-bedrock/AmazonBedrockClient"
@@ -21,7 +21,7 @@ import * as GoogleLanguageModel from "@effect/ai-google/GoogleLanguageModel"
 import * as OpenRouterClient from "@effect/ai-openrouter/OpenRouterClient"
 import * as OpenRouterLanguageModel from "@effect/ai-openrouter/OpenRouterLanguageModel"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Clock, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import { Chunk, Clock, Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { optionalSecret, optionalString } from "../internal/util/settings.js"
 import { failureFromStatus, MissingApiKey } from "./Http.js"
@@ -84,7 +84,21 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
           return model.streamText({ prompt: toPrompt(request), toolkit, disableToolCallResolution: true }).pipe(
             Stream.provideService(IdGenerator, idGenerator),
             Stream.mapConcat((part) => toParts(part, tools.right.restore, state, request.output)),
-            Stream.catchAll((error) => Stream.fromEffect(Effect.flatMap(asFailure(options.provider, error), Effect.fail)))
+            Stream.catchAll((error) => {
+              // A call of a tool the agent does not have: the model reads "no such tool", as with our providers.
+              const parts = unknownToolParts(error, tools.right, "stream")
+              if (parts === undefined) return Stream.fromEffect(Effect.flatMap(asFailure(options.provider, error), Effect.fail))
+              const ours = parts.flatMap((part) => toParts(part as Response.AnyPart, tools.right.restore, state, request.output))
+              if (ours.some((part) => part._tag === "Finish")) return Stream.fromIterable(ours)
+              // Its stream ended at that part: the turn ends with its calls, its usage not known.
+              return Stream.concat(
+                Stream.fromIterable(ours),
+                Stream.fromEffect(Effect.as(
+                  Effect.logWarning(`${options.provider}: a streamed turn called a tool the agent does not have; its usage is not known`),
+                  LanguageModel.ModelPart.Finish({ finishReason: "tool_calls" })
+                ))
+              )
+            })
           )
         },
         generate: (request) =>
@@ -93,12 +107,20 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
             if (Either.isLeft(tools)) {
               return yield* new LanguageModel.ModelRequestRejected({ message: tools.left.message, status: 400 })
             }
-            const response = yield* model.generateText({
+            const content = yield* model.generateText({
               prompt: toPrompt(request),
               toolkit: withOutput(tools.right, request.output),
               disableToolCallResolution: true
-            }).pipe(Effect.provideService(IdGenerator, idGenerator))
-            return toTurn(response.content, tools.right.restore, request.output)
+            }).pipe(
+              Effect.provideService(IdGenerator, idGenerator),
+              Effect.map((response): ReadonlyArray<Response.AnyPart> => response.content),
+              // A call of a tool the agent does not have: the model reads "no such tool", as with our providers.
+              Effect.catchIf(
+                (error) => unknownToolParts(error, tools.right, "whole") !== undefined,
+                (error) => Effect.succeed(unknownToolParts(error, tools.right, "whole") as ReadonlyArray<Response.AnyPart>)
+              )
+            )
+            return toTurn(content, tools.right.restore, request.output)
           }).pipe(Effect.catchAll((error) => Effect.flatMap(asFailure(options.provider, error), Effect.fail)))
       })
     })
@@ -128,6 +150,39 @@ const toolkitOf = (
     tools: byName,
     handle: (name: string) => Effect.dieMessage(`tool ${name}: the pipeline runs tools, not @effect/ai`)
   } as unknown as AiToolkit.WithHandler<Record<string, AiTool.Any>>
+}
+
+/**
+ * The answer `@effect/ai` refused to decode because the model called a tool the request did not offer (its
+ * response schema knows only the toolkit's names): decoded again with those names added, so that the call reaches
+ * the loop, which answers "no such tool". Undefined when `error` is not that (any other decoding failure).
+ */
+const unknownToolParts = (
+  error: unknown,
+  prepared: { readonly tools: Parameters<typeof toolkitOf>[0] },
+  mode: "whole" | "stream"
+): ReadonlyArray<unknown> | undefined => {
+  // As `@effect/ai` gives it: the ParseError, or its `MalformedOutput` around it.
+  const cause = typeof error === "object" && error !== null && "cause" in error ? (error as { cause: unknown }).cause : undefined
+  const parse = ParseResult.isParseError(error) ? error : ParseResult.isParseError(cause) ? cause : undefined
+  if (parse === undefined) return undefined
+  const actual: unknown = parse.issue.actual
+  const raw: ReadonlyArray<unknown> | undefined = Array.isArray(actual)
+    ? actual
+    : Chunk.isChunk(actual)
+    ? Chunk.toReadonlyArray(actual as Chunk.Chunk<unknown>)
+    : undefined
+  if (raw === undefined) return undefined
+  const known = new Set(prepared.tools.map((tool) => tool.name))
+  const unknown = new Set<string>()
+  for (const part of raw) {
+    const p = part as { readonly type?: unknown; readonly name?: unknown }
+    if (p?.type === "tool-call" && typeof p.name === "string" && !known.has(p.name)) unknown.add(p.name)
+  }
+  if (unknown.size === 0) return undefined
+  const toolkit = toolkitOf([...prepared.tools, ...[...unknown].map((name) => ({ name, description: "", parameters: {} }))])
+  const schema = Schema.Array(mode === "whole" ? Response.Part(toolkit) : Response.StreamPart(toolkit))
+  return Either.getOrUndefined(Schema.decodeUnknownEither(schema)(raw))
 }
 
 /** The toolkit, with the typed output's tool when the request asks for one (the answer is its input). */

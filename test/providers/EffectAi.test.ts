@@ -410,3 +410,36 @@ describe("a typed final output through the adapter", () => {
       assert.deepStrictEqual(google.toolsOf(server.received[0]!.body).map((t) => t.name), ["lookup_order", "final_answer"])
     }))
 })
+
+describe("a call of a tool the agent does not have, through the adapter", () => {
+  const openrouter = cases.find((c) => c.provider === "openrouter")!
+  const unknownName = (text: string) => text.split("lookup_order").join("delete_everything")
+
+  it.scoped("whole answers: the model reads 'no such tool' and the run goes on, as with our own providers", () =>
+    Effect.gen(function*() {
+      const calls = JSON.parse(unknownName(JSON.stringify(fixture(openrouter.calls))))
+      const server = yield* fixtureServer([{ status: 200, body: calls }, { status: 200, body: fixture(openrouter.text) }])
+      const result = yield* Agent.run(agent, prompt).pipe(Effect.provide(modelLayer(openrouter.model, openrouter.env(server.url))))
+      assert.strictEqual(result.output, answer)
+      const sent = openrouter.resultsOf(server.received[1]!.body)
+      assert.isAbove(sent.length, 0)
+      // The adapter sends a failure's text as a JSON string.
+      for (const [, text] of sent) assert.strictEqual(text, JSON.stringify("delete_everything: no such tool; the available tools are lookup_order"))
+    }))
+
+  it.scoped("a streamed answer: the same, the turn ending with its calls", () =>
+    Effect.gen(function*() {
+      const server = yield* fixtureServer([
+        { status: 200, sse: unknownName(sseFixture("openrouter/stream_tool_calls.sse")) },
+        { status: 200, sse: sseFixture("openrouter/stream_text.sse") }
+      ])
+      const events = yield* Stream.runCollect(Agent.stream(agent, prompt)).pipe(
+        Effect.provide(modelLayer(openrouter.model, openrouter.env(server.url)))
+      )
+      const done = Chunk.unsafeLast(events)
+      assert.strictEqual(done._tag, "Done")
+      const finished = Chunk.toReadonlyArray(events).flatMap((e) => e._tag === "ToolCallFinished" ? [e.call.result.error] : [])
+      assert.isAbove(finished.length, 0)
+      for (const error of finished) assert.strictEqual(error, "delete_everything: no such tool; the available tools are lookup_order")
+    }))
+})

@@ -34,6 +34,7 @@ import { errorText } from "../../ToolResult.js"
 import * as Json from "../util/json.js"
 import { effectLevels } from "../util/logLevels.js"
 import { redactUrl } from "../util/settings.js"
+import { clip, reasonOf } from "../util/text.js"
 
 /** How much of a remote server's log line is logged. */
 const maxLogLineLength = 2_000
@@ -308,10 +309,6 @@ const notDelivered = (error: unknown): boolean =>
   (error instanceof StreamableHTTPError && error.code === 404) ||
   (error instanceof TypeError && (error.cause as { code?: unknown } | undefined)?.code === "ECONNREFUSED")
 
-const reasonOf = (error: unknown): string => {
-  const text = error instanceof Error ? error.message : String(error)
-  return text.length > 300 ? `${text.slice(0, 300)}...` : text
-}
 
 /** The server in error texts (a model may read them): the command's file name, or the URL, credentials hidden. */
 const describeServer = (options: ToolkitOptions): string =>
@@ -515,7 +512,7 @@ class Connections {
         return
       }
       const text = typeof data === "string" ? data : Json.preview(data, maxLogLineLength)
-      const line = text.length <= maxLogLineLength ? text : `${text.slice(0, maxLogLineLength - 1)}…`
+      const line = clip(text, maxLogLineLength)
       const from = typeof logger === "string" ? `${server} (${logger.slice(0, 100)})` : server
       Runtime.runFork(runtime)(Effect.logWithLevel(effectLevels[level], `Mcp.toolkit: ${from}: ${line}`))
     })

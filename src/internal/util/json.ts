@@ -14,6 +14,7 @@ class RefusedKey {
  * Parses untrusted JSON text, refusing `__proto__` and `constructor` keys at any depth
  * (also when spelled with \u escapes). Returns the value, or the reason it was refused.
  */
+import { clip } from "./text.js"
 export const parse = (text: string): { readonly value: unknown } | { readonly problem: string } => {
   try {
     // Fast path: none of the refused keys can be present, escaped or not.
@@ -153,7 +154,7 @@ export const preview = (value: unknown, maxLength = 100): string => {
   } catch {
     text = typeof value
   }
-  return text.length <= maxLength ? text : text.slice(0, maxLength - 1) + "…"
+  return clip(text, maxLength)
 }
 
 const where = (path: string): string => path === "" ? "" : ` at ${path}`
