@@ -402,6 +402,21 @@ const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<Too
   })
 
 /**
+ * The process that held `task` went away (its attachment's connection closed) while calls of it were pending: logged
+ * at the platform (agent, process, task, calls), and said on the task's stream (`TaskWaiting`, kept for an attachment
+ * that comes back after it), so that whoever follows the task learns why nothing comes.
+ */
+const detached = (task: Task): Effect.Effect<void> => {
+  const pending = task.pending === undefined ? [] : [...task.pending.keys()]
+  if (task.final !== undefined || pending.length === 0) return Effect.void
+  const calls = `${pending.length === 1 ? "call" : "calls"} ${pending.join(", ")}`
+  const reason = `process ${task.processId} of agent ${task.agentId}, which held the task, went away (its connection ` +
+    `closed) with ${calls} pending; they wait for a process of agent ${task.agentId} to attach`
+  task.emit({ _tag: "TaskWaiting", taskId: task.taskId, reason })
+  return Effect.logWarning(`task ${task.taskId}: ${reason}`)
+}
+
+/**
  * A new attachment to the task, from `connection` (whose answers are then the only ones taken); the
  * scope's end is how the platform learns the client went away.
  */
@@ -417,10 +432,11 @@ export const attachTo = (
     task.attach(mailbox, wanted ?? "all", follower, connection, after)
     // Its calls then wait for a re-attach (and any connection of the agent's may answer them).
     yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        if (task.attachment !== mailbox) return
+      Effect.suspend(() => {
+        if (task.attachment !== mailbox) return Effect.void
         task.attachment = undefined
         task.answerer = undefined
+        return detached(task)
       })
     )
     return mailbox

@@ -4,10 +4,11 @@
  * taken over while its shard moved must not take the task back.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Layer, type Mailbox, Option, Schema } from "effect"
+import { Chunk, Effect, Exit, Layer, Logger, type Mailbox, Option, Schema, Scope } from "effect"
 import { Journal, LanguageModel, Tool, Toolkit } from "../../src/index.js"
 import * as ClusterTasks from "../../src/platform/ClusterTasks.js"
 import * as Server from "../../src/platform/Server.js"
+import { attachTo } from "../../src/platform/Tasks.js"
 import type { TaskEvent } from "../../src/protocol/Protocol.js"
 
 const refund = Tool.make("refund", { description: "Refunds.", input: { n: Schema.Number }, timeout: "60 seconds" }, ({ n }) =>
@@ -20,6 +21,9 @@ const drained = (mailbox: Mailbox.ReadonlyMailbox<TaskEvent, unknown>) =>
       ? Effect.succeed({ events: [] as Array<string>, done: false })
       : Effect.map(mailbox.takeAll, ([events, done]) => ({ events: Chunk.toArray(events).map((e) => e._tag), done }))
   )
+
+/** What the platform logged, in the test that reads it. */
+const logs: Array<string> = []
 
 describe("attaching to a held task (cluster mode's follower)", () => {
   it.scopedLive("a re-attach that finds another attachment ends with TaskTakenOver; the other keeps the task; a fresh attach takes it over", () =>
@@ -66,5 +70,43 @@ describe("attaching to a held task (cluster mode's follower)", () => {
     }).pipe(Effect.provide(Layer.merge(
       Journal.layerMemory,
       LanguageModel.layerScripted([{ toolCalls: [{ id: "c1", name: "refund", arguments: "{\"n\":7}" }] }])
+    ))), { timeout: 10_000 })
+
+  it.scopedLive("the process holding a task goes away with a call pending: the platform logs it, and the task's stream says TaskWaiting naming it", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal.Journal
+      const parts = yield* Server.makeParts({ tokens: new Map() }, journal)
+      const tasks = yield* ClusterTasks.make(parts.tasks, journal)
+      const [entry] = (yield* Toolkit.make(refund)).manifest
+      yield* journal.started({
+        runId: "task-2",
+        kind: "task",
+        agentId: "agent-1",
+        processId: "p1",
+        prompt: "refund 7",
+        tools: [{ entry: entry!, own: true }]
+      })
+      const scope = yield* Scope.make()
+      const a = yield* tasks.attachHeld({ agentId: "agent-1", taskId: "task-2", events: "all" }).pipe(Scope.extend(scope))
+      let seen: Array<TaskEvent> = []
+      while (!seen.some((e) => e._tag === "ToolCallRequested")) {
+        yield* Effect.sleep("5 millis")
+        if (Option.exists(a.unsafeSize(), (n) => n > 0)) seen = [...seen, ...Chunk.toArray((yield* a.takeAll)[0])]
+      }
+      const last = seen[seen.length - 1]!.offset!
+      // The process goes away: its attachment's scope closes, the call still pending.
+      yield* Scope.close(scope, Exit.void)
+      const said = "process p1 of agent agent-1, which held the task, went away (its connection closed) with call c1 pending; " +
+        "they wait for a process of agent agent-1 to attach"
+      assert.isTrue(logs.some((l) => l === `task task-2: ${said}`), logs.join("\n"))
+      // Whoever follows the task again from where it was reads why nothing came.
+      const task = yield* parts.tasks.held("agent-1", "task-2")
+      const again = yield* attachTo(task, "all", undefined, undefined, last)
+      const replayed = Chunk.toArray((yield* again.takeAll)[0])
+      assert.deepInclude(replayed.map((e) => e._tag === "TaskWaiting" ? e.reason : e._tag), said)
+    }).pipe(Effect.provide(Layer.mergeAll(
+      Journal.layerMemory,
+      LanguageModel.layerScripted([{ toolCalls: [{ id: "c1", name: "refund", arguments: "{\"n\":7}" }] }]),
+      Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => logs.push(String(message))))
     ))), { timeout: 10_000 })
 })
