@@ -505,7 +505,11 @@ const makeLoops = (book: Book, platformTools: (task: Task) => ReadonlyArray<Tool
   ): void => {
     const { taskId } = task
     // The task's trace goes on from its submitter's (design: Observability), when it came with one.
-    const traced = <A, E, R>(loop: Effect.Effect<A, E, R>) => parent === undefined ? loop : Effect.withParentSpan(loop, parent)
+    // A child task's loop (an exec_agent call's) starts on a stack of its own, not its caller's: a cycle of agents
+    // whose model answers at once would otherwise nest every task's loop on one stack, until it overflows.
+    const own = <A, E, R>(loop: Effect.Effect<A, E, R>) => taskId.includes("/") ? Effect.zipRight(Effect.yieldNow(), loop) : loop
+    const traced = <A, E, R>(loop: Effect.Effect<A, E, R>) =>
+      own(parent === undefined ? loop : Effect.withParentSpan(loop, parent))
     const runOptions = {
       taskId,
       agentId: task.agentId,

@@ -49,6 +49,9 @@ const both = "(agent-b twice)"
 /** A `router` target: agent-b in two turns by one call id (`a2`): order A-1, then B-2, each its own task. */
 const again = "(agent-b again, by the same call id)"
 
+/** A `router` target: a cycle, each task of agent-a asking agent-b and each of agent-b asking agent-a. */
+const cycle = "(a cycle)"
+
 /** A `router` target: agent-b, which asks agent-c (`relayPrompt`): a tree of three tasks. */
 const three = "(agent-b, then agent-c)"
 
@@ -65,6 +68,13 @@ const childPromptOf = (order: string) => `Look up order ${order} and say its sta
  */
 const router = (target: string): LanguageModel.ScriptedTurn => (request) => {
   const step = stepOf(request)
+  if (target === cycle) {
+    // The task's agent, by its tools: agent-b's serve `lookup`.
+    const other = request.tools.some((tool) => tool.name === "lookup") ? "agent-a" : "agent-b"
+    return step === 0
+      ? { toolCalls: [call("c", "exec_agent", { agent: other, prompt: "Go on with the cycle." })] }
+      : { text: resultsOf(request).join(" | ").slice(0, 300) }
+  }
   const order = /^Look up order (\S+) and say its status\.$/.exec(promptOf(request))?.[1]
   if (order !== undefined) {
     return step === 0
@@ -253,6 +263,25 @@ describe("exec_agent on the platform", () => {
       assert.include(asked.output, `a2="agent-b read: b1=\\"order A-1: shipped\\"" | a2="agent-b read: b1=\\"order B-2: shipped\\""`)
       assert.strictEqual((yield* asked.state.agentUsage("agent-b")).tasks, 0, "both children ended")
     }).pipe(Effect.scoped))
+
+  it.live("a cycle a -> b -> a whose model answers at once: no stack overflow, it ends at the task limits, and no task is left", () =>
+    Effect.gen(function*() {
+      const { state, url } = yield* platform(cycle, { agentCalls: { "agent-a": ["agent-b"], "agent-b": ["agent-a"] } })
+      yield* servingProcess(url, "agent-b", "tok-b", lookupTool([]))
+      const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      yield* watching(state, "agent-b")
+      yield* watching(state, "agent-a")
+      const output = yield* a.runTask("Ask (a cycle) about order A-1.")
+      assert.notInclude(output, "call stack")
+      // Each task read its child's answer: the root's nests them.
+      assert.isTrue(output.startsWith(`c="c=\\"c=`), output.slice(0, 100))
+      // Every task of the cycle ended with the root.
+      const left = yield* Effect.all([state.agentUsage("agent-a"), state.agentUsage("agent-b")]).pipe(
+        Effect.map(([ua, ub]) => ua.tasks + ub.tasks),
+        Effect.repeat({ until: (n) => n === 0, schedule: Schedule.spaced("50 millis").pipe(Schedule.upTo("10 seconds")) })
+      )
+      assert.strictEqual(left, 0)
+    }).pipe(Effect.scoped), 60_000)
 
   it.live("an agent with no allow-list is not offered exec_agent nor list_agents", () =>
     Effect.gen(function*() {
