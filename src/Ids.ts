@@ -6,7 +6,7 @@ import { Context, Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 
 /** What an id names; it is the id's prefix. */
-export type Kind = "run" | "task" | "process" | "call" | "session" | "attachment" | "connection"
+export type Kind = "run" | "task" | "process" | "call" | "session" | "attachment" | "connection" | "submit"
 
 /** Mints ids. */
 export interface Generator {

@@ -77,6 +77,11 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
       readonly events?: EventsWanted | undefined
       /** A typed final output (JSON Schema); `TaskCompleted.value` is the checked answer. */
       readonly output?: TaskOutput | undefined
+      /**
+       * This submit's key, made once and sent with each of its retries (8-128 of `A-Za-z0-9_-`, a UUID): a repeat is
+       * answered with the task the first made, so a submit retried across a lost answer makes one task. `Serve` sends one.
+       */
+      readonly submitKey?: string | undefined
     }
   ) => Effect.Effect<
     Mailbox.ReadonlyMailbox<TaskEvent, AgentLimitExceeded | Unauthorized | PlatformUnavailable>,

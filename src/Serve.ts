@@ -648,7 +648,15 @@ interface Followed {
   readonly taskId: string | undefined
   readonly started: boolean
   readonly offset?: number | undefined
+  /** A submit's key, made once and sent with each of its tries: a repeat gets the task the first made. */
+  readonly submitKey?: string | undefined
 }
+
+/** Where following a task starts: a known one from `after`; a submit with its key, made once for all its tries. */
+const firstTry = (known: string | undefined, after: number | undefined): Effect.Effect<Followed> =>
+  known !== undefined
+    ? Effect.succeed({ taskId: known, started: false, offset: after })
+    : Effect.map(Ids.make("submit"), (submitKey) => ({ taskId: undefined, started: false, offset: after, submitKey }))
 
 /** How a task is followed: the events wanted beside the calls, a typed output to ask for (a submit). */
 interface FollowOptions {
@@ -699,7 +707,7 @@ const makeFollowers = (deps: FollowerDeps) =>
         const output = options.output === undefined ? {} : { output: options.output }
         const mailbox: Mailbox.ReadonlyMailbox<TaskEvent, AgentLimitExceeded | UnknownTask | Unauthorized | PlatformUnavailable> =
           yield* (from.taskId === undefined
-          ? client.submitTask({ ...caller, prompt, events, ...output })
+          ? client.submitTask({ ...caller, prompt, events, ...output, ...(from.submitKey === undefined ? {} : { submitKey: from.submitKey }) })
           : client.attachTask({ ...caller, taskId: from.taskId, events, ...after }))
         // This attempt's own state; the next attempt is given it through the failure.
         let at = from
@@ -738,10 +746,9 @@ const makeFollowers = (deps: FollowerDeps) =>
       onEvent: ((event: TaskEvent) => void) | undefined,
       options: FollowOptions & { readonly after?: number | undefined } = {}
     ): Effect.Effect<TaskEvent | undefined, ServeError> =>
-      Effect.suspend(() => {
+      Effect.flatMap(firstTry(known, options.after), (start) => {
         // The task's hook state, across the attempts of this follower: a reconnect keeps it.
         const run = new RunState("task")
-        const start: Followed = { taskId: known, started: false, offset: options.after }
         return retryWhileAway(deps.reconnect, (from: Followed) => attempt(prompt, onEvent, from, run, options), start)
       }).pipe(
         // The platform does not know the task (any more): nothing is left to take back.

@@ -49,6 +49,7 @@ import type { ToolResult } from "../ToolResult.js"
 import {
   ApprovalsNeedJournal,
   EventsWanted,
+  keyedTaskId,
   LifecycleBudgetExceeded,
   ManifestRejected,
   NoPendingTaskApproval,
@@ -697,12 +698,16 @@ const followOn = (deps: {
  */
 const placementDraws = 64
 
-/** A new task: whose, which process submitted it (or was given it), its prompt; its id, when fixed (`exec_agent`'s). */
+/**
+ * A new task: whose, which process submitted it (or was given it), its prompt; its id, when fixed (`exec_agent`'s);
+ * the submitter's key, when it gave one (a retried submit).
+ */
 interface NewTask {
   readonly agentId: string
   readonly processId: string
   readonly prompt: string
   readonly taskId?: string | undefined
+  readonly submitKey?: string | undefined
 }
 
 /**
@@ -734,12 +739,19 @@ const makeStart = (limits: Limits, placement: RunnerOptions["placement"]) =>
       return taskId
     }
 
-    return ({ agentId, processId, prompt, ...fixed }: NewTask) =>
+    return ({ agentId, processId, prompt, submitKey, ...fixed }: NewTask) =>
       Effect.gen(function*() {
+        // A submit retried with its key is answered with the task the first made: journaled already, its `Run`
+        // is sent again (a duplicate is dropped by its owner; one the first never sent, its runner gone, starts it).
+        const keyed = submitKey === undefined ? undefined : keyedTaskId(agentId, submitKey)
+        if (keyed !== undefined && (yield* Effect.orDie(journal.run(keyed))) !== undefined) {
+          yield* orDieOnEngine(SqlStore.whileBusy(tasks(keyed).Run({ agentId }, { discard: true })))
+          return keyed
+        }
         yield* admit(journal, limits, agentId, prompt)
         const tools = yield* orDieOnEngine(SqlStore.whileBusy(agents(agentId).Tools({ processId })))
         // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
-        const taskId = fixed.taskId ?? placed()
+        const taskId = fixed.taskId ?? keyed ?? placed()
         const traceparent = Option.getOrUndefined(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
         yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
         yield* orDieOnEngine(SqlStore.whileBusy(tasks(taskId).Run({ agentId }, { discard: true })))

@@ -78,6 +78,8 @@ export interface Backend {
       readonly events?: EventsWanted | undefined
       /** A typed final output (design: The model side); cluster mode does not carry it yet. */
       readonly output?: TaskOutput | undefined
+      /** The client's key for this submit: a repeat is answered with the task the first made. */
+      readonly submitKey?: string | undefined
       readonly connection: string
     }
   ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent>, AgentLimitExceeded, Scope.Scope>

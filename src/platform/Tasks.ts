@@ -36,6 +36,9 @@ import * as AgentCalls from "./AgentCalls.js"
 import type { Limits, Options } from "./Options.js"
 import * as TaskRunner from "./TaskRunner.js"
 
+/** How many submit keys the platform remembers (with the task each made), the oldest forgotten first. */
+const maxSubmitKeys = 10_000
+
 // --- a task ---
 
 /** A task's final event as the journal keeps it. */
@@ -402,18 +405,24 @@ const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<Too
   })
 
 /**
- * The process that held `task` went away (its attachment's connection closed) while calls of it were pending: logged
- * at the platform (agent, process, task, calls), and said on the task's stream (`TaskWaiting`, kept for an attachment
- * that comes back after it), so that whoever follows the task learns why nothing comes.
+ * The process that held `task` went away (its attachment's connection closed) while calls of it were pending, and no
+ * attachment came back within `AgentCalls.regiveAfter` (a reconnect does at once): logged at the platform (agent,
+ * process, task, calls), and said on the task's stream (`TaskWaiting`, kept for the attachment that comes back after
+ * it), so that whoever follows the task learns why nothing comes.
  */
-const detached = (task: Task): Effect.Effect<void> => {
-  const pending = task.pending === undefined ? [] : [...task.pending.keys()]
-  if (task.final !== undefined || pending.length === 0) return Effect.void
-  const calls = `${pending.length === 1 ? "call" : "calls"} ${pending.join(", ")}`
-  const reason = `process ${task.processId} of agent ${task.agentId}, which held the task, went away (its connection ` +
-    `closed) with ${calls} pending; they wait for a process of agent ${task.agentId} to attach`
-  task.emit({ _tag: "TaskWaiting", taskId: task.taskId, reason })
-  return Effect.logWarning(`task ${task.taskId}: ${reason}`)
+const detached = (task: Task, mailbox: Mailbox.Mailbox<TaskEvent>): Effect.Effect<void> => {
+  const still = () => task.attachment === undefined && task.final === undefined && (task.pending?.size ?? 0) > 0
+  if (!still()) return Effect.void
+  const said = Effect.suspend(() => {
+    if (!still() || mailbox === task.attachment) return Effect.void
+    const pending = [...task.pending!.keys()]
+    const calls = `${pending.length === 1 ? "call" : "calls"} ${pending.join(", ")}`
+    const reason = `process ${task.processId} of agent ${task.agentId}, which held the task, went away (its connection ` +
+      `closed) with ${calls} pending; they wait for a process of agent ${task.agentId} to attach`
+    task.emit({ _tag: "TaskWaiting", taskId: task.taskId, reason })
+    return Effect.logWarning(`task ${task.taskId}: ${reason}`)
+  })
+  return Effect.asVoid(Effect.forkDaemon(Effect.delay(said, AgentCalls.regiveAfter)))
 }
 
 /**
@@ -436,7 +445,7 @@ export const attachTo = (
         if (task.attachment !== mailbox) return Effect.void
         task.attachment = undefined
         task.answerer = undefined
-        return detached(task)
+        return detached(task, mailbox)
       })
     )
     return mailbox
@@ -972,6 +981,14 @@ export const makeTasks = (
     const loops = makeLoops(book, (task) => children?.toolsOf(task) ?? [])
     const { held, hold, takeBack } = yield* makeHolding(book, loops)
     const create = createOf(book, limits, loops)
+    // The tasks submits with a key made, by agent and key: a repeat finds its task while the platform holds it.
+    const submitted = new Map<string, string>()
+    const remember = (key: string, taskId: string) => {
+      submitted.delete(key)
+      submitted.set(key, taskId)
+      // The oldest go first: a retry comes within seconds, not after thousands of other submits.
+      if (submitted.size > maxSubmitKeys) submitted.delete(submitted.keys().next().value!)
+    }
     if (host !== undefined) children = makeChildren(book, host, create, hold)
     return {
       /**
@@ -979,19 +996,29 @@ export const makeTasks = (
        * `AgentLimitExceeded` past the agent's `maxTasksPerAgent` or `maxPromptBytesPerAgent`.
        */
       submit: (
-        { agentId, events, output, processId, prompt }: Caller & {
+        { agentId, events, output, processId, prompt, submitKey }: Caller & {
           readonly prompt: string
           readonly events?: EventsWanted | undefined
           readonly output?: TaskOutput | undefined
+          readonly submitKey?: string | undefined
         },
         tools: Journal.TaskTools,
         connection: string
       ) =>
-        // Unguessable as well as unique: knowing one task's id tells nothing of another's.
-        create(
-          { taskId: ids.make("task"), agentId, processId, prompt, tools, output },
-          (task) => attachTo(task, events, undefined, connection)
-        ),
+        Effect.suspend(() => {
+          // A submit retried with its key (its answer was lost) is answered with the task the first made.
+          const key = submitKey === undefined ? undefined : `${agentId}\n${submitKey}`
+          const made = key === undefined ? undefined : submitted.get(key)
+          const task = made === undefined ? undefined : book.own(agentId, made)
+          if (task !== undefined) return attachTo(task, events, undefined, connection)
+          // Unguessable as well as unique: knowing one task's id tells nothing of another's.
+          const taskId = ids.make("task")
+          if (key !== undefined) remember(key, taskId)
+          return create(
+            { taskId, agentId, processId, prompt, tools, output },
+            (task) => attachTo(task, events, undefined, connection)
+          )
+        }),
       /** Another attachment to a task of the agent's, from `connection`. */
       attach: (
         { after, agentId, connection, events, taskId }: {

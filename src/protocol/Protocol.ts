@@ -9,6 +9,7 @@ import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
 import { Context, ParseResult, Schema } from "effect"
 import { TypedToolResultFromJson } from "../ToolResult.js"
 import * as Toolkit from "../Toolkit.js"
+import { createHash } from "node:crypto"
 
 // ---------------------------------------------------------------------------------------------
 // Errors.
@@ -379,6 +380,19 @@ export const Assignment = Schema.Struct({ taskId: Schema.String })
 /** A task the platform gives a serving process to run. */
 export type Assignment = typeof Assignment.Type
 
+/** A submit key: 8 to 128 letters, digits, `-` or `_` (a UUID is one). */
+export const submitKeyPattern = /^[A-Za-z0-9_-]{8,128}$/
+
+/**
+ * The id of the task a submit with `submitKey` makes, the same for each of its retries (on any runner, after a
+ * restart): derived from the agent and the key, so that two agents' keys never meet, and as unguessable as the key.
+ */
+export const keyedTaskId = (agentId: string, submitKey: string): string => {
+  const hex = createHash("sha256").update(`${agentId}\n${submitKey}`).digest("hex")
+  // Shaped as the platform's other ids (`task-<UUID>`), so that whoever reads them finds one form.
+  return `task-${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`
+}
+
 /** The platform protocol. */
 export class PlatformRpcs extends RpcGroup.make(
   Rpc.make("Register", {
@@ -402,7 +416,10 @@ export class PlatformRpcs extends RpcGroup.make(
       ...callerFields,
       prompt: Schema.String,
       events: Schema.optional(EventsWanted),
-      output: Schema.optional(TaskOutput)
+      output: Schema.optional(TaskOutput),
+      // The client's key for this submit, the same in each of its retries: a repeat is answered with the task the
+      // first made (`submitKeyPattern`).
+      submitKey: Schema.optional(Schema.String.pipe(Schema.pattern(submitKeyPattern)))
     }),
     success: TaskEvent,
     error: Schema.Union(AgentLimitExceeded, Unauthorized),

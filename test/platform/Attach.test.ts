@@ -94,8 +94,10 @@ describe("attaching to a held task (cluster mode's follower)", () => {
         if (Option.exists(a.unsafeSize(), (n) => n > 0)) seen = [...seen, ...Chunk.toArray((yield* a.takeAll)[0])]
       }
       const last = seen[seen.length - 1]!.offset!
-      // The process goes away: its attachment's scope closes, the call still pending.
+      // The process goes away: its attachment's scope closes, the call still pending; none comes back within 3 s.
       yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(logs.filter((l) => l.includes("went away")), [], "not before a reconnect could come back")
+      yield* Effect.sleep("3200 millis")
       const said = "process p1 of agent agent-1, which held the task, went away (its connection closed) with call c1 pending; " +
         "they wait for a process of agent agent-1 to attach"
       assert.isTrue(logs.some((l) => l === `task task-2: ${said}`), logs.join("\n"))
@@ -108,5 +110,5 @@ describe("attaching to a held task (cluster mode's follower)", () => {
       Journal.layerMemory,
       LanguageModel.layerScripted([{ toolCalls: [{ id: "c1", name: "refund", arguments: "{\"n\":7}" }] }]),
       Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => logs.push(String(message))))
-    ))), { timeout: 10_000 })
+    ))), { timeout: 15_000 })
 })

@@ -179,6 +179,26 @@ describe("platform over a real WebSocket", () => {
       assert.deepStrictEqual(events.map(describeEvent), ["started", "requested a", "done a:3"])
     }).pipe(Effect.scoped))
 
+  it.live("a submit repeated with its key (its answer lost) gets the task the first made; another key, another task", () =>
+    Effect.gen(function*() {
+      const url = yield* platform([{ toolCalls: [call("held", "hold")] }])
+      const hold = Tool.make("hold", { description: "Holds.", input: {}, timeout: "30 seconds" }, () => Effect.never)
+      const started = yield* Effect.gen(function*() {
+        const served = yield* Serve.make(yield* Toolkit.make(hold))
+        const platformClient = yield* PlatformClient.PlatformClient
+        const submit = (submitKey: string) =>
+          Effect.flatMap(
+            platformClient.submitTask({ agentId: "agent-1", processId: served.processId, prompt: "go", events: "calls", submitKey }),
+            (mailbox) => Effect.map(mailbox.take, (event) => event.taskId)
+          )
+        const key = "0b5c2a6e-3d1f-4c44-9a51-5f1f3f2d8e77"
+        return [yield* submit(key), yield* submit(key), yield* submit("another-key-1234")]
+      }).pipe(Effect.scoped, Effect.provide(client(url)))
+      assert.strictEqual(started[0], started[1], "the repeat got the first task")
+      assert.notStrictEqual(started[2], started[0])
+      assert.match(started[0]!, /^task-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/)
+    }).pipe(Effect.scoped))
+
   it.live("a dropped connection mid-call: re-attached, the call comes again with the same id and deadline; it lands once", () =>
     Effect.gen(function*() {
       const url = yield* platform([
