@@ -67,13 +67,14 @@ describe("Mcp.toolkit against a hostile server", () => {
     // The peak while the call runs, and what is held once its connection closed.
     const attack = Effect.gen(function*() {
       const remote = yield* connect("deep")
+      const started = performance.now()
       let peak = 0
       const sampler = setInterval(() => void (peak = Math.max(peak, process.memoryUsage().rss)), 20)
       const { delays, value } = yield* timerDelays(call(remote, "flood", { count, size: 10_000 })).pipe(
         Effect.ensuring(Effect.sync(() => clearInterval(sampler)))
       )
       assert.strictEqual(value.value, "flooded")
-      return { worst: worst(delays), peak }
+      return { worst: worst(delays), peak, seconds: (performance.now() - started) / 1000 }
     }).pipe(Effect.scoped, Effect.map((measured) => ({ ...measured, held: held(), rss: rss() })))
     return Effect.gen(function*() {
       const before = { held: held(), rss: rss() }
@@ -90,9 +91,11 @@ describe("Mcp.toolkit against a hostile server", () => {
         suite: "hostile MCP server",
         measure: "log flood: memory held after it (MiB), and after a second one; RSS peak",
         value: `+${mib(first.held - before.held)}, +${mib(second.held - first.held)}; ${mib(first.peak)}`,
-        expected: "< 200, ~0"
+        expected: "< 64, < 16; RSS peak < 400 over before"
       })
-      assert.isBelow(kept, count / 10, text)
+      // At most 100 lines in each second a flood spans (a second begun counts whole).
+      const allowed = 100 * (Math.ceil(first.seconds) + 1 + Math.ceil(second.seconds) + 1)
+      assert.isAtMost(kept, allowed, `${text}; the floods took ${first.seconds.toFixed(1)} and ${second.seconds.toFixed(1)} s`)
       assert.isAbove(dropped, 0, text)
       assert.isBelow(first.peak - before.rss, 400 * 1024 * 1024, text)
       assert.isBelow(first.held - before.held, 64 * 1024 * 1024, text)
@@ -121,7 +124,7 @@ describe("Mcp.toolkit against a hostile server", () => {
       const text = `a schema 200,000 deep: connected and listed, loop's worst lateness ${worst(delays)} ms; ` +
         `violations ${refused.violations.map((v) => `${v.tool}:${v.rule}`).join(", ")}`
       console.log(text)
-      record({ suite: "hostile MCP server", measure: "schema 200,000 deep: loop's worst lateness (ms)", value: worst(delays), expected: "< 200" })
+      record({ suite: "hostile MCP server", measure: "schema 200,000 deep: loop's worst lateness (ms)", value: worst(delays), expected: "< 1,000" })
       assert.deepStrictEqual(refused.violations.map((v) => [v.tool, v.rule]), [["deep", "input-json"]])
       assert.match((yield* call(remote, "deep", {})).error!, /the tool cannot be called/)
       assert.strictEqual((yield* call(remote, "ok", {})).value, "ran")

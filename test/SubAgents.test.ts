@@ -371,11 +371,14 @@ describe("Agents that call agents: a sub-agent as a tool (design: Agents that ca
         [BILLING]: [{ text: "hello" }]
       }
       succeeded((yield* withModel(scripts, Agent.run(support, "go")).pipe(Effect.withTracer(tracer))).exit)
-      const names = spans.map((s) => s.name)
-      const tool = names.indexOf("execute_tool billing")
-      const child = names.indexOf("invoke_agent billing")
-      assert.isAbove(tool, names.indexOf("invoke_agent support"))
-      assert.isAbove(child, tool)
+      const named = (name: string) => spans.find((s) => s.name === name)
+      const parent = named("invoke_agent support")
+      const tool = named("execute_tool billing")
+      const child = named("invoke_agent billing")
+      // The links themselves: the call's span under the parent's run, the child's run under the call.
+      assert.isDefined(child, spans.map((s) => s.name).join(", "))
+      assert.strictEqual(tool?.parentSpanId, parent?.spanId)
+      assert.strictEqual(child?.parentSpanId, tool?.spanId)
     }))
 })
 

@@ -21,6 +21,7 @@ import {
 import { mcpServer } from "./support/mcpHttp.js"
 import { type ReceivedSpan, type Receiver, startReceiver } from "./support/otlpReceiver.js"
 import { clientLayer } from "./support/platform.js"
+import { Exporting } from "../src/internal/util/metrics.js"
 
 const receiver = Effect.acquireRelease(Effect.promise(startReceiver), (r) => Effect.promise(r.close))
 
@@ -208,6 +209,17 @@ describe("Telemetry: OTLP export", () => {
           Effect.either
         )
       assert.isTrue(Either.isRight(yield* withEnv({})))
+      // No endpoint, the other variables set: nothing is exported. No exporter is provided (the tracer is Effect's own,
+      // and the metrics are not recorded), whatever else is set.
+      const quiet = yield* Layer.build(Telemetry.layerFromEnv()).pipe(
+        Effect.flatMap((context) =>
+          Effect.all({ exporting: Exporting, tracer: Effect.tracer }).pipe(Effect.provide(context))
+        ),
+        Effect.scoped,
+        Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["OTEL_SERVICE_NAME", "quiet"], ["OTEL_EXPORTER_OTLP_HEADERS", "a=b"]])))
+      )
+      assert.isFalse(quiet.exporting)
+      assert.strictEqual(quiet.tracer, yield* Effect.tracer)
       const badUrl = yield* withEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" })
       assert.strictEqual(Either.getLeft(badUrl).pipe((e) => e._tag === "Some" ? String(e.value.message) : ""),
         "OTEL_EXPORTER_OTLP_ENDPOINT is malformed: an http:// or https:// URL, the collector's base (e.g. http://localhost:4318)")

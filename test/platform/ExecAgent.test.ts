@@ -196,7 +196,8 @@ const noTaskOf = (asked: Effect.Effect.Success<ReturnType<typeof askOf>>, callee
     assert.strictEqual(yield* asked.state.taskCount, 1)
   })
 
-describe("exec_agent on the platform", () => {
+// Its tests wait up to 30 s for a tree of tasks (10-20 s for a suspension or a run): vitest waits as long.
+describe("exec_agent on the platform", { timeout: 35_000 }, () => {
   it.live("agent-a's task runs agent-b's task, whose tool agent-b's process runs once and agent-a's never", () =>
     Effect.gen(function*() {
       const { requests, state, url } = yield* platform("agent-b")

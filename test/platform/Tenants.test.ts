@@ -117,7 +117,7 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
         measure: "item 2: RSS growth over two identical attacks; added by the second; the agent's counters once its tasks ended",
         value: `${growth.toFixed(1)} MB; ${added.toFixed(1)} MB (after the first ${(afterFirst - before).toFixed(1)} MB); ` +
           `${released.tasks} tasks, ${released.promptBytes} bytes`,
-        expected: "< 200 MB; ~0; 0, 0"
+        expected: "< 200 MB; < 64 MB; 0, 0"
       })
       assert.isBelow(first.p50, 20)
       assert.isBelow(first.p99, 200)
@@ -181,7 +181,7 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
         suite,
         measure: "item 3: RSS growth over two identical attacks; added by the second",
         value: `${growth.toFixed(1)} MB; ${added.toFixed(1)} MB (RSS after the first ${(afterFirst - before).toFixed(1)} MB)`,
-        expected: "< 200 MB; ~0"
+        expected: "< 200 MB; < 64 MB"
       })
       assert.isAbove(held.rounds.length, 10)
       assert.isBelow(held.p50, 20)
@@ -271,7 +271,7 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
         suite,
         measure: "item 4: RSS growth over two identical attacks; added by the second",
         value: `${growth.toFixed(1)} MB; ${added.toFixed(1)} MB (RSS after the first ${(afterFirst - before).toFixed(1)} MB)`,
-        expected: "< 200 MB; ~0"
+        expected: "< 200 MB; < 64 MB"
       })
       assert.isBelow(first.p50, 20)
       assert.isBelow(first.p99, 200)

@@ -4,6 +4,9 @@ import { Tracer } from "effect"
 export interface RecordedSpan {
   readonly name: string
   readonly attributes: Map<string, unknown>
+  readonly spanId: string
+  /** The id of the span it is a child of: undefined for a root span. */
+  readonly parentSpanId: string | undefined
 }
 
 /** The tracer, and the spans it has made so far, in order. */
@@ -12,11 +15,13 @@ export const recordingTracer = (): { readonly tracer: Tracer.Tracer; readonly sp
   const tracer = Tracer.make({
     span: (name, parent, context, links, startTime, kind) => {
       const attributes = new Map<string, unknown>()
-      spans.push({ name, attributes })
+      const spanId = `s${spans.length + 1}`
+      const parentSpanId = parent._tag === "Some" ? parent.value.spanId : undefined
+      spans.push({ name, attributes, spanId, parentSpanId })
       return {
         _tag: "Span",
         name,
-        spanId: `s${spans.length}`,
+        spanId,
         traceId: "t",
         parent,
         context,
