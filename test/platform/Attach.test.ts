@@ -22,24 +22,31 @@ const drained = (mailbox: Mailbox.ReadonlyMailbox<TaskEvent, unknown>) =>
       : Effect.map(mailbox.takeAll, ([events, done]) => ({ events: Chunk.toArray(events).map((e) => e._tag), done }))
   )
 
+/** The platform's parts and cluster tasks on the journal in context, which holds `taskId` (agent-1's, process p1's, refund 7). */
+const journaledTask = (taskId: string) =>
+  Effect.gen(function*() {
+    const journal = yield* Journal.Journal
+    const parts = yield* Server.makeParts({ tokens: new Map() }, journal)
+    const tasks = yield* ClusterTasks.make(parts.tasks, journal)
+    const [entry] = (yield* Toolkit.make(refund)).manifest
+    yield* journal.started({
+      runId: taskId,
+      kind: "task",
+      agentId: "agent-1",
+      processId: "p1",
+      prompt: "refund 7",
+      tools: [{ entry: entry!, own: true }]
+    })
+    return { parts, tasks }
+  })
+
 /** What the platform logged, in the test that reads it. */
 const logs: Array<string> = []
 
 describe("attaching to a held task (cluster mode's follower)", () => {
   it.scopedLive("a re-attach that finds another attachment ends with TaskTakenOver; the other keeps the task; a fresh attach takes it over", () =>
     Effect.gen(function*() {
-      const journal = yield* Journal.Journal
-      const parts = yield* Server.makeParts({ tokens: new Map() }, journal)
-      const tasks = yield* ClusterTasks.make(parts.tasks, journal)
-      const [entry] = (yield* Toolkit.make(refund)).manifest
-      yield* journal.started({
-        runId: "task-1",
-        kind: "task",
-        agentId: "agent-1",
-        processId: "p1",
-        prompt: "refund 7",
-        tools: [{ entry: entry!, own: true }]
-      })
+      const { tasks } = yield* journaledTask("task-1")
       const attach = (attachmentId: string, reattach: boolean) =>
         tasks.attachHeld({ agentId: "agent-1", taskId: "task-1", events: "calls", follower: { attachmentId, reattach } })
       const a = yield* attach("attachment-a", false)
@@ -74,18 +81,7 @@ describe("attaching to a held task (cluster mode's follower)", () => {
 
   it.scopedLive("the process holding a task goes away with a call pending: the platform logs it, and the task's stream says TaskWaiting naming it", () =>
     Effect.gen(function*() {
-      const journal = yield* Journal.Journal
-      const parts = yield* Server.makeParts({ tokens: new Map() }, journal)
-      const tasks = yield* ClusterTasks.make(parts.tasks, journal)
-      const [entry] = (yield* Toolkit.make(refund)).manifest
-      yield* journal.started({
-        runId: "task-2",
-        kind: "task",
-        agentId: "agent-1",
-        processId: "p1",
-        prompt: "refund 7",
-        tools: [{ entry: entry!, own: true }]
-      })
+      const { parts, tasks } = yield* journaledTask("task-2")
       const scope = yield* Scope.make()
       const a = yield* tasks.attachHeld({ agentId: "agent-1", taskId: "task-2", events: "all" }).pipe(Scope.extend(scope))
       let seen: Array<TaskEvent> = []
