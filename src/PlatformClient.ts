@@ -82,6 +82,8 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
        * answered with the task the first made, so a submit retried across a lost answer makes one task. `Serve` sends one.
        */
       readonly submitKey?: string | undefined
+      /** A retry of the submit with `submitKey` (its answer was lost): the platform looks for the task it made. */
+      readonly resubmit?: boolean | undefined
     }
   ) => Effect.Effect<
     Mailbox.ReadonlyMailbox<TaskEvent, AgentLimitExceeded | Unauthorized | PlatformUnavailable>,

@@ -650,7 +650,13 @@ interface Followed {
   readonly offset?: number | undefined
   /** A submit's key, made once and sent with each of its tries: a repeat gets the task the first made. */
   readonly submitKey?: string | undefined
+  /** A submit with the key was sent already: the next is a retry. */
+  readonly resubmit?: boolean | undefined
 }
+
+/** The key of a submit, and whether this one is a retry. */
+const submitted = (from: Followed) =>
+  from.submitKey === undefined ? {} : from.resubmit === true ? { submitKey: from.submitKey, resubmit: true } : { submitKey: from.submitKey }
 
 /** Where following a task starts: a known one from `after`; a submit with its key, made once for all its tries. */
 const firstTry = (known: string | undefined, after: number | undefined): Effect.Effect<Followed> =>
@@ -707,10 +713,10 @@ const makeFollowers = (deps: FollowerDeps) =>
         const output = options.output === undefined ? {} : { output: options.output }
         const mailbox: Mailbox.ReadonlyMailbox<TaskEvent, AgentLimitExceeded | UnknownTask | Unauthorized | PlatformUnavailable> =
           yield* (from.taskId === undefined
-          ? client.submitTask({ ...caller, prompt, events, ...output, ...(from.submitKey === undefined ? {} : { submitKey: from.submitKey }) })
+          ? client.submitTask({ ...caller, prompt, events, ...output, ...submitted(from) })
           : client.attachTask({ ...caller, taskId: from.taskId, events, ...after }))
-        // This attempt's own state; the next attempt is given it through the failure.
-        let at = from
+        // This attempt's own state; the next attempt is given it through the failure (a submit sent, its retry says so).
+        let at: Followed = from.taskId === undefined && from.submitKey !== undefined ? { ...from, resubmit: true } : from
         while (true) {
           const [chunk, done] = yield* Effect.mapError(mailbox.takeAll, (error): Failed<Followed> => ({
             // The platform knew the task a moment ago: it restarted and lost it, say so.

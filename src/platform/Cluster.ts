@@ -708,6 +708,7 @@ interface NewTask {
   readonly prompt: string
   readonly taskId?: string | undefined
   readonly submitKey?: string | undefined
+  readonly resubmit?: boolean | undefined
 }
 
 /**
@@ -732,26 +733,40 @@ const makeStart = (limits: Limits, placement: RunnerOptions["placement"]) =>
      * through the engine. Still a random id: the draw leaves out the shards held elsewhere, about
      * log2(runners) bits of its 122.
      */
-    const placed = (): string => {
-      let taskId = ids.make("task")
+    const placed = (draws: (draw: number) => string = () => ids.make("task")): string => {
+      let taskId = draws(0)
       if (placement === "id") return taskId
-      for (let draw = 1; draw < placementDraws && !holdsShard(taskId); draw++) taskId = ids.make("task")
+      for (let draw = 1; draw < placementDraws && !holdsShard(taskId); draw++) taskId = draws(draw)
       return taskId
     }
 
-    return ({ agentId, processId, prompt, submitKey, ...fixed }: NewTask) =>
+    /**
+     * The task a submit with `submitKey` made, when the journal holds it: a retry finds it among the ids the first
+     * could have drawn, in the order it drew them (the first few, as it placed it on a shard its runner held).
+     */
+    const madeBefore = (agentId: string, submitKey: string) =>
+      Effect.gen(function*() {
+        for (let draw = 0; draw < (placement === "id" ? 1 : placementDraws); draw++) {
+          const taskId = keyedTaskId(agentId, submitKey, draw)
+          if ((yield* Effect.orDie(journal.run(taskId))) !== undefined) return taskId
+        }
+        return undefined
+      })
+
+    return ({ agentId, processId, prompt, resubmit, submitKey, ...fixed }: NewTask) =>
       Effect.gen(function*() {
         // A submit retried with its key is answered with the task the first made: journaled already, its `Run`
         // is sent again (a duplicate is dropped by its owner; one the first never sent, its runner gone, starts it).
-        const keyed = submitKey === undefined ? undefined : keyedTaskId(agentId, submitKey)
-        if (keyed !== undefined && (yield* Effect.orDie(journal.run(keyed))) !== undefined) {
-          yield* orDieOnEngine(SqlStore.whileBusy(tasks(keyed).Run({ agentId }, { discard: true })))
-          return keyed
+        const made = submitKey === undefined || resubmit !== true ? undefined : yield* madeBefore(agentId, submitKey)
+        if (made !== undefined) {
+          yield* orDieOnEngine(SqlStore.whileBusy(tasks(made).Run({ agentId }, { discard: true })))
+          return made
         }
         yield* admit(journal, limits, agentId, prompt)
         const tools = yield* orDieOnEngine(SqlStore.whileBusy(agents(agentId).Tools({ processId })))
         // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
-        const taskId = fixed.taskId ?? keyed ?? placed()
+        const taskId = fixed.taskId ??
+          (submitKey === undefined ? placed() : placed((draw) => keyedTaskId(agentId, submitKey, draw)))
         const traceparent = Option.getOrUndefined(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
         yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
         yield* orDieOnEngine(SqlStore.whileBusy(tasks(taskId).Run({ agentId }, { discard: true })))
@@ -825,11 +840,43 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
         registry.forgetSilent(now - parts.limits.evictAfterMillis, now - parts.limits.lifecycleWindowMillis)),
       (yield* Timing).platformSweep
     ))
+    // A task journaled whose `Run` was never sent (its runner died in between) is taken up within a sweep.
+    yield* Effect.forkScoped(Effect.schedule(
+      takeUpUnstarted(journal, tasks, holdsShardOf(yield* Sharding.Sharding), taskEntities),
+      (yield* Timing).platformSweep
+    ))
     // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
     yield* Layer.build(layerEntities(parts, tasks, registry))
     const backend = yield* clusterBackend(tasks, started)
     return yield* Layer.build(Handlers.layerOf(backend, parts, options))
   }))
+
+/**
+ * The open tasks of the journal whose shard this runner holds and whose `Run` does not hold them here: their
+ * `Run` is sent (again). One the engine has (the usual case: it is on its way) is the same message, dropped by
+ * its primary key; one never sent (a submit whose runner died between journaling the task and sending its `Run`,
+ * a ghost no runner would ever run, counted against its agent's limits for ever) is taken up, and goes on from
+ * the journal. Logged for each task taken up so.
+ */
+const takeUpUnstarted = (
+  journal: Journal.Journal["Type"],
+  tasks: ClusterTasks.ClusterTasks,
+  holdsShard: (taskId: string) => boolean,
+  entities: Effect.Effect.Success<typeof TaskEntity.client>
+): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const { open } = yield* Effect.orElseSucceed(
+      Effect.flatMap(Clock.currentTimeMillis, (now) => journal.tasks(now)),
+      () => ({ open: [] as ReadonlyArray<Journal.RunRecord> })
+    )
+    for (const task of open) {
+      if (task.kind !== "task" || !holdsShard(task.runId) || tasks.runsHere(task.runId)) continue
+      yield* entities(task.runId).Run({ agentId: task.agentId }, { discard: true }).pipe(
+        Effect.zipRight(Effect.logInfo(`task ${task.runId} of agent ${task.agentId}: journaled but not running here; its Run is sent`)),
+        Effect.catchAllCause(() => Effect.void)
+      )
+    }
+  })
 
 /** Where this runner is reached by the others, and the shards' layout. */
 export interface RunnerOptions {

@@ -80,6 +80,8 @@ export interface Backend {
       readonly output?: TaskOutput | undefined
       /** The client's key for this submit: a repeat is answered with the task the first made. */
       readonly submitKey?: string | undefined
+      /** A retry of the submit with this key: the platform looks for the task it made. */
+      readonly resubmit?: boolean | undefined
       readonly connection: string
     }
   ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent>, AgentLimitExceeded, Scope.Scope>

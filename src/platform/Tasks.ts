@@ -453,6 +453,18 @@ export const attachTo = (
 
 // --- the loops: started, suspended for approvals, going on ---
 
+/**
+ * Waits for a turn of the event loop of its own: the child tasks started at once (one turn's `exec_agent` calls)
+ * start one a turn, each after the I/O that came meanwhile (another tenant's messages) is read. Chained: the
+ * n-th waits for n turns.
+ */
+let lastTurn: Promise<void> = Promise.resolve()
+const childTurn: Effect.Effect<void> = Effect.promise(() => {
+  const turn = lastTurn.then(() => new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve))))
+  lastTurn = turn
+  return turn
+})
+
 /** The task's loop fiber, let go by the task once it ends: nothing of the loop (its prompt) outlives it. */
 const letGoAtEnd = (task: Task, fiber: Fiber.RuntimeFiber<void>): Fiber.RuntimeFiber<void> => {
   fiber.addObserver(() => {
@@ -514,9 +526,11 @@ const makeLoops = (book: Book, platformTools: (task: Task) => ReadonlyArray<Tool
   ): void => {
     const { taskId } = task
     // The task's trace goes on from its submitter's (design: Observability), when it came with one.
-    // A child task's loop (an exec_agent call's) starts on a stack of its own, not its caller's: a cycle of agents
-    // whose model answers at once would otherwise nest every task's loop on one stack, until it overflows.
-    const own = <A, E, R>(loop: Effect.Effect<A, E, R>) => taskId.includes("/") ? Effect.zipRight(Effect.yieldNow(), loop) : loop
+    // A child task's loop (an exec_agent call's) starts on a stack of its own, not its caller's (a cycle of agents
+    // whose model answers at once would otherwise nest every task's loop on one stack, until it overflows), and in
+    // a turn of the event loop of its own (300 calls of one turn would otherwise run 300 loops before any other
+    // tenant's message is read).
+    const own = <A, E, R>(loop: Effect.Effect<A, E, R>) => taskId.includes("/") ? Effect.zipRight(childTurn, loop) : loop
     const traced = <A, E, R>(loop: Effect.Effect<A, E, R>) =>
       own(parent === undefined ? loop : Effect.withParentSpan(loop, parent))
     const runOptions = {
@@ -908,6 +922,8 @@ const makeChildren = (
    */
   const execute = (parent: Task) => (call: ToolCallInfo, agentId: string, prompt: string) =>
     Effect.gen(function*() {
+      // One child made a turn of the event loop (`childTurn`): a turn's hundreds of calls do not hold it.
+      yield* childTurn
       const child = yield* childOf(parent, call.toolCallId, agentId, prompt)
       return yield* AgentCalls.awaitChild(parent, call, agentId, child.taskId, {
         // Given to another process of its agent if the one it was given to goes away while it waits.

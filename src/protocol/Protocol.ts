@@ -384,11 +384,12 @@ export type Assignment = typeof Assignment.Type
 export const submitKeyPattern = /^[A-Za-z0-9_-]{8,128}$/
 
 /**
- * The id of the task a submit with `submitKey` makes, the same for each of its retries (on any runner, after a
- * restart): derived from the agent and the key, so that two agents' keys never meet, and as unguessable as the key.
+ * The ids a submit with `submitKey` may make in cluster mode, the `draw`-th of them: found again by a retry of it
+ * (on any runner, after a restart); derived from the agent and the key, so that two agents' keys never meet, and as
+ * unguessable as the key. A runner places the task on a shard it holds by drawing (as it draws an unkeyed task's id).
  */
-export const keyedTaskId = (agentId: string, submitKey: string): string => {
-  const hex = createHash("sha256").update(`${agentId}\n${submitKey}`).digest("hex")
+export const keyedTaskId = (agentId: string, submitKey: string, draw: number): string => {
+  const hex = createHash("sha256").update(`${agentId}\n${submitKey}\n${draw}`).digest("hex")
   // Shaped as the platform's other ids (`task-<UUID>`), so that whoever reads them finds one form.
   return `task-${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`
 }
@@ -419,7 +420,9 @@ export class PlatformRpcs extends RpcGroup.make(
       output: Schema.optional(TaskOutput),
       // The client's key for this submit, the same in each of its retries: a repeat is answered with the task the
       // first made (`submitKeyPattern`).
-      submitKey: Schema.optional(Schema.String.pipe(Schema.pattern(submitKeyPattern)))
+      submitKey: Schema.optional(Schema.String.pipe(Schema.pattern(submitKeyPattern))),
+      // A retry of a submit with this key (the first one's answer was lost): the platform looks for the task it made.
+      resubmit: Schema.optional(Schema.Boolean)
     }),
     success: TaskEvent,
     error: Schema.Union(AgentLimitExceeded, Unauthorized),

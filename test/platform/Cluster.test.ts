@@ -68,7 +68,8 @@ const runnerContext = (
     readonly maxTasksPerAgent?: number
     readonly runner?: Cluster.RunnerOptions
   } = {},
-  telemetry: Layer.Layer<never> = Layer.empty
+  telemetry: Layer.Layer<never> = Layer.empty,
+  timing: Layer.Layer<never> = policy
 ) =>
   Effect.gen(function*() {
     const port = yield* Effect.promise(() => Pg.freePort())
@@ -77,7 +78,7 @@ const runnerContext = (
         Layer.provideMerge(Cluster.layer({ tokens, runner: { port, shardsPerGroup: 30, ...runner }, ...options })),
         Layer.provide(Layer.succeedContext(models)),
         Layer.provide(PgClient.layer({ url: Redacted.make(url) })),
-        Layer.provide(policy),
+        Layer.provide(timing),
         Layer.provide(quiet),
         Layer.provide(telemetry)
       )
@@ -368,6 +369,58 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
       assert.strictEqual(again[again.length - 1]?._tag, "TaskCompleted")
     }), { timeout: 90_000 })
 
+  it.scoped("a task journaled whose Run was never sent (its runner died in between) is taken up by a sweep", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      yield* migrate(url)
+      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      const asked = Effect.map(Effect.flatMap(LanguageModel.Scripted, (s) => s.requests), (requests) => requests.map(promptOf)).pipe(
+        Effect.provide(models)
+      )
+      // The ghost: journaled as a submit journals it, and nothing more.
+      const [entry] = (yield* Toolkit.make(recordingTool("alpha", new Map()))).manifest
+      yield* Effect.flatMap(Journal.Journal, (journal) =>
+        journal.started({
+          runId: "task-ghost-1",
+          kind: "task",
+          agentId: "agent-1",
+          processId: "p-gone",
+          prompt: "task 7",
+          tools: [{ entry: entry!, own: true }]
+        })).pipe(Effect.provide(Journal.layerSqlClient.pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))))
+      yield* startRunner(url, models, {}, Layer.empty, Layer.merge(policy, Timing.layer({ platformSweep: Schedule.spaced("500 millis") })))
+      let taken = yield* asked
+      for (let tries = 0; tries < 200 && !taken.includes("task 7"); tries++) {
+        yield* Effect.sleep("100 millis")
+        taken = yield* asked
+      }
+      assert.include(taken, "task 7", "the ghost's loop asked the model: it was taken up")
+    }), { timeout: 90_000 })
+
+  it.scoped("a submit retried with its key (its answer lost) gets the task the first made, through another runner too", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      yield* migrate(url)
+      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      const urls = yield* Effect.all([startRunner(url, models), startRunner(url, models)], { concurrency: "unbounded" })
+      const clients = yield* Effect.forEach(urls, (runner) =>
+        Effect.map(Layer.build(clientLayer({ url: runner }, policy)), (context) => Context.get(context, PlatformClient.PlatformClient)))
+      const toolkit = yield* Toolkit.make(recordingTool("alpha", new Map()))
+      const [served] = yield* Effect.forEach(clients, (client) =>
+        Serve.make(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client)))
+      const submit = (client: PlatformClient.PlatformClient["Type"], submitKey: string, resubmit: boolean) =>
+        Effect.flatMap(
+          client.submitTask({ agentId: "agent-1", processId: served!.processId, prompt: "task 3", events: "calls", submitKey, resubmit }),
+          (mailbox) => Effect.map(mailbox.take, (event) => event.taskId)
+        )
+      const key = "7d1c9a52-8f0e-4a1b-b6a3-2c5e9d0f4e11"
+      const first = yield* submit(clients[0]!, key, false)
+      const again = yield* submit(clients[1]!, key, true)
+      const other = yield* submit(clients[0]!, "another-key-5678", true)
+      assert.strictEqual(again, first, "the retry, through the other runner, got the first task")
+      assert.notStrictEqual(other, first)
+    }).pipe(Effect.scoped), { timeout: 90_000 })
+
   it.scoped("one trace across two runners: the submit, the run on the task's owner, its call, the serving process's call", () =>
     Effect.gen(function*() {
       const r = yield* Effect.acquireRelease(Effect.promise(startReceiver), (r) => Effect.promise(r.close))
@@ -419,11 +472,16 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
               stdio: ["ignore", "pipe", "pipe"]
             })
             let output = ""
+            let stopping = false
             child.stdout.on("data", (chunk) => (output += String(chunk)))
             child.stderr.on("data", (chunk) => {
               output += String(chunk)
-              // A runner serves until stopped: once it says where it listens, stop it.
-              if (output.includes("a runner of the cluster")) setTimeout(() => child.kill("SIGTERM"), 1_500)
+              // A runner serves until stopped: once it says where it listens, stop it (once: a second
+              // SIGTERM during its shutdown would end it by the signal).
+              if (!stopping && output.includes("a runner of the cluster")) {
+                stopping = true
+                setTimeout(() => child.kill("SIGTERM"), 1_500)
+              }
             })
             child.on("close", (code) => resolve({ code, output }))
           })

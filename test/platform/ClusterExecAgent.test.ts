@@ -246,7 +246,7 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("exec_a
       const ended = yield* Effect.flip(b.runAttached(`${last?.taskId}/a2`)).pipe(Effect.timeout("15 seconds"))
       assert.strictEqual(ended._tag, "TaskFailedError")
       assert.include(ended.message, `the exec_agent call that started it (task ${last?.taskId}, call a2) ended first`)
-      assert.deepStrictEqual(events.map(described).filter((d) => d !== undefined), ["sub-task agent-b of a2", "done"])
+      assert.deepStrictEqual(events.map(described).filter((d) => d !== undefined), ["sub-task agent-b of a2", "sub-task of a2 timed_out", "done"])
     }), { timeout: 60_000 })
 
   it.scoped("the runner of the parent stops mid-call: the parent goes on at the other runner with the same child; agent-b's tool runs once", () =>

@@ -278,6 +278,38 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
       assert.isBelow(growth, 200)
       assert.isBelow(added, 64)
     }).pipe(Effect.scoped), 120_000)
+
+  it.live("item 7: 300 exec_agent calls in one turn, its model answering at once: another agent's p50 stays within 2x its baseline", () =>
+    Effect.gen(function*() {
+      const calls = 300
+      const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+        (request) =>
+          request.messages[0]?._tag === "UserMessage" && request.messages[0].text === "burst"
+            ? {
+              toolCalls: Array.from({ length: calls }, (_, i) => ({
+                id: `x${i}`,
+                name: "exec_agent",
+                arguments: JSON.stringify({ agent: "agent-1", prompt: "answer at once" })
+              }))
+            }
+            : { text: "done at once" },
+        { text: "the burst is over" }
+      ]
+      const { url } = yield* tenantPlatform(script, { agentCalls: { "agent-1": ["agent-1"] }, maxTasksPerAgent: calls + 10 })
+      const baseline = yield* attackWith(url, { MODE: "idle", SECONDS: "2" })
+      const attack = yield* attackWith(url, { MODE: "burst" })
+      const during = attack.held!
+      record({
+        suite,
+        measure: `item 7: ${calls} exec_agent calls in one turn (${attack.seconds.toFixed(1)} s): another agent's p50 / p99, and its baseline`,
+        value: `${latencies(during)}; baseline ${latencies(baseline)}`,
+        expected: "p50 < 2x the baseline's (at least 1 ms); p99 < 200 ms"
+      })
+      assert.deepStrictEqual(attack.outcomes, ["TaskCompleted"], attack.lines.join("\n"))
+      assert.isAbove(during.rounds.length, 0)
+      assert.isBelow(during.p50, Math.max(2 * baseline.p50, 1), `${latencies(during)}; baseline ${latencies(baseline)}`)
+      assert.isBelow(during.p99, 200, `${latencies(during)}; baseline ${latencies(baseline)}`)
+    }).pipe(Effect.scoped), 120_000)
 })
 
 // Item 5, the same suite as a cluster's runner runs (test/platform/HostileCluster.test.ts).

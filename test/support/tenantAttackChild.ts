@@ -12,6 +12,10 @@
  *   answer awaited. Prints `outcomes:<JSON>`: `TaskStarted`, or the error's `_tag` (and `limit`).
  * - `probe`: the bystander (another agent's token): a `CompleteToolCall` with no results (outside the
  *   lifecycle budget, answered at once) every 20 ms until killed. Prints `rt:<ms>` for each round trip.
+ * - `burst`: registers a tool and watches for tasks (`WatchAssignments`), prints `held`, submits one task whose
+ *   model answers with `BURST` `exec_agent` calls of its own agent, and waits for its end. Prints
+ *   `outcomes:<JSON>`: its last event's tag.
+ * - `idle`: does nothing for `SECONDS` (another attack's baseline).
  * - `manifests`: registers `HUGE` processes (`huge-<i>`) with a manifest of `HUGE_TOOLS` tools of
  *   `HUGE_PADDING` bytes each, then `LARGE` (`large-<i>`) of `LARGE_TOOLS` of `LARGE_PADDING`. Prints
  *   `outcomes:<JSON>`: `accepted`, or the rules a `ManifestRejected` names.
@@ -93,6 +97,26 @@ const tasks = async (socket: WebSocket) => {
   console.log(`outcomes:${JSON.stringify(outcomes)}`)
 }
 
+const burst = async (socket: WebSocket) => {
+  const call = caller(socket)
+  const agent = { agentId: "agent-1", processId: "p1" }
+  await call("Register", { ...agent, manifest: [entry("hold", 0)], manifestHash: "h" })
+  // Watching: the platform gives this process the tasks the calls start (they need no call run).
+  socket.send(JSON.stringify({ id: 900_000, call: "WatchAssignments", payload: agent }))
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  const ended = new Promise<string>((resolve) =>
+    socket.on("message", (data) => {
+      const text = String(data)
+      if (text.includes("\"id\":900001") && (text.includes("TaskCompleted") || text.includes("TaskFailed"))) {
+        resolve(text.includes("TaskCompleted") ? "TaskCompleted" : "TaskFailed")
+      }
+    })
+  )
+  console.log("held")
+  socket.send(JSON.stringify({ id: 900_001, call: "SubmitTask", payload: { ...agent, prompt: "burst", events: "calls" } }))
+  console.log(`outcomes:${JSON.stringify([await ended])}`)
+}
+
 const manifests = async (socket: WebSocket) => {
   const call = caller(socket)
   const manifest = (tools: string, padding: string) =>
@@ -157,6 +181,10 @@ const main = async () => {
     await probe(sockets[0]!)
   } else if (mode === "tasks") {
     await tasks(sockets[0]!)
+  } else if (mode === "burst") {
+    await burst(sockets[0]!)
+  } else if (mode === "idle") {
+    await new Promise((resolve) => setTimeout(resolve, until - Date.now()))
   } else {
     await manifests(sockets[0]!)
   }
