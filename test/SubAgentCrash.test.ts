@@ -71,14 +71,20 @@ const processesOf = (tree: "tree" | "handoff") =>
     const bundle = yield* Effect.promise(() => bundleChild("test/support/agentTreeChild.ts", dir))
     const filename = join(dir, "journal.sqlite")
     const journal = Context.get(yield* Layer.build(Journal.layerSql({ filename })), Journal.Journal)
-    const start = (runId: string, mode: "run" | "resume", files: { asks: string; effects: string }) =>
+    const start = (
+      runId: string,
+      mode: "run" | "resume",
+      files: { asks: string; effects: string },
+      extra: Record<string, string> = {}
+    ) =>
       startBundled(bundle, {
         TREE: tree,
         JOURNAL_DB: filename,
         RUN_ID: runId,
         MODE: mode,
         ASKS_FILE: files.asks,
-        EFFECTS_FILE: files.effects
+        EFFECTS_FILE: files.effects,
+        ...extra
       })
     const logs = (name: string) => {
       const files = { asks: join(dir, `${name}.asks`), effects: join(dir, `${name}.effects`) }
@@ -242,6 +248,31 @@ describe("a tree of agent runs under SIGKILL", () => {
         assert.isAtMost(effects.filter((tool) => tool === "charge").length, 1, `${where}: charge (idempotent) at most once`)
         assert.isAtLeast(effects.filter((tool) => tool === "note").length, 1, `${where}: note ran`)
         figures.push(`${signal} after ask ${k}: ${held} turns journaled, the resume asked ${resumed.map((words) => `${agentOf(words)} ${words.at(-1)}`).join(", ") || "nothing"}`)
+      }
+      // Killed inside billing's charge: its effect happened, its outcome not journaled (the charge holds 5 s there).
+      {
+        const runId = "killed-in-charge"
+        const files = logs(runId)
+        const first = start(runId, "run", files, { HOLD_AFTER_CHARGE_MS: "5000" })
+        yield* Effect.sync(() => readLog(files.effects).some(({ words }) => words[0] === "charge")).pipe(
+          Effect.repeat({ until: (charged) => charged, schedule: Schedule.spaced("2 millis") }),
+          Effect.timeout("60 seconds")
+        )
+        first.process.kill("SIGKILL")
+        yield* Effect.promise(() => first.exited)
+        const run = yield* Effect.orDie(journal.run(runId))
+        const call = run !== undefined && Journal.isOpen(run) ? [...run.calls.values()].find((c) => c.name === "charge") : undefined
+        assert.isDefined(call, "the charge was journaled as started")
+        assert.isUndefined(call!.result, "the kill landed inside the charge: journaled as started, no outcome")
+        const second = start(runId, "resume", files)
+        yield* Effect.promise(() => second.waitFor("output ", 60_000))
+        const output = outputOf(second)
+        assert.isDefined(output, "the resume ran the run to its end")
+        assert.strictEqual(charged(output!), charged(expected.replaceAll("reference", runId)), "the output of an uncrashed run")
+        assert.include(output!, unknown, "the resume reads the charge's outcome as unknown: it did not run it again")
+        const effects = readLog(files.effects).map(({ words }) => words[0])
+        assert.strictEqual(effects.filter((tool) => tool === "charge").length, 1, "charge (idempotent) once")
+        figures.push("SIGKILL inside the charge: its effect once, the resume read its outcome as unknown")
       }
       console.log(`handoff crash test: ${figures.join("; ")}`)
     }).pipe(Effect.scoped), 120_000)

@@ -29,7 +29,9 @@ const effect = (tool: string, key: string) =>
   Effect.gen(function*() {
     yield* Effect.sleep(yield* Random.nextIntBetween(2, 21))
     appendFileSync(env("EFFECTS_FILE"), `${tool} ${key} ${process.pid}\n`)
-    yield* Effect.sleep(yield* Random.nextIntBetween(2, 21))
+    // A test that kills the process inside a charge holds it here, its effect done and its outcome not journaled.
+    const hold = Number(process.env.HOLD_AFTER_CHARGE_MS ?? "0")
+    yield* Effect.sleep(tool === "charge" && hold > 0 ? hold : yield* Random.nextIntBetween(2, 21))
   })
 
 const charge = Tool.make("charge", {
