@@ -693,21 +693,48 @@ const listenFailure = (cause: unknown): string =>
 /** `1 tool call`, `2 tool calls`. */
 const plural = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? "" : "s"}`
 
-/** LOG_LEVEL set to no level refuses the start (one line, exit 1), rather than log at a level nobody asked for. */
-const logLevelSet: Effect.Effect<void, BadOptions> = Effect.suspend(() => {
-  const text = (process.env.LOG_LEVEL ?? "").trim()
-  return text === "" || logLevel !== undefined || process.env.DEBUG === "true"
-    ? Effect.void
-    : Effect.fail(
-      new BadOptions({
-        message: `LOG_LEVEL is malformed: one of ${LogLevel.allLevels.map((level) => level.label.toLowerCase()).join(", ")}`
-      })
-    )
+/** A URL of one of `schemes` (`ws:`, `https:`...), as `new URL` reads it. */
+const isUrl = (schemes: ReadonlyArray<string>) => (text: string): boolean => {
+  try {
+    return schemes.includes(new URL(text).protocol)
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The environment variables the commands read that must have a form, each with the form it needs (docs/configuration.md):
+ * one that is set but cannot be used refuses the start, naming it and the form, never echoing its value (it may hold
+ * a secret). The tokens' lists and the OpenTelemetry variables are checked where they are read, with their entries.
+ * (`DEBUG` is other programs' too, `DEBUG=express:*`: only `true` means anything here, and nothing else is refused.)
+ */
+const settingForms: ReadonlyArray<readonly [string, (text: string) => boolean, string]> = [
+  ["LOG_LEVEL", (text) => logLevel !== undefined || process.env.DEBUG === "true" || text === "", `one of ${
+    LogLevel.allLevels.map((level) => level.label.toLowerCase()).join(", ")
+  }`],
+  [
+    "PLATFORM_URL",
+    (text) => text.split(",").map((u) => u.trim()).filter((u) => u !== "").every(isUrl(["ws:", "wss:"])),
+    "ws://host:port/rpc (or wss://), or a comma-separated list of them"
+  ],
+  ["PLATFORM_DATABASE", isUrl(["postgres:", "postgresql:"]), "postgres://user:password@host:port/db"],
+  ...["OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GEMINI_BASE_URL", "OPENROUTER_BASE_URL", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME"].map(
+    (name) => [name, isUrl(["http:", "https:"]), "an http:// or https:// URL"] as const
+  )
+]
+
+/** Every setting of `settingForms` that is set but cannot be used refuses the start (one line, exit 1). */
+const settingsUsable: Effect.Effect<void, BadOptions> = Effect.suspend(() => {
+  for (const [name, usable, form] of settingForms) {
+    const text = (process.env[name] ?? "").trim()
+    if (text !== "" && !usable(text)) return Effect.fail(new BadOptions({ message: `${name} is malformed: ${form}` }))
+  }
+  return Effect.void
 })
 
 Effect.flatMap(
   // `--help`, or a bad command line (what is wrong, then the usage; exit 2), before anything starts.
-  Effect.zipRight(logLevelSet, Cli.preflight(tree, process.argv.slice(2), `agent-tools ${version}`)),
+  Effect.zipRight(settingsUsable, Cli.preflight(tree, process.argv.slice(2), `agent-tools ${version}`)),
   (done) =>
     done === undefined
       ? Cli.withPlainConsole(cli(process.argv)).pipe(Effect.provideService(CliConfig.CliConfig, Cli.config))

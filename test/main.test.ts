@@ -233,7 +233,7 @@ describe("main: fatal errors and secrets (design: Hostile clients)", () => {
     assert.strictEqual(blank.stderr, "agent-tools: MissingSetting: PLATFORM_TOKENS (or --tokens-file, --tokens) is not set\n")
   }, 60_000)
 
-  it("values the commands cannot use stop them, each named: LOG_LEVEL=loud, mcp --port without --http, PLATFORM_AGENT_CALLS", async () => {
+  it("values the commands cannot use stop them, each named: LOG_LEVEL=loud, URLs, mcp --port without --http, PLATFORM_AGENT_CALLS", async () => {
     const tokens = { PLATFORM_TOKENS: "tok-a:agent-a,tok-b:agent-b" }
     const [loud, port, ...calls] = await Promise.all([
       main(["serve"], { ...unset, LOG_LEVEL: "loud" }),
@@ -244,6 +244,17 @@ describe("main: fatal errors and secrets (design: Hostile clients)", () => {
     ])
     assert.strictEqual(loud.code, 1)
     assert.strictEqual(loud.stderr, "agent-tools: BadOptions: LOG_LEVEL is malformed: one of all, trace, debug, info, warn, error, fatal, off\n")
+    const malformed = await Promise.all(
+      [
+        ["PLATFORM_URL", "garbage", "ws://host:port/rpc (or wss://), or a comma-separated list of them"],
+        ["OPENAI_BASE_URL", "not a url", "an http:// or https:// URL"],
+        ["PLATFORM_DATABASE", "mysql://h/db", "postgres://user:password@host:port/db"]
+      ].map(async ([name, value, form]) => ({ form, name, refused: await main(["serve"], { ...unset, [name!]: value! }) }))
+    )
+    for (const { form, name, refused } of malformed) {
+      assert.strictEqual(refused.code, 1)
+      assert.strictEqual(refused.stderr, `agent-tools: BadOptions: ${name} is malformed: ${form}\n`)
+    }
     assert.strictEqual(port.code, 1)
     assert.strictEqual(port.stderr, "agent-tools: BadOptions: mcp: --port is the HTTP server's: add --http, or leave --port out to serve over stdio\n")
     const why = [

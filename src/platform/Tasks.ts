@@ -127,6 +127,8 @@ export class Task {
   readonly ended = new Signal<void>()
   /** Completed the next time the task suspends for approvals (then made anew): a parent's `exec_agent` call waits on it. */
   suspending = new Signal<void>()
+  /** A child task (an `exec_agent` call's): that call's deadline, by which each call it delivers must end. */
+  deadlineAt: number | undefined
   /** The tasks its `exec_agent` calls started, said on its stream (`SubTaskStarted`) once each. */
   readonly children = new Set<string>()
   /**
@@ -395,7 +397,9 @@ const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<Too
   Effect.flatMap(Effect.all([Clock.currentTimeMillis, Metrics.Exporting]), ([now, exporting]) => {
     const answered = task.answered?.get(call.toolCallId)
     if (answered !== undefined) return Effect.succeed(answered)
-    const event = { _tag: "ToolCallRequested" as const, taskId: task.taskId, ...call }
+    // A child task's calls end by its `exec_agent` call's deadline, whatever their own timeouts.
+    const capped = task.deadlineAt !== undefined && task.deadlineAt < call.deadlineAt ? { ...call, deadlineAt: task.deadlineAt } : call
+    const event = { _tag: "ToolCallRequested" as const, taskId: task.taskId, ...capped }
     const done = new Signal<ToolResult>()
     const pending: PendingCall = { event, done, sentAt: now, offset: 0 }
     task.pending?.set(call.toolCallId, pending)
@@ -925,6 +929,7 @@ const makeChildren = (
       // One child made a turn of the event loop (`childTurn`): a turn's hundreds of calls do not hold it.
       yield* childTurn
       const child = yield* childOf(parent, call.toolCallId, agentId, prompt)
+      child.deadlineAt = call.deadlineAt
       return yield* AgentCalls.awaitChild(parent, call, agentId, child.taskId, {
         // Given to another process of its agent if the one it was given to goes away while it waits.
         settled: Effect.map(Effect.raceFirst(settled(child), regiving(child)), (): AgentCalls.Settled =>

@@ -314,10 +314,15 @@ describe("exec_agent on the platform", { timeout: 35_000 }, () => {
       const { state, url } = yield* platform("agent-b", { agentCallTimeout: "1 second" })
       const bRuns: Array<string> = []
       const interrupted: Array<{ readonly orderId: string; readonly at: number }> = []
-      const b = yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns, { takes: "20 seconds", interrupted }))
+      const deadlines: Array<number> = []
+      const b = yield* servingProcess(url, "agent-b", "tok-b", lookupTool(bRuns, { takes: "20 seconds", interrupted, deadlines }))
       yield* watching(state, "agent-b")
       const a = yield* servingProcess(url, "agent-a", "tok-a", noteTool([]))
+      const submittedAt = Date.now()
       const events = [...yield* Stream.runCollect(a.submitTask("Ask agent-b about order A-1."))]
+      // The child's call was delivered with the exec_agent call's deadline (1 s), not its own 30 s timeout.
+      assert.strictEqual(deadlines.length, 1)
+      assert.isBelow(deadlines[0]! - submittedAt, 2_000)
       const answeredAt = Date.now()
       // The child's call in agent-b's process is interrupted with its task, not left to its own 30 s timeout.
       yield* Effect.sync(() => interrupted.length).pipe(

@@ -79,6 +79,8 @@ export const lookupTool = (
     readonly gate?: Deferred.Deferred<void>
     /** Where a run interrupted before it answered is noted, with the time it was interrupted. */
     readonly interrupted?: Array<{ readonly orderId: string; readonly at: number }>
+    /** Where each run's deadline (epoch milliseconds) is noted. */
+    readonly deadlines?: Array<number>
   } = {}
 ) =>
   Tool.make("lookup", {
@@ -87,9 +89,9 @@ export const lookupTool = (
     output: Schema.String,
     timeout: "30 seconds",
     needsApproval: options.needsApproval
-  }, ({ orderId }) =>
+  }, ({ orderId }, call) =>
     Effect.zipRight(
-      Effect.sync(() => runs.push(`lookup ${orderId}`)),
+      Effect.sync(() => (options.deadlines?.push(call.deadlineAt), runs.push(`lookup ${orderId}`))),
       Effect.as(
         Effect.zipRight(Effect.sleep(options.takes ?? "0 millis"), options.gate === undefined ? Effect.void : Deferred.await(options.gate)),
         `order ${orderId}: shipped`
