@@ -91,6 +91,11 @@ describe("main: the CLI", () => {
     const platform = await main(["platform", "--help"])
     assert.strictEqual(platform.code, 0)
     for (const option of ["--port", "--host", "--tokens", "--journal", "--model"]) assert.include(platform.stdout, option)
+    // --placement's sentences, each its own.
+    assert.include(
+      platform.stdout.replace(/\s+/g, " "),
+      "where a new task runs. submitter: on the runner its serving process is connected to. id: spread over the runners by its id."
+    )
     const mcp = await main(["mcp", "--help"])
     assert.include(mcp.stdout, "--http")
   }, 60_000)
@@ -194,6 +199,11 @@ describe("main: run", () => {
     assert.include(stdout, "✗ issue_refund {\"order_id\":\"ord-4821\",\"amount\":59.9}")
     assert.notInclude(stdout, "✓ issue_refund")
     assert.include(stdout, "answer: I could not refund order ord-4821: issue_refund: needs approval, and no user is available to give it.")
+    // The counts, plural only for many.
+    const counts = /\((\d+) model turn(s?), (\d+) tool call(s?)\)/.exec(stdout)
+    assert.isNotNull(counts, stdout)
+    assert.strictEqual(counts![2] === "s", counts![1] !== "1")
+    assert.strictEqual(counts![4] === "s", counts![3] !== "1")
   }, 60_000)
 })
 

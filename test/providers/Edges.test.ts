@@ -167,8 +167,9 @@ describe("usage that is no count", () => {
 })
 
 describe("a retry-after of years", () => {
-  for (const [name, value] of [["1000000000 seconds", "1000000000"], ["a date in 2100", "Fri, 01 Jan 2100 00:00:00 GMT"]] as const) {
-    it.scopedLive(`retry-after: ${name} fails the turn at once with the status and the wait, over maxRetryAfter`, () =>
+  const cases = [["1000000000 seconds", "1000000000"], ["a date in 2100", "Fri, 01 Jan 2100 00:00:00 GMT"]] as const
+  for (const provider of ["openai", "anthropic"] as const) for (const [name, value] of cases) {
+    it.scopedLive(`${provider}: retry-after: ${name} fails the turn at once with the status and the wait, over maxRetryAfter`, () =>
       Effect.gen(function*() {
         const s = yield* server((_, res) =>
           res.writeHead(429, { "content-type": "application/json", "retry-after": value })
@@ -176,11 +177,11 @@ describe("a retry-after of years", () => {
         )
         const agent = Agent.make({ tools: [] })
         const error = yield* Effect.flip(Agent.run(agent, "hi")).pipe(
-          Effect.provide(Layer.merge(modelAt("openai", s.url), Timing.layer({ modelRetry: Schedule.recurs(4) }))),
+          Effect.provide(Layer.merge(modelAt(provider, s.url), Timing.layer({ modelRetry: Schedule.recurs(4) }))),
           Effect.timeout("5 seconds")
         )
         assert.strictEqual(error._tag, "ModelError")
-        assert.include(error.message, "openai: HTTP 429: Rate limit reached (retry-after asked for ")
+        assert.include(error.message, `${provider}: HTTP 429: Rate limit reached (retry-after asked for `)
         assert.include(error.message, "over maxRetryAfter's 1 min: not retried)")
         assert.strictEqual(s.requests(), 1)
       }))
