@@ -301,6 +301,27 @@ interface Book {
   readonly own: (agentId: string, taskId: string) => Task | undefined
   /** Counts `task`'s prompt against its agent's usage until the task ends or is let go. */
   readonly count: (task: Task, prompt: string) => void
+  /** Waits for a turn of the event loop of its own, for a child task's making and start (`makeChildTurns`). */
+  readonly childTurn: Effect.Effect<void>
+}
+
+/**
+ * A platform's turns of the event loop for child tasks: each waits for one of its own, so that the child tasks
+ * started at once (one turn's `exec_agent` calls) are made and start one a turn, each after the I/O that came
+ * meanwhile (another tenant's messages) is read, and turns left idle between two (`childIdleTurns`: a child's slice
+ * of the loop is then about a fourth of the time while hundreds start, so another tenant's message seldom waits behind
+ * one). Chained: the n-th waits n times as many.
+ */
+const childIdleTurns = 4
+
+const makeChildTurns = (): Effect.Effect<void> => {
+  const idleTurns = (n: number, done: () => void): void => void setImmediate(() => n <= 1 ? done() : idleTurns(n - 1, done))
+  let last: Promise<void> = Promise.resolve()
+  return Effect.promise(() => {
+    const turn = last.then(() => new Promise<void>((resolve) => idleTurns(childIdleTurns, resolve)))
+    last = turn
+    return turn
+  })
 }
 
 const makeBook = (options: Options, journal: Journal.Journal["Type"] | undefined) =>
@@ -318,6 +339,7 @@ const makeBook = (options: Options, journal: Journal.Journal["Type"] | undefined
       journal,
       clock,
       runTask,
+      childTurn: makeChildTurns(),
       add: (taskId, agentId, processId) => {
         const task = new Task(taskId, agentId, processId, clock)
         tasks.set(taskId, task)
@@ -457,18 +479,6 @@ export const attachTo = (
 
 // --- the loops: started, suspended for approvals, going on ---
 
-/**
- * Waits for a turn of the event loop of its own: the child tasks started at once (one turn's `exec_agent` calls)
- * start one a turn, each after the I/O that came meanwhile (another tenant's messages) is read. Chained: the
- * n-th waits for n turns.
- */
-let lastTurn: Promise<void> = Promise.resolve()
-const childTurn: Effect.Effect<void> = Effect.promise(() => {
-  const turn = lastTurn.then(() => new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve))))
-  lastTurn = turn
-  return turn
-})
-
 /** The task's loop fiber, let go by the task once it ends: nothing of the loop (its prompt) outlives it. */
 const letGoAtEnd = (task: Task, fiber: Fiber.RuntimeFiber<void>): Fiber.RuntimeFiber<void> => {
   fiber.addObserver(() => {
@@ -534,7 +544,7 @@ const makeLoops = (book: Book, platformTools: (task: Task) => ReadonlyArray<Tool
     // whose model answers at once would otherwise nest every task's loop on one stack, until it overflows), and in
     // a turn of the event loop of its own (300 calls of one turn would otherwise run 300 loops before any other
     // tenant's message is read).
-    const own = <A, E, R>(loop: Effect.Effect<A, E, R>) => taskId.includes("/") ? Effect.zipRight(childTurn, loop) : loop
+    const own = <A, E, R>(loop: Effect.Effect<A, E, R>) => taskId.includes("/") ? Effect.zipRight(book.childTurn, loop) : loop
     const traced = <A, E, R>(loop: Effect.Effect<A, E, R>) =>
       own(parent === undefined ? loop : Effect.withParentSpan(loop, parent))
     const runOptions = {
@@ -927,7 +937,7 @@ const makeChildren = (
   const execute = (parent: Task) => (call: ToolCallInfo, agentId: string, prompt: string) =>
     Effect.gen(function*() {
       // One child made a turn of the event loop (`childTurn`): a turn's hundreds of calls do not hold it.
-      yield* childTurn
+      yield* book.childTurn
       const child = yield* childOf(parent, call.toolCallId, agentId, prompt)
       child.deadlineAt = call.deadlineAt
       return yield* AgentCalls.awaitChild(parent, call, agentId, child.taskId, {
