@@ -115,10 +115,10 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
               Effect.provideService(IdGenerator, idGenerator),
               Effect.map((response): ReadonlyArray<Response.AnyPart> => response.content),
               // A call of a tool the agent does not have: the model reads "no such tool", as with our providers.
-              Effect.catchIf(
-                (error) => unknownToolParts(error, tools.right, "whole") !== undefined,
-                (error) => Effect.succeed(unknownToolParts(error, tools.right, "whole") as ReadonlyArray<Response.AnyPart>)
-              )
+              Effect.catchAll((error) => {
+                const parts = unknownToolParts(error, tools.right, "whole")
+                return parts === undefined ? Effect.fail(error) : Effect.succeed(parts as ReadonlyArray<Response.AnyPart>)
+              })
             )
             return toTurn(content, tools.right.restore, request.output)
           }).pipe(Effect.catchAll((error) => Effect.flatMap(asFailure(options.provider, error), Effect.fail)))

@@ -530,6 +530,7 @@ export const layerModel = (provider: {
           idleTimeout: limits.idleTimeout,
           limits
         }
+        const checked = checkedUsage(provider.name)
         return Stream.unwrap(Effect.map(postStream(client, post), (events) =>
           Stream.suspend(() => {
             const reader = provider.reader(request)
@@ -544,10 +545,10 @@ export const layerModel = (provider: {
               Stream.mapEffect((event): Effect.Effect<ReadonlyArray<LanguageModel.ModelPart>, LanguageModel.ModelError> => {
                 if (event.event === wholeBody) {
                   whole = true
-                  return Effect.map(provider.fromBody(event.body, request), LanguageModel.partsOf)
+                  return Effect.flatMap(provider.fromBody(event.body, request), (turn) => checked(LanguageModel.partsOf(turn)))
                 }
                 const out = reader.event(event)
-                return out instanceof LanguageModel.ModelError ? Effect.fail(out) : Effect.succeed(out)
+                return out instanceof LanguageModel.ModelError ? Effect.fail(out) : checked(out)
               }),
               // The provider's last event (its parts end with `Finish`) ends the answer, whether or not the
               // server closes the connection after it.
@@ -557,7 +558,6 @@ export const layerModel = (provider: {
                 return failure === undefined ? Stream.empty : Stream.fail(failure)
               })),
               Stream.flattenIterables,
-              Stream.mapEffect(checkedUsage(provider.name)),
               Stream.tap(() => Effect.sync(() => void parts++)),
               Stream.mapError(broke)
             )
@@ -586,22 +586,26 @@ export const layerModel = (provider: {
 const warnedUsage = new Set<string>()
 
 /**
- * A usage part whose counts are whole numbers from 0 up, as the provider sent them; any other count
- * (negative, `1e999`, fractional) is counted as unknown (`LanguageModel.checkUsage`), warned of once.
+ * An event's parts, their usage's counts whole numbers from 0 up as the provider sent them; any other count
+ * (negative, `1e999`, fractional) is counted as unknown (`LanguageModel.checkUsage`), warned of once. Parts with no
+ * usage (nearly every event) pass as they are.
  */
-const checkedUsage = (provider: string) => (part: LanguageModel.ModelPart): Effect.Effect<LanguageModel.ModelPart> => {
-  if (part._tag !== "Usage") return Effect.succeed(part)
-  const { bad, usage } = LanguageModel.checkUsage(part.usage)
-  if (bad.length === 0) return Effect.succeed(part)
-  const part_ = LanguageModel.ModelPart.Usage({ usage })
-  if (warnedUsage.has(provider)) return Effect.succeed(part_)
+const checkedUsage = (provider: string) =>
+(parts: ReadonlyArray<LanguageModel.ModelPart>): Effect.Effect<ReadonlyArray<LanguageModel.ModelPart>> => {
+  const at = parts.findIndex((part) => part._tag === "Usage")
+  if (at === -1) return Effect.succeed(parts)
+  const { bad, usage } = LanguageModel.checkUsage((parts[at] as Extract<LanguageModel.ModelPart, { _tag: "Usage" }>).usage)
+  if (bad.length === 0) return Effect.succeed(parts)
+  const out = parts.slice()
+  out[at] = LanguageModel.ModelPart.Usage({ usage })
+  if (warnedUsage.has(provider)) return Effect.succeed(out)
   warnedUsage.add(provider)
   return Effect.as(
     Effect.logWarning(
       `${provider}: usage counts that are not whole numbers from 0 up (${bad.join(", ")}) are counted as unknown ` +
         "(this is said once a process)"
     ),
-    part_
+    out
   )
 }
 
