@@ -403,6 +403,9 @@ class Moved extends Data.TaggedError("Moved") {}
  * Whether the cluster's database answers, for the task streams of this runner's front: `unreachable`
  * asks it now (why it cannot be reached, in the driver's words, or undefined if it answers within
  * 1 s); `away` is what the last of this runner's checks, every second while it lives, found.
+ * `SELECT 1` that fails in any way, or dies, did not answer: whatever the driver's words for a
+ * broken connection (some are not `SqlStore.isUnreachable`'s), the streams say so; and the check
+ * cannot die, which would leave `away` at what it last found for the runner's life.
  */
 const watchDatabase = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -411,8 +414,8 @@ const watchDatabase = Effect.gen(function*() {
   const unreachable: Effect.Effect<string | undefined> = sql`SELECT 1`.pipe(
     Effect.disconnect,
     Effect.timeoutOption("1 second"),
-    Effect.match({
-      onFailure: (error) => SqlStore.isUnreachable(error) ? SqlStore.describe(error) : undefined,
+    Effect.matchCause({
+      onFailure: (cause) => SqlStore.describe(Cause.squash(cause)),
       onSuccess: Option.match({ onNone: () => "no answer within 1 s", onSome: () => undefined })
     })
   )

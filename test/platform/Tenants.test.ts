@@ -9,6 +9,7 @@ import { Effect, Layer } from "effect"
 import { WebSocket } from "ws"
 import { type LanguageModel, PlatformClient, Toolkit } from "../../src/index.js"
 import { record, scale } from "../support/figures.js"
+import { memoryAfterGc } from "../support/mcpMemory.js"
 import { forgedAnswerSuite } from "../support/forgedAnswers.js"
 import { embedded } from "../support/hostileWireSuite.js"
 import { clientLayer, resultsText } from "../support/platform.js"
@@ -86,6 +87,9 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
       assert.deepStrictEqual([held.tasks, held.promptBytes], [20, 8 * mib + 12 * 2])
       const released = yield* pollUntil(state.agentUsage("agent-1"), (usage) => usage.tasks === 0, 15_000)
       assert.deepStrictEqual([released.tasks, released.promptBytes], [0, 0])
+      // What the first attack left is collected before the second: a leak outlives a collection, and
+      // the second attack's peak then counts only what it keeps beside it.
+      yield* memoryAfterGc
       const afterFirst = rssMb()
       const second = yield* attackWith(url, env)
       assert.deepStrictEqual(second.outcomes, expected)
@@ -155,6 +159,9 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
       const env = { MODE: "fragments", CONNECTIONS: "32", SECONDS: "8" }
       const before = rssMb()
       const first = yield* attackWith(url, env)
+      // What the first attack left is collected before the second: a leak outlives a collection, and
+      // the second attack's peak then counts only what it keeps beside it.
+      yield* memoryAfterGc
       const afterFirst = rssMb()
       const second = yield* attackWith(url, env)
       for (const attack of [first, second]) {
@@ -222,6 +229,9 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
       const first = yield* attackWith(url, env)
       const held = (yield* state.agentUsage("agent-1")).manifestBytes
       const released = yield* deregister
+      // What the first attack left is collected before the second: a leak outlives a collection, and
+      // the second attack's peak then counts only what it keeps beside it.
+      yield* memoryAfterGc
       const afterFirst = rssMb()
       const second = yield* attackWith(url, env)
       yield* deregister
