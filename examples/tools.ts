@@ -37,6 +37,23 @@ export const issueRefund = Tool.make("issue_refund", {
 }, ({ amount, order_id }) => Billing.pipe(Effect.flatMap((billing) => billing.refund(order_id, amount))))
 // #endregion
 
+// #region fromJsonSchema
+/** Stands in for a weather service of yours. */
+const lookUp = async (city: string) => `sunny in ${city}`
+
+export const forecast = Tool.fromJsonSchema("forecast", {
+  description: "The weather for a city.",
+  parameters: {
+    type: "object",
+    properties: { city: { type: "string" }, days: { type: "integer", minimum: 1 } },
+    required: ["city"],
+    additionalProperties: false
+  },
+  output: { type: "object", properties: { summary: { type: "string" } }, required: ["summary"] },
+  timeout: "10 seconds"
+}, async ({ city }) => ({ summary: await lookUp(String(city)) }))
+// #endregion
+
 /** Makes the toolkit and runs one call of `lookup_order` for `orderId`. */
 export const main = (orderId: string) =>
   Effect.gen(function*() {

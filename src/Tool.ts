@@ -3,6 +3,7 @@
  * handler (design: Tools, What the model sees). A tool is plain data plus a function; `Invocation` runs it.
  */
 import { Duration, Effect, Either, JSONSchema, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
+import * as JsonSchemaCheck from "./internal/jsonSchema.js"
 import { type Call, makeCall, ToolContext } from "./ToolContext.js"
 
 /** Identifies a `Tool` value at run time. */
@@ -174,6 +175,16 @@ export function make(
   options: Options<Schema.Struct.Fields | Schema.Schema<any, any, never>, unknown, unknown>,
   handler: (input: any, call: Call) => unknown
 ): Any {
+  return build(name, options, handler)
+}
+
+/** A tool from `make`'s options; its schemas as `schemas` gives them (`fromJsonSchema`), else rendered from its Schemas. */
+const build = (
+  name: string,
+  options: Options<Schema.Struct.Fields | Schema.Schema<any, any, never>, unknown, unknown>,
+  handler: (input: any, call: Call) => unknown,
+  schemas?: (input: Schema.Schema.Any, output: Schema.Schema.Any) => Either.Either<Schemas, ReadonlyArray<SchemaProblem>>
+): Any => {
   const input = (Schema.isSchema(options.input) ? options.input : Schema.Struct(options.input)) as Schema.Schema<
     unknown,
     unknown
@@ -195,8 +206,81 @@ export function make(
     errorTransform: options.errorTransform,
     worker: workerModule(options.worker),
     handler: handler as Any["handler"],
-    schemas: computeSchemas(input, output)
+    schemas: (schemas ?? computeSchemas)(input, output)
   }
+}
+
+/** Options of `Tool.fromJsonSchema`: `Tool.make`'s, with JSON Schemas for the input and the output. */
+export interface JsonSchemaOptions<E = unknown> extends Omit<Options<never, unknown, E>, "input" | "output"> {
+  /** The input's JSON Schema (`type: "object"`): what the model sees, as given. */
+  readonly parameters: JsonSchemaCheck.JsonSchemaObject
+  /** The output's JSON Schema, as given; default: any JSON value. */
+  readonly output?: JsonSchemaCheck.JsonSchemaObject | undefined
+  /**
+   * Where values are checked against the schemas: `"here"` (the default: each call's arguments and
+   * output, by ajv, each failure an issue at its path) or `"elsewhere"`: the arguments need only be a
+   * JSON object and the output is taken as it comes (the process that serves the tool checks both).
+   */
+  readonly checked?: "here" | "elsewhere" | undefined
+  /** How error texts name the two schemas. Default `its input JSON Schema`, `its output JSON Schema`. */
+  readonly schemaNames?: { readonly input: string; readonly output: string } | undefined
+  /** The compiled checks of tools made together (one per distinct schema); default: the tool's own. */
+  readonly validators?: JsonSchemaCheck.Validators | undefined
+}
+
+const anyObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+/**
+ * Makes a tool whose input and output are given as JSON Schemas (a remote MCP server's tools, a
+ * served tool as the platform sees it): the model sees them as given; values are checked against them
+ * (ajv) unless `checked: "elsewhere"`. Never throws: a schema that cannot be compiled (or is nested
+ * deeper than 64 levels, or is over 256 KiB) is kept on the tool and reported by `Toolkit.make`, and
+ * the tool cannot be called. The handler takes the arguments as a JSON object.
+ */
+export function fromJsonSchema<const Name extends string, E = never, R = never>(
+  name: Name,
+  options: JsonSchemaOptions<E>,
+  handler: (input: Record<string, unknown>, call: Call) => Effect.Effect<unknown, E, R>
+): Tool<Name, Record<string, unknown>, unknown, E, R>
+export function fromJsonSchema<const Name extends string>(
+  name: Name,
+  options: JsonSchemaOptions,
+  handler: (input: Record<string, unknown>, call: Call) => PromiseLike<unknown>
+): Tool<Name, Record<string, unknown>, unknown, unknown, never, PromiseLike<unknown>>
+export function fromJsonSchema(
+  name: string,
+  options: JsonSchemaOptions,
+  handler: (input: Record<string, unknown>, call: Call) => unknown
+): Any {
+  const { checked, output: outputSchema, parameters, schemaNames, validators: given, ...rest } = options
+  const names = schemaNames ?? { input: "its input JSON Schema", output: "its output JSON Schema" }
+  const problems: Array<SchemaProblem> = []
+  let input: Schema.Schema<any, any, never> = anyObject
+  let output: Schema.Schema<unknown, any> = Schema.Unknown
+  if (checked !== "elsewhere") {
+    const validators = given ?? new JsonSchemaCheck.Validators()
+    const compiledInput = validators.compile(parameters)
+    if (Either.isRight(compiledInput)) input = JsonSchemaCheck.checkedBy(compiledInput.right, parameters)
+    else {
+      input = JsonSchemaCheck.refusing(names.input, compiledInput.left)
+      problems.push({ rule: "input-json", message: `${names.input} cannot be checked: ${compiledInput.left}` })
+    }
+    const compiledOutput = outputSchema === undefined ? undefined : validators.compile(outputSchema)
+    if (compiledOutput !== undefined && Either.isRight(compiledOutput)) {
+      output = JsonSchemaCheck.checkedBy(compiledOutput.right, outputSchema!)
+    } else if (compiledOutput !== undefined) {
+      problems.push({ rule: "output-json", message: `${names.output} cannot be checked: ${compiledOutput.left}` })
+    }
+  }
+  return build(name, { ...rest, input, output }, handler, (input, output) => {
+    if (problems.length > 0) return Either.left(problems)
+    // Checked here, the Schemas render as the JSON Schemas they check; else the model sees the given ones.
+    if (checked !== "elsewhere") return computeSchemas(input, output)
+    return Either.map(computeSchemas(input, output), (rendered) => ({
+      parameters: parameters as unknown as JsonSchema,
+      output: outputSchema === undefined ? rendered.output : outputSchema as unknown as JsonSchema
+    }))
+  })
 }
 
 // A string that is not a URL is kept as an invalid one: `Toolkit.make` reports it (`workerProblem`).

@@ -4,10 +4,16 @@
  * TypeScript parser (test/support/imports.ts); `npx tsx scripts/structure.ts` prints the same.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { readFileSync } from "node:fs"
 import * as Pipeline from "../src/internal/call/pipeline.js"
 import { cyclesOf, functionsOf, importGraph, importsOf, modulesUnder } from "./support/imports.js"
 
 const modules = modulesUnder("src")
+
+/** The faces' own modules (MCP, serving): the platform reaches none of them. */
+const isFaceInternal = (module: string): boolean =>
+  module.startsWith("src/internal/mcp/") || module.startsWith("src/internal/serve/") ||
+  ["src/Mcp.ts", "src/McpClient.ts", "src/Serve.ts"].includes(module)
 
 /** Modules that may import `src/platform/`: its own, and the two that compose everything. */
 const mayImportPlatform = (module: string): boolean =>
@@ -21,6 +27,24 @@ describe("the structure of src/", () => {
         .map(({ kind, line, specifier }) => `${module}:${line} imports ${specifier} (${kind})`)
     )
     assert.deepStrictEqual(offenders, [], `imports of src/platform/ from outside it:\n${offenders.join("\n")}`)
+  })
+
+  it("nothing under src/platform/ imports a face's own modules (MCP's, serving's)", () => {
+    const offenders = modules.filter((module) => module.startsWith("src/platform/")).flatMap((module) =>
+      importsOf(module)
+        .filter(({ target }) => target !== undefined && isFaceInternal(target))
+        .map(({ kind, line, specifier }) => `${module}:${line} imports ${specifier} (${kind})`)
+    )
+    assert.deepStrictEqual(offenders, [], `a face's modules imported by the platform:\n${offenders.join("\n")}`)
+  })
+
+  it("no tool is made by spreading another (a tool with other schemas is Tool.fromJsonSchema's)", () => {
+    const offenders = modules.filter((module) => module !== "src/Tool.ts").flatMap((module) =>
+      readFileSync(module, "utf8").split("\n").flatMap((text, i) =>
+        /\.\.\.\s*\w+\s*,\s*(schemas|input|output|handler)\s*:|\bschemas\s*:\s*Either\./.test(text) ? [`${module}:${i + 1}: ${text.trim()}`] : []
+      )
+    )
+    assert.deepStrictEqual(offenders, [], `tools made by spreading one:\n${offenders.join("\n")}`)
   })
 
   it("no import cycle among the modules of src/ (static, type-only and dynamic imports alike)", () => {

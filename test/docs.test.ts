@@ -221,6 +221,14 @@ describe("docs: the examples run", () => {
       assert.deepStrictEqual(JSON.parse(shown ?? "null"), parameters)
     }).pipe(Effect.provide(Shop.layer)))
 
+  it.effect("tools: a tool from JSON Schemas answers a call that fits, and names what does not", () =>
+    Effect.gen(function*() {
+      const sunny = yield* Invocation.run(ToolsExample.forecast, { city: "Lyon" })
+      assert.deepStrictEqual(sunny.value, { summary: "sunny in Lyon" })
+      const bad = yield* Invocation.run(ToolsExample.forecast, { city: "Lyon", days: 0 })
+      assert.match(bad.error ?? "", /^forecast: invalid input: days: /)
+    }))
+
   it.effect("handler shapes: a plain function's value, through the whole pipeline", () =>
     Effect.gen(function*() {
       const result = yield* Invocation.run(HandlerShapesExample.vat, { amount: 100 })

@@ -9,6 +9,7 @@ import { traceparentOf } from "../internal/util/traceContext.js"
 import { errorText, ToolResult } from "../ToolResult.js"
 import type * as Journal from "../Journal.js"
 import type * as LanguageModel from "../LanguageModel.js"
+import type { JsonSchemaObject } from "../internal/jsonSchema.js"
 import * as Tool from "../Tool.js"
 import { ToolContext } from "../ToolContext.js"
 import type * as Toolkit from "../Toolkit.js"
@@ -59,8 +60,6 @@ class RemoteFailure extends Schema.TaggedError<RemoteFailure>("agent-tools/Remot
   text: Schema.String
 }) {}
 
-const anyObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
-
 const passThrough = (error: unknown): string => error instanceof RemoteFailure ? error.text : errorText(error)
 
 /**
@@ -80,10 +79,12 @@ const remoteTool = (
   journaled: boolean
 ): Tool.Any => {
   const approved = journaled && entry.needsApproval ? { approved: true as const } : undefined
-  const tool = Tool.make(entry.name, {
+  return Tool.fromJsonSchema(entry.name, {
     description: entry.description,
     // The serving process decodes strictly (design: Input); here the arguments need only be an object.
-    input: anyObject,
+    parameters: entry.parameters as JsonSchemaObject,
+    output: entry.output as JsonSchemaObject,
+    checked: "elsewhere",
     timeout: Duration.millis(entry.timeoutMillis),
     idempotent: entry.idempotent,
     needsApproval: approved !== undefined,
@@ -114,7 +115,6 @@ const remoteTool = (
         (result) => Effect.succeed(new Verbatim(result))
       ))
   })
-  return { ...tool, schemas: Either.right({ parameters: entry.parameters as Tool.JsonSchema, output: entry.output as Tool.JsonSchema }) }
 }
 
 /**
@@ -124,8 +124,8 @@ const remoteTool = (
  */
 export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageModel.LanguageModel> =>
   options.output === undefined ? runWith(options, undefined) : Effect.flatMap(
-    // The check of a JSON Schema is ajv's, as for a remote MCP tool's (loaded only for a typed task).
-    Effect.promise(() => import("../internal/mcp/client.js")),
+    // The check of a JSON Schema is ajv's, as for a tool made from JSON Schemas (loaded only for a typed task).
+    Effect.promise(() => import("../internal/jsonSchema.js")),
     ({ jsonSchemaChecked }) => {
       const schema = options.output!.schema
       const checked = typeof schema === "object" && schema !== null && !Array.isArray(schema)

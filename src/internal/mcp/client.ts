@@ -15,10 +15,7 @@ import {
   type Tool as McpTool,
   ToolListChangedNotificationSchema
 } from "@modelcontextprotocol/sdk/types.js"
-import { Ajv, type ErrorObject, type ValidateFunction } from "ajv"
-import { Ajv2019 } from "ajv/dist/2019.js"
-import { Ajv2020 } from "ajv/dist/2020.js"
-import { Effect, Either, Runtime, Schema, type Scope, SubscriptionRef } from "effect"
+import { Effect, Runtime, type Scope, SubscriptionRef } from "effect"
 import { basename } from "node:path"
 import {
   McpClientError,
@@ -28,6 +25,7 @@ import {
   toolkitDefaults,
   type ToolkitOptions
 } from "./types.js"
+import { type JsonSchemaObject, Validators } from "../jsonSchema.js"
 import * as Tool from "../../Tool.js"
 import * as Toolkit from "../../Toolkit.js"
 import { errorText } from "../../ToolResult.js"
@@ -38,152 +36,8 @@ import { clip, reasonOf } from "../util/text.js"
 
 /** How much of a remote server's log line is logged. */
 const maxLogLineLength = 2_000
-/** A remote tool's schema, at most: past either, that tool cannot be called (design: Remote MCP tools). */
-const maxSchemaDepth = 64
-const maxSchemaBytes = 256 * 1024
 /** A server's log lines heard a second, at most; the rest are dropped and counted in a warning. */
 const maxLogLinesPerSecond = 100
-
-// ---------------------------------------------------------------------------------------------
-// Checking JSON against a remote JSON Schema.
-
-/** A JSON Schema as the server gave it. */
-type RemoteSchema = Record<string, unknown>
-
-/**
- * The validators of one listing: an ajv instance per dialect (the schema's `$schema`: draft-07
- * unless it names 2019-09 or 2020-12), made on first use, and one compiled function per distinct
- * schema. Made afresh for each listing, so that a schema whose `$id` comes back changed compiles, and
- * the old ones go with the old tools.
- */
-class Validators {
-  private readonly byDialect = new Map<string, Ajv>()
-  private readonly bySchema = new Map<string, Either.Either<ValidateFunction, string>>()
-  /** `refused`: why nothing of this listing is compiled. */
-  constructor(private readonly refused?: string) {}
-  compile(schema: RemoteSchema): Either.Either<ValidateFunction, string> {
-    if (this.refused !== undefined) return Either.left(this.refused)
-    // Bounded before anything walks it whole (the key's text, ajv): a schema a server made huge or deep
-    // refuses that tool only, never the listing.
-    if (Json.deeperThan(schema, maxSchemaDepth)) return Either.left(`it is nested deeper than ${maxSchemaDepth} levels`)
-    const problem = Json.problemIn(schema, { maxDepth: maxSchemaDepth, maxBytes: maxSchemaBytes })
-    if (problem !== undefined) return Either.left(problem)
-    const text = Json.canonical(schema)
-    const known = this.bySchema.get(text)
-    if (known !== undefined) return known
-    const declared = typeof schema.$schema === "string" ? schema.$schema : ""
-    const dialect = declared.includes("2020-12") ? "2020-12" : declared.includes("2019-09") ? "2019-09" : "07"
-    let ajv = this.byDialect.get(dialect)
-    if (ajv === undefined) {
-      // As the SDK's own validator: no check of the schema against its meta-schema (a draft-04 one compiles as
-      // draft-07), and formats left to the server (the known ones need a package of their own).
-      const options = {
-        allErrors: true,
-        strict: false,
-        verbose: true,
-        validateSchema: false,
-        validateFormats: false,
-        logger: false
-      } as const
-      ajv = dialect === "2020-12" ? new Ajv2020(options)
-        : dialect === "2019-09" ? new Ajv2019(options)
-        : new Ajv(options)
-      this.byDialect.set(dialect, ajv)
-    }
-    let compiled: Either.Either<ValidateFunction, string>
-    try {
-      compiled = Either.right(ajv.compile(schema))
-    } catch (error) {
-      compiled = Either.left(error instanceof Error ? error.message : String(error))
-    }
-    this.bySchema.set(text, compiled)
-    return compiled
-  }
-}
-
-/** A path segment of a JSON Pointer: an array index as a number (so that it reads `items[0]`), else the key. */
-const pathOf = (pointer: string, value: unknown): Array<PropertyKey> => {
-  const path: Array<PropertyKey> = []
-  let at = value
-  for (const raw of pointer === "" ? [] : pointer.slice(1).split("/")) {
-    const key = raw.replace(/~1/g, "/").replace(/~0/g, "~")
-    const index = Array.isArray(at) && /^\d+$/.test(key) ? Number(key) : undefined
-    path.push(index ?? key)
-    at = typeof at === "object" && at !== null ? (at as Record<PropertyKey, unknown>)[index ?? key] : undefined
-  }
-  return path
-}
-
-/** An issue of a value: where, and what was expected. */
-interface Issue {
-  readonly path: Array<PropertyKey>
-  readonly message: string
-}
-
-/** One ajv error in the words of the pipeline's invalid-input texts: `<path>: <expected>, actual <value>`. */
-const issueOf = (error: ErrorObject, value: unknown): Issue => {
-  const path = pathOf(error.instancePath, value)
-  const actual = `actual ${Json.preview(error.data, 60)}`
-  const params = error.params as Record<string, unknown>
-  switch (error.keyword) {
-    case "additionalProperties": {
-      const properties = (error.parentSchema as { properties?: unknown } | undefined)?.properties
-      const known = typeof properties === "object" && properties !== null ? Object.keys(properties) : []
-      const expected = known.length === 0 ? "" : `, expected: ${known.map((k) => JSON.stringify(k)).join(" | ")}`
-      return { path: [...path, String(params.additionalProperty)], message: `is unexpected${expected}` }
-    }
-    case "unevaluatedProperties":
-      return { path: [...path, String(params.unevaluatedProperty)], message: "is unexpected" }
-    case "required":
-      return { path: [...path, String(params.missingProperty)], message: "is missing" }
-    case "type":
-      return { path, message: `Expected ${String(params.type).split(",").join(" | ")}, ${actual}` }
-    case "enum": {
-      const allowed = Array.isArray(params.allowedValues) ? params.allowedValues : []
-      return { path, message: `Expected ${allowed.map((v) => JSON.stringify(v)).join(" | ")}, ${actual}` }
-    }
-    case "const":
-      return { path, message: `Expected ${JSON.stringify(params.allowedValue)}, ${actual}` }
-    default:
-      return { path, message: `${error.message ?? `fails ${error.keyword}`}, ${actual}` }
-  }
-}
-
-/**
- * A Schema of any JSON value that `schema` accepts: ajv decides, each of its errors an issue at its
- * path. Its JSON Schema is `schema` itself, verbatim (Effect's `jsonSchema` annotation replaces the
- * generated one when it has a `type`, as MCP's `inputSchema` and `outputSchema` must).
- */
-const checkedBy = (validate: ValidateFunction, schema: RemoteSchema): Schema.Schema<unknown> =>
-  Schema.Unknown.pipe(Schema.filter((value) => {
-    if (validate(value)) return true
-    const seen = new Set<string>()
-    const issues: Array<Issue> = []
-    for (const error of validate.errors ?? []) {
-      const issue = issueOf(error, value)
-      const key = JSON.stringify([issue.path.map(String), issue.message])
-      if (seen.has(key)) continue
-      seen.add(key)
-      issues.push(issue)
-    }
-    return issues.length === 0 ? false : issues
-  }, { jsonSchema: schema }))
-
-/**
- * A Schema of the JSON values a JSON Schema accepts (ajv, as for a remote tool's), or why it cannot
- * be compiled: the platform checks a task's typed final output with it (design: The model side).
- */
-export const jsonSchemaChecked = (schema: RemoteSchema): Either.Either<Schema.Schema<unknown>, string> =>
-  Either.map(new Validators().compile(schema), (validate) => checkedBy(validate, schema))
-
-/**
- * The input Schema of a tool whose `inputSchema` could not be compiled: nothing passes, so the tool
- * cannot be called (its input would go to the server unchecked); `Toolkit.make` reports it too.
- */
-const refusing = (reason: string): Schema.Schema<unknown> =>
-  Schema.Unknown.pipe(Schema.filter(() => `the server's inputSchema cannot be checked (${reason}); the tool cannot be called`, {
-    jsonSchema: { type: "object" }
-  }))
 
 // ---------------------------------------------------------------------------------------------
 // A remote tool as a Tool.
@@ -219,17 +73,13 @@ const remoteTool = (
   connections: ConnectionsOf
 ): RemoteTool => {
   const own = options.tools?.[listed.name] ?? {}
-  const inputSchema = listed.inputSchema as RemoteSchema
-  const outputSchema = listed.outputSchema as RemoteSchema | undefined
-  const compiledInput = validators.compile(inputSchema)
-  const compiledOutput = outputSchema === undefined ? undefined : validators.compile(outputSchema)
   const description = listed.description ?? listed.title ?? listed.annotations?.title ?? listed.name
-  const tool = Tool.make(name, {
+  return Tool.fromJsonSchema(name, {
     description,
-    input: Either.isRight(compiledInput) ? checkedBy(compiledInput.right, inputSchema) : refusing(compiledInput.left),
-    output: compiledOutput !== undefined && Either.isRight(compiledOutput)
-      ? checkedBy(compiledOutput.right, outputSchema!)
-      : Schema.Unknown,
+    parameters: listed.inputSchema as JsonSchemaObject,
+    output: listed.outputSchema as JsonSchemaObject | undefined,
+    schemaNames: { input: "the server's inputSchema", output: "the server's outputSchema" },
+    validators,
     timeout: own.timeout ?? options.timeout ?? toolkitDefaults.timeout,
     retries: own.retries,
     permanent: own.permanent,
@@ -237,14 +87,14 @@ const remoteTool = (
     idempotent: own.idempotent,
     needsApproval: own.needsApproval,
     errorTransform: own.errorTransform ?? ((error) => error instanceof McpToolError ? error.text : errorText(error))
-  }, async (input: unknown, call) => {
+  }, async (input, call) => {
     const send = (live: Live) =>
       live.client.request(
         {
           method: "tools/call",
           params: {
             name: listed.name,
-            arguments: input as Record<string, unknown>,
+            arguments: input,
             // The trace goes on at the server (W3C Trace Context in `_meta`), when a tracer listens here.
             ...(call.traceparent === undefined ? {} : { _meta: { traceparent: call.traceparent } })
           }
@@ -277,17 +127,6 @@ const remoteTool = (
     if (result.isError === true) throw new McpToolError({ tool: listed.name, text: errorTextOf(listed, result) })
     return outputOf(listed, result)
   })
-  const problems: Array<Tool.SchemaProblem> = []
-  if (Either.isLeft(compiledInput)) {
-    problems.push({ rule: "input-json", message: `the server's inputSchema cannot be checked: ${compiledInput.left}` })
-  }
-  if (compiledOutput !== undefined && Either.isLeft(compiledOutput)) {
-    problems.push({
-      rule: "output-json",
-      message: `the server's outputSchema cannot be checked: ${compiledOutput.left}`
-    })
-  }
-  return problems.length === 0 ? tool : { ...tool, schemas: Either.left(problems) }
 }
 
 // ---------------------------------------------------------------------------------------------

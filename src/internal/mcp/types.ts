@@ -77,7 +77,7 @@ export class McpToolError extends Schema.TaggedError<McpToolError>("agent-tools/
 }
 
 /** A remote tool: its handler sends the call to the server (an async body, given the pipeline's abort signal). */
-export type RemoteTool = Tool.Tool<string, unknown, unknown, unknown, never, PromiseLike<unknown>>
+export type RemoteTool = Tool.Tool<string, Record<string, unknown>, unknown, unknown, never, PromiseLike<unknown>>
 
 /** A connected remote server's tools; they change when the server says its list changed. */
 export interface RemoteToolkit {
