@@ -1,0 +1,177 @@
+/**
+ * The calls a serving process runs (design: Serving, Delivery dedupe): each delivered call through
+ * dedupe and the pipeline, the answers batched back, the deliveries counted, stopped and drained.
+ */
+import { Chunk, Duration, Effect, Fiber, FiberSet, HashMap, Mailbox, Option, Ref } from "effect"
+import { Idempotency } from "../../Idempotency.js"
+import { sameDelivery } from "../call/reuse.js"
+import * as Invocation from "../../Invocation.js"
+import { ToolResult } from "../../ToolResult.js"
+import { RunState } from "../hooks/tool.js"
+import type { TaskEvent, ToolCallResult } from "../../protocol/Protocol.js"
+import * as Toolkit from "../../Toolkit.js"
+import { parseTraceparent } from "../util/traceContext.js"
+import { boundedInFinalizer, type Stopped } from "./registration.js"
+
+/** A delivered call, as it comes on a task's stream. */
+export type Delivered = Extract<TaskEvent, { _tag: "ToolCallRequested" }>
+
+// --- Running a delivered call ---
+
+/**
+ * The one call into dedupe (design: Delivery dedupe) and the pipeline: a delivered call runs once
+ * however often it is delivered, and gives its result. A call for a tool this process does not serve
+ * is answered as every face answers an unknown tool (`Toolkit.unknownTool`: the tools it serves).
+ * `run` is the hook state of the task's follower (design: Hooks).
+ */
+export const runDelivered = (
+  store: Idempotency["Type"],
+  toolkit: Toolkit.Toolkit<any>,
+  event: Delivered,
+  run: RunState
+): Effect.Effect<ToolResult> => {
+  const tool = toolkit.byName.get(event.name)
+  if (tool === undefined) return Effect.succeed(ToolResult.failure(Toolkit.unknownTool(toolkit, event.name)))
+  return Invocation.run(tool, event.arguments, {
+    taskId: event.taskId,
+    toolCallId: event.toolCallId,
+    deadlineAt: event.deadlineAt,
+    // Approved through the platform (a suspended task's DecideApproval): Hooks.approval does not ask again.
+    approved: event.approved,
+    run,
+    dedupe: store,
+    // The platform's span of the call, when it carried one: this process's span continues its trace.
+    parentSpan: parseTraceparent(event.traceparent)
+  }) as Effect.Effect<ToolResult>
+}
+
+
+// --- Answers ---
+
+/** The most answers sent in one call. */
+export const answersPerCall = 512
+
+/**
+ * The answers' sender (design: Serving): answers ready at the same moment go to the platform in one
+ * call. The calls only queue theirs; one fiber, living as long as serving, takes every answer waiting
+ * each time round and sends them, retried while the platform is away. At shutdown the drain ends the
+ * queue and waits (a while) for the last answers to go out, before the deregistration; the fiber is
+ * interrupted after the re-attached followers stop.
+ */
+export const makeAnswers = (send: (results: ReadonlyArray<ToolCallResult>) => Effect.Effect<void>) =>
+  Effect.gen(function*() {
+    const waiting = yield* Mailbox.make<ToolCallResult>()
+    const sender = yield* Effect.forkScoped(Effect.gen(function*() {
+      while (true) {
+        const [results, done] = yield* waiting.takeAll
+        for (const batch of Chunk.chunksOf(results, answersPerCall)) {
+          // Whatever one send ends with (a defect of the platform's, the call cut short under it), the
+          // sender lives on: its calls are delivered again and answered again (at least once).
+          yield* Effect.catchAllCause(send(Chunk.toReadonlyArray(batch)), (cause) =>
+            Effect.logWarning(`could not answer ${batch.length} call(s); they will be delivered again`, cause))
+        }
+        if (done) return
+      }
+    }))
+    return {
+      answer: (result: ToolCallResult): Effect.Effect<void> => Effect.asVoid(waiting.offer(result)),
+      /** No answer after this; the ones waiting go out, within `limit`. */
+      flush: (limit: Duration.DurationInput) =>
+        Effect.zipRight(waiting.end, boundedInFinalizer(Fiber.await(sender), limit))
+    }
+  })
+
+export type Answers = Effect.Effect.Success<ReturnType<typeof makeAnswers>>
+
+// --- Deliveries ---
+
+/** A delivered call's key in the calls running now. */
+export const callKey = (event: Delivered): string => sameDelivery(event)
+
+export const counted = (calls: HashMap.HashMap<string, number>, key: string, by: 1 | -1) => {
+  const n = Option.getOrElse(HashMap.get(calls, key), () => 0) + by
+  return n > 0 ? HashMap.set(calls, key, n) : HashMap.remove(calls, key)
+}
+
+/**
+ * The delivered calls running now, whichever task they are of (design: Serving, Delivery dedupe):
+ * each delivery runs `handle` in a fiber of its own, started on the follower's stack (a call that
+ * completes at once is answered at once) in the context `make` was given (the tools' services, hooks,
+ * the clock). They outlive the follower that started them, which may be interrupted first at
+ * shutdown. `drain` runs first when serving stops: a new delivery is then left to the platform, which
+ * delivers it again after a re-attach (a redelivery of a call still running is not one: that call
+ * answers), the calls still running get the grace period, and what is left is interrupted.
+ */
+export const makeDeliveries = (handle: (event: Delivered, run: RunState) => Effect.Effect<void>, report: Ref.Ref<Stopped>) =>
+  Effect.gen(function*() {
+    const running = yield* FiberSet.make<void>()
+    // The runtime holds make's context: the calls run in it, not in the follower's.
+    const run = yield* FiberSet.runtime(running)<never>()
+    const state = yield* Ref.make({ draining: false, calls: HashMap.empty<string, number>() })
+    const count = (key: string, by: 1 | -1) => Ref.update(state, (s) => ({ ...s, calls: counted(s.calls, key, by) }))
+    // The running calls of each task: a task that ended failed (stopped: its exec_agent call's deadline passed)
+    // has its calls interrupted, not left to run to their own timeouts.
+    const byTask = new Map<string, Set<Fiber.RuntimeFiber<void>>>()
+    return {
+      /** Interrupts the calls of `taskId` still running here. */
+      stop: (taskId: string): Effect.Effect<void> =>
+        Effect.suspend(() => {
+          const fibers = byTask.get(taskId)
+          byTask.delete(taskId)
+          return fibers === undefined ? Effect.void : Fiber.interruptAll(fibers)
+        }),
+      deliver: (event: Delivered, runState: RunState): Effect.Effect<void> => {
+        const key = callKey(event)
+        return Effect.flatMap(Ref.get(state), ({ calls, draining }) => {
+          if (draining) {
+            return HashMap.has(calls, key)
+              ? Effect.void
+              : Ref.update(report, (r) => ({ ...r, notStarted: r.notStarted + 1 }))
+          }
+          const call = Effect.ensuring(handle(event, runState), count(key, -1))
+          return Effect.zipRight(
+            count(key, 1),
+            Effect.sync(() => {
+              const fiber = run(call, { immediate: true })
+              let fibers = byTask.get(event.taskId)
+              if (fibers === undefined) byTask.set(event.taskId, fibers = new Set())
+              fibers.add(fiber)
+              fiber.addObserver(() => {
+                fibers.delete(fiber)
+                if (fibers.size === 0 && byTask.get(event.taskId) === fibers) byTask.delete(event.taskId)
+              })
+            })
+          )
+        })
+      },
+      /** No new delivery from now on; the calls running get `grace`, then are interrupted. */
+      drain: (grace: Duration.Duration) =>
+        Effect.gen(function*() {
+          yield* Ref.update(state, (s) => ({ ...s, draining: true }))
+          const before = yield* FiberSet.size(running)
+          if (before > 0) yield* boundedInFinalizer(FiberSet.awaitEmpty(running), grace)
+          const left = yield* FiberSet.size(running)
+          if (left > 0) yield* FiberSet.clear(running)
+          return { drained: before - left, interrupted: left }
+        })
+    }
+  })
+
+export type Deliveries = Effect.Effect.Success<ReturnType<typeof makeDeliveries>>
+
+
+// --- Drain ---
+
+/**
+ * The drain (design: Interruption and shutdown), first when the scope closes: no new delivery is
+ * started, the calls still running get `grace` (a call's own deadline ends it earlier), what is left is
+ * interrupted, and the answers waiting go out before the deregistration.
+ */
+export const drainOnClose = (deliveries: Deliveries, answers: Answers, report: Ref.Ref<Stopped>, grace: Duration.Duration) =>
+  Effect.addFinalizer(() =>
+    Effect.gen(function*() {
+      const { drained, interrupted } = yield* deliveries.drain(grace)
+      yield* answers.flush("5 seconds")
+      yield* Ref.update(report, (r) => ({ ...r, drained, interrupted }))
+    })
+  )
