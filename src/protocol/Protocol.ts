@@ -9,6 +9,7 @@ import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
 import { Context, ParseResult, Schema } from "effect"
 import { TypedToolResultFromJson } from "../ToolResult.js"
 import * as Toolkit from "../Toolkit.js"
+import * as AgentTypes from "../internal/agent/types.js"
 import { createHash } from "node:crypto"
 
 // ---------------------------------------------------------------------------------------------
@@ -94,13 +95,6 @@ export class NoPendingTaskApproval extends Schema.TaggedError<NoPendingTaskAppro
       `(it is not among the calls of its last TaskSuspended, it expired, or it was decided already)`
   }
 }
-
-/**
- * @deprecated Use `NoPendingTaskApproval` (renamed: the agent loop's `Agent.NoPendingApproval` had the tag).
- */
-export const NoPendingApproval = NoPendingTaskApproval
-/** @deprecated Use `NoPendingTaskApproval`. */
-export type NoPendingApproval = NoPendingTaskApproval
 
 /**
  * `DecideApproval` on a platform without a journal: its tasks cannot suspend (nothing durable to go
@@ -207,30 +201,18 @@ export const TaskCompleted = Schema.TaggedStruct("TaskCompleted", {
 /** The task failed; `reason` says why. */
 export const TaskFailed = Schema.TaggedStruct("TaskFailed", { taskId: Schema.String, reason: Schema.String, ...offset })
 
-/** One hop from a task down to a call that waits for approval: the call of that task (or run), and its tool. */
-export const ApprovalHop = Schema.Struct({
-  /** The task (a journaled run of the platform's loop) the call is of. */
-  runId: Schema.String,
-  toolCallId: Schema.String,
-  toolName: Schema.String
-})
+/**
+ * One hop from a task down to a call that waits for approval: the call of that task (or run), and its
+ * tool. The agent loop's own (`Agent`'s), as the platform's tasks are runs of that loop.
+ */
+export const ApprovalHop = AgentTypes.ApprovalHop
 
-/** A call a suspended task waits to have approved or denied. */
+/**
+ * A call a suspended task waits to have approved or denied: the agent loop's (`toolCallId` is what
+ * `DecideApproval` takes), its `path` absent from an older platform.
+ */
 export const PendingApproval = Schema.Struct({
-  /**
-   * What `DecideApproval` takes, with the id of the task that suspended: the call's own id, or for a call of a
-   * task its `exec_agent` call started, the ids of the calls down to it joined by `/` (`"call_1/call_7"`).
-   */
-  toolCallId: Schema.String,
-  toolName: Schema.String,
-  /** The decoded input, as JSON. */
-  input: Schema.Unknown,
-  /** Epoch milliseconds: no decision counts at or after it. */
-  expiresAt: Schema.Number,
-  /**
-   * Where the call is in the tree of tasks: the task that suspended, its `exec_agent` call, the child task, ...,
-   * the call itself (one hop for a call of the task's own). Absent from an older platform.
-   */
+  ...AgentTypes.PendingApproval.fields,
   path: Schema.optional(Schema.Array(ApprovalHop))
 })
 
