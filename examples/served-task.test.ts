@@ -9,7 +9,7 @@ const lookup = Tool.make("lookup", { description: "Look up.", input: { id: Schem
 
 it.scoped("a served task, in process", () =>
   Effect.gen(function*() {
-    const served = yield* Serve.make(yield* Toolkit.make(lookup))
+    const served = yield* Serve.makeConfig(yield* Toolkit.make(lookup))
     assert.strictEqual(yield* served.runTask("Look up x"), "\"found x\"")
   }).pipe(Effect.provide(
     PlatformClient.layerTest.pipe(

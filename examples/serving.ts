@@ -10,7 +10,7 @@ export const serveUntil = (stop: Effect.Effect<void>) =>
     const toolkit = yield* Toolkit.make(lookupOrder, issueRefund)
 
     // Until interrupted, or until `stop` completes; drains, then deregisters, either way.
-    yield* Serve.serve(toolkit, { stop, shutdownGrace: "30 seconds" }).pipe(Effect.provide(PlatformClient.layer))
+    yield* Serve.serveConfig(toolkit, { stop, shutdownGrace: "30 seconds" }).pipe(Effect.provide(PlatformClient.layer))
     // #endregion
   })
 
@@ -20,7 +20,7 @@ export const serveAndSubmit = (prompt: string) =>
     const toolkit = yield* Toolkit.make(lookupOrder, issueRefund)
     const biggerToolkit = yield* Toolkit.make(lookupOrder, issueRefund, Builtins.getTodayDate)
     // #region make
-    const served = yield* Serve.make(toolkit, { shutdownGrace: "30 seconds", resumeTasks: true }) // or Serve.layer
+    const served = yield* Serve.makeConfig(toolkit, { shutdownGrace: "30 seconds", resumeTasks: true }) // or Serve.layerConfig
     const output = yield* served.runTask("Order ord-4821 was charged twice; refund the duplicate")
     const events = served.submitTask(prompt)              // Stream of task events, TaskStarted first
     yield* served.republish(biggerToolkit)                // a tool added: registered again at once

@@ -21,7 +21,6 @@ import {
 } from "effect"
 import * as Ids from "./Ids.js"
 import { type ClaimOptions, type Deliveries, type DeliveryKey, sameDelivery } from "./internal/call/reuse.js"
-import * as HeldTasks from "./internal/serve/heldTasks.js"
 import * as Claims from "./internal/sql/claims.js"
 import * as SqlStore from "./internal/sql/store.js"
 import { OutcomeUnknown, ToolResult, ToolResultFromJson } from "./ToolResult.js"
@@ -36,11 +35,12 @@ import * as Metrics from "./internal/util/metrics.js"
 export type { ClaimOptions, DeliveryKey } from "./internal/call/reuse.js"
 
 /**
- * The delivery-dedupe store. It also carries the record of the tasks a serving process holds
- * (`HeldTasks`: `durable`, `holdTask`, `releaseTask`, `heldTasks`), a serving-side concern
- * (`internal/serve/heldTasks.ts`) kept in the same database, so that one file or client holds both.
+ * The delivery-dedupe store (design: Delivery dedupe). The tasks a serving process holds are a
+ * service of their own (`Serve.HeldTasks`), which may share the store's database.
  */
-export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempotency, HeldTasks.HeldTasks & {
+export class Idempotency extends Context.Tag("agent-tools/Idempotency")<Idempotency, {
+  /** Whether claims outlive the process (SQL: yes; memory: no). */
+  readonly durable: boolean
   /**
    * The outcome of the delivered call `key`: the first delivery's if there was one within the
    * tool's timeout (joining it while it still runs), else `run`'s. `reused` says which.
@@ -113,7 +113,7 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
           )
         }),
       size: Effect.map(Ref.get(entries), HashMap.size),
-      ...HeldTasks.none
+      durable: false
     })
   })
 )
@@ -148,10 +148,6 @@ export interface SqlOptions extends SqlClientOptions {
   /** The SQLite file (created if missing; WAL mode). */
   readonly filename: string
 }
-
-/** The text for an idempotent call whose earlier attempt died before its outcome was written. */
-export const outcomeUnknown = (toolName: string): string =>
-  new OutcomeUnknown({ toolName, earlierAttempt: "unfinished" }).text
 
 /** A claim's outcome as stored: the `ToolResult`'s JSON, `{ value }` or `{ error }`, as rows have always held it. */
 const OutcomeJson = Schema.parseJson(ToolResultFromJson)
@@ -315,6 +311,6 @@ const makeSqlStore = (sql: SqlClient.SqlClient, options: SqlClientOptions) =>
           }
         }),
       size: orDie(Claims.count(sql)),
-      ...HeldTasks.inSql(sql)
+      durable: true
     })
   })

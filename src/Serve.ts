@@ -4,14 +4,17 @@
  * tool calls the platform delivers on their streams, at least once, deduplicated, inside deadlines.
  */
 import { Config, Context, Deferred, Duration, Effect, Layer, Option, Schema, type Scope, Stream } from "effect"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Ids from "./Ids.js"
-import { Idempotency, layerMemory, layerSql } from "./Idempotency.js"
-import type { HeldTasks } from "./internal/serve/heldTasks.js"
+import { Idempotency, layerMemory, layerSqlClient, type SqlOptions, StoreUnavailable } from "./Idempotency.js"
+import * as SqlStore from "./internal/sql/store.js"
+import * as HeldTasksStore from "./internal/serve/heldTasks.js"
+import { HeldTasks } from "./internal/serve/heldTasks.js"
 import * as Settings from "./internal/util/settings.js"
 import { outputSpec } from "./internal/agent/output.js"
 import { formatIssues } from "./internal/util/issues.js"
 import type { TaskEvent } from "./protocol/Protocol.js"
-import { type Caller, PlatformClient, required } from "./PlatformClient.js"
+import { type Caller, type MissingSetting, PlatformClient, required } from "./PlatformClient.js"
 import * as Timing from "./Timing.js"
 import type { ToolContext } from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
@@ -29,7 +32,7 @@ import {
   warnIfMemoryOnly
 } from "./internal/serve/registration.js"
 
-export { manifestHash, type ServeError, TaskFailedError, TaskLost, TaskTakenOverError }
+export { HeldTasks, manifestHash, type ServeError, TaskFailedError, TaskLost, TaskTakenOverError }
 
 
 /** Options of a task submitted from a serving process. */
@@ -118,24 +121,57 @@ export class Serve extends Context.Tag("agent-tools/Serve")<Serve, {
   readonly failed: Effect.Effect<never, ServeError>
 }>() {}
 
+/** The delivery-dedupe store provided, else memory (`byDefault`: nobody chose it); the held tasks provided, else none. */
+const storesInContext = Effect.map(
+  Effect.all([Effect.serviceOption(Idempotency), Effect.serviceOption(HeldTasks)]),
+  ([store, held]) => ({
+    store: Option.isSome(store) ? store.value : undefined,
+    byDefault: Option.isNone(store),
+    held: Option.getOrElse(held, () => HeldTasksStore.none)
+  })
+)
+
+/** The held tasks in memory: none outlive the process. */
+export const layerHeldTasksMemory: Layer.Layer<HeldTasks> = HeldTasksStore.layerMemory
+
 /**
- * The delivery-dedupe store: the `Idempotency` service when one is provided; else SQLite when
- * `IDEMPOTENCY_DB=path.sqlite` is set (failing, naming the path, if it cannot be opened); else memory,
- * `byDefault` (nobody chose it).
+ * The held tasks in the database of the `SqlClient` in context (the claims' migrations make their
+ * table: the same client may carry `Idempotency.layerSqlClient`).
  */
-const storeFromConfig = Effect.flatMap(Effect.serviceOption(Idempotency), (provided) => {
-  if (Option.isSome(provided)) return Effect.succeed({ store: provided.value, byDefault: false })
-  return Effect.flatMap(Settings.optionalString("IDEMPOTENCY_DB"), (path) =>
-    Effect.map(
-      Layer.build(Option.isSome(path) ? layerSql({ filename: path.value }) : layerMemory),
-      (context) => ({ store: Context.get(context, Idempotency), byDefault: Option.isNone(path) })
-    ))
-})
+export const layerHeldTasksSqlClient: Layer.Layer<HeldTasks, StoreUnavailable, SqlClient.SqlClient> =
+  HeldTasksStore.layerSqlClient
+
+/**
+ * One SQLite file for what a serving process keeps across restarts: the delivery claims
+ * (`Idempotency`) and the tasks it holds (`HeldTasks`), on one client. What `IDEMPOTENCY_DB` gives
+ * `makeConfig`; fails with `StoreUnavailable` naming the file if it cannot be opened.
+ */
+export const layerStoreSql = (options: SqlOptions): Layer.Layer<Idempotency | HeldTasks, StoreUnavailable> =>
+  Layer.provide(
+    Layer.merge(layerSqlClient(options), HeldTasksStore.layerSqlClient),
+    SqlStore.layerSqlite(options.filename, (reason) => new StoreUnavailable({ path: options.filename, reason }))
+  )
+
+/**
+ * What `makeConfig` reads: `AGENT_ID`; and, unless an `Idempotency` store is provided, `IDEMPOTENCY_DB`
+ * (`layerStoreSql` on that file when set). The `PlatformClient` beneath reads its own settings.
+ */
+const fromConfig = <A, E, R>(
+  use: (agentId: string) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | MissingSetting | StoreUnavailable, Exclude<R, Idempotency | HeldTasks> | Scope.Scope> =>
+  Effect.gen(function*() {
+    const agentId = yield* required("AGENT_ID", Config.string("AGENT_ID"))
+    const provided = yield* Effect.serviceOption(Idempotency)
+    const path = Option.isSome(provided) ? Option.none() : yield* Settings.optionalString("IDEMPOTENCY_DB")
+    if (Option.isNone(path)) return yield* (use(agentId) as Effect.Effect<A, E, Exclude<R, Idempotency | HeldTasks>>)
+    const stores = yield* Layer.build(layerStoreSql({ filename: path.value }))
+    return yield* Effect.provide(use(agentId), stores)
+  })
 
 /** The default of `MakeOptions.shutdownGrace`. */
 export const defaultShutdownGrace: Duration.Duration = Timing.shutdownGrace
 
-/** Options of `make`, `layer` and `serve`. */
+/** Options of `makeConfig`, `layerConfig` and `serveConfig`: `make`'s but the agent, read from `AGENT_ID`. */
 export interface MakeOptions {
   /**
    * At shutdown (interruption, `stop`, the scope closing), how long the calls still running may go
@@ -155,19 +191,22 @@ export interface MakeOptions {
  * store, the unfinished tasks held before a restart attached again. When the scope closes (design:
  * Interruption and shutdown): no new delivery is started, the calls still running get
  * `shutdownGrace`, what is left is interrupted, their answers go out, then a best-effort
- * deregistration. Reads `AGENT_ID`; the `PlatformClient` beneath reads
- * `PLATFORM_TOKEN` (and `PLATFORM_URL`).
+ * deregistration. The delivery-dedupe store is the `Idempotency` provided (else memory, with a
+ * warning when some tools are idempotent), the held tasks the `HeldTasks` provided (else none); it
+ * reads no setting (`makeConfig` does).
  */
 export const make = <R>(
   toolkit: Toolkit.Toolkit<R>,
-  options?: MakeOptions
+  options: MakeOptions & { readonly agentId: string }
 ): Effect.Effect<Serve["Type"], ServeError, PlatformClient | Scope.Scope | Exclude<R, ToolContext>> =>
   Effect.gen(function*() {
-    const agentId = yield* required("AGENT_ID", Config.string("AGENT_ID"))
+    const agentId = options.agentId
     const client = yield* PlatformClient
     const policy = yield* Timing.Timing
-    const { byDefault, store } = yield* storeFromConfig
-    const grace = Duration.decode(options?.shutdownGrace ?? defaultShutdownGrace)
+    const stores = yield* storesInContext
+    const { byDefault, held } = stores
+    const store = stores.store ?? (yield* Layer.build(layerMemory).pipe(Effect.map(Context.get(Idempotency))))
+    const grace = Duration.decode(options.shutdownGrace ?? defaultShutdownGrace)
     const caller: Caller = { agentId, processId: yield* Ids.make("process") }
 
     yield* warnIfMemoryOnly(agentId, toolkit, byDefault)
@@ -189,8 +228,6 @@ export const make = <R>(
             answers.answer({ taskId: event.taskId, toolCallId: event.toolCallId, result }))),
       report
     )
-    // The store's database also keeps the tasks this process holds.
-    const held: HeldTasks = store
     const followers = yield* makeFollowers({
       client,
       caller,
@@ -199,7 +236,7 @@ export const make = <R>(
       deliver: deliveries.deliver,
       stopCalls: deliveries.stop
     })
-    if (options?.resumeTasks !== false && held.durable) yield* resumeHeld(agentId, held, followers)
+    if (options.resumeTasks !== false && held.durable) yield* resumeHeld(agentId, held, followers)
     yield* drainOnClose(deliveries, answers, report, grace)
     // Added after the drain, so stopped before it: no new task is taken up while the calls drain.
     yield* watchAssignments(client, caller, followers, policy.reconnect)
@@ -221,25 +258,53 @@ export const make = <R>(
     })
   })
 
+/**
+ * `make`, the agent read from `AGENT_ID` and, unless an `Idempotency` store is provided, the stores
+ * from `IDEMPOTENCY_DB` (`layerStoreSql` on that file: claims and held tasks survive a restart; unset:
+ * memory). The `PlatformClient` beneath reads `PLATFORM_TOKEN` (and `PLATFORM_URL`).
+ */
+export const makeConfig = <R>(
+  toolkit: Toolkit.Toolkit<R>,
+  options: MakeOptions = {}
+): Effect.Effect<Serve["Type"], ServeError, PlatformClient | Scope.Scope | Exclude<R, ToolContext>> =>
+  fromConfig((agentId) => make(toolkit, { ...options, agentId }))
+
 /** `make` as a scoped layer: registered while the layer lives. */
 export const layer = <R>(
   toolkit: Toolkit.Toolkit<R>,
-  options?: MakeOptions
+  options: MakeOptions & { readonly agentId: string }
 ): Layer.Layer<Serve, ServeError, PlatformClient | Exclude<R, ToolContext>> => Layer.scoped(Serve, make(toolkit, options))
 
-/** Options of `serve`. */
+/** `makeConfig` as a scoped layer: the agent and the stores from the settings. */
+export const layerConfig = <R>(
+  toolkit: Toolkit.Toolkit<R>,
+  options: MakeOptions = {}
+): Layer.Layer<Serve, ServeError, PlatformClient | Exclude<R, ToolContext>> => Layer.scoped(Serve, makeConfig(toolkit, options))
+
+/** Options of `serve` and `serveConfig`. */
 export interface ServeOptions extends MakeOptions {
   /** Completes when serving should stop: deregistration follows, then `serve` returns. */
   readonly stop?: Effect.Effect<void> | undefined
 }
 
+/** Runs a made serving process until it fails for good or `stop` completes. */
+const untilStopped = <E, R>(made: Effect.Effect<Serve["Type"], E, R>, stop: Effect.Effect<void> | undefined) =>
+  Effect.scoped(Effect.flatMap(made, (served) => stop === undefined ? served.failed : Effect.raceFirst(served.failed, stop)))
+
 /**
- * Serves `toolkit` until interrupted or `stop` completes (deregistering either way); never
- * returns on its own. Fails at once if registration fails, and after 3 heartbeat failures in a row.
+ * Serves `toolkit` as `options.agentId` until interrupted or `stop` completes (deregistering either
+ * way); never returns on its own. Fails at once if registration fails, and after 3 heartbeat
+ * failures in a row.
  */
 export const serve = <R>(
   toolkit: Toolkit.Toolkit<R>,
-  options?: ServeOptions
+  options: ServeOptions & { readonly agentId: string }
 ): Effect.Effect<void, ServeError, PlatformClient | Exclude<R, ToolContext>> =>
-  Effect.scoped(Effect.flatMap(make(toolkit, options), (served) =>
-    options?.stop === undefined ? served.failed : Effect.raceFirst(served.failed, options.stop)))
+  untilStopped(make(toolkit, options), options.stop)
+
+/** `serve`, the agent and the stores from the settings (`makeConfig`). */
+export const serveConfig = <R>(
+  toolkit: Toolkit.Toolkit<R>,
+  options: ServeOptions = {}
+): Effect.Effect<void, ServeError, PlatformClient | Exclude<R, ToolContext>> =>
+  untilStopped(makeConfig(toolkit, options), options.stop)

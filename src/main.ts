@@ -177,7 +177,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     const tools = withMcp.toolkit
     let output = ""
     yield* Effect.gen(function*() {
-      const served = yield* Serve.make(tools)
+      const served = yield* Serve.makeConfig(tools)
       view.line(`serving ${tools.tools.length} tools for ${agentId}: ${tools.tools.map((t) => t.name).join(", ")}`)
       view.line(`task: ${Demo.prompt}`)
       view.startSpinner()
@@ -496,7 +496,7 @@ const serve = Command.make("serve", {
     // Not registered yet: Serve logs the registration once the platform has accepted it.
     const url = Settings.redactUrl(process.env.PLATFORM_URL ?? "")
     yield* Effect.logInfo(`connecting to ${url} to serve ${toolkit.tools.length} demo tools`)
-    return yield* Serve.serve(toolkit, { shutdownGrace: Duration.seconds(grace) }).pipe(
+    return yield* Serve.serveConfig(toolkit, { shutdownGrace: Duration.seconds(grace) }).pipe(
       Effect.provide(Layer.merge(PlatformClient.layer, backendLayer))
     )
   })).pipe(

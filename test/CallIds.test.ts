@@ -199,7 +199,7 @@ describe("call ids a model repeats, on the platform", () => {
           timeout: "5 seconds"
         }, ({ orderId }) => Effect.sync(() => (runs.push(orderId), `order ${orderId}: paid`)))
         const events = yield* Effect.gen(function*() {
-          const served = yield* Serve.make(yield* Toolkit.make(lookup))
+          const served = yield* Serve.makeConfig(yield* Toolkit.make(lookup))
           return [...yield* Stream.runCollect(served.submitTask("look up orders"))]
         }).pipe(Effect.provide(platformOn(server.url, journal)), Effect.withConfigProvider(settings(server.url)), Effect.timeout("10 seconds"))
         assert.strictEqual(events[events.length - 1]?._tag, "TaskCompleted")

@@ -55,7 +55,7 @@ describe("a field's default, on every face", () => {
       }]
       const url = yield* embeddedPlatform(script, policy)
       const answer = yield* Effect.gen(function*() {
-        const serving = yield* Serve.make(yield* Toolkit.make(lookupOrder))
+        const serving = yield* Serve.makeConfig(yield* Toolkit.make(lookupOrder))
         return yield* serving.runTask("go")
       }).pipe(Effect.scoped, Effect.provide(clientLayer({ url }, policy)))
       assert.strictEqual(answer, "done")

@@ -94,7 +94,7 @@ describe("a handler's raw failure, logged where it ran (design: Logs)", () => {
       Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]]))))
     )
     return Effect.gen(function*() {
-      const served = yield* Serve.make(yield* Toolkit.make(throws))
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(throws))
       yield* served.runTask("score it")
       const logged = failures(lines)
       assert.strictEqual(logged.length, 1)

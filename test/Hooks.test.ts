@@ -51,7 +51,7 @@ const viaAgent = (toolkit: Toolkit.Toolkit<never>, hooks: Layer.Layer<never>, na
 /** The same call delivered by the platform (in process) to a serving process with `hooks`. */
 const viaServe = (toolkit: Toolkit.Toolkit<never>, hooks: Layer.Layer<never>, name: string, args: unknown) =>
   Effect.gen(function*() {
-    const served = yield* Serve.make(toolkit)
+    const served = yield* Serve.makeConfig(toolkit)
     const events = yield* Stream.runCollect(served.submitTask("go"))
     const completed = [...events].find((e) => e._tag === "ToolCallCompleted")
     assert.isDefined(completed)
@@ -79,7 +79,7 @@ const servedTasks = (
   whileServing: (tasks: ReadonlyArray<ReadonlyArray<boolean>>) => Effect.Effect<void> = () => Effect.void
 ) =>
   Effect.gen(function*() {
-    const served = yield* Serve.make(toolkit)
+    const served = yield* Serve.makeConfig(toolkit)
     const tasks: Array<ReadonlyArray<boolean>> = []
     for (let i = 0; i < count; i++) {
       const events = yield* Stream.runCollect(served.submitTask("go"))
@@ -477,7 +477,7 @@ describe("Hooks: approvals fail closed (design: Hooks)", () => {
       )
       const url = yield* Effect.provide(PlatformServer.url, platform)
       const events = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(toolkit)
+        const served = yield* Serve.makeConfig(toolkit)
         return yield* Stream.runCollect(served.submitTask("go"))
       }).pipe(Effect.scoped, Effect.provide(Layer.merge(clientLayer({ url }, Layer.empty), hooks)))
       const completed = [...events].find((e) => e._tag === "ToolCallCompleted")

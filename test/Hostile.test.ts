@@ -190,7 +190,7 @@ describe("hostile input (10x under npm run soak)", () => {
       ]
       const settings = Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok"]])))
       const last = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(yield* Toolkit.make(...countedTools))
+        const served = yield* Serve.makeConfig(yield* Toolkit.make(...countedTools))
         const events = yield* Stream.runCollect(served.submitTask("hostile"))
         return [...events].pop()
       }).pipe(

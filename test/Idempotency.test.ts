@@ -5,7 +5,7 @@ import { Context, Duration, Effect, Fiber, Layer, Schedule, Schema, TestClock } 
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Idempotency, Invocation, Timing, Tool, ToolContext } from "../src/index.js"
+import { Idempotency, Invocation, Serve, Timing, Tool, ToolContext } from "../src/index.js"
 import * as ClaimsSql from "../src/internal/sql/claims.js"
 import * as JournalSql from "../src/internal/sql/journal.js"
 import * as Journal from "../src/Journal.js"
@@ -434,9 +434,9 @@ describe("claims and the platform journal in one SQLite file", () => {
       const claims = Idempotency.layerSqlClient().pipe(Layer.provide(client))
       const journal = Journal.layerSqlClient.pipe(Layer.provide(client))
       assert.deepStrictEqual(yield* claimRoundTrip(claims), [1, true, 1])
-      const held = Effect.flatMap(store, (dedupe) =>
-        Effect.zipRight(dedupe.holdTask("agent-1", "task-a"), dedupe.heldTasks("agent-1")))
-      assert.deepStrictEqual(yield* Effect.provide(held, claims), ["task-a"])
+      const held = Effect.flatMap(Serve.HeldTasks, (tasks) =>
+        Effect.zipRight(tasks.holdTask("agent-1", "task-a"), tasks.heldTasks("agent-1")))
+      assert.deepStrictEqual(yield* Effect.provide(held, Serve.layerHeldTasksSqlClient.pipe(Layer.provide(client))), ["task-a"])
       assert.deepStrictEqual(yield* journalRoundTrip(journal, "task-a"), [["task-a", "prompt of task-a"]])
       assert.includeMembers(yield* tablesOf(file), [
         "tool_claims",

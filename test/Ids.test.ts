@@ -102,7 +102,7 @@ describe("Ids", () => {
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(settings)))
       )
     const taskIds = Effect.gen(function*() {
-      const served = yield* Serve.make(yield* Toolkit.make(whoami))
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(whoami))
       const ids: Array<string> = []
       for (let i = 0; i < 2; i++) {
         const events = yield* Stream.runCollect(served.submitTask("go"))

@@ -349,7 +349,7 @@ describe("Mcp.toolkit: our own server over Streamable HTTP", () => {
     Effect.gen(function*() {
       const seen = makeSeen()
       const remote = yield* overHttp(seen, { prefix: "shop_" })
-      const served = yield* Serve.make(yield* remote.toolkit)
+      const served = yield* Serve.makeConfig(yield* remote.toolkit)
       const output = yield* served.runTask("Place order o-7")
       assert.strictEqual(output, "{\"placed\":\"o-7\"}")
       assert.strictEqual(seen.placed, 1)

@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { assert, layer } from "@effect/vitest"
 import { Context, Duration, Effect, Layer } from "effect"
-import { Idempotency } from "../src/index.js"
+import { Idempotency, Serve } from "../src/index.js"
 import * as Journal from "../src/Journal.js"
 import { ToolResult } from "../src/ToolResult.js"
 import * as Pg from "./support/postgres.js"
@@ -73,7 +73,7 @@ layer(Pg.layer(), { timeout: "60 seconds", excludeTestServices: true })("stores 
 
   it.scoped("claims: held tasks, oldest first", () =>
     Effect.gen(function*() {
-      const store = yield* openStore
+      const store = yield* Effect.map(Layer.build(Serve.layerHeldTasksSqlClient), Context.get(Serve.HeldTasks))
       for (const task of ["task-b", "task-a", "task-c"]) yield* store.holdTask("agent-held", task)
       yield* store.releaseTask("agent-held", "task-a")
       assert.deepStrictEqual(yield* store.heldTasks("agent-held"), ["task-b", "task-c"])

@@ -370,11 +370,11 @@ describe("secrets never reach a log, a span, an error text, a result or a model 
         const client = (token: string) =>
           PlatformClient.layer.pipe(Layer.provide(settings(environment({ AGENT_ID: "agent-1", PLATFORM_URL: url, PLATFORM_TOKEN: token }))))
         const toolkit = yield* Toolkit.make(lookupOrder)
-        const output = yield* Effect.scoped(Effect.flatMap(Serve.make(toolkit), (served) => served.runTask(prompt))).pipe(
+        const output = yield* Effect.scoped(Effect.flatMap(Serve.makeConfig(toolkit), (served) => served.runTask(prompt))).pipe(
           Effect.provide(client(secrets.platformToken))
         )
-        const wrong = yield* Effect.flip(Effect.scoped(Serve.make(toolkit)).pipe(Effect.provide(client(secrets.otherToken))))
-        const unknown = yield* Effect.flip(Effect.scoped(Serve.make(toolkit)).pipe(Effect.provide(client("ptok-unknown"))))
+        const wrong = yield* Effect.flip(Effect.scoped(Serve.makeConfig(toolkit)).pipe(Effect.provide(client(secrets.otherToken))))
+        const unknown = yield* Effect.flip(Effect.scoped(Serve.makeConfig(toolkit)).pipe(Effect.provide(client("ptok-unknown"))))
         return { output, wrong, unknown }
       }).pipe(Effect.scoped)
       const exit = yield* capture.run(flow)

@@ -84,7 +84,7 @@ describe("Serve: lifecycle (design: Serving)", () => {
   it.effect("registers once, then heartbeats every 60 s: 3 after 180 s", () =>
     Effect.gen(function*() {
       const toolkit = yield* Toolkit.make(lookup)
-      yield* Serve.make(toolkit)
+      yield* Serve.makeConfig(toolkit)
       assert.deepStrictEqual(yield* calls(), { register: 1, heartbeat: 0, deregister: 0 })
       yield* TestClock.adjust("59 seconds")
       assert.strictEqual((yield* calls()).heartbeat, 0)
@@ -94,7 +94,7 @@ describe("Serve: lifecycle (design: Serving)", () => {
 
   it.effect("republishes when a tool is added: a new manifest hash, seen by the platform", () =>
     Effect.gen(function*() {
-      const served = yield* Serve.make(yield* Toolkit.make(lookup))
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(lookup))
       const state = yield* PlatformServer.PlatformState
       const before = yield* served.manifestHash
       assert.deepStrictEqual(yield* state.manifestHashes("agent-1"), [before])
@@ -110,14 +110,14 @@ describe("Serve: lifecycle (design: Serving)", () => {
   it.effect("interruption deregisters, and so does the stop signal", () =>
     Effect.gen(function*() {
       const toolkit = yield* Toolkit.make(lookup)
-      const interrupted = yield* Effect.fork(Serve.serve(toolkit))
+      const interrupted = yield* Effect.fork(Serve.serveConfig(toolkit))
       yield* TestClock.adjust("1 second")
       assert.strictEqual((yield* calls()).register, 1)
       yield* Fiber.interrupt(interrupted)
       assert.strictEqual((yield* calls()).deregister, 1)
 
       const stop = yield* Deferred.make<void>()
-      const stopped = yield* Effect.fork(Serve.serve(toolkit, { stop: Deferred.await(stop) }))
+      const stopped = yield* Effect.fork(Serve.serveConfig(toolkit, { stop: Deferred.await(stop) }))
       yield* TestClock.adjust("1 second")
       yield* Deferred.succeed(stop, undefined)
       const exit = yield* Fiber.await(stopped)
@@ -139,7 +139,7 @@ describe("Serve: lifecycle (design: Serving)", () => {
       }))
     )
     return Effect.gen(function*() {
-      const fiber = yield* Effect.fork(Serve.serve(yield* Toolkit.make(lookup)))
+      const fiber = yield* Effect.fork(Serve.serveConfig(yield* Toolkit.make(lookup)))
       yield* Deferred.await(recorded)
       const state = yield* PlatformServer.PlatformState
       assert.deepStrictEqual(yield* state.visibleTools("agent-1"), ["lookup"])
@@ -156,7 +156,7 @@ describe("Serve: lifecycle (design: Serving)", () => {
         ...toolkit,
         manifest: [new Toolkit.ManifestEntry({ ...toolkit.manifest[0]!, name: "finish" })]
       }
-      const error = yield* Effect.flip(Serve.serve(sneaky))
+      const error = yield* Effect.flip(Serve.serveConfig(sneaky))
       assert.strictEqual(error._tag, "ManifestRejected")
       assert.deepStrictEqual(yield* calls(), { register: 1, heartbeat: 0, deregister: 0 })
     }).pipe(Effect.scoped, Effect.provide(inProcess())))
@@ -169,7 +169,7 @@ describe("Serve: lifecycle (design: Serving)", () => {
         ...toolkit,
         manifest: [new Toolkit.ManifestEntry({ ...toolkit.manifest[0]!, name: "finish", timeoutMillis: 0 })]
       }
-      const error = yield* Effect.flip(Serve.serve(sneaky))
+      const error = yield* Effect.flip(Serve.serveConfig(sneaky))
       assert.strictEqual(error._tag, "ManifestRejected")
       if (error._tag !== "ManifestRejected") return
       assert.deepStrictEqual(error.violations.map((v) => v.rule), ["name-reserved", "timeout-range"])
@@ -177,7 +177,7 @@ describe("Serve: lifecycle (design: Serving)", () => {
 
   it.effect("beats on the platform's interval: a platform at 2 s sees a process whose local default is 60 s", () =>
     Effect.gen(function*() {
-      yield* Serve.make(yield* Toolkit.make(lookup))
+      yield* Serve.makeConfig(yield* Toolkit.make(lookup))
       const state = yield* PlatformServer.PlatformState
       // Silence for 3 of the platform's intervals (6 s) hides the tools; the local default would beat after 48-72 s.
       for (let second = 2; second <= 120; second += 2) {
@@ -210,7 +210,7 @@ describe("Serve: lifecycle (design: Serving)", () => {
       }))
     )
     return Effect.gen(function*() {
-      const served = yield* Serve.make(yield* Toolkit.make(lookup))
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(lookup))
       yield* TestClock.adjust("60 seconds")
       assert.strictEqual((yield* calls()).heartbeat, 1, "Timing's 60 s")
       yield* TestClock.adjust("30 seconds")
@@ -245,7 +245,7 @@ describe("Serve: lifecycle (design: Serving)", () => {
       }))
     )
     return Effect.gen(function*() {
-      const fiber = yield* Effect.fork(Serve.serve(yield* Toolkit.make(lookup)))
+      const fiber = yield* Effect.fork(Serve.serveConfig(yield* Toolkit.make(lookup)))
       yield* TestClock.adjust("60 seconds")
       failing.on = true
       yield* TestClock.adjust("120 seconds")
@@ -278,7 +278,7 @@ describe("Serve: lifecycle (design: Serving)", () => {
       (request) => ({ text: resultsText(request) })
     ]
     return Effect.gen(function*() {
-      const served = yield* Serve.make(yield* Toolkit.make(lookup))
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(lookup))
       const run = yield* Effect.fork(served.runTask("go"))
       // The answer died; the platform delivers the call again after 10 s, and this answer goes through.
       yield* TestClock.adjust("11 seconds")
@@ -292,15 +292,15 @@ describe("Serve: lifecycle (design: Serving)", () => {
     Effect.gen(function*() {
       const toolkit = yield* Toolkit.make(lookup)
       const noAgent = yield* Effect.gen(function*() {
-        const error = yield* Effect.flip(Serve.serve(toolkit))
+        const error = yield* Effect.flip(Serve.serveConfig(toolkit))
         assert.strictEqual((yield* calls()).register, 0)
         return error
       }).pipe(Effect.provide(inProcess([], settings({ PLATFORM_TOKEN: "tok-1" }))))
       const noToken = yield* Effect.flip(
-        Serve.serve(toolkit).pipe(Effect.provide(inProcess([], settings({ AGENT_ID: "agent-1" }))))
+        Serve.serveConfig(toolkit).pipe(Effect.provide(inProcess([], settings({ AGENT_ID: "agent-1" }))))
       )
       const noUrl = yield* Effect.flip(
-        Serve.serve(toolkit).pipe(
+        Serve.serveConfig(toolkit).pipe(
           Effect.provide(Layer.provideMerge(PlatformClient.layer, settings({ AGENT_ID: "agent-1", PLATFORM_TOKEN: "tok-1" })))
         )
       )
@@ -316,7 +316,7 @@ describe("Serve: the store from IDEMPOTENCY_DB (design: Delivery dedupe)", () =>
   it.effect("a store that cannot be opened fails serve before registration, naming the path", () => {
     const path = "/no-such-dir-agent-tools/claims.sqlite"
     return Effect.gen(function*() {
-      const error = yield* Effect.flip(Serve.serve(yield* Toolkit.make(lookup)))
+      const error = yield* Effect.flip(Serve.serveConfig(yield* Toolkit.make(lookup)))
       assert.strictEqual(error._tag, "StoreUnavailable")
       assert.include(error.message, path)
       assert.strictEqual((yield* calls()).register, 0)
@@ -337,7 +337,7 @@ describe("Serve: the store from IDEMPOTENCY_DB (design: Delivery dedupe)", () =>
         const { error, registrations } = yield* spoil(
           file,
           Effect.gen(function*() {
-            const error = yield* Effect.flip(Serve.serve(yield* Toolkit.make(lookup)))
+            const error = yield* Effect.flip(Serve.serveConfig(yield* Toolkit.make(lookup)))
             return { error, registrations: (yield* calls()).register }
           }).pipe(Effect.provide(inProcess([], settings({ ...agentOneSettings, IDEMPOTENCY_DB: file }))))
         )
@@ -351,7 +351,7 @@ describe("Serve: the store from IDEMPOTENCY_DB (design: Delivery dedupe)", () =>
 describe("Platform rules (design: The platform)", () => {
   it.effect("a token used for another agent is refused", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(Serve.serve(yield* Toolkit.make(lookup)))
+      const error = yield* Effect.flip(Serve.serveConfig(yield* Toolkit.make(lookup)))
       assert.strictEqual(error._tag, "Unauthorized")
       assert.strictEqual(error.message, "the token is not valid for agent agent-2")
     }).pipe(Effect.scoped, Effect.provide(inProcess([], settings({ AGENT_ID: "agent-2", PLATFORM_TOKEN: "tok-1" })))))
@@ -360,12 +360,12 @@ describe("Platform rules (design: The platform)", () => {
     Effect.gen(function*() {
       const client = yield* PlatformClient.PlatformClient
       for (let i = 0; i < 30; i++) yield* client.heartbeat({ agentId: "agent-1", processId: "p", manifestHash: "h" })
-      const error = yield* Effect.flip(Serve.serve(yield* Toolkit.make(lookup)))
+      const error = yield* Effect.flip(Serve.serveConfig(yield* Toolkit.make(lookup)))
       assert.strictEqual(error._tag, "LifecycleBudgetExceeded")
       assert.strictEqual(error.message, "agent agent-1 made more than 30 lifecycle calls in 60 s")
       // A minute later the window has room again.
       yield* TestClock.adjust("61 seconds")
-      yield* Serve.make(yield* Toolkit.make(lookup))
+      yield* Serve.makeConfig(yield* Toolkit.make(lookup))
       assert.strictEqual((yield* calls()).register, 1)
     }).pipe(Effect.scoped, Effect.provide(inProcess())))
 
@@ -377,9 +377,9 @@ describe("Platform rules (design: The platform)", () => {
     })
     return Effect.gen(function*() {
       const client = yield* PlatformClient.PlatformClient
-      const submitter = yield* Serve.make(yield* Toolkit.make(other))
+      const submitter = yield* Serve.makeConfig(yield* Toolkit.make(other))
       const scope = yield* Scope.make()
-      yield* Serve.make(yield* Toolkit.make(lookup)).pipe(Scope.extend(scope))
+      yield* Serve.makeConfig(yield* Toolkit.make(lookup)).pipe(Scope.extend(scope))
       yield* submitter.runTask("one")
       yield* Scope.close(scope, Exit.void)
       yield* submitter.runTask("two")
@@ -407,7 +407,7 @@ describe("Platform rules (design: The platform)", () => {
       (request) => ({ text: request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : []).join() })
     ]
     return Effect.gen(function*() {
-      const served = yield* Serve.make(yield* Toolkit.make(lookup))
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(lookup))
       const first = [...yield* Stream.runCollect(served.submitTask("go"))]
       const taskId = first[0]!.taskId
       const again = [...yield* Stream.runCollect(served.attachTask(taskId))]
@@ -434,7 +434,7 @@ describe("Serve: delivery dedupe (design: Delivery dedupe) and retries", () => {
       (request) => ({ text: request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : []).join() })
     ]
     return Effect.gen(function*() {
-      const served = yield* Serve.make(yield* Toolkit.make(slow))
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(slow))
       const events: Array<Protocol.TaskEvent> = []
       const fiber = yield* Effect.fork(Stream.runForEach(served.submitTask("go"), (event) => Effect.sync(() => events.push(event))))
       yield* TestClock.adjust("30 seconds")
@@ -474,7 +474,7 @@ describe("Serve: delivery dedupe (design: Delivery dedupe) and retries", () => {
         return ctx.attempt < 3 ? Effect.fail(new Error("not yet")) : Effect.succeed("ok")
       }))
     return Effect.gen(function*() {
-      const served = yield* Serve.make(yield* Toolkit.make(flaky))
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(flaky))
       const fiber = yield* Effect.fork(served.runTask("go"))
       yield* TestClock.adjust("10 seconds")
       assert.strictEqual(yield* Fiber.join(fiber), "done")
@@ -488,9 +488,9 @@ describe("Serve: delivery dedupe (design: Delivery dedupe) and retries", () => {
       (request) => ({ text: request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : []).join() })
     ]
     return Effect.gen(function*() {
-      const submitter = yield* Serve.make(yield* Toolkit.make(other))
+      const submitter = yield* Serve.makeConfig(yield* Toolkit.make(other))
       const scope = yield* Scope.make()
-      yield* Serve.make(yield* Toolkit.make(lookup)).pipe(Scope.extend(scope))
+      yield* Serve.makeConfig(yield* Toolkit.make(lookup)).pipe(Scope.extend(scope))
       const output = yield* submitter.runTask("go")
       assert.strictEqual(
         output,
@@ -539,7 +539,7 @@ describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () 
     return Effect.gen(function*() {
       const toolkit = yield* Toolkit.make(tool)
       const scope = yield* Scope.make()
-      const first = yield* Serve.make(toolkit, { shutdownGrace: "5 seconds" }).pipe(Scope.extend(scope))
+      const first = yield* Serve.makeConfig(toolkit, { shutdownGrace: "5 seconds" }).pipe(Scope.extend(scope))
       const events: Array<Protocol.TaskEvent> = []
       yield* Effect.forkDaemon(Stream.runForEach(first.submitTask("refund"), (e) => Effect.sync(() => events.push(e))))
       yield* TestClock.adjust("1 second")
@@ -553,7 +553,7 @@ describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () 
       assert.deepStrictEqual(log, ["start 0", "interrupted 6000"])
       assert.deepStrictEqual((yield* calls()).deregister, 1)
       // Another process (same store: it is in memory here) attaches: the call comes again, runs nothing.
-      const second = yield* Serve.make(toolkit)
+      const second = yield* Serve.makeConfig(toolkit)
       assert.strictEqual(yield* second.runAttached(events[0]!.taskId), "done")
       assert.strictEqual(seen.final, "t1-refund-0:refund: the earlier attempt was interrupted; its outcome is unknown")
       assert.deepStrictEqual(log, ["start 0", "interrupted 6000"])
@@ -568,7 +568,7 @@ describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () 
     const seen: { final?: string } = {}
     return Effect.gen(function*() {
       const scope = yield* Scope.make()
-      const served = yield* Serve.make(yield* Toolkit.make(tool)).pipe(Scope.extend(scope))
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(tool)).pipe(Scope.extend(scope))
       const task = yield* Effect.forkDaemon(served.runTask("refund"))
       yield* TestClock.adjust("1 second")
       const stopping = yield* closing(scope)
@@ -596,8 +596,8 @@ describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () 
       const toolkit = yield* Toolkit.make(tool, note)
       const serving = (scope: Scope.Scope) =>
         Effect.flatMap(
-          Layer.buildWithScope(Idempotency.layerSql({ filename: file }), scope),
-          (store) => Serve.make(toolkit).pipe(Effect.provide(store), Scope.extend(scope))
+          Layer.buildWithScope(Serve.layerStoreSql({ filename: file }), scope),
+          (store) => Serve.makeConfig(toolkit).pipe(Effect.provide(store), Scope.extend(scope))
         )
       const scope = yield* Scope.make()
       const first = yield* serving(scope)
@@ -627,8 +627,8 @@ describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () 
     const seen: { final?: string } = {}
     return Effect.gen(function*() {
       const toolkit = yield* Toolkit.make(tool)
-      const first = yield* Serve.make(toolkit)
-      const second = yield* Serve.make(toolkit)
+      const first = yield* Serve.makeConfig(toolkit)
+      const second = yield* Serve.makeConfig(toolkit)
       const events: Array<Protocol.TaskEvent> = []
       const following = yield* Effect.fork(Stream.runForEach(first.submitTask("refund"), (e) => Effect.sync(() => events.push(e))))
       yield* TestClock.adjust("1 second")
@@ -654,8 +654,8 @@ describe("Serve: shutdown and restarts (design: Interruption and shutdown)", () 
       if (logLevel._tag === "Warning") lines.push(String(message))
     }))
     return Effect.gen(function*() {
-      yield* Serve.make(yield* Toolkit.make(slowRefund({ body: "1 second", timeout: "5 seconds" }).tool, lookup))
-      yield* Serve.make(yield* Toolkit.make(lookup))
+      yield* Serve.makeConfig(yield* Toolkit.make(slowRefund({ body: "1 second", timeout: "5 seconds" }).tool, lookup))
+      yield* Serve.makeConfig(yield* Toolkit.make(lookup))
       assert.strictEqual(lines.length, 1)
       assert.include(lines[0], "refund")
       assert.include(lines[0], "IDEMPOTENCY_DB")
@@ -684,7 +684,7 @@ describe("Serve: its log lines", () => {
     )
     const registered = () => lines.filter((line) => line.message.startsWith("agent agent-1: registered"))
     return Effect.gen(function*() {
-      const making = yield* Effect.fork(Serve.make(yield* Toolkit.make(lookup, other)))
+      const making = yield* Effect.fork(Serve.makeConfig(yield* Toolkit.make(lookup, other)))
       yield* TestClock.adjust("1 second")
       assert.strictEqual((yield* calls()).register, 0)
       yield* TestClock.adjust("4 seconds")
@@ -736,7 +736,7 @@ describe("Serve: its log lines", () => {
       const { context, url } = yield* webSocketPlatform(yield* Effect.scope)
       const toolkit = yield* Toolkit.make(lookup)
       // The mistake: Effect.scoped outermost, so the client's layer is released before Serve's scope closes.
-      yield* Serve.make(toolkit).pipe(
+      yield* Serve.makeConfig(toolkit).pipe(
         Effect.provide(websocketClient(url)),
         Effect.scoped,
         Effect.provide(Layer.merge(agentOne, logger))
@@ -744,7 +744,7 @@ describe("Serve: its log lines", () => {
       const [warning, ...others] = warnings(lines)
       assert.deepStrictEqual(others, [])
       assert.include(warning, "agent agent-1: not deregistered: this process had closed its PlatformClient")
-      assert.include(warning, "Serve.layer(toolkit).pipe(Layer.provide(PlatformClient.layer))")
+      assert.include(warning, "Serve.layerConfig(toolkit).pipe(Layer.provide(PlatformClient.layer))")
       assert.notInclude(warning, "the platform is gone")
       // The platform is up, and still lists the tools: nothing told it otherwise.
       const state = Context.get(context, PlatformServer.PlatformState)
@@ -753,7 +753,7 @@ describe("Serve: its log lines", () => {
 
       // The scopes in order: the client outlives Serve, and the deregistration goes out.
       lines.length = 0
-      yield* Serve.make(toolkit).pipe(Effect.scoped, Effect.provide(Layer.merge(websocketClient(url), logger)))
+      yield* Serve.makeConfig(toolkit).pipe(Effect.scoped, Effect.provide(Layer.merge(websocketClient(url), logger)))
       assert.deepStrictEqual(warnings(lines), [])
       assert.strictEqual((yield* state.lifecycleCalls("agent-1")).deregister, 1)
     }).pipe(Effect.scoped)
@@ -765,7 +765,7 @@ describe("Serve: its log lines", () => {
       const platformScope = yield* Scope.make()
       const { url } = yield* webSocketPlatform(platformScope)
       yield* Effect.gen(function*() {
-        yield* Serve.make(yield* Toolkit.make(lookup))
+        yield* Serve.makeConfig(yield* Toolkit.make(lookup))
         yield* Scope.close(platformScope, Exit.void)
       }).pipe(Effect.scoped, Effect.provide(Layer.merge(websocketClient(url), logger)))
       const [warning, ...others] = warnings(lines)

@@ -43,7 +43,7 @@ describe("async and worker tools, through every face (design: Handler shapes)", 
 
       const url = yield* embeddedPlatform(script, policy)
       const served = yield* Effect.gen(function*() {
-        const serving = yield* Serve.make(yield* Toolkit.make(shout, burn))
+        const serving = yield* Serve.makeConfig(yield* Toolkit.make(shout, burn))
         return yield* serving.runTask("go")
       }).pipe(Effect.scoped, Effect.provide(clientLayer({ url }, policy)))
       assert.strictEqual(served, "a:\"HI\" b:20")

@@ -170,7 +170,7 @@ describe("Telemetry: OTLP export", () => {
         const url = yield* Effect.provide(PlatformServer.url, platform)
         const serving = yield* Layer.build(Layer.merge(clientLayer({ url }, policy), exported("serving")))
         const events = yield* Effect.gen(function*() {
-          const served = yield* Serve.make(yield* Toolkit.make(lookup))
+          const served = yield* Serve.makeConfig(yield* Toolkit.make(lookup))
           return yield* Stream.runCollect(served.submitTask(secretPrompt)).pipe(Effect.withSpan("ask support"))
         }).pipe(Effect.provide(serving))
         assert.include(Chunk.toReadonlyArray(events).map((e) => e._tag), "TaskCompleted")

@@ -81,7 +81,7 @@ describe("an unknown tool is answered one way on every face (design: Error text)
       deny: () => Effect.die("not used")
     })
     return Effect.gen(function*() {
-      const served = yield* Serve.make(yield* Toolkit.make(lookup, other))
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(lookup, other))
       assert.strictEqual(yield* served.runTask("go"), expected)
     }).pipe(
       Effect.scoped,

@@ -58,7 +58,7 @@ describe("WorkerPool (design: Handler shapes)", () => {
       const pool = yield* WorkerPool.make({ module: jobs, size: 1 })
       const tool = burnTool(pool)
       yield* Invocation.run(tool, { millis: 1 })
-      yield* Serve.make(yield* Toolkit.make(tool))
+      yield* Serve.makeConfig(yield* Toolkit.make(tool))
       const state = yield* PlatformServer.PlatformState
       const beats = () => Effect.map(state.lifecycleCalls("agent-1"), (calls) => calls.heartbeat)
       const burning = yield* Effect.fork(Invocation.run(tool, { millis: 2000 }))

@@ -481,7 +481,7 @@ describe("main: approve", () => {
       let taskId = ""
       const cli: Array<{ code: number | null; stdout: string; stderr: string }> = []
       const output = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(toolkit)
+        const served = yield* Serve.makeConfig(toolkit)
         const events = yield* served.submitTask("refund A-1").pipe(
           Stream.tap((event) => {
             if (event._tag !== "TaskSuspended") return Effect.void

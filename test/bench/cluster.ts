@@ -121,7 +121,7 @@ const drive = (
     const serving = yield* Effect.forEach(urls, (url) =>
       Effect.gen(function*() {
         const client = Context.get(yield* Layer.build(clientLayer({ url }, Layer.empty)), PlatformClient.PlatformClient)
-        return yield* Serve.make(yield* Toolkit.make(echo)).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
+        return yield* Serve.makeConfig(yield* Toolkit.make(echo)).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
       }))
     const run = (count: number, concurrency: number) =>
       Effect.gen(function*() {

@@ -56,7 +56,7 @@ const serving = (url: string, wire: WireName): Effect.Effect<Served, unknown, Sc
     )
     const client = wire === "legacy" ? Legacy.layerWith() : PlatformClient.layer
     const runtime = yield* Layer.toRuntime(Layer.provideMerge(client, settings))
-    const served = yield* Effect.provide(Serve.make(yield* Toolkit.make(stamped)), runtime)
+    const served = yield* Effect.provide(Serve.makeConfig(yield* Toolkit.make(stamped)), runtime)
     const run = (prompt: string) => Effect.provide(served.runTask(prompt), runtime)
     // Warm-up.
     for (let i = 0; i < 10; i++) yield* run(`${inFlight}x5`)

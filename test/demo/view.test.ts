@@ -33,7 +33,7 @@ const summaries = (script: ReadonlyArray<LanguageModel.ScriptedTurn>) =>
     const lines = new LiveView({ json: false, tty: false, write: (text) => void written.push(text) })
     const records: Array<string> = []
     const json = new LiveView({ json: true, tty: false, write: (text) => void records.push(text) })
-    const served = yield* Serve.make(yield* Toolkit.make(DemoTools.lookupOrder, DemoTools.issueRefund))
+    const served = yield* Serve.makeConfig(yield* Toolkit.make(DemoTools.lookupOrder, DemoTools.issueRefund))
     yield* Stream.runForEach(served.submitTask("refund the duplicate charge"), (event) =>
       Effect.sync(() => {
         lines.event(event)
@@ -84,7 +84,7 @@ describe("demo view: one ordered view", () => {
       const view = new LiveView({ json: false, tty: false, write: (text) => void written.push(text) })
       yield* logsInto(view, { json: false })
       // As the demo does: the retries into the view.
-      const served = yield* Serve.make(yield* Toolkit.make(DemoTools.lookupOrder, DemoTools.issueRefund)).pipe(
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(DemoTools.lookupOrder, DemoTools.issueRefund)).pipe(
         Effect.provideService(Invocation.InvocationObserver, { onRetry: (event) => view.retry(event) })
       )
       view.line("serving")

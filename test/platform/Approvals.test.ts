@@ -131,7 +131,7 @@ const runTask = (
   serving: Layer.Layer<never> = Layer.empty
 ) =>
   Effect.gen(function*() {
-    const served = yield* Serve.make(toolkit)
+    const served = yield* Serve.makeConfig(toolkit)
     const events = yield* served.submitTask("refund A-1").pipe(
       Stream.tap((event) => event._tag === "TaskSuspended" ? onSuspended(event) : Effect.void),
       Stream.runCollect,

@@ -180,7 +180,7 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
           const scope = yield* Effect.scope
           const client = Context.get(yield* Layer.buildWithScope(clientLayer({ url: runner }, policy), scope), PlatformClient.PlatformClient)
           const toolkit = yield* Toolkit.make(recordingTool(tool, effects))
-          return yield* Serve.make(toolkit).pipe(
+          return yield* Serve.makeConfig(toolkit).pipe(
             Effect.provideService(PlatformClient.PlatformClient, client)
           )
         }).pipe(Effect.provide(policy))
@@ -239,7 +239,7 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
           )
           const front = yield* Effect.provide(PlatformServer.url, runners[1]!)
           const client = Context.get(yield* Layer.build(clientLayer({ url: front }, policy)), PlatformClient.PlatformClient)
-          const served = yield* Serve.make(yield* Toolkit.make(recordingTool("alpha", new Map()))).pipe(
+          const served = yield* Serve.makeConfig(yield* Toolkit.make(recordingTool("alpha", new Map()))).pipe(
             Effect.provideService(PlatformClient.PlatformClient, client)
           )
           const runs = yield* Effect.forEach(
@@ -268,7 +268,7 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
       const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
       const runner = yield* startRunner(url, models)
       const client = Context.get(yield* Layer.build(clientLayer({ url: runner }, policy)), PlatformClient.PlatformClient)
-      const served = yield* Serve.make(yield* Toolkit.make(recordingTool("alpha", new Map()))).pipe(
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(recordingTool("alpha", new Map()))).pipe(
         Effect.provideService(PlatformClient.PlatformClient, client)
       )
       const submit = (count: number) =>
@@ -351,7 +351,7 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
       const serving = (runner: string) =>
         Effect.gen(function*() {
           const client = Context.get(yield* Layer.build(clientLayer({ url: runner }, policy)), PlatformClient.PlatformClient)
-          return yield* Serve.make(yield* Toolkit.make(held)).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
+          return yield* Serve.makeConfig(yield* Toolkit.make(held)).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
         })
       const [a, b, c] = yield* Effect.all(urls.map(serving))
       // Two tasks open, held on runners 0 and 1 (each waits in its call).
@@ -407,7 +407,7 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
         Effect.map(Layer.build(clientLayer({ url: runner }, policy)), (context) => Context.get(context, PlatformClient.PlatformClient)))
       const toolkit = yield* Toolkit.make(recordingTool("alpha", new Map()))
       const [served] = yield* Effect.forEach(clients, (client) =>
-        Serve.make(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client)))
+        Serve.makeConfig(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client)))
       const submit = (client: PlatformClient.PlatformClient["Type"], submitKey: string, resubmit: boolean) =>
         Effect.flatMap(
           client.submitTask({ agentId: "agent-1", processId: served!.processId, prompt: "task 3", events: "calls", submitKey, resubmit }),
@@ -440,7 +440,7 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
         const client = Context.get(yield* Layer.build(clientLayer({ url: front }, policy)), PlatformClient.PlatformClient)
         const held = Effect.forEach(runners, (runner) => Context.get(runner, PlatformServer.PlatformState).taskCount)
         const events = yield* Effect.gen(function*() {
-          const served = yield* Serve.make(yield* Toolkit.make(recordingTool("alpha", effects)))
+          const served = yield* Serve.makeConfig(yield* Toolkit.make(recordingTool("alpha", effects)))
           // Tasks by their ids' shards until both runners ran some: the first runner holds every shard until they
           // are shared out (seconds after both start), so a task a quarter second, for 30 s at most.
           const done: Array<Chunk.Chunk<Protocol.TaskEvent>> = []
@@ -554,7 +554,7 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
             scope
           )
           const toolkit = yield* Toolkit.make(refund)
-          return yield* Serve.make(toolkit).pipe(Effect.provide(context))
+          return yield* Serve.makeConfig(toolkit).pipe(Effect.provide(context))
         }).pipe(Effect.provide(policy))
       const first = yield* replica(urls[0]!)
       const second = yield* replica(urls[1]!)

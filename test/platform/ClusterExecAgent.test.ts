@@ -94,7 +94,7 @@ const twoRunners = (url: string, options: RunnerOptions = {}) =>
 const servingProcess = <T extends Tool.Any>(url: string, agentId: string, token: string, tool: T) =>
   Effect.gen(function*() {
     const client = yield* Layer.build(clientLayer({ url, agentId, token }, policy))
-    const served = yield* Serve.make(yield* Toolkit.make(tool), { shutdownGrace: "100 millis" }).pipe(Effect.provide(client))
+    const served = yield* Serve.makeConfig(yield* Toolkit.make(tool), { shutdownGrace: "100 millis" }).pipe(Effect.provide(client))
     return Object.assign(served, { client: Context.get(client, PlatformClient.PlatformClient) })
   })
 

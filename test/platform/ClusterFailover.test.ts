@@ -99,7 +99,7 @@ for (const signal of ["SIGKILL", "SIGTERM"] as const) {
             PlatformClient.PlatformClient
           )
           const toolkit = yield* Toolkit.make(slowTool(tool, effects))
-          return yield* Serve.make(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
+          return yield* Serve.makeConfig(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
         }).pipe(Effect.provide(policy))
       // A's socket is on the runner that will die; B's on another.
       const a = yield* serving([r0.url, r1.url, r2.url], "alpha")

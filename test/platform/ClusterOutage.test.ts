@@ -91,7 +91,7 @@ for (const outageMillis of [1_000, 5_000]) {
             PlatformClient.PlatformClient
           )
           const toolkit = yield* Toolkit.make(slowTool(tool, effects))
-          return yield* Serve.make(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
+          return yield* Serve.makeConfig(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
         }).pipe(Effect.provide(policy))
       const a = yield* serving(urls, "alpha")
       const b = yield* serving([urls[1]!, urls[2]!, urls[0]!], "beta")

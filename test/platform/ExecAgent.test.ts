@@ -147,7 +147,7 @@ const servingProcess = <T extends Tool.Any>(
   Effect.gen(function*() {
     const client = yield* Layer.build(Layer.merge(clientLayer({ url, agentId, token }, policy), telemetry))
     // A call still running at the end of a test is not waited for.
-    const served = yield* Serve.make(yield* Toolkit.make(tool), { shutdownGrace: "100 millis" }).pipe(Effect.provide(client))
+    const served = yield* Serve.makeConfig(yield* Toolkit.make(tool), { shutdownGrace: "100 millis" }).pipe(Effect.provide(client))
     return Object.assign(served, { client: Context.get(client, PlatformClient.PlatformClient) })
   })
 

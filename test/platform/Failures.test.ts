@@ -54,7 +54,7 @@ describe("a served failure's kind over the wire", () => {
         Effect.as(Effect.sleep("1 minute"), "never"))
       // Its clock 2 s ahead: the delivered deadline ends its call about 1 s in, 2 s before the platform's own.
       const events = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(yield* Toolkit.make(slow))
+        const served = yield* Serve.makeConfig(yield* Toolkit.make(slow))
         return yield* Stream.runCollect(served.submitTask("go"))
       }).pipe(Effect.scoped, Effect.withClock(aheadBy(2_000)), Effect.provide(clientLayer({ url }, policy)))
 

@@ -123,7 +123,7 @@ describe("load", () => {
         ConfigProvider.fromMap(new Map([["AGENT_ID", "load"], ["PLATFORM_TOKEN", "tok"], ["PLATFORM_URL", url]]))
       )
       yield* Effect.gen(function*() {
-        const served = yield* Serve.make(yield* Toolkit.make(step))
+        const served = yield* Serve.makeConfig(yield* Toolkit.make(step))
         const dedupe = yield* Idempotency.Idempotency
 
         /** All tasks at once; how many ended with the wrong output, and how many deliveries the calls took. */

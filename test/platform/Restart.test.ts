@@ -126,7 +126,7 @@ const workTool = (effects: Map<string, number>, hold: (key: string) => Effect.Ef
 /** A serving process of `tool` on the platform at `port`, in a fiber: it runs one task ("go") and gives its output. */
 const servingTask = (port: number, tool: ReturnType<typeof workTool>) =>
   Effect.gen(function*() {
-    const served = yield* Serve.make(yield* Toolkit.make(tool))
+    const served = yield* Serve.makeConfig(yield* Toolkit.make(tool))
     return yield* served.runTask("go")
   }).pipe(Effect.scoped, Effect.provide(client(port)), Effect.fork)
 

@@ -68,7 +68,7 @@ describe("the platform's retention (design: Hostile clients)", () => {
       yield* Effect.gen(function*() {
         const client = yield* PlatformClient.PlatformClient
         yield* client.register({ ...caller, manifest: bigManifest(1024 * 1024), manifestHash: "h" })
-        const served = yield* Serve.make(yield* Toolkit.make())
+        const served = yield* Serve.makeConfig(yield* Toolkit.make())
         for (let i = 0; i < tasksRun; i++) {
           yield* served.runTask(`task ${i} ${"p".repeat(10_000)}`)
         }
@@ -94,7 +94,7 @@ describe("the platform's retention (design: Hostile clients)", () => {
 
   it.effect("an ended task is attachable for its final event until keepEndedTasks has passed on the Clock, then unknown", () =>
     Effect.gen(function*() {
-      const served = yield* Serve.make(yield* Toolkit.make())
+      const served = yield* Serve.makeConfig(yield* Toolkit.make())
       const state = yield* PlatformServer.PlatformState
       const first = [...yield* Stream.runCollect(served.submitTask("go"))]
       const taskId = first[0]!.taskId

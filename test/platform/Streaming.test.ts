@@ -61,7 +61,7 @@ const serving = <A, E>(
   client: PlatformClient.PlatformClient["Type"],
   effect: (served: Serve.Serve["Type"]) => Effect.Effect<A, E>
 ) =>
-  Effect.flatMap(Effect.flatMap(Toolkit.make(lookup), Serve.make), effect).pipe(
+  Effect.flatMap(Effect.flatMap(Toolkit.make(lookup), (toolkit) => Serve.makeConfig(toolkit)), effect).pipe(
     Effect.scoped,
     Effect.provideService(PlatformClient.PlatformClient, client),
     Effect.withConfigProvider(settings)
@@ -209,7 +209,7 @@ describe("platform: a serving process's stream over a dropped connection", () =>
         Effect.zipRight(Deferred.succeed(started, undefined), Effect.as(Deferred.await(release), "held")))
       const events: Array<Protocol.TaskEvent> = []
       const fiber = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(yield* Toolkit.make(hold))
+        const served = yield* Serve.makeConfig(yield* Toolkit.make(hold))
         yield* Stream.runForEach(served.submitTask("go", { deltas: true }), (event) => Effect.sync(() => events.push(event)))
       }).pipe(
         Effect.scoped,

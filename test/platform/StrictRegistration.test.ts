@@ -39,20 +39,20 @@ const fine = Tool.make("lookup", { description: "Looks up.", input: { id: Schema
 describe("the platform refuses at registration what its model's provider cannot be sent", () => {
   it.effect("anthropic: the recursive tool and the map are refused, each naming its field; the fine tool alone would pass", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(Serve.serve(yield* Toolkit.make(file, tag, fine)))
+      const error = yield* Effect.flip(Serve.serveConfig(yield* Toolkit.make(file, tag, fine)))
       assert.strictEqual(error._tag, "ManifestRejected")
       if (error._tag !== "ManifestRejected") return
       assert.deepStrictEqual(error.violations.map((v) => [v.tool, v.rule]), [["file", "strict-schema"], ["tag", "strict-schema"]])
       assert.match(error.violations[0]!.message, /^tool file: field under\.sub\[\]\.sub\[\] cannot be sent to anthropic in its strict mode: the schema refers to itself/)
       assert.match(error.violations[1]!.message, /^tool tag: field labels cannot be sent to anthropic in its strict mode: a map/)
-      yield* Serve.make(yield* Toolkit.make(fine))
+      yield* Serve.makeConfig(yield* Toolkit.make(fine))
       const state = yield* PlatformServer.PlatformState
       assert.deepStrictEqual(yield* state.visibleTools("agent-1"), ["lookup"])
     }).pipe(Effect.scoped, Effect.provide(platformOn("anthropic"))))
 
   it.effect("openai takes a recursive schema (as $ref), not a map", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(Serve.serve(yield* Toolkit.make(file, tag)))
+      const error = yield* Effect.flip(Serve.serveConfig(yield* Toolkit.make(file, tag)))
       assert.strictEqual(error._tag, "ManifestRejected")
       if (error._tag !== "ManifestRejected") return
       assert.deepStrictEqual(error.violations.map((v) => v.tool), ["tag"])
@@ -60,7 +60,7 @@ describe("the platform refuses at registration what its model's provider cannot 
 
   it.effect("a model not in strict mode (anthropic, as our own client runs by default) registers them all", () =>
     Effect.gen(function*() {
-      yield* Serve.make(yield* Toolkit.make(file, tag, fine))
+      yield* Serve.makeConfig(yield* Toolkit.make(file, tag, fine))
       const state = yield* PlatformServer.PlatformState
       assert.deepStrictEqual([...(yield* state.visibleTools("agent-1"))].sort(), ["file", "lookup", "tag"])
     }).pipe(Effect.scoped, Effect.provide(platformOn("anthropic", false))))

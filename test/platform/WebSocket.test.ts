@@ -120,7 +120,7 @@ describe("platform over a real WebSocket", () => {
         timeout: "5 seconds"
       }, ({ a, b }) => Effect.succeed(a + b))
       const events = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(yield* Toolkit.make(fast, slow, add))
+        const served = yield* Serve.makeConfig(yield* Toolkit.make(fast, slow, add))
         return yield* Stream.runCollect(served.submitTask("go"))
       }).pipe(Effect.scoped, Effect.provide(client(url)))
       assert.deepStrictEqual([...events].map(describeEvent), [
@@ -151,7 +151,7 @@ describe("platform over a real WebSocket", () => {
         timeout: "5 seconds"
       }, ({ a, b }) => Effect.succeed(a + b))
       const events = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(yield* Toolkit.make(add))
+        const served = yield* Serve.makeConfig(yield* Toolkit.make(add))
         const platformClient = yield* PlatformClient.PlatformClient
         const mailbox = yield* platformClient.submitTask({
           agentId: "agent-1",
@@ -184,7 +184,7 @@ describe("platform over a real WebSocket", () => {
       const url = yield* platform([{ toolCalls: [call("held", "hold")] }])
       const hold = Tool.make("hold", { description: "Holds.", input: {}, timeout: "30 seconds" }, () => Effect.never)
       const started = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(yield* Toolkit.make(hold))
+        const served = yield* Serve.makeConfig(yield* Toolkit.make(hold))
         const platformClient = yield* PlatformClient.PlatformClient
         const submit = (submitKey: string) =>
           Effect.flatMap(
@@ -219,7 +219,7 @@ describe("platform over a real WebSocket", () => {
         }))
       const events: Array<Protocol.TaskEvent> = []
       const fiber = yield* Effect.gen(function*() {
-        const served = yield* Serve.make(yield* Toolkit.make(hold))
+        const served = yield* Serve.makeConfig(yield* Toolkit.make(hold))
         yield* Stream.runForEach(served.submitTask("go"), (event) => Effect.sync(() => events.push(event)))
       }).pipe(Effect.scoped, Effect.provide(client(`ws://127.0.0.1:${proxy.port}${PlatformServer.path}`)), Effect.fork)
       yield* Deferred.await(started)
@@ -249,9 +249,9 @@ describe("platform over a real WebSocket", () => {
       const plain = Tool.make("plain", { description: "Plain.", input: {}, timeout: "30 seconds" }, () => Effect.succeed(2))
       // Two processes of agent-1, each with its own connection: one serves `secret`, the other submits.
       yield* Effect.gen(function*() {
-        yield* Serve.make(yield* Toolkit.make(secret))
+        yield* Serve.makeConfig(yield* Toolkit.make(secret))
         yield* Effect.gen(function*() {
-          const submitter = yield* Serve.make(yield* Toolkit.make(plain))
+          const submitter = yield* Serve.makeConfig(yield* Toolkit.make(plain))
           const started = Date.now()
           const output = yield* submitter.runTask("go")
           assert.strictEqual(
@@ -286,9 +286,9 @@ describe("platform over a real WebSocket", () => {
       const other = Tool.make("other", { description: "Other.", input: {}, timeout: "5 seconds" }, () => Effect.succeed("other"))
       // agent-1 serves lookup; agent-2, with a token of its own, serves `other` and submits a task.
       const agentOne = yield* Layer.build(client(url))
-      yield* Serve.make(yield* Toolkit.make(lookup)).pipe(Effect.provide(agentOne))
+      yield* Serve.makeConfig(yield* Toolkit.make(lookup)).pipe(Effect.provide(agentOne))
       const agentTwo = clientLayer({ url, agentId: "agent-2", token: "tok-2" }, policy)
-      const output = yield* Effect.flatMap(Serve.make(yield* Toolkit.make(other)), (served) => served.runTask("go")).pipe(
+      const output = yield* Effect.flatMap(Serve.makeConfig(yield* Toolkit.make(other)), (served) => served.runTask("go")).pipe(
         Effect.provide(agentTwo)
       )
       assert.deepStrictEqual(offered, [["other"]])

@@ -9,7 +9,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer, Stream } from "effect"
 import { appendFileSync } from "node:fs"
-import { Idempotency, PlatformClient, Serve, Tool, ToolContext, Toolkit } from "../../src/index.js"
+import { PlatformClient, Serve, Tool, ToolContext, Toolkit } from "../../src/index.js"
 
 const say = (line: string) => Effect.sync(() => process.stdout.write(`${line}\n`))
 
@@ -33,7 +33,7 @@ const appendLine = Tool.make("append_line", {
 
 const program = Effect.gen(function*() {
   const grace = process.env.GRACE_MS
-  const served = yield* Serve.make(yield* Toolkit.make(appendLine), {
+  const served = yield* Serve.makeConfig(yield* Toolkit.make(appendLine), {
     shutdownGrace: grace === undefined ? undefined : Number(grace)
   })
   yield* say("serving")
@@ -57,7 +57,7 @@ const program = Effect.gen(function*() {
   Effect.scoped,
   Effect.provide(Layer.merge(
     PlatformClient.layer,
-    Idempotency.layerSql({ filename: process.env.CLAIMS_DB!, lease: "300 millis" })
+    Serve.layerStoreSql({ filename: process.env.CLAIMS_DB!, lease: "300 millis" })
   ))
 )
 

@@ -20,7 +20,7 @@ const add = Tool.make("add", {
 
 const program = Effect.gen(function*() {
   const toolkit = yield* Toolkit.make(lookup, add)
-  const served = yield* Serve.make(toolkit)
+  const served = yield* Serve.makeConfig(toolkit)
   const output = yield* served.runTask(process.env.PROMPT ?? "").pipe(Effect.withSpan("serving child: runTask"))
   yield* Console.log(JSON.stringify({ output, processId: served.processId }))
 }).pipe(

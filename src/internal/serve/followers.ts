@@ -5,7 +5,7 @@
  */
 import { Effect, Exit, FiberMap, Mailbox, Schedule, Stream } from "effect"
 import * as Ids from "../../Ids.js"
-import type { HeldTasks } from "./heldTasks.js"
+import type { HeldTasksShape as HeldTasks } from "./heldTasks.js"
 import { RunState } from "../hooks/tool.js"
 import type { AgentLimitExceeded, TaskEvent, TaskOutput, Unauthorized, UnknownTask } from "../../protocol/Protocol.js"
 import { type Caller, type PlatformClient, PlatformUnavailable } from "../../PlatformClient.js"

@@ -32,7 +32,7 @@ export const deregistrationFailed = (agentId: string, cause: Cause.Cause<unknown
     return `agent ${agentId}: not deregistered: this process had closed its PlatformClient (its scope ended ` +
       `before Serve's), so the deregistration was never sent; the platform lists this process's tools until ` +
       `it misses 3 heartbeats. Provide the client outside Serve's scope: ` +
-      `Serve.layer(toolkit).pipe(Layer.provide(PlatformClient.layer)), or ` +
+      `Serve.layerConfig(toolkit).pipe(Layer.provide(PlatformClient.layer)), or ` +
       `Effect.scoped(program).pipe(Effect.provide(PlatformClient.layer)), not Effect.scoped outermost`
   }
   const error = Cause.squash(cause)
