@@ -12,12 +12,15 @@
  * `--help` or a bad command line loads @effect/cli and no more, and `mcp` no platform, journal or
  * model provider. Start-up is most of what an MCP client waits for (`test/bench/startup.ts`).
  * For the same reason this file and the modules it imports up front (ToolResult, Timing, the
- * schedule stepper, internal/cli for the help and the usage) import Effect module by module, not
- * from the `effect` barrel, which would load some 100 modules of Effect that `--help` never runs;
- * and the platform layer is the file system, path and terminal @effect/cli needs, not `NodeContext`
- * (a command executor and a worker manager).
+ * schedule stepper, internal/cli for the help and the usage, the commands' pieces in internal/cli/)
+ * import Effect module by module, not from the `effect` barrel, which would load some 100 modules of
+ * Effect that `--help` never runs; and the platform layer is the file system, path and terminal
+ * @effect/cli needs, not `NodeContext` (a command executor and a worker manager).
+ *
+ * The commands that reach the platform's modules (`src/platform/`: demo, platform, mcp) are here,
+ * the one module but `index.ts` outside that folder that may import it; the others (serve, run,
+ * approve), the settings' checks and what the commands share are in `internal/cli/`.
  */
-import * as Args from "@effect/cli/Args"
 import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -30,8 +33,6 @@ import * as Cause from "effect/Cause"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Console from "effect/Console"
-import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
@@ -42,65 +43,16 @@ import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
 import * as Cli from "./internal/cli.js"
+import { approve } from "./internal/cli/approve.js"
+import { decideDemo, fromOwnMcpServer, terminalApprover } from "./internal/cli/demo.js"
+import { load, loadDemo, loadModel } from "./internal/cli/load.js"
+import { BadOptions, chooseModel, modelOption } from "./internal/cli/options.js"
+import { listenFailure, plural, reportFatal } from "./internal/cli/report.js"
+import { run } from "./internal/cli/run.js"
+import { serve } from "./internal/cli/serve.js"
+import { logLevel, settingsUsable } from "./internal/cli/settings.js"
 import * as Telemetry from "./Telemetry.js"
-import { errorText } from "./ToolResult.js"
-import { shutdownGrace } from "./Timing.js"
 import { redactUrl } from "./internal/util/settings.js"
-
-// ---------------------------------------------------------------------------------------------
-// What the commands load when they run.
-
-/** Modules imported when a command runs, not when the CLI starts; in parallel. */
-const load = <const M extends ReadonlyArray<() => Promise<unknown>>>(
-  ...imports: M
-): Effect.Effect<{ -readonly [K in keyof M]: Awaited<ReturnType<M[K]>> }> =>
-  Effect.promise(() => Promise.all(imports.map((f) => f())) as Promise<any>)
-
-/** The demo's tools and their backend: its services and its worker threads (started only when a report is digested). */
-const loadDemo = Effect.gen(function*() {
-  const [Backend, DemoTools, Toolkit] = yield* load(
-    () => import("./demo/Backend.js"),
-    () => import("./demo/tools.js"),
-    () => import("./Toolkit.js")
-  )
-  return {
-    Backend,
-    DemoTools,
-    toolkit: yield* Toolkit.make(...DemoTools.all),
-    backendLayer: Layer.merge(Backend.layer, Backend.layerReports)
-  }
-})
-
-/** The `LanguageModel` layer for a model string (the demo's script for `scripted`). */
-const loadModel = (model: string) =>
-  Effect.map(
-    load(() => import("./Model.js"), () => import("./demo/script.js")),
-    ([Model, Demo]) => Model.layer(model, { script: Demo.script })
-  )
-
-// ---------------------------------------------------------------------------------------------
-// Shared options.
-
-const modelOption = Options.text("model").pipe(
-  Options.withDescription(
-    "scripted | anthropic:<model> | openai:<model> | openai-responses:<model> | google:<model> | bedrock:<model> | openrouter:<model>. Default: anthropic:claude-sonnet-4-5 with ANTHROPIC_API_KEY, " +
-      "openai:gpt-4.1 with OPENAI_API_KEY or OPENAI_BASE_URL, else the scripted stand-in"
-  ),
-  Options.optional
-)
-
-/** The model string to use, and whether it was chosen for lack of a key. */
-const chooseModel = (option: Option.Option<string>): { readonly model: string; readonly note: string } => {
-  if (Option.isSome(option)) return { model: option.value, note: "" }
-  if ((process.env.ANTHROPIC_API_KEY ?? "") !== "") return { model: "anthropic:claude-sonnet-4-5", note: "ANTHROPIC_API_KEY is set" }
-  if ((process.env.OPENAI_API_KEY ?? "") !== "" || (process.env.OPENAI_BASE_URL ?? "") !== "") {
-    return { model: `openai:${process.env.OPENAI_MODEL ?? "gpt-4.1"}`, note: "OPENAI_API_KEY or OPENAI_BASE_URL is set" }
-  }
-  return {
-    model: "scripted",
-    note: "no ANTHROPIC_API_KEY or OPENAI_API_KEY: a scripted stand-in plays the model, not a real one"
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // demo
@@ -208,87 +160,12 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     view.line(`sub-agent: support asked billing, an agent it has as a tool (Agent.asTool): ${answer}`)
   }).pipe(Effect.scoped)
 
-/** Who decides at the terminal: a person when stdin is one and the view is not JSON (no answer is a no); else nobody. */
-const terminalApprover = (
-  json: boolean,
-  UserPrompt: typeof import("./UserPrompt.js"),
-  Shipped: typeof import("./internal/hooks/shipped.js")
-) =>
-  Effect.gen(function*() {
-    if (process.stdin.isTTY !== true || json) return undefined
-    const person = yield* Effect.provide(UserPrompt.UserPrompt, UserPrompt.layerTerminal)
-    return (toolName: string, input: unknown) => Effect.orElseSucceed(Shipped.askApproval(person, toolName, input), () => false)
-  })
-
-/**
- * Decides the calls a suspended demo task waits for: asked at the terminal (`ask`), the same call asked
- * twice in a turn (the refund) one question; with no one to ask, the demo's code approves, and says so.
- */
-const decideDemo = (
-  event: Extract<import("./protocol/Protocol.js").TaskEvent, { readonly _tag: "TaskSuspended" }>,
-  client: import("./PlatformClient.js").PlatformClient["Type"],
-  view: import("./demo/view.js").LiveView,
-  ask: ((toolName: string, input: unknown) => Effect.Effect<boolean>) | undefined
-) =>
-  Effect.gen(function*() {
-    const answers = new Map<string, boolean>()
-    for (const pending of event.pending) {
-      if (ask === undefined) {
-        view.approvedByDemo(pending.toolCallId, pending.toolName)
-        yield* client.approve(event.taskId, pending.toolCallId)
-        continue
-      }
-      const question = `${pending.toolName} ${JSON.stringify(pending.input)}`
-      let yes = answers.get(question)
-      if (yes === undefined) {
-        view.stopSpinner()
-        yes = yield* ask(pending.toolName, pending.input)
-        answers.set(question, yes)
-        view.startSpinner()
-      }
-      view.decidedByPerson(pending.toolCallId, pending.toolName, yes)
-      yield* yes ? client.approve(event.taskId, pending.toolCallId) : client.deny(event.taskId, pending.toolCallId)
-    }
-  })
-
-/**
- * The demo's toolkit with one tool (`name`) taken from an MCP server the demo starts itself, on
- * 127.0.0.1 over Streamable HTTP, serving that tool alone (`Mcp.layerHttp`, then `Mcp.toolkit`):
- * remote MCP tools are tools like the others. Server and connection close with the demo's scope.
- */
-const fromOwnMcpServer = <R>(
-  local: import("./Toolkit.js").Toolkit<R>,
-  name: string,
-  services: Context.Context<Exclude<R, import("./ToolContext.js").ToolContext>>
-) =>
-  Effect.gen(function*() {
-    const [Mcp, HttpServer, Toolkit] = yield* load(
-      () => import("./Mcp.js"),
-      () => import("@effect/platform/HttpServer"),
-      () => import("./Toolkit.js")
-    )
-    // Tools of `local` (filtered, so typed as any tool): they need what `local` needs.
-    const own: import("./Toolkit.js").Toolkit<R> = yield* Toolkit.make(...local.tools.filter((tool) => tool.name === name))
-    const server = yield* Layer.build(Mcp.layerHttp(own, { port: 0 }).pipe(Layer.provide(Layer.succeedContext(services))))
-    const address = Context.get(server, HttpServer.HttpServer).address
-    const url = `http://127.0.0.1:${address._tag === "TcpAddress" ? address.port : 0}/mcp`
-    const remote = yield* Mcp.toolkit({ url })
-    const toolkit: import("./Toolkit.js").Toolkit<R> = yield* Toolkit.make(
-      ...local.tools.filter((tool) => tool.name !== name),
-      ...(yield* remote.tools)
-    )
-    return { toolkit, url, taken: name }
-  })
-
 const demo = Command.make("demo", { model: modelOption, json: jsonOption }, runDemo).pipe(
   Command.withDescription("Run the demo: platform, serving and a task, end to end in this process (the default)")
 )
 
 // ---------------------------------------------------------------------------------------------
 // platform
-
-/** Options that parse but do not go together, or a setting a command cannot do without. */
-class BadOptions extends Data.TaggedError("BadOptions")<{ readonly message: string }> {}
 
 /** The cluster's PostgreSQL URL (a secret: it carries a password), from `--database` or `PLATFORM_DATABASE`. */
 const databaseOption = Options.text("database").pipe(
@@ -474,36 +351,6 @@ const platform = Command.make("platform", {
 )
 
 // ---------------------------------------------------------------------------------------------
-// serve
-
-const serve = Command.make("serve", {
-  grace: Options.integer("grace").pipe(
-    Options.withDescription(
-      "on SIGTERM or SIGINT, the seconds the calls still running may go on before they are interrupted"
-    ),
-    Cli.withDefault(Duration.toSeconds(shutdownGrace))
-  )
-}, ({ grace }) =>
-  Effect.gen(function*() {
-    const [PlatformClient, Serve, Settings] = yield* load(
-      () => import("./PlatformClient.js"),
-      () => import("./Serve.js"),
-      () => import("./internal/util/settings.js")
-    )
-    // Every missing setting at once, before anything connects.
-    yield* PlatformClient.requireAll(["AGENT_ID", "PLATFORM_TOKEN", "PLATFORM_URL"])
-    const { backendLayer, toolkit } = yield* loadDemo
-    // Not registered yet: Serve logs the registration once the platform has accepted it.
-    const url = Settings.redactUrl(process.env.PLATFORM_URL ?? "")
-    yield* Effect.logInfo(`connecting to ${url} to serve ${toolkit.tools.length} demo tools`)
-    return yield* Serve.serveConfig(toolkit, { shutdownGrace: Duration.seconds(grace) }).pipe(
-      Effect.provide(Layer.merge(PlatformClient.layer, backendLayer))
-    )
-  })).pipe(
-    Command.withDescription("Serve the demo tools to the platform at PLATFORM_URL as AGENT_ID (PLATFORM_TOKEN)")
-  )
-
-// ---------------------------------------------------------------------------------------------
 // mcp
 
 const mcp = Command.make("mcp", {
@@ -561,87 +408,6 @@ const mcpTokens = (http: boolean) =>
   })
 
 // ---------------------------------------------------------------------------------------------
-// run
-
-const run = Command.make("run", {
-  prompt: Args.text({ name: "prompt" }).pipe(Args.withDescription("what to ask the agent")),
-  model: modelOption
-}, ({ model, prompt }) =>
-  Effect.gen(function*() {
-    const chosen = chooseModel(model)
-    const [[Agent, Hooks, UserPrompt], { DemoTools, backendLayer }, modelLayer] = yield* Effect.all([
-      load(() => import("./Agent.js"), () => import("./Hooks.js"), () => import("./UserPrompt.js")),
-      loadDemo,
-      loadModel(chosen.model)
-    ], { concurrency: "unbounded" })
-    yield* Console.log(`model: ${chosen.model}${chosen.note === "" ? "" : ` (${chosen.note})`}`)
-    // A call that needs approval (issue_refund) asks on the terminal; with no terminal to ask, it is refused.
-    const interactive = process.stdin.isTTY === true
-    if (!interactive) yield* Console.log("stdin is not a terminal: no one can approve a refund here, so one is refused")
-    const approval = Layer.merge(
-      Hooks.layer({ tool: [Hooks.approval] }),
-      interactive ? UserPrompt.layerTerminal : Layer.empty
-    )
-    const agent = Agent.make({ name: "demo", tools: DemoTools.all })
-    const result = yield* Agent.run(agent, prompt).pipe(
-      Effect.provide(Layer.mergeAll(modelLayer, backendLayer, approval))
-    )
-    for (const call of result.toolCalls) {
-      yield* Console.log(
-        `${call.result.success ? "✓" : "✗"} ${call.name} ${JSON.stringify(call.input)}${call.cached ? " (reused)" : ""}`
-      )
-    }
-    yield* Console.log(`\nanswer: ${result.output}\n(${plural(result.steps, "model turn")}, ${plural(result.toolCalls.length, "tool call")})`)
-  })).pipe(Command.withDescription("Run an agent in this process with the demo tools"))
-
-// ---------------------------------------------------------------------------------------------
-// approve
-
-const approve = Command.make("approve", {
-  url: Options.text("url").pipe(
-    Options.withDescription("the platform's WebSocket URL, ws://host:port/rpc (default: PLATFORM_URL)"),
-    Options.optional
-  ),
-  token: Options.text("token").pipe(
-    Options.withDescription(
-      "the task's agent's platform token (default: PLATFORM_TOKEN; prefer it: every local user sees a command line)"
-    ),
-    Options.optional
-  ),
-  task: Options.text("task").pipe(Options.withDescription("the suspended task's id (its TaskSuspended event names it)")),
-  call: Options.text("call").pipe(Options.withDescription("the id of the tool call to decide")),
-  deny: Options.boolean("deny").pipe(Options.withDescription("deny the call (it never runs) instead of approving it")),
-  reason: Options.text("reason").pipe(Options.withDescription("with --deny: why, for the model to read"), Options.optional)
-}, ({ call, deny, reason, task, token, url }) =>
-  Effect.gen(function*() {
-    const [PlatformClient] = yield* load(() => import("./PlatformClient.js"))
-    if (Option.isSome(reason) && !deny) {
-      return yield* new BadOptions({ message: "--reason goes with --deny: an approval has no reason" })
-    }
-    if (Option.isSome(token)) {
-      yield* Effect.logWarning("--token puts a secret on the command line, where every local user can read it; " +
-        "prefer PLATFORM_TOKEN")
-    }
-    const given = new Map<string, string>()
-    if (Option.isSome(url)) given.set("PLATFORM_URL", url.value)
-    if (Option.isSome(token)) given.set("PLATFORM_TOKEN", token.value)
-    const settings = ConfigProvider.orElse(ConfigProvider.fromMap(given), ConfigProvider.fromEnv)
-    // Every missing setting at once, before anything connects.
-    yield* Effect.withConfigProvider(PlatformClient.requireAll(["PLATFORM_TOKEN", "PLATFORM_URL"]), settings)
-    yield* Effect.flatMap(PlatformClient.PlatformClient, (client) =>
-      deny ? client.deny(task, call, { reason: Option.getOrUndefined(reason) }) : client.approve(task, call)).pipe(
-        Effect.provide(PlatformClient.layer),
-        Effect.withConfigProvider(settings)
-      )
-    yield* Console.log(`${deny ? "denied" : "approved"}: call ${call} of task ${task}`)
-  })).pipe(
-    Command.withDescription(
-      "Approve (or --deny) a call a suspended task waits for, on a platform with a journal; " +
-        "the task goes on once every call it waits for is decided"
-    )
-  )
-
-// ---------------------------------------------------------------------------------------------
 
 const root = Command.make("agent-tools", { model: modelOption, json: jsonOption }, runDemo).pipe(
   Command.withDescription("Tools for language-model agents: one definition, run by agents, served to a platform, over MCP"),
@@ -651,26 +417,6 @@ const root = Command.make("agent-tools", { model: modelOption, json: jsonOption 
 const version = "0.1.0"
 
 const cli = Command.run(root, { name: "agent-tools", version })
-
-// DEBUG=true is LOG_LEVEL=debug: registration and heartbeat lines, a fatal error's full cause.
-const logLevel = process.env.DEBUG === "true"
-  ? LogLevel.Debug
-  : LogLevel.allLevels.find((level) => level.label.toLowerCase() === (process.env.LOG_LEVEL ?? "info").toLowerCase())
-
-/**
- * A command that failed: one line on stderr (`agent-tools: <error>`), exit 1 (at once: an open stdin
- * must not keep the process), the cause in full at debug. Its scopes have closed by then.
- */
-const reportFatal = (cause: Cause.Cause<unknown>): Effect.Effect<void> =>
-  Effect.sync(() => {
-    const failure = Cause.failureOption(cause)
-    const error = Option.isSome(failure) ? failure.value : Cause.squash(cause)
-    process.stderr.write(`agent-tools: ${errorText(error)}\n`)
-    if (logLevel === LogLevel.Debug || logLevel === LogLevel.Trace || logLevel === LogLevel.All) {
-      process.stderr.write(`${Cause.pretty(cause)}\n`)
-    }
-    process.exit(1)
-  })
 
 /** The commands, as typed, for the help and the usage of a bad command line. */
 const tree: Cli.Node = {
@@ -685,52 +431,6 @@ const tree: Cli.Node = {
     { name: "approve", command: approve }
   ]
 }
-
-/** Why a server could not listen, as the system said it (`listen EADDRINUSE: address already in use 127.0.0.1:8788`). */
-const listenFailure = (cause: unknown): string =>
-  cause instanceof Error ? cause.message : typeof cause === "string" ? cause : "it could not listen"
-
-/** `1 tool call`, `2 tool calls`. */
-const plural = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? "" : "s"}`
-
-/** A URL of one of `schemes` (`ws:`, `https:`...), as `new URL` reads it. */
-const isUrl = (schemes: ReadonlyArray<string>) => (text: string): boolean => {
-  try {
-    return schemes.includes(new URL(text).protocol)
-  } catch {
-    return false
-  }
-}
-
-/**
- * The environment variables the commands read that must have a form, each with the form it needs (docs/configuration.md):
- * one that is set but cannot be used refuses the start, naming it and the form, never echoing its value (it may hold
- * a secret). The tokens' lists and the OpenTelemetry variables are checked where they are read, with their entries.
- * (`DEBUG` is other programs' too, `DEBUG=express:*`: only `true` means anything here, and nothing else is refused.)
- */
-const settingForms: ReadonlyArray<readonly [string, (text: string) => boolean, string]> = [
-  ["LOG_LEVEL", (text) => logLevel !== undefined || process.env.DEBUG === "true" || text === "", `one of ${
-    LogLevel.allLevels.map((level) => level.label.toLowerCase()).join(", ")
-  }`],
-  [
-    "PLATFORM_URL",
-    (text) => text.split(",").map((u) => u.trim()).filter((u) => u !== "").every(isUrl(["ws:", "wss:"])),
-    "ws://host:port/rpc (or wss://), or a comma-separated list of them"
-  ],
-  ["PLATFORM_DATABASE", isUrl(["postgres:", "postgresql:"]), "postgres://user:password@host:port/db"],
-  ...["OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GEMINI_BASE_URL", "OPENROUTER_BASE_URL", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME"].map(
-    (name) => [name, isUrl(["http:", "https:"]), "an http:// or https:// URL"] as const
-  )
-]
-
-/** Every setting of `settingForms` that is set but cannot be used refuses the start (one line, exit 1). */
-const settingsUsable: Effect.Effect<void, BadOptions> = Effect.suspend(() => {
-  for (const [name, usable, form] of settingForms) {
-    const text = (process.env[name] ?? "").trim()
-    if (text !== "" && !usable(text)) return Effect.fail(new BadOptions({ message: `${name} is malformed: ${form}` }))
-  }
-  return Effect.void
-})
 
 Effect.flatMap(
   // `--help`, or a bad command line (what is wrong, then the usage; exit 2), before anything starts.

@@ -1,0 +1,92 @@
+/**
+ * Per-tool compiled parts, made once on first use: the tool's decoders and encoder, its timeout and its
+ * span's name; and the flat input, whose check of unexpected keys is made far cheaper than Effect's.
+ */
+import { Duration, type Either, ParseResult, type SchemaAST } from "effect"
+import type * as Tool from "../../Tool.js"
+
+/** A tool's parts as the pipeline reads them on every call. */
+export interface Compiled {
+  readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+  /** For a flat input (`flatInput`): its keys, and `decode` without the check of unexpected keys. */
+  readonly flat: FlatInput | undefined
+  readonly encode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+  readonly timeoutMillis: number
+  readonly spanName: string
+  /** `Schema.Struct({})`: Effect's `{}` accepts any value, so its strictness is checked here. */
+  readonly emptyInput: boolean
+}
+
+const compiledTools = new WeakMap<Tool.Any, Compiled>()
+
+/** The compiled parts of `tool`, made on its first call and kept for the next. */
+export const compile = (tool: Tool.Any): Compiled => {
+  const known = compiledTools.get(tool)
+  if (known !== undefined) return known
+  const compiled: Compiled = {
+    decode: ParseResult.decodeUnknownEither(tool.input, { onExcessProperty: "error", errors: "all" }),
+    flat: flatInput(tool),
+    encode: ParseResult.encodeUnknownEither(tool.output, { errors: "all" }),
+    timeoutMillis: Duration.toMillis(tool.timeout),
+    spanName: `execute_tool ${tool.name}`,
+    emptyInput: tool.input.ast._tag === "TypeLiteral" && tool.input.ast.propertySignatures.length === 0 &&
+      tool.input.ast.indexSignatures.length === 0
+  }
+  compiledTools.set(tool, compiled)
+  return compiled
+}
+
+/**
+ * A flat input: a struct with no index signature, and no struct below it. Effect's check of
+ * unexpected keys (`onExcessProperty: "error"`) parses each key against a union of the expected ones;
+ * for a flat input, the only struct that reads the option is the top one, so when the value has no
+ * key but the expected ones (`onlyKeysIn`), `decode` without the option gives the same result.
+ */
+export interface FlatInput {
+  readonly keys: ReadonlySet<PropertyKey>
+  readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+}
+
+const flatInput = (tool: Tool.Any): FlatInput | undefined => {
+  const ast = tool.input.ast
+  if (ast._tag !== "TypeLiteral" || ast.indexSignatures.length > 0) return undefined
+  for (const ps of ast.propertySignatures) if (!isFlat(ps.type)) return undefined
+  return {
+    keys: new Set(ast.propertySignatures.map((ps) => ps.name)),
+    decode: ParseResult.decodeUnknownEither(tool.input, { errors: "all" })
+  }
+}
+
+/**
+ * No struct, class, transformation or suspended Schema anywhere in `ast`: nothing that reads
+ * `onExcessProperty` or hands the options to user code (a refinement's filter is given them too; the
+ * built-in filters do not read them).
+ */
+const isFlat = (ast: SchemaAST.AST): boolean => {
+  switch (ast._tag) {
+    case "TypeLiteral":
+    case "Declaration":
+    case "Transformation":
+    case "Suspend":
+      return false
+    case "Union":
+      return ast.types.every(isFlat)
+    case "Refinement":
+      return isFlat(ast.from)
+    case "TupleType":
+      return ast.elements.every((e) => isFlat(e.type)) && ast.rest.every((r) => isFlat(r.type))
+    default:
+      // Keywords, literals, enums, template literals: a check of the value alone.
+      return true
+  }
+}
+
+/**
+ * True when every own key of `value` is one of `keys`: the keys Effect's check of unexpected keys
+ * looks at (`Reflect.ownKeys`). Parsed JSON has only enumerable string keys: `Object.keys`, much cheaper.
+ */
+export const onlyKeysIn = (value: object, keys: ReadonlySet<PropertyKey>, parsed: boolean): boolean => {
+  const own: ReadonlyArray<PropertyKey> = parsed ? Object.keys(value) : Reflect.ownKeys(value)
+  for (let i = 0; i < own.length; i++) if (!keys.has(own[i]!)) return false
+  return true
+}
