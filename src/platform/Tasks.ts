@@ -35,34 +35,14 @@ import type { ToolResult } from "../ToolResult.js"
 import * as AgentCalls from "./AgentCalls.js"
 import type { Limits, Options } from "./Options.js"
 import * as TaskRunner from "./TaskRunner.js"
+import { EventJson, type Follower, type PendingCall, type RunTask, type Suspension, type Usage } from "./TaskTypes.js"
+
+export type { Follower } from "./TaskTypes.js"
 
 /** How many submit keys the platform remembers (with the task each made), the oldest forgotten first. */
 const maxSubmitKeys = 10_000
 
 // --- a task ---
-
-/** A task's final event as the journal keeps it. */
-const EventJson = Schema.parseJson(TaskEvent)
-
-interface PendingCall {
-  readonly event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>
-  readonly done: Signal<ToolResult>
-  /** When it was last delivered. */
-  sentAt: number
-  /** The offset of its last delivery in the task's stream. */
-  offset: number
-}
-
-/**
- * A journaled task waiting for a person (design: Durable runs): its `TaskSuspended`, the calls of it
- * not decided yet, and the fiber that takes the task up when the first approval expires. Its loop has
- * stopped; once every call is decided it runs again from the journal.
- */
-interface Suspension {
-  readonly event: Extract<TaskEvent, { _tag: "TaskSuspended" }>
-  readonly undecided: Set<string>
-  expiry: Fiber.RuntimeFiber<void> | undefined
-}
 
 /** The events only a `"deltas"` stream carries. */
 const deltasOnly = new Set<TaskEvent["_tag"]>(["ModelTextDelta", "ReasoningDelta", "TurnRetried", "ToolCallStarted"])
@@ -86,12 +66,6 @@ const carries = (wanted: EventsWanted, tag: TaskEvent["_tag"]): boolean =>
  * not journaled, and an ended task lets them go).
  */
 export const replayEvents = 1024
-
-/** Cluster mode: a follower's attachment, and whether this attach is one of its re-attaches (see `Task.attach`). */
-export interface Follower {
-  readonly attachmentId: string
-  readonly reattach: boolean
-}
 
 /** One task held in this process: its attachment, its pending calls, its loop and its end. */
 export class Task {
@@ -277,15 +251,6 @@ export class Task {
 }
 
 // --- the book: the tasks held here, and what running them needs ---
-
-/** Starts a task's loop in the platform's own fiber set. */
-type RunTask = (effect: Effect.Effect<void, never, LanguageModel.LanguageModel>) => Fiber.RuntimeFiber<void, never>
-
-/** What one agent's tasks not ended yet hold, counted against `maxTasksPerAgent` and `maxPromptBytesPerAgent`. */
-export interface Usage {
-  tasks: number
-  promptBytes: number
-}
 
 /** What the parts below share. */
 interface Book {
