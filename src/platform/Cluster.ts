@@ -19,10 +19,7 @@
  * (Handlers.ts, WebSocket.ts): a runner serves `Server.layerWebSocket` over `layerHandlers` here
  * instead of `Server.layerHandlers`; what only a runner does with a task is ClusterTasks.ts.
  */
-import { AlreadyProcessingMessage, MailboxFull, PersistenceError } from "@effect/cluster/ClusterError"
-import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
-import * as EntityId from "@effect/cluster/EntityId"
 import { RunnerAddress } from "@effect/cluster/RunnerAddress"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
@@ -36,7 +33,6 @@ import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RunnerHealth from "@effect/cluster/RunnerHealth"
 import * as Runners from "@effect/cluster/Runners"
 import * as SocketRunner from "@effect/cluster/SocketRunner"
-import * as Rpc from "@effect/rpc/Rpc"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, Layer, Mailbox, Option, Schedule, Schema, type Scope, Stream } from "effect"
 import * as Idempotency from "../Idempotency.js"
@@ -47,17 +43,14 @@ import { clusterAnswerWithin, clusterFailover, followAlive, Timing } from "../Ti
 import * as Toolkit from "../Toolkit.js"
 import type { ToolResult } from "../ToolResult.js"
 import {
-  ApprovalsNeedJournal,
   EventsWanted,
   keyedTaskId,
-  LifecycleBudgetExceeded,
-  ManifestRejected,
-  NoPendingTaskApproval,
   TaskEvent,
   ToolCallResult,
   UnknownTask
 } from "../protocol/Protocol.js"
 import * as ClusterAgentCalls from "./ClusterAgentCalls.js"
+import { AgentEntity, Alive, type AttachPayload, holdsShardOf, orDieOnEngine, TaskEntity } from "./ClusterEntities.js"
 import * as ClusterTasks from "./ClusterTasks.js"
 import * as ClusterWake from "./ClusterWake.js"
 import { usageProblem } from "./Tasks.js"
@@ -67,88 +60,7 @@ import { type Limits, limitsOf, type Options } from "./Options.js"
 import * as Parts from "./Parts.js"
 import { formatDuration } from "../internal/util/duration.js"
 
-// ---------------------------------------------------------------------------------------------
-// The entities.
-
-/** An agent: its processes, their tools and its lifecycle budget. The entity id is the agent id. */
-export const AgentEntity = Entity.make("agent-tools/Agent", [
-  Rpc.make("Register", {
-    payload: { processId: Schema.String, manifest: Schema.Array(Toolkit.ManifestEntry), manifestHash: Schema.String },
-    success: Schema.Struct({ heartbeatIntervalMillis: Schema.Number }),
-    error: Schema.Union(ManifestRejected, LifecycleBudgetExceeded)
-  }),
-  Rpc.make("Heartbeat", {
-    payload: { processId: Schema.String, manifestHash: Schema.String },
-    success: Schema.Struct({ known: Schema.Boolean }),
-    error: LifecycleBudgetExceeded
-  }),
-  Rpc.make("Deregister", { payload: { processId: Schema.String }, error: LifecycleBudgetExceeded }),
-  // The tools a new task of `processId` is offered.
-  Rpc.make("Tools", { payload: { processId: Schema.String }, success: Journal.TaskTools })
-])
-
-/**
- * What the owner of a task sends a follower between events, every `Timing.followAlive.every`: a
- * stream that goes quiet for longer (its owner was replaced, or its entity stopped without a word)
- * is given up and attached again, never waited on.
- */
-const Alive = Schema.TaggedStruct("Alive", {})
-
-/** What a follower attaching to a task sends its owner. */
-interface AttachPayload {
-  readonly agentId: string
-  readonly events?: EventsWanted | undefined
-  readonly attachmentId: string
-  readonly reattach: boolean
-  readonly connection?: string | undefined
-}
-
-/** A task: its loop, its events, its answers and its approvals. The entity id is the task id. */
-export const TaskEntity = Entity.make("agent-tools/Task", [
-  // Runs the loop to the task's end, on the owner of the task's shard; delivered again to the next owner.
-  Rpc.make("Run", { payload: { agentId: Schema.String }, primaryKey: () => "run" })
-    .annotate(ClusterSchema.Persisted, true),
-  Rpc.make("Attach", {
-    payload: {
-      agentId: Schema.String,
-      events: Schema.optional(EventsWanted),
-      // The follower's attachment, the same in each of its attaches; `reattach` after the first (see `follow`).
-      attachmentId: Schema.String,
-      reattach: Schema.Boolean,
-      // The client's connection on its front: the only one whose answers are taken (Tasks.ts, `answersFrom`).
-      connection: Schema.optional(Schema.String)
-    },
-    success: Schema.Union(TaskEvent, Alive),
-    error: UnknownTask,
-    stream: true
-  }),
-  // Not a persisted message: the owner journals it (see `tasks.answer`), and one lost on the way is
-  // given again when the call is delivered again. Persisted and keyed by the call id, as first built,
-  // an answer sent again after a runner died waited for the reply of the first one, stuck with the
-  // dead runner's shard: the tasks of the failover test then stalled about 55 s.
-  Rpc.make("Answer", {
-    payload: { agentId: Schema.String, result: ToolCallResult, connection: Schema.String },
-    error: UnknownTask
-  }),
-  Rpc.make("Decide", {
-    payload: {
-      agentId: Schema.String,
-      toolCallId: Schema.String,
-      approved: Schema.Boolean,
-      reason: Schema.optional(Schema.String)
-    },
-    error: Schema.Union(UnknownTask, NoPendingTaskApproval, ApprovalsNeedJournal)
-  }),
-  // Stops the task (the `exec_agent` call that started it ended first). Persisted, as `Run`: a runner
-  // that dies with it unread leaves it to the next owner of the task's shard.
-  Rpc.make("Stop", { payload: { agentId: Schema.String, reason: Schema.String }, primaryKey: () => "stop" })
-    .annotate(ClusterSchema.Persisted, true),
-  // A call of the task (one of a tree) was decided at the tree's root, on its runner, and journaled: the task
-  // goes on once it waits for nothing more. Persisted, as `Stop`: the next owner takes the task up from the
-  // journal anyway, and a message it reads then finds nothing waiting.
-  Rpc.make("Decided", { payload: { toolCallId: Schema.String }, primaryKey: ({ toolCallId }) => `decided/${toolCallId}` })
-    .annotate(ClusterSchema.Persisted, true)
-])
+export { AgentEntity, TaskEntity } from "./ClusterEntities.js"
 
 // ---------------------------------------------------------------------------------------------
 // The agents' registrations, kept in the database.
@@ -369,27 +281,6 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
 // ---------------------------------------------------------------------------------------------
 // The front: what the runner a process is connected to does with its calls.
 
-/** The engine could not take a message (its storage, a full mailbox). */
-type EngineError = AlreadyProcessingMessage | MailboxFull | PersistenceError
-
-const isEngineError = (error: unknown): error is EngineError =>
-  error instanceof AlreadyProcessingMessage || error instanceof MailboxFull || error instanceof PersistenceError
-
-/**
- * An engine failure is a defect of the call (its answer is a failure the caller can retry), not one of
- * its errors; so is a reply the engine cut short (the entity was stopped under the call, its shard
- * locks lost while the database was away): the caller must see a failure, never its own call
- * interrupted (an interrupted `CompleteToolCall` stopped a serving process's answers for good).
- */
-const orDieOnEngine = <A, E, R>(effect: Effect.Effect<A, E | EngineError, R>): Effect.Effect<A, Exclude<E, EngineError>, R> =>
-  Effect.catchIf(effect, isEngineError, Effect.die).pipe(
-    Effect.catchAllCause((cause) =>
-      Cause.isInterruptedOnly(cause)
-        ? Effect.die(new Error("the owner of the agent or task stopped before it answered"))
-        : Effect.failCause(cause)
-    )
-  )
-
 /**
  * How long the follower of a task just submitted, on the runner that holds its shard, waits for the
  * task's `Run` (sent just before) to hold it there before it attaches through the engine.
@@ -475,12 +366,6 @@ interface Here {
   /** The task's shard is this runner's and its `Run` holds it here. */
   readonly owns: (taskId: string) => boolean
   readonly tasks: ClusterTasks.ClusterTasks
-}
-
-/** Whether the task's shard is this runner's. */
-const holdsShardOf = (sharding: Sharding.Sharding["Type"]) => (taskId: string): boolean => {
-  const entityId = EntityId.make(taskId)
-  return sharding.hasShardId(sharding.getShardId(entityId, TaskEntity.getShardGroup(entityId)))
 }
 
 const makeHere = (tasks: ClusterTasks.ClusterTasks) =>
