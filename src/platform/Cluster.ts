@@ -18,6 +18,12 @@
  * The protocol, its handlers' authorization and the WebSocket server are the embedded platform's
  * (Handlers.ts, WebSocket.ts): a runner serves `Server.layerWebSocket` over `layerHandlers` here
  * instead of `Server.layerHandlers`; what only a runner does with a task is ClusterTasks.ts.
+ *
+ * Made of a module a subject, re-exported here where others import them: the entities (ClusterEntities.ts),
+ * a runner's options and its `Sharding` (ClusterRunner.ts), the agents' registrations and the schema
+ * (ClusterDatabase.ts), the journal as a runner's tasks use it (ClusterJournal.ts), starting a task
+ * (ClusterStart.ts), the follower of a task's events (ClusterFollow.ts) and the front (ClusterFront.ts);
+ * here, the entities' handlers and the layers.
  */
 import * as Entity from "@effect/cluster/Entity"
 import * as Sharding from "@effect/cluster/Sharding"
@@ -41,6 +47,9 @@ import * as Parts from "./Parts.js"
 export { migrate, NotMigrated, requireMigrated } from "./ClusterDatabase.js"
 export { AgentEntity, TaskEntity } from "./ClusterEntities.js"
 export { layerSharding, type RunnerOptions, shardingConfig } from "./ClusterRunner.js"
+
+// ---------------------------------------------------------------------------------------------
+// The entities' handlers.
 
 /**
  * The events of a task held by this runner (taken up from the journal if need be), and `Alive` between

@@ -88,6 +88,7 @@ export const makeRegistry = Effect.gen(function*() {
   }
 })
 
+/** The agents' registrations, as `makeRegistry` gives them. */
 export type Registry = Effect.Effect.Success<typeof makeRegistry>
 
 // ---------------------------------------------------------------------------------------------

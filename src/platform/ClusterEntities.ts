@@ -68,7 +68,7 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
       // The follower's attachment, the same in each of its attaches; `reattach` after the first (see `follow`).
       attachmentId: Schema.String,
       reattach: Schema.Boolean,
-      // The client's connection on its front: the only one whose answers are taken (Tasks.ts, `answersFrom`).
+      // The client's connection on its front: the only one whose answers are taken (TaskAnswers.ts, `answersFrom`).
       connection: Schema.optional(Schema.String)
     },
     success: Schema.Union(TaskEvent, Alive),

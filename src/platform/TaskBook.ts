@@ -1,7 +1,7 @@
 /**
  * The book of the tasks (Tasks.ts): a task held in this process (`Task`: its attachment, its pending
  * calls, the events it keeps for attachments that come back, its end), and the book of those held
- * here with what running them needs (`Book`), each agent's tasks counted against its limits (`Usage`).
+ * here with what running them needs (`Book`), each agent's tasks counted against its limits (`usageProblem`).
  */
 import { type Clock, Effect, Exit, type Fiber, FiberSet, type Mailbox } from "effect"
 import { Signal } from "../internal/util/signal.js"
