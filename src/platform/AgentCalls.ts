@@ -26,7 +26,7 @@ export class AgentCallFailed extends Schema.TaggedError<AgentCallFailed>("agent-
 
 /**
  * When the wait for a task an `exec_agent` call started first asks whether the process it was given to is
- * live (then every second, `regiving` in Tasks.ts and ClusterAgentCalls.ts): a platform just restarted has
+ * live (then every second, `regiving` in TaskChildren.ts and ClusterAgentCalls.ts): a platform just restarted has
  * not heard its processes register again yet, and they reconnect well within it.
  */
 export const regiveAfter = Duration.seconds(3)
@@ -117,7 +117,7 @@ export type Assignments = ReturnType<typeof makeAssignments>
 
 // --- what the tasks need ---
 
-/** What running a task's `exec_agent` call needs of the task (a `Task` of Tasks.ts): its id, its end, its stream. */
+/** What running a task's `exec_agent` call needs of the task (a `Task` of TaskBook.ts): its id, its end, its stream. */
 export interface Parent {
   readonly taskId: string
   readonly final: TaskEvent | undefined
@@ -207,7 +207,7 @@ export interface Host {
   readonly assign: (agentId: string, processId: string, taskId: string) => boolean
   /**
    * Cluster mode: how `parent`'s `exec_agent` calls run, the other agent's task a cluster task
-   * (ClusterAgentCalls.ts). Undefined: the tasks of this process run it (Tasks.ts, `makeChildren`).
+   * (ClusterAgentCalls.ts). Undefined: the tasks of this process run it (TaskChildren.ts, `makeChildren`).
    */
   readonly execute?: ((parent: Parent) => Execute) | undefined
   /**

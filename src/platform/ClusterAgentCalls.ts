@@ -190,7 +190,7 @@ const endPolled = Schedule.exponential("100 millis", 1.5).pipe(Schedule.union(Sc
 /**
  * Gives the task to another live process of its agent that watches, every second while the one it was last
  * given to (`first` at the start) is no longer live (deregistered, or silent past its heartbeats), as the
- * embedded platform does (Tasks.ts, `regiving`); the owner of the agent's shard says which is live. Never
+ * embedded platform does (TaskChildren.ts, `regiving`); the owner of the agent's shard says which is live. Never
  * ends; the wait for the task races it.
  */
 const regiving = (assignments: Client, agentId: string, taskId: string, first: string): Effect.Effect<never> => {

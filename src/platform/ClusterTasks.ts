@@ -84,7 +84,7 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
 
 /**
  * The tasks whose entity's `Run` holds them here, until it ends or is interrupted (the shard moved). Only
- * such a task is reached in process (Cluster.ts, `Here`): its `Run`, interrupted, lets it go and ends its
+ * such a task is reached in process (ClusterFollow.ts, `Here`): its `Run`, interrupted, lets it go and ends its
  * attachment. A task taken up here by another message while its `Run` had not held it (or never would: the
  * shard moved first) has no one to let it go.
  */
@@ -155,7 +155,7 @@ const answerOf = (
   inProcess = false
 ): Effect.Effect<void, UnknownTask> =>
   Effect.gen(function*() {
-    // In process (Cluster.ts, `Here`), only to a task its `Run` holds here: never one taken up here.
+    // In process (ClusterFollow.ts, `Here`), only to a task its `Run` holds here: never one taken up here.
     const task = inProcess ? yield* running.task(agentId, taskId) : yield* tasks.held(agentId, taskId)
     if (task.final !== undefined) return
     if (!answersFrom(task, connection)) return yield* ignoredAnswer(task, toolCallId)

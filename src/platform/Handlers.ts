@@ -58,7 +58,7 @@ export class PlatformState extends Context.Tag("agent-tools/platform/PlatformSta
 
 /**
  * What the protocol's calls do once authorized: the agents and tasks of this process (`localBackend`),
- * or in cluster mode the entities of the agent and the task, wherever their shards live (Cluster.ts).
+ * or in cluster mode the entities of the agent and the task, wherever their shards live (Cluster.ts, ClusterFront.ts).
  */
 export interface Backend {
   readonly register: (

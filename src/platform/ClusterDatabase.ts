@@ -1,0 +1,147 @@
+/**
+ * The cluster's database beyond the engine's and the journal's own tables (Cluster.ts): the agents'
+ * registrations kept there (`makeRegistry`), and the schema a runner needs, created once by `migrate`
+ * and checked at a runner's start (`requireMigrated`).
+ */
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect, Layer, Schema } from "effect"
+import * as Idempotency from "../Idempotency.js"
+import * as SqlStore from "../internal/sql/store.js"
+import * as Journal from "../Journal.js"
+import * as Toolkit from "../Toolkit.js"
+import { shardingConfig } from "./ClusterRunner.js"
+
+// ---------------------------------------------------------------------------------------------
+// The agents' registrations, kept in the database.
+
+/** Its own migrations table (the journal's and the claims' number from 1 too). */
+const registryMigrationsTable = "agent_tools_cluster_migrations"
+
+const registryMigrations = {
+  "0001_create_cluster_processes": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`CREATE TABLE IF NOT EXISTS cluster_processes (
+      agent_id TEXT NOT NULL,
+      process_id TEXT NOT NULL,
+      manifest TEXT NOT NULL,
+      manifest_hash TEXT NOT NULL,
+      last_seen BIGINT NOT NULL,
+      PRIMARY KEY (agent_id, process_id)
+    )`),
+  "0002_create_cluster_lifecycle": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`CREATE TABLE IF NOT EXISTS cluster_lifecycle (agent_id TEXT NOT NULL, at BIGINT NOT NULL)`)
+}
+
+const ManifestJson = Schema.parseJson(Schema.Array(Toolkit.ManifestEntry))
+
+/** A registry statement: waits while the database cannot be reached (a restart), else a defect. */
+const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => Effect.orDie(SqlStore.whileBusy(effect))
+
+/**
+ * The registrations of the agents' live processes, in the database: an agent's entity reads them
+ * when it starts on a runner (its shard moved there, or it had gone idle), so that a move forgets
+ * no process; register, heartbeat and deregister write them; silent ones are deleted by the sweep.
+ */
+export const makeRegistry = Effect.gen(function*() {
+  const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+  return {
+    load: (agentId: string) =>
+      Effect.flatMap(
+        sql<{ readonly process_id: string; readonly manifest: string; readonly manifest_hash: string; readonly last_seen: string | number }>`
+          SELECT process_id, manifest, manifest_hash, last_seen FROM cluster_processes WHERE agent_id = ${agentId}`,
+        (rows) =>
+          Effect.forEach(rows, (row) =>
+            Effect.map(Schema.decode(ManifestJson)(row.manifest), (manifest) => ({
+              processId: row.process_id,
+              manifest,
+              manifestHash: row.manifest_hash,
+              lastSeen: Number(row.last_seen)
+            })))
+      ).pipe(orDie),
+    registered: (agentId: string, processId: string, manifest: ReadonlyArray<Toolkit.ManifestEntry>, manifestHash: string, now: number) =>
+      Effect.flatMap(Schema.encode(ManifestJson)(manifest), (text) =>
+        sql`INSERT INTO cluster_processes (agent_id, process_id, manifest, manifest_hash, last_seen)
+          VALUES (${agentId}, ${processId}, ${text}, ${manifestHash}, ${now})
+          ON CONFLICT (agent_id, process_id) DO UPDATE SET manifest = ${text}, manifest_hash = ${manifestHash}, last_seen = ${now}`)
+        .pipe(orDie, Effect.asVoid),
+    heard: (agentId: string, processId: string, now: number) =>
+      sql`UPDATE cluster_processes SET last_seen = ${now} WHERE agent_id = ${agentId} AND process_id = ${processId}`
+        .pipe(orDie, Effect.asVoid),
+    deregistered: (agentId: string, processId: string) =>
+      sql`DELETE FROM cluster_processes WHERE agent_id = ${agentId} AND process_id = ${processId}`
+        .pipe(orDie, Effect.asVoid),
+    /** The times of the agent's lifecycle calls since `since`. */
+    lifecycle: (agentId: string, since: number) =>
+      Effect.map(
+        sql<{ readonly at: string | number }>`SELECT at FROM cluster_lifecycle WHERE agent_id = ${agentId} AND at > ${since}`,
+        (rows) => rows.map((row) => Number(row.at))
+      ).pipe(orDie),
+    counted: (agentId: string, at: number) =>
+      sql`INSERT INTO cluster_lifecycle (agent_id, at) VALUES (${agentId}, ${at})`.pipe(orDie, Effect.asVoid),
+    forgetSilent: (before: number, windowStart: number) =>
+      Effect.zipRight(
+        sql`DELETE FROM cluster_processes WHERE last_seen < ${before}`,
+        sql`DELETE FROM cluster_lifecycle WHERE at <= ${windowStart}`
+      ).pipe(orDie, Effect.asVoid)
+  }
+})
+
+/** The agents' registrations, as `makeRegistry` gives them. */
+export type Registry = Effect.Effect.Success<typeof makeRegistry>
+
+// ---------------------------------------------------------------------------------------------
+// The schema.
+
+/** The tables a runner needs: the cluster's, the run journal's and the claims'. */
+const tables = [
+  "cluster_messages",
+  "cluster_replies",
+  "cluster_runners",
+  "cluster_processes",
+  "cluster_lifecycle",
+  "journal_tasks",
+  "journal_calls",
+  "tool_claims"
+]
+
+/** The cluster's database has not been set up: `platform migrate` first. */
+export class NotMigrated extends Schema.TaggedError<NotMigrated>("agent-tools/platform/NotMigrated")("NotMigrated", {
+  missing: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `the cluster's database lacks ${this.missing.join(", ")}: run \`agent-tools platform migrate --database <url>\` ` +
+      `once, before the runners start (runners starting together on an empty database would race to create it)`
+  }
+}
+
+/** Fails with `NotMigrated` unless every table of the schema exists. */
+export const requireMigrated = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ readonly name: string }>`SELECT table_name AS name FROM information_schema.tables
+    WHERE table_schema = current_schema()`
+  const present = new Set(rows.map((row) => row.name))
+  const missing = tables.filter((table) => !present.has(table))
+  if (missing.length > 0) return yield* new NotMigrated({ missing })
+})
+
+/**
+ * Creates the schema once, in one process, before runners start: the cluster's tables, the run
+ * journal's and the claims store's (so every serving replica of an agent can share the claims on
+ * the same database). Running it again changes nothing.
+ */
+export const migrate = Effect.gen(function*() {
+  const config = ShardingConfig.layer(shardingConfig({}))
+  yield* Layer.build(Layer.mergeAll(
+    Layer.provide(SqlMessageStorage.layer, config),
+    Layer.provide(SqlRunnerStorage.layer, config),
+    Journal.layerSqlClient,
+    Idempotency.layerSqlClient()
+  ))
+  yield* SqlStore.migrate({
+    migrations: registryMigrations,
+    table: registryMigrationsTable,
+    unavailable: (reason) => new NotMigrated({ missing: [`cluster_processes (${reason})`] })
+  })
+}).pipe(Effect.scoped)

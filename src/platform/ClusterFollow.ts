@@ -1,0 +1,263 @@
+/**
+ * The follower of a task (Cluster.ts): on the runner a process is connected to, the task's events from
+ * its owner, wherever that is, attached again whenever its shard moves, with `TaskWaiting` while the
+ * cluster's database cannot be reached; a task this runner owns is read in process (`Here`).
+ */
+import * as Sharding from "@effect/cluster/Sharding"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Cause, Data, Duration, Effect, Mailbox, Option, Schedule, type Scope, Stream } from "effect"
+import type { Ids } from "../Ids.js"
+import * as SqlStore from "../internal/sql/store.js"
+import type { EventsWanted, TaskEvent, UnknownTask } from "../protocol/Protocol.js"
+import { followAlive, type Timing } from "../Timing.js"
+import { type Alive, type AttachPayload, holdsShardOf, type TaskEntity } from "./ClusterEntities.js"
+import type * as ClusterTasks from "./ClusterTasks.js"
+
+/**
+ * How long the follower of a task just submitted, on the runner that holds its shard, waits for the
+ * task's `Run` (sent just before) to hold it there before it attaches through the engine.
+ */
+const runHeldWithin = Duration.seconds(2)
+
+/** The stream from the task's owner broke, or ended before the task did: its shard moved; attach again. */
+class Moved extends Data.TaggedError("Moved") {}
+
+/**
+ * Whether the cluster's database answers, for the task streams of this runner's front: `unreachable`
+ * asks it now (why it cannot be reached, in the driver's words, or undefined if it answers within
+ * 1 s); `away` is what the last of this runner's checks, every second while it lives, found.
+ * `SELECT 1` that fails in any way, or dies, did not answer: whatever the driver's words for a
+ * broken connection (some are not `SqlStore.isUnreachable`'s), the streams say so; and the check
+ * cannot die, which would leave `away` at what it last found for the runner's life.
+ */
+export const watchDatabase = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // Disconnected: an interrupted statement cancels itself with another statement (up to 5 s while the
+  // server is away); the probe answers at its second, not when that cancel gives up.
+  const unreachable: Effect.Effect<string | undefined> = sql`SELECT 1`.pipe(
+    Effect.disconnect,
+    Effect.timeoutOption("1 second"),
+    Effect.matchCause({
+      onFailure: (cause) => SqlStore.describe(Cause.squash(cause)),
+      onSuccess: Option.match({ onNone: () => "no answer within 1 s", onSome: () => undefined })
+    })
+  )
+  let away: string | undefined
+  yield* Effect.forkScoped(Effect.repeat(
+    Effect.flatMap(unreachable, (reason) => Effect.sync(() => (away = reason))),
+    Schedule.spaced("1 second")
+  ))
+  return { unreachable, away: () => away }
+})
+
+/** What a task's stream says while the platform's database cannot be reached. */
+const waitingEvent = (taskId: string, reason: string): TaskEvent => ({
+  _tag: "TaskWaiting",
+  taskId,
+  reason: `the platform's database cannot be reached (${reason}); the task goes on from its journal once it is back`
+})
+
+/**
+ * The tasks this runner owns, reached without the engine: a task whose shard this runner holds, and
+ * whose `Run` holds it here, is attached to and answered here, as its entity's handlers would (the
+ * same `ClusterTasks` calls), with no message through the cluster (each a request, its serialization,
+ * a reply, an ack per event). The engine stays the way to every other runner's tasks, and to this
+ * one's once its shard moves: the stream of a task let go here ends (`runHere`), and the follower
+ * attaches again, through the engine. Never to a task its `Run` does not hold (yet): one taken up
+ * here in process while the shard moved on before its `Run` held it was let go by no one, its loop
+ * going on here with the follower attached to it while the next owner ran the task for no one.
+ */
+export interface Here {
+  /** The task's shard is this runner's. */
+  readonly holdsShard: (taskId: string) => boolean
+  /** The task's shard is this runner's and its `Run` holds it here. */
+  readonly owns: (taskId: string) => boolean
+  readonly tasks: ClusterTasks.ClusterTasks
+}
+
+/** The tasks this runner owns, reached without the engine (`Here`). */
+export const makeHere = (tasks: ClusterTasks.ClusterTasks) =>
+  Effect.map(Sharding.Sharding, (sharding): Here => {
+    const holdsShard = holdsShardOf(sharding)
+    return { holdsShard, owns: (taskId) => tasks.runsHere(taskId) && holdsShard(taskId), tasks }
+  })
+
+/** What a follower (`followOn`) passed on of its task so far, and how it passes on an event from the task's owner. */
+class Passing<E> {
+  started = false
+  ended = false
+  /** The owner's stream broke since the last event. */
+  broke = false
+  /** `TaskWaiting` was passed on since the last event. */
+  waiting = false
+  /** An event came since the last attach. */
+  progressed = false
+  constructor(
+    readonly taskId: string,
+    readonly out: Mailbox.Mailbox<TaskEvent, E>,
+    readonly away: () => string | undefined
+  ) {}
+
+  say(reason: string): void {
+    this.waiting = true
+    this.out.unsafeOffer(waitingEvent(this.taskId, reason))
+  }
+
+  pass(event: TaskEvent | typeof Alive.Type): void {
+    if (event._tag === "Alive") {
+      // An owner that keeps the stream open while its loop waits for an answer says nothing itself.
+      const reason = this.away()
+      if (reason !== undefined && !this.waiting) this.say(reason)
+      return
+    }
+    this.broke = false
+    this.progressed = true
+    // The owner said it (its statements wait for the database): not said again here.
+    this.waiting = event._tag === "TaskWaiting"
+    // Its end, or another attachment took it over (which must not be taken back by attaching again).
+    if (event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskTakenOver") this.ended = true
+    if (event._tag === "TaskStarted") {
+      if (this.started) return
+      this.started = true
+    }
+    this.out.unsafeOffer(event)
+  }
+}
+
+/**
+ * `attempt` (one attach of a follower) again after each `Moved`, while `reconnect` allows; counted
+ * afresh once events flow again. A defect once it gives up.
+ */
+const reattaching = <E>(
+  attempt: Effect.Effect<void, E | Moved>,
+  reconnect: Schedule.Schedule<unknown, unknown>,
+  passing: { progressed: boolean; readonly taskId: string }
+): Effect.Effect<void, Exclude<E, Moved>> =>
+  Effect.flatMap(Schedule.driver(reconnect), (driver) => {
+    const follow: Effect.Effect<void, Exclude<E, Moved>> = Effect.catchIf(
+      attempt,
+      (error): error is Moved => error instanceof Moved,
+      () =>
+        Effect.suspend(() => {
+          const reset = passing.progressed ? driver.reset : Effect.void
+          passing.progressed = false
+          return Effect.zipRight(reset, driver.next(undefined)).pipe(
+            Effect.matchEffect({
+              onFailure: () => Effect.die(`task ${passing.taskId}: its owner could not be reached again`),
+              onSuccess: () => follow
+            })
+          )
+        })
+    )
+    return follow
+  })
+
+/**
+ * The task's events from its owner, into a mailbox, attached again (same task, same pending calls,
+ * `TaskStarted` once) whenever the owner's stream breaks or ends before the task's end: a runner died
+ * and its shards moved, or the shard was handed over. Ends with the task's final event, or with
+ * `TaskTakenOver`. While the database cannot be reached (a stream broke then: its owner stopped it,
+ * its shard locks kept there; or this runner found it away), the mailbox gets `TaskWaiting` once,
+ * rather than silence until the database is back.
+ *
+ * A task this runner owns (`Here`) is read straight from its own mailbox: no stream, no fiber per
+ * event, no liveness ticks (its `Run`, let go, ends the attachment, and the follower attaches again);
+ * about half of what a runner spent on a call went into the stream combinators this replaced. A task
+ * owned elsewhere comes through its entity's `Attach` stream, given up when it goes quiet.
+ * `unknown` is what an `UnknownTask` from the owner becomes: the attach's failure, or a defect for a
+ * task just submitted.
+ */
+export const followOn = (deps: {
+  readonly tasks: Effect.Effect.Success<typeof TaskEntity.client>
+  readonly here: Here
+  readonly ids: Ids["Type"]
+  readonly policy: Timing["Type"]
+  readonly away: () => string | undefined
+  readonly unreachable: Effect.Effect<string | undefined>
+}) =>
+<E>(
+  agentId: string,
+  taskId: string,
+  events: EventsWanted | undefined,
+  connection: string,
+  unknown: (error: UnknownTask) => Effect.Effect<never, E>,
+  // Just submitted through this runner: its `Run` was just sent, and its first attach may wait for it.
+  submitted = false
+): Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent, E>, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const out = yield* Mailbox.make<TaskEvent, E>()
+    const passing = new Passing(taskId, out, deps.away)
+    // A re-attach names the first attach: one taken over while its shard moved must not take the task back.
+    const attachmentId = deps.ids.make("attachment")
+    let attempts = 0
+    /** The task's events from its mailbox here, the final one once its end is journaled. */
+    const inProcess = (payload: AttachPayload) =>
+      Effect.scoped(Effect.gen(function*() {
+        const mailbox = yield* deps.here.tasks.attachRunning({
+          agentId,
+          taskId,
+          events,
+          follower: { attachmentId, reattach: payload.reattach },
+          connection
+        })
+        while (true) {
+          const [batch, done] = yield* mailbox.takeAll
+          for (const event of batch) {
+            if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") yield* deps.here.tasks.endJournaled(agentId, taskId)
+            passing.pass(event)
+          }
+          if (done) return
+        }
+      }))
+    /** The task's events through the engine, from its owner wherever it is; given up when quiet past `followAlive.within`. */
+    const viaEngine = (payload: AttachPayload) =>
+      deps.tasks(taskId).Attach(payload).pipe(
+        Stream.timeoutFail(() => new Moved(), followAlive.within),
+        Stream.runForEach((event) => Effect.sync(() => passing.pass(event)))
+      )
+    /** One attach, to its end: fails with `Moved` unless the task ended. */
+    const attempt = Effect.suspend(() => {
+      const payload = { agentId, events, attachmentId, reattach: attempts++ > 0, connection }
+      // A new task's first attach, its shard here: in process once its `Run`, sent just before, holds it.
+      const source = submitted && !payload.reattach && deps.here.holdsShard(taskId)
+        ? Effect.flatMap(
+          deps.here.tasks.heldByRun(taskId, runHeldWithin),
+          (held) => held && deps.here.owns(taskId) ? inProcess(payload) : viaEngine(payload)
+        )
+        : deps.here.owns(taskId)
+        ? inProcess(payload)
+        : viaEngine(payload)
+      const waitingIfAway = Effect.suspend(() =>
+        !passing.broke || passing.waiting
+          ? Effect.void
+          : Effect.map(deps.unreachable, (why) => why === undefined ? undefined : passing.say(why)))
+      return Effect.zipRight(waitingIfAway, source).pipe(
+        Effect.catchAllCause((cause): Effect.Effect<void, UnknownTask | Moved> => {
+          const failure = Cause.failureOption(cause)
+          if (Option.isSome(failure) && failure.value._tag === "UnknownTask") return Effect.fail(failure.value)
+          passing.broke = true
+          return Effect.fail(new Moved())
+        }),
+        Effect.zipRight(Effect.suspend(() => {
+          if (passing.ended) return Effect.void
+          passing.broke = true
+          return Effect.fail(new Moved())
+        }))
+      )
+    })
+    // Said also on this runner's own check, every second: an owner that stays silent (its events
+    // and `Alive` held up with the database) is not left to silence until its stream times out.
+    yield* Effect.forkScoped(Effect.repeat(
+      Effect.sync(() => {
+        const reason = deps.away()
+        if (reason !== undefined && !passing.waiting && !passing.ended) passing.say(reason)
+      }),
+      Schedule.spaced("1 second")
+    ))
+    yield* Effect.forkScoped(reattaching(attempt, deps.policy.reconnect, passing).pipe(
+      Effect.catchTag("UnknownTask", unknown),
+      Effect.exit,
+      Effect.flatMap((exit) => out.done(exit))
+    ))
+    return out
+  })

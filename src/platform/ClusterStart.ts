@@ -1,0 +1,109 @@
+/**
+ * Starting a task on the cluster (Cluster.ts): a submitted one or one an `exec_agent` call starts,
+ * admitted to its agent's limits counted over the whole cluster, placed on a shard (by default one this
+ * runner holds), journaled, and its `Run` sent to its owner.
+ */
+import * as Sharding from "@effect/cluster/Sharding"
+import { Effect, Option } from "effect"
+import { Ids } from "../Ids.js"
+import * as SqlStore from "../internal/sql/store.js"
+import { traceparentOf } from "../internal/util/traceContext.js"
+import * as Journal from "../Journal.js"
+import { type AgentLimitExceeded, keyedTaskId } from "../protocol/Protocol.js"
+import { AgentEntity, holdsShardOf, orDieOnEngine, TaskEntity } from "./ClusterEntities.js"
+import type { RunnerOptions } from "./ClusterRunner.js"
+import type { Limits } from "./Options.js"
+import { usageProblem } from "./Tasks.js"
+
+/** A new task of the agent's, held to its limits counted over the whole cluster: its tasks not ended, in the journal. */
+const admit = (journal: Journal.Journal["Type"], limits: Limits, agentId: string, prompt: string) =>
+  Effect.flatMap(journal.openUsage(agentId), (held) => {
+    const refused = usageProblem(held, limits, agentId, Buffer.byteLength(prompt))
+    return refused === undefined ? Effect.void : Effect.fail(refused)
+  })
+
+/**
+ * How many ids a new task's id is drawn from, at most, for one whose shard the submitting runner holds
+ * (`placed`): a runner of n holds about 1/n of the shards, so 64 draws miss only with a cluster of
+ * dozens of runners (or a runner that holds no shard yet), and the task is then placed by its id alone.
+ */
+const placementDraws = 64
+
+/**
+ * A new task: whose, which process submitted it (or was given it), its prompt; its id, when fixed (`exec_agent`'s);
+ * the submitter's key, when it gave one (a retried submit).
+ */
+export interface NewTask {
+  readonly agentId: string
+  readonly processId: string
+  readonly prompt: string
+  readonly taskId?: string | undefined
+  readonly submitKey?: string | undefined
+  readonly resubmit?: boolean | undefined
+}
+
+/**
+ * Starting a task on the cluster, a submitted one or one an `exec_agent` call starts (ClusterAgentCalls.ts):
+ * admitted to the agent's limits, journaled with its starter's span (the runner that takes it up
+ * continues that trace), its `Run` sent to its owner; its id. While the database cannot be reached,
+ * each step waits for it, as the journal's statements do.
+ */
+export const makeStart = (limits: Limits, placement: RunnerOptions["placement"]) =>
+  Effect.gen(function*() {
+    const agents = yield* AgentEntity.client
+    const tasks = yield* TaskEntity.client
+    const holdsShard = holdsShardOf(yield* Sharding.Sharding)
+    const ids = yield* Ids
+    const journal = yield* Journal.Journal
+
+    /**
+     * A new task's id. Placed by its submitter (the default, `RunnerOptions.placement`): drawn until its
+     * shard is one this runner holds (up to `placementDraws` draws), so that its loop, its events and
+     * its answers stay in this process (`Here`) rather than go through the engine to another runner
+     * and back. Its shard moves as any other (a runner dies or joins), and the follower then attaches
+     * through the engine. Still a random id: the draw leaves out the shards held elsewhere, about
+     * log2(runners) bits of its 122.
+     */
+    const placed = (draws: (draw: number) => string = () => ids.make("task")): string => {
+      let taskId = draws(0)
+      if (placement === "id") return taskId
+      for (let draw = 1; draw < placementDraws && !holdsShard(taskId); draw++) taskId = draws(draw)
+      return taskId
+    }
+
+    /**
+     * The task a submit with `submitKey` made, when the journal holds it: a retry finds it among the ids the first
+     * could have drawn, in the order it drew them (the first few, as it placed it on a shard its runner held).
+     */
+    const madeBefore = (agentId: string, submitKey: string) =>
+      Effect.gen(function*() {
+        for (let draw = 0; draw < (placement === "id" ? 1 : placementDraws); draw++) {
+          const taskId = keyedTaskId(agentId, submitKey, draw)
+          if ((yield* Effect.orDie(journal.run(taskId))) !== undefined) return taskId
+        }
+        return undefined
+      })
+
+    return ({ agentId, processId, prompt, resubmit, submitKey, ...fixed }: NewTask): Effect.Effect<string, AgentLimitExceeded> =>
+      Effect.gen(function*() {
+        // A submit retried with its key is answered with the task the first made: journaled already, its `Run`
+        // is sent again (a duplicate is dropped by its owner; one the first never sent, its runner gone, starts it).
+        const made = submitKey === undefined || resubmit !== true ? undefined : yield* madeBefore(agentId, submitKey)
+        if (made !== undefined) {
+          yield* orDieOnEngine(SqlStore.whileBusy(tasks(made).Run({ agentId }, { discard: true })))
+          return made
+        }
+        yield* admit(journal, limits, agentId, prompt)
+        const tools = yield* orDieOnEngine(SqlStore.whileBusy(agents(agentId).Tools({ processId })))
+        // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
+        const taskId = fixed.taskId ??
+          (submitKey === undefined ? placed() : placed((draw) => keyedTaskId(agentId, submitKey, draw)))
+        const traceparent = Option.getOrUndefined(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
+        yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
+        yield* orDieOnEngine(SqlStore.whileBusy(tasks(taskId).Run({ agentId }, { discard: true })))
+        return taskId
+      })
+  })
+
+/** Starts a task on the cluster, as `makeStart` gives it: its id. */
+export type Start = (task: NewTask) => Effect.Effect<string, AgentLimitExceeded>

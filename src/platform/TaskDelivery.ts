@@ -1,0 +1,111 @@
+/**
+ * The calls of the tasks (Tasks.ts) on their way out: a call delivered on its task's stream and waited
+ * on, a new attachment to a task and what its end leaves pending, and the upkeep that delivers again
+ * the calls not answered in time and forgets the tasks ended long enough ago.
+ */
+import { Clock, Effect, Mailbox } from "effect"
+import * as Metrics from "../internal/util/metrics.js"
+import { Signal } from "../internal/util/signal.js"
+import type { EventsWanted, TaskEvent } from "../protocol/Protocol.js"
+import type { ToolResult } from "../ToolResult.js"
+import * as AgentCalls from "./AgentCalls.js"
+import { type Book, type Task, uncount } from "./TaskBook.js"
+import type * as TaskRunner from "./TaskRunner.js"
+import type { Follower, PendingCall, Usage } from "./TaskTypes.js"
+
+// --- the calls' way out: delivery and attachments ---
+
+/** Delivers a call of `task` on its stream and waits for the answer (one taken already is the answer). */
+export const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<ToolResult> =>
+  Effect.flatMap(Effect.all([Clock.currentTimeMillis, Metrics.Exporting]), ([now, exporting]) => {
+    const answered = task.answered?.get(call.toolCallId)
+    if (answered !== undefined) return Effect.succeed(answered)
+    // A child task's calls end by its `exec_agent` call's deadline, whatever their own timeouts.
+    const capped = task.deadlineAt !== undefined && task.deadlineAt < call.deadlineAt ? { ...call, deadlineAt: task.deadlineAt } : call
+    const event = { _tag: "ToolCallRequested" as const, taskId: task.taskId, ...capped }
+    const done = new Signal<ToolResult>()
+    const pending: PendingCall = { event, done, sentAt: now, offset: 0 }
+    task.pending?.set(call.toolCallId, pending)
+    if (exporting) Metrics.deliveries.unsafeUpdate(1, Metrics.deliveryLabels.first)
+    pending.offset = task.emit(event)
+    return Effect.ensuring(done.await, Effect.sync(() => task.pending?.delete(call.toolCallId)))
+  })
+
+/**
+ * The process that held `task` went away (its attachment's connection closed) while calls of it were pending, and no
+ * attachment came back within `AgentCalls.regiveAfter` (a reconnect does at once): logged at the platform (agent,
+ * process, task, calls), and said on the task's stream (`TaskWaiting`, kept for the attachment that comes back after
+ * it), so that whoever follows the task learns why nothing comes.
+ */
+const detached = (task: Task, mailbox: Mailbox.Mailbox<TaskEvent>): Effect.Effect<void> => {
+  const still = () => task.attachment === undefined && task.final === undefined && (task.pending?.size ?? 0) > 0
+  if (!still()) return Effect.void
+  const said = Effect.suspend(() => {
+    if (!still() || mailbox === task.attachment) return Effect.void
+    const pending = [...task.pending!.keys()]
+    const calls = `${pending.length === 1 ? "call" : "calls"} ${pending.join(", ")}`
+    const reason = `process ${task.processId} of agent ${task.agentId}, which held the task, went away (its connection ` +
+      `closed) with ${calls} pending; they wait for a process of agent ${task.agentId} to attach`
+    task.emit({ _tag: "TaskWaiting", taskId: task.taskId, reason })
+    return Effect.logWarning(`task ${task.taskId}: ${reason}`)
+  })
+  return Effect.asVoid(Effect.forkDaemon(Effect.delay(said, AgentCalls.regiveAfter)))
+}
+
+/**
+ * A new attachment to the task, from `connection` (whose answers are then the only ones taken); the
+ * scope's end is how the platform learns the client went away.
+ */
+export const attachTo = (
+  task: Task,
+  wanted: EventsWanted | undefined,
+  follower?: Follower,
+  connection?: string,
+  after?: number
+) =>
+  Effect.gen(function*() {
+    const mailbox = yield* Mailbox.make<TaskEvent>()
+    task.attach(mailbox, wanted ?? "all", follower, connection, after)
+    // Its calls then wait for a re-attach (and any connection of the agent's may answer them).
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        if (task.attachment !== mailbox) return Effect.void
+        task.attachment = undefined
+        task.answerer = undefined
+        return detached(task, mailbox)
+      })
+    )
+    return mailbox
+  })
+
+// --- upkeep: redelivery and retention ---
+
+/** What the redelivery and the retention sweep (Parts.ts) do to the tasks. */
+export const upkeep = ({ tasks, usage }: Book, exporting: boolean) => ({
+  /** Delivers again each pending call last sent at or before `sentBy`; it counts as sent `now`. */
+  redeliver: (sentBy: number, now: number): void => {
+    for (const task of tasks.values()) {
+      for (const call of task.pending?.values() ?? []) {
+        if (call.sentAt <= sentBy) {
+          call.sentAt = now
+          if (exporting) Metrics.deliveries.unsafeUpdate(1, Metrics.deliveryLabels.again)
+          call.offset = task.emit(call.event)
+        }
+      }
+    }
+  },
+  /** Forgets the tasks that ended at or before `before`. */
+  forgetEnded: (before: number): void => {
+    for (const task of tasks.values()) {
+      if (task.endedAt !== undefined && task.endedAt <= before) tasks.delete(task.taskId)
+    }
+  },
+  count: (): number => tasks.size,
+  /** What the agent's tasks not ended yet hold (its prompts' bytes), counted against its limits. */
+  usageOf: (agentId: string): Usage => ({ ...(usage.get(agentId) ?? { tasks: 0, promptBytes: 0 }) }),
+  /** Lets go of `task` (cluster mode: its shard moved); a task taken up again since is kept. */
+  letGo: (task: Task): void => {
+    uncount(usage, task)
+    if (tasks.get(task.taskId) === task) tasks.delete(task.taskId)
+  }
+})
