@@ -1,6 +1,7 @@
 /** Another MCP server's tools beside our own: the package's demo tools, spawned over stdio, for an agent. */
 import { Effect, Layer, Stream } from "effect"
-import { Agent, Mcp, Tool, Toolkit } from "../src/index.js"
+import { Agent, Tool, Toolkit } from "../src/index.js"
+import { Mcp } from "../src/exports/mcp.js"
 
 const today = Tool.make("today", { description: "Today's date, YYYY-MM-DD.", input: {}, timeout: "1 second" }, () =>
   new Date().toISOString().slice(0, 10))

@@ -6,7 +6,8 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer, Schema } from "effect"
-import { Content, Mcp, Sampling, Tool, Toolkit, ToolContext, UserPrompt } from "../src/index.js"
+import { Content, Sampling, Tool, Toolkit, ToolContext, UserPrompt } from "../src/index.js"
+import { Mcp } from "../src/exports/mcp.js"
 
 /** tools-call-simple-text: a text result. */
 const simpleText = Tool.make("test_simple_text", {

@@ -1,6 +1,7 @@
 /** The shop's tools over MCP: stdio, or Streamable HTTP. */
 import { Effect, Layer, Schema } from "effect"
-import { Content, Mcp, Tool, ToolContext, Toolkit } from "../src/index.js"
+import { Content, Tool, ToolContext, Toolkit } from "../src/index.js"
+import { Mcp } from "../src/exports/mcp.js"
 import { issueRefund, lookupOrder } from "./tools.js"
 
 /** Serves over HTTP or stdio until stopped. */

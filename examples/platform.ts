@@ -1,6 +1,9 @@
 /** The platform on a real WebSocket, with every option of its handlers. */
 import { Effect, Layer, Stream } from "effect"
-import { type LanguageModel, Model, PlatformClient, PlatformServer, type Serve } from "../src/index.js"
+import { type LanguageModel } from "../src/index.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import { Model } from "../src/exports/providers.js"
+import { PlatformClient, type Serve } from "../src/exports/serve.js"
 
 const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [{ text: "Nothing to do." }]
 

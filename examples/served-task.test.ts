@@ -2,7 +2,9 @@
 // #region test
 import { assert, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Schema } from "effect"
-import { LanguageModel, PlatformClient, PlatformServer, Serve, Tool, Toolkit } from "../src/index.js"
+import { LanguageModel, Tool, Toolkit } from "../src/index.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import { PlatformClient, Serve } from "../src/exports/serve.js"
 
 const lookup = Tool.make("lookup", { description: "Look up.", input: { id: Schema.String }, timeout: "30 seconds" },
   ({ id }) => Effect.succeed(`found ${id}`))

@@ -1,6 +1,7 @@
 /** The shop's tools served to the platform: for good, or as a scoped service that submits tasks. */
 import { Effect } from "effect"
-import { Builtins, PlatformClient, Serve, Toolkit } from "../src/index.js"
+import { Builtins, Toolkit } from "../src/index.js"
+import { PlatformClient, Serve } from "../src/exports/serve.js"
 import { issueRefund, lookupOrder } from "./tools.js"
 
 /** Serves until `stop` completes. */

@@ -8,8 +8,9 @@
  *
  * This script writes each block from its file; `npm run docs:examples -- --check` (and
  * test/docs.test.ts) only lists the blocks that have no marker or differ from their file. An
- * example imports the package as `../src/index.js`, so that it compiles against the source; its
- * block shows `agent-tools`, as a user of the package writes it. Region markers are left out.
+ * example imports the package as `../src/index.js` (an entry as `../src/exports/<name>.js`), so that
+ * it compiles against the source; its block shows `agent-tools` (`agent-tools/<name>`), as a user of
+ * the package writes it. Region markers are left out.
  */
 import { readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join, relative } from "node:path"
@@ -91,6 +92,7 @@ export const render = (reference: string, load: Load): { readonly text: string }
   const indent = indents.length === 0 ? 0 : Math.min(...indents)
   const text = body.map((line) => line.slice(indent)).join("\n")
     .replace(/from "(?:\.\.\/)+src\/index\.js"/g, "from \"agent-tools\"")
+    .replace(/from "(?:\.\.\/)+src\/exports\/([\w-]+)\.js"/g, "from \"agent-tools/$1\"")
   return { text }
 }
 

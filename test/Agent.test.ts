@@ -1,16 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Terminal } from "@effect/platform"
 import { Chunk, Clock, type Context, Effect, Exit, Fiber, Layer, Option, Schedule, Schema, Stream, TestClock, Tracer } from "effect"
-import {
-  Agent,
-  Builtins,
-  Invocation,
-  LanguageModel,
-  Model,
-  Timing,
-  Tool,
-  UserPrompt
-} from "../src/index.js"
+import { Agent, Builtins, Invocation, LanguageModel, Timing, Tool, UserPrompt } from "../src/index.js"
+import { Model } from "../src/exports/providers.js"
 
 const call = (id: string, name: string, args: unknown = {}): LanguageModel.ToolCall => ({
   id,

@@ -15,12 +15,12 @@ const isFaceInternal = (module: string): boolean =>
   module.startsWith("src/internal/mcp/") || module.startsWith("src/internal/serve/") ||
   ["src/Mcp.ts", "src/McpClient.ts", "src/Serve.ts"].includes(module)
 
-/** Modules that may import `src/platform/`: its own, and the two that compose everything. */
+/** Modules that may import `src/platform/`: its own, the CLI that composes everything, and the platform's entry. */
 const mayImportPlatform = (module: string): boolean =>
-  module.startsWith("src/platform/") || module === "src/main.ts" || module === "src/index.ts"
+  module.startsWith("src/platform/") || module === "src/main.ts" || module === "src/exports/platform.ts"
 
 describe("the structure of src/", () => {
-  it("no module outside src/platform/ (but main.ts and index.ts) imports one under it", () => {
+  it("no module outside src/platform/ (but main.ts and the platform's entry) imports one under it", () => {
     const offenders = modules.filter((module) => !mayImportPlatform(module)).flatMap((module) =>
       importsOf(module)
         .filter(({ target }) => target?.startsWith("src/platform/") === true)
@@ -45,6 +45,25 @@ describe("the structure of src/", () => {
       )
     )
     assert.deepStrictEqual(offenders, [], `tools made by spreading one:\n${offenders.join("\n")}`)
+  })
+
+  it("the root entry (src/index.ts) loads none of the heavy packages: they come through their own entries, or load where used", () => {
+    const heavy = /^(@modelcontextprotocol\/|ws$|pg$|better-sqlite3$|@effect\/sql-(pg|sqlite-node)|@effect\/cluster|@effect\/ai|@effect\/opentelemetry|@effect\/rpc|ajv)/
+    const reached = new Map<string, string>()
+    const seen = new Set<string>()
+    const walk = (module: string, path: string): void => {
+      if (seen.has(module)) return
+      seen.add(module)
+      for (const { kind, specifier, target } of importsOf(module)) {
+        // Loaded at run time only (`import()`), or types: not loaded with the entry.
+        if (kind === "dynamic" || kind === "type") continue
+        if (target !== undefined) walk(target, `${path} -> ${target}`)
+        else if (heavy.test(specifier) && !reached.has(specifier)) reached.set(specifier, path)
+      }
+    }
+    walk("src/index.ts", "src/index.ts")
+    const found = [...reached].map(([specifier, path]) => `${specifier}: ${path}`)
+    assert.deepStrictEqual(found, [], `the root loads:\n${found.join("\n")}`)
   })
 
   it("no import cycle among the modules of src/ (static, type-only and dynamic imports alike)", () => {

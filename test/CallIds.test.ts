@@ -5,7 +5,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, ConfigProvider, Effect, Exit, Layer, Option, Schema, Stream } from "effect"
-import { Agent, Journal, LanguageModel, Model, PlatformClient, PlatformServer, Serve, Tool, Toolkit } from "../src/index.js"
+import { Agent, Journal, LanguageModel, Tool, Toolkit } from "../src/index.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import { Model } from "../src/exports/providers.js"
+import { PlatformClient, Serve } from "../src/exports/serve.js"
 import { fixtureServer, type Reply } from "./support/fixtureServer.js"
 import { makeTools, resultsOf } from "./support/refundTools.js"
 

@@ -3,7 +3,8 @@
 // the official client.
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schedule, Schema } from "effect"
-import { LanguageModel, Serve, Timing, Tool, Toolkit } from "../src/index.js"
+import { LanguageModel, Timing, Tool, Toolkit } from "../src/index.js"
+import { Serve } from "../src/exports/serve.js"
 import { mcpClient } from "./support/mcpHttp.js"
 import { clientLayer, embeddedPlatform } from "./support/platform.js"
 

@@ -1,8 +1,13 @@
 /**
- * The package's errors (design: Errors): no two error classes share a `_tag`, so `catchTag` and a
+ * The package's errors (design: Errors), from every entry: no two error classes share a `_tag`, so `catchTag` and a
  * failure's text (`<Tag>: <message>`) always name one of them.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Mcp from "../src/exports/mcp.js"
+import * as Platform from "../src/exports/platform.js"
+import * as Protocol from "../src/exports/protocol.js"
+import * as Providers from "../src/exports/providers.js"
+import * as Serve from "../src/exports/serve.js"
 import * as Package from "../src/index.js"
 import * as Cluster from "../src/platform/Cluster.js"
 
@@ -28,7 +33,9 @@ const errorClasses = (modules: Record<string, Record<string, unknown>>) => {
 
 describe("Errors (design: Errors)", () => {
   it("no two error classes of the package share a _tag", () => {
-    const modules: Record<string, Record<string, unknown>> = { ...Package, Cluster }
+    const modules: Record<string, Record<string, unknown>> = {
+      ...Package, ...Providers, ...Mcp, ...Serve, ...Protocol, ...Platform, Cluster
+    }
     const classes = errorClasses(modules)
     // The collection itself works: some known ones are there.
     const tags = classes.map((c) => c.tag)

@@ -5,7 +5,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, ConfigProvider, Effect, HashMap, Layer, Logger, LogLevel, Schedule, Schema } from "effect"
-import { Agent, Invocation, LanguageModel, PlatformClient, PlatformServer, Serve, Timing, Tool, Toolkit } from "../src/index.js"
+import { Agent, Invocation, LanguageModel, Timing, Tool, Toolkit } from "../src/index.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import { PlatformClient, Serve } from "../src/exports/serve.js"
 
 interface Line {
   readonly level: string

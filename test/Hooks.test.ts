@@ -11,14 +11,13 @@ import {
   Invocation,
   Journal,
   LanguageModel,
-  PlatformClient,
-  PlatformServer,
-  Serve,
   Tool,
   ToolContext,
   Toolkit,
   UserPrompt
 } from "../src/index.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import { PlatformClient, Serve } from "../src/exports/serve.js"
 import { ToolResult } from "../src/ToolResult.js"
 
 /** A refund of `amount` that needs approval, its timeout 5 seconds: `body` is its handler. */

@@ -14,17 +14,16 @@ import * as Json from "../src/internal/util/json.js"
 import {
   Hooks,
   Invocation,
-  Mcp,
   LanguageModel,
-  PlatformClient,
-  PlatformServer,
   Timing,
-  Serve,
   type Tool,
   type ToolContext,
   Toolkit,
   UserPrompt
 } from "../src/index.js"
+import { Mcp } from "../src/exports/mcp.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import { PlatformClient, Serve } from "../src/exports/serve.js"
 import { ToolResult } from "../src/ToolResult.js"
 
 /** Ways to spoil a valid argument object. */

@@ -2,17 +2,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Stream } from "effect"
 import { spawn } from "node:child_process"
-import {
-  Agent,
-  Ids,
-  LanguageModel,
-  PlatformClient,
-  PlatformServer,
-  Serve,
-  Tool,
-  ToolContext,
-  Toolkit
-} from "../src/index.js"
+import { Agent, Ids, LanguageModel, Tool, ToolContext, Toolkit } from "../src/index.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import { PlatformClient, Serve } from "../src/exports/serve.js"
 
 // `<kind>-` then a UUID v4: 128 bits less the version nibble (4) and the 2 variant bits = 122 random bits.
 const uuidV4 = (kind: string) =>

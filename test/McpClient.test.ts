@@ -14,20 +14,10 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createRequire } from "node:module"
-import {
-  Agent,
-  Ids,
-  Invocation,
-  LanguageModel,
-  Mcp,
-  PlatformClient,
-  PlatformServer,
-  Serve,
-  Timing,
-  Tool,
-  ToolContext,
-  Toolkit
-} from "../src/index.js"
+import { Agent, Ids, Invocation, LanguageModel, Timing, Tool, ToolContext, Toolkit } from "../src/index.js"
+import { Mcp } from "../src/exports/mcp.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import { PlatformClient, Serve } from "../src/exports/serve.js"
 import { bundleChild } from "./support/childProcess.js"
 import { mcpServer } from "./support/mcpHttp.js"
 import { makeSeen, remoteTools, type Seen } from "./support/mcpRemoteTools.js"

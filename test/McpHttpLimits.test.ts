@@ -6,7 +6,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { Duration, Effect, Logger, TestClock } from "effect"
 import { request } from "node:http"
 import { connect, type Socket } from "node:net"
-import { Mcp } from "../src/index.js"
+import { Mcp } from "../src/exports/mcp.js"
 import { record, scale, soak } from "./support/figures.js"
 import { echoToolkit, initialize, mcpClient, mcpServer, mcpSession, mcpSessionWith } from "./support/mcpHttp.js"
 import { memoryAfterGc } from "./support/mcpMemory.js"

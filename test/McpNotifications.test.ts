@@ -5,7 +5,8 @@ import { LoggingMessageNotificationSchema, type Progress } from "@modelcontextpr
 import { Deferred, Effect, Redacted } from "effect"
 import { mcpClient, mcpSession } from "./support/mcpHttp.js"
 import { mcpStdioClient } from "./support/mcpStreams.js"
-import { Mcp, Tool, ToolContext, Toolkit } from "../src/index.js"
+import { Tool, ToolContext, Toolkit } from "../src/index.js"
+import { Mcp } from "../src/exports/mcp.js"
 
 const steps = Tool.make("steps", { description: "Counts to three.", input: {}, timeout: "5 seconds" }, () =>
   Effect.gen(function*() {

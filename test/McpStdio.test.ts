@@ -6,7 +6,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Logger } from "effect"
 import { PassThrough } from "node:stream"
-import { Mcp, Tool, Toolkit } from "../src/index.js"
+import { Tool, Toolkit } from "../src/index.js"
+import { Mcp } from "../src/exports/mcp.js"
 import { initialize } from "./support/mcpHttp.js"
 import { answers, initialized } from "./support/mcpStdio.js"
 

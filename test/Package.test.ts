@@ -1,12 +1,14 @@
 /**
- * The package as a user gets it: `npm run build`, `npm pack`, `npm install` of the tarball into a
- * fresh folder; there, a script importing "agent-tools" typechecks (tsc, nodenext) and runs an agent
- * with the scripted model, and the bundled CLI (the `bin`) answers MCP over stdio, its worker
- * threads included.
+ * The package as a user gets it: `npm run build`, `npm pack`, `npm install` of the tarball alone into a
+ * fresh folder. There `npm ls` is clean and the install stays small; `import("agent-tools")` loads none
+ * of the heavy packages (recorded by a `module.register` hook); a script importing "agent-tools"
+ * typechecks (tsc, nodenext) and runs an agent with the scripted model; a missing optional peer fails
+ * with the text naming it; once the optional peers the entries need are installed, each entry runs a
+ * small example; and the bundled CLI (the `bin`) answers MCP over stdio, its worker threads included.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { execFile, spawn } from "node:child_process"
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { delimiter, dirname, join } from "node:path"
@@ -19,9 +21,9 @@ const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc")
 const env = { ...process.env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ""}` }
 
 /** Runs a command to its end; its stdout, or a rejection with its stderr. */
-const run = (command: string, args: ReadonlyArray<string>, cwd: string) =>
+const run = (command: string, args: ReadonlyArray<string>, cwd: string, more: Record<string, string> = {}) =>
   new Promise<string>((resolve, reject) =>
-    execFile(command, args, { cwd, env, timeout: 240_000, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) =>
+    execFile(command, args, { cwd, env: { ...env, ...more }, timeout: 240_000, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) =>
       error === null ? resolve(stdout) : reject(new Error(`${command} ${args.join(" ")}: ${error.message}\n${stdout}\n${stderr}`))
     )
   )
@@ -63,6 +65,82 @@ if (isMainThread) {
   console.log(JSON.stringify({ value: result.value, error: result.error }))
 }
 `
+
+/** Records the package of every module loaded from node_modules (a `module.register` hook), then imports the root. */
+const hooks = `
+import { appendFileSync } from "node:fs"
+export async function resolve(specifier, context, next) {
+  const resolved = await next(specifier, context)
+  const found = /node_modules\\/((?:@[^/]+\\/)?[^/]+)/.exec(resolved.url)
+  if (found !== null) appendFileSync(process.env.LOADED, found[1] + "\\n")
+  return resolved
+}
+`
+const rootImport = `
+import { register } from "node:module"
+register(new URL("./hooks.mjs", import.meta.url))
+const started = performance.now()
+await import("agent-tools")
+console.log(JSON.stringify({ millis: Math.round(performance.now() - started) }))
+`
+
+/** What the root must not load (`agent-tools`'s own light entry; these come through the other entries). */
+const heavy = /^(@modelcontextprotocol\/|ws$|pg$|better-sqlite3$|@effect\/sql-(pg|sqlite-node)|@effect\/cluster|@effect\/ai|@effect\/opentelemetry|@effect\/rpc|ajv$)/
+
+/** Optional peers missing: SQLite (loaded by `layerSql`) and the MCP SDK (the `mcp` entry); each error names the package. */
+const missingPeers = `
+import { Effect, Layer } from "effect"
+import { Journal } from "agent-tools"
+const sqlite = await Effect.runPromise(Effect.flip(Effect.scoped(Layer.build(Journal.layerSql({ filename: "j.sqlite" })))))
+let mcp = ""
+try { await import("agent-tools/mcp") } catch (error) { mcp = String(error.message) }
+console.log(JSON.stringify({ sqlite: sqlite.message, mcp }))
+`
+
+/** Each entry, with its optional peers installed: a small example of it. */
+const entries = `
+import { ConfigProvider, Effect, Layer, Schema } from "effect"
+import { Agent, LanguageModel, Tool, Toolkit } from "agent-tools"
+import * as Cluster from "agent-tools/cluster"
+import * as EffectAi from "agent-tools/effect-ai"
+import { Mcp } from "agent-tools/mcp"
+import { PlatformServer } from "agent-tools/platform"
+import { Protocol } from "agent-tools/protocol"
+import { Model } from "agent-tools/providers"
+import { PlatformClient, Serve } from "agent-tools/serve"
+
+const echo = Tool.make("echo", { description: "Echoes text.", input: { text: Schema.String }, timeout: "5 seconds" },
+  ({ text }) => Effect.succeed(text))
+const toolkit = await Effect.runPromise(Toolkit.make(echo))
+const agent = Agent.make({ tools: [echo], instructions: "Answer." })
+const providers = await Effect.runPromise(Agent.run(agent, "hi").pipe(
+  Effect.provide(Model.layer("scripted", { script: [{ text: "scripted: hello" }] }))))
+const platform = PlatformClient.layerTest.pipe(
+  Layer.provideMerge(PlatformServer.layerHandlers({ tokens: PlatformServer.parseTokens("tok:agent-1") }).pipe(
+    Layer.provide(LanguageModel.layerScripted([{ toolCalls: [{ name: "echo", arguments: { text: "served" } }] }, { text: "done" }])))))
+const served = await Effect.runPromise(Effect.scoped(Effect.flatMap(Serve.make(toolkit, { agentId: "agent-1" }),
+  (serving) => serving.runTask("echo served"))).pipe(
+    Effect.provide(platform),
+    Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["PLATFORM_TOKEN", "tok"]])))))
+console.log(JSON.stringify({
+  providers: providers.output,
+  served,
+  mcp: Mcp.describe(echo).entry.name,
+  protocol: Schema.decodeUnknownSync(Protocol.TaskFailed)({ _tag: "TaskFailed", taskId: "t", reason: "r" }).reason,
+  cluster: typeof Cluster.layer,
+  effectAi: typeof EffectAi.layer
+}))
+`
+
+/** The JSON a script printed last (its log lines come before it). */
+const lastJson = (output: string): any => JSON.parse(output.trim().split("\n").at(-1) ?? "null")
+
+/** The bytes under a folder. */
+const sizeOf = (path: string): number => {
+  const stat = lstatSync(path)
+  if (!stat.isDirectory()) return stat.size
+  return readdirSync(path).reduce((total, entry) => total + sizeOf(join(path, entry)), 0)
+}
 
 /** MCP over stdio from a spawned program: send a message, wait for the answer with an id. */
 const stdioClient = (command: string, args: ReadonlyArray<string>, cwd: string) => {
@@ -128,6 +206,25 @@ describe("the package", () => {
         "--no-fund",
         "--ignore-scripts"
       ], consumer)
+      // Installed alone: a clean tree, a small folder, a light root.
+      await run("npm", ["ls"], consumer)
+      const megabytes = sizeOf(join(consumer, "node_modules")) / 1e6
+      writeFileSync(join(consumer, "hooks.mjs"), hooks)
+      writeFileSync(join(consumer, "root.mjs"), rootImport)
+      const loadedFile = join(consumer, "loaded.txt")
+      writeFileSync(loadedFile, "")
+      const { millis } = lastJson(await run(process.execPath, ["root.mjs"], consumer, { LOADED: loadedFile }))
+      const loaded = [...new Set(readFileSync(loadedFile, "utf8").split("\n").filter((name) => name !== ""))].sort()
+      console.log(`installed alone: node_modules ${megabytes.toFixed(1)} MB; import("agent-tools") ${millis} ms, ` +
+        `packages loaded: ${loaded.join(", ")}`)
+      assert.isAtMost(megabytes, 120)
+      assert.deepStrictEqual(loaded.filter((name) => heavy.test(name)), [])
+      writeFileSync(join(consumer, "missing.mjs"), missingPeers)
+      const missing = lastJson(await run(process.execPath, ["missing.mjs"], consumer))
+      assert.include(missing.sqlite, "needs the package @effect/sql-sqlite-node")
+      assert.include(missing.sqlite, "npm install @effect/sql-sqlite-node better-sqlite3")
+      assert.include(missing.mcp, "@modelcontextprotocol/sdk")
+
       writeFileSync(join(consumer, "main.ts"), script)
       writeFileSync(
         join(consumer, "tsconfig.json"),
@@ -147,6 +244,21 @@ describe("the package", () => {
       await run(process.execPath, [tsc, "-p", "."], consumer)
       const printed = JSON.parse(await run(process.execPath, ["out/main.js"], consumer))
       assert.deepStrictEqual(printed, { output: "Lyon: 21 C", value: { city: "Lyon", celsius: 21 } })
+
+      // The optional peers the entries need (SQLite's native build left out: no install scripts): each entry runs.
+      const versions = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).devDependencies as Record<string, string>
+      const peers = ["@modelcontextprotocol/sdk", "@effect/sql-pg", "@effect/ai"].map((name) => `${name}@${versions[name]}`)
+      await run("npm", ["install", ...peers, "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts"], consumer)
+      await run("npm", ["ls"], consumer)
+      writeFileSync(join(consumer, "entries.mjs"), entries)
+      assert.deepStrictEqual(lastJson(await run(process.execPath, ["entries.mjs"], consumer)), {
+        providers: "scripted: hello",
+        served: "done",
+        mcp: "echo",
+        protocol: "r",
+        cluster: "function",
+        effectAi: "function"
+      })
 
       // A tool of the app's own on a worker thread: the package ships the workers' entry.
       writeFileSync(join(consumer, "worker.mjs"), workerScript)

@@ -22,19 +22,10 @@ import {
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import {
-  Idempotency,
-  LanguageModel,
-  PlatformClient,
-  PlatformServer,
-  Protocol,
-  Timing,
-  Serve,
-  Tool,
-  ToolContext,
-  Toolkit,
-  ToolResult
-} from "../src/index.js"
+import { Idempotency, LanguageModel, Timing, Tool, ToolContext, Toolkit, ToolResult } from "../src/index.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import { Protocol } from "../src/exports/protocol.js"
+import { PlatformClient, Serve } from "../src/exports/serve.js"
 import { claimsFile, dropClaimsTable, readOnly } from "./support/claimsFile.js"
 import { record } from "./support/figures.js"
 import { resultsText } from "./support/platform.js"

@@ -2,7 +2,8 @@
 // real WebSocket, an MCP call with the official client.
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schedule, Schema } from "effect"
-import { Agent, LanguageModel, Timing, Serve, Tool, Toolkit, WorkerPool } from "../src/index.js"
+import { Agent, LanguageModel, Timing, Tool, Toolkit, WorkerPool } from "../src/index.js"
+import { Serve } from "../src/exports/serve.js"
 import { mcpClient } from "./support/mcpHttp.js"
 import { clientLayer, embeddedPlatform, resultsText } from "./support/platform.js"
 

@@ -6,18 +6,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, ConfigProvider, Effect, Either, Layer, Schedule, Schema, Stream } from "effect"
-import {
-  Agent,
-  Invocation,
-  LanguageModel,
-  Mcp,
-  PlatformServer,
-  Serve,
-  Telemetry,
-  Timing,
-  Tool,
-  Toolkit
-} from "../src/index.js"
+import { Agent, Invocation, LanguageModel, Telemetry, Timing, Tool, Toolkit } from "../src/index.js"
+import { Mcp } from "../src/exports/mcp.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import { Serve } from "../src/exports/serve.js"
 import { mcpServer } from "./support/mcpHttp.js"
 import { type ReceivedSpan, type Receiver, startReceiver } from "./support/otlpReceiver.js"
 import { clientLayer } from "./support/platform.js"

@@ -5,7 +5,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { McpError } from "@modelcontextprotocol/sdk/types.js"
 import { ConfigProvider, Deferred, Effect, Layer, Mailbox, Schema } from "effect"
-import { Agent, LanguageModel, PlatformClient, Protocol, Serve, Tool, Toolkit } from "../src/index.js"
+import { Agent, LanguageModel, Tool, Toolkit } from "../src/index.js"
+import { Protocol } from "../src/exports/protocol.js"
+import { PlatformClient, Serve } from "../src/exports/serve.js"
 import { mcpClient } from "./support/mcpHttp.js"
 
 const lookup = Tool.make(

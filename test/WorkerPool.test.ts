@@ -1,17 +1,9 @@
 // Real threads and real time: what is measured is that the event loop stays free (design: Handler shapes).
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, type Duration, Effect, Layer, Logger, Schedule, Schema } from "effect"
-import {
-  Invocation,
-  LanguageModel,
-  PlatformClient,
-  PlatformServer,
-  Timing,
-  Serve,
-  Tool,
-  Toolkit,
-  WorkerPool
-} from "../src/index.js"
+import { Invocation, LanguageModel, Timing, Tool, Toolkit, WorkerPool } from "../src/index.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import { PlatformClient, Serve } from "../src/exports/serve.js"
 
 const jobs = new URL("./fixtures/workerJobs.ts", import.meta.url)
 

@@ -6,7 +6,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Chunk, Effect, Layer, Logger, LogLevel, Schedule, Schema, Stream } from "effect"
-import { LanguageModel, PlatformServer, Serve, Timing, Tool, Toolkit } from "../src/index.js"
+import { LanguageModel, Timing, Tool, Toolkit } from "../src/index.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import { Serve } from "../src/exports/serve.js"
 import { clientLayer, resultsText } from "./support/platform.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))

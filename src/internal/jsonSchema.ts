@@ -4,11 +4,21 @@
  * and a task's typed final output: each failure an issue at its path, in the words of the pipeline's
  * strict decode. A schema too deep or too big, or one ajv cannot compile, is refused with why.
  */
-import { Ajv, type ErrorObject, type ValidateFunction } from "ajv"
-import { Ajv2019 } from "ajv/dist/2019.js"
-import { Ajv2020 } from "ajv/dist/2020.js"
+import type { Ajv, ErrorObject, Options as AjvOptions, ValidateFunction } from "ajv"
 import { Either, Schema } from "effect"
+import { createRequire } from "node:module"
 import * as Json from "./util/json.js"
+
+/**
+ * ajv's constructor for a dialect, loaded on the first schema compiled (not when the package is
+ * imported: most apps make their tools from Schemas).
+ */
+const ajvFor = (dialect: "07" | "2019-09" | "2020-12"): new(options: AjvOptions) => Ajv => {
+  const require = createRequire(import.meta.url)
+  if (dialect === "2020-12") return (require("ajv/dist/2020.js") as { Ajv2020: new(options: AjvOptions) => Ajv }).Ajv2020
+  if (dialect === "2019-09") return (require("ajv/dist/2019.js") as { Ajv2019: new(options: AjvOptions) => Ajv }).Ajv2019
+  return (require("ajv") as { Ajv: new(options: AjvOptions) => Ajv }).Ajv
+}
 
 /** A schema, at most: past either, it is refused (a tool with it cannot be called). */
 const maxSchemaDepth = 64
@@ -53,9 +63,7 @@ export class Validators {
         validateFormats: false,
         logger: false
       } as const
-      ajv = dialect === "2020-12" ? new Ajv2020(options)
-        : dialect === "2019-09" ? new Ajv2019(options)
-        : new Ajv(options)
+      ajv = new (ajvFor(dialect))(options)
       this.byDialect.set(dialect, ajv)
     }
     let compiled: Either.Either<ValidateFunction, string>

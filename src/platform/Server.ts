@@ -13,9 +13,8 @@ export {
   /** The journal's file could not be opened, prepared or read. */
   JournalUnavailable
 } from "../Journal.js"
-export { type Backend, layerHandlers, layerOf, PlatformState } from "./Handlers.js"
+export { layerHandlers, PlatformState } from "./Handlers.js"
 export { agentCallsProblem, type Options, parseAgentCalls, parseTokens } from "./Options.js"
-export { makeParts, type Parts } from "./Parts.js"
 export {
   defaultListenLimits,
   layerWebSocket,

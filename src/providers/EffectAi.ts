@@ -14,15 +14,10 @@ import type * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
 import * as AiTool from "@effect/ai/Tool"
 import type * as AiToolkit from "@effect/ai/Toolkit"
-import * as BedrockClient from "@effect/ai-amazon-bedrock/AmazonBedrockClient"
-import * as BedrockLanguageModel from "@effect/ai-amazon-bedrock/AmazonBedrockLanguageModel"
-import * as GoogleClient from "@effect/ai-google/GoogleClient"
-import * as GoogleLanguageModel from "@effect/ai-google/GoogleLanguageModel"
-import * as OpenRouterClient from "@effect/ai-openrouter/OpenRouterClient"
-import * as OpenRouterLanguageModel from "@effect/ai-openrouter/OpenRouterLanguageModel"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Chunk, Clock, Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
+import { loadPeer } from "../internal/util/optionalPeer.js"
 import { optionalSecret, optionalString } from "../internal/util/settings.js"
 import { failureFromStatus, MissingApiKey } from "./Http.js"
 import { outputText, outputTool } from "./outputTool.js"
@@ -352,7 +347,13 @@ const asFailure = (
 }
 
 // ---------------------------------------------------------------------------------------------
-// The providers Effect's AI packages keep, each from its documented variables.
+// The providers Effect's AI packages keep, each from its documented variables. Each provider's package
+// is the app's to install (it is not a dependency of agent-tools): loaded here on first use, and a
+// missing one is a defect whose text names it.
+
+/** A provider's client and model modules, loaded now; a missing package dies naming it. */
+const providerModules = <A>(load: () => Promise<A>, name: string, feature: string): Effect.Effect<A> =>
+  Effect.orDie(loadPeer(load, [name], feature))
 
 /**
  * Google Gemini (`generateContent`): `GEMINI_API_KEY` (or `GOOGLE_API_KEY`), and `GEMINI_BASE_URL`
@@ -364,6 +365,11 @@ export const layerGoogle = (model: string): Layer.Layer<LanguageModel.LanguageMo
     const key = Option.isSome(gemini) ? gemini : yield* optionalSecret("GOOGLE_API_KEY")
     if (Option.isNone(key)) return yield* new MissingApiKey({ variable: "GEMINI_API_KEY", provider: "google" })
     const apiUrl = Option.getOrUndefined(yield* optionalString("GEMINI_BASE_URL"))
+    const [GoogleClient, GoogleLanguageModel] = yield* providerModules(
+      () => Promise.all([import("@effect/ai-google/GoogleClient"), import("@effect/ai-google/GoogleLanguageModel")]),
+      "@effect/ai-google",
+      "Google's models (layerGoogle)"
+    )
     return layer({ provider: "google", model }).pipe(
       Layer.provide(GoogleLanguageModel.layer({ model })),
       Layer.provide(GoogleClient.layer({ apiKey: key.value, apiUrl })),
@@ -388,6 +394,15 @@ export const layerBedrock = (model: string): Layer.Layer<LanguageModel.LanguageM
     const sessionToken = Option.getOrUndefined(yield* optionalSecret("AWS_SESSION_TOKEN"))
     const region = Option.getOrUndefined(yield* optionalString("AWS_REGION"))
     const apiUrl = Option.getOrUndefined(yield* optionalString("AWS_ENDPOINT_URL_BEDROCK_RUNTIME"))
+    const [BedrockClient, BedrockLanguageModel] = yield* providerModules(
+      () =>
+        Promise.all([
+          import("@effect/ai-amazon-bedrock/AmazonBedrockClient"),
+          import("@effect/ai-amazon-bedrock/AmazonBedrockLanguageModel")
+        ]),
+      "@effect/ai-amazon-bedrock",
+      "Amazon Bedrock's models (layerBedrock)"
+    )
     // Effect's Bedrock client ends a streamed turn at `messageStop`, before Bedrock's `metadata` event
     // carries the usage: a watched run asks for whole answers, whose usage is counted.
     return layer({ provider: "bedrock", model, streams: false }).pipe(
@@ -409,6 +424,12 @@ export const layerOpenRouter = (model: string): Layer.Layer<LanguageModel.Langua
     const apiKey = yield* optionalSecret("OPENROUTER_API_KEY")
     if (Option.isNone(apiKey)) return yield* new MissingApiKey({ variable: "OPENROUTER_API_KEY", provider: "openrouter" })
     const apiUrl = Option.getOrUndefined(yield* optionalString("OPENROUTER_BASE_URL"))
+    const [OpenRouterClient, OpenRouterLanguageModel] = yield* providerModules(
+      () =>
+        Promise.all([import("@effect/ai-openrouter/OpenRouterClient"), import("@effect/ai-openrouter/OpenRouterLanguageModel")]),
+      "@effect/ai-openrouter",
+      "OpenRouter's models (layerOpenRouter)"
+    )
     return layer({ provider: "openrouter", model }).pipe(
       Layer.provide(OpenRouterLanguageModel.layer({ model })),
       Layer.provide(OpenRouterClient.layer({ apiKey: apiKey.value, apiUrl })),

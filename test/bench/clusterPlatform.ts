@@ -7,7 +7,8 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Logger, LogLevel, Redacted } from "effect"
-import { LanguageModel, PlatformServer } from "../../src/index.js"
+import { LanguageModel } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
 import * as Journal from "../../src/Journal.js"
 import * as Cluster from "../../src/platform/Cluster.js"
 

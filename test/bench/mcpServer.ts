@@ -8,7 +8,8 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { Effect, Logger, Schema } from "effect"
 import { z } from "zod"
-import { Mcp, Tool, Toolkit } from "../../src/index.js"
+import { Tool, Toolkit } from "../../src/index.js"
+import { Mcp } from "../../src/exports/mcp.js"
 
 const server = process.argv.find((arg) => arg.startsWith("--server="))?.slice("--server=".length)
 

@@ -10,7 +10,8 @@ import { ConfigProvider, Effect, Layer, Logger, LogLevel, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
-import { Agent, Model, Tool } from "../../src/index.js"
+import { Agent, Tool } from "../../src/index.js"
+import { Model } from "../../src/exports/providers.js"
 import { report } from "./report.js"
 
 const runs = Number(process.argv.find((a) => a.startsWith("--runs="))?.slice("--runs=".length) ?? 300)

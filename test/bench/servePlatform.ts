@@ -5,7 +5,8 @@
  * before `@effect/rpc` carried it (test/bench/legacy/), the baseline.
  */
 import { Effect, Layer } from "effect"
-import { LanguageModel, PlatformServer } from "../../src/index.js"
+import { LanguageModel } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
 import * as Legacy from "./legacy/Server.js"
 
 export const argumentsText = "{\"a\":1,\"b\":2}"

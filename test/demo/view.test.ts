@@ -4,18 +4,9 @@ import { ConfigProvider, Effect, Layer, Schedule, Stream } from "effect"
 import * as Backend from "../../src/demo/Backend.js"
 import * as DemoTools from "../../src/demo/tools.js"
 import { LiveView, logsInto } from "../../src/demo/view.js"
-import {
-  Hooks,
-  Idempotency,
-  Invocation,
-  LanguageModel,
-  PlatformClient,
-  PlatformServer,
-  Serve,
-  Timing,
-  Toolkit,
-  UserPrompt
-} from "../../src/index.js"
+import { Hooks, Idempotency, Invocation, LanguageModel, Timing, Toolkit, UserPrompt } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
 
 const refund = (id: string, amount: number) => ({
   id,

@@ -9,17 +9,10 @@ import { ConfigProvider, Context, Duration, Effect, Exit, Layer, Logger, LogLeve
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import {
-  Hooks,
-  Journal,
-  LanguageModel,
-  PlatformClient,
-  PlatformServer,
-  type Protocol,
-  Serve,
-  Tool,
-  Toolkit
-} from "../../src/index.js"
+import { Hooks, Journal, LanguageModel, Tool, Toolkit } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { type Protocol } from "../../src/exports/protocol.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import { ToolResult } from "../../src/ToolResult.js"
 
 const tokens = new Map([["tok-1", "agent-1"], ["tok-2", "agent-2"]])

@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Exit, Layer, Logger, type Mailbox, Option, Schema, Scope } from "effect"
 import { Journal, LanguageModel, Tool, Toolkit } from "../../src/index.js"
 import * as ClusterTasks from "../../src/platform/ClusterTasks.js"
-import * as Server from "../../src/platform/Server.js"
+import { makeParts } from "../../src/platform/Parts.js"
 import { attachTo } from "../../src/platform/Tasks.js"
 import type { TaskEvent } from "../../src/protocol/Protocol.js"
 
@@ -26,7 +26,7 @@ const drained = (mailbox: Mailbox.ReadonlyMailbox<TaskEvent, unknown>) =>
 const journaledTask = (taskId: string) =>
   Effect.gen(function*() {
     const journal = yield* Journal.Journal
-    const parts = yield* Server.makeParts({ tokens: new Map() }, journal)
+    const parts = yield* makeParts({ tokens: new Map() }, journal)
     const tasks = yield* ClusterTasks.make(parts.tasks, journal)
     const [entry] = (yield* Toolkit.make(refund)).manifest
     yield* journal.started({

@@ -7,18 +7,10 @@ import { assert, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Chunk, Context, Deferred, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, Redacted, Schedule, Schema, Stream } from "effect"
-import {
-  Idempotency,
-  LanguageModel,
-  PlatformClient,
-  PlatformServer,
-  type Protocol,
-  Serve,
-  Telemetry,
-  Timing,
-  Tool,
-  Toolkit
-} from "../../src/index.js"
+import { Idempotency, LanguageModel, Telemetry, Timing, Tool, Toolkit } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { type Protocol } from "../../src/exports/protocol.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import * as Cluster from "../../src/platform/Cluster.js"
 import * as Journal from "../../src/Journal.js"
 import * as Sharding from "@effect/cluster/Sharding"

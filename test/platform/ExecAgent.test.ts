@@ -10,17 +10,10 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { createServer, type AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import {
-  LanguageModel,
-  PlatformClient,
-  PlatformServer,
-  type Protocol,
-  Serve,
-  Telemetry,
-  Timing,
-  Tool,
-  Toolkit
-} from "../../src/index.js"
+import { LanguageModel, Telemetry, Timing, Tool, Toolkit } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { type Protocol } from "../../src/exports/protocol.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import { startReceiver } from "../support/otlpReceiver.js"
 import { call, childPrompt, described, lookupTool, noteTool, promptOf, replacedMidCall, resultsOf, stepOf } from "../support/execAgent.js"
 import { clientLayer } from "../support/platform.js"

@@ -5,7 +5,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Clock, Effect, Layer, Schedule, Schema, Stream } from "effect"
-import { Hooks, LanguageModel, PlatformServer, type Protocol, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
+import { Hooks, LanguageModel, Timing, Tool, Toolkit } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { type Protocol } from "../../src/exports/protocol.js"
+import { Serve } from "../../src/exports/serve.js"
 import * as ToolResult from "../../src/ToolResult.js"
 import { clientLayer, resultsText } from "../support/platform.js"
 

@@ -8,17 +8,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, ConfigProvider, Duration, Effect, Layer, Schedule, Schema, Stream } from "effect"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
-import {
-  Hooks,
-  Idempotency,
-  LanguageModel,
-  PlatformClient,
-  PlatformServer,
-  Timing,
-  Serve,
-  Tool,
-  Toolkit
-} from "../../src/index.js"
+import { Hooks, Idempotency, LanguageModel, Timing, Tool, Toolkit } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import { record, scale } from "../support/figures.js"
 
 const tasks = scale(100, 1_000)

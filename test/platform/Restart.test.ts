@@ -25,16 +25,10 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { createServer, type AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import {
-  LanguageModel,
-  PlatformClient,
-  PlatformServer,
-  type Protocol,
-  Timing,
-  Serve,
-  Tool,
-  Toolkit
-} from "../../src/index.js"
+import { LanguageModel, Timing, Tool, Toolkit } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { type Protocol } from "../../src/exports/protocol.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import * as Journal from "../../src/Journal.js"
 import { record, scale } from "../support/figures.js"
 import { sqliteClient, unnamedClient } from "../support/sqlClient.js"

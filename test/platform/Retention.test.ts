@@ -10,7 +10,9 @@ import { ConfigProvider, Context, Effect, Layer, Schedule, Stream, TestClock } f
 import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { LanguageModel, PlatformClient, PlatformServer, Timing, Serve, Toolkit } from "../../src/index.js"
+import { LanguageModel, Timing, Toolkit } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import { record, scale } from "../support/figures.js"
 
 const tasksRun = scale(20, 200)

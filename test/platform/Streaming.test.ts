@@ -5,16 +5,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Context, Deferred, Effect, Exit, Fiber, Layer, Mailbox, Schedule, Schema, Scope, Stream } from "effect"
-import {
-  LanguageModel,
-  PlatformClient,
-  PlatformServer,
-  type Protocol,
-  Serve,
-  Timing,
-  Tool,
-  Toolkit
-} from "../../src/index.js"
+import { LanguageModel, Timing, Tool, Toolkit } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { type Protocol } from "../../src/exports/protocol.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import { ToolResult } from "../../src/ToolResult.js"
 import { clientLayer } from "../support/platform.js"
 import { tcpProxy } from "../support/tcpProxy.js"

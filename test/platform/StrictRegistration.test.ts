@@ -6,7 +6,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Schedule, Schema } from "effect"
-import { LanguageModel, PlatformClient, PlatformServer, Serve, Timing, Tool, Toolkit } from "../../src/index.js"
+import { LanguageModel, Timing, Tool, Toolkit } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import { Category } from "../support/recursiveSchema.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])

@@ -2,16 +2,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Deferred, Effect, Fiber, Layer, Option, Schedule, Schema, Stream, Tracer } from "effect"
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import {
-  LanguageModel,
-  PlatformClient,
-  PlatformServer,
-  type Protocol,
-  Timing,
-  Serve,
-  Tool,
-  Toolkit
-} from "../../src/index.js"
+import { LanguageModel, Timing, Tool, Toolkit } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { type Protocol } from "../../src/exports/protocol.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import { WebSocket } from "ws"
 import { record } from "../support/figures.js"
 import { clientLayer, resultsText } from "../support/platform.js"

@@ -9,7 +9,8 @@
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Chunk, ConfigProvider, Effect, Fiber, Layer, Schedule, Schema, Stream, TestClock } from "effect"
-import { Agent, Model, Timing, Tool } from "../../src/index.js"
+import { Agent, Timing, Tool } from "../../src/index.js"
+import { Model } from "../../src/exports/providers.js"
 import { fixture, fixtureServer, type FixtureServer, type Reply, sseFixture } from "../support/fixtureServer.js"
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}

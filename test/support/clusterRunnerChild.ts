@@ -9,7 +9,8 @@ import { NodeRuntime } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Logger, LogLevel, Redacted, Schedule } from "effect"
 import { appendFileSync } from "node:fs"
-import { LanguageModel, PlatformServer, Timing } from "../../src/index.js"
+import { LanguageModel, Timing } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
 import * as Cluster from "../../src/platform/Cluster.js"
 
 const turns = Number(process.env.TURNS ?? 4)

@@ -5,7 +5,8 @@
  * through our pipeline; exit 0 when the calls succeed.
  */
 import { Effect } from "effect"
-import { Invocation, Mcp } from "../../src/index.js"
+import { Invocation } from "../../src/index.js"
+import { Mcp } from "../../src/exports/mcp.js"
 
 const url = process.argv[process.argv.length - 1]!
 const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? ""

@@ -9,7 +9,8 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer, Stream } from "effect"
 import { appendFileSync } from "node:fs"
-import { PlatformClient, Serve, Tool, ToolContext, Toolkit } from "../../src/index.js"
+import { Tool, ToolContext, Toolkit } from "../../src/index.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
 
 const say = (line: string) => Effect.sync(() => process.stdout.write(`${line}\n`))
 

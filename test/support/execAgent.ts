@@ -4,7 +4,8 @@
  * runners (`router`), reading a request, the agents' tools, how an event reads, a process replaced.
  */
 import { Deferred, type Duration, Effect, Exit, Fiber, Schedule, Schema, Scope } from "effect"
-import { type LanguageModel, type Protocol, Tool } from "../../src/index.js"
+import { type LanguageModel, Tool } from "../../src/index.js"
+import { type Protocol } from "../../src/exports/protocol.js"
 
 /** The prompt agent-a's task gives the agent it calls. */
 export const childPrompt = "Look up order A-1 and say its status."

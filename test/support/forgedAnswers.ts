@@ -5,7 +5,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { type LanguageModel, PlatformClient, type Protocol } from "../../src/index.js"
+import { type LanguageModel } from "../../src/index.js"
+import { type Protocol } from "../../src/exports/protocol.js"
+import { PlatformClient } from "../../src/exports/serve.js"
 import { ToolResult } from "../../src/ToolResult.js"
 import { record } from "./figures.js"
 import { holdEntry, type MakePlatform, policy, takeUntil } from "./hostileWireSuite.js"

@@ -4,7 +4,8 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Layer, Schema } from "effect"
-import { Mcp, Tool, Toolkit } from "../../src/index.js"
+import { Tool, Toolkit } from "../../src/index.js"
+import { Mcp } from "../../src/exports/mcp.js"
 
 /** The HTTP suites' one tool, `echo`, and its toolkit. */
 export const echo = Tool.make("echo", {

@@ -1,6 +1,7 @@
 /** The remote tools over MCP stdio, in a child process; `exit` ends the process in the middle of its call. */
 import { Effect, Logger } from "effect"
-import { Mcp, Tool, Toolkit } from "../../src/index.js"
+import { Tool, Toolkit } from "../../src/index.js"
+import { Mcp } from "../../src/exports/mcp.js"
 import { makeSeen, remoteTools } from "./mcpRemoteTools.js"
 
 const exit = Tool.make("exit", { description: "Ends the server in the middle of the call.", input: {}, timeout: "10 seconds" }, () =>

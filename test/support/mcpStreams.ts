@@ -8,7 +8,8 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
 import { Effect } from "effect"
 import { PassThrough } from "node:stream"
-import { Mcp, type Toolkit } from "../../src/index.js"
+import { type Toolkit } from "../../src/index.js"
+import { Mcp } from "../../src/exports/mcp.js"
 
 /** A client transport over a pair of streams, newline-delimited JSON as the SDK's stdio transports. */
 class StreamsTransport implements Transport {

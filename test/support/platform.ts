@@ -1,6 +1,8 @@
 /** What the platform tests over a real WebSocket share: a serving process's client, a model's echo. */
 import { ConfigProvider, Effect, Layer, type Scope } from "effect"
-import { LanguageModel, PlatformClient, PlatformServer } from "../../src/index.js"
+import { LanguageModel } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { PlatformClient } from "../../src/exports/serve.js"
 
 /** A serving process's client layer: the platform at `url`, as `agentId` with `token`; `policy` is a `Timing.layer`. */
 export const clientLayer = (

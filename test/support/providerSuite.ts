@@ -14,7 +14,8 @@ import {
   Schema,
   TestClock
 } from "effect"
-import { Agent, Model, Timing, Tool } from "../../src/index.js"
+import { Agent, Timing, Tool } from "../../src/index.js"
+import { Model } from "../../src/exports/providers.js"
 import { type FixtureServer, fixture, fixtureServer, type Reply } from "./fixtureServer.js"
 import { recordingTracer } from "./recordingTracer.js"
 

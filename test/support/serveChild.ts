@@ -5,7 +5,8 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer, Schema } from "effect"
-import { PlatformClient, Serve, Telemetry, Tool, Toolkit } from "../../src/index.js"
+import { Telemetry, Tool, Toolkit } from "../../src/index.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
 
 const lookup = Tool.make("lookup", { description: "Look up an order.", input: { id: Schema.String }, timeout: "10 seconds" }, (
   { id }

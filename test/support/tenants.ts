@@ -5,7 +5,9 @@
  */
 import { Effect, Layer, type Scope } from "effect"
 import { WebSocket } from "ws"
-import { LanguageModel, PlatformClient, PlatformServer, Timing } from "../../src/index.js"
+import { LanguageModel, Timing } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { PlatformClient } from "../../src/exports/serve.js"
 import type { Options } from "../../src/platform/Options.js"
 import { startChild } from "./childProcess.js"
 import { clientLayer } from "./platform.js"

@@ -5,8 +5,8 @@
  */
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { Context, Effect, FiberRef, Layer, Schedule } from "effect"
+import { loadPeer } from "../util/optionalPeer.js"
 
 /** Why a statement failed, in the driver's words: a `SqlError`'s cause (SQLite's own text), else the message. */
 export const describe = (error: unknown): string => {
@@ -142,18 +142,29 @@ export const whileBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effec
     Effect.retry({ schedule: unreachableRetry, while: isUnreachable })
   )
 
-/** An `SqlClient` on the SQLite file `filename` (created if missing; WAL mode), or `unavailable`'s error. */
+/** The packages a SQLite file needs (optional peers of agent-tools, loaded on first use). */
+export const sqlitePackages = ["@effect/sql-sqlite-node", "better-sqlite3"]
+
+/**
+ * An `SqlClient` on the SQLite file `filename` (created if missing; WAL mode), or `unavailable`'s error;
+ * the SQLite driver is loaded now, and its absence is that error too, naming the packages to install.
+ */
 export const layerSqlite = <E>(
   filename: string,
   unavailable: (reason: string) => E
 ): Layer.Layer<SqlClient.SqlClient, E> =>
   Layer.scoped(
     SqlClient.SqlClient,
-    Layer.build(SqliteClient.layer({ filename })).pipe(
-      Effect.map(Context.get(SqlClient.SqlClient)),
-      // A lock held elsewhere costs the loop at most this, a statement: the waiting is `whileBusy`'s.
-      Effect.tap((sql) => sql.unsafe(`PRAGMA busy_timeout = ${busyWaitMillis}`)),
-      orUnavailable(unavailable)
+    loadPeer(() => import("@effect/sql-sqlite-node/SqliteClient"), sqlitePackages, "a SQLite file").pipe(
+      Effect.mapError((missing) => unavailable(missing.message)),
+      Effect.flatMap((SqliteClient) =>
+        Layer.build(SqliteClient.layer({ filename })).pipe(
+          Effect.map(Context.get(SqlClient.SqlClient)),
+          // A lock held elsewhere costs the loop at most this, a statement: the waiting is `whileBusy`'s.
+          Effect.tap((sql) => sql.unsafe(`PRAGMA busy_timeout = ${busyWaitMillis}`)),
+          orUnavailable(unavailable)
+        )
+      )
     )
   )
 
