@@ -19,7 +19,7 @@ export type Delivered = Extract<TaskEvent, { _tag: "ToolCallRequested" }>
  * The one call into dedupe (design: Delivery dedupe) and the pipeline, through the door of the task's follower
  * (its hook state, design: Hooks; the store as its `dedupe`) over the toolkit served now: a delivered call runs
  * once however often it is delivered, and gives its result. A call for a tool this process does not serve is
- * answered as every face answers an unknown tool (`Toolkit.unknownTool`: the tools it serves).
+ * answered as the door answers an unknown tool on every face (`Toolkit.unknownTool`: the tools it serves).
  */
 export const runDelivered = (door: Door, toolkit: Toolkit.Toolkit<any>, event: Delivered): Effect.Effect<ToolResult> =>
   door.over(toolkit).run(event.name, event.arguments, {
