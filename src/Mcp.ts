@@ -2,7 +2,8 @@
  * Any toolkit over the Model Context Protocol (design: MCP), on the official SDK's low-level `Server` (raw
  * JSON Schema, no zod of ours): stdio, and Streamable HTTP bound to 127.0.0.1 with Host/Origin
  * checks and, optionally, bearer tokens. `tools/call` goes through the pipeline by the session's door (design: The
- * call pipeline: the lookup, the session's hook state, an idempotent tool's outcomes reused within the session); progress and log lines go to the client; every failure is a result with `isError: true`
+ * call pipeline), which finds the tool, keeps the session's hook state and reuses an idempotent tool's outcomes within
+ * the session; progress and log lines go to the client; every failure is a result with `isError: true`
  * and the error text; a cancelled request interrupts the call. Limits (design: Hostile clients): over HTTP a connection
  * cap, a body limit counted while reading, a budget and a time limit for bodies being read, a session cap and an idle
  * expiry (the face is in internal/mcp/http.ts); over stdio the SDK's message limit, and
