@@ -1,8 +1,9 @@
 /**
  * Any toolkit over the Model Context Protocol (design: MCP), on the official SDK's low-level `Server` (raw
  * JSON Schema, no zod of ours): stdio, and Streamable HTTP bound to 127.0.0.1 with Host/Origin
- * checks and, optionally, bearer tokens. `tools/call` goes through the pipeline, as `Invocation.run` (an idempotent tool's outcomes reused within a
- * session); progress and log lines go to the client; every failure is a result with `isError: true`
+ * checks and, optionally, bearer tokens. `tools/call` goes through the pipeline by the session's door (design: The
+ * call pipeline), which finds the tool, keeps the session's hook state and reuses an idempotent tool's outcomes within
+ * the session; progress and log lines go to the client; every failure is a result with `isError: true`
  * and the error text; a cancelled request interrupts the call. Limits (design: Hostile clients): over HTTP a connection
  * cap, a body limit counted while reading, a budget and a time limit for bodies being read, a session cap and an idle
  * expiry (the face is in internal/mcp/http.ts); over stdio the SDK's message limit, and
@@ -26,19 +27,15 @@ import { Context, Deferred, Duration, Effect, Exit, Layer, Runtime, Schema, Sche
 import type { Readable, Writable } from "node:stream"
 import * as Content from "./Content.js"
 import { Ids } from "./Ids.js"
-import * as Pipeline from "./internal/call/pipeline.js"
+import * as Door from "./internal/call/door.js"
 import { expireIdle, handleHttp, type HttpFace, isLoopback, makeNodeServer, type Served } from "./internal/mcp/http.js"
-import * as Reuse from "./internal/call/reuse.js"
-import { RunState } from "./internal/hooks/tool.js"
-import { parseTraceparent } from "./internal/util/traceContext.js"
-import { ToolResult } from "./ToolResult.js"
+import { ToolResult, UnknownTool } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
 import * as ToolContext from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
 import { Sampling, SamplingError } from "./Sampling.js"
 import { UserPrompt, UserPromptError } from "./UserPrompt.js"
 import * as Json from "./internal/util/json.js"
-import { prepareWorkers } from "./internal/worker/prepare.js"
 import { reasonOf } from "./internal/util/text.js"
 
 /** Remote MCP servers' tools as ours: `Mcp.toolkit` (design: Remote MCP tools). */
@@ -60,25 +57,14 @@ export interface Options {
 export const reuseDefaults = { maxReusedBytes: 256 * 1024 } as const
 
 /**
- * The serving fiber as the caller of one `tools/call`, with the call's own services in its context (its listener,
- * the client's user and model): a call costs no fiber of its own until it suspends.
+ * A session's door (design: The call pipeline, MCP): the session's hook state, and its outcomes of idempotent
+ * tools, kept once known (a client's calls do not start together) and bounded by `maxReusedBytes`.
  */
-const callOf = (serving: Pipeline.CallingFiber, context: Context.Context<never>): Pipeline.CallingFiber => ({
-  fiber: serving.fiber,
-  runtimeFlags: serving.runtimeFlags,
-  // Its limits and clock are the serving fiber's: the call's services add neither.
-  clock: serving.clock,
-  config: serving.config,
-  tracing: serving.tracing,
-  exporting: serving.exporting,
-  context
-})
-
-/** `runtime` as a fiber that calls start on: the same services, fiber refs and flags as a fiber it runs. */
-const servingFiber = (runtime: Runtime.Runtime<any>): Pipeline.CallingFiber =>
-  Runtime.runSync(runtime)(
-    Effect.withFiberRuntime((fiber, status) => Effect.succeed(new Pipeline.CallingFiber(fiber, status.runtimeFlags)))
-  )
+const sessionDoor = (toolkit: Toolkit.Toolkit<any>, options: Options | undefined): Door.Door =>
+  Door.make(toolkit, {
+    kind: "session",
+    reuse: { joinInFlight: false, maxBytes: options?.maxReusedBytes ?? reuseDefaults.maxReusedBytes }
+  })
 
 interface Listed {
   readonly entry: McpTool
@@ -263,9 +249,9 @@ const clientServices = (
 }
 
 
-/** A low-level MCP `Server` for the toolkit, running calls on `runtime`. */
+/** A low-level MCP `Server` for the toolkit of `door` (the session's), running calls on `runtime`. */
 const makeServer = (
-  toolkit: Toolkit.Toolkit<any>,
+  door: Door.Door,
   listed: ReadonlyArray<Listed>,
   runtime: Runtime.Runtime<any>,
   // One validator for every session: the SDK's default builds an Ajv instance (~100 KB) per server.
@@ -281,18 +267,15 @@ const makeServer = (
   const listedByName = new Map(listed.map((l) => [l.entry.name, l]))
   const tools = listed.map((l) => l.entry)
   const inFlight = new Set<Promise<unknown>>()
-  // The session's hook state (design: Hooks): every call of this server shares it; it goes with the server.
-  const run = new RunState("session")
-  const outcomes = new Reuse.Outcomes({ joinInFlight: false, maxBytes: options?.maxReusedBytes ?? reuseDefaults.maxReusedBytes })
-  // Calls start on this fiber's services and fiber refs, each with its own services added (`CallOf`).
-  const serving = servingFiber(runtime)
+  // Calls start on this fiber's services and fiber refs, each with its own services added (`withServices`).
+  const serving = Door.callerOf(runtime)
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }))
   // A call that completes synchronously is answered at once, without a promise of ours.
   server.setRequestHandler(CallToolRequestSchema, (request, extra): CallToolResult | Promise<CallToolResult> => {
-    const tool = toolkit.byName.get(request.params.name)
-    if (tool === undefined) {
+    const tool = door.lookup(request.params.name)
+    if (tool instanceof UnknownTool) {
       // A protocol error, as MCP's clients expect, with the text every face gives (design: Error text).
-      throw protocolError(ErrorCode.InvalidParams, Toolkit.unknownTool(toolkit, request.params.name).text)
+      throw protocolError(ErrorCode.InvalidParams, tool.text)
     }
     // The SDK aborts `extra.signal` on notifications/cancelled and when the transport closes.
     if (extra.signal.aborted) throw cancelled()
@@ -305,11 +288,10 @@ const makeServer = (
       Context.add(serving.context, ToolContext.CallListener, listener)
     )
     // A client that carries its trace (W3C `traceparent` in `_meta`): the call's span continues it.
-    const parentSpan = parseTraceparent(request.params._meta?.traceparent)
-    const options = { toolCallId: `mcp-${String(extra.requestId)}`, run, reuse: outcomes, parentSpan }
-    let started: Pipeline.Started
+    const options = { toolCallId: `mcp-${String(extra.requestId)}`, traceparent: request.params._meta?.traceparent }
+    let started: Door.Started
     try {
-      started = Pipeline.start(callOf(serving, context), tool, request.params.arguments ?? {}, options)
+      started = door.start(Door.withServices(serving, context), tool.name, request.params.arguments ?? {}, options)
     } catch {
       // The pipeline turns every failure into a result; a throw here would have been the fiber's defect.
       listener.end()
@@ -412,11 +394,12 @@ export const serveStdio = <R>(
 ): Effect.Effect<void, McpStdioError, Exclude<R, ToolContext.ToolContext>> =>
   Effect.scoped(Effect.gen(function*() {
     const runtime = yield* Effect.runtime<Exclude<R, ToolContext.ToolContext>>()
-    // Tools on worker threads: their workers are up before the first request is read.
-    yield* prepareWorkers(toolkit.tools)
+    // The one session's door; tools on worker threads: their workers are up before the first request is read.
+    const door = sessionDoor(toolkit, options)
+    yield* door.prepare
     const stdin = options?.stdin ?? process.stdin
     const stdout = options?.stdout ?? process.stdout
-    const served = makeServer(toolkit, listOf(toolkit), runtime, new AjvJsonSchemaValidator(), true, options)
+    const served = makeServer(door, listOf(toolkit), runtime, new AjvJsonSchemaValidator(), true, options)
     const ended = yield* Deferred.make<void, McpStdioError>()
     // The SDK reports an error, then closes the transport on a fatal one: the last error is the reason.
     let lastError: string | undefined
@@ -535,7 +518,9 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
   const route = HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
       const runtime = yield* Effect.runtime<Exclude<R, ToolContext.ToolContext>>()
-      yield* prepareWorkers(toolkit.tools)
+      // Each session opens a door of its own; tools on worker threads: their workers are up before the first.
+      const door = sessionDoor(toolkit, options)
+      yield* door.prepare
       const ids = yield* Ids
       const validator = new AjvJsonSchemaValidator()
       if (options.tokens === undefined && !isLoopback(host)) {
@@ -556,7 +541,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
         sessions: new Map(),
         bufferedBodyBytes: 0,
         opening: 0,
-        serve: () => makeServer(toolkit, listed, runtime, validator, false, options),
+        serve: () => makeServer(door.open(), listed, runtime, validator, false, options),
         sessionId: () => ids.make("session")
       }
       yield* expireIdle(face)

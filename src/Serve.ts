@@ -18,7 +18,7 @@ import { type Caller, type MissingSetting, PlatformClient, required } from "./Pl
 import * as Timing from "./Timing.js"
 import type { ToolContext } from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
-import { prepareWorkers } from "./internal/worker/prepare.js"
+import * as Door from "./internal/call/door.js"
 import { awayRetried } from "./internal/serve/away.js"
 import { drainOnClose, makeAnswers, makeDeliveries, runDelivered } from "./internal/serve/deliveries.js"
 import { type ServeError, TaskFailedError, TaskLost, TaskTakenOverError } from "./internal/serve/errors.js"
@@ -210,8 +210,10 @@ export const make = <R>(
     const caller: Caller = { agentId, processId: yield* Ids.make("process") }
 
     yield* warnIfMemoryOnly(agentId, toolkit, byDefault)
+    // The door each followed task opens one of (its hook state), each delivery run once in the store.
+    const door = Door.make(toolkit, { kind: "task", dedupe: store })
     // Tools on worker threads: their workers are up before the platform can deliver a call.
-    yield* prepareWorkers(toolkit.tools)
+    yield* door.prepare
     const report = yield* shutdownReport(agentId)
     const sent = yield* deregisterOnClose(client, caller)
     const registration = yield* makeRegistration(client, caller, toolkit, sent, policy.heartbeat)
@@ -222,9 +224,9 @@ export const make = <R>(
       )
     )
     const deliveries = yield* makeDeliveries(
-      (event, run) =>
+      (event, taskDoor) =>
         Effect.flatMap(registration.current, ({ toolkit }) =>
-          Effect.flatMap(runDelivered(store, toolkit, event, run), (result) =>
+          Effect.flatMap(runDelivered(taskDoor, toolkit, event), (result) =>
             answers.answer({ taskId: event.taskId, toolCallId: event.toolCallId, result }))),
       report
     )
@@ -233,6 +235,7 @@ export const make = <R>(
       caller,
       held,
       reconnect: policy.reconnect,
+      open: () => door.open(),
       deliver: deliveries.deliver,
       stopCalls: deliveries.stop
     })

@@ -89,7 +89,7 @@ export class Denied extends Data.TaggedClass("Denied")<{ readonly toolName: stri
 }
 
 /**
- * No tool of that name is here (design: Error text). Every face makes it with `Toolkit.unknownTool`,
+ * No tool of that name is here (design: Error text). Every face's door makes it with `Toolkit.unknownTool`,
  * `available` listing the tools there are; made without `available`, it reads that this process
  * does not serve the tool (the serving side's text before there was one text).
  */

@@ -1,12 +1,14 @@
 /**
- * The structure of `src/` (design: Modules): the serving side never imports the platform's folder, no
- * module imports itself back through others, and no function is over 100 lines. Read by the
+ * The structure of `src/` (design: Modules): the serving side never imports the platform's folder, every
+ * face reaches the pipeline through the one door (design: The call pipeline), no module imports itself back
+ * through others, and no function is over 100 lines. Read by the
  * TypeScript parser (test/support/imports.ts); `npx tsx scripts/structure.ts` prints the same.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { readFileSync } from "node:fs"
+import * as Door from "../src/internal/call/door.js"
 import * as Pipeline from "../src/internal/call/pipeline.js"
-import { cyclesOf, functionsOf, importGraph, importsOf, modulesUnder } from "./support/imports.js"
+import { cyclesOf, functionsOf, importGraph, importsOf, modulesUnder, namesTakenFrom } from "./support/imports.js"
 
 const modules = modulesUnder("src")
 
@@ -14,6 +16,13 @@ const modules = modulesUnder("src")
 const isFaceInternal = (module: string): boolean =>
   module.startsWith("src/internal/mcp/") || module.startsWith("src/internal/serve/") ||
   ["src/Mcp.ts", "src/McpClient.ts", "src/Serve.ts"].includes(module)
+
+/** The one door every face reaches the pipeline through (design: The call pipeline). */
+const door = "src/internal/call/door.ts"
+const pipeline = "src/internal/call/pipeline.ts"
+
+/** What starts or awaits a call of the pipeline (and `*`: what may be anything of it). */
+const startsCalls = new Set(["start", "awaitStarted", "CallingFiber", "*"])
 
 /** Modules that may import `src/platform/`: its own, the CLI that composes everything, and the platform's entry. */
 const mayImportPlatform = (module: string): boolean =>
@@ -66,9 +75,46 @@ describe("the structure of src/", () => {
     assert.deepStrictEqual(found, [], `the root loads:\n${found.join("\n")}`)
   })
 
+  it("only the door starts calls: no module but it (and the pipeline's own) takes start, awaitStarted or CallingFiber from the pipeline", () => {
+    // The faces (the agent loop, serving, MCP, the platform) call the door, which finds the tool, holds the run's
+    // state and starts the call; `Invocation` may take the pipeline's configuration, never its way in.
+    const offenders = modules.filter((module) => module !== door && !module.startsWith("src/internal/call/")).flatMap((module) =>
+      namesTakenFrom(module, pipeline)
+        .filter(({ name }) => startsCalls.has(name))
+        .map(({ line, name }) => `${module}:${line} takes ${name} from the pipeline`)
+    )
+    assert.deepStrictEqual(offenders, [], `modules that start calls past the door:\n${offenders.join("\n")}`)
+    // The door calls the pipeline's `start`, and hands it on to no one.
+    assert.include(namesTakenFrom(door, pipeline).map(({ name }) => name), "start")
+    assert.notInclude(Object.keys(Door), "start")
+  })
+
+  it("the faces' other duties are the door's too: no module but it prepares worker pools, makes a run's hook state or outcomes, or answers an unknown tool", () => {
+    const prepares = modules.filter((module) => module !== door && !module.startsWith("src/internal/worker/")).flatMap((module) =>
+      namesTakenFrom(module, "src/internal/worker/prepare.ts").map(({ line, name }) => `${module}:${line} takes ${name}`)
+    )
+    // Code, not comments: a comment may name what the door does.
+    const repeats = modules.filter((module) => module !== door).flatMap((module) =>
+      readFileSync(module, "utf8").split("\n").flatMap((text, i) =>
+        !/^\s*(\*|\/\/|\/\*)/.test(text) && /\bnew\s+(\w+\.)?(RunState|Outcomes)\(|\bunknownTool\(/.test(text)
+          ? [`${module}:${i + 1}: ${text.trim()}`]
+          : []
+      )
+    )
+    const offenders = [...prepares, ...repeats]
+    assert.deepStrictEqual(offenders, [], `a face's duty done past the door:\n${offenders.join("\n")}`)
+  })
+
   it("no import cycle among the modules of src/ (static, type-only and dynamic imports alike)", () => {
     const cycles = cyclesOf(importGraph(modules)).map((cycle) => cycle.join(" -> "))
     assert.deepStrictEqual(cycles, [], `import cycles:\n${cycles.join("\n")}`)
+  })
+
+  it("no file in src/ is over 600 lines: a room of one subject", () => {
+    const offenders = modules.map((module) => ({ module, lines: readFileSync(module, "utf8").split("\n").length }))
+      .filter(({ lines }) => lines > 600)
+      .map(({ lines, module }) => `${module}: ${lines} lines`)
+    assert.deepStrictEqual(offenders, [], `files over 600 lines:\n${offenders.join("\n")}`)
   })
 
   it("no function in src/ is over 100 lines", () => {

@@ -17,7 +17,7 @@ import {
   TestClock
 } from "effect"
 import * as fc from "fast-check"
-import { Agent, Hooks, Invocation, LanguageModel, Timing, Tool, ToolContext } from "../src/index.js"
+import { Agent, Hooks, Invocation, LanguageModel, Timing, Tool, ToolContext, Toolkit, ToolResult } from "../src/index.js"
 
 /** A tool whose handler counts its runs. */
 const counting = <I extends Schema.Struct.Fields>(name: string, input: I) => {
@@ -799,6 +799,71 @@ describe("Invocation.run: output", () => {
       const result = yield* Invocation.run(tool, text)
       assert.strictEqual(result.error, "typed: invalid input: the value is nested deeper than 128 levels")
       assert.strictEqual(runs.count, 0)
+    }))
+})
+
+describe("Invocation.dispatcher: a toolkit's calls by name, with one run's state (design: The call pipeline)", () => {
+  /** An idempotent tool whose handler counts its runs. */
+  const idempotent = () => {
+    const runs = { count: 0 }
+    const tool = Tool.make("lookup", {
+      description: "Looks a key up.",
+      input: { key: Schema.String },
+      timeout: "10 seconds",
+      idempotent: true
+    }, ({ key }) =>
+      Effect.sync(() => {
+        runs.count++
+        return key
+      }))
+    return { runs, tool }
+  }
+
+  it.effect("runs a tool by name; an unknown name is the UnknownTool result, listing the tools there are", () =>
+    Effect.gen(function*() {
+      const { tool } = idempotent()
+      const dispatcher = Invocation.dispatcher(yield* Toolkit.make(tool))
+      const found = yield* dispatcher.run("lookup", { key: "a" }, { toolCallId: "c1" })
+      const unknown = yield* dispatcher.run("nope", { key: "a" })
+      assert.strictEqual(found.value, "a")
+      assert.strictEqual(unknown.failure?._tag, "UnknownTool")
+      assert.strictEqual(unknown.error, "nope: no such tool; the available tools are lookup")
+      assert.strictEqual(dispatcher.lookup("lookup"), tool)
+      assert.strictEqual((dispatcher.lookup("nope") as ToolResult.UnknownTool).text, unknown.error)
+    }))
+
+  it.effect("with reuse, an idempotent tool's same call is answered by the first's outcome; without, it runs again", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = idempotent()
+      const toolkit = yield* Toolkit.make(tool)
+      const reusing = Invocation.dispatcher(toolkit, { reuse: { joinInFlight: false } })
+      yield* reusing.run("lookup", { key: "a" }, { toolCallId: "c1" })
+      const again = yield* reusing.run("lookup", JSON.stringify({ key: "a" }), { toolCallId: "c2" })
+      assert.deepStrictEqual([again.value, runs.count], ["a", 1])
+      assert.deepStrictEqual([reusing.wasReused("c1"), reusing.wasReused("c2")], [false, true])
+      const plain = Invocation.dispatcher(toolkit)
+      yield* plain.run("lookup", { key: "a" }, { toolCallId: "c1" })
+      yield* plain.run("lookup", { key: "a" }, { toolCallId: "c2" })
+      assert.deepStrictEqual([runs.count, plain.wasReused("c2")], [3, false])
+    }))
+
+  it.effect("its hook state is every call's run, shared when given", () =>
+    Effect.gen(function*() {
+      const { tool } = idempotent()
+      const seen: Array<Hooks.RunState | undefined> = []
+      const hooks = Hooks.layer({
+        tool: [(call, proceed) => Effect.zipRight(Effect.sync(() => seen.push(call.run)), proceed)]
+      })
+      const toolkit = yield* Toolkit.make(tool)
+      const own = Invocation.dispatcher(toolkit, { kind: "session" })
+      const state = new Hooks.RunState("task")
+      const shared = Invocation.dispatcher(toolkit, { state })
+      yield* Effect.provide(
+        Effect.all([own.run("lookup", { key: "a" }), own.run("lookup", { key: "b" }), shared.run("lookup", { key: "c" })]),
+        hooks
+      )
+      assert.deepStrictEqual(seen, [own.state, own.state, state])
+      assert.strictEqual(own.state.kind, "session")
     }))
 })
 

@@ -208,3 +208,62 @@ export const functionsOf = (module: string): Array<FunctionLength> => {
   visit(source)
   return found
 }
+
+/** A name one module takes from another, and the line where it does. */
+export interface TakenName {
+  readonly name: string
+  readonly line: number
+}
+
+/**
+ * What `module` takes from `target` (both root-relative), by name: what it imports or re-exports by name, what it
+ * reads off a namespace import of it (`Pipeline.start`, as a value or a type), the name an `import("...")` type
+ * reads; `*` for what cannot be told by name (`export *`, a dynamic import, `import = require`, a namespace
+ * used whole).
+ */
+export const namesTakenFrom = (module: string, target: string): Array<TakenName> => {
+  const source = sourceOf(module)
+  const taken: Array<TakenName> = []
+  const namespaces = new Set<string>()
+  const lineOf = (node: ts.Node) => source.getLineAndCharacterOfPosition(node.getStart()).line + 1
+  const names = (literal: ts.Node) => ts.isStringLiteralLike(literal) && targetOf(module, literal.text) === target
+  const take = (name: string, node: ts.Node) => taken.push({ name, line: lineOf(node) })
+  const declared = (node: ts.Node): void => {
+    if (ts.isImportDeclaration(node) && names(node.moduleSpecifier)) {
+      const clause = node.importClause
+      if (clause?.name !== undefined) take("default", clause.name)
+      const bindings = clause?.namedBindings
+      if (bindings !== undefined && ts.isNamespaceImport(bindings)) namespaces.add(bindings.name.text)
+      else if (bindings !== undefined) for (const e of bindings.elements) take((e.propertyName ?? e.name).text, e)
+    } else if (ts.isExportDeclaration(node) && node.moduleSpecifier !== undefined && names(node.moduleSpecifier)) {
+      const clause = node.exportClause
+      if (clause !== undefined && ts.isNamedExports(clause)) for (const e of clause.elements) take((e.propertyName ?? e.name).text, e)
+      else take("*", node)
+    } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) {
+      if (names(node.moduleReference.expression)) take("*", node)
+    } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
+      if (node.arguments[0] !== undefined && names(node.arguments[0])) take("*", node)
+    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && names(node.argument.literal)) {
+      const qualifier = node.qualifier
+      take(qualifier === undefined ? "*" : ts.isIdentifier(qualifier) ? qualifier.text : leftmost(qualifier), node)
+    }
+    ts.forEachChild(node, declared)
+  }
+  declared(source)
+  if (namespaces.size === 0) return taken
+  // The members read off a namespace import; the namespace used whole (passed on, spread) takes everything.
+  const used = (node: ts.Node): void => {
+    if (ts.isIdentifier(node) && namespaces.has(node.text) && !ts.isNamespaceImport(node.parent)) {
+      const parent = node.parent
+      if (ts.isPropertyAccessExpression(parent) && parent.expression === node) take(parent.name.text, parent)
+      else if (ts.isQualifiedName(parent) && parent.left === node) take(parent.right.text, parent)
+      else take("*", node)
+    }
+    ts.forEachChild(node, used)
+  }
+  used(source)
+  return taken
+}
+
+/** `A.B.C`'s `A`: the name an `import("...")` type reads off the module. */
+const leftmost = (name: ts.QualifiedName): string => ts.isIdentifier(name.left) ? name.left.text : leftmost(name.left)

@@ -9,7 +9,7 @@ import type * as LanguageModel from "../../LanguageModel.js"
 import type * as Tool from "../../Tool.js"
 import { Denied, ToolResult } from "../../ToolResult.js"
 import { UserPrompt } from "../../UserPrompt.js"
-import * as Pipeline from "../call/pipeline.js"
+import * as Door from "../call/door.js"
 import { askApproval } from "../hooks/shipped.js"
 import * as Json from "../util/json.js"
 import { journalOutcome, runJournaled } from "./journaledCall.js"
@@ -23,11 +23,11 @@ import { awaitingApproval, type Run } from "./run.js"
  */
 export const approve = (
   run: Run,
-  admitted: Pipeline.Admitted,
+  admitted: Door.Admitted,
   call: LanguageModel.ToolCall,
   now: number,
   deadlineAt: number
-): Pipeline.Started => {
+): Door.Started => {
   const { input, inputKey, tool } = admitted
   const fingerprint = fingerprintOf(tool)
   const asked = run.journaled!.approvals.get(call.id)
@@ -61,7 +61,7 @@ export const approve = (
     return askApproval(prompt.value, tool.name, input).pipe(
       Effect.flatMap((yes) =>
         yes
-          ? Pipeline.awaitStarted(runJournaled(run, admitted, call, deadlineAt, true, true))
+          ? Door.awaitStarted(runJournaled(run, admitted, call, deadlineAt, true, true))
           : deny("the user did not approve this call; it did not run")
       ),
       // Nobody answered there: the decision can still come through the journal.

@@ -1,25 +1,19 @@
 /**
- * Starting one call of a run through the pipeline (design: Calls in a turn, Per-run reuse): an unknown tool is
- * answered `UnknownTool` (the text lists the tools there are); an idempotent tool's call reuses the
- * run's outcomes, through the pipeline's `reuse`.
+ * Starting one call of a run (design: Calls in a turn, Per-run reuse): through the run's door, which answers an
+ * unknown tool `UnknownTool` (the text lists the tools there are) and reuses the run's outcomes for an idempotent
+ * tool's call.
  */
 import type * as LanguageModel from "../../LanguageModel.js"
-import * as Toolkit from "../../Toolkit.js"
-import { ToolResult } from "../../ToolResult.js"
-import * as Pipeline from "../call/pipeline.js"
+import type * as Door from "../call/door.js"
 import type { Run } from "./run.js"
 
 /** The arguments as the pipeline takes them: JSON text, parsed already when it was JSON. */
-export type Arguments = string | Pipeline.ParsedArguments
+export type Arguments = string | Door.ParsedArguments
 
-/** Starts one call: unknown tool -> `UnknownTool`; an idempotent one reuses the run's outcomes (design: Per-run reuse). */
+/** Starts one call through the run's door: unknown tool -> `UnknownTool`; an idempotent one reuses the run's outcomes. */
 export const startCall = (
   run: Run,
-  calling: Pipeline.CallingFiber,
+  calling: Door.CallingFiber,
   call: LanguageModel.ToolCall,
   args: Arguments
-): Pipeline.Started => {
-  const tool = run.toolkit.byName.get(call.name)
-  if (tool === undefined) return ToolResult.failure(Toolkit.unknownTool(run.toolkit, call.name))
-  return Pipeline.start(calling, tool, args, { taskId: run.runId, toolCallId: call.id, run: run.hookState, reuse: run.outcomes })
-}
+): Door.Started => run.door.start(calling, call.name, args, { taskId: run.runId, toolCallId: call.id })

@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import type * as Journal from "../../Journal.js"
 import type * as LanguageModel from "../../LanguageModel.js"
 import type { ToolResult } from "../../ToolResult.js"
-import type * as Pipeline from "../call/pipeline.js"
+import type * as Door from "../call/door.js"
 import { awaitingApproval, type Run } from "./run.js"
 
 /**
@@ -16,12 +16,12 @@ import { awaitingApproval, type Run } from "./run.js"
  */
 export const runJournaled = (
   run: Run,
-  admitted: Pipeline.Admitted,
+  admitted: Door.Admitted,
   call: LanguageModel.ToolCall,
   deadlineAt: number,
   firstStart: boolean,
   approved: boolean
-): Pipeline.Started => {
+): Door.Started => {
   const { journal } = run.journaled!
   const started = Effect.zipRight(
     firstStart

@@ -9,13 +9,13 @@ import * as Journal from "../../Journal.js"
 import * as LanguageModel from "../../LanguageModel.js"
 import { Timing } from "../../Timing.js"
 import * as Toolkit from "../../Toolkit.js"
+import * as Door from "../call/door.js"
 import { type TurnHook, TurnHooks } from "../hooks/turn.js"
 import { ask } from "./modelTurn.js"
 import { open } from "./open.js"
 import { retryText } from "./output.js"
 import { CurrentRun, Run, subAgentTools } from "./run.js"
 import { listening } from "../util/tracing.js"
-import { prepareWorkers } from "../worker/prepare.js"
 import { execute, toMessage } from "./turn.js"
 import {
   type Agent,
@@ -71,9 +71,11 @@ export const loop = (
 ): Effect.Effect<RunResult, AgentError | UnknownRun, LanguageModel.LanguageModel> =>
   Effect.gen(function*() {
     const { journal, ...services } = yield* runServices
-    const toolkit = yield* toolkitOf(agent)
+    // The run's door (design: The call pipeline): its hook state (a sub-agent's, its root's), its outcomes joined
+    // in flight, since a turn's calls start together (design: Per-run reuse).
+    const door = Door.make(yield* toolkitOf(agent), { state: start.shared, reuse: { joinInFlight: true } })
     // Tools on worker threads: their workers start before the first call, not in its time.
-    yield* prepareWorkers(toolkit.tools)
+    yield* door.prepare
     // Without a journal a run is new, and opening it costs nothing more than its id.
     const opened = journal !== undefined
       ? yield* open(agent, start, journal)
@@ -94,15 +96,14 @@ export const loop = (
     const state = new Run(
       runId,
       agent,
-      toolkit,
+      door,
       model,
       policy.modelRetry,
       tracing,
       turnHooks,
       opened.prompt,
       emit,
-      journaled,
-      start.shared
+      journaled
     )
     // The run's span (`invoke_agent`), on OpenTelemetry's GenAI conventions: the conversation is the run.
     if (tracing) {
@@ -170,8 +171,8 @@ const handOver = (state: Run, holder: Agent<any, any>, records: ReadonlyArray<To
     if (handoff === undefined) return false
     const next = holder.handoffs.get(handoff.name)!()
     state.agent = next
-    state.toolkit = yield* toolkitOf(next)
-    yield* prepareWorkers(state.toolkit.tools)
+    state.door = state.door.over(yield* toolkitOf(next))
+    yield* state.door.prepare
     return true
   })
 

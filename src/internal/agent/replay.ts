@@ -7,8 +7,8 @@
 import { Duration, Effect } from "effect"
 import type * as Journal from "../../Journal.js"
 import type * as LanguageModel from "../../LanguageModel.js"
-import { OutcomeUnknown, TimedOut, ToolResult } from "../../ToolResult.js"
-import * as Pipeline from "../call/pipeline.js"
+import { OutcomeUnknown, TimedOut, ToolResult, UnknownTool } from "../../ToolResult.js"
+import * as Door from "../call/door.js"
 import { approve } from "./approvals.js"
 import { type Arguments, startCall } from "./call.js"
 import { journalOutcome, runJournaled } from "./journaledCall.js"
@@ -21,23 +21,21 @@ import { AgentEvent } from "./types.js"
  */
 export const startJournaled = (
   run: Run,
-  calling: Pipeline.CallingFiber,
+  calling: Door.CallingFiber,
   step: number,
   call: LanguageModel.ToolCall,
   args: Arguments
-): Pipeline.Started => {
+): Door.Started => {
   const known = run.journaled!.calls.get(call.id)
-  const tool = run.toolkit.byName.get(call.name)
-  if (tool === undefined || known?.result !== undefined && !tool.idempotent) {
+  const tool = run.door.lookup(call.name)
+  if (tool instanceof UnknownTool || known?.result !== undefined && !tool.idempotent) {
     if (known?.result === undefined) return startCall(run, calling, call, args)
     run.emit?.(AgentEvent.Replayed({ step, id: call.id }))
     return known.result
   }
-  return Pipeline.start(calling, tool, args, {
+  return run.door.start(calling, call.name, args, {
     taskId: run.runId,
     toolCallId: call.id,
-    run: run.hookState,
-    reuse: run.outcomes,
     gate: (admitted) => replay(run, calling.clock.unsafeCurrentTimeMillis(), step, call, known, admitted)
   })
 }
@@ -55,8 +53,8 @@ const replay = (
   step: number,
   call: LanguageModel.ToolCall,
   known: Journal.JournaledCall | undefined,
-  admitted: Pipeline.Admitted
-): Pipeline.Started => {
+  admitted: Door.Admitted
+): Door.Started => {
   const { tool } = admitted
   if (known?.result !== undefined) {
     run.emit?.(AgentEvent.Replayed({ step, id: call.id }))
@@ -66,7 +64,7 @@ const replay = (
   if (reused !== undefined) {
     // Reusing a sub-agent's call whose child run waits for approvals: this one waits with it, unjournaled.
     return Effect.flatMap(
-      Pipeline.awaitStarted(reused),
+      Door.awaitStarted(reused),
       (result) => result === awaitingApproval ? Effect.succeed(result) : journalOutcome(run, call, result, known)
     )
   }

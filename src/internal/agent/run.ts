@@ -9,8 +9,7 @@ import type * as LanguageModel from "../../LanguageModel.js"
 import type { Timing } from "../../Timing.js"
 import type * as Toolkit from "../../Toolkit.js"
 import { ToolResult } from "../../ToolResult.js"
-import * as Reuse from "../call/reuse.js"
-import { RunState } from "../hooks/tool.js"
+import type { Door } from "../call/door.js"
 import type { TurnHook } from "../hooks/turn.js"
 import { type Journaled, RunResultJson } from "./open.js"
 import {
@@ -47,27 +46,28 @@ export const nestedUnder = (
 ): Array<PendingApproval> =>
   pending.map((p) => ({ ...p, toolCallId: `${hop.toolCallId}/${p.toolCallId}`, path: [hop, ...p.path] }))
 
-/** The state of one run: its messages, records, usage and idempotency cache (design: Per-run reuse), owned by the run. */
+/**
+ * The state of one run: its messages, records, usage, and its door (design: The call pipeline), which holds its hook
+ * state and its outcomes (design: Per-run reuse), owned by the run.
+ */
 export class Run {
   messages: ReadonlyArray<LanguageModel.Message>
   /** The agent that holds the run: the one it started with, or the one a handoff gave it to. */
   agent: Agent<any, any>
-  toolkit: Toolkit.Toolkit
+  /**
+   * The run's door over the toolkit of the agent that holds it (`over` another at a handoff): its calls start there,
+   * with the run's hook state (a sub-agent's run shares its root's: a budget counts every call of the tree) and its
+   * outcomes of idempotent tools, joined in flight (design: Per-run reuse).
+   */
+  door: Door
   readonly records: Array<ToolCallRecord> = []
   readonly usage: { -readonly [K in keyof LanguageModel.Usage]: LanguageModel.Usage[K] } = { inputTokens: 0, outputTokens: 0 }
   /** Final answers in a row that did not decode with the agent's output Schema. */
   invalidOutputs = 0
   /** The ids of the run's calls so far (`callsOf`): a call's id is unique within its run. */
   private readonly callIds = new Set<string>()
-  /** The run's outcomes of idempotent tools, by input (design: Per-run reuse). */
-  readonly outcomes = new Reuse.Outcomes({ joinInFlight: true })
   /** How many calls of a turn may run at once: 1 when sequential. */
   readonly limit: number
-  /**
-   * What hooks keep for this run (a call budget's counts): it goes when the run does. A sub-agent's run shares its
-   * root's: a budget counts every call of the tree.
-   */
-  readonly hookState: RunState
   /** The approvals this turn's calls wait for (design: Durable runs): the run suspends after the turn. */
   readonly pending: Array<Omit<Journal.Approval, "decision" | "reason">> = []
   /**
@@ -80,7 +80,7 @@ export class Run {
     /** The run's id: the task id its tool calls carry (per-run budgets and logs key on it). */
     readonly runId: string,
     agent: Agent<any, any>,
-    toolkit: Toolkit.Toolkit,
+    door: Door,
     readonly model: LanguageModel.LanguageModel["Type"],
     readonly modelRetry: Timing["Type"]["modelRetry"],
     readonly tracing: boolean,
@@ -88,15 +88,17 @@ export class Run {
     prompt: string,
     readonly emit: Emit | undefined,
     /** Its journal, when it has one (design: Durable runs). */
-    readonly journaled: Journaled | undefined,
-    /** A sub-agent's run: its root's hook state. */
-    hookState: RunState | undefined
+    readonly journaled: Journaled | undefined
   ) {
     this.agent = agent
-    this.toolkit = toolkit
-    this.hookState = hookState ?? new RunState()
+    this.door = door
     this.messages = [{ _tag: "UserMessage", text: prompt }]
     this.limit = agent.toolExecution === "sequential" ? 1 : agent.maxConcurrency ?? Infinity
+  }
+
+  /** The toolkit of the agent that holds the run. */
+  get toolkit(): Toolkit.Toolkit {
+    return this.door.toolkit
   }
 
   /** The typed final output asked of the model, when the agent has one. */

@@ -78,7 +78,7 @@ const runChild = (agent: Agent<any, any>, toolName: string, prompt: string, call
     const parent = Option.getOrUndefined(yield* Effect.serviceOption(CurrentRun))
     const journal = Option.getOrUndefined(yield* Effect.serviceOption(Journal.Journal))
     const runId = childRunId(call.taskId, call.toolCallId)
-    const shared = parent?.hookState
+    const shared = parent?.door.state
     const known = journal === undefined ? undefined : yield* Effect.orDie(journal.run(runId))
     const start: Start = known === undefined ? { prompt, runId, shared } : { resume: runId, shared }
     // A watched parent (`Agent.stream`) sees the child's events as they happen, each wrapped with the call.

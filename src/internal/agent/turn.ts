@@ -8,7 +8,7 @@ import * as Content from "../../Content.js"
 import type * as LanguageModel from "../../LanguageModel.js"
 import type * as Toolkit from "../../Toolkit.js"
 import { ToolResult } from "../../ToolResult.js"
-import * as Pipeline from "../call/pipeline.js"
+import * as Door from "../call/door.js"
 import * as Json from "../util/json.js"
 import { startCall } from "./call.js"
 import { startJournaled } from "./replay.js"
@@ -36,10 +36,10 @@ export const execute = (
     }
     const records = new Array<ToolCallRecord>(calls.length)
     // Starts call `i` on the stack of `calling`: undefined once recorded, else the wait for its record.
-    const begin = (calling: Pipeline.CallingFiber, i: number): Effect.Effect<void> | undefined => {
+    const begin = (calling: Door.CallingFiber, i: number): Effect.Effect<void> | undefined => {
       const call = calls[i]!
       const input = inputs[i]
-      const args = input === call.arguments ? call.arguments : new Pipeline.ParsedArguments(call.arguments, input)
+      const args = input === call.arguments ? call.arguments : new Door.ParsedArguments(call.arguments, input)
       const startedAt = calling.clock.unsafeCurrentTimeMillis()
       const started = run.journaled === undefined
         ? startCall(run, calling, call, args)
@@ -53,7 +53,7 @@ export const execute = (
       })
     }
     const limit = run.limit
-    const calling = new Pipeline.CallingFiber(fiber, status.runtimeFlags)
+    const calling = new Door.CallingFiber(fiber, status.runtimeFlags)
     const waits: Array<Effect.Effect<void>> = []
     let next = 0
     while (next < calls.length && waits.length < limit) {
@@ -62,7 +62,7 @@ export const execute = (
     }
     for (let i = next; i < calls.length; i++) {
       waits.push(Effect.withFiberRuntime((fiber, status) =>
-        begin(new Pipeline.CallingFiber(fiber, status.runtimeFlags), i) ?? Effect.void
+        begin(new Door.CallingFiber(fiber, status.runtimeFlags), i) ?? Effect.void
       ))
     }
     if (waits.length === 0) return Effect.succeed(records)
@@ -75,7 +75,7 @@ export const execute = (
 /** A finished call's record (reused or not, how long it took), told to the run's observer unless it waits for approval. */
 const record = (
   run: Run,
-  calling: Pipeline.CallingFiber,
+  calling: Door.CallingFiber,
   step: number,
   call: LanguageModel.ToolCall,
   input: unknown,
@@ -87,7 +87,7 @@ const record = (
     name: call.name,
     input,
     result,
-    cached: run.outcomes.wasReused(call.id),
+    cached: run.door.wasReused(call.id),
     durationMillis: calling.clock.unsafeCurrentTimeMillis() - startedAt
   }
   if (result !== awaitingApproval) run.emit?.(AgentEvent.ToolCallFinished({ step, call: record }))

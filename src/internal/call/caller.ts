@@ -26,7 +26,10 @@ export interface Options {
    * come first): a call interrupted before it never had an effect (design: Interruption and shutdown).
    */
   readonly onStart?: (() => void) | undefined
-  /** The run whose state hooks may keep (design: Hooks): `Agent` sets it per run, `Serve` per task, `Mcp` per session. */
+  /**
+   * The run whose state hooks may keep (design: Hooks): a face's door sets it, per run (`Agent`), task (`Serve`) or
+   * session (`Mcp`).
+   */
   readonly run?: RunState | undefined
   /**
    * A person approved this call through the run's journal or the platform (design: Durable runs); `Agent` and
@@ -35,8 +38,8 @@ export interface Options {
   readonly approved?: boolean | undefined
   /**
    * The scope whose outcomes an idempotent tool's call reuses and adds to (design: Per-run reuse): the same
-   * call (`sameCall`: the tool and its decoded input) is answered by the first one's outcome. `Agent`
-   * gives one per run, `Mcp` one per session.
+   * call (`sameCall`: the tool and its decoded input) is answered by the first one's outcome. A face's
+   * door gives its own, by the face's policy: per run (`Agent`), per session (`Mcp`).
    */
   readonly reuse?: Reuse.Outcomes | undefined
   /**

@@ -2,7 +2,8 @@
  * The pipeline behind `Invocation.run` (design: Input, Error text, Deadlines, Retries, Call context), and its fast
  * path for loops that start many calls at once (the agent loop): a call started on the caller's
  * stack that completes synchronously is its `ToolResult`, with no fiber switch; one that suspends is
- * an effect awaiting it. Public callers use `Invocation.run`; only the agent loop starts calls here.
+ * an effect awaiting it. Only the door (`door.ts`) starts calls here: every face goes through it, and
+ * `Invocation.run` is its `runTool`.
  *
  * The stages, in order: `traced` (the call's span) -> `admit` (deadline check, strict decode) ->
  * `withHooks` (the tool hooks around the rest) -> `runHandler` (the attempts, then `toResult`) ->
@@ -42,8 +43,8 @@ export { checkResult, Verbatim } from "./result.js"
 export { awaitStarted, type Started } from "./reuse.js"
 
 /**
- * THE entry of the pipeline: `Invocation.run` is it as an effect; loops that start many calls at once
- * (the agent loop) call it on their own stack. A call that completes synchronously is its result,
+ * THE entry of the pipeline, called by the door alone (`door.ts`): `Invocation.run` is it as an effect; faces
+ * that start many calls at once (the agent loop) or answer at once (MCP) call it on their own stack. A call that completes synchronously is its result,
  * with no fiber switch; one that suspends is already running when this returns, and the returned
  * effect awaits it within its deadline. Reuse (`reuse`, `dedupe`) and a caller's `gate` are options
  * here, so no caller decodes or keys an input itself.

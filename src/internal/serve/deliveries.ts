@@ -3,14 +3,11 @@
  * dedupe and the pipeline, the answers batched back, the deliveries counted, stopped and drained.
  */
 import { Chunk, Duration, Effect, Fiber, FiberSet, HashMap, Mailbox, Option, Ref } from "effect"
-import { Idempotency } from "../../Idempotency.js"
+import type { Door } from "../call/door.js"
 import { sameDelivery } from "../call/reuse.js"
-import * as Invocation from "../../Invocation.js"
-import { ToolResult } from "../../ToolResult.js"
-import { RunState } from "../hooks/tool.js"
+import type { ToolResult } from "../../ToolResult.js"
 import type { TaskEvent, ToolCallResult } from "../../protocol/Protocol.js"
-import * as Toolkit from "../../Toolkit.js"
-import { parseTraceparent } from "../util/traceContext.js"
+import type * as Toolkit from "../../Toolkit.js"
 import { boundedInFinalizer, type Stopped } from "./registration.js"
 
 /** A delivered call, as it comes on a task's stream. */
@@ -19,31 +16,21 @@ export type Delivered = Extract<TaskEvent, { _tag: "ToolCallRequested" }>
 // --- Running a delivered call ---
 
 /**
- * The one call into dedupe (design: Delivery dedupe) and the pipeline: a delivered call runs once
- * however often it is delivered, and gives its result. A call for a tool this process does not serve
- * is answered as every face answers an unknown tool (`Toolkit.unknownTool`: the tools it serves).
- * `run` is the hook state of the task's follower (design: Hooks).
+ * The one call into dedupe (design: Delivery dedupe) and the pipeline, through the door of the task's follower
+ * (its hook state, design: Hooks; the store as its `dedupe`) over the toolkit served now: a delivered call runs
+ * once however often it is delivered, and gives its result. A call for a tool this process does not serve is
+ * answered as the door answers an unknown tool on every face (`Toolkit.unknownTool`: the tools it serves).
  */
-export const runDelivered = (
-  store: Idempotency["Type"],
-  toolkit: Toolkit.Toolkit<any>,
-  event: Delivered,
-  run: RunState
-): Effect.Effect<ToolResult> => {
-  const tool = toolkit.byName.get(event.name)
-  if (tool === undefined) return Effect.succeed(ToolResult.failure(Toolkit.unknownTool(toolkit, event.name)))
-  return Invocation.run(tool, event.arguments, {
+export const runDelivered = (door: Door, toolkit: Toolkit.Toolkit<any>, event: Delivered): Effect.Effect<ToolResult> =>
+  door.over(toolkit).run(event.name, event.arguments, {
     taskId: event.taskId,
     toolCallId: event.toolCallId,
     deadlineAt: event.deadlineAt,
     // Approved through the platform (a suspended task's DecideApproval): Hooks.approval does not ask again.
     approved: event.approved,
-    run,
-    dedupe: store,
     // The platform's span of the call, when it carried one: this process's span continues its trace.
-    parentSpan: parseTraceparent(event.traceparent)
-  }) as Effect.Effect<ToolResult>
-}
+    traceparent: event.traceparent
+  })
 
 
 // --- Answers ---
@@ -102,7 +89,7 @@ export const counted = (calls: HashMap.HashMap<string, number>, key: string, by:
  * delivers it again after a re-attach (a redelivery of a call still running is not one: that call
  * answers), the calls still running get the grace period, and what is left is interrupted.
  */
-export const makeDeliveries = (handle: (event: Delivered, run: RunState) => Effect.Effect<void>, report: Ref.Ref<Stopped>) =>
+export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.Effect<void>, report: Ref.Ref<Stopped>) =>
   Effect.gen(function*() {
     const running = yield* FiberSet.make<void>()
     // The runtime holds make's context: the calls run in it, not in the follower's.
@@ -120,7 +107,7 @@ export const makeDeliveries = (handle: (event: Delivered, run: RunState) => Effe
           byTask.delete(taskId)
           return fibers === undefined ? Effect.void : Fiber.interruptAll(fibers)
         }),
-      deliver: (event: Delivered, runState: RunState): Effect.Effect<void> => {
+      deliver: (event: Delivered, door: Door): Effect.Effect<void> => {
         const key = callKey(event)
         return Effect.flatMap(Ref.get(state), ({ calls, draining }) => {
           if (draining) {
@@ -128,7 +115,7 @@ export const makeDeliveries = (handle: (event: Delivered, run: RunState) => Effe
               ? Effect.void
               : Ref.update(report, (r) => ({ ...r, notStarted: r.notStarted + 1 }))
           }
-          const call = Effect.ensuring(handle(event, runState), count(key, -1))
+          const call = Effect.ensuring(handle(event, door), count(key, -1))
           return Effect.zipRight(
             count(key, 1),
             Effect.sync(() => {

@@ -6,7 +6,7 @@
 import { Effect, Exit, FiberMap, Mailbox, Schedule, Stream } from "effect"
 import * as Ids from "../../Ids.js"
 import type { HeldTasksShape as HeldTasks } from "./heldTasks.js"
-import { RunState } from "../hooks/tool.js"
+import type { Door } from "../call/door.js"
 import type { AgentLimitExceeded, TaskEvent, TaskOutput, Unauthorized, UnknownTask } from "../../protocol/Protocol.js"
 import { type Caller, type PlatformClient, PlatformUnavailable } from "../../PlatformClient.js"
 import type { ServeError } from "./errors.js"
@@ -53,7 +53,9 @@ export interface FollowerDeps {
   /** The record of the tasks this process holds (in the store's database). */
   readonly held: HeldTasks
   readonly reconnect: Schedule.Schedule<unknown, unknown>
-  readonly deliver: (event: Delivered, run: RunState) => Effect.Effect<void>
+  /** A door of its own for a task followed (`Door.open`): the task's hook state (design: Hooks). */
+  readonly open: () => Door
+  readonly deliver: (event: Delivered, door: Door) => Effect.Effect<void>
   /** Interrupts the calls of a task that ended failed (stopped) still running here. */
   readonly stopCalls: (taskId: string) => Effect.Effect<void>
 }
@@ -66,8 +68,8 @@ export interface FollowerDeps {
  * dropped connection the same task is attached again, from the state the attempt before reached, and
  * its pending calls come again. One follower per task here: an explicit attach takes a task over from
  * its re-attach at start (`resume`). At shutdown the re-attached followers stop after the drain; a
- * caller's follower stops with its caller. Each follower has the task's hook state (`RunState`, design:
- * Hooks), given to every call it delivers and dropped with the follower and those calls.
+ * caller's follower stops with its caller. Each follower has the task's door, its hook state (`RunState`,
+ * design: Hooks), given to every call it delivers and dropped with the follower and those calls.
  */
 export const makeFollowers = (deps: FollowerDeps) =>
   Effect.gen(function*() {
@@ -79,7 +81,7 @@ export const makeFollowers = (deps: FollowerDeps) =>
       prompt: string,
       onEvent: ((event: TaskEvent) => void) | undefined,
       from: Followed,
-      run: RunState,
+      door: Door,
       options: FollowOptions
     ): Effect.Effect<TaskEvent | undefined, Failed<Followed>> =>
       Effect.scoped(Effect.gen(function*() {
@@ -105,7 +107,7 @@ export const makeFollowers = (deps: FollowerDeps) =>
             if (event._tag === "TaskStarted") {
               if (!at.started) yield* held.holdTask(caller.agentId, event.taskId)
               at = { ...at, taskId: event.taskId, started: true }
-            } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event, run)
+            } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event, door)
             // The highest seen: a call delivered again without a replay comes with its older offset.
             if (event.offset !== undefined && event.offset > (at.offset ?? -1)) at = { ...at, offset: event.offset }
             onEvent?.(event)
@@ -129,9 +131,9 @@ export const makeFollowers = (deps: FollowerDeps) =>
       options: FollowOptions & { readonly after?: number | undefined } = {}
     ): Effect.Effect<TaskEvent | undefined, ServeError> =>
       Effect.flatMap(firstTry(known, options.after), (start) => {
-        // The task's hook state, across the attempts of this follower: a reconnect keeps it.
-        const run = new RunState("task")
-        return retryWhileAway(deps.reconnect, (from: Followed) => attempt(prompt, onEvent, from, run, options), start)
+        // The task's door (its hook state), across the attempts of this follower: a reconnect keeps it.
+        const door = deps.open()
+        return retryWhileAway(deps.reconnect, (from: Followed) => attempt(prompt, onEvent, from, door, options), start)
       }).pipe(
         // The platform does not know the task (any more): nothing is left to take back.
         Effect.tapError(({ error, reached }) =>

@@ -1,4 +1,7 @@
-/** What a face does before its first call: start the worker threads of its tools (design: Worker threads). */
+/**
+ * What a face's door does before its first call (`prepare`, design: The call pipeline): start the worker threads
+ * of its tools (design: Worker threads).
+ */
 import { Context, Effect } from "effect"
 import type * as Tool from "../../Tool.js"
 import { ToolWorkers } from "./service.js"
