@@ -40,16 +40,11 @@ export type Outcome = Exit.Exit<unknown, unknown> | typeof ReachedDeadline
  * without interrupting the caller; the fiber starts at once on this stack, and a handler that
  * completes synchronously costs no timer and no scheduling.
  */
-export const runAttempt = (
-  calling: CallingFiber,
-  tool: Tool.Any,
-  input: unknown,
-  info: ToolCallInfo,
-  span: Tracer.Span | undefined
-): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
+export const runAttempt = (...args: Parameters<typeof attempt>): Exit.Exit<unknown, unknown> | Effect.Effect<Outcome> => {
+  const [calling, tool, , info] = args
   // Real time, whatever the clock: how long the body's synchronous part held the event loop.
   const started = Date.now()
-  const outcome = attempt(calling, tool, input, info, span)
+  const outcome = attempt(...args)
   const held = Date.now() - started
   if (held > derived(calling.config).blockingMillis && tool.worker === undefined) Logs.blockedLoop(calling, tool, info, held)
   // Logged once timed (a line's writing is not the body's time); a body's synchronous end is never a worker's.
