@@ -25,7 +25,7 @@ import { Clock, Data, Effect, Mailbox, Schedule, Schema, type Scope, Stream } fr
 import { nestedUnder } from "../internal/agent/run.js"
 import type { PendingApproval } from "../internal/agent/types.js"
 import * as Journal from "../Journal.js"
-import { followAlive } from "../Timing.js"
+import { followAlive } from "./ClusterTiming.js"
 import type { AgentLimitExceeded, Assignment, Caller } from "../protocol/Protocol.js"
 import { TaskEvent } from "../protocol/Protocol.js"
 import * as AgentCalls from "./AgentCalls.js"

@@ -41,7 +41,7 @@ export const AgentEntity = Entity.make("agent-tools/Agent", [
 ])
 
 /**
- * What the owner of a task sends a follower between events, every `Timing.followAlive.every`: a
+ * What the owner of a task sends a follower between events, every `ClusterTiming.followAlive.every`: a
  * stream that goes quiet for longer (its owner was replaced, or its entity stopped without a word)
  * is given up and attached again, never waited on.
  */

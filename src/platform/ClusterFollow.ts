@@ -9,7 +9,8 @@ import { Cause, Data, Duration, Effect, Mailbox, Option, Schedule, type Scope, S
 import type { Ids } from "../Ids.js"
 import * as SqlStore from "../internal/sql/store.js"
 import type { EventsWanted, TaskEvent, UnknownTask } from "../protocol/Protocol.js"
-import { followAlive, type Timing } from "../Timing.js"
+import { type Timing } from "../Timing.js"
+import { followAlive } from "./ClusterTiming.js"
 import { type Alive, type AttachPayload, holdsShardOf, type TaskEntity } from "./ClusterEntities.js"
 import type * as ClusterTasks from "./ClusterTasks.js"
 

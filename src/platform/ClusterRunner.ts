@@ -15,7 +15,7 @@ import * as Socket from "@effect/platform/Socket"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import { type Duration, Effect, Layer, Option } from "effect"
-import { clusterFailover } from "../Timing.js"
+import { clusterFailover } from "./ClusterTiming.js"
 import * as ClusterWake from "./ClusterWake.js"
 
 /** Where this runner is reached by the others, and the shards' layout. */
@@ -28,7 +28,7 @@ export interface RunnerOptions {
   readonly shardsPerGroup?: number | undefined
   /**
    * How often the engine reads its storage for messages even when nothing woke it: the safety net
-   * under the wake-up channel (ClusterWake.ts). Default `Timing.clusterFailover`'s.
+   * under the wake-up channel (ClusterWake.ts). Default `ClusterTiming.clusterFailover`'s.
    */
   readonly messagePollInterval?: Duration.DurationInput | undefined
   /**
@@ -41,7 +41,7 @@ export interface RunnerOptions {
   readonly placement?: "submitter" | "id" | undefined
 }
 
-/** The cluster's sharding config for this runner: its address, and the failover timings of `Timing.clusterFailover`. */
+/** The cluster's sharding config for this runner: its address, and the failover timings of `ClusterTiming.clusterFailover`. */
 export const shardingConfig = (options: RunnerOptions): Partial<ShardingConfig.ShardingConfig["Type"]> => ({
   runnerAddress: Option.some(RunnerAddress.make({ host: options.host ?? "127.0.0.1", port: options.port ?? 34431 })),
   shardsPerGroup: options.shardsPerGroup ?? 300,

@@ -20,7 +20,7 @@ import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schedule, Stream } from "effect"
-import { clusterWake } from "../Timing.js"
+import { clusterWake } from "./ClusterTiming.js"
 
 /** The PostgreSQL channel a stored message's shard is announced on. */
 export const wakeChannel = "agent_tools_cluster_messages"

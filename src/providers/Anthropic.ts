@@ -81,7 +81,7 @@ interface WireMessage {
 }
 
 /** The request body of the Messages API, asking for a stream. */
-export const toBody = (
+const toBody = (
   model: string,
   maxTokens: number,
   request: LanguageModel.ModelRequest,
@@ -215,7 +215,7 @@ const finishOf = (stopReason: string | null | undefined, calls: number): Languag
 }
 
 /** A Messages API response (a server that did not stream) as a turn. */
-export const fromBody = turnFromBody("anthropic", ResponseBody, ({ content, stop_reason, usage }, request) => {
+const fromBody = turnFromBody("anthropic", ResponseBody, ({ content, stop_reason, usage }, request) => {
   const texts: Array<string> = []
   const toolCalls: Array<LanguageModel.ToolCall> = []
   const reasoning: Array<LanguageModel.ReasoningBlock> = []

@@ -11,6 +11,7 @@
 import type * as HttpClient from "@effect/platform/HttpClient"
 import { Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
+import { usageFrom } from "./httpBody.js"
 import { optionalSecret, optionalString } from "../internal/util/settings.js"
 import { endpoint, eventDecoder, layerModel, type LimitOptions, MissingApiKey, type StreamReader, turnFromBody } from "./Http.js"
 
@@ -81,7 +82,7 @@ export const layerConfig = fromEnvironment(layer)
 // Wire format.
 
 /** The request body of Chat Completions, asking for a stream with its usage at the end. */
-export const toBody = (options: Options, request: LanguageModel.ModelRequest): unknown => {
+const toBody = (options: Options, request: LanguageModel.ModelRequest): unknown => {
   const messages: Array<unknown> = []
   if (request.instructions !== undefined) messages.push({ role: "system", content: request.instructions })
   for (const message of request.messages) {
@@ -143,12 +144,6 @@ const WireUsage = Schema.Struct({
   })))
 })
 
-/** Our usage from an OpenAI API's counts; the cached input tokens (part of the input's) when it said. */
-export const usageFrom = (input: number | undefined, output: number | undefined, cached: number | null | undefined): LanguageModel.Usage => {
-  const counts = { inputTokens: input ?? 0, outputTokens: output ?? 0 }
-  return cached == null ? counts : { ...counts, cacheReadTokens: cached }
-}
-
 const usageOf = (usage: typeof WireUsage.Type | null | undefined): LanguageModel.Usage =>
   usageFrom(usage?.prompt_tokens, usage?.completion_tokens, usage?.prompt_tokens_details?.cached_tokens)
 
@@ -179,7 +174,7 @@ const finishReasons: Record<string, LanguageModel.FinishReason> = {
 const argumentsText = (args: unknown): string => typeof args === "string" ? args : JSON.stringify(args ?? {})
 
 /** A Chat Completions response (its first choice; a server that did not stream) as a turn. */
-export const fromBody = turnFromBody("openai", ResponseBody, ({ choices: [choice], usage }) => {
+const fromBody = turnFromBody("openai", ResponseBody, ({ choices: [choice], usage }) => {
   const turn = {
     text: choice.message.content ?? undefined,
     toolCalls: (choice.message.tool_calls ?? []).map((call, i) => ({

@@ -11,7 +11,8 @@ import type * as HttpClient from "@effect/platform/HttpClient"
 import { type Layer, type Redacted, Schema } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
 import { endpoint, eventDecoder, layerModel, type LimitOptions, type StreamReader, turnFromBody } from "./Http.js"
-import { bearer, defaultBaseUrl, fromEnvironment, usageFrom } from "./OpenAi.js"
+import { usageFrom } from "./httpBody.js"
+import { bearer, defaultBaseUrl, fromEnvironment } from "./OpenAi.js"
 
 /** How to reach the API, and what to ask of a reasoning model. */
 export interface Options extends LimitOptions {
@@ -52,7 +53,7 @@ export const layerConfig = fromEnvironment(layer)
 const reasoningModel = /^(o\d|gpt-5|codex)/
 
 /** The request body: the conversation as input items, asking for a stream. */
-export const toBody = (options: Options, request: LanguageModel.ModelRequest): unknown => {
+const toBody = (options: Options, request: LanguageModel.ModelRequest): unknown => {
   const input: Array<unknown> = []
   for (const message of request.messages) {
     switch (message._tag) {
@@ -165,7 +166,7 @@ const finishOf = (response: Response, calls: number): LanguageModel.FinishReason
 }
 
 /** A whole response (a server that did not stream) as a turn. */
-export const fromBody = turnFromBody("openai", Response, (response) => {
+const fromBody = turnFromBody("openai", Response, (response) => {
   let text: string | undefined
   const toolCalls: Array<LanguageModel.ToolCall> = []
   const reasoning: Array<LanguageModel.ReasoningBlock> = []

@@ -109,3 +109,9 @@ export const eventDecoder = <A, I>(
     return new LanguageModel.ModelError({ ...error, message: error.message.replace("response body", "stream event") })
   }
 }
+
+/** Our usage from an OpenAI API's counts; the cached input tokens (part of the input's) when it said. */
+export const usageFrom = (input: number | undefined, output: number | undefined, cached: number | null | undefined): LanguageModel.Usage => {
+  const counts = { inputTokens: input ?? 0, outputTokens: output ?? 0 }
+  return cached == null ? counts : { ...counts, cacheReadTokens: cached }
+}
