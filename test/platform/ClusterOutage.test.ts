@@ -110,9 +110,11 @@ for (const outageMillis of [1_000, 5_000]) {
         { concurrency: "unbounded" }
       ).pipe(Effect.fork)
 
-      // Crash the database once every task is under way and calls are in flight (after their first turn).
+      // Crash the database once every task is under way (each asked its model once: a submit still waiting for
+      // its start has no stream to tell yet) and calls are in flight.
+      const underWay = () => new Set(readAsks(asksFile).map((ask) => ask.key.split("#")[0])).size
       yield* Effect.promise(async () => {
-        while (readAsks(asksFile).length < tasks + 2 || running < 5) await new Promise((r) => setTimeout(r, 10))
+        while (underWay() < tasks || running < 5) await new Promise((r) => setTimeout(r, 10))
       })
       const inFlight = running
       const crashedAt = Date.now()
