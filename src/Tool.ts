@@ -314,7 +314,8 @@ export const isPermanentList = (u: unknown): u is ReadonlyArray<string> =>
  * Runs `tool`'s body on `input` with no pipeline, platform or agent: for a unit test of its logic
  * (design: Call context). The input is taken as it is (not decoded), the output not encoded; every
  * body shape is an Effect here (a rejection is a failure, a throw a defect). The body gets `call` as
- * its second argument, by default `ToolContext.makeCall()` (ids `"local"`, a deadline a minute away).
+ * its second argument, by default `ToolContext.makeCall()` on the fiber's `Clock` (ids `"local"`, a deadline a
+ * minute away; under `TestClock` its `remaining` moves with the test's clock).
  *
  * Without `call`, the `ToolContext` service is absent, as outside any call: `ToolContext.current` is
  * `None`, and a body that reads `ToolContext.ToolContext` without checking still needs it in its
@@ -330,8 +331,9 @@ export function test<Input, Output, E, R, Body>(
   call: Call
 ): Effect.Effect<Output, Body extends Effect.Effect<any, any, any> ? E : unknown, Exclude<R, ToolContext>>
 export function test(tool: Any, input: unknown, call?: Call): Effect.Effect<unknown, unknown, unknown> {
-  return Effect.suspend(() => {
-    const given = call ?? makeCall()
+  // The default call's deadline and `remaining` are on the fiber's clock: a `TestClock` drives them.
+  return Effect.clockWith((clock) => {
+    const given = call ?? makeCall(undefined, clock)
     const body: unknown = tool.handler(input, given)
     const effect: Effect.Effect<unknown, unknown, unknown> = Effect.isEffect(body)
       ? body

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Either, Exit, Schema } from "effect"
+import { Cause, Effect, Either, Exit, Fiber, Schema, TestClock } from "effect"
 import { readFileSync } from "node:fs"
 import { Tool, ToolContext } from "../src/index.js"
 import * as Testing from "../examples/testing.js"
@@ -249,6 +249,15 @@ describe("Tool.test: a tool's body without the platform (design: Call context)",
       assert.strictEqual(yield* Testing.closed, "closed")
       assert.strictEqual(yield* Testing.deferred, "deferred")
       assert.strictEqual(yield* Effect.promise(Testing.compiles), "closed")
+    }))
+
+  it.effect("the default call's deadline is on the fiber's clock: under TestClock, remaining moves with the test's time", () =>
+    Effect.gen(function*() {
+      const left = Tool.make("left", { description: "Time left.", input: {}, timeout: "1 minute" }, (_, call) =>
+        Effect.map(Effect.sleep("10 seconds"), () => call.remaining()))
+      const running = yield* Effect.fork(Tool.test(left, {}))
+      yield* TestClock.adjust("10 seconds")
+      assert.strictEqual(yield* Fiber.join(running), 50_000)
     }))
 
   it.effect("an async body's rejection is a failure, a plain body's throw a defect; the call given is its second argument", () =>
