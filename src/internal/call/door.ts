@@ -113,6 +113,10 @@ const sharedOf = (options: DispatcherOptions | undefined): Shared => ({
   options
 })
 
+/** A call `begin` starts with the running fiber as its caller, awaited: `start` as an effect. */
+const onThisFiber = (begin: (calling: CallingFiber) => Started): Effect.Effect<ToolResult> =>
+  Effect.withFiberRuntime((fiber, status) => awaitStarted(begin(new CallingFiber(fiber, status.runtimeFlags))))
+
 class ToolkitDoor implements Door {
   constructor(readonly toolkit: Toolkit.Toolkit<any>, private readonly shared: Shared) {}
 
@@ -148,9 +152,7 @@ class ToolkitDoor implements Door {
   }
 
   run(name: string, args: unknown, options?: CallOptions): Effect.Effect<ToolResult> {
-    return Effect.withFiberRuntime((fiber, status) =>
-      awaitStarted(this.start(new CallingFiber(fiber, status.runtimeFlags), name, args, options))
-    )
+    return onThisFiber((calling) => this.start(calling, name, args, options))
   }
 
   wasReused(toolCallId: string): boolean {
@@ -173,7 +175,7 @@ export const make = (toolkit: Toolkit.Toolkit<any>, options?: DispatcherOptions)
 
 /** One call of `tool`, outside any toolkit or run (`Invocation.run`): `start` as an effect. */
 export const runTool = (tool: Tool.Any, args: unknown, options?: Omit<Options, "gate" | "reuse">): Effect.Effect<ToolResult> =>
-  Effect.withFiberRuntime((fiber, status) => awaitStarted(start(new CallingFiber(fiber, status.runtimeFlags), tool, args, options)))
+  onThisFiber((calling) => start(calling, tool, args, options))
 
 /**
  * `runtime` as the caller of the calls a face starts on its own stack (MCP's request handler): the same services,
