@@ -107,6 +107,14 @@ const freshDatabase = Effect.gen(function*() {
 /** `Cluster.migrate` on the database at `url`. */
 const migrate = (url: string) => Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(url) }))
 
+/** A fresh database, migrated, and the scripted models its runners share (one conversation each). */
+const migratedWithModels = Effect.gen(function*() {
+  const url = yield* freshDatabase
+  yield* migrate(url)
+  const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+  return { models, url }
+})
+
 // `pg_stat_statements` loaded: what a task costs the database is counted by PostgreSQL itself.
 const server = Pg.layer({ settings: { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "all" } })
 
@@ -162,9 +170,7 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
 
   it.scoped("three runners, two serving processes on different runners, 20 tasks: all complete in order, side effects = unique calls", () =>
     Effect.gen(function*() {
-      const url = yield* freshDatabase
-      yield* migrate(url)
-      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      const { models, url } = yield* migratedWithModels
       const urls = yield* Effect.all([0, 1, 2].map(() => startRunner(url, models)), { concurrency: "unbounded" })
       const effects = new Map<string, number>()
       const serving = (runner: string, tool: string) =>
@@ -303,9 +309,7 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
 
   it.scoped("the lifecycle budget is counted per agent across runners: the 31st call is refused whichever runner it reaches", () =>
     Effect.gen(function*() {
-      const url = yield* freshDatabase
-      yield* migrate(url)
-      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      const { models, url } = yield* migratedWithModels
       const urls = yield* Effect.all([0, 1, 2].map(() => startRunner(url, models)), { concurrency: "unbounded" })
       const clients = yield* Effect.forEach(urls, (runner) =>
         Effect.map(Layer.build(clientLayer({ url: runner }, policy)), Context.get(PlatformClient.PlatformClient)))
@@ -327,9 +331,7 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
 
   it.scoped("an agent's open tasks are counted over the whole cluster: past maxTasksPerAgent a submit is refused on any runner", () =>
     Effect.gen(function*() {
-      const url = yield* freshDatabase
-      yield* migrate(url)
-      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      const { models, url } = yield* migratedWithModels
       const urls = yield* Effect.all([0, 1, 2].map(() => startRunner(url, models, { maxTasksPerAgent: 2 })), {
         concurrency: "unbounded"
       })
@@ -363,9 +365,7 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
 
   it.scoped("a task journaled whose Run was never sent (its runner died in between) is taken up by a sweep", () =>
     Effect.gen(function*() {
-      const url = yield* freshDatabase
-      yield* migrate(url)
-      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      const { models, url } = yield* migratedWithModels
       const asked = Effect.map(Effect.flatMap(LanguageModel.Scripted, (s) => s.requests), (requests) => requests.map(promptOf)).pipe(
         Effect.provide(models)
       )
@@ -391,9 +391,7 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
 
   it.scoped("a submit retried with its key (its answer lost) gets the task the first made, through another runner too", () =>
     Effect.gen(function*() {
-      const url = yield* freshDatabase
-      yield* migrate(url)
-      const models = yield* Layer.build(LanguageModel.layerScripted(script, { perConversation: true }))
+      const { models, url } = yield* migratedWithModels
       const urls = yield* Effect.all([startRunner(url, models), startRunner(url, models)], { concurrency: "unbounded" })
       const clients = yield* Effect.forEach(urls, (runner) =>
         Effect.map(Layer.build(clientLayer({ url: runner }, policy)), (context) => Context.get(context, PlatformClient.PlatformClient)))
