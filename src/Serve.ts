@@ -158,12 +158,12 @@ export const layerStoreSql = (options: SqlOptions): Layer.Layer<Idempotency | He
  */
 const fromConfig = <A, E, R>(
   use: (agentId: string) => Effect.Effect<A, E, R>
-): Effect.Effect<A, E | MissingSetting | StoreUnavailable, Exclude<R, Idempotency | HeldTasks> | Scope.Scope> =>
+): Effect.Effect<A, E | MissingSetting | StoreUnavailable, R | Scope.Scope> =>
   Effect.gen(function*() {
     const agentId = yield* required("AGENT_ID", Config.string("AGENT_ID"))
     const provided = yield* Effect.serviceOption(Idempotency)
     const path = Option.isSome(provided) ? Option.none() : yield* Settings.optionalString("IDEMPOTENCY_DB")
-    if (Option.isNone(path)) return yield* (use(agentId) as Effect.Effect<A, E, Exclude<R, Idempotency | HeldTasks>>)
+    if (Option.isNone(path)) return yield* use(agentId)
     const stores = yield* Layer.build(layerStoreSql({ filename: path.value }))
     return yield* Effect.provide(use(agentId), stores)
   })
