@@ -28,7 +28,7 @@ import {
 import * as Journal from "./Journal.js"
 import type * as LanguageModel from "./LanguageModel.js"
 import type * as Tool from "./Tool.js"
-import type { ToolContext } from "./ToolContext.js"
+import type { CallServices } from "./ToolContext.js"
 
 export type { AsToolOptions } from "./internal/agent/subAgent.js"
 export {
@@ -97,7 +97,7 @@ export const run = <R, A = never>(
   agent: Agent<R, A>,
   prompt: string,
   options?: RunOptions
-): Effect.Effect<Result<A>, AgentError, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
+): Effect.Effect<Result<A>, AgentError, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
   // Only a resume can name a run the journal does not have.
   traced(agent, loop(agent, { prompt, runId: options?.runId }, undefined)) as Effect.Effect<
     Result<A>,
@@ -118,7 +118,7 @@ export const resume = <R, A = never>(
 ): Effect.Effect<
   Result<A>,
   AgentError | UnknownRun,
-  LanguageModel.LanguageModel | Journal.Journal | Exclude<R, ToolContext>
+  LanguageModel.LanguageModel | Journal.Journal | Exclude<R, CallServices>
 > => traced(agent, loop(agent, { resume: runId }, undefined)) as Effect.Effect<Result<A>, AgentError | UnknownRun>
 
 /**
@@ -129,7 +129,7 @@ export const stream = <R, A = never>(
   agent: Agent<R, A>,
   prompt: string,
   options?: RunOptions & { readonly resume?: boolean | undefined }
-): Stream.Stream<AgentEvent, AgentError | UnknownRun, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
+): Stream.Stream<AgentEvent, AgentError | UnknownRun, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
   Stream.unwrapScoped(Effect.gen(function*() {
     const mailbox = yield* Mailbox.make<AgentEvent, AgentError | UnknownRun>()
     const start: Start = options?.resume === true && options.runId !== undefined
@@ -158,7 +158,7 @@ export const runWithEvents = <R, A = never>(
   prompt: string,
   onEvent: (event: AgentEvent) => void,
   host?: HostOptions
-): Effect.Effect<Result<A>, AgentError, LanguageModel.LanguageModel | Exclude<R, ToolContext>> =>
+): Effect.Effect<Result<A>, AgentError, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
   traced(
     agent,
     loop(agent, host === undefined ? { prompt } : { prompt, runId: host.runId, host }, onEvent) as Effect.Effect<
@@ -224,5 +224,5 @@ export const asTool: <R, A, I extends Schema.Struct.Fields | Schema.Schema<any, 
 export const runPromise = <R, E, A = never>(
   agent: Agent<R, A>,
   prompt: string,
-  layer: Layer.Layer<LanguageModel.LanguageModel | Exclude<R, ToolContext>, E>
+  layer: Layer.Layer<LanguageModel.LanguageModel | Exclude<R, CallServices>, E>
 ): Promise<Result<A>> => Effect.runPromise(Effect.provide(run(agent, prompt), layer))

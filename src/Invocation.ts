@@ -11,7 +11,7 @@ import { type Effect, Layer } from "effect"
 import * as Door from "./internal/call/door.js"
 import * as Pipeline from "./internal/call/pipeline.js"
 import type * as Tool from "./Tool.js"
-import type { ToolContext } from "./ToolContext.js"
+import type { CallServices } from "./ToolContext.js"
 import type * as Toolkit from "./Toolkit.js"
 import type { ToolResult } from "./ToolResult.js"
 
@@ -47,7 +47,7 @@ export const run = <R>(
   tool: Tool.Tool<string, any, any, any, R, any>,
   args: unknown,
   options?: Options
-): Effect.Effect<ToolResult, never, Exclude<R, ToolContext>> => Door.runTool(tool, args, options)
+): Effect.Effect<ToolResult, never, Exclude<R, CallServices>> => Door.runTool(tool, args, options)
 
 /**
  * A dispatcher over `toolkit` (the door every face goes through, design: The call pipeline): it runs a call by

@@ -391,9 +391,9 @@ export interface StdioOptions extends Options {
 export const serveStdio = <R>(
   toolkit: Toolkit.Toolkit<R>,
   options?: StdioOptions
-): Effect.Effect<void, McpStdioError, Exclude<R, ToolContext.ToolContext>> =>
+): Effect.Effect<void, McpStdioError, Exclude<R, ToolContext.CallServices>> =>
   Effect.scoped(Effect.gen(function*() {
-    const runtime = yield* Effect.runtime<Exclude<R, ToolContext.ToolContext>>()
+    const runtime = yield* Effect.runtime<Exclude<R, ToolContext.CallServices>>()
     // The one session's door; tools on worker threads: their workers are up before the first request is read.
     const door = sessionDoor(toolkit, options)
     yield* door.prepare
@@ -517,7 +517,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
   const limits = { maxConnections: options.maxConnections ?? httpDefaults.maxConnections, bodyMillis }
   const route = HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
-      const runtime = yield* Effect.runtime<Exclude<R, ToolContext.ToolContext>>()
+      const runtime = yield* Effect.runtime<Exclude<R, ToolContext.CallServices>>()
       // Each session opens a door of its own; tools on worker threads: their workers are up before the first.
       const door = sessionDoor(toolkit, options)
       yield* door.prepare

@@ -16,7 +16,7 @@ import { formatIssues } from "./internal/util/issues.js"
 import type { TaskEvent } from "./protocol/Protocol.js"
 import { type Caller, type MissingSetting, PlatformClient, required } from "./PlatformClient.js"
 import * as Timing from "./Timing.js"
-import type { ToolContext } from "./ToolContext.js"
+import type { CallServices } from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
 import * as Door from "./internal/call/door.js"
 import { awayRetried } from "./internal/serve/away.js"
@@ -198,7 +198,7 @@ export interface MakeOptions {
 export const make = <R>(
   toolkit: Toolkit.Toolkit<R>,
   options: MakeOptions & { readonly agentId: string }
-): Effect.Effect<Serve["Type"], ServeError, PlatformClient | Scope.Scope | Exclude<R, ToolContext>> =>
+): Effect.Effect<Serve["Type"], ServeError, PlatformClient | Scope.Scope | Exclude<R, CallServices>> =>
   Effect.gen(function*() {
     const agentId = options.agentId
     const client = yield* PlatformClient
@@ -269,20 +269,20 @@ export const make = <R>(
 export const makeConfig = <R>(
   toolkit: Toolkit.Toolkit<R>,
   options: MakeOptions = {}
-): Effect.Effect<Serve["Type"], ServeError, PlatformClient | Scope.Scope | Exclude<R, ToolContext>> =>
+): Effect.Effect<Serve["Type"], ServeError, PlatformClient | Scope.Scope | Exclude<R, CallServices>> =>
   fromConfig((agentId) => make(toolkit, { ...options, agentId }))
 
 /** `make` as a scoped layer: registered while the layer lives. */
 export const layer = <R>(
   toolkit: Toolkit.Toolkit<R>,
   options: MakeOptions & { readonly agentId: string }
-): Layer.Layer<Serve, ServeError, PlatformClient | Exclude<R, ToolContext>> => Layer.scoped(Serve, make(toolkit, options))
+): Layer.Layer<Serve, ServeError, PlatformClient | Exclude<R, CallServices>> => Layer.scoped(Serve, make(toolkit, options))
 
 /** `makeConfig` as a scoped layer: the agent and the stores from the settings. */
 export const layerConfig = <R>(
   toolkit: Toolkit.Toolkit<R>,
   options: MakeOptions = {}
-): Layer.Layer<Serve, ServeError, PlatformClient | Exclude<R, ToolContext>> => Layer.scoped(Serve, makeConfig(toolkit, options))
+): Layer.Layer<Serve, ServeError, PlatformClient | Exclude<R, CallServices>> => Layer.scoped(Serve, makeConfig(toolkit, options))
 
 /** Options of `serve` and `serveConfig`. */
 export interface ServeOptions extends MakeOptions {
@@ -302,12 +302,12 @@ const untilStopped = <E, R>(made: Effect.Effect<Serve["Type"], E, R>, stop: Effe
 export const serve = <R>(
   toolkit: Toolkit.Toolkit<R>,
   options: ServeOptions & { readonly agentId: string }
-): Effect.Effect<void, ServeError, PlatformClient | Exclude<R, ToolContext>> =>
+): Effect.Effect<void, ServeError, PlatformClient | Exclude<R, CallServices>> =>
   untilStopped(make(toolkit, options), options.stop)
 
 /** `serve`, the agent and the stores from the settings (`makeConfig`). */
 export const serveConfig = <R>(
   toolkit: Toolkit.Toolkit<R>,
   options: ServeOptions = {}
-): Effect.Effect<void, ServeError, PlatformClient | Exclude<R, ToolContext>> =>
+): Effect.Effect<void, ServeError, PlatformClient | Exclude<R, CallServices>> =>
   untilStopped(makeConfig(toolkit, options), options.stop)

@@ -4,7 +4,7 @@
  */
 import { Duration, Effect, Either, JSONSchema, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
 import * as JsonSchemaCheck from "./internal/jsonSchema.js"
-import { type Call, makeCall, ToolContext } from "./ToolContext.js"
+import { type Call, type CallServices, makeCall, ToolContext } from "./ToolContext.js"
 
 /** Identifies a `Tool` value at run time. */
 export const TypeId: unique symbol = Symbol.for("agent-tools/Tool")
@@ -329,7 +329,7 @@ export function test<Input, Output, E, R, Body>(
   tool: Tool<string, Input, Output, E, R, Body>,
   input: NoInfer<Input>,
   call: Call
-): Effect.Effect<Output, Body extends Effect.Effect<any, any, any> ? E : unknown, Exclude<R, ToolContext>>
+): Effect.Effect<Output, Body extends Effect.Effect<any, any, any> ? E : unknown, Exclude<R, CallServices>>
 export function test(tool: Any, input: unknown, call?: Call): Effect.Effect<unknown, unknown, unknown> {
   // The default call's deadline and `remaining` are on the fiber's clock: a `TestClock` drives them.
   return Effect.clockWith((clock) => {

@@ -3,7 +3,7 @@
  * this is, and when its deadline falls. `Invocation` provides it; a handler reads it with
  * `yield* ToolContext.ToolContext` or, when it may run outside a call, `yield* ToolContext.current`.
  */
-import { Clock, Context, Duration, Effect, type FiberRefs, Option, Runtime, type Tracer } from "effect"
+import { Clock, Context, Duration, Effect, type FiberRefs, Option, Runtime, type Scope, type Tracer } from "effect"
 import { effectLevels, type McpLogLevel } from "./internal/util/logLevels.js"
 import { traceparentOf } from "./internal/util/traceContext.js"
 
@@ -23,6 +23,13 @@ export interface ToolCallInfo {
 
 /** The service tag: present inside a call made through `Invocation`, absent elsewhere. */
 export class ToolContext extends Context.Tag("agent-tools/ToolContext")<ToolContext, ToolCallInfo>() {}
+
+/**
+ * What a call gives its handler, so that a caller never provides them: the call's context and the call's
+ * `Scope`, closed when the call ends (at its deadline at the latest): a resource the handler acquires with
+ * `Effect.acquireRelease` is released then.
+ */
+export type CallServices = ToolContext | Scope.Scope
 
 /** The current call's context, or `None` outside a call (for example in a direct `tool.handler(input)`). */
 export const current: Effect.Effect<Option.Option<ToolCallInfo>> = Effect.serviceOption(ToolContext)

@@ -14,7 +14,7 @@ import { RunState } from "../hooks/tool.js"
 import { parseTraceparent } from "../util/traceContext.js"
 import { prepareWorkers } from "../worker/prepare.js"
 import type * as Tool from "../../Tool.js"
-import type { ToolContext } from "../../ToolContext.js"
+import type { CallServices } from "../../ToolContext.js"
 import * as Toolkit from "../../Toolkit.js"
 import { ToolResult, type UnknownTool } from "../../ToolResult.js"
 import { awaitStarted, CallingFiber, type Gate, type Options, start, type Started } from "./pipeline.js"
@@ -74,7 +74,7 @@ export interface Dispatcher<R = never> {
    * Runs one call of the tool named `name` with `args` (JSON text or a parsed value). Never fails and never dies:
    * an unknown name, like every other problem, is a failed `ToolResult`.
    */
-  run(name: string, args: unknown, options?: CallOptions): Effect.Effect<ToolResult, never, Exclude<R, ToolContext>>
+  run(name: string, args: unknown, options?: CallOptions): Effect.Effect<ToolResult, never, Exclude<R, CallServices>>
   /** Whether call `toolCallId` was answered by an earlier outcome (design: Per-run reuse). */
   wasReused(toolCallId: string): boolean
 }

@@ -59,7 +59,7 @@ export const decideDemo = (
 export const fromOwnMcpServer = <R>(
   local: import("../../Toolkit.js").Toolkit<R>,
   name: string,
-  services: Context.Context<Exclude<R, import("../../ToolContext.js").ToolContext>>
+  services: Context.Context<Exclude<R, import("../../ToolContext.js").CallServices>>
 ) =>
   Effect.gen(function*() {
     const [Mcp, HttpServer, Toolkit] = yield* load(
