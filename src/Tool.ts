@@ -82,6 +82,15 @@ export interface Schemas {
 /** Any tool, for collections. */
 export interface Any extends Tool<string, any, any, any, any, any> {}
 
+/**
+ * What the type of a tool made by `make` says of `needsApproval`: `false` when the options have none (or a
+ * literal `false`), `true` for a literal `true`, `boolean` when not known. An agent whose tools are all
+ * `false` cannot suspend for approvals (`Agent.make`); a tool typed `Any` (or a sub-agent's) may.
+ */
+export interface Approval<N extends boolean> {
+  readonly needsApproval: N
+}
+
 /** What the handlers of a union of tools need. */
 export type Requirements<T> = T extends Tool<any, any, any, any, infer R> ? R : never
 
@@ -145,31 +154,34 @@ export function make<
   I extends Schema.Struct.Fields | Schema.Schema<any, any, never>,
   O = unknown,
   E = never,
-  R = never
+  R = never,
+  const N extends boolean = false
 >(
   name: Name,
-  options: Options<I, O, E>,
+  options: Options<I, O, E> & { readonly needsApproval?: N | undefined },
   // The output type comes from the output Schema alone (unknown without one), never from the handler.
   handler: (input: InputOf<I>, call: Call) => Effect.Effect<NoInfer<O>, E, R>
-): Tool<Name, InputOf<I>, O, E, R>
+): Tool<Name, InputOf<I>, O, E, R> & Approval<N>
 export function make<
   const Name extends string,
   I extends Schema.Struct.Fields | Schema.Schema<any, any, never>,
-  O = unknown
+  O = unknown,
+  const N extends boolean = false
 >(
   name: Name,
-  options: Options<I, O, unknown>,
+  options: Options<I, O, unknown> & { readonly needsApproval?: N | undefined },
   handler: (input: InputOf<I>, call: Call) => PromiseLike<NoInfer<O>>
-): Tool<Name, InputOf<I>, O, unknown, never, PromiseLike<O>>
+): Tool<Name, InputOf<I>, O, unknown, never, PromiseLike<O>> & Approval<N>
 export function make<
   const Name extends string,
   I extends Schema.Struct.Fields | Schema.Schema<any, any, never>,
-  O = unknown
+  O = unknown,
+  const N extends boolean = false
 >(
   name: Name,
-  options: Options<I, O, unknown>,
+  options: Options<I, O, unknown> & { readonly needsApproval?: N | undefined },
   handler: (input: InputOf<I>, call: Call) => NoInfer<O>
-): Tool<Name, InputOf<I>, O, unknown, never, O>
+): Tool<Name, InputOf<I>, O, unknown, never, O> & Approval<N>
 export function make(
   name: string,
   options: Options<Schema.Struct.Fields | Schema.Schema<any, any, never>, unknown, unknown>,
