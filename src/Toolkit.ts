@@ -1,9 +1,24 @@
 /**
  * A validated set of tools and its manifest (design: Limits). `Toolkit.make` checks every limit at
  * once and reports each violation with the tool and the rule it breaks.
+ *
+ * A toolkit keeps its tools' types, and `R`, what their handlers need: `Agent.make({ toolkit })`, `Serve`
+ * and `Mcp` ask it of their callers. `provide(toolkit, context)` closes it with services at hand, and
+ * `closed(Toolkit.make(...))` with the services of the context it is built in: in a layer, once, so that
+ * the service it is handed on as needs nothing more (`R` = `never`):
+ *
+ * ```ts
+ * class SupportTools extends Effect.Service<SupportTools>()("SupportTools", {
+ *   effect: Toolkit.closed(Toolkit.make(lookupOrder, issueRefund)) // Orders, Billing: taken here
+ * }) {}
+ * // SupportTools.Default: Layer<SupportTools, ManifestError, Orders | Billing>
+ * const agent = Agent.make({ toolkit: yield* SupportTools }) // Agent<never>
+ * ```
  */
-import { Duration, Effect, Either, Schema } from "effect"
+import { Context, Duration, Effect, Either, Exit, Schema, Scope, Tracer } from "effect"
+import { dual } from "effect/Function"
 import * as Tool from "./Tool.js"
+import { type CallServices, ToolContext } from "./ToolContext.js"
 import { UnknownTool } from "./ToolResult.js"
 
 /** At most this many tools per toolkit. */
@@ -79,11 +94,14 @@ export class ManifestEntry extends Schema.Class<ManifestEntry>("agent-tools/Mani
   needsApproval: Schema.optionalWith(Schema.Boolean, { default: () => false })
 }) {}
 
-/** A validated set of tools; `R` is what their handlers need. */
-export interface Toolkit<out R = any> {
+/**
+ * A validated set of tools; `R` is what their handlers need, `Tools` the tools' own types, in order
+ * (`Agent.make({ toolkit })` reads both). After `provide` or `closed`, `R` is what callers still have to give.
+ */
+export interface Toolkit<out R = any, out Tools extends ReadonlyArray<Tool.Any> = ReadonlyArray<Tool.Any>> {
   /** Phantom: the handlers' requirements. */
   readonly _R?: (_: never) => R
-  readonly tools: ReadonlyArray<Tool.Any>
+  readonly tools: Tools
   /** Tools by name. */
   readonly byName: ReadonlyMap<string, Tool.Any>
   /** What each tool shows a model (design: What the model sees), in toolkit order; computed once. */
@@ -103,12 +121,12 @@ export const unknownTool = (toolkit: Toolkit, toolName: string): UnknownTool =>
 /** Validates `tools` against every limit; fails with all violations at once. */
 export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
   ...tools: Tools
-): Effect.Effect<Toolkit<Tool.Requirements<Tools[number]>>, ManifestError> => Effect.suspend(() => makeEither(tools))
+): Effect.Effect<Toolkit<Tool.Requirements<Tools[number]>, Tools>, ManifestError> => Effect.suspend(() => makeEither(tools))
 
 /** `make` as a plain function, for callers that validate once and keep the outcome. */
 export const makeEither = <const Tools extends ReadonlyArray<Tool.Any>>(
   tools: Tools
-): Either.Either<Toolkit<Tool.Requirements<Tools[number]>>, ManifestError> => {
+): Either.Either<Toolkit<Tool.Requirements<Tools[number]>, Tools>, ManifestError> => {
   const violations = validate(tools)
   if (violations.length > 0) return Either.left(new ManifestError({ violations }))
   const definitions = tools.map(Tool.jsonSchema)
@@ -138,6 +156,76 @@ const platformOwned = new WeakSet<Tool.Any>()
 export const ownedByPlatform = <T extends Tool.Any>(tool: T): T => {
   platformOwned.add(tool)
   return tool
+}
+
+/** A tool given the services `ROut`: its handler needs only what is left (its other fields are the tool's own). */
+export type ProvidedTool<T, ROut> = T extends Tool.Tool<infer Name, infer I, infer O, infer E, infer R, infer Body>
+  ? Tool.Tool<Name, I, O, E, Exclude<R, ROut>, ProvidedBody<Body, ROut>> & Tool.Approval<T["needsApproval"]>
+  : never
+
+/** A handler's body given the services `ROut`: an Effect needs the rest; a promise or a value is as it was. */
+export type ProvidedBody<Body, ROut> = Body extends Effect.Effect<infer A, infer E, infer R>
+  ? Effect.Effect<A, E, Exclude<R, ROut>>
+  : Body
+
+/** The tools `Tools` given the services `ROut`, in order. */
+export type Provided<Tools extends ReadonlyArray<Tool.Any>, ROut> = { readonly [K in keyof Tools]: ProvidedTool<Tools[K], ROut> }
+
+/** A toolkit given the services `ROut`: `R` is what its callers still have to give (a call gives `CallServices`). */
+export type ProvidedToolkit<R, Tools extends ReadonlyArray<Tool.Any>, ROut> = Toolkit<
+  Exclude<R, ROut | CallServices>,
+  Provided<Tools, ROut>
+>
+
+/**
+ * The toolkit whose handlers are given the services of `context`, merged into each call's own (the call's
+ * `ToolContext`, `Scope` and span stay the call's). Its tools are copies, their names, schemas, flags and
+ * worker the same; a handler that returns a promise or a value is left as it is (it needs no service).
+ */
+export const provide: {
+  <ROut>(
+    context: Context.Context<ROut>
+  ): <R, Tools extends ReadonlyArray<Tool.Any>>(self: Toolkit<R, Tools>) => ProvidedToolkit<R, Tools, ROut>
+  <R, Tools extends ReadonlyArray<Tool.Any>, ROut>(
+    self: Toolkit<R, Tools>,
+    context: Context.Context<ROut>
+  ): ProvidedToolkit<R, Tools, ROut>
+} = dual(2, (self: Toolkit, context: Context.Context<unknown>): Toolkit => {
+  // A context captured in a layer may hold a scope or a span of its own: the call's stay the call's.
+  const services = Context.omit(ToolContext, Scope.Scope, Tracer.ParentSpan)(context)
+  const tools = self.tools.map((tool): Tool.Any => {
+    const handler: unknown = tool.handler
+    if (typeof handler !== "function") return tool
+    const run = handler as Tool.Any["handler"]
+    const copy: Tool.Any = {
+      ...tool,
+      handler: (input, call) => {
+        const body: unknown = run(input, call)
+        return Effect.isEffect(body) && !Exit.isExit(body) ? Effect.provide(body, services) : body
+      }
+    }
+    if (platformOwned.has(tool)) platformOwned.add(copy)
+    return copy
+  })
+  return { tools, byName: new Map(tools.map((tool) => [tool.name, tool])), definitions: self.definitions, manifest: self.manifest }
+})
+
+/**
+ * `toolkit` (or the toolkit an Effect gives, `Toolkit.make(...)`) given the services of the context it is
+ * built in (`provide`): what its handlers need is asked of the builder, once, and the toolkit needs nothing
+ * more. Built in a layer (`Effect.Service`'s `effect`, `Layer.effect`), the services are the layer's.
+ */
+export function closed<R, Tools extends ReadonlyArray<Tool.Any>, E, RE>(
+  toolkit: Effect.Effect<Toolkit<R, Tools>, E, RE>
+): Effect.Effect<ProvidedToolkit<R, Tools, Exclude<R, CallServices>>, E, RE | Exclude<R, CallServices>>
+export function closed<R, Tools extends ReadonlyArray<Tool.Any>>(
+  toolkit: Toolkit<R, Tools>
+): Effect.Effect<ProvidedToolkit<R, Tools, Exclude<R, CallServices>>, never, Exclude<R, CallServices>>
+export function closed(toolkit: Toolkit | Effect.Effect<Toolkit, unknown, unknown>): Effect.Effect<Toolkit, unknown, unknown> {
+  return Effect.flatMap(
+    Effect.isEffect(toolkit) ? toolkit : Effect.succeed(toolkit),
+    (made) => Effect.map(Effect.context<never>(), (context) => provide(made, context))
+  )
 }
 
 /** Every limit violation of a set of tools (empty when it is valid). */
