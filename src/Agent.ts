@@ -17,10 +17,14 @@ import {
   type AgentRequirements,
   type Handoff,
   type HostOptions,
+  type MadeErrors,
   NoPendingApproval,
   type Options,
   type Result,
+  type RunIdError,
+  type RunIdInUse,
   type RunOptions,
+  type RunSuspended,
   type Start,
   TypeId,
   UnknownRun
@@ -34,18 +38,25 @@ export type { AsToolOptions } from "./internal/agent/subAgent.js"
 export {
   type Agent,
   type AgentError,
+  type AgentErrors,
   AgentEvent,
   type AgentRequirements,
+  type ApprovalError,
   ApprovalHop,
   type Completion,
   type Handoff,
   type HostOptions,
+  type MadeErrors,
   MaxStepsExceeded,
   NoPendingApproval,
   type Options,
+  type OutputError,
   OutputInvalid,
   PendingApproval,
   type Result,
+  type RunError,
+  type RunFailure,
+  type RunIdError,
   RunIdInUse,
   type RunOptions,
   RunResult,
@@ -57,23 +68,34 @@ export {
 } from "./internal/agent/types.js"
 
 /**
- * Makes an agent. Synchronous: the toolkit's limits check runs at the first `Agent.run`. An `output`
- * Schema that JSON Schema cannot express throws here, naming the rule it breaks.
+ * Makes an agent of `tools`, a `toolkit`, or both (the toolkit's tools first). Synchronous: the limits
+ * check of its tools runs at the first `Agent.run`. An `output` Schema that JSON Schema cannot express
+ * throws here, naming the rule it breaks. `R` is what the tools' handlers need (a toolkit's own `R`);
+ * `E` what its runs can fail with (`MadeErrors`).
  */
 export const make = <
-  const Tools extends ReadonlyArray<Tool.Any>,
+  const Tools extends ReadonlyArray<Tool.Any> = readonly [],
   A = never,
-  const Handoffs extends ReadonlyArray<Handoff> = ReadonlyArray<Agent<never, any>>
+  const Handoffs extends ReadonlyArray<Handoff> = readonly [],
+  RK = never,
+  KTools extends ReadonlyArray<Tool.Any> = readonly []
 >(
-  options: Options<Tools, A, Handoffs>
-): Agent<Tool.Requirements<Tools[number]> | AgentRequirements<Handoffs[number]>, A> => {
+  options: Options<Tools, A, Handoffs, RK, KTools>
+): Agent<
+  Tool.Requirements<Tools[number]> | RK | AgentRequirements<Handoffs[number]>,
+  A,
+  MadeErrors<Tools[number] | KTools[number], A, Handoffs[number]>
+> => {
   const completion = options.completion ?? "implicit"
   const given = (options.handoffs ?? []).map(SubAgent.handoffOf)
   const handoffs = new Map(given.map(({ agent, tool }) => [tool.name, agent] as const))
   const transfers = given.map(({ tool }) => tool)
-  const tools = completion === "explicit" ? [...options.tools, Builtins.taskComplete, Builtins.askUser] : options.tools
+  const own: ReadonlyArray<Tool.Any> = options.toolkit === undefined
+    ? options.tools ?? []
+    : [...options.toolkit.tools, ...options.tools ?? []]
+  const tools = completion === "explicit" ? [...own, Builtins.taskComplete, Builtins.askUser] : own
   return {
-    [TypeId]: { _R: (_: never) => _, _A: (_: never) => _ },
+    [TypeId]: { _R: (_: never) => _, _A: (_: never) => _, _E: (_: never) => _ },
     name: options.name ?? "agent",
     tools: transfers.length === 0 ? tools : [...tools, ...transfers],
     handoffs,
@@ -93,15 +115,15 @@ export const make = <
  * `Journal` in context the run is journaled as it goes (design: Durable runs), so that
  * `Agent.resume` can take it up in any process with the same store.
  */
-export const run = <R, A = never>(
-  agent: Agent<R, A>,
+export const run = <R, A = never, E extends AgentError = AgentError, const O extends RunOptions = {}>(
+  agent: Agent<R, A, E>,
   prompt: string,
-  options?: RunOptions
-): Effect.Effect<Result<A>, AgentError, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
+  options?: O
+): Effect.Effect<Result<A>, E | RunIdError<O>, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
   // Only a resume can name a run the journal does not have.
   traced(agent, loop(agent, { prompt, runId: options?.runId }, undefined)) as Effect.Effect<
     Result<A>,
-    AgentError,
+    E | RunIdError<O>,
     LanguageModel.LanguageModel
   >
 
@@ -112,24 +134,37 @@ export const run = <R, A = never>(
  * outcome runs again if its tool is not idempotent, and reads "outcome unknown" if it is. A run
  * that had ended answers its stored result.
  */
-export const resume = <R, A = never>(
-  agent: Agent<R, A>,
+export const resume = <R, A = never, E extends AgentError = AgentError>(
+  agent: Agent<R, A, E>,
   runId: string
 ): Effect.Effect<
   Result<A>,
-  AgentError | UnknownRun,
+  Exclude<E, RunIdInUse> | UnknownRun,
   LanguageModel.LanguageModel | Journal.Journal | Exclude<R, CallServices>
-> => traced(agent, loop(agent, { resume: runId }, undefined)) as Effect.Effect<Result<A>, AgentError | UnknownRun>
+> => traced(agent, loop(agent, { resume: runId }, undefined)) as Effect.Effect<Result<A>, Exclude<E, RunIdInUse> | UnknownRun>
+
+/**
+ * What `Agent.stream` of an agent whose runs fail with `E`, with options `O`, fails with: never `RunSuspended`
+ * (the stream ends with `Suspended`); `UnknownRun` only with `resume`, `RunIdInUse` only given a `runId`.
+ */
+export type StreamError<E, O> =
+  | Exclude<E, RunSuspended | RunIdInUse>
+  | (O extends { readonly resume?: false | undefined } ? RunIdError<O> : UnknownRun | RunIdError<O>)
 
 /**
  * The same run as a stream of `AgentEvent`s, ending with `Done` (or the run's error); a run that
  * suspends for approvals ends with `Suspended`. `resume` streams a resumed run the same way.
  */
-export const stream = <R, A = never>(
-  agent: Agent<R, A>,
+export const stream = <
+  R,
+  A = never,
+  E extends AgentError = AgentError,
+  const O extends RunOptions & { readonly resume?: boolean | undefined } = {}
+>(
+  agent: Agent<R, A, E>,
   prompt: string,
-  options?: RunOptions & { readonly resume?: boolean | undefined }
-): Stream.Stream<AgentEvent, AgentError | UnknownRun, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
+  options?: O
+): Stream.Stream<AgentEvent, StreamError<E, O>, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
   Stream.unwrapScoped(Effect.gen(function*() {
     const mailbox = yield* Mailbox.make<AgentEvent, AgentError | UnknownRun>()
     const start: Start = options?.resume === true && options.runId !== undefined
@@ -145,7 +180,7 @@ export const stream = <R, A = never>(
       }),
       Effect.forkScoped
     )
-    return Mailbox.toStream(mailbox)
+    return Mailbox.toStream(mailbox) as Stream.Stream<AgentEvent, StreamError<E, O>>
   }))
 
 /**
@@ -153,17 +188,18 @@ export const stream = <R, A = never>(
  * order: for hosts that forward events themselves (the platform's task runner) without a stream.
  * With `host`, the run is the host's journaled one (a task), ended in the journal by the host.
  */
-export const runWithEvents = <R, A = never>(
-  agent: Agent<R, A>,
+export const runWithEvents = <R, A = never, E extends AgentError = AgentError>(
+  agent: Agent<R, A, E>,
   prompt: string,
   onEvent: (event: AgentEvent) => void,
   host?: HostOptions
-): Effect.Effect<Result<A>, AgentError, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
+): Effect.Effect<Result<A>, Exclude<E, RunIdInUse>, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
+  // A host's run is the one it wrote in the journal; without a host the run has a new id: never RunIdInUse.
   traced(
     agent,
     loop(agent, host === undefined ? { prompt } : { prompt, runId: host.runId, host }, onEvent) as Effect.Effect<
       Result<A>,
-      AgentError,
+      Exclude<E, RunIdInUse>,
       LanguageModel.LanguageModel
     >
   )

@@ -23,11 +23,19 @@ export type Completion = "implicit" | "explicit"
 export interface Options<
   Tools extends ReadonlyArray<Tool.Any>,
   A = never,
-  Handoffs extends ReadonlyArray<Handoff> = ReadonlyArray<Agent<never, any>>
+  Handoffs extends ReadonlyArray<Handoff> = ReadonlyArray<Agent<never, any>>,
+  RK = never,
+  KTools extends ReadonlyArray<Tool.Any> = readonly []
 > {
   /** Shown in spans and logs. Default `"agent"`. */
   readonly name?: string | undefined
-  readonly tools: Tools
+  /** The tools offered to the model (after the toolkit's, when both are given). */
+  readonly tools?: Tools | undefined
+  /**
+   * A toolkit (`Toolkit.make`; closed in a layer with `Toolkit.closed`): its tools are offered to the model,
+   * and what its handlers still need (`RK`) is the agent's. The run checks the limits again, with `tools`.
+   */
+  readonly toolkit?: Toolkit.Toolkit<RK, KTools> | undefined
   /** The system instructions. */
   readonly instructions?: string | undefined
   /** Default `"concurrent"`: all calls of a turn at once. */
@@ -66,9 +74,40 @@ export interface Options<
 export type Handoff = Agent<any, any> | { readonly name: string; readonly agent: () => Agent<any, any> }
 
 /** What the handlers of the tools of an agent (or a union of agents, or of handoffs) need. */
-export type AgentRequirements<G> = G extends Agent<infer R, any> ? R
-  : G extends { readonly agent: () => Agent<infer R, any> } ? R
+export type AgentRequirements<G> = G extends Agent<infer R, any, any> ? R
+  : G extends { readonly agent: () => Agent<infer R, any, any> } ? R
   : never
+
+/**
+ * What a run of an agent (or a union of agents, or of handoffs) can fail with, `RunIdInUse` aside (only a
+ * run given a `runId` can: `RunIdError`). An agent typed without it (`Agent<R, A>`) can fail with any `AgentError`.
+ */
+export type AgentErrors<G> = G extends Agent<any, any, infer E> ? E
+  : G extends { readonly agent: () => Agent<any, any, infer E> } ? E
+  : never
+
+/** What a run of the agent `G` with options `O` can fail with: `AgentErrors`, and `RunIdInUse` when `O` gives a `runId`. */
+export type RunError<G, O = {}> = AgentErrors<G> | RunIdError<O>
+
+/** `RunIdInUse` when run options `O` may give a `runId`. */
+export type RunIdError<O> = O extends { readonly runId: string } ? RunIdInUse
+  : O extends { readonly runId?: undefined } ? never
+  : RunIdInUse
+
+/** `RunSuspended` when one of the tools `T` (a union) may need approval: a tool typed `needsApproval: false` cannot. */
+export type ApprovalError<T> = [T extends Tool.Approval<infer N> ? N : boolean] extends [false] ? never : RunSuspended
+
+/** `OutputInvalid` when the agent has a typed final output `A`. */
+export type OutputError<A> = [A] extends [never] ? never : OutputInvalid
+
+/** What every run can fail with: its toolkit broke a limit, the model failed for good, it ran out of steps. */
+export type RunFailure = Toolkit.ManifestError | LanguageModel.ModelFailure | MaxStepsExceeded
+
+/**
+ * What a run of an agent made of the tools `T` (a union), the typed output `A` and the handoffs `H` (a union)
+ * can fail with: it goes on as a handoff, so with its errors too.
+ */
+export type MadeErrors<T, A, H> = RunFailure | OutputError<A> | ApprovalError<T> | Exclude<AgentErrors<H>, RunIdInUse>
 
 /** How a run checks its typed final output: the format asked of the model, the decoder, the retries. */
 export interface OutputSpec {
@@ -78,9 +117,12 @@ export interface OutputSpec {
   readonly retries: number
 }
 
-/** An agent: tools, instructions and how to run them. `R` is what its tools' handlers need; `A` its typed output, if any. */
-export interface Agent<R = never, A = never> {
-  readonly [TypeId]: { readonly _R: (_: never) => R; readonly _A: (_: never) => A }
+/**
+ * An agent: tools, instructions and how to run them. `R` is what its tools' handlers need; `A` its typed output,
+ * if any; `E` what its runs can fail with (`Agent.make` narrows it: `MadeErrors`).
+ */
+export interface Agent<R = never, A = never, E = AgentError> {
+  readonly [TypeId]: { readonly _R: (_: never) => R; readonly _A: (_: never) => A; readonly _E: (_: never) => E }
   readonly name: string
   /** The tools offered to the model, built-ins included. */
   readonly tools: ReadonlyArray<Tool.Any>
@@ -227,15 +269,11 @@ export class NoPendingApproval extends Schema.TaggedError<NoPendingApproval>("ag
 
 /**
  * Why a run failed: its toolkit broke a limit, the model failed for good, it ran out of steps; with a
- * journal, it suspended for approvals or its given id was in use.
+ * journal, it suspended for approvals or its given id was in use. Every such error: a run's own type is
+ * narrower (`AgentErrors`, `RunError`): `OutputInvalid` only with an `output` Schema, `RunSuspended`
+ * only with a tool that may need approval (or a handoff that may), `RunIdInUse` only given a `runId`.
  */
-export type AgentError =
-  | Toolkit.ManifestError
-  | LanguageModel.ModelFailure
-  | MaxStepsExceeded
-  | OutputInvalid
-  | RunSuspended
-  | RunIdInUse
+export type AgentError = RunFailure | OutputInvalid | RunSuspended | RunIdInUse
 
 /** What `Agent.stream` reports, in order, as a run goes. */
 export type AgentEvent = Data.TaggedEnum<{
