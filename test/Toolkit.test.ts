@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Schema } from "effect"
-import { Tool, Toolkit } from "../src/index.js"
+import { Context, Effect, Exit, Layer, Schema } from "effect"
+import { Agent, Invocation, LanguageModel, Tool, ToolContext, Toolkit } from "../src/index.js"
 import { samples } from "./fixtures/sampleTools.js"
 
 const tool = (name: string, overrides: Partial<Tool.Options<any, unknown>> = {}) =>
@@ -189,4 +189,87 @@ describe("Toolkit.make", () => {
       for (const violation of error.violations) assert.include(violation.message, JSON.stringify(violation.tool))
       assert.strictEqual(error.message.split("; ").length, 5)
     }))
+})
+
+class Orders extends Context.Tag("test/Orders")<Orders, { readonly status: (id: string) => Effect.Effect<string> }>() {}
+
+/** Reads `Orders` and the call's `ToolContext`: `<status> (<call id>)`. */
+const lookupOrder = Tool.make("lookup_order", {
+  description: "Looks an order up.",
+  input: { order_id: Schema.String },
+  output: Schema.String,
+  timeout: "5 seconds",
+  idempotent: true
+}, ({ order_id }) =>
+  Effect.gen(function*() {
+    const status = yield* (yield* Orders).status(order_id)
+    const call = yield* ToolContext.ToolContext
+    return `${status} (${call.toolCallId})`
+  }))
+
+const today = Tool.make("today", { description: "Today's date.", input: {}, timeout: "1 second" }, async () => "2026-01-02")
+
+const orders = (status: string) => Context.make(Orders, { status: (id) => Effect.succeed(`${id} ${status}`) })
+
+describe("Toolkit.provide, Toolkit.closed", () => {
+  it.effect("provide: each copy keeps its tool's fields but the handler, which gets the services and the call's own", () =>
+    Effect.gen(function*() {
+      const toolkit = yield* Toolkit.make(lookupOrder, today)
+      const provided = Toolkit.provide(toolkit, orders("shipped"))
+      assert.deepStrictEqual(provided.tools.map((t) => t.name), ["lookup_order", "today"])
+      assert.strictEqual(provided.definitions, toolkit.definitions)
+      assert.strictEqual(provided.manifest, toolkit.manifest)
+      provided.tools.forEach((copy: Tool.Any, i) => {
+        const own: Tool.Any = toolkit.tools[i]!
+        assert.notStrictEqual(copy.handler, own.handler)
+        for (const key of Reflect.ownKeys(own).filter((key) => key !== "handler")) {
+          assert.strictEqual(Reflect.get(copy, key), Reflect.get(own, key), String(key))
+        }
+        assert.strictEqual(provided.byName.get(copy.name), copy)
+      })
+      // No Orders here: the toolkit has it. The call's ToolContext reaches the handler.
+      const dispatcher = Invocation.dispatcher(provided)
+      const found = yield* dispatcher.run("lookup_order", { order_id: "o1" }, { toolCallId: "c7" })
+      assert.strictEqual(found.value, "o1 shipped (c7)")
+      assert.strictEqual((yield* dispatcher.run("today", {})).value, "2026-01-02")
+    }))
+
+  it.effect("a context captured inside a call keeps none of its call services: the handler sees its own call", () =>
+    Effect.gen(function*() {
+      const provided = yield* Toolkit.closed(Toolkit.make(lookupOrder)).pipe(
+        Effect.provide(orders("packed")),
+        Effect.provideService(ToolContext.ToolContext, ToolContext.makeCall())
+      )
+      const found = yield* Invocation.dispatcher(provided).run("lookup_order", { order_id: "o2" }, { toolCallId: "c9" })
+      assert.strictEqual(found.value, "o2 packed (c9)")
+    }))
+
+  it.effect("a tool the platform owns stays its own, provided", () =>
+    Effect.gen(function*() {
+      const owned = Toolkit.ownedByPlatform(Tool.make("list_agents", { description: "Lists.", input: {}, timeout: "1 second" }, () => Effect.void))
+      const provided = Toolkit.provide(yield* Toolkit.make(owned), orders("shipped"))
+      assert.deepStrictEqual(Toolkit.validate(provided.tools), [])
+      assert.notStrictEqual(provided.tools[0], owned)
+    }))
+
+  it.effect("closed in a layer: built once, given to Agent.make as a toolkit, a run reads the layer's service", () => {
+    let built = 0
+    class SupportTools extends Effect.Service<SupportTools>()("test/SupportTools", {
+      effect: Toolkit.closed(Toolkit.make(lookupOrder))
+    }) {}
+    const ordersLayer = Layer.effect(Orders, Effect.sync(() => (built++, Context.get(orders("delivered"), Orders))))
+    const turn = LanguageModel.layerScripted([
+      { toolCalls: [{ id: "c1", name: "lookup_order", arguments: JSON.stringify({ order_id: "o3" }) }] },
+      { text: "done" }
+    ], { repeat: true })
+    return Effect.gen(function*() {
+      const agent = Agent.make({ toolkit: yield* SupportTools, instructions: "Support." })
+      const first = yield* Agent.run(agent, "where is o3?")
+      const second = yield* Agent.run(agent, "and now?")
+      assert.strictEqual(first.output, "done")
+      assert.deepStrictEqual([first, second].map((run) => run.toolCalls[0]!.result.value), ["o3 delivered (c1)", "o3 delivered (c1)"])
+      // The layer was built once: the toolkit took its Orders then, not at each run.
+      assert.strictEqual(built, 1)
+    }).pipe(Effect.provide(Layer.merge(SupportTools.Default.pipe(Layer.provide(ordersLayer)), turn)))
+  })
 })
