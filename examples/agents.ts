@@ -3,7 +3,7 @@ import * as GoogleClient from "@effect/ai-google/GoogleClient"
 import * as GoogleLanguageModel from "@effect/ai-google/GoogleLanguageModel"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Layer, Redacted, Schema, Stream } from "effect"
-import { Agent, Builtins, LanguageModel } from "../src/index.js"
+import { Agent, Builtins, LanguageModel, Toolkit } from "../src/index.js"
 import { Anthropic, Model } from "../src/exports/providers.js"
 import * as EffectAi from "../src/providers/EffectAi.js"
 import * as Shop from "./shop.js"
@@ -63,6 +63,19 @@ export const outsideEffect = async (prompt: string) => {
 }
 
 const prompt = "What's the status of order ord-4821?"
+
+// #region toolkit
+// A service whose toolkit takes the tools' services (Orders, Billing) once, when its layer is built.
+export class SupportTools extends Effect.Service<SupportTools>()("examples/SupportTools", {
+  effect: Toolkit.closed(Toolkit.make(lookupOrder, issueRefund)) // checked here: ManifestError
+}) {}
+// SupportTools.Default: Layer<SupportTools, ManifestError, Orders | Billing>
+
+export const withToolkit = Effect.gen(function*() {
+  const agent = Agent.make({ toolkit: yield* SupportTools, instructions: "You are a support agent." })
+  return yield* Agent.run(agent, prompt) // needs the model only: the toolkit needs nothing more
+}).pipe(Effect.provide(SupportTools.Default.pipe(Layer.provide(Shop.layer))))
+// #endregion
 
 // #region real
 export const onClaude = Agent.run(agent, prompt).pipe(Effect.provide(Model.layer("anthropic:claude-sonnet-4-5")))
