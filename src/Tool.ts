@@ -58,6 +58,12 @@ export interface Tool<Name extends string, Input, Output, E = never, R = never, 
   readonly needsApproval: boolean
   readonly errorTransform: ErrorTransform | undefined
   /**
+   * The Schema of the handler's failures (`make`'s `failure`), or undefined: a failure of its type is read
+   * by the model as its encoded JSON, and `Invocation.call` fails with it as it is. Typed loosely here, as
+   * `retryable` is; `WithFailure` types it.
+   */
+  readonly failure: Schema.Schema<any, any, never> | undefined
+  /**
    * The module that defines (and exports) this tool, when its body runs on a worker thread
    * (`worker: import.meta.url`): the workers load it and find the tool there by its name.
    */
@@ -79,6 +85,20 @@ export interface Schemas {
   readonly parameters: JsonSchema
   readonly output: JsonSchema
 }
+
+/**
+ * A tool made with a `failure` Schema (design: Error text): its handler's failures are of that Schema's type
+ * `E`, which the model reads encoded as JSON and `Invocation.call` fails with, for `Effect.catchTag`.
+ */
+export interface WithFailure<Name extends string, Input, Output, E, R = never>
+  extends Tool<Name, Input, Output, E, R, Effect.Effect<Output, E, R>>
+{
+  readonly failure: Schema.Schema<E, any, never>
+}
+
+/** The `_tag`s of `E`'s members, or `string` when none has one. */
+export type TagOf<E> = [TagsOf<E>] extends [never] ? string : TagsOf<E>
+type TagsOf<E> = E extends { readonly _tag: infer T extends string } ? T : never
 
 /** Any tool, for collections. */
 export interface Any extends Tool<string, any, any, any, any, any> {}
@@ -121,6 +141,8 @@ export interface Options<I, O, E = unknown> {
   readonly needsApproval?: boolean | undefined
   /** Replaces the text of handler failures and defects; fails closed to `tool <name> failed`. */
   readonly errorTransform?: ErrorTransform | undefined
+  /** None here: a tool with a Schema of its failures is made with `FailureOptions`. */
+  readonly failure?: undefined
   /**
    * Runs the body on a worker thread, off the event loop: `worker: import.meta.url`, the module
    * that defines the tool, which must export it (design: Worker threads). The workers load that
@@ -133,6 +155,25 @@ export interface Options<I, O, E = unknown> {
 }
 
 /**
+ * Options of `Tool.make` with a `failure` Schema (design: Error text): the handler's failures must be of its
+ * type, which `retryable` is given and whose `_tag`s `permanent` lists.
+ */
+export interface FailureOptions<I, O, F extends Schema.Schema<any, any, never>>
+  extends Omit<Options<I, O, Schema.Schema.Type<F>>, "failure" | "permanent" | "retryable">
+{
+  /**
+   * The Schema of the handler's failures (a `Schema.TaggedError`, a union of them): a failure of its type
+   * reads, for the model, as its encoded JSON (`{"_tag":"OrderNotFound","orderId":"42"}`) unless
+   * `errorTransform` is given, and `Invocation.call` fails with it as it is. A defect reads as before.
+   */
+  readonly failure: F
+  /** `_tag`s of the failure Schema's type never retried (`Options.permanent`). */
+  readonly permanent?: ReadonlyArray<TagOf<Schema.Schema.Type<NoInfer<F>>>> | undefined
+  /** Which failures may be retried (`Options.retryable`); its parameter is the failure Schema's type. */
+  readonly retryable?: Retryable<Schema.Schema.Type<NoInfer<F>>> | undefined
+}
+
+/**
  * Makes a tool. Never throws: a Schema that JSON cannot express, a bad timeout, a handler that is
  * not a function and the like are kept on the tool and reported, all at once, by `Toolkit.make`.
  *
@@ -140,6 +181,9 @@ export interface Options<I, O, E = unknown> {
  * `ToolContext`), a `PromiseLike` (an async function: `call.signal` aborts at the deadline; a
  * rejection is the call's failure), or the output itself (a plain function, run inline; a throw is
  * a defect). `call` is the `ToolContext.Call`: ids, attempt, deadline, `signal`, `remaining()`.
+ *
+ * With a `failure` Schema the handler is an Effect whose failures are of that Schema's type (a type
+ * error otherwise), and the tool is a `WithFailure`.
  */
 export function make<
   const Name extends string,
@@ -171,18 +215,34 @@ export function make<
   options: Options<I, O, unknown>,
   handler: (input: InputOf<I>, call: Call) => NoInfer<O>
 ): Tool<Name, InputOf<I>, O, unknown, never, O>
+export function make<
+  const Name extends string,
+  I extends Schema.Struct.Fields | Schema.Schema<any, any, never>,
+  F extends Schema.Schema<any, any, never>,
+  O = unknown,
+  R = never
+>(
+  name: Name,
+  options: FailureOptions<I, O, F>,
+  handler: (input: InputOf<I>, call: Call) => Effect.Effect<NoInfer<O>, Schema.Schema.Type<NoInfer<F>>, R>
+): WithFailure<Name, InputOf<I>, O, Schema.Schema.Type<F>, R>
 export function make(
   name: string,
-  options: Options<Schema.Struct.Fields | Schema.Schema<any, any, never>, unknown, unknown>,
+  options: AnyOptions,
   handler: (input: any, call: Call) => unknown
 ): Any {
   return build(name, options, handler)
 }
 
+/** `make`'s options, with or without a `failure` Schema, as `build` reads them. */
+type AnyOptions =
+  & Omit<Options<Schema.Struct.Fields | Schema.Schema<any, any, never>, unknown, unknown>, "failure" | "permanent">
+  & { readonly permanent?: ReadonlyArray<string> | undefined; readonly failure?: Schema.Schema<any, any, never> | undefined }
+
 /** A tool from `make`'s options; its schemas as `schemas` gives them (`fromJsonSchema`), else rendered from its Schemas. */
 const build = (
   name: string,
-  options: Options<Schema.Struct.Fields | Schema.Schema<any, any, never>, unknown, unknown>,
+  options: AnyOptions,
   handler: (input: any, call: Call) => unknown,
   schemas?: (input: Schema.Schema.Any, output: Schema.Schema.Any) => Either.Either<Schemas, ReadonlyArray<SchemaProblem>>
 ): Any => {
@@ -205,6 +265,7 @@ const build = (
     idempotent: options.idempotent ?? false,
     needsApproval: options.needsApproval ?? false,
     errorTransform: options.errorTransform,
+    failure: options.failure,
     worker: workerModule(options.worker),
     handler: handler as Any["handler"],
     schemas: (schemas ?? computeSchemas)(input, output)
