@@ -8,6 +8,8 @@
  * becomes a failed result, its kind in `failure` and its text in `error`; nothing escapes as a defect.
  */
 import { Cause, Effect, Either, Layer, type ParseResult } from "effect"
+import type * as EffectConfig from "effect/Config"
+import type { ConfigError } from "effect/ConfigError"
 import { type Compiled, compile } from "./internal/call/compiled.js"
 import * as Door from "./internal/call/door.js"
 import * as Pipeline from "./internal/call/pipeline.js"
@@ -35,9 +37,18 @@ export {
  */
 export type Options = Omit<Pipeline.Options, "gate" | "reuse">
 
-/** Overrides some limits; the rest keep their defaults. */
-export const layerConfig = (config: Partial<Pipeline.Config>): Layer.Layer<Pipeline.InvocationConfig> =>
+/** The limits: those `config` gives, the rest their defaults (`defaultConfig`). */
+export const layer = (config: Partial<Pipeline.Config>): Layer.Layer<Pipeline.InvocationConfig> =>
   Layer.succeed(Pipeline.InvocationConfig, { ...Pipeline.defaultConfig, ...config })
+
+/**
+ * The limits read through an Effect `Config` (from the environment, or the `ConfigProvider` in force): those
+ * it gives, the rest their defaults. A setting missing or malformed fails the layer with its `ConfigError`.
+ */
+export const layerConfig = (
+  config: EffectConfig.Config<Partial<Pipeline.Config>>
+): Layer.Layer<Pipeline.InvocationConfig, ConfigError> =>
+  Layer.effect(Pipeline.InvocationConfig, Effect.map(config, (given) => ({ ...Pipeline.defaultConfig, ...given })))
 
 /**
  * Runs one call of `tool` with `args` (JSON text or an already-parsed value). Never fails and never

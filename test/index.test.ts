@@ -15,6 +15,7 @@ describe("the public API", () => {
       "dispatcher",
       "InvocationConfig",
       "InvocationObserver",
+      "layer",
       "layerConfig",
       "run"
     ])
