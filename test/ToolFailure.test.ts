@@ -5,6 +5,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Schedule, Schema, TestClock } from "effect"
+import * as ToolsExample from "../examples/tools.js"
+import * as Shop from "../examples/shop.js"
 import { Agent, Invocation, LanguageModel, Timing, Tool, ToolContext, ToolResult } from "../src/index.js"
 
 class OrderNotFound extends Schema.TaggedError<OrderNotFound>()("OrderNotFound", { orderId: Schema.String }) {}
@@ -147,4 +149,14 @@ describe("typed failures: retries", () => {
       assert.deepStrictEqual(attempts, ["1", "2"])
       assert.deepStrictEqual(error, new OrderNotFound({ orderId: "9" }))
     }).pipe(Effect.provide(Timing.layer({ toolRetry: Schedule.exponential("100 millis") }))))
+})
+
+describe("typed failures: the docs' example (docs/tools.md, Typed failures)", () => {
+  it.effect("find_order: the model reads the JSON it shows, and orderStatus recovers the failure", () =>
+    Effect.gen(function*() {
+      const missing = yield* Invocation.run(ToolsExample.findOrder, { order_id: "ord-0" })
+      assert.strictEqual(missing.error, "{\"_tag\":\"OrderNotFound\",\"orderId\":\"ord-0\"}")
+      assert.strictEqual(yield* ToolsExample.orderStatus("ord-4821"), "paid")
+      assert.strictEqual(yield* ToolsExample.orderStatus("ord-0"), "unknown")
+    }).pipe(Effect.provide(Shop.layer)))
 })
