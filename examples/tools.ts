@@ -1,4 +1,4 @@
-/** A tool with every option, a second one that moves money, and a call through the pipeline. */
+/** A tool with every option, a second one that moves money, one with typed failures, and calls through the pipeline. */
 // #region tool
 import { Effect, Schema } from "effect"
 import { Invocation, Tool, Toolkit } from "../src/index.js"
@@ -35,6 +35,30 @@ export const issueRefund = Tool.make("issue_refund", {
   // Only the billing provider's hiccups are worth another attempt; the parameter is annotated (see Retries).
   retryable: (error: NotFound | BillingDown) => error._tag === "BillingDown"
 }, ({ amount, order_id }) => Billing.pipe(Effect.flatMap((billing) => billing.refund(order_id, amount))))
+// #endregion
+
+// #region failure
+/** No order with that id: a failure the model can act on, and a caller can match. */
+export class OrderNotFound extends Schema.TaggedError<OrderNotFound>()("OrderNotFound", { orderId: Schema.String }) {}
+
+export const findOrder = Tool.make("find_order", {
+  description: "Return the order record for order_id.",
+  input: { order_id: Schema.String },
+  output: Order,
+  failure: OrderNotFound, // the handler's failures: the handler may fail with nothing else
+  timeout: "10 seconds"
+}, ({ order_id }) =>
+  Orders.pipe(
+    Effect.flatMap((orders) => orders.get(order_id)),
+    Effect.catchTag("NotFound", () => Effect.fail(new OrderNotFound({ orderId: order_id })))
+  ))
+
+// The model reads {"_tag":"OrderNotFound","orderId":"ord-0"}. Code calls the tool typed, and matches the failure:
+export const orderStatus = (orderId: string) =>
+  Invocation.call(findOrder, { order_id: orderId }).pipe(
+    Effect.map((order) => order.status),            // the output, decoded: an Order
+    Effect.catchTag("OrderNotFound", () => Effect.succeed("unknown" as const))
+  ) // Effect<"paid" | "refunded" | "unknown", ToolFailure (a defect, a timeout...), Orders>
 // #endregion
 
 // #region fromJsonSchema

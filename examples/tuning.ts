@@ -3,7 +3,7 @@ import { Schedule } from "effect"
 import { Invocation, Timing } from "../src/index.js"
 
 // #region tuning
-export const limits = Invocation.layerConfig({
+export const limits = Invocation.layer({
   maxPayloadBytes: 64 * 1024,
   maxErrorLength: 1000,
   expiringThreshold: "2 seconds"

@@ -2,7 +2,8 @@
  * A tool: a name, a description the model reads, Schema-typed input and output, a timeout, and a
  * handler (design: Tools, What the model sees). A tool is plain data plus a function; `Invocation` runs it.
  */
-import { Duration, Effect, Either, JSONSchema, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
+import { Duration, Effect, Either, JSONSchema, Schema } from "effect"
+import { withDefaultsOrSame } from "./internal/inputDefaults.js"
 import * as JsonSchemaCheck from "./internal/jsonSchema.js"
 import { type Call, type CallServices, makeCall, ToolContext } from "./ToolContext.js"
 
@@ -57,6 +58,12 @@ export interface Tool<Name extends string, Input, Output, E = never, R = never, 
   readonly needsApproval: boolean
   readonly errorTransform: ErrorTransform | undefined
   /**
+   * The Schema of the handler's failures (`make`'s `failure`), or undefined: a failure of its type is read
+   * by the model as its encoded JSON, and `Invocation.call` fails with it as it is. Typed loosely here, as
+   * `retryable` is; `WithFailure` types it.
+   */
+  readonly failure: Schema.Schema<any, any, never> | undefined
+  /**
    * The module that defines (and exports) this tool, when its body runs on a worker thread
    * (`worker: import.meta.url`): the workers load it and find the tool there by its name.
    */
@@ -78,6 +85,20 @@ export interface Schemas {
   readonly parameters: JsonSchema
   readonly output: JsonSchema
 }
+
+/**
+ * A tool made with a `failure` Schema (design: Error text): its handler's failures are of that Schema's type
+ * `E`, which the model reads encoded as JSON and `Invocation.call` fails with, for `Effect.catchTag`.
+ */
+export interface WithFailure<Name extends string, Input, Output, E, R = never>
+  extends Tool<Name, Input, Output, E, R, Effect.Effect<Output, E, R>>
+{
+  readonly failure: Schema.Schema<E, any, never>
+}
+
+/** The `_tag`s of `E`'s members, or `string` when none has one. */
+export type TagOf<E> = [TagsOf<E>] extends [never] ? string : TagsOf<E>
+type TagsOf<E> = E extends { readonly _tag: infer T extends string } ? T : never
 
 /** Any tool, for collections. */
 export interface Any extends Tool<string, any, any, any, any, any> {}
@@ -129,6 +150,8 @@ export interface Options<I, O, E = unknown> {
   readonly needsApproval?: boolean | undefined
   /** Replaces the text of handler failures and defects; fails closed to `tool <name> failed`. */
   readonly errorTransform?: ErrorTransform | undefined
+  /** None here: a tool with a Schema of its failures is made with `FailureOptions`. */
+  readonly failure?: undefined
   /**
    * Runs the body on a worker thread, off the event loop: `worker: import.meta.url`, the module
    * that defines the tool, which must export it (design: Worker threads). The workers load that
@@ -141,6 +164,25 @@ export interface Options<I, O, E = unknown> {
 }
 
 /**
+ * Options of `Tool.make` with a `failure` Schema (design: Error text): the handler's failures must be of its
+ * type, which `retryable` is given and whose `_tag`s `permanent` lists.
+ */
+export interface FailureOptions<I, O, F extends Schema.Schema<any, any, never>>
+  extends Omit<Options<I, O, Schema.Schema.Type<F>>, "failure" | "permanent" | "retryable">
+{
+  /**
+   * The Schema of the handler's failures (a `Schema.TaggedError`, a union of them): a failure of its type
+   * reads, for the model, as its encoded JSON (`{"_tag":"OrderNotFound","orderId":"42"}`) unless
+   * `errorTransform` is given, and `Invocation.call` fails with it as it is. A defect reads as before.
+   */
+  readonly failure: F
+  /** `_tag`s of the failure Schema's type never retried (`Options.permanent`). */
+  readonly permanent?: ReadonlyArray<TagOf<Schema.Schema.Type<NoInfer<F>>>> | undefined
+  /** Which failures may be retried (`Options.retryable`); its parameter is the failure Schema's type. */
+  readonly retryable?: Retryable<Schema.Schema.Type<NoInfer<F>>> | undefined
+}
+
+/**
  * Makes a tool. Never throws: a Schema that JSON cannot express, a bad timeout, a handler that is
  * not a function and the like are kept on the tool and reported, all at once, by `Toolkit.make`.
  *
@@ -148,6 +190,9 @@ export interface Options<I, O, E = unknown> {
  * `ToolContext`), a `PromiseLike` (an async function: `call.signal` aborts at the deadline; a
  * rejection is the call's failure), or the output itself (a plain function, run inline; a throw is
  * a defect). `call` is the `ToolContext.Call`: ids, attempt, deadline, `signal`, `remaining()`.
+ *
+ * With a `failure` Schema the handler is an Effect whose failures are of that Schema's type (a type
+ * error otherwise), and the tool is a `WithFailure`.
  */
 export function make<
   const Name extends string,
@@ -182,18 +227,35 @@ export function make<
   options: Options<I, O, unknown> & { readonly needsApproval?: N | undefined },
   handler: (input: InputOf<I>, call: Call) => NoInfer<O>
 ): Tool<Name, InputOf<I>, O, unknown, never, O> & Approval<N>
+export function make<
+  const Name extends string,
+  I extends Schema.Struct.Fields | Schema.Schema<any, any, never>,
+  F extends Schema.Schema<any, any, never>,
+  O = unknown,
+  R = never,
+  const N extends boolean = false
+>(
+  name: Name,
+  options: FailureOptions<I, O, F> & { readonly needsApproval?: N | undefined },
+  handler: (input: InputOf<I>, call: Call) => Effect.Effect<NoInfer<O>, Schema.Schema.Type<NoInfer<F>>, R>
+): WithFailure<Name, InputOf<I>, O, Schema.Schema.Type<F>, R> & Approval<N>
 export function make(
   name: string,
-  options: Options<Schema.Struct.Fields | Schema.Schema<any, any, never>, unknown, unknown>,
+  options: AnyOptions,
   handler: (input: any, call: Call) => unknown
 ): Any {
   return build(name, options, handler)
 }
 
+/** `make`'s options, with or without a `failure` Schema, as `build` reads them. */
+type AnyOptions =
+  & Omit<Options<Schema.Struct.Fields | Schema.Schema<any, any, never>, unknown, unknown>, "failure" | "permanent">
+  & { readonly permanent?: ReadonlyArray<string> | undefined; readonly failure?: Schema.Schema<any, any, never> | undefined }
+
 /** A tool from `make`'s options; its schemas as `schemas` gives them (`fromJsonSchema`), else rendered from its Schemas. */
 const build = (
   name: string,
-  options: Options<Schema.Struct.Fields | Schema.Schema<any, any, never>, unknown, unknown>,
+  options: AnyOptions,
   handler: (input: any, call: Call) => unknown,
   schemas?: (input: Schema.Schema.Any, output: Schema.Schema.Any) => Either.Either<Schemas, ReadonlyArray<SchemaProblem>>
 ): Any => {
@@ -216,6 +278,7 @@ const build = (
     idempotent: options.idempotent ?? false,
     needsApproval: options.needsApproval ?? false,
     errorTransform: options.errorTransform,
+    failure: options.failure,
     worker: workerModule(options.worker),
     handler: handler as Any["handler"],
     schemas: (schemas ?? computeSchemas)(input, output)
@@ -420,151 +483,6 @@ const toJsonSchema = (
     problems.push({ rule: side === "input" ? "input-json" : "output-json", message: describeJsonSchemaError(side, error) })
     return undefined
   }
-}
-
-/**
- * `ast` with each field that decoding fills when it is missing (`optionalWith(..., { default })`,
- * `withDecodingDefault`) annotated with that default, at every depth, so Effect shows it encoded as the
- * property's `default` (design: What the model sees). Only the encoded side is walked: that is what is rendered.
- */
-const withDefaults = (ast: AST.AST, seen: Map<AST.AST, AST.AST>): AST.AST => {
-  switch (ast._tag) {
-    case "TypeLiteral": {
-      const fields = ast.propertySignatures.map((ps) => withType(ps, withDefaults(ps.type, seen)))
-      const records = ast.indexSignatures.map((is) => {
-        const type = withDefaults(is.type, seen)
-        return type === is.type ? is : new AST.IndexSignature(is.parameter, type, is.isReadonly)
-      })
-      return same(fields, ast.propertySignatures) && same(records, ast.indexSignatures)
-        ? ast
-        : new AST.TypeLiteral(fields, records, ast.annotations)
-    }
-    case "Transformation": {
-      let from = withDefaults(ast.from, seen)
-      if (ast.transformation._tag === "TypeLiteralTransformation" && AST.isTypeLiteral(from)) {
-        from = withFilledKeys(from, ast.transformation.propertySignatureTransformations)
-      }
-      return from === ast.from ? ast : new AST.Transformation(from, ast.to, ast.transformation, ast.annotations)
-    }
-    case "Union": {
-      const types = ast.types.map((type) => withDefaults(type, seen))
-      return same(types, ast.types) ? ast : AST.Union.make(types, ast.annotations)
-    }
-    case "TupleType": {
-      const elements = ast.elements.map((e) => {
-        const type = withDefaults(e.type, seen)
-        return type === e.type ? e : new AST.OptionalType(type, e.isOptional, e.annotations)
-      })
-      const rest = ast.rest.map((r) => {
-        const type = withDefaults(r.type, seen)
-        return type === r.type ? r : new AST.Type(type, r.annotations)
-      })
-      return same(elements, ast.elements) && same(rest, ast.rest)
-        ? ast
-        : new AST.TupleType(elements, rest, ast.isReadonly, ast.annotations)
-    }
-    case "Refinement": {
-      const from = withDefaults(ast.from, seen)
-      return from === ast.from ? ast : new AST.Refinement(from, ast.filter, ast.annotations)
-    }
-    case "Suspend": {
-      // A recursive Schema comes back to the same Suspend: the one made for it the first time ends the walk.
-      const known = seen.get(ast)
-      if (known !== undefined) return known
-      let inner: AST.AST | undefined
-      const out = new AST.Suspend(() => inner ??= withDefaults(ast.f(), seen), ast.annotations)
-      seen.set(ast, out)
-      return out
-    }
-    default:
-      return ast
-  }
-}
-
-// Showing defaults is a courtesy: a Schema this walk cannot rebuild is rendered as it is.
-const withDefaultsOrSame = (ast: AST.AST): AST.AST => {
-  try {
-    return withDefaults(ast, new Map())
-  } catch {
-    return ast
-  }
-}
-
-const same = <A>(next: ReadonlyArray<A>, prev: ReadonlyArray<A>): boolean => next.every((a, i) => a === prev[i])
-
-const withType = (ps: AST.PropertySignature, type: AST.AST): AST.PropertySignature =>
-  type === ps.type ? ps : new AST.PropertySignature(ps.name, type, ps.isOptional, ps.isReadonly, ps.annotations)
-
-/** `from` with a `default` annotation on each key that `transformations` fill when it is missing. */
-const withFilledKeys = (
-  from: AST.TypeLiteral,
-  transformations: ReadonlyArray<AST.PropertySignatureTransformation>
-): AST.TypeLiteral => {
-  let changed = false
-  const fields = from.propertySignatures.map((ps) => {
-    const t = transformations.find((t) => t.from === ps.name)
-    if (t === undefined || typeof ps.name !== "string" || hasOwnDefault(ps)) return ps
-    const value = filledValue(t, ps.type)
-    if (Option.isNone(value)) return ps
-    changed = true
-    return new AST.PropertySignature(ps.name, ps.type, ps.isOptional, ps.isReadonly, {
-      ...ps.annotations,
-      [AST.DefaultAnnotationId]: value.value
-    })
-  })
-  return changed ? new AST.TypeLiteral(fields, from.indexSignatures, from.annotations) : from
-}
-
-/**
- * The value decoding puts in place of the missing key, on the field's encoded side (Effect encodes it
- * for the `default`); none when nothing is put there, when the default function throws, or when its
- * encoded value is not plain JSON (a `NaN`, a class instance, an `Option`).
- */
-const filledValue = (t: AST.PropertySignatureTransformation, type: AST.AST): Option.Option<unknown> => {
-  try {
-    const decoded = t.decode(Option.none())
-    if (Option.isNone(decoded)) return Option.none()
-    const value = t.encode(decoded)
-    if (Option.isNone(value) || value.value === undefined) return Option.none()
-    const encoded = ParseResult.encodeUnknownOption(Schema.make<unknown, unknown, never>(type))(value.value)
-    return Option.isSome(encoded) && isPlainJson(encoded.value, 0) ? value : Option.none()
-  } catch {
-    return Option.none()
-  }
-}
-
-/** True when the property already shows a `default` of the user's (a `default` or `jsonSchema` annotation). */
-const hasOwnDefault = (ps: AST.PropertySignature): boolean => {
-  try {
-    const definitions: Record<string, JsonSchema> = {}
-    const rendered = JSONSchema.fromAST(new AST.TypeLiteral([ps], []), {
-      definitions,
-      topLevelReferenceStrategy: "skip"
-    })
-    const property: unknown = "properties" in rendered ? rendered.properties[ps.name as string] : undefined
-    if (typeof property !== "object" || property === null) return false
-    if ("default" in property) return true
-    const ref = "$ref" in property && typeof property.$ref === "string" ? property.$ref : undefined
-    const target = ref === undefined ? undefined : definitions[unescapeRef(ref)]
-    return target !== undefined && "default" in target
-  } catch {
-    // The whole Schema fails the same way; that failure is reported, not this one.
-    return false
-  }
-}
-
-// "#/$defs/a~1b" names the definition "a/b" (JSON Pointer escapes).
-const unescapeRef = (ref: string): string => ref.slice(ref.lastIndexOf("/") + 1).replace(/~1/g, "/").replace(/~0/g, "~")
-
-const isPlainJson = (u: unknown, depth: number): boolean => {
-  if (depth > 64) return false
-  if (u === null || typeof u === "string" || typeof u === "boolean") return true
-  if (typeof u === "number") return Number.isFinite(u)
-  if (Array.isArray(u)) return u.every((item) => isPlainJson(item, depth + 1))
-  if (typeof u !== "object") return false
-  const proto = Object.getPrototypeOf(u)
-  return (proto === Object.prototype || proto === null) && Object.getOwnPropertySymbols(u).length === 0 &&
-    Object.values(u).every((item) => isPlainJson(item, depth + 1))
 }
 
 // Effect's message spans lines ("Missing annotation / at path: ["a"]["b"] / schema (Declaration): Map<..>"):

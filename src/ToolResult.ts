@@ -38,10 +38,13 @@ export class TimedOut extends Data.TaggedClass("TimedOut")<{
   }
 }
 
-/** The handler failed or died; `text` is its error text (design: Error text), or the tool's `errorTransform` of it. */
-export class HandlerFailed extends Data.TaggedClass("HandlerFailed")<{
+/**
+ * The handler failed or died; `text` is its error text (design: Error text), or the tool's `errorTransform` of it.
+ * `E` is the type of the handler's failures, where the caller knows it (`Invocation.call`).
+ */
+export class HandlerFailed<E = unknown> extends Data.TaggedClass("HandlerFailed")<{
   readonly toolName: string
-  readonly cause: Cause.Cause<unknown>
+  readonly cause: Cause.Cause<E>
   readonly text: string
 }> {}
 
@@ -133,12 +136,15 @@ export class OutcomeUnknown extends Data.TaggedClass("OutcomeUnknown")<{
  */
 export class Unclassified extends Data.TaggedClass("Unclassified")<{ readonly text: string }> {}
 
-/** What went wrong in a call, by kind; `text` is the model-facing error text of each. */
-export type ToolFailure =
+/**
+ * What went wrong in a call, by kind; `text` is the model-facing error text of each. `E` is the type of
+ * the handler's failures in `HandlerFailed`'s cause, where the caller knows it (`Invocation.call`).
+ */
+export type ToolFailure<E = unknown> =
   | InvalidInput
   | DeadlinePassed
   | TimedOut
-  | HandlerFailed
+  | HandlerFailed<E>
   | Interrupted
   | InvalidOutput
   | HookFailed

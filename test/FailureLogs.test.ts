@@ -73,8 +73,8 @@ describe("a handler's raw failure, logged where it ran (design: Logs)", () => {
     const { layer, lines } = capture()
     return Effect.gen(function*() {
       yield* Invocation.run(rejects, {}, { toolCallId: "r1" })
-      yield* Invocation.run(rejects, {}, { toolCallId: "r2" }).pipe(Effect.provide(Invocation.layerConfig({ failureLogLevel: "None" })))
-      yield* Invocation.run(rejects, {}, { toolCallId: "r3" }).pipe(Effect.provide(Invocation.layerConfig({ failureLogLevel: "Warning" })))
+      yield* Invocation.run(rejects, {}, { toolCallId: "r2" }).pipe(Effect.provide(Invocation.layer({ failureLogLevel: "None" })))
+      yield* Invocation.run(rejects, {}, { toolCallId: "r3" }).pipe(Effect.provide(Invocation.layer({ failureLogLevel: "Warning" })))
       assert.deepStrictEqual(failures(lines).map((l) => [l.annotations.toolCallId, l.level]), [["r1", "ERROR"], ["r3", "WARN"]])
       assert.include(failures(lines)[0]!.cause, "the ticket service said 503")
     }).pipe(Effect.provide(layer), Logger.withMinimumLogLevel(LogLevel.All))

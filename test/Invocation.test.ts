@@ -3,6 +3,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import {
   Cause,
+  Config,
+  ConfigError,
+  ConfigProvider,
   Data,
   Effect,
   Exit,
@@ -135,18 +138,32 @@ describe("Invocation.run: input (design: Input)", () => {
       assert.strictEqual(result.error, "text_tool: invalid input: the arguments exceed 1048576 bytes")
       // Multi-byte characters count as bytes, not characters.
       const small = yield* Invocation.run(tool, JSON.stringify({ text: "é".repeat(60) })).pipe(
-        Effect.provide(Invocation.layerConfig({ maxPayloadBytes: 100 }))
+        Effect.provide(Invocation.layer({ maxPayloadBytes: 100 }))
       )
       assert.strictEqual(small.error, "text_tool: invalid input: the arguments exceed 100 bytes")
       const asValue = yield* Invocation.run(tool, { text: "y".repeat(200) }).pipe(
-        Effect.provide(Invocation.layerConfig({ maxPayloadBytes: 100 }))
+        Effect.provide(Invocation.layer({ maxPayloadBytes: 100 }))
       )
       assert.strictEqual(asValue.error, "text_tool: invalid input: the arguments exceed 100 bytes")
       assert.strictEqual(runs.count, 0)
       const fits = yield* Invocation.run(tool, JSON.stringify({ text: "z".repeat(50) })).pipe(
-        Effect.provide(Invocation.layerConfig({ maxPayloadBytes: 100 }))
+        Effect.provide(Invocation.layer({ maxPayloadBytes: 100 }))
       )
       assert.strictEqual(fits.value, "ran")
+    }))
+
+  it.effect("the limits read through an Effect Config (layerConfig): given ones apply, a malformed one fails the layer", () =>
+    Effect.gen(function*() {
+      const { tool } = counting("config_tool", { text: Schema.String })
+      const limits = Invocation.layerConfig(Config.all({ maxPayloadBytes: Config.integer("MAX_PAYLOAD_BYTES") }))
+      const withEnv = (value: string) => Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["MAX_PAYLOAD_BYTES", value]])))
+      const small = yield* Invocation.run(tool, { text: "y".repeat(200) }).pipe(
+        Effect.provide(limits.pipe(Layer.provide(withEnv("100"))))
+      )
+      assert.strictEqual(small.error, "config_tool: invalid input: the arguments exceed 100 bytes")
+      const malformed = yield* Effect.flip(Invocation.run(tool, "{}").pipe(Effect.provide(limits.pipe(Layer.provide(withEnv("many"))))))
+      assert.strictEqual(ConfigError.isConfigError(malformed), true)
+      assert.include(String(malformed), "MAX_PAYLOAD_BYTES")
     }))
 
   it.effect("a flat input (no struct below it) decodes as any: the same results and texts, whatever the arguments", () =>

@@ -2,13 +2,23 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Index from "../src/index.js"
 
 describe("the public API", () => {
-  it("Invocation offers running a call (alone, or by name through a dispatcher over a toolkit), its configuration and observer, and checkResult; not the pipeline's plumbing", () => {
+  it("Invocation offers running a call (alone, typed, or by name through a dispatcher over a toolkit), its configuration and observer, and checkResult; not the pipeline's plumbing", () => {
     const keys = Object.keys(Index.Invocation)
     const plumbing = ["Caller", "CallingFiber", "Started", "lift", "start", "decode", "decodeInput", "startDecoded"]
     for (const name of [...plumbing, "traceReuse", "inputKey", "caller"]) {
       assert.notInclude(keys, name)
     }
-    assert.sameMembers(keys, ["checkResult", "defaultConfig", "dispatcher", "InvocationConfig", "InvocationObserver", "layerConfig", "run"])
+    assert.sameMembers(keys, [
+      "call",
+      "checkResult",
+      "defaultConfig",
+      "dispatcher",
+      "InvocationConfig",
+      "InvocationObserver",
+      "layer",
+      "layerConfig",
+      "run"
+    ])
   })
 
   it("the per-run cache is the agent loop's own: Idempotency offers only delivery dedupe", () => {

@@ -1,8 +1,9 @@
 /**
- * Per-tool compiled parts, made once on first use: the tool's decoders and encoder, its timeout and its
- * span's name; and the flat input, whose check of unexpected keys is made far cheaper than Effect's.
+ * Per-tool compiled parts, made once on first use: the tool's decoders and encoders (its failure's too),
+ * its timeout and its span's name; and the flat input, whose check of unexpected keys is made far cheaper
+ * than Effect's.
  */
-import { Duration, type Either, ParseResult, type SchemaAST } from "effect"
+import { Duration, type Either, ParseResult, Schema, type SchemaAST } from "effect"
 import type * as Tool from "../../Tool.js"
 
 /** A tool's parts as the pipeline reads them on every call. */
@@ -15,6 +16,18 @@ export interface Compiled {
   readonly spanName: string
   /** `Schema.Struct({})`: Effect's `{}` accepts any value, so its strictness is checked here. */
   readonly emptyInput: boolean
+  /** The tool's `failure` Schema compiled (design: Error text), or undefined when it has none. */
+  readonly failure: FailureCodec | undefined
+  /** `Invocation.call`'s: its input encoded for the pipeline, compiled on its first use. */
+  readonly encodeInput: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+  /** `Invocation.call`'s: the result's value decoded back to the output, compiled on its first use. */
+  readonly decodeOutput: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
+}
+
+/** A `failure` Schema's parts: whether a value is of its type, and its encoding (the JSON the model reads). */
+export interface FailureCodec {
+  readonly is: (u: unknown) => boolean
+  readonly encode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
 }
 
 const compiledTools = new WeakMap<Tool.Any, Compiled>()
@@ -30,10 +43,22 @@ export const compile = (tool: Tool.Any): Compiled => {
     timeoutMillis: Duration.toMillis(tool.timeout),
     spanName: `execute_tool ${tool.name}`,
     emptyInput: tool.input.ast._tag === "TypeLiteral" && tool.input.ast.propertySignatures.length === 0 &&
-      tool.input.ast.indexSignatures.length === 0
+      tool.input.ast.indexSignatures.length === 0,
+    // Only a Schema is compiled: a `failure` of another kind (untyped code) is as good as none.
+    failure: !Schema.isSchema(tool.failure)
+      ? undefined
+      : { is: ParseResult.is(tool.failure), encode: ParseResult.encodeUnknownEither(tool.failure) },
+    encodeInput: onFirstUse(() => ParseResult.encodeUnknownEither(tool.input, { errors: "all" })),
+    decodeOutput: onFirstUse(() => ParseResult.decodeUnknownEither(tool.output, { errors: "all" }))
   }
   compiledTools.set(tool, compiled)
   return compiled
+}
+
+/** The function `make` makes, made when it is first called: what only some callers use costs the others nothing. */
+const onFirstUse = <A, B>(make: () => (a: A) => B): (a: A) => B => {
+  let made: ((a: A) => B) | undefined
+  return (a) => (made ??= make())(a)
 }
 
 /**

@@ -17,7 +17,7 @@ import {
   ToolResult
 } from "../../ToolResult.js"
 import { type Outcome, ReachedDeadline } from "./attempt.js"
-import type { Compiled } from "./compiled.js"
+import { type Compiled, compile } from "./compiled.js"
 import { type Config, defaultConfig, derived } from "./config.js"
 
 const succeeded = (value: unknown): ToolResult => new ToolResult(value, undefined)
@@ -86,13 +86,20 @@ export const toResult = (
 /** The failure of a handler that failed, died or was interrupted (by itself: not at its deadline). */
 export const handlerFailure = (tool: Tool.Any, cause: Cause.Cause<unknown>): HandlerFailed | Interrupted => {
   const failure = Cause.failureOption(cause)
-  const defect = failure._tag === "Some" ? failure : Cause.dieOption(cause)
+  if (failure._tag === "Some") {
+    return new HandlerFailed({ toolName: tool.name, cause, text: failureText(tool, failure.value, true) })
+  }
+  const defect = Cause.dieOption(cause)
   if (defect._tag === "None") return new Interrupted({ toolName: tool.name })
-  return new HandlerFailed({ toolName: tool.name, cause, text: failureText(tool, defect.value) })
+  return new HandlerFailed({ toolName: tool.name, cause, text: failureText(tool, defect.value, false) })
 }
 
-/** The error text of a handler's failure or defect `error` (design: Error text): the tool's `errorTransform`'s, else `errorText`'s. */
-const failureText = (tool: Tool.Any, error: unknown): string => {
+/**
+ * The error text of a handler's failure (`typed`: of its error channel) or defect `error` (design: Error
+ * text): the tool's `errorTransform`'s; else a failure of the tool's `failure` Schema reads as its encoded
+ * JSON; else `errorText`'s.
+ */
+const failureText = (tool: Tool.Any, error: unknown, typed: boolean): string => {
   if (tool.errorTransform !== undefined) {
     try {
       const text: unknown = tool.errorTransform(error)
@@ -102,8 +109,29 @@ const failureText = (tool: Tool.Any, error: unknown): string => {
     }
     return `tool ${tool.name} failed`
   }
-  return errorText(error)
+  return (typed ? encodedFailure(tool, error) : undefined) ?? errorText(error)
 }
+
+/** `error` encoded by the tool's `failure` Schema, as JSON text; undefined without one or when it does not encode. */
+const encodedFailure = (tool: Tool.Any, error: unknown): string | undefined => {
+  const codec = compile(tool).failure
+  if (codec === undefined) return undefined
+  try {
+    const encoded = codec.encode(error)
+    if (Either.isLeft(encoded)) return undefined
+    const text: unknown = JSON.stringify(tagFirst(encoded.right))
+    return typeof text === "string" ? text : undefined
+  } catch {
+    // Not JSON (a bigint, a cycle): the text of the error as it is.
+    return undefined
+  }
+}
+
+/** An encoded tagged value with its `_tag` first (a class encodes it last): the model reads the kind first. */
+const tagFirst = (encoded: unknown): unknown =>
+  typeof encoded === "object" && encoded !== null && !Array.isArray(encoded) && "_tag" in encoded
+    ? Object.assign({ _tag: encoded._tag }, encoded)
+    : encoded
 
 /** The message of a thrown `error`, or its text. */
 export const errorMessage = (error: unknown): string => error instanceof Error ? error.message : String(error)
