@@ -42,9 +42,14 @@ export interface Loops {
 
 /**
  * Starting a task's loop, and what a suspended one does at its first expiry or last decision;
- * `platformTools` gives the tools the platform handles itself for a task (`exec_agent`, `list_agents`).
+ * `platformTools` gives the tools the platform handles itself for a task (`exec_agent`, `list_agents`), `route`
+ * how its calls of tools its holder does not serve go to the agent's other processes (TaskRoutes.ts).
  */
-export const makeLoops = (book: Book, platformTools: (task: Task) => ReadonlyArray<Tool.Any>): Loops => {
+export const makeLoops = (
+  book: Book,
+  platformTools: (task: Task) => ReadonlyArray<Tool.Any>,
+  route?: (task: Task) => TaskRunner.TaskOptions["deliver"]
+): Loops => {
   const { clock, journal, options, runTask } = book
 
   /**
@@ -111,6 +116,7 @@ export const makeLoops = (book: Book, platformTools: (task: Task) => ReadonlyArr
       platformTools: platformTools(task),
       output: task.output,
       deliver: deliverOf(task),
+      route: route?.(task),
       emit: (event: TaskEvent) => {
         if (event._tag !== "TaskSuspended") return void task.emit(event)
         // Kept with its offset: an attachment that comes back is given it as it was sent.

@@ -10,8 +10,8 @@
  *
  * Made of a module a subject, reached through this one by the rest of the platform: what they share
  * (TaskTypes.ts), a task and the book of those held here (TaskBook.ts), delivery and attachments
- * (TaskDelivery.ts), the loops (TaskLoops.ts), answers and approvals (TaskAnswers.ts) and the tasks
- * `exec_agent` calls start (TaskChildren.ts).
+ * (TaskDelivery.ts), the calls given to the agents' other processes (TaskRoutes.ts), the loops (TaskLoops.ts),
+ * answers and approvals (TaskAnswers.ts) and the tasks `exec_agent` calls start (TaskChildren.ts).
  */
 import { Effect, Option } from "effect"
 import { Ids } from "../Ids.js"
@@ -26,6 +26,7 @@ import { makeBook } from "./TaskBook.js"
 import { type Children, makeChildren, stop } from "./TaskChildren.js"
 import { attachTo, upkeep } from "./TaskDelivery.js"
 import { createOf, makeHolding, makeLoops } from "./TaskLoops.js"
+import { makeRoutes, type RouteDeps } from "./TaskRoutes.js"
 
 export { answersFrom, ignoredAnswer } from "./TaskAnswers.js"
 export { type Task, usageProblem } from "./TaskBook.js"
@@ -46,15 +47,18 @@ export const makeTasks = (
   options: Options,
   limits: Limits,
   journal: Journal.Journal["Type"] | undefined,
-  host?: AgentCalls.Host
+  host?: AgentCalls.Host,
+  routing?: Omit<RouteDeps, "graceMillis">
 ) =>
   Effect.gen(function*() {
     const book = yield* makeBook(options, journal)
     const config = yield* Invocation.InvocationConfig
     const ids = yield* Ids
+    // The calls of a task its holder does not serve go to the agent's other processes (none: they fail at once).
+    const routes = routing === undefined ? undefined : yield* makeRoutes(book, { ...routing, graceMillis: limits.workerGraceMillis })
     // A task's platform tools start tasks, which needs the loops: bound once both exist.
     let children: Children | undefined
-    const loops = makeLoops(book, (task) => children?.toolsOf(task) ?? [])
+    const loops = makeLoops(book, (task) => children?.toolsOf(task) ?? [], routes?.deliver)
     const { held, hold, takeBack } = yield* makeHolding(book, loops)
     const create = createOf(book, limits, loops)
     // The tasks submits with a key made, by agent and key: a repeat finds its task while the platform holds it.
@@ -66,6 +70,7 @@ export const makeTasks = (
       if (submitted.size > maxSubmitKeys) submitted.delete(submitted.keys().next().value!)
     }
     if (host !== undefined) children = makeChildren(book, host, create, hold)
+    const kept = upkeep(book, yield* Metrics.Exporting)
     return {
       /**
        * A new task, attached at once to `connection`; its loop starts. Refused with
@@ -127,7 +132,14 @@ export const makeTasks = (
         Effect.flatMap(Effect.option(held(agentId, taskId)), (task) =>
           Option.isSome(task) ? stop(book, task.value, reason) : Effect.void),
       takeBack,
-      ...upkeep(book, yield* Metrics.Exporting),
+      ...kept,
+      /** Delivers again the calls not answered since `sentBy`, on their tasks' streams or to their workers. */
+      redeliver: (sentBy: number, now: number): void => {
+        kept.redeliver(sentBy, now)
+        routes?.redeliver(sentBy, now)
+      },
+      /** The calls given to the agents' serving processes (TaskRoutes.ts); none in cluster mode. */
+      routes,
       /** The task, held here (taken up from the journal if need be); undefined if the journal does not hold it. */
       hold,
       /** The agent's task, held here (taken up from the journal if need be). */
