@@ -10,6 +10,7 @@ import type { EventsWanted, TaskEvent } from "../protocol/Protocol.js"
 import type { ToolResult } from "../ToolResult.js"
 import * as AgentCalls from "./AgentCalls.js"
 import { type Book, type Task, uncount } from "./TaskBook.js"
+import type { Routes } from "./TaskRoutes.js"
 import type * as TaskRunner from "./TaskRunner.js"
 import type { Follower, PendingCall, Usage } from "./TaskTypes.js"
 
@@ -82,10 +83,11 @@ export const attachTo = (
 
 // --- upkeep: redelivery and retention ---
 
-/** What the redelivery and the retention sweep (Parts.ts) do to the tasks. */
-export const upkeep = ({ tasks, usage }: Book, exporting: boolean) => ({
-  /** Delivers again each pending call last sent at or before `sentBy`; it counts as sent `now`. */
+/** What the redelivery and the retention sweep (Parts.ts) do to the tasks (`routes`: their calls given to workers). */
+export const upkeep = ({ tasks, usage }: Book, exporting: boolean, routes: Routes | undefined) => ({
+  /** Delivers again each pending call last sent at or before `sentBy` (a routed one to its worker); it counts as sent `now`. */
   redeliver: (sentBy: number, now: number): void => {
+    routes?.redeliver(sentBy, now)
     for (const task of tasks.values()) {
       for (const call of task.pending?.values() ?? []) {
         // A routed call is given again to its worker (TaskRoutes.ts, `redeliver`).

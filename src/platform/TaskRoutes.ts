@@ -9,7 +9,7 @@
  * worker, the task's stream says `TaskWaiting` with the reason, and the first worker that can take it does.
  * At least once: the worker's dedupe, by (task id, call id), keeps it to one run (design: Delivery dedupe).
  */
-import { Clock, Effect, FiberSet } from "effect"
+import { Clock, Effect, FiberSet, type Scope } from "effect"
 import * as Metrics from "../internal/util/metrics.js"
 import { Signal } from "../internal/util/signal.js"
 import type { ToolResult } from "../ToolResult.js"
@@ -88,230 +88,252 @@ export const waitingReason = (task: Task, graceMillis: number): string | undefin
   return parts.length === 0 ? undefined : parts.join("; ")
 }
 
-/** The routes of the calls of the tasks in `book`, as `makeRoutes` gives them. */
-export const makeRoutes = (book: Book, deps: RouteDeps) =>
-  Effect.gen(function*() {
-    // The upkeep's fiber and the logs, in a fiber set of the platform's: stopped before the tasks' loops.
-    const run = yield* FiberSet.runtime(yield* FiberSet.make())<never>()
-    const exporting = yield* Metrics.Exporting
-    const { assignments, graceMillis, live } = deps
-    const { clock, tasks } = book
-    /** The connections open now (the wire's; the one in process is always open). */
-    const open = new Set<string>()
-    const isOpen = (connection: string) => connection === inProcessConnection || open.has(connection)
-    /** The calls given to each worker (by agent and process) and not answered yet. */
-    const load = new Map<string, number>()
-    let turn = 0
-    const loadOf = (agentId: string, processId: string) => load.get(`${agentId}\n${processId}`) ?? 0
-    const loaded = (task: Task, route: Route, by: 1 | -1): void => {
-      if (route.worker === undefined) return
-      const key = `${task.agentId}\n${route.worker.processId}`
-      const n = (load.get(key) ?? 0) + by
-      if (n > 0) load.set(key, n)
-      else load.delete(key)
-    }
-    const log = (effect: Effect.Effect<void>): void => void run(effect)
+/**
+ * The routes of the calls of the tasks in a book (see the module's comment). Its methods run on the platform's
+ * event loop, between two of its fibers' steps; `run` forks the upkeep and the logs in the platform's fiber set.
+ */
+export class Routes {
+  /** The connections open now (the wire's; the one in process is always open). */
+  private readonly open = new Set<string>()
+  /** The calls given to each worker (by agent and process) and not answered yet. */
+  private readonly load = new Map<string, number>()
+  /** Which of the least loaded workers is next. */
+  private turn = 0
+  /** The tasks whose `TaskWaiting` is to be said once the calls started with it are placed. */
+  private readonly saying = new Set<Task>()
+  /** Routed calls not answered yet: the upkeep ticks while there is one. */
+  private inFlight = 0
+  private ticking = false
+  /** The upkeep's tick: a fourth of the grace, within 25 ms and 1 s. */
+  private readonly tick: number
+  /** What the wire tells of its connections (`WireConnections`). */
+  readonly connections: { readonly opened: (connection: string) => void; readonly closed: (connection: string) => void }
 
-    /** The worker of `agentId` to give a call of `tool`: live, serving it, taking calls on an open connection, the least loaded. */
-    const pick = (agentId: string, tool: string, now: number): CallWorker | undefined => {
-      const serving = new Set<string>()
-      for (const p of live(agentId, now)) if (p.manifest.some((entry) => entry.name === tool)) serving.add(p.processId)
-      const candidates = assignments.callWorkers(agentId).filter((w) => serving.has(w.processId) && isOpen(w.connection))
-      if (candidates.length === 0) return undefined
-      const least = Math.min(...candidates.map((w) => loadOf(agentId, w.processId)))
-      const idle = candidates.filter((w) => loadOf(agentId, w.processId) === least)
-      return idle[turn++ % idle.length]
-    }
+  constructor(
+    private readonly book: Book,
+    private readonly deps: RouteDeps,
+    private readonly run: (effect: Effect.Effect<void>) => unknown,
+    private readonly exporting: boolean
+  ) {
+    this.tick = Math.min(1000, Math.max(25, Math.floor(deps.graceMillis / 4)))
+    this.connections = { opened: (connection) => void this.open.add(connection), closed: (connection) => this.closed(connection) }
+    deps.assignments.onCallsWatch((agentId, worker) => this.watching(agentId, worker))
+  }
 
-    /** Gives `call` to `processId` on its latest stream that takes calls; false when it has none open. */
-    const giveTo = (task: Task, call: Routed, processId: string, now: number): boolean => {
-      const connection = assignments.give(task.agentId, processId, { taskId: task.taskId, call: call.event })
-      if (connection === undefined || !isOpen(connection)) return false
-      loaded(task, call.route, -1)
-      call.route.worker = { processId, connection }
-      call.route.gone = undefined
-      loaded(task, call.route, 1)
-      call.sentAt = now
-      return true
-    }
+  private isOpen(connection: string): boolean {
+    return connection === inProcessConnection || this.open.has(connection)
+  }
 
-    /** Gives `call` to a worker, if one can take it now. */
-    const tryPlace = (task: Task, call: Routed, now: number): boolean => {
-      for (let tries = 0; tries < 3; tries++) {
-        const worker = pick(task.agentId, call.event.name, now)
-        if (worker === undefined) return false
-        if (giveTo(task, call, worker.processId, now)) return true
-      }
-      return false
-    }
+  private loadOf(agentId: string, processId: string): number {
+    return this.load.get(`${agentId}\n${processId}`) ?? 0
+  }
 
-    /** The tasks whose `TaskWaiting` is to be said once the calls started with it are placed. */
-    const saying = new Set<Task>()
-    /** Says on the task's stream what its calls wait for (once for the calls of one turn), and logs it. */
-    const sayWaiting = (task: Task): void => {
-      if (saying.has(task)) return
-      saying.add(task)
-      setImmediate(() => {
-        saying.delete(task)
-        const reason = task.final === undefined ? waitingReason(task, graceMillis) : undefined
-        if (reason === undefined) return
-        task.emit({ _tag: "TaskWaiting", taskId: task.taskId, reason })
-        log(Effect.logWarning(`task ${task.taskId}: ${reason}`))
-      })
-    }
+  private loaded(task: Task, route: Route, by: 1 | -1): void {
+    if (route.worker === undefined) return
+    const key = `${task.agentId}\n${route.worker.processId}`
+    const n = (this.load.get(key) ?? 0) + by
+    if (n > 0) this.load.set(key, n)
+    else this.load.delete(key)
+  }
 
-    /** Gives `call` to a worker; with none, it waits, and the task's stream says why. */
-    const place = (task: Task, call: Routed, now: number): void => {
-      if (tryPlace(task, call, now)) return
-      loaded(task, call.route, -1)
-      call.route.worker = undefined
-      call.route.gone = undefined
-      sayWaiting(task)
-    }
+  /** The worker of `agentId` to give a call of `tool`: live, serving it, taking calls on an open connection, the least loaded. */
+  private pick(agentId: string, tool: string, now: number): CallWorker | undefined {
+    const serving = new Set<string>()
+    for (const p of this.deps.live(agentId, now)) if (p.manifest.some((entry) => entry.name === tool)) serving.add(p.processId)
+    const candidates = this.deps.assignments.callWorkers(agentId).filter((w) =>
+      serving.has(w.processId) && this.isOpen(w.connection)
+    )
+    if (candidates.length === 0) return undefined
+    const least = Math.min(...candidates.map((w) => this.loadOf(agentId, w.processId)))
+    const idle = candidates.filter((w) => this.loadOf(agentId, w.processId) === least)
+    return idle[this.turn++ % idle.length]
+  }
 
-    /** The worker of `call` went away (`why`): the call goes to another, or waits for one. */
-    const reroute = (task: Task, call: Routed, why: string, now: number): void => {
-      const from = call.route.worker!.processId
-      call.route.left = { processId: from, why }
-      loaded(task, call.route, -1)
-      call.route.worker = undefined
-      call.route.gone = undefined
-      place(task, call, now)
-      const to = call.route.worker as Route["worker"]
-      if (to !== undefined) {
-        log(Effect.logInfo(
-          `task ${task.taskId}: call ${call.event.toolCallId}, given to process ${from} of agent ${task.agentId}, which ` +
-            `went away (${why}), is given to process ${to.processId}`
-        ))
-      }
-    }
+  /** Gives `call` to `processId` on its latest stream that takes calls; false when it has none open. */
+  private giveTo(task: Task, call: Routed, processId: string, now: number): boolean {
+    const connection = this.deps.assignments.give(task.agentId, processId, { taskId: task.taskId, call: call.event })
+    if (connection === undefined || !this.isOpen(connection)) return false
+    this.loaded(task, call.route, -1)
+    call.route.worker = { processId, connection }
+    call.route.gone = undefined
+    this.loaded(task, call.route, 1)
+    call.sentAt = now
+    return true
+  }
 
-    // A worker that watches for calls (again): the calls it went away with are given to it again, and the calls
-    // waiting for a worker are placed.
-    assignments.onCallsWatch((agentId, worker) => {
-      const now = clock.unsafeCurrentTimeMillis()
-      for (const task of tasks.values()) {
-        if (task.agentId !== agentId || task.final !== undefined) continue
-        for (const call of routedOf(task)) {
-          const given = call.route.worker
-          if (given === undefined) tryPlace(task, call, now)
-          else if (given.processId === worker.processId && given.connection !== worker.connection) {
-            giveTo(task, call, worker.processId, now)
-          }
-        }
-      }
+  /** Gives `call` to a worker, if one can take it now. */
+  private tryPlace(task: Task, call: Routed, now: number): boolean {
+    for (let tries = 0; tries < 3; tries++) {
+      const worker = this.pick(task.agentId, call.event.name, now)
+      if (worker === undefined) return false
+      if (this.giveTo(task, call, worker.processId, now)) return true
+    }
+    return false
+  }
+
+  /** Says on the task's stream what its calls wait for (once for the calls of one turn), and logs it. */
+  private sayWaiting(task: Task): void {
+    if (this.saying.has(task)) return
+    this.saying.add(task)
+    setImmediate(() => {
+      this.saying.delete(task)
+      const reason = task.final === undefined ? waitingReason(task, this.deps.graceMillis) : undefined
+      if (reason === undefined) return
+      task.emit({ _tag: "TaskWaiting", taskId: task.taskId, reason })
+      this.run(Effect.logWarning(`task ${task.taskId}: ${reason}`))
     })
+  }
 
-    /** A connection closed: the calls given on it are gone with their worker, unless it watches on another already. */
-    const closed = (connection: string): void => {
-      open.delete(connection)
-      const now = clock.unsafeCurrentTimeMillis()
-      for (const task of tasks.values()) {
-        let gone = false
-        for (const call of routedOf(task)) {
-          const given = call.route.worker
-          if (given?.connection !== connection || call.route.gone !== undefined) continue
-          const elsewhere = assignments.callWorkers(task.agentId).some((w) => w.processId === given.processId && isOpen(w.connection))
-          if (elsewhere && giveTo(task, call, given.processId, now)) continue
-          call.route.gone = { at: now, why: "its connection closed" }
-          gone = true
-        }
-        if (gone) sayWaiting(task)
-      }
-    }
+  /** Gives `call` to a worker; with none, it waits, and the task's stream says why. */
+  private place(task: Task, call: Routed, now: number): void {
+    if (this.tryPlace(task, call, now)) return
+    this.loaded(task, call.route, -1)
+    call.route.worker = undefined
+    call.route.gone = undefined
+    this.sayWaiting(task)
+  }
 
-    /**
-     * The upkeep, every tick: a call whose worker went away past the grace, or is no longer live, goes to another
-     * worker; a call waiting for one is given to one that can take it now.
-     */
-    const check = (now: number): void => {
-      const liveOf = new Map<string, Set<string>>()
-      const isLive = (agentId: string, processId: string) => {
-        let ids = liveOf.get(agentId)
-        if (ids === undefined) liveOf.set(agentId, ids = new Set(live(agentId, now).map((p) => p.processId)))
-        return ids.has(processId)
-      }
-      for (const task of tasks.values()) {
-        if (task.final !== undefined) continue
-        for (const call of routedOf(task)) {
-          const { gone, worker } = call.route
-          if (worker === undefined) tryPlace(task, call, now)
-          else if (gone !== undefined && now - gone.at >= graceMillis) {
-            reroute(task, call, `${gone.why}, and it did not come back within ${secondsText(graceMillis)}`, now)
-          } else if (!isLive(task.agentId, worker.processId)) {
-            reroute(task, call, "it deregistered, or was silent past its heartbeats", now)
-          }
+  /** The worker of `call` went away (`why`): the call goes to another, or waits for one. */
+  private reroute(task: Task, call: Routed, why: string, now: number): void {
+    const from = call.route.worker!.processId
+    call.route.left = { processId: from, why }
+    this.loaded(task, call.route, -1)
+    call.route.worker = undefined
+    this.place(task, call, now)
+    const to = call.route.worker as Route["worker"]
+    if (to === undefined) return
+    this.run(Effect.logInfo(
+      `task ${task.taskId}: call ${call.event.toolCallId}, given to process ${from} of agent ${task.agentId}, which ` +
+        `went away (${why}), is given to process ${to.processId}`
+    ))
+  }
+
+  /** A worker watches for calls (again): the calls it went away with are given to it there, and those waiting placed. */
+  private watching(agentId: string, worker: CallWorker): void {
+    const now = this.book.clock.unsafeCurrentTimeMillis()
+    for (const task of this.book.tasks.values()) {
+      if (task.agentId !== agentId || task.final !== undefined) continue
+      for (const call of routedOf(task)) {
+        const given = call.route.worker
+        if (given === undefined) this.tryPlace(task, call, now)
+        else if (given.processId === worker.processId && given.connection !== worker.connection) {
+          this.giveTo(task, call, worker.processId, now)
         }
       }
     }
+  }
 
-    /**
-     * The upkeep's tick: a fourth of the grace (within 25 ms and 1 s), while any call is routed (none: no fiber, no
-     * timer, so that a `TestClock` moved far in a test with no routed call runs nothing of it).
-     */
-    const tick = Math.min(1000, Math.max(25, Math.floor(graceMillis / 4)))
-    let inFlight = 0
-    let ticking = false
-    const upkeep: Effect.Effect<void> = Effect.gen(function*() {
-      while (inFlight > 0) {
-        yield* Effect.sleep(tick)
-        check(yield* Clock.currentTimeMillis)
+  /** A connection closed: the calls given on it are gone with their worker, unless it watches on another already. */
+  private closed(connection: string): void {
+    this.open.delete(connection)
+    const now = this.book.clock.unsafeCurrentTimeMillis()
+    for (const task of this.book.tasks.values()) {
+      let gone = false
+      for (const call of routedOf(task)) {
+        const given = call.route.worker
+        if (given?.connection !== connection || call.route.gone !== undefined) continue
+        const elsewhere = this.deps.assignments.callWorkers(task.agentId).some((w) =>
+          w.processId === given.processId && this.isOpen(w.connection)
+        )
+        if (elsewhere && this.giveTo(task, call, given.processId, now)) continue
+        call.route.gone = { at: now, why: "its connection closed" }
+        gone = true
       }
-    }).pipe(Effect.ensuring(Effect.sync(() => void (ticking = false))))
-    const routing = (by: 1 | -1): void => {
-      inFlight += by
-      if (inFlight > 0 && !ticking) {
-        ticking = true
-        run(upkeep)
-      }
+      if (gone) this.sayWaiting(task)
     }
+  }
 
-    return {
-      /** Gives a call of `task` to a worker and waits for its answer (an answer taken already is the answer). */
-      deliver: (task: Task) => (delivery: TaskRunner.Delivery): Effect.Effect<ToolResult> =>
-        Effect.suspend(() => {
-          const now = clock.unsafeCurrentTimeMillis()
-          // A child task's calls end by its `exec_agent` call's deadline, whatever their own timeouts.
-          const capped = task.deadlineAt !== undefined && task.deadlineAt < delivery.deadlineAt
-            ? { ...delivery, deadlineAt: task.deadlineAt }
-            : delivery
-          const call: Routed = {
-            event: { _tag: "ToolCallRequested", taskId: task.taskId, ...capped },
-            done: new Signal<ToolResult>(),
-            sentAt: now,
-            offset: 0,
-            route: { worker: undefined, gone: undefined, left: undefined }
-          }
-          const id = delivery.toolCallId
-          task.pending?.set(id, call)
-          if (exporting) Metrics.deliveries.unsafeUpdate(1, Metrics.deliveryLabels.first)
-          if (task.final === undefined) place(task, call, now)
-          routing(1)
-          return Effect.ensuring(
-            call.done.await,
-            Effect.sync(() => {
-              routing(-1)
-              if (task.pending?.get(id) === call) task.pending.delete(id)
-              loaded(task, call.route, -1)
-              call.route.worker = undefined
-            })
-          )
-        }),
-      /** Gives again each call given at or before `sentBy` to its worker, still there; it counts as given `now`. */
-      redeliver: (sentBy: number, now: number): void => {
-        for (const task of tasks.values()) {
-          for (const call of routedOf(task)) {
-            const { gone, worker } = call.route
-            if (worker === undefined || gone !== undefined || call.sentAt > sentBy) continue
-            if (exporting) Metrics.deliveries.unsafeUpdate(1, Metrics.deliveryLabels.again)
-            giveTo(task, call, worker.processId, now)
-          }
+  /**
+   * The upkeep, every tick: a call whose worker went away past the grace, or is no longer live, goes to another
+   * worker; a call waiting for one is given to one that can take it now.
+   */
+  private check(now: number): void {
+    const liveOf = new Map<string, Set<string>>()
+    const isLive = (agentId: string, processId: string) => {
+      let ids = liveOf.get(agentId)
+      if (ids === undefined) liveOf.set(agentId, ids = new Set(this.deps.live(agentId, now).map((p) => p.processId)))
+      return ids.has(processId)
+    }
+    const grace = this.deps.graceMillis
+    for (const task of this.book.tasks.values()) {
+      if (task.final !== undefined) continue
+      for (const call of routedOf(task)) {
+        const { gone, worker } = call.route
+        if (worker === undefined) this.tryPlace(task, call, now)
+        else if (gone !== undefined && now - gone.at >= grace) {
+          this.reroute(task, call, `${gone.why}, and it did not come back within ${secondsText(grace)}`, now)
+        } else if (!isLive(task.agentId, worker.processId)) {
+          this.reroute(task, call, "it deregistered, or was silent past its heartbeats", now)
         }
-      },
-      /** What the wire tells of its connections (`WireConnections`). */
-      connections: { opened: (connection: string): void => void open.add(connection), closed }
+      }
     }
+  }
+
+  /** One more routed call (or one fewer): the upkeep ticks while there is one (none: no fiber, no timer). */
+  private routing(by: 1 | -1): void {
+    this.inFlight += by
+    if (this.inFlight <= 0 || this.ticking) return
+    this.ticking = true
+    const once = Effect.zipRight(
+      Effect.sleep(this.tick),
+      Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => this.check(now)))
+    )
+    this.run(
+      Effect.whileLoop({ while: () => this.inFlight > 0, body: () => once, step: () => undefined }).pipe(
+        Effect.ensuring(Effect.sync(() => void (this.ticking = false)))
+      )
+    )
+  }
+
+  /** Gives a call of `task` to a worker and waits for its answer. */
+  deliver(task: Task, delivery: TaskRunner.Delivery): Effect.Effect<ToolResult> {
+    return Effect.suspend(() => {
+      const now = this.book.clock.unsafeCurrentTimeMillis()
+      // A child task's calls end by its `exec_agent` call's deadline, whatever their own timeouts.
+      const capped = task.deadlineAt !== undefined && task.deadlineAt < delivery.deadlineAt
+        ? { ...delivery, deadlineAt: task.deadlineAt }
+        : delivery
+      const call: Routed = {
+        event: { _tag: "ToolCallRequested", taskId: task.taskId, ...capped },
+        done: new Signal<ToolResult>(),
+        sentAt: now,
+        offset: 0,
+        route: { worker: undefined, gone: undefined, left: undefined }
+      }
+      const id = delivery.toolCallId
+      task.pending?.set(id, call)
+      if (this.exporting) Metrics.deliveries.unsafeUpdate(1, Metrics.deliveryLabels.first)
+      if (task.final === undefined) this.place(task, call, now)
+      this.routing(1)
+      return Effect.ensuring(
+        call.done.await,
+        Effect.sync(() => {
+          this.routing(-1)
+          if (task.pending?.get(id) === call) task.pending.delete(id)
+          this.loaded(task, call.route, -1)
+          call.route.worker = undefined
+        })
+      )
+    })
+  }
+
+  /** Gives again each call given at or before `sentBy` to its worker, still there; it counts as given `now`. */
+  redeliver(sentBy: number, now: number): void {
+    for (const task of this.book.tasks.values()) {
+      for (const call of routedOf(task)) {
+        const { gone, worker } = call.route
+        if (worker === undefined || gone !== undefined || call.sentAt > sentBy) continue
+        if (this.exporting) Metrics.deliveries.unsafeUpdate(1, Metrics.deliveryLabels.again)
+        this.giveTo(task, call, worker.processId, now)
+      }
+    }
+  }
+}
+
+/** The routes of the calls of the tasks in `book`; the upkeep's fiber and the logs in a fiber set of the platform's. */
+export const makeRoutes = (book: Book, deps: RouteDeps): Effect.Effect<Routes, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    // Made after the tasks' fiber set: stopped before the tasks' loops.
+    const run = yield* FiberSet.runtime(yield* FiberSet.make())<never>()
+    return new Routes(book, deps, run, yield* Metrics.Exporting)
   })
-
-/** The routes, as `makeRoutes` gives them. */
-export type Routes = Effect.Effect.Success<ReturnType<typeof makeRoutes>>

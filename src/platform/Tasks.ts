@@ -22,11 +22,12 @@ import { type Caller, type EventsWanted, type TaskOutput, UnknownTask } from "..
 import type * as AgentCalls from "./AgentCalls.js"
 import type { Limits, Options } from "./Options.js"
 import { completeOf, decidedOn, decideOf } from "./TaskAnswers.js"
-import { makeBook } from "./TaskBook.js"
+import { makeBook, type Task } from "./TaskBook.js"
 import { type Children, makeChildren, stop } from "./TaskChildren.js"
 import { attachTo, upkeep } from "./TaskDelivery.js"
 import { createOf, makeHolding, makeLoops } from "./TaskLoops.js"
 import { makeRoutes, type RouteDeps } from "./TaskRoutes.js"
+import type { Delivery } from "./TaskRunner.js"
 
 export { answersFrom, ignoredAnswer } from "./TaskAnswers.js"
 export { type Task, usageProblem } from "./TaskBook.js"
@@ -58,7 +59,8 @@ export const makeTasks = (
     const routes = routing === undefined ? undefined : yield* makeRoutes(book, { ...routing, graceMillis: limits.workerGraceMillis })
     // A task's platform tools start tasks, which needs the loops: bound once both exist.
     let children: Children | undefined
-    const loops = makeLoops(book, (task) => children?.toolsOf(task) ?? [], routes?.deliver)
+    const route = routes === undefined ? undefined : (task: Task) => (call: Delivery) => routes.deliver(task, call)
+    const loops = makeLoops(book, (task) => children?.toolsOf(task) ?? [], route)
     const { held, hold, takeBack } = yield* makeHolding(book, loops)
     const create = createOf(book, limits, loops)
     // The tasks submits with a key made, by agent and key: a repeat finds its task while the platform holds it.
@@ -70,7 +72,6 @@ export const makeTasks = (
       if (submitted.size > maxSubmitKeys) submitted.delete(submitted.keys().next().value!)
     }
     if (host !== undefined) children = makeChildren(book, host, create, hold)
-    const kept = upkeep(book, yield* Metrics.Exporting)
     return {
       /**
        * A new task, attached at once to `connection`; its loop starts. Refused with
@@ -132,12 +133,7 @@ export const makeTasks = (
         Effect.flatMap(Effect.option(held(agentId, taskId)), (task) =>
           Option.isSome(task) ? stop(book, task.value, reason) : Effect.void),
       takeBack,
-      ...kept,
-      /** Delivers again the calls not answered since `sentBy`, on their tasks' streams or to their workers. */
-      redeliver: (sentBy: number, now: number): void => {
-        kept.redeliver(sentBy, now)
-        routes?.redeliver(sentBy, now)
-      },
+      ...upkeep(book, yield* Metrics.Exporting, routes),
       /** The calls given to the agents' serving processes (TaskRoutes.ts); none in cluster mode. */
       routes,
       /** The task, held here (taken up from the journal if need be); undefined if the journal does not hold it. */

@@ -3,11 +3,12 @@
  * agent's token; each call goes to a worker (a serving process of the agent that serves the tool), the least loaded
  * in turn, and is answered from the connection it was given on. A worker whose connection closes mid-call keeps the
  * call for the grace, then the call goes to another worker, deduplicated across processes by a shared claims file;
- * with no worker left the task's stream says `TaskWaiting` and why, and the next worker takes the call. Embedded
+ * with no worker left the task's stream says `TaskWaiting` and why, and the next worker takes the call; a worker
+ * that stops drains its call and is answered on its connection. Embedded
  * platform on a real WebSocket on 127.0.0.1, real `Serve` workers in this process, the scripted model.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Deferred, type Duration, Effect, Layer, Mailbox, Schedule, Schema, type Scope } from "effect"
+import { Context, Deferred, type Duration, Effect, Exit, Fiber, Layer, Mailbox, Schedule, Schema, Scope } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -91,14 +92,19 @@ const recording = (
 const worker = <T extends Tool.Any>(
   url: string,
   tool: T,
-  options: { readonly given?: Array<Protocol.Assignment>; readonly settings?: Record<string, string> } = {}
+  options: {
+    readonly given?: Array<Protocol.Assignment>
+    readonly settings?: Record<string, string>
+    readonly shutdownGrace?: Duration.DurationInput
+  } = {}
 ) =>
   Effect.gen(function*() {
     const client = yield* Layer.build(
       Layer.provideMerge(recording(options.given ?? []), clientLayer({ url, settings: options.settings ?? {} }, policy))
     )
-    // A call still running at the end of a test is not waited for.
-    return yield* Serve.makeConfig(yield* Toolkit.make(tool), { shutdownGrace: "100 millis" }).pipe(Effect.provide(client))
+    // A call still running at the end of a test is not waited for (unless the test says so).
+    const shutdownGrace = options.shutdownGrace ?? "100 millis"
+    return yield* Serve.makeConfig(yield* Toolkit.make(tool), { shutdownGrace }).pipe(Effect.provide(client))
   })
 
 /** A client of agent-1 that serves nothing: it only submits. */
@@ -265,5 +271,32 @@ describe("the platform as a job queue (design: The platform)", { timeout: 30_000
       assert.strictEqual(end._tag === "TaskCompleted" ? end.output : end._tag, "c1=\"charged D-4 on w1\"")
       assert.deepStrictEqual(log, [`w1 ${end.taskId}/c1`])
       assert.strictEqual(waitingReasons(events).length, 1)
+    }).pipe(Effect.scoped))
+
+  it.live("a worker that stops mid-call drains it: its answer is taken on its connection, still open; the call goes nowhere else", () =>
+    Effect.gen(function*() {
+      const { state, url } = yield* platform("300 millis")
+      const log: Array<string> = []
+      const started = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const hold = Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))
+      const scope = yield* Scope.make()
+      yield* worker(url, charge("w1", log, hold), { shutdownGrace: "10 seconds" }).pipe(Scope.extend(scope))
+      yield* watching(state, 1)
+      const client = yield* submitter(url)
+      const task = yield* Effect.fork(submit(client, "E-5"))
+      yield* Deferred.await(started)
+      const given: Array<Protocol.Assignment> = []
+      yield* worker(url, charge("w2", log), { given })
+      yield* watching(state, 2)
+      // w1 stops: it stops watching first, then drains its call for up to 10 s, its connection open meanwhile.
+      const stopping = yield* Effect.fork(Scope.close(scope, Exit.void))
+      yield* Effect.sleep("1 second")
+      assert.deepStrictEqual(given, [], "past the grace, the call was given to no other worker")
+      yield* Deferred.succeed(release, undefined)
+      const end = yield* task
+      yield* Fiber.join(stopping)
+      assert.strictEqual(end._tag === "TaskCompleted" ? end.output : end._tag, "c1=\"charged E-5 on w1\"")
+      assert.deepStrictEqual(log, [`w1 ${end.taskId}/c1`])
     }).pipe(Effect.scoped))
 })
