@@ -25,6 +25,7 @@ export const slow = [
   "test/platform/HostileCluster.test.ts",
   "test/platform/ClusterExecAgent.test.ts",
   "test/platform/Tenants.test.ts",
+  "test/platform/JobQueue.test.ts",
   "test/McpConformance.test.ts",
   "test/McpHttpAttacks.test.ts",
   "test/PostgresPrivateFolder.test.ts",

@@ -107,10 +107,12 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
   >
   /**
    * The tasks the platform gives this process to run (design: Agents that call agents), for as long
-   * as the scope lives; each is attached and its calls run here. Absent from a client made by hand.
+   * as the scope lives; each is attached and its calls run here. With `calls: true`, also single calls
+   * of its agent's tasks for the tools it serves (design: The platform), each answered with
+   * `completeToolCall` on this client. Absent from a client made by hand.
    */
   readonly watchAssignments?: (
-    payload: Caller
+    payload: Caller & { readonly calls?: boolean | undefined }
   ) => Effect.Effect<Mailbox.ReadonlyMailbox<Assignment, Unauthorized | PlatformUnavailable>, never, Scope.Scope>
   /** Answers one or more delivered calls. */
   readonly completeToolCall: (

@@ -20,7 +20,7 @@ import type { CallServices } from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
 import * as Door from "./internal/call/door.js"
 import { awayRetried } from "./internal/serve/away.js"
-import { drainOnClose, makeAnswers, makeDeliveries, runDelivered } from "./internal/serve/deliveries.js"
+import { drainOnClose, makeAnswers, makeDeliveries, routedDoors, runDelivered } from "./internal/serve/deliveries.js"
 import { type ServeError, TaskFailedError, TaskLost, TaskTakenOverError } from "./internal/serve/errors.js"
 import { eventStream, type FollowOptions, makeFollowers, outcome, resumeHeld, watchAssignments } from "./internal/serve/followers.js"
 import {
@@ -241,8 +241,10 @@ export const make = <R>(
     })
     if (options.resumeTasks !== false && held.durable) yield* resumeHeld(agentId, held, followers)
     yield* drainOnClose(deliveries, answers, report, grace)
-    // Added after the drain, so stopped before it: no new task is taken up while the calls drain.
-    yield* watchAssignments(client, caller, followers, policy.reconnect)
+    // Added after the drain, so stopped before it: no new task is taken up while the calls drain. The single calls
+    // it gives run as calls delivered on a task's stream do, each task's through a door of its own.
+    const doorOf = routedDoors(() => door.open())
+    yield* watchAssignments(client, caller, followers, policy.reconnect, (call) => deliveries.deliver(call, doorOf(call.taskId)))
 
     return Serve.of({
       agentId,

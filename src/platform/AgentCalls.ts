@@ -67,20 +67,49 @@ export const agentCallsProblems = (options: Pick<Options, "agentCalls" | "agentC
 interface Watcher {
   readonly processId: string
   readonly mailbox: Mailbox.Mailbox<Assignment>
+  /** It takes single calls too (`WatchAssignments` with `calls: true`). */
+  readonly calls: boolean
+  /** The connection it watches on (the one its answers must come from). */
+  readonly connection: string
+}
+
+/** A serving process that takes single calls of its agent's tasks, on the connection of its latest such stream. */
+export interface CallWorker {
+  readonly processId: string
+  readonly connection: string
+}
+
+/** How a stream of `WatchAssignments` was opened: whether it takes calls, on which connection. */
+export interface WatchOptions {
+  readonly calls?: boolean | undefined
+  readonly connection?: string | undefined
 }
 
 /**
  * The streams of `WatchAssignments` open now, per agent: a task another agent's task started is
- * given to one of them. Memory only; a stream that closes is let go with its scope.
+ * given to one of them, and a call of a task to one that takes calls (TaskRoutes.ts). Memory only; a
+ * stream that closes is let go with its scope.
  */
 export const makeAssignments = () => {
   const watchers = new Map<string, Array<Watcher>>()
+  /** Told of each stream that takes calls, once open (TaskRoutes.ts gives it the calls waiting for it). */
+  const onCallsWatch: Array<(agentId: string, worker: CallWorker) => void> = []
+  /** The latest stream of `processId` that takes calls. */
+  const callsStreamOf = (agentId: string, processId: string): Watcher | undefined => {
+    let latest: Watcher | undefined
+    for (const w of watchers.get(agentId) ?? []) if (w.processId === processId && w.calls) latest = w
+    return latest
+  }
   return {
     /**
-     * A stream of the tasks given to `caller`'s process, open for as long as the scope is. `replacing`
-     * (cluster mode, where a stream whose runner died may never be closed): its older streams end.
+     * A stream of the tasks (and with `calls`, the calls) given to `caller`'s process, open for as long as the
+     * scope is. `replacing` (cluster mode, where a stream whose runner died may never be closed): its older streams end.
      */
-    watch: (caller: Caller, replacing = false): Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope> =>
+    watch: (
+      caller: Caller,
+      replacing = false,
+      options: WatchOptions = {}
+    ): Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope> =>
       Effect.gen(function*() {
         if (replacing) {
           for (const older of watchers.get(caller.agentId) ?? []) {
@@ -88,8 +117,16 @@ export const makeAssignments = () => {
           }
         }
         const mailbox = yield* Mailbox.make<Assignment>()
-        const watcher: Watcher = { processId: caller.processId, mailbox }
+        const watcher: Watcher = {
+          processId: caller.processId,
+          mailbox,
+          calls: options.calls === true,
+          connection: options.connection ?? ""
+        }
         watchers.set(caller.agentId, [...(watchers.get(caller.agentId) ?? []), watcher])
+        if (watcher.calls) {
+          for (const told of onCallsWatch) told(caller.agentId, { processId: caller.processId, connection: watcher.connection })
+        }
         yield* Effect.addFinalizer(() =>
           Effect.sync(() => {
             const left = (watchers.get(caller.agentId) ?? []).filter((w) => w !== watcher)
@@ -108,7 +145,22 @@ export const makeAssignments = () => {
       const streams = (watchers.get(agentId) ?? []).filter((w) => w.processId === processId)
       const latest = streams[streams.length - 1]
       return latest === undefined ? false : latest.mailbox.unsafeOffer({ taskId })
-    }
+    },
+    /** The processes of `agentId` that take calls now, each on its latest stream that does. */
+    callWorkers: (agentId: string): ReadonlyArray<CallWorker> => {
+      const latest = new Map<string, CallWorker>()
+      for (const w of watchers.get(agentId) ?? []) {
+        if (w.calls) latest.set(w.processId, { processId: w.processId, connection: w.connection })
+      }
+      return [...latest.values()]
+    },
+    /** Gives a call to `processId` on its latest stream that takes calls: the connection it went on, undefined if none. */
+    give: (agentId: string, processId: string, assignment: Assignment): string | undefined => {
+      const stream = callsStreamOf(agentId, processId)
+      return stream !== undefined && stream.mailbox.unsafeOffer(assignment) ? stream.connection : undefined
+    },
+    /** Tells `listener` of each stream that takes calls, once open. */
+    onCallsWatch: (listener: (agentId: string, worker: CallWorker) => void): void => void onCallsWatch.push(listener)
   }
 }
 

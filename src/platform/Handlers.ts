@@ -31,7 +31,7 @@ import {
 import type * as Toolkit from "../Toolkit.js"
 import type { Options } from "./Options.js"
 import { makeParts, type Parts } from "./Parts.js"
-import { connectionHeader, WireLimits } from "./Wire.js"
+import { connectionHeader, inProcessConnection, WireConnections, WireLimits } from "./Wire.js"
 
 /** What the platform holds, for inspection (tests, an admin view). */
 export class PlatformState extends Context.Tag("agent-tools/platform/PlatformState")<PlatformState, {
@@ -105,8 +105,14 @@ export interface Backend {
     agentId: string,
     payload: { readonly taskId: string; readonly toolCallId: string; readonly approved: boolean; readonly reason?: string | undefined }
   ) => Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal>
-  /** The tasks given to the caller's process to run (design: Agents that call agents), while the scope lives. */
-  readonly watchAssignments: (caller: Caller) => Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope>
+  /**
+   * The tasks given to the caller's process to run (design: Agents that call agents), while the scope lives; with
+   * `calls`, the single calls of its agent's tasks given to it too (design: The platform), on `connection`.
+   */
+  readonly watchAssignments: (
+    caller: Caller & { readonly calls?: boolean | undefined },
+    connection: string
+  ) => Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope>
 }
 
 /** The platform of one process: its own agents and tasks. */
@@ -122,7 +128,8 @@ const localBackend = ({ agents, assignments, tasks }: Parts): Backend => ({
   attach: tasks.attach,
   complete: tasks.complete,
   decide: tasks.decide,
-  watchAssignments: assignments.watch
+  watchAssignments: ({ agentId, calls, processId }, connection) =>
+    assignments.watch({ agentId, processId }, false, { calls, connection })
 })
 
 // --- authorization, authentication, inspection ---
@@ -134,11 +141,8 @@ const authorize = (agentId: string) =>
       ? Effect.void
       : Effect.fail(new Unauthorized({ message: `the token is not valid for agent ${agentId}` })))
 
-/** The connection in process (`PlatformClient.layerTest`), whose calls carry no connection header: there is one. */
-const inProcess = "in-process"
-
 /** The connection a call came on, as the wire (Wire.ts) names it in every call's headers. */
-const connectionOf = (headers: Headers.Headers): string => headers[connectionHeader] ?? inProcess
+const connectionOf = (headers: Headers.Headers): string => headers[connectionHeader] ?? inProcessConnection
 
 /** The protocol's handlers: authorization, then the backend's part each call is for. */
 const handlersOf = (backend: Backend) =>
@@ -154,7 +158,8 @@ const handlersOf = (backend: Backend) =>
       Effect.zipRight(authorize(agentId), backend.complete(agentId, results, connectionOf(headers))),
     // The agent is the token's: the payload names none.
     DecideApproval: (payload) => Effect.flatMap(AuthenticatedAgent, ({ agentId }) => backend.decide(agentId, payload)),
-    WatchAssignments: (payload) => Effect.zipRight(authorize(payload.agentId), backend.watchAssignments(payload))
+    WatchAssignments: (payload, { headers }) =>
+      Effect.zipRight(authorize(payload.agentId), backend.watchAssignments(payload, connectionOf(headers)))
   })
 
 /** A token of `tokens` in the `authorization` header names the agent the calls are made as. */
@@ -196,7 +201,9 @@ export const layerOf = (backend: Backend, parts: Parts, options: Options) =>
   Layer.mergeAll(
     handlersOf(backend),
     stateOf(parts),
-    Layer.succeed(WireLimits, { maxManifestBytes: parts.limits.maxManifestBytes })
+    Layer.succeed(WireLimits, { maxManifestBytes: parts.limits.maxManifestBytes }),
+    // The calls given to serving processes learn when their connections close.
+    ...(parts.tasks.routes === undefined ? [] : [Layer.succeed(WireConnections, parts.tasks.routes.connections)])
   ).pipe(
     Layer.provideMerge(authenticationOf(options.tokens))
   )

@@ -58,6 +58,12 @@ export interface Options {
   readonly agentCalls?: Readonly<Record<string, ReadonlyArray<string>>> | undefined
   /** How long one `exec_agent` call may take; past it the other agent's task is stopped. Default 10 minutes. */
   readonly agentCallTimeout?: Duration.DurationInput | undefined
+  /**
+   * A call given to a serving process of the task's agent (a worker: the task's holder does not serve the tool)
+   * whose connection then closes waits this long for that process to come back before it goes to another
+   * worker (design: The platform). Default 3 s.
+   */
+  readonly workerGrace?: Duration.DurationInput | undefined
 }
 
 /** Parses `PLATFORM_TOKENS` (`token:agent,token:agent`, or one pair a line) into `Options.tokens`. */
@@ -107,6 +113,9 @@ export const agentCallsProblem = (text: string, agents: ReadonlySet<string>): st
   return undefined
 }
 
+/** The default of `Options.workerGrace`: a reconnect takes well under it. */
+const defaultWorkerGrace = Duration.seconds(3)
+
 /** The default of `Options.keepEndedTasks`. */
 const defaultKeepEndedTasks = Duration.minutes(10)
 
@@ -133,6 +142,7 @@ export interface Limits {
   readonly maxPromptBytesPerAgent: number
   readonly maxManifestBytes: number
   readonly maxManifestBytesPerAgent: number
+  readonly workerGraceMillis: number
 }
 
 /** The limits `options` set, defaults applied. */
@@ -148,6 +158,7 @@ export const limitsOf = (options: Options): Limits => {
     maxTasksPerAgent: options.maxTasksPerAgent ?? defaultAgentLimits.maxTasksPerAgent,
     maxPromptBytesPerAgent: options.maxPromptBytesPerAgent ?? defaultAgentLimits.maxPromptBytesPerAgent,
     maxManifestBytes: options.maxManifestBytes ?? defaultAgentLimits.maxManifestBytes,
-    maxManifestBytesPerAgent: options.maxManifestBytesPerAgent ?? defaultAgentLimits.maxManifestBytesPerAgent
+    maxManifestBytesPerAgent: options.maxManifestBytesPerAgent ?? defaultAgentLimits.maxManifestBytesPerAgent,
+    workerGraceMillis: millis(options.workerGrace ?? defaultWorkerGrace)
   }
 }

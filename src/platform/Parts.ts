@@ -80,7 +80,9 @@ export const makeParts = (
     const assignments = AgentCalls.makeAssignments()
     // The processes watching here; in cluster mode, those of the agents whose shards this runner holds.
     const host = AgentCalls.makeHost(options, agents, assignments)
-    const tasks = yield* makeTasks(options, limits, journal, cluster === undefined ? host : cluster(host))
+    // Embedded, a task's calls of tools its holder does not serve go to the agent's other processes (TaskRoutes.ts).
+    const routing = cluster === undefined ? { live: agents.live, assignments } : undefined
+    const tasks = yield* makeTasks(options, limits, journal, cluster === undefined ? host : cluster(host), routing)
     yield* redeliver(tasks, policy.redelivery)
     yield* sweep({ agents, tasks, journal }, limits, policy.platformSweep)
     return { limits, agents, tasks, assignments, host }

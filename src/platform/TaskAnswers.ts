@@ -1,6 +1,6 @@
 /**
  * What comes back to the tasks (Tasks.ts): the answers to their calls, taken only from the connection
- * they were delivered to, and the decisions on the calls a suspended task waits for, at the root of a
+ * they were delivered (or given) to, and the decisions on the calls a suspended task waits for, at the root of a
  * tree of tasks, each task on the way going on once it waits for nothing more.
  */
 import { Clock, Effect, Exit } from "effect"
@@ -17,6 +17,16 @@ import type { Loops } from "./TaskLoops.js"
  */
 export const answersFrom = (task: Task, connection: string): boolean =>
   task.answerer === undefined || task.answerer === connection
+
+/**
+ * Whether an answer from `connection` to the call `toolCallId` of `task` is taken: a call given to a serving
+ * process (TaskRoutes.ts) only from the connection it was given on (none while it waits for a process); any
+ * other by the task's rule (`answersFrom`).
+ */
+export const answersCallFrom = (task: Task, toolCallId: string, connection: string): boolean => {
+  const route = task.pending?.get(toolCallId)?.route
+  return route === undefined ? answersFrom(task, connection) : route.worker?.connection === connection
+}
 
 /** An answer from a connection the call was not delivered to: ignored, and said so at debug level only. */
 export const ignoredAnswer = (task: Task, toolCallId: string) =>
@@ -39,7 +49,7 @@ export const completeOf = ({ own }: Book, config: Invocation.Config) =>
         unknown ??= taskId
         continue
       }
-      if (!answersFrom(task, connection)) {
+      if (!answersCallFrom(task, toolCallId, connection)) {
         ignored.push([task, toolCallId])
         continue
       }

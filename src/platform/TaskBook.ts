@@ -147,7 +147,7 @@ export class Task {
 
   /**
    * A new stream for this task: `TaskStarted`, then the end if it ended, else every pending call
-   * again, or the `TaskSuspended` it waits on. A stream still attached is taken over: it ends with `TaskTakenOver`, never silently.
+   * again (but those given to other processes), or the `TaskSuspended` it waits on. A stream still attached is taken over: it ends with `TaskTakenOver`, never silently.
    * With `after` (the offset of the last event the client has), the events past it that the task
    * still keeps come first, in order, none twice; a pending call delivered at or before `after` is
    * delivered again, with a new offset; the end comes unless the client had it.
@@ -188,7 +188,10 @@ export class Task {
       this.answerer = undefined
       return
     }
-    for (const call of this.pending?.values() ?? []) mailbox.unsafeOffer({ ...call.event, offset: call.offset })
+    // A call given to another process of the agent (`route`) is not this stream's to run.
+    for (const call of this.pending?.values() ?? []) {
+      if (call.route === undefined) mailbox.unsafeOffer({ ...call.event, offset: call.offset })
+    }
     if (this.suspended !== undefined) mailbox.unsafeOffer(this.suspended.event)
   }
 
@@ -211,7 +214,7 @@ export class Task {
     }
     // A call the client had and may not have answered: delivered again (at least once), past its offset.
     for (const call of this.pending?.values() ?? []) {
-      if (call.offset <= after) {
+      if (call.route === undefined && call.offset <= after) {
         call.sentAt = this.clock.unsafeCurrentTimeMillis()
         call.offset = this.emit(call.event)
       }

@@ -10,6 +10,7 @@ import type { EventsWanted, TaskEvent } from "../protocol/Protocol.js"
 import type { ToolResult } from "../ToolResult.js"
 import * as AgentCalls from "./AgentCalls.js"
 import { type Book, type Task, uncount } from "./TaskBook.js"
+import type { Routes } from "./TaskRoutes.js"
 import type * as TaskRunner from "./TaskRunner.js"
 import type { Follower, PendingCall, Usage } from "./TaskTypes.js"
 
@@ -38,11 +39,13 @@ export const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Eff
  * it), so that whoever follows the task learns why nothing comes.
  */
 const detached = (task: Task, mailbox: Mailbox.Mailbox<TaskEvent>): Effect.Effect<void> => {
-  const still = () => task.attachment === undefined && task.final === undefined && (task.pending?.size ?? 0) > 0
+  // The calls that wait for it: not those given to other processes of the agent (TaskRoutes.ts).
+  const waiting = () => [...task.pending?.values() ?? []].flatMap((call) => call.route === undefined ? [call.event.toolCallId] : [])
+  const still = () => task.attachment === undefined && task.final === undefined && waiting().length > 0
   if (!still()) return Effect.void
   const said = Effect.suspend(() => {
     if (!still() || mailbox === task.attachment) return Effect.void
-    const pending = [...task.pending!.keys()]
+    const pending = waiting()
     const calls = `${pending.length === 1 ? "call" : "calls"} ${pending.join(", ")}`
     const reason = `process ${task.processId} of agent ${task.agentId}, which held the task, went away (its connection ` +
       `closed) with ${calls} pending; they wait for a process of agent ${task.agentId} to attach`
@@ -80,13 +83,15 @@ export const attachTo = (
 
 // --- upkeep: redelivery and retention ---
 
-/** What the redelivery and the retention sweep (Parts.ts) do to the tasks. */
-export const upkeep = ({ tasks, usage }: Book, exporting: boolean) => ({
-  /** Delivers again each pending call last sent at or before `sentBy`; it counts as sent `now`. */
+/** What the redelivery and the retention sweep (Parts.ts) do to the tasks (`routes`: their calls given to workers). */
+export const upkeep = ({ tasks, usage }: Book, exporting: boolean, routes: Routes | undefined) => ({
+  /** Delivers again each pending call last sent at or before `sentBy` (a routed one to its worker); it counts as sent `now`. */
   redeliver: (sentBy: number, now: number): void => {
+    routes?.redeliver(sentBy, now)
     for (const task of tasks.values()) {
       for (const call of task.pending?.values() ?? []) {
-        if (call.sentAt <= sentBy) {
+        // A routed call is given again to its worker (TaskRoutes.ts, `redeliver`).
+        if (call.route === undefined && call.sentAt <= sentBy) {
           call.sentAt = now
           if (exporting) Metrics.deliveries.unsafeUpdate(1, Metrics.deliveryLabels.again)
           call.offset = task.emit(call.event)

@@ -40,11 +40,18 @@ export interface Loops {
   readonly goOn: (task: Task, suspension: Suspension) => Effect.Effect<void>
 }
 
+/** The tools the platform handles itself for a task. */
+type ToolsOf = (task: Task) => ReadonlyArray<Tool.Any>
+
+/** How a task's calls of tools its holder does not serve go out (TaskRoutes.ts). */
+type RouteOf = (task: Task) => TaskRunner.TaskOptions["deliver"]
+
 /**
  * Starting a task's loop, and what a suspended one does at its first expiry or last decision;
- * `platformTools` gives the tools the platform handles itself for a task (`exec_agent`, `list_agents`).
+ * `platformTools` gives the tools the platform handles itself for a task (`exec_agent`, `list_agents`), `route`
+ * how its calls of tools its holder does not serve go to the agent's other processes (TaskRoutes.ts).
  */
-export const makeLoops = (book: Book, platformTools: (task: Task) => ReadonlyArray<Tool.Any>): Loops => {
+export const makeLoops = (book: Book, platformTools: ToolsOf, route?: RouteOf): Loops => {
   const { clock, journal, options, runTask } = book
 
   /**
@@ -111,6 +118,7 @@ export const makeLoops = (book: Book, platformTools: (task: Task) => ReadonlyArr
       platformTools: platformTools(task),
       output: task.output,
       deliver: deliverOf(task),
+      route: route?.(task),
       emit: (event: TaskEvent) => {
         if (event._tag !== "TaskSuspended") return void task.emit(event)
         // Kept with its offset: an attachment that comes back is given it as it was sent.

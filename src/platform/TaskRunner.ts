@@ -42,6 +42,11 @@ export interface TaskOptions {
   readonly platformTools?: ReadonlyArray<Tool.Any> | undefined
   /** Delivers a call on the task's stream and waits for its result (redelivering as needed). */
   readonly deliver: (call: Delivery) => Effect.Effect<ToolResult>
+  /**
+   * Gives a call of a tool the task's holder does not serve to another process of the agent that does, and waits for
+   * its result (TaskRoutes.ts). Undefined (cluster mode): such a call fails at once, saying so.
+   */
+  readonly route?: ((call: Delivery) => Effect.Effect<ToolResult>) | undefined
   /** A typed final output (JSON Schema): the answer is checked against it, and `TaskCompleted.value` is it. */
   readonly output?: TaskOutput | undefined
   readonly emit: (event: TaskEvent) => void
@@ -63,7 +68,8 @@ class RemoteFailure extends Schema.TaggedError<RemoteFailure>("agent-tools/Remot
 const passThrough = (error: unknown): string => error instanceof RemoteFailure ? error.text : errorText(error)
 
 /**
- * A tool whose handler is a delivery; the model sees the manifest's own JSON Schemas. In a journaled
+ * A tool whose handler is a delivery (on the task's stream when its holder serves the tool, else to another
+ * process of the agent that does: `TaskOptions.route`); the model sees the manifest's own JSON Schemas. In a journaled
  * task a tool that needs approval passes the loop's gate (design: Durable runs): the task suspends
  * until a person decides, and a call of it that runs here was approved, so it is delivered as such.
  * Without a journal nothing can suspend: the serving side asks (`Hooks.approval`), as for any call, or,
@@ -74,8 +80,7 @@ const passThrough = (error: unknown): string => error instanceof RemoteFailure ?
 const remoteTool = (
   agentId: string,
   entry: Toolkit.ManifestEntry,
-  own: boolean,
-  deliver: TaskOptions["deliver"],
+  deliver: TaskOptions["deliver"] | undefined,
   journaled: boolean
 ): Tool.Any => {
   const approved = journaled && entry.needsApproval ? { approved: true as const } : undefined
@@ -90,7 +95,7 @@ const remoteTool = (
     needsApproval: approved !== undefined,
     errorTransform: passThrough
   }, (input) => {
-    if (!own) {
+    if (deliver === undefined) {
       return Effect.zipRight(
         Effect.logWarning(`tool ${entry.name} of agent ${agentId} was called on a task whose process did not register it`),
         Effect.fail(
@@ -150,7 +155,9 @@ const runWith = (
   const agent = Agent.make({
     name: options.agentId,
     tools: [
-      ...options.tools.map(({ entry, own }) => remoteTool(options.agentId, entry, own, options.deliver, journaled)),
+      ...options.tools.map(({ entry, own }) =>
+        remoteTool(options.agentId, entry, own ? options.deliver : options.route, journaled)
+      ),
       ...(options.platformTools ?? [])
     ],
     instructions: options.instructions,

@@ -11,14 +11,26 @@ import type { ToolResult } from "../ToolResult.js"
 /** A task's final event as the journal keeps it. */
 export const EventJson = Schema.parseJson(TaskEvent)
 
-/** A call delivered on its task's stream, waiting for its answer. */
+/** A call delivered on its task's stream, or given to a serving process (`route`), waiting for its answer. */
 export interface PendingCall {
   readonly event: Extract<TaskEvent, { _tag: "ToolCallRequested" }>
   readonly done: Signal<ToolResult>
   /** When it was last delivered. */
   sentAt: number
-  /** The offset of its last delivery in the task's stream. */
+  /** The offset of its last delivery in the task's stream (none for a routed call: it is not on the stream). */
   offset: number
+  /** A call the task's holder does not serve, given to another process of the agent (TaskRoutes.ts). */
+  readonly route?: Route | undefined
+}
+
+/** Where a routed call (TaskRoutes.ts) stands: given to a serving process, gone with it, or waiting for one. */
+export interface Route {
+  /** The process it was given to, and the connection its answer must come from; undefined while it waits for one. */
+  worker: { readonly processId: string; readonly connection: string } | undefined
+  /** Its worker went away with it (when, and how), until the worker comes back or the call goes to another. */
+  gone: { readonly at: number; readonly why: string } | undefined
+  /** The last worker that went away with it, and how: what a `TaskWaiting` says while it waits for another. */
+  left: { readonly processId: string; readonly why: string } | undefined
 }
 
 /**

@@ -10,8 +10,8 @@
  *
  * Made of a module a subject, reached through this one by the rest of the platform: what they share
  * (TaskTypes.ts), a task and the book of those held here (TaskBook.ts), delivery and attachments
- * (TaskDelivery.ts), the loops (TaskLoops.ts), answers and approvals (TaskAnswers.ts) and the tasks
- * `exec_agent` calls start (TaskChildren.ts).
+ * (TaskDelivery.ts), the calls given to the agents' other processes (TaskRoutes.ts), the loops (TaskLoops.ts),
+ * answers and approvals (TaskAnswers.ts) and the tasks `exec_agent` calls start (TaskChildren.ts).
  */
 import { Effect, Option } from "effect"
 import { Ids } from "../Ids.js"
@@ -22,10 +22,12 @@ import { type Caller, type EventsWanted, type TaskOutput, UnknownTask } from "..
 import type * as AgentCalls from "./AgentCalls.js"
 import type { Limits, Options } from "./Options.js"
 import { completeOf, decidedOn, decideOf } from "./TaskAnswers.js"
-import { makeBook } from "./TaskBook.js"
+import { makeBook, type Task } from "./TaskBook.js"
 import { type Children, makeChildren, stop } from "./TaskChildren.js"
 import { attachTo, upkeep } from "./TaskDelivery.js"
 import { createOf, makeHolding, makeLoops } from "./TaskLoops.js"
+import { makeRoutes, type RouteDeps } from "./TaskRoutes.js"
+import type { Delivery } from "./TaskRunner.js"
 
 export { answersFrom, ignoredAnswer } from "./TaskAnswers.js"
 export { type Task, usageProblem } from "./TaskBook.js"
@@ -46,15 +48,19 @@ export const makeTasks = (
   options: Options,
   limits: Limits,
   journal: Journal.Journal["Type"] | undefined,
-  host?: AgentCalls.Host
+  host?: AgentCalls.Host,
+  routing?: Omit<RouteDeps, "graceMillis">
 ) =>
   Effect.gen(function*() {
     const book = yield* makeBook(options, journal)
     const config = yield* Invocation.InvocationConfig
     const ids = yield* Ids
+    // The calls of a task its holder does not serve go to the agent's other processes (none: they fail at once).
+    const routes = routing === undefined ? undefined : yield* makeRoutes(book, { ...routing, graceMillis: limits.workerGraceMillis })
     // A task's platform tools start tasks, which needs the loops: bound once both exist.
     let children: Children | undefined
-    const loops = makeLoops(book, (task) => children?.toolsOf(task) ?? [])
+    const route = routes === undefined ? undefined : (task: Task) => (call: Delivery) => routes.deliver(task, call)
+    const loops = makeLoops(book, (task) => children?.toolsOf(task) ?? [], route)
     const { held, hold, takeBack } = yield* makeHolding(book, loops)
     const create = createOf(book, limits, loops)
     // The tasks submits with a key made, by agent and key: a repeat finds its task while the platform holds it.
@@ -127,7 +133,9 @@ export const makeTasks = (
         Effect.flatMap(Effect.option(held(agentId, taskId)), (task) =>
           Option.isSome(task) ? stop(book, task.value, reason) : Effect.void),
       takeBack,
-      ...upkeep(book, yield* Metrics.Exporting),
+      ...upkeep(book, yield* Metrics.Exporting, routes),
+      /** The calls given to the agents' serving processes (TaskRoutes.ts); none in cluster mode. */
+      routes,
       /** The task, held here (taken up from the journal if need be); undefined if the journal does not hold it. */
       hold,
       /** The agent's task, held here (taken up from the journal if need be). */

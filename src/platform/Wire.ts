@@ -26,6 +26,9 @@ import * as Toolkit from "../Toolkit.js"
  */
 export const connectionHeader = "x-agent-tools-connection"
 
+/** The connection in process (`PlatformClient.layerTest`), whose calls carry no connection header: there is one, always open. */
+export const inProcessConnection = "in-process"
+
 /**
  * What the wire refuses before a handler decodes it (design: Hostile clients): a `Register` frame
  * too large for a manifest of `maxManifestBytes` (decoding 2 MB of manifest holds the loop ~25 ms).
@@ -33,6 +36,18 @@ export const connectionHeader = "x-agent-tools-connection"
  */
 export class WireLimits extends Context.Reference<WireLimits>()("agent-tools/platform/WireLimits", {
   defaultValue: (): { readonly maxManifestBytes: number } => ({ maxManifestBytes: Infinity })
+}) {}
+
+/**
+ * Who learns that a connection opened or closed (design: The platform): a call given to a serving process on
+ * a connection that closed waits a while for the process to come back, then goes to another. Set by the
+ * handlers' layer (Handlers.ts, `layerOf`); by default nobody.
+ */
+export class WireConnections extends Context.Reference<WireConnections>()("agent-tools/platform/WireConnections", {
+  defaultValue: (): {
+    readonly opened: (connectionId: string) => void
+    readonly closed: (connectionId: string) => void
+  } => ({ opened: () => undefined, closed: () => undefined })
 }) {}
 
 /** Room in a `Register` frame for what is not its manifest (the envelope, the ids, the hash). */
@@ -79,6 +94,7 @@ interface Hub {
   /** Makes each connection's id: unguessable, so that no client names another's. */
   readonly ids: Ids["Type"]
   readonly limits: WireLimits["Type"]
+  readonly connections: WireConnections["Type"]
   readonly clients: Map<number, (response: FromServerEncoded) => void>
   readonly disconnects: Mailbox.Mailbox<number>
   nextClientId: number
@@ -94,6 +110,7 @@ export const makeServer: Effect.Effect<Server, never, Scope.Scope> = Effect.gen(
     runtime: yield* Effect.runtime<never>(),
     ids: yield* Ids,
     limits: yield* WireLimits,
+    connections: yield* WireConnections,
     clients: new Map(),
     disconnects: yield* Mailbox.make<number>(),
     nextClientId: 0,
@@ -132,6 +149,7 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
     if (!closed) send(frame)
   }
   hub.clients.set(clientId, answerer(running, write))
+  hub.connections.opened(connectionId)
 
   // The frames read go to `RpcServer` in order, from one fiber per connection (not one per frame).
   const inbox = Runtime.runSync(hub.runtime)(Mailbox.make<readonly [number | undefined, FromClientEncoded]>())
@@ -195,6 +213,7 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
     hub.clients.delete(clientId)
     inbox.unsafeDone(Exit.void)
     hub.disconnects.unsafeOffer(clientId)
+    hub.connections.closed(connectionId)
   }
   return { receive, close }
 }

@@ -234,9 +234,10 @@ export const TaskSuspended = Schema.TaggedStruct("TaskSuspended", {
 export const TaskTakenOver = Schema.TaggedStruct("TaskTakenOver", { taskId: Schema.String, reason: Schema.String, ...offset })
 
 /**
- * Cluster mode: the task waits for the platform's database, which cannot be reached (`reason` says
- * why, in the driver's words). Not an end: the task goes on from its journal once the database is
- * back, and its next events say so; said once until the task's next event.
+ * The task waits, and `reason` says for what: in cluster mode, for the platform's database, which cannot be
+ * reached (in the driver's words; the task goes on from its journal once it is back); in both modes, for the
+ * process that held the task to attach again, or for a serving process of its agent to take its calls (the one
+ * given them went away, or none that serves their tools is connected). Not an end: its next events say it goes on.
  */
 export const TaskWaiting = Schema.TaggedStruct("TaskWaiting", { taskId: Schema.String, reason: Schema.String, ...offset })
 
@@ -355,11 +356,15 @@ export const ToolCallResult = Schema.Struct({
 export type ToolCallResult = typeof ToolCallResult.Type
 
 /**
- * A task the platform gives a serving process to run (design: Agents that call agents): a task of its
- * agent that another agent's task started; the process attaches to it (`AttachTask`) and runs its calls.
+ * What the platform gives a serving process to run, on its `WatchAssignments` stream. Without `call`, a task
+ * (design: Agents that call agents): a task of its agent that another agent's task started; the process
+ * attaches to it (`AttachTask`) and runs its calls. With `call` (given only to a process that watches with
+ * `calls: true`), one call of a task of its agent that the process does not hold (design: The platform): it
+ * runs it as a call delivered on a task's stream (deduplicated by task and call id) and answers it with
+ * `CompleteToolCall` on the same connection; it may come again (at least once).
  */
-export const Assignment = Schema.Struct({ taskId: Schema.String })
-/** A task the platform gives a serving process to run. */
+export const Assignment = Schema.Struct({ taskId: Schema.String, call: Schema.optional(ToolCallRequested) })
+/** A task, or one call of a task, the platform gives a serving process to run. */
 export type Assignment = typeof Assignment.Type
 
 /** A submit key: 8 to 128 letters, digits, `-` or `_` (a UUID is one). */
@@ -427,9 +432,10 @@ export class PlatformRpcs extends RpcGroup.make(
     payload: payload("CompleteToolCall", { ...callerFields, results: Schema.Array(ToolCallResult) }),
     error: Schema.Union(UnknownTask, Unauthorized)
   }),
-  // The tasks the platform gives this process to run, for as long as the stream is open.
+  // The tasks the platform gives this process to run, for as long as the stream is open; with `calls: true`, also
+  // single calls of the agent's tasks for the tools it serves (an older process, which does not say so, gets none).
   Rpc.make("WatchAssignments", {
-    payload: payload("WatchAssignments", callerFields),
+    payload: payload("WatchAssignments", { ...callerFields, calls: Schema.optional(Schema.Boolean) }),
     success: Assignment,
     error: Unauthorized,
     stream: true

@@ -233,26 +233,26 @@ describe("platform over a real WebSocket", () => {
       assert.strictEqual((events[events.length - 1] as { output: string }).output, "held:\"held\"")
     }).pipe(Effect.scoped), 20_000)
 
-  it.live("a tool registered only by another process fails fast with the clear error", () =>
+  it.live("a tool registered only by another process runs there, given to it on its own connection", () =>
     Effect.gen(function*() {
       const url = yield* platform([
         { toolCalls: [call("x", "secret")] },
         (request) => ({ text: resultsText(request) })
       ])
-      const secret = Tool.make("secret", { description: "Secret.", input: {}, timeout: "30 seconds" }, () => Effect.succeed(1))
-      const plain = Tool.make("plain", { description: "Plain.", input: {}, timeout: "30 seconds" }, () => Effect.succeed(2))
+      const ran: Array<string> = []
+      const secret = Tool.make("secret", { description: "Secret.", input: {}, timeout: "30 seconds" }, () =>
+        Effect.sync(() => ran.push("secret")))
+      const plain = Tool.make("plain", { description: "Plain.", input: {}, timeout: "30 seconds" }, () =>
+        Effect.sync(() => ran.push("plain")))
       // Two processes of agent-1, each with its own connection: one serves `secret`, the other submits.
       yield* Effect.gen(function*() {
         yield* Serve.makeConfig(yield* Toolkit.make(secret))
         yield* Effect.gen(function*() {
           const submitter = yield* Serve.makeConfig(yield* Toolkit.make(plain))
-          const started = Date.now()
           const output = yield* submitter.runTask("go")
-          assert.strictEqual(
-            output,
-            "x:secret: this tool is served by another process of agent agent-1, not by the one running this task; it did not run"
-          )
-          assert.isBelow(Date.now() - started, 5_000)
+          // The call went to the process serving `secret` (design: The platform), which answered it on its connection.
+          assert.strictEqual(output, "x:1")
+          assert.deepStrictEqual(ran, ["secret"])
         }).pipe(Effect.scoped, Effect.provide(client(url)))
       }).pipe(Effect.scoped, Effect.provide(client(url)))
     }).pipe(Effect.scoped))

@@ -4,9 +4,17 @@ import { LanguageModel } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import { PlatformClient } from "../../src/exports/serve.js"
 
-/** A serving process's client layer: the platform at `url`, as `agentId` with `token`; `policy` is a `Timing.layer`. */
+/**
+ * A serving process's client layer: the platform at `url`, as `agentId` with `token`, and `settings` besides (say
+ * `IDEMPOTENCY_DB`); `policy` is a `Timing.layer`.
+ */
 export const clientLayer = (
-  options: { readonly url: string; readonly agentId?: string; readonly token?: string },
+  options: {
+    readonly url: string
+    readonly agentId?: string
+    readonly token?: string
+    readonly settings?: Readonly<Record<string, string>>
+  },
   policy: Layer.Layer<never>
 ) =>
   PlatformClient.layer.pipe(
@@ -15,7 +23,8 @@ export const clientLayer = (
       new Map([
         ["AGENT_ID", options.agentId ?? "agent-1"],
         ["PLATFORM_TOKEN", options.token ?? "tok-1"],
-        ["PLATFORM_URL", options.url]
+        ["PLATFORM_URL", options.url],
+        ...Object.entries(options.settings ?? {})
       ])
     )))
   )

@@ -6,6 +6,10 @@ export interface TcpProxy {
   readonly port: number
   /** Destroys every connection through the proxy; new ones are accepted as before. */
   readonly cut: () => number
+  /** Destroys every connection through the proxy and refuses new ones (closed at once) until `up`: a host gone. */
+  readonly down: () => number
+  /** Accepts connections again after `down`. */
+  readonly up: () => void
 }
 
 export const tcpProxy = (target: { readonly host: string; readonly port: number }) =>
@@ -13,12 +17,19 @@ export const tcpProxy = (target: { readonly host: string; readonly port: number 
     Effect.promise(() =>
       new Promise<{ proxy: TcpProxy; close: () => Promise<void> }>((resolve) => {
         const sockets = new Set<Socket>()
+        let refusing = false
+        const cut = () => {
+          const n = sockets.size
+          for (const socket of sockets) socket.destroy()
+          return n
+        }
         const track = (socket: Socket) => {
           sockets.add(socket)
           socket.on("close", () => sockets.delete(socket))
           socket.on("error", () => socket.destroy())
         }
         const server = createServer((client) => {
+          if (refusing) return void client.destroy()
           const upstream = connect(target.port, target.host)
           track(client)
           track(upstream)
@@ -33,11 +44,12 @@ export const tcpProxy = (target: { readonly host: string; readonly port: number 
           resolve({
             proxy: {
               port,
-              cut: () => {
-                const n = sockets.size
-                for (const socket of sockets) socket.destroy()
-                return n
-              }
+              cut,
+              down: () => {
+                refusing = true
+                return cut()
+              },
+              up: () => void (refusing = false)
             },
             close: () =>
               new Promise<void>((done) => {

@@ -33,6 +33,25 @@ export const runDelivered = (door: Door, toolkit: Toolkit.Toolkit<any>, event: D
   })
 
 
+/** How many tasks' doors a serving process keeps for the single calls the platform gives it (`routedDoors`). */
+export const routedDoorsKept = 256
+
+/**
+ * The doors of the tasks whose single calls the platform gives this process (design: The platform): one a task,
+ * opened at its first call (its hook state, design: Hooks, spans its calls here), the least recently used let go
+ * past `routedDoorsKept`.
+ */
+export const routedDoors = (open: () => Door) => {
+  const doors = new Map<string, Door>()
+  return (taskId: string): Door => {
+    const door = doors.get(taskId) ?? open()
+    doors.delete(taskId)
+    doors.set(taskId, door)
+    if (doors.size > routedDoorsKept) doors.delete(doors.keys().next().value!)
+    return door
+  }
+}
+
 // --- Answers ---
 
 /** The most answers sent in one call. */

@@ -217,9 +217,10 @@ export const resumeHeld = (agentId: string, held: HeldTasks, followers: Follower
 // --- Assignments ---
 
 /**
- * The tasks the platform gives this process to run (design: Agents that call agents): a stream
+ * What the platform gives this process to run (design: Agents that call agents, The platform): a stream
  * opened once registered and kept open (again after a dropped connection, on `Timing.reconnect`);
- * each task on it is followed as a task held before a restart is, its calls run here. A platform
+ * each task on it is followed as a task held before a restart is, its calls run here; each single call
+ * on it (a call of a task this process does not hold, of a tool it serves) goes to `runCall`. A platform
  * that does not know the call (an older one) gives no assignments: said at debug level, and that is all.
  * A fiber of the scope, interrupted before the drain.
  */
@@ -227,7 +228,8 @@ export const watchAssignments = (
   client: PlatformClient["Type"],
   caller: Caller,
   followers: Followers,
-  reconnect: Schedule.Schedule<unknown, unknown>
+  reconnect: Schedule.Schedule<unknown, unknown>,
+  runCall: (call: Delivered) => Effect.Effect<void>
 ) => {
   const watch = client.watchAssignments
   if (watch === undefined) return Effect.void
@@ -236,12 +238,12 @@ export const watchAssignments = (
       Effect.logInfo(`agent ${caller.agentId}: running task ${taskId}, given by the platform`),
       followers.resume(taskId)
     )
-  const once = Effect.scoped(Effect.flatMap(watch(caller), (mailbox) => {
+  const once = Effect.scoped(Effect.flatMap(watch({ ...caller, calls: true }), (mailbox) => {
     const take: Effect.Effect<void, Unauthorized | PlatformUnavailable> = Effect.flatMap(
       mailbox.takeAll,
       ([chunk, done]) =>
         Effect.zipRight(
-          Effect.forEach(chunk, ({ taskId }) => run(taskId), { discard: true }),
+          Effect.forEach(chunk, ({ call, taskId }) => call === undefined ? run(taskId) : runCall(call), { discard: true }),
           done ? Effect.void : take
         )
     )

@@ -1,0 +1,114 @@
+/**
+ * The platform as a job queue, with real processes (design: The platform): a platform process, two worker
+ * processes of one agent sharing a claims file (`IDEMPOTENCY_DB`), and a submitter process that serves nothing and
+ * submits 20 tasks. One worker holds its calls and is killed with SIGKILL mid-call: the submitter's stream says
+ * `TaskWaiting` (who went away, which call waits), every task completes on the other worker, and each call's
+ * side effect happened once (a call killed mid-run reads "outcome unknown": its tool is idempotent).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { type Protocol } from "../../src/exports/protocol.js"
+import { type Child, startChild } from "../support/childProcess.js"
+import { record } from "../support/figures.js"
+
+const tasks = 20
+
+const start = (env: Record<string, string>) =>
+  Effect.acquireRelease(
+    Effect.sync(() => startChild("test/support/queueChild.ts", env)),
+    (child) =>
+      Effect.promise(() => {
+        if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill("SIGKILL")
+        return child.exited
+      })
+  )
+
+/** The first line of `child` starting with `prefix`, past it; fails the test after `seconds`. */
+const line = (child: Child, prefix: string, seconds: number) =>
+  Effect.flatMap(Effect.promise(() => child.waitFor(prefix, seconds * 1000)), (found) =>
+    found === undefined
+      ? Effect.dieMessage(`no "${prefix}" line within ${seconds} s; it printed: ${child.lines.slice(-5).join(" | ")}`)
+      : Effect.succeed(found.slice(prefix.length)))
+
+const eventsOf = (submitter: Child): Array<Protocol.TaskEvent> =>
+  submitter.lines.flatMap((l) => l.startsWith("event ") ? [JSON.parse(l.slice("event ".length)) as Protocol.TaskEvent] : [])
+
+/** Waits until `until` holds, looking every 50 ms, for at most `seconds`. */
+const eventually = (until: () => boolean, what: string, seconds: number) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + seconds * 1000
+    while (!until()) {
+      if (Date.now() > deadline) return yield* Effect.dieMessage(`waited ${seconds} s for ${what}`)
+      yield* Effect.sleep("50 millis")
+    }
+  })
+
+describe("the platform as a job queue, with processes (design: The platform)", () => {
+  it.live(`${tasks} tasks from a submitter serving nothing; a worker killed mid-call: all complete on the other, each side effect once`, () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "agent-tools-queue-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      const effectFile = join(dir, "effects.txt")
+      writeFileSync(effectFile, "")
+      const platform = yield* start({ MODE: "platform" })
+      const url = yield* line(platform, "url ", 60)
+      const common = { PLATFORM_URL: url, PLATFORM_TOKEN: "tok-1", IDEMPOTENCY_DB: join(dir, "claims.sqlite"), EFFECT_FILE: effectFile }
+      // w1 holds every call it takes (it will be killed holding them); w2 answers at once.
+      const w1 = yield* start({ ...common, MODE: "worker", WORKER: "w1", HOLD_MS: "600000" })
+      const w2 = yield* start({ ...common, MODE: "worker", WORKER: "w2", HOLD_MS: "20" })
+      const w1Id = yield* line(w1, "ready ", 60)
+      yield* line(w2, "ready ", 60)
+      // Their streams of assignments open just after they are ready.
+      yield* Effect.sleep("500 millis")
+      const submitter = yield* start({ PLATFORM_URL: url, PLATFORM_TOKEN: "tok-1", MODE: "submit", TASKS: String(tasks) })
+      const effects = () => readFileSync(effectFile, "utf8").split("\n").filter((l) => l !== "")
+      const ended = () => eventsOf(submitter).filter((e) => e._tag === "TaskCompleted" || e._tag === "TaskFailed")
+      // Every call is answered by w2 or held by w1: then w1 is killed, holding its calls mid-run.
+      yield* eventually(
+        () => ended().length + effects().filter((l) => l.startsWith("w1 ")).length === tasks,
+        "every call answered by w2 or held by w1",
+        60
+      )
+      const held = effects().filter((l) => l.startsWith("w1 ")).length
+      assert.isAbove(held, 0, "w1 took some of the calls")
+      const killedAt = Date.now()
+      w1.process.kill("SIGKILL")
+      yield* line(submitter, "done", 90)
+      const tookMillis = Date.now() - killedAt
+
+      const events = eventsOf(submitter)
+      const ends = ended()
+      assert.strictEqual(ends.length, tasks)
+      // Every task completed: on w2, or (held by w1 when it died) with the outcome unknown, read from the claim w1 left.
+      const outputs = ends.map((end) => end._tag === "TaskCompleted" ? end.output : `failed: ${end.reason}`)
+      const unknown = "c1!charge: the earlier attempt did not finish; its outcome is unknown"
+      for (const output of outputs) assert.match(output, /^c1="charged O-\d+ by w2"$|^c1!charge: the earlier attempt/)
+      assert.strictEqual(outputs.filter((o) => o === unknown).length, held)
+      // Each task's call had its side effect once: w1's for the calls it held, w2's for the others.
+      const byCall = new Map<string, Array<string>>()
+      for (const effect of effects()) {
+        const [worker, key] = effect.split(" ")
+        byCall.set(key!, [...(byCall.get(key!) ?? []), worker!])
+      }
+      assert.strictEqual(byCall.size, tasks)
+      for (const [key, workers] of byCall) assert.strictEqual(workers.length, 1, `${key}: ${workers.join(", ")}`)
+      // Meanwhile each task w1 held said why it waited: w1 went away with its call.
+      const waited = events.filter((e): e is Extract<Protocol.TaskEvent, { _tag: "TaskWaiting" }> => e._tag === "TaskWaiting")
+      assert.strictEqual(new Set(waited.map((e) => e.taskId)).size, held)
+      for (const event of waited) {
+        assert.include(event.reason, `process ${w1Id} of agent agent-1, which was given call c1 of this task, went away (its connection closed)`)
+      }
+      console.log(`job queue: ${tasks} tasks, ${held} held by the worker killed; all ended ${tookMillis} ms after the kill`)
+      const figure = (measure: string, value: string | number, expected?: string) =>
+        record({ suite: "job queue (SIGKILL a worker)", measure, value, expected })
+      figure("tasks / held by the killed worker", `${tasks} / ${held}`)
+      figure("tasks completed", ends.filter((e) => e._tag === "TaskCompleted").length, `${tasks}`)
+      figure("side effects per call", "1", "1")
+      figure("all ended after the kill (ms)", tookMillis)
+    }).pipe(Effect.scoped), 240_000)
+})

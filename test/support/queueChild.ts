@@ -1,0 +1,92 @@
+/**
+ * The processes of the job-queue test (test/platform/JobQueue.test.ts), one script, its part set by MODE:
+ *
+ * - `platform`: the embedded platform on a free loopback port, `agent-1` with token `tok-1`, the scripted model
+ *   (each task charges the order its prompt names, call `c1`, then says what it read); prints `url <url>`.
+ * - `worker`: serves `charge` (idempotent) with `Serve.layer` as agent-1 on PLATFORM_URL, its claims in the shared
+ *   IDEMPOTENCY_DB (a 2 s lease: a killed worker's claims are taken over soon); `charge` appends
+ *   `<WORKER> <task>/<call>` to EFFECT_FILE (its side effect), then takes HOLD_MS; prints `ready <process id>`.
+ * - `submit`: a client that serves nothing submits TASKS tasks (prompts `O-1` ...) at once and prints each event
+ *   as `event <json>`, then `done`.
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { Console, Effect, Layer, Schedule, Schema } from "effect"
+import { appendFileSync } from "node:fs"
+import { LanguageModel, Timing, Tool, ToolContext, Toolkit } from "../../src/index.js"
+import { PlatformServer } from "../../src/exports/platform.js"
+import { PlatformClient, Serve } from "../../src/exports/serve.js"
+import { call, promptOf, resultsOf, stepOf } from "./execAgent.js"
+
+const env = (name: string): string => process.env[name] ?? ""
+
+/** Redelivery often, reconnects quick: the test's minute is short. */
+const policy = Timing.layer({
+  redelivery: Schedule.spaced("1 second"),
+  reconnect: Schedule.spaced("100 millis").pipe(Schedule.intersect(Schedule.recurs(50)))
+})
+
+const script: LanguageModel.ScriptedTurn = (request) =>
+  stepOf(request) === 0
+    ? { toolCalls: [call("c1", "charge", { order: promptOf(request) })] }
+    : { text: resultsOf(request).join(" ") }
+
+const platform = Effect.gen(function*() {
+  const url = yield* PlatformServer.url
+  yield* Console.log(`url ${url}`)
+  return yield* Effect.never
+}).pipe(
+  Effect.provide(
+    PlatformServer.layerWebSocket({ port: 0 }).pipe(
+      Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]), lifecycleBudget: 1000 })),
+      Layer.provide(LanguageModel.layerScripted([script], { repeat: true, keepRequests: false })),
+      Layer.provide(policy)
+    )
+  )
+)
+
+const charge = Tool.make("charge", {
+  description: "Charges an order.",
+  input: { order: Schema.String },
+  timeout: "2 minutes",
+  idempotent: true
+}, ({ order }) =>
+  Effect.gen(function*() {
+    const ctx = yield* ToolContext.ToolContext
+    appendFileSync(env("EFFECT_FILE"), `${env("WORKER")} ${ctx.taskId}/${ctx.toolCallId}\n`)
+    yield* Effect.sleep(Number(env("HOLD_MS")))
+    return `charged ${order} by ${env("WORKER")}`
+  }))
+
+const worker = Effect.gen(function*() {
+  const toolkit = yield* Toolkit.make(charge)
+  const served = Serve.layer(toolkit, { agentId: "agent-1" }).pipe(
+    Layer.provide(Serve.layerStoreSql({ filename: env("IDEMPOTENCY_DB"), lease: "2 seconds" }))
+  )
+  return yield* Effect.flatMap(Serve.Serve, (serve) => Console.log(`ready ${serve.processId}`)).pipe(
+    Effect.zipRight(Effect.never),
+    Effect.provide(served)
+  )
+}).pipe(Effect.provide(Layer.merge(PlatformClient.layer, policy)))
+
+const submit = Effect.gen(function*() {
+  const client = yield* PlatformClient.PlatformClient
+  const prompts = Array.from({ length: Number(env("TASKS")) }, (_, i) => `O-${i + 1}`)
+  yield* Effect.forEach(prompts, (prompt) =>
+    Effect.scoped(Effect.gen(function*() {
+      const events = yield* client.submitTask({ agentId: "agent-1", processId: `submitter-${process.pid}`, prompt })
+      while (true) {
+        const [chunk, done] = yield* events.takeAll
+        for (const event of chunk) yield* Console.log(`event ${JSON.stringify(event)}`)
+        if (done) return
+      }
+    })), { concurrency: "unbounded", discard: true })
+  yield* Console.log("done")
+}).pipe(Effect.provide(Layer.merge(PlatformClient.layer, policy)))
+
+const modes: Record<string, Effect.Effect<unknown, unknown>> = { platform, worker, submit }
+
+NodeRuntime.runMain(
+  (modes[env("MODE")] ?? Effect.dieMessage(`MODE must be one of ${Object.keys(modes).join(", ")}`)).pipe(
+    Effect.catchAllCause((cause) => Console.log(`error ${cause.toString()}`))
+  )
+)
