@@ -103,7 +103,14 @@ export interface Backend {
   ) => Effect.Effect<void, UnknownTask>
   readonly decide: (
     agentId: string,
-    payload: { readonly taskId: string; readonly toolCallId: string; readonly approved: boolean; readonly reason?: string | undefined }
+    payload: {
+      readonly taskId: string
+      readonly toolCallId: string
+      readonly approved: boolean
+      readonly reason?: string | undefined
+      /** Who decides, journaled with it: an operator's name (the operator API); by default the agent. */
+      readonly by?: string | undefined
+    }
   ) => Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal>
   /** The tasks given to the caller's process to run (design: Agents that call agents), while the scope lives. */
   readonly watchAssignments: (caller: Caller) => Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope>
