@@ -29,6 +29,8 @@ import {
   type UnknownTask
 } from "../protocol/Protocol.js"
 import type * as Toolkit from "../Toolkit.js"
+import { OperatorListener } from "./api/Listener.js"
+import { operatorListener } from "./api/Setup.js"
 import type { Options } from "./Options.js"
 import { makeParts, type Parts } from "./Parts.js"
 import { connectionHeader, WireLimits } from "./Wire.js"
@@ -212,12 +214,18 @@ export const layerOf = (backend: Backend, parts: Parts, options: Options) =>
  * The platform: protocol handlers, authentication and state. Needs the tasks' `LanguageModel`.
  * With `journal`, fails with `JournalUnavailable` if the file cannot be opened or read. Its scope
  * stops the parts in the reverse of their start order (Parts.ts), and last the journal, opened first.
+ * With operator tokens (`operatorTokens`, `PLATFORM_OPERATOR_TOKENS`), the operator API too, which
+ * `layerWebSocket` serves under `/api/v1` (docs: operations).
  */
 export const layerHandlers = (options: Options) =>
   Layer.scopedContext(Effect.gen(function*() {
     // Opened before the tasks' fibers exist, so closed after they have stopped.
     const journal = yield* Journal.serviceOrFile(options.journal)
     const parts = yield* makeParts(options, journal)
+    const backend = localBackend(parts)
+    // Its feed watches the tasks before any is taken back: their first events are kept.
+    const operator = yield* operatorListener({ options, parts, backend, journal })
     if (journal !== undefined) yield* parts.tasks.takeBack(journal, parts.limits.keepEndedTasksMillis)
-    return yield* Layer.build(layerOf(localBackend(parts), parts, options))
+    const context = yield* Layer.build(layerOf(backend, parts, options))
+    return operator === undefined ? context : Context.add(context, OperatorListener, operator)
   }))
