@@ -12,6 +12,7 @@ import { Journal, LanguageModel, Tool, Toolkit } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import type { Protocol } from "../../src/exports/protocol.js"
 import { PlatformClient, Serve } from "../../src/exports/serve.js"
+import { waitingForApproval } from "../../examples/operations.js"
 import { resultsOf } from "../support/refundTools.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
@@ -328,6 +329,12 @@ describe("operator API: tasks from the journal", () => {
       assert.strictEqual((yield* call(p, "/tasks?status=sleeping", { token: viewer })).status, 400)
       const approvals = yield* call(p, "/approvals", { token: viewer })
       assert.strictEqual(approvals.body.approvals.length, 10, "each suspended task's pending approval")
+      // The docs' typed client (examples/operations.ts): the answers decode with the API's Schemas.
+      const typed = yield* Effect.orDie(waitingForApproval(p.base.replace("/api/v1", ""), viewer))
+      assert.deepStrictEqual(
+        typed.map((line) => line.split(" ")[0]),
+        made.filter((t) => t.status === "waiting-for-approval").sort(newestFirst).map((t) => t.taskId)
+      )
     }).pipe(quiet))
 })
 
