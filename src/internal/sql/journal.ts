@@ -367,10 +367,13 @@ export const wholeRun = (sql: SqlClient.SqlClient, taskId: string) =>
 export const purgeEnded = (sql: SqlClient.SqlClient, before: number, kind: "task" | "run") =>
   sql`DELETE FROM journal_tasks WHERE kind = ${kind} AND status = 'ended' AND ended_at <= ${before}`
 
-/** Every platform task still in the journal (agent runs are resumed by their own id, not taken back). */
+/**
+ * Every platform task still in the journal (agent runs are resumed by their own id, not taken back), the oldest
+ * first: the order they were made in, as a restart takes them back (an index, not the table's, gives the rows).
+ */
 export const tasks = (sql: SqlClient.SqlClient) =>
   sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent,
-    created_at FROM journal_tasks WHERE kind = 'task'`
+    created_at FROM journal_tasks WHERE kind = 'task' ORDER BY created_at, task_id`
 
 /** The platform tasks of `agentId` not ended, and their prompts' UTF-8 bytes. */
 export const openUsage = (sql: SqlClient.SqlClient, agentId: string) =>
