@@ -1,7 +1,8 @@
 /**
  * Where the operator API (docs: operations) meets the platform's `node:http` server (WebSocket.ts): a request
  * listener for the paths under `/api/v1`, made once the server knows where it listens. The embedded platform
- * (Handlers.ts) provides it when it has operator tokens; without it, the server answers those paths as any other.
+ * (Handlers.ts) and a cluster's runner (Cluster.ts) provide it when they have operator tokens; without it, the
+ * server answers those paths as any other.
  */
 import { Context, type Effect, type Scope } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"

@@ -2,8 +2,9 @@
  * What the operator API reads and does (docs: operations): the seam between its routes (OperatorRoutes.ts) and
  * a platform. Tasks, their timelines and the approvals waiting are read from the `Journal` (so that any platform
  * whose journal is a database, a cluster's runner too, reads them the same way); a decision goes the way an
- * agent's `DecideApproval` goes (the backend's `decide`, with the operator's name as its author); the agents,
- * the events and cancelling are the embedded platform's, from its parts.
+ * agent's `DecideApproval` goes (the backend's `decide`, with the operator's name as its author); the agents
+ * and the events are this platform process's, from its parts (a cluster's runner: the agents and tasks it holds);
+ * a cancel stops the task where it runs.
  */
 import { Clock, Effect } from "effect"
 import type * as Journal from "../../Journal.js"
@@ -33,6 +34,9 @@ export type Decide = (
   }
 ) => Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal>
 
+/** Stops the agent's task for `reason`: its end is `TaskFailed`. */
+export type Cancel = (agentId: string, taskId: string, reason: string) => Effect.Effect<void>
+
 /** What the operator API reads and does on a platform. */
 export interface Operations {
   /** Where tasks, timelines and approvals are read; undefined when the platform keeps no journal. */
@@ -40,7 +44,7 @@ export interface Operations {
   /** Decides a call a suspended task waits for, as the task's agent would, `by` naming who decided. */
   readonly decide: Decide
   /** Stops the agent's task for `reason` (its end is `TaskFailed`); undefined where the platform cannot. */
-  readonly cancel: ((agentId: string, taskId: string, reason: string) => Effect.Effect<void>) | undefined
+  readonly cancel: Cancel | undefined
   /** Each agent: its processes, tools and what it holds against its limits; `connections` counts its sockets. */
   readonly agents: (connections: (agentId: string) => number) => Effect.Effect<ReadonlyArray<typeof AgentView.Type>>
   /** The task if this platform process holds it now; never taken up from the journal. */
@@ -49,17 +53,23 @@ export interface Operations {
   readonly events: (agentId: string | undefined) => Follow
 }
 
-/** The operations of the embedded platform: its parts, its backend, its journal if it keeps one, and its feed. */
-export const embedded = (
-  parts: Parts,
-  backend: { readonly decide: Decide },
-  journal: Journal.Journal["Type"] | undefined,
-  options: Options,
+/**
+ * The operations of a platform process on its parts, its backend, its journal if it keeps one, and its feed:
+ * the embedded platform's, or a cluster's runner's (its `cancel` sends the stop to the task's owner).
+ */
+export const operationsOf = (
+  { backend, cancel, journal, options, parts }: {
+    readonly parts: Parts
+    readonly backend: { readonly decide: Decide }
+    readonly journal: Journal.Journal["Type"] | undefined
+    readonly options: Options
+    readonly cancel?: Cancel | undefined
+  },
   feed: Feed
 ): Operations => ({
   journal,
   decide: backend.decide,
-  cancel: (agentId, taskId, reason) => parts.tasks.stop(agentId, taskId, reason),
+  cancel: cancel ?? ((agentId, taskId, reason) => parts.tasks.stop(agentId, taskId, reason)),
   agents: (connections) => Effect.map(Clock.currentTimeMillis, (now) => agentsOf(parts, options, connections, now)),
   task: (taskId) => {
     const task = parts.tasks.find(taskId)

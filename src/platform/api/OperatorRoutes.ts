@@ -114,7 +114,7 @@ const cancelTask = (operations: Operations) =>
       return yield* new OperatorConflict({ reason: `task ${taskId} has ended already` })
     }
     if (operations.cancel === undefined) {
-      return yield* new OperatorNotImplemented({ reason: "this platform cannot cancel a task yet (cluster mode)" })
+      return yield* new OperatorNotImplemented({ reason: "this platform cannot cancel a task" })
     }
     const reason = `cancelled by operator ${operator.name}` + (payload.reason === undefined ? "" : `: ${payload.reason}`)
     // Whole or not at all: a client that goes mid-way must not leave the task half stopped.
@@ -143,7 +143,7 @@ const taskEvents = (operations: Operations) =>
     if (held === undefined) {
       return yield* new OperatorNotFound({
         reason: `task ${path.taskId} is not held by this platform process: its events are kept while it runs ` +
-          "and for keepEndedTasks after its end"
+          "and for keepEndedTasks after its end (in cluster mode, by the runner that owns it)"
       })
     }
     // An EventSource stops reconnecting on 204: the client has every event, the end included.

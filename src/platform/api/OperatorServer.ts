@@ -23,7 +23,7 @@ import { makeFeed } from "./Feeds.js"
 import type { OperatorListener, Served } from "./Listener.js"
 import { OperatorAuth, OperatorUnauthorized } from "./OperatorApi.js"
 import { layerApi } from "./OperatorRoutes.js"
-import { type Decide, embedded, type Operations } from "./Operations.js"
+import { type Cancel, type Decide, type Operations, operationsOf } from "./Operations.js"
 
 /** The largest request body the API reads (a decision and its reason are far smaller). */
 export const maxBodyBytes = 16 * 1024
@@ -154,7 +154,7 @@ const listenerOf = (
   })
 
 /**
- * The embedded platform's operator API: its operations on its parts, its backend's decisions and its journal,
+ * A platform process's operator API: its operations on its parts, its backend's decisions and its journal,
  * with the platform's feed of events kept from now on (let go with the scope).
  */
 export const make = (
@@ -164,11 +164,12 @@ export const make = (
     readonly backend: { readonly decide: Decide }
     readonly journal: Journal.Journal["Type"] | undefined
     readonly options: Options
+    readonly cancel?: Cancel | undefined
   }
 ): Effect.Effect<Context.Tag.Service<typeof OperatorListener>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const feed = makeFeed(platform.parts.tasks.watch, yield* Clock.currentTimeMillis)
     yield* Effect.addFinalizer(() => Effect.sync(feed.stop))
-    const operations = embedded(platform.parts, platform.backend, platform.journal, platform.options, feed)
+    const operations = operationsOf(platform, feed)
     return { listener: listenerOf(operations, settings) }
   })

@@ -1,5 +1,6 @@
 /**
- * Whether the embedded platform serves the operator API (docs: operations), and with which tokens: its
+ * Whether a platform process (the embedded platform, a cluster's runner) serves the operator API (docs:
+ * operations), and with which tokens: its
  * `operatorTokens`, else those of `PLATFORM_OPERATOR_TOKENS`; none, no API (and its modules are not loaded).
  * Tokens that cannot be used stop the platform's start, saying why (never which token).
  */
@@ -8,7 +9,7 @@ import type * as Journal from "../../Journal.js"
 import { type OperatorToken, type Options, operatorTokensProblem, parseOperatorTokens } from "../Options.js"
 import type { Parts } from "../Parts.js"
 import type { OperatorListener } from "./Listener.js"
-import type { Decide } from "./Operations.js"
+import type { Cancel, Decide } from "./Operations.js"
 
 /** The setting `Options.operatorTokens` defaults to. */
 export const tokensVariable = "PLATFORM_OPERATOR_TOKENS"
@@ -29,13 +30,15 @@ export const operatorTokens = (options: Options): Effect.Effect<ReadonlyArray<Op
     return parseOperatorTokens(text)
   })
 
-/** The operator API's listener for the embedded platform, or undefined when it has no operator token. */
+/** The operator API's listener for a platform process, or undefined when it has no operator token. */
 export const operatorListener = (
   platform: {
     readonly options: Options
     readonly parts: Parts
     readonly backend: { readonly decide: Decide }
     readonly journal: Journal.Journal["Type"] | undefined
+    /** How a task is cancelled: a cluster's runner sends it to the task's owner; by default, the parts stop it here. */
+    readonly cancel?: Cancel | undefined
   }
 ): Effect.Effect<OperatorListener["Type"] | undefined, never, Scope.Scope> =>
   Effect.gen(function*() {
