@@ -53,12 +53,17 @@ const isEnd = (event: TaskEvent): boolean => event._tag === "TaskCompleted" || e
 
 // --- the platform's feed ---
 
-/** An event of the platform's feed: its id in the feed, and its task's agent. */
+/** An event of the platform's feed: its id in the feed, and its task's agent; its frame once a stream read it. */
 interface Entry {
   readonly id: number
   readonly agentId: string
   readonly event: TaskEvent
+  frame?: Frame
 }
+
+/** The entry's frame, encoded once whatever the streams that read it. */
+const entryFrame = (entry: Entry): Frame =>
+  entry.frame ??= { id: entry.id, event: entry.event._tag, data: { agentId: entry.agentId, event: dataOf(entry.event) } }
 
 /**
  * The platform's feed: every task's events (deltas left out) as the book tells them (`watch`), each with the
@@ -74,17 +79,16 @@ export const makeFeed = (
   const listeners = new Set<(entry: Entry) => void>()
   const stop = watch((task, event) => {
     if (!carried(event)) return
-    const entry = { id: ++last, agentId: task.agentId, event }
+    const entry: Entry = { id: ++last, agentId: task.agentId, event }
     kept.push(entry)
     if (kept.length > 2 * feedEvents) kept = kept.slice(kept.length - feedEvents)
     for (const listener of listeners) listener(entry)
   })
   /** The platform's events (of `agentId`'s tasks only, if given) past `after`; with no `after`, from now on. */
   const follow = (agentId: string | undefined): Follow => (after, onFrame) => {
-    const frame = (entry: Entry): Frame => ({ id: entry.id, event: entry.event._tag, data: { agentId: entry.agentId, event: dataOf(entry.event) } })
     const wanted = (entry: Entry) => agentId === undefined || entry.agentId === agentId
-    if (after !== undefined) for (const entry of kept) if (entry.id > after && wanted(entry)) onFrame(frame(entry))
-    const listener = (entry: Entry) => wanted(entry) && onFrame(frame(entry))
+    if (after !== undefined) for (const entry of kept) if (entry.id > after && wanted(entry)) onFrame(entryFrame(entry))
+    const listener = (entry: Entry) => wanted(entry) && onFrame(entryFrame(entry))
     listeners.add(listener)
     return () => void listeners.delete(listener)
   }
