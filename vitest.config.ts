@@ -24,6 +24,7 @@ export const slow = [
   "test/platform/ClusterWake.test.ts",
   "test/platform/HostileCluster.test.ts",
   "test/platform/ClusterExecAgent.test.ts",
+  "test/platform/OperatorApiCluster.test.ts",
   "test/platform/Tenants.test.ts",
   "test/platform/JobQueue.test.ts",
   "test/McpConformance.test.ts",

@@ -9,8 +9,9 @@
  * `SqlClient`: PostgreSQL through `@effect/sql-pg` is the same layer with another client).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
+import { Clock, Context, Effect, Layer, Option, Schema, type Scope } from "effect"
 import * as Sql from "./internal/sql/journal.js"
+import * as Reads from "./internal/sql/operatorReads.js"
 import * as SqlStore from "./internal/sql/store.js"
 import { ToolResult, ToolResultFromJson } from "./ToolResult.js"
 import * as LanguageModel from "./LanguageModel.js"
@@ -56,6 +57,11 @@ export interface JournaledCall {
   readonly arguments: string
   readonly deadlineAt: number
   readonly result: ToolResult | undefined
+  /** When it was journaled as started; undefined for an outcome no handler was asked for (reused, denied, unknown). */
+  readonly startedAt?: number | undefined
+  readonly endedAt?: number | undefined
+  /** The outcome's kind: `Succeeded`, or the failure's `_tag` (`TimedOut`, `OutcomeUnknown`, `Denied`, ...). */
+  readonly outcome?: string | undefined
 }
 
 /**
@@ -73,6 +79,10 @@ export interface Approval {
   readonly expiresAt: number
   readonly decision: "pending" | "approved" | "denied"
   readonly reason: string | undefined
+  readonly askedAt?: number | undefined
+  /** Who decided: `agent <id>` (its token, `DecideApproval`) or an operator's name (the operator API). */
+  readonly decidedBy?: string | undefined
+  readonly decidedAt?: number | undefined
 }
 
 /** A run that had not ended: what resuming it needs. */
@@ -92,6 +102,51 @@ export interface EndedRun {
   readonly final: string | undefined
   readonly result: string | undefined
   readonly endedAt: number
+}
+
+/** A platform task as a listing gives it (newest first): no prompt, tools, turns or calls. */
+export interface TaskSummary {
+  readonly taskId: string
+  readonly agentId: string
+  readonly processId: string
+  /** `suspended`: waiting for a person to decide the approvals it asked for. */
+  readonly status: "running" | "suspended" | "ended"
+  /** When it was journaled first (epoch ms; 0 for a task journaled before this was). */
+  readonly createdAt: number
+  readonly endedAt: number | undefined
+  /** Its final event's JSON, once it ended. */
+  readonly final: string | undefined
+  readonly traceparent: string | undefined
+}
+
+/** Which tasks `Journal.listTasks` gives. */
+export type TaskQuery = Reads.TaskQuery
+
+/** An approval waiting for a person, of a platform task or of a task its `exec_agent` calls started. */
+export interface PendingDecision {
+  readonly taskId: string
+  readonly agentId: string
+  readonly toolCallId: string
+  readonly toolName: string
+  readonly input: string
+  readonly askedAt: number | undefined
+  readonly expiresAt: number
+}
+
+/**
+ * A platform task as the journal holds it, for a person reading it: while it runs, its turns (with their
+ * usage), calls and approvals; once it ended, its final event only (the rest is deleted at its end).
+ */
+export interface TaskRecord extends TaskSummary {
+  readonly prompt: string
+  /** The names of the tools it was given. */
+  readonly tools: ReadonlyArray<string>
+  /** Up to the first gap, as a resume reads them; `at` when journaled. */
+  readonly turns: ReadonlyArray<{ readonly step: number; readonly at: number | undefined; readonly turn: LanguageModel.ModelTurn }>
+  readonly calls: ReadonlyArray<JournaledCall & { readonly toolCallId: string }>
+  readonly approvals: ReadonlyArray<Approval>
+  /** The tasks its `exec_agent` calls started, and theirs. */
+  readonly children: ReadonlyArray<{ readonly taskId: string; readonly agentId: string; readonly status: string }>
 }
 
 /** The journal's writes and reads. A write that fails is a defect: the run fails, saying why. */
@@ -143,7 +198,13 @@ export class Journal extends Context.Tag("agent-tools/Journal")<Journal, {
   readonly decide: (
     runId: string,
     toolCallId: string,
-    decision: { readonly approved: boolean; readonly reason: string | undefined; readonly now: number }
+    decision: {
+      readonly approved: boolean
+      readonly reason: string | undefined
+      readonly now: number
+      /** Who decides, journaled with the decision: `agent <id>` or an operator's name. */
+      readonly by?: string | undefined
+    }
   ) => Effect.Effect<boolean, JournalUnavailable>
   /** Ends a run: a task's final event (JSON) or a run's result (JSON). */
   readonly ended: (
@@ -171,6 +232,12 @@ export class Journal extends Context.Tag("agent-tools/Journal")<Journal, {
    * per-agent limits count, whichever runner holds each task (design: Hostile clients).
    */
   readonly openUsage: (agentId: string) => Effect.Effect<{ readonly tasks: number; readonly promptBytes: number }>
+  /** The platform's tasks `query` wants, newest first (made-at, then id), at most `query.limit`. */
+  readonly listTasks: (query: TaskQuery) => Effect.Effect<ReadonlyArray<TaskSummary>, JournalUnavailable>
+  /** One platform task for a person reading it; undefined if the journal does not hold it. */
+  readonly task: (taskId: string) => Effect.Effect<TaskRecord | undefined, JournalUnavailable>
+  /** The approvals of the platform's tasks not decided nor expired at `now`, the first to expire first. */
+  readonly pendingApprovals: (now: number, limit: number) => Effect.Effect<ReadonlyArray<PendingDecision>, JournalUnavailable>
 }>() {}
 
 /** Whether `run` is one that had not ended. */
@@ -208,26 +275,26 @@ const endedOf = (row: Sql.TaskRow): EndedRun => ({
   endedAt: Number(row.ended_at ?? 0)
 })
 
-/** The run `runId` as the journal holds it: ended, or open with its turns (up to the first gap), calls and approvals. */
-const readRun = (sql: Client, runId: string) =>
+/** A run's journaled turns (up to the first gap), calls and approvals, decoded. */
+const decodeParts = (whole: Sql.WholeRun) =>
   Effect.gen(function*() {
-    const whole = yield* Sql.wholeRun(sql, runId)
-    if (whole === undefined) return undefined
-    const { row } = whole
-    if (row.status === "ended") return endedOf(row)
-    const turns: Array<LanguageModel.ModelTurn> = []
+    const turns: Array<{ step: number; at: number | undefined; turn: LanguageModel.ModelTurn }> = []
     for (const turn of whole.turns) {
       // Steps are 1, 2, ...: a gap would replay the wrong turn, so the replay stops before it.
       if (Number(turn.step) !== turns.length + 1) break
-      turns.push(yield* Schema.decode(TurnJson)(turn.turn))
+      turns.push({ step: turns.length + 1, at: numberOr(turn.at), turn: yield* Schema.decode(TurnJson)(turn.turn) })
     }
-    const calls = new Map<string, JournaledCall>()
+    const calls = new Map<string, JournaledCall & { readonly toolCallId: string }>()
     for (const call of whole.calls) {
       calls.set(call.tool_call_id, {
+        toolCallId: call.tool_call_id,
         name: call.name,
         arguments: call.arguments,
         deadlineAt: Number(call.deadline_at),
-        result: call.result === null ? undefined : yield* Schema.decode(ResultJson)(call.result)
+        result: call.result === null ? undefined : yield* Schema.decode(ResultJson)(call.result),
+        startedAt: numberOr(call.started_at),
+        endedAt: numberOr(call.ended_at),
+        outcome: call.outcome ?? undefined
       })
     }
     const approvals = new Map<string, Approval>()
@@ -240,20 +307,83 @@ const readRun = (sql: Client, runId: string) =>
         fingerprint: approval.fingerprint,
         expiresAt: Number(approval.expires_at),
         decision: approval.decision,
-        reason: approval.reason ?? undefined
+        reason: approval.reason ?? undefined,
+        askedAt: numberOr(approval.asked_at),
+        decidedBy: approval.decided_by ?? undefined,
+        decidedAt: numberOr(approval.decided_at)
       })
     }
-    const open: OpenRun = { ...(yield* recordOf(row)), status: row.status, turns, calls, approvals }
+    return { turns, calls, approvals }
+  })
+
+/** A number the database gave (a BIGINT may come as text), or undefined for none. */
+const numberOr = (value: number | string | null | undefined): number | undefined =>
+  value === null || value === undefined ? undefined : Number(value)
+
+/** The run `runId` as the journal holds it: ended, or open with its turns (up to the first gap), calls and approvals. */
+const readRun = (sql: Client, runId: string) =>
+  Effect.gen(function*() {
+    const whole = yield* Sql.wholeRun(sql, runId)
+    if (whole === undefined) return undefined
+    const { row } = whole
+    if (row.status === "ended") return endedOf(row)
+    const { approvals, calls, turns } = yield* decodeParts(whole)
+    const open: OpenRun = { ...(yield* recordOf(row)), status: row.status, turns: turns.map((t) => t.turn), calls, approvals }
     return open
   })
 
-/** Writes `result` with `write`; gives the outcome the journal holds (the first writer's). */
+/** A listed row as `TaskSummary`. */
+const summaryOf = (row: Reads.ListedRow): TaskSummary => ({
+  taskId: row.task_id,
+  agentId: row.agent_id,
+  processId: row.process_id,
+  status: row.status,
+  createdAt: Number(row.created_at),
+  endedAt: numberOr(row.ended_at),
+  final: row.final ?? undefined,
+  traceparent: row.traceparent ?? undefined
+})
+
+/** The platform task `taskId` for a person reading it: its row, its parts while it runs, its children. */
+const readTask = (sql: Client, taskId: string) =>
+  Effect.gen(function*() {
+    const whole = yield* Sql.wholeRun(sql, taskId)
+    if (whole === undefined || whole.row.kind !== "task") return undefined
+    const { approvals, calls, turns } = yield* decodeParts(whole)
+    const tools = whole.row.tools === "" ? [] : yield* Schema.decode(ToolsJson)(whole.row.tools)
+    const record: TaskRecord = {
+      ...summaryOf(whole.row),
+      prompt: whole.row.prompt,
+      tools: tools.map((tool) => tool.entry.name),
+      turns,
+      calls: [...calls.values()],
+      approvals: [...approvals.values()],
+      children: (yield* Reads.childrenOf(sql, taskId)).map((c) => ({ taskId: c.task_id, agentId: c.agent_id, status: c.status }))
+    }
+    return record
+  })
+
+/** The pending approvals' rows as `PendingDecision`s. */
+const readPending = (sql: Client, now: number, limit: number) =>
+  Effect.map(Reads.pendingApprovals(sql, now, limit), (rows) =>
+    rows.map((row): PendingDecision => ({
+      taskId: row.task_id,
+      agentId: row.agent_id,
+      toolCallId: row.tool_call_id,
+      toolName: row.tool_name,
+      input: row.input,
+      askedAt: numberOr(row.asked_at),
+      expiresAt: Number(row.expires_at)
+    })))
+
+/** Writes `result` with `write`, its kind and time beside it; gives the outcome the journal holds (the first writer's). */
 const held = <E>(
   result: ToolResult,
-  write: (text: string) => Effect.Effect<ReadonlyArray<{ readonly result: string | null }>, E>
+  write: (answer: Sql.Answer) => Effect.Effect<ReadonlyArray<{ readonly result: string | null }>, E>
 ): Effect.Effect<ToolResult> => {
   const text = Schema.encodeSync(ResultJson)(result)
-  return SqlStore.whileBusy(write(text)).pipe(
+  const outcome = result.failure?._tag ?? "Succeeded"
+  return SqlStore.whileBusy(Effect.flatMap(Clock.currentTimeMillis, (at) => write({ result: text, outcome, at }))).pipe(
     Effect.flatMap((rows) => {
       const stored = rows[0]?.result
       return stored === undefined || stored === null || stored === text
@@ -292,7 +422,13 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
     const run = (runId: string) => readRun(sql, runId).pipe(SqlStore.orUnavailable(unavailable))
     const tasks = (endedSince: number) => readTasks(sql, endedSince).pipe(SqlStore.orUnavailable(unavailable))
     const write = makeWrites(sql, unavailable)
-    return Journal.of({ path, ...write, run, tasks })
+    const reads = {
+      listTasks: (query: TaskQuery) =>
+        Effect.map(Reads.listTasks(sql, query), (rows) => rows.map(summaryOf)).pipe(SqlStore.orUnavailable(unavailable)),
+      task: (taskId: string) => readTask(sql, taskId).pipe(SqlStore.orUnavailable(unavailable)),
+      pendingApprovals: (now: number, limit: number) => readPending(sql, now, limit).pipe(SqlStore.orUnavailable(unavailable))
+    }
+    return Journal.of({ path, ...write, ...reads, run, tasks })
   })
 )
 
@@ -303,20 +439,22 @@ const orDie = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A> => Effect.or
 const makeWrites = (
   sql: Client,
   unavailable: (reason: string) => JournalUnavailable
-): Omit<Journal["Type"], "path" | "run" | "tasks"> => ({
+): Omit<Journal["Type"], "path" | "run" | "tasks" | "listTasks" | "task" | "pendingApprovals"> => ({
   started: (run) =>
-    orDie(Sql.insertTask(sql, {
-      taskId: run.runId,
-      kind: run.kind,
-      agentId: run.agentId,
-      processId: run.processId,
-      prompt: run.prompt,
-      tools: Schema.encodeSync(ToolsJson)(run.tools),
-      traceparent: run.traceparent ?? null
-    })),
+    orDie(Effect.flatMap(Clock.currentTimeMillis, (createdAt) =>
+      Sql.insertTask(sql, {
+        taskId: run.runId,
+        kind: run.kind,
+        agentId: run.agentId,
+        processId: run.processId,
+        prompt: run.prompt,
+        tools: Schema.encodeSync(ToolsJson)(run.tools),
+        traceparent: run.traceparent ?? null,
+        createdAt
+      }))),
   turn: (runId, step, turn) => {
     const text = Schema.encodeSync(TurnJson)(turn)
-    return Sql.insertTurn(sql, runId, step, text).pipe(
+    return Effect.flatMap(Clock.currentTimeMillis, (at) => Sql.insertTurn(sql, runId, step, text, at)).pipe(
       Effect.flatMap((rows) => {
         const held = rows[0]?.turn
         return held === undefined || held === text ? Effect.succeed(turn) : Schema.decode(TurnJson)(held)
@@ -324,11 +462,11 @@ const makeWrites = (
       orDie
     )
   },
-  callStarted: (runId, call) => orDie(Sql.insertCall(sql, runId, call)),
-  callEnded: (runId, toolCallId, result) => held(result, (text) => Sql.answerCall(sql, runId, toolCallId, text)),
-  callAnswered: (runId, call, result) => held(result, (text) => Sql.insertAnswered(sql, runId, call, text)),
+  callStarted: (runId, call) => orDie(Effect.flatMap(Clock.currentTimeMillis, (at) => Sql.insertCall(sql, runId, call, at))),
+  callEnded: (runId, toolCallId, result) => held(result, (answer) => Sql.answerCall(sql, runId, toolCallId, answer)),
+  callAnswered: (runId, call, result) => held(result, (answer) => Sql.insertAnswered(sql, runId, call, answer)),
   suspended: (runId, approvals) =>
-    orDie(sql.withTransaction(Effect.zipRight(
+    orDie(Effect.flatMap(Clock.currentTimeMillis, (askedAt) => sql.withTransaction(Effect.zipRight(
       Effect.forEach(approvals, (a) =>
         Sql.askApproval(sql, {
           task_id: runId,
@@ -337,13 +475,18 @@ const makeWrites = (
           input: a.input,
           input_key: a.inputKey,
           fingerprint: a.fingerprint,
-          expires_at: a.expiresAt
+          expires_at: a.expiresAt,
+          asked_at: askedAt
         }), { discard: true }),
       Sql.suspendTask(sql, runId)
-    ))),
+    )))),
   resumed: (runId) => orDie(Sql.resumeTask(sql, runId)),
   decide: (runId, toolCallId, decision) =>
-    Sql.decideApproval(sql, { taskId: runId, toolCallId }, { ...decision, reason: decision.reason ?? null }).pipe(
+    Sql.decideApproval(sql, { taskId: runId, toolCallId }, {
+      ...decision,
+      reason: decision.reason ?? null,
+      by: decision.by ?? null
+    }).pipe(
       Effect.map((changed) => changed > 0),
       SqlStore.orUnavailable(unavailable)
     ),

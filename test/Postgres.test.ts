@@ -128,7 +128,11 @@ layer(Pg.layer(), { timeout: "60 seconds", excludeTestServices: true })("stores 
       const suspended = yield* journal.run("task-j")
       assert.isTrue(suspended !== undefined && Journal.isOpen(suspended) && suspended.status === "suspended")
       if (suspended !== undefined && Journal.isOpen(suspended)) {
-        assert.deepStrictEqual(suspended.approvals.get("call-2"), { ...approval, decision: "approved", reason: undefined })
+        const { askedAt, decidedAt, decidedBy, ...decided } = suspended.approvals.get("call-2")!
+        assert.deepStrictEqual(decided, { ...approval, decision: "approved", reason: undefined })
+        // When it was asked and decided (BIGINTs, read back as numbers); by no one named (an agent's names itself).
+        assert.isTrue(typeof askedAt === "number" && typeof decidedAt === "number" && decidedAt >= askedAt)
+        assert.strictEqual(decidedBy, undefined)
       }
 
       const endedAt = Date.now()

@@ -213,6 +213,10 @@ const upkeep = ({ agentOf, agents, counts }: Book, limits: Limits) => ({
     agentOf(agentId).lifecycle = [...times].sort((a, b) => a - b)
   },
   lifecycleCalls: (agentId: string) => ({ ...(counts.get(agentId) ?? noLifecycleCalls()) }),
+  /** The agents with an entry here (a process held, or lifecycle calls in the window). */
+  agentIds: (): Array<string> => [...agents.keys()],
+  /** Every process of the agent held here, live or silent (not yet forgotten). */
+  processes: (agentId: string): Array<HeldProcess> => [...(agents.get(agentId)?.processes.values() ?? [])],
   processCount: (agentId: string) => agents.get(agentId)?.processes.size ?? 0,
   /** Bytes of the manifests held for the agent's processes (counted against `maxManifestBytesPerAgent`). */
   manifestBytes: (agentId: string): number => {

@@ -27,11 +27,13 @@
  */
 import * as Entity from "@effect/cluster/Entity"
 import * as Sharding from "@effect/cluster/Sharding"
-import { Cause, Clock, Effect, Exit, Layer, Mailbox, Option, Stream } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Layer, Mailbox, Option, Stream } from "effect"
 import * as SqlStore from "../internal/sql/store.js"
 import * as Journal from "../Journal.js"
 import type { TaskEvent, UnknownTask } from "../protocol/Protocol.js"
 import { Timing } from "../Timing.js"
+import { OperatorListener } from "./api/Listener.js"
+import { operatorListener } from "./api/Setup.js"
 import { followAlive } from "./ClusterTiming.js"
 import * as ClusterAgentCalls from "./ClusterAgentCalls.js"
 import { makeRegistry, type Registry, requireMigrated } from "./ClusterDatabase.js"
@@ -174,7 +176,11 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
     // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
     yield* Layer.build(layerEntities(parts, tasks, registry))
     const backend = yield* clusterBackend(tasks, started)
-    return yield* Layer.build(Handlers.layerOf(backend, parts, options))
+    // The operator API, with operator tokens (docs: operations): the journal's reads are the whole cluster's; a
+    // decision and a cancel reach the task's owner; agents and events are this runner's.
+    const operator = yield* operatorListener({ options, parts, backend, journal, cancel: engine.stop })
+    const context = yield* Layer.build(Handlers.layerOf(backend, parts, options))
+    return operator === undefined ? context : Context.add(context, OperatorListener, operator)
   }))
 
 /**

@@ -88,7 +88,9 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
       agentId: Schema.String,
       toolCallId: Schema.String,
       approved: Schema.Boolean,
-      reason: Schema.optional(Schema.String)
+      reason: Schema.optional(Schema.String),
+      /** Who decides, journaled with it: an operator's name (the operator API); absent, the agent. */
+      by: Schema.optional(Schema.String)
     },
     error: Schema.Union(UnknownTask, NoPendingTaskApproval, ApprovalsNeedJournal)
   }),

@@ -29,6 +29,8 @@ import {
   type UnknownTask
 } from "../protocol/Protocol.js"
 import type * as Toolkit from "../Toolkit.js"
+import { OperatorListener } from "./api/Listener.js"
+import { operatorListener } from "./api/Setup.js"
 import type { Options } from "./Options.js"
 import { makeParts, type Parts } from "./Parts.js"
 import { connectionHeader, inProcessConnection, WireConnections, WireLimits } from "./Wire.js"
@@ -103,7 +105,14 @@ export interface Backend {
   ) => Effect.Effect<void, UnknownTask>
   readonly decide: (
     agentId: string,
-    payload: { readonly taskId: string; readonly toolCallId: string; readonly approved: boolean; readonly reason?: string | undefined }
+    payload: {
+      readonly taskId: string
+      readonly toolCallId: string
+      readonly approved: boolean
+      readonly reason?: string | undefined
+      /** Who decides, journaled with it: an operator's name (the operator API); by default the agent. */
+      readonly by?: string | undefined
+    }
   ) => Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal>
   /**
    * The tasks given to the caller's process to run (design: Agents that call agents), while the scope lives; with
@@ -212,12 +221,18 @@ export const layerOf = (backend: Backend, parts: Parts, options: Options) =>
  * The platform: protocol handlers, authentication and state. Needs the tasks' `LanguageModel`.
  * With `journal`, fails with `JournalUnavailable` if the file cannot be opened or read. Its scope
  * stops the parts in the reverse of their start order (Parts.ts), and last the journal, opened first.
+ * With operator tokens (`operatorTokens`, `PLATFORM_OPERATOR_TOKENS`), the operator API too, which
+ * `layerWebSocket` serves under `/api/v1` (docs: operations).
  */
 export const layerHandlers = (options: Options) =>
   Layer.scopedContext(Effect.gen(function*() {
     // Opened before the tasks' fibers exist, so closed after they have stopped.
     const journal = yield* Journal.serviceOrFile(options.journal)
     const parts = yield* makeParts(options, journal)
+    const backend = localBackend(parts)
+    // Its feed watches the tasks before any is taken back: their first events are kept.
+    const operator = yield* operatorListener({ options, parts, backend, journal })
     if (journal !== undefined) yield* parts.tasks.takeBack(journal, parts.limits.keepEndedTasksMillis)
-    return yield* Layer.build(layerOf(localBackend(parts), parts, options))
+    const context = yield* Layer.build(layerOf(backend, parts, options))
+    return operator === undefined ? context : Context.add(context, OperatorListener, operator)
   }))

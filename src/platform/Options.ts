@@ -2,8 +2,26 @@
  * How the platform runs (design: The platform): its options, the tokens they bind to agents, and
  * the limits they come to once defaults are applied, in milliseconds.
  */
-import { Duration } from "effect"
+import { Duration, Redacted } from "effect"
 import * as Timing from "../Timing.js"
+
+/**
+ * What an operator's token may do on the operator API (docs: operations): `viewer` reads, `approver` also
+ * decides approvals, `admin` also cancels tasks. Each may do what the roles before it may.
+ */
+export const operatorRoles = ["viewer", "approver", "admin"] as const
+/** What an operator's token may do. */
+export type OperatorRole = typeof operatorRoles[number]
+
+/** An operator's token: not an agent's; `name` is who it is, journaled as the author of what it decides. */
+export interface OperatorToken {
+  readonly token: Redacted.Redacted<string>
+  readonly role: OperatorRole
+  readonly name: string
+}
+
+/** The fewest characters an operator's token may have. */
+export const minOperatorTokenLength = 16
 
 /** How the platform runs. */
 export interface Options {
@@ -64,6 +82,16 @@ export interface Options {
    * worker (design: The platform). Default 3 s.
    */
   readonly workerGrace?: Duration.DurationInput | undefined
+  /**
+   * Tokens of the operator API (`/api/v1` on the platform's port, docs: operations), each with its role
+   * and name. Default: those of `PLATFORM_OPERATOR_TOKENS` (`parseOperatorTokens`); none there, no API.
+   */
+  readonly operatorTokens?: ReadonlyArray<OperatorToken> | undefined
+  /**
+   * `Host` values the operator API answers besides its listening address (`host:port`, as a client behind a
+   * proxy names it). Default: none.
+   */
+  readonly operatorHosts?: ReadonlyArray<string> | undefined
 }
 
 /** Parses `PLATFORM_TOKENS` (`token:agent,token:agent`, or one pair a line) into `Options.tokens`. */
@@ -75,6 +103,50 @@ export const parseTokens = (text: string): ReadonlyMap<string, string> =>
       return colon === -1 ? ["", ""] as const : [pair.slice(0, colon), pair.slice(colon + 1)] as const
     }).filter(([token, agent]) => token !== "" && agent !== "")
   )
+
+/**
+ * Parses `PLATFORM_OPERATOR_TOKENS` (`token:role:name` entries, comma-separated or one a line; a role of
+ * `operatorRoles`) into `Options.operatorTokens`; an entry that is not one is left out (see `operatorTokensProblem`).
+ */
+export const parseOperatorTokens = (text: string): ReadonlyArray<OperatorToken> =>
+  entriesOf(text).flatMap((entry) => {
+    const [token, role, ...name] = entry.split(":")
+    const known = operatorRoles.find((r) => r === role)
+    return token === undefined || token === "" || known === undefined || name.join(":").trim() === ""
+      ? []
+      : [{ token: Redacted.make(token), role: known, name: name.join(":").trim() }]
+  })
+
+/** The entries of a comma- or line-separated setting, trimmed, blank ones left out. */
+const entriesOf = (text: string): Array<string> =>
+  text.split(/[,\n]/).map((entry) => entry.trim()).filter((entry) => entry !== "")
+
+/**
+ * Why `operatorTokens` (or `PLATFORM_OPERATOR_TOKENS`'s text) cannot be used, or undefined when they can: every
+ * entry `token:role:name`, a known role, a name, a token of `minOperatorTokenLength` characters or more, no
+ * blank in it, none twice. Entries are named by number, never by their token.
+ */
+export const operatorTokensProblem = (tokens: string | ReadonlyArray<OperatorToken>): string | undefined => {
+  const entries = typeof tokens === "string"
+    ? entriesOf(tokens).map((entry) => {
+      const [token = "", role = "", ...name] = entry.split(":")
+      return { token, role, name: name.join(":").trim() }
+    })
+    : tokens.map((t) => ({ token: Redacted.value(t.token), role: t.role as string, name: t.name }))
+  const seen = new Set<string>()
+  for (let i = 0; i < entries.length; i++) {
+    const { name, role, token } = entries[i]!
+    const at = `operator token ${i + 1} of ${entries.length}`
+    if (!operatorRoles.some((r) => r === role)) return `${at} has role "${role}"; the roles are ${operatorRoles.join(", ")}`
+    if (name === "") return `${at} has no name (token:role:name)`
+    if (token.length < minOperatorTokenLength || /\s/.test(token)) {
+      return `${at} is shorter than ${minOperatorTokenLength} characters or has a blank in it`
+    }
+    if (seen.has(token)) return `${at} repeats an earlier token`
+    seen.add(token)
+  }
+  return undefined
+}
 
 /**
  * Parses `PLATFORM_AGENT_CALLS` (`caller:callee` pairs, comma-separated or one a line, a caller

@@ -7,14 +7,36 @@
  *
  * The public face of the platform's parts, each a module of its own: its options and limits
  * (Options.ts), the agents (Agents.ts), the tasks (Tasks.ts), the parts in their start and stop
- * order (Parts.ts), the protocol's handlers (Handlers.ts) and the WebSocket server (WebSocket.ts).
+ * order (Parts.ts), the protocol's handlers (Handlers.ts), the WebSocket server (WebSocket.ts) and the
+ * operator API it also serves (api/OperatorApi.ts, docs: operations).
  */
 export {
   /** The journal's file could not be opened, prepared or read. */
   JournalUnavailable
 } from "../Journal.js"
+export {
+  Operator,
+  OperatorApi,
+  OperatorBadRequest,
+  OperatorConflict,
+  OperatorForbidden,
+  OperatorNotFound,
+  OperatorNotImplemented,
+  OperatorUnauthorized,
+  OperatorUnavailable
+} from "./api/OperatorApi.js"
 export { layerHandlers, PlatformState } from "./Handlers.js"
-export { agentCallsProblem, type Options, parseAgentCalls, parseTokens } from "./Options.js"
+export {
+  agentCallsProblem,
+  type OperatorRole,
+  operatorRoles,
+  type OperatorToken,
+  operatorTokensProblem,
+  type Options,
+  parseAgentCalls,
+  parseOperatorTokens,
+  parseTokens
+} from "./Options.js"
 export {
   defaultListenLimits,
   layerWebSocket,

@@ -78,11 +78,13 @@ export const decideOf = (
 ) =>
 (
   agentId: string,
-  { approved, reason, taskId, toolCallId }: {
+  { approved, by, reason, taskId, toolCallId }: {
     readonly taskId: string
     readonly toolCallId: string
     readonly approved: boolean
     readonly reason?: string | undefined
+    /** Who decides, journaled with the decision: an operator's name; by default the agent (`agent <id>`). */
+    readonly by?: string | undefined
   }
 ): Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal> =>
   Effect.gen(function*() {
@@ -104,11 +106,14 @@ export const decideOf = (
     // Taken at once: the same call decided twice at the same moment is refused the second time.
     suspension.undecided.delete(toolCallId)
     const now = yield* Clock.currentTimeMillis
-    const decided = yield* journal.decide(last.runId, last.toolCallId, { approved, reason, now }).pipe(
+    const decision = { approved, reason, now, by: by ?? `agent ${agentId}` }
+    const decided = yield* journal.decide(last.runId, last.toolCallId, decision).pipe(
       Effect.orDie,
       Effect.onExit((exit) => Effect.sync(() => Exit.isFailure(exit) && suspension.undecided.add(toolCallId)))
     )
-    if (decided) yield* Effect.logInfo(`task ${taskId}: call ${toolCallId} ${approved ? "approved" : "denied"}`)
+    if (decided) {
+      yield* Effect.logInfo(`task ${taskId}: call ${toolCallId} ${approved ? "approved" : "denied"} by ${decision.by}`)
+    }
     // Expired, when not decided: nothing can decide it any more; the tasks go on without it (their loops deny it).
     // The tasks on the way, the deepest first, each with the call as it names it: (root/a2, b1), then the root.
     for (let depth = path.length - 1; depth > 0; depth--) {

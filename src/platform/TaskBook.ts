@@ -27,7 +27,7 @@ const leftOutOfCalls = new Set<TaskEvent["_tag"]>([
 ])
 
 /** Whether a stream that wants `wanted` carries events tagged `tag`. */
-const carries = (wanted: EventsWanted, tag: TaskEvent["_tag"]): boolean =>
+export const carries = (wanted: EventsWanted, tag: TaskEvent["_tag"]): boolean =>
   wanted === "deltas" || !(wanted === "calls" ? leftOutOfCalls : deltasOnly).has(tag)
 
 /**
@@ -80,6 +80,8 @@ export class Task {
    * delivered again after its answer was taken is answered from here. Let go with `pending`.
    */
   answered: Map<string, ToolResult> | undefined = new Map()
+  /** Told of each event as it is emitted, offset and all (the book's watchers: `Book.watch`). */
+  observe: ((task: Task, event: TaskEvent) => void) | undefined
   /** `TaskWaiting` was said since the last event. */
   private waitingSaid = false
   /** The offset of the last event; it starts from the clock (x1000), so a task taken back after a restart goes on above it. */
@@ -126,6 +128,7 @@ export class Task {
     const event = { ...unstamped, offset }
     this.log.push(event)
     if (this.log.length > 2 * replayEvents) this.log.splice(0, this.log.length - replayEvents)
+    this.observe?.(this, event)
     if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
       this.final = event
       this.endedAt = this.clock.unsafeCurrentTimeMillis()
@@ -195,6 +198,11 @@ export class Task {
     if (this.suspended !== undefined) mailbox.unsafeOffer(this.suspended.event)
   }
 
+  /** The events it keeps past `after` that a stream wanting `wanted` carries, in order (nothing is attached). */
+  keptAfter(after: number, wanted: EventsWanted): Array<TaskEvent> {
+    return this.log.filter((event) => (event.offset ?? 0) > after && carries(wanted, event._tag))
+  }
+
   /** The rest of `attach` for a client that has every event up to `after`. */
   private resumeAfter(mailbox: Mailbox.Mailbox<TaskEvent>, after: number): void {
     const wanted = this.wanted
@@ -241,6 +249,11 @@ export interface Book {
   readonly count: (task: Task, prompt: string) => void
   /** Waits for a turn of the event loop of its own, for a child task's making and start (`makeChildTurns`). */
   readonly childTurn: Effect.Effect<void>
+  /**
+   * Tells `listener` of every event of every task held here from now on, as it is emitted (before its
+   * attachment has it), until the function it gives is called. The operator API's feeds watch.
+   */
+  readonly watch: (listener: (task: Task, event: TaskEvent) => void) => () => void
 }
 
 /**
@@ -271,6 +284,10 @@ export const makeBook = (options: Options, journal: Journal.Journal["Type"] | un
     // Tasks run in the platform's own context, never the caller's (an in-process caller's services
     // and hooks must not leak into the platform's loop).
     const runTask: RunTask = yield* FiberSet.runtime(yield* FiberSet.make())<LanguageModel.LanguageModel>()
+    const watchers = new Set<(task: Task, event: TaskEvent) => void>()
+    const observe = (task: Task, event: TaskEvent) => {
+      for (const watcher of watchers) watcher(task, event)
+    }
     const book: Book = {
       tasks,
       usage,
@@ -281,8 +298,13 @@ export const makeBook = (options: Options, journal: Journal.Journal["Type"] | un
       childTurn: makeChildTurns(),
       add: (taskId, agentId, processId) => {
         const task = new Task(taskId, agentId, processId, clock)
+        task.observe = observe
         tasks.set(taskId, task)
         return task
+      },
+      watch: (listener) => {
+        watchers.add(listener)
+        return () => void watchers.delete(listener)
       },
       own: (agentId, taskId) => {
         const task = tasks.get(taskId)

@@ -139,7 +139,11 @@ export const makeTasks = (
       /** The task, held here (taken up from the journal if need be); undefined if the journal does not hold it. */
       hold,
       /** The agent's task, held here (taken up from the journal if need be). */
-      held
+      held,
+      /** The task if it is held here now (never taken up from the journal): what an operator may watch. */
+      find: (taskId: string) => book.tasks.get(taskId),
+      /** Every task's events from now on, as they are emitted (`Book.watch`). */
+      watch: book.watch
     }
   })
 

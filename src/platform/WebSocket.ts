@@ -12,12 +12,13 @@ import * as Headers from "@effect/platform/Headers"
 import type * as Rpc from "@effect/rpc/Rpc"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Context, Duration, Effect, Exit, Layer, Runtime, Schema } from "effect"
+import { Context, Duration, Effect, Exit, Layer, Option, Runtime, Schema } from "effect"
 import { createServer, type IncomingMessage, type Server as HttpServer, STATUS_CODES } from "node:http"
 import type { Duplex } from "node:stream"
 import { type RawData, type WebSocket, WebSocketServer } from "ws"
 import * as Framing from "../protocol/Framing.js"
 import { Authentication, PlatformRpcs, unknownTokenMessage } from "../protocol/Protocol.js"
+import { isOperatorPath, OperatorListener } from "./api/Listener.js"
 import * as Wire from "./Wire.js"
 
 /** Where the WebSocket server listens, and the limits each connection is held to (design: Hostile clients). */
@@ -337,7 +338,16 @@ export const layerWebSocket = (
       const runCallback = Runtime.runCallback(runtime)
       // The rpc the upgrade's check names to the middleware: any call carries the same token.
       const anyRpc = PlatformRpcs.requests.values().next().value as unknown as Rpc.AnyWithProps
-      const server = createServer((_, response) => {
+      const live: Live = { connections: new Map(), perAgent: new Map() }
+      // The operator API, when the platform has one (docs: operations): its paths, on the same port.
+      let address = { host, port: listen.port }
+      const operator = yield* Effect.serviceOption(OperatorListener)
+      const operatorApi = Option.isNone(operator) ? undefined : yield* operator.value.listener({
+        address: () => address,
+        connections: (agentId) => live.perAgent.get(agentId) ?? 0
+      })
+      const server = createServer((request, response) => {
+        if (operatorApi !== undefined && isOperatorPath(request.url)) return operatorApi(request, response)
         response.writeHead(426, { "content-type": "text/plain" })
         response.end(`the platform speaks WebSocket at ${path}\n`)
       })
@@ -348,7 +358,6 @@ export const layerWebSocket = (
         perMessageDeflate: false,
         allowSynchronousEvents: false
       })
-      const live: Live = { connections: new Map(), perAgent: new Map() }
       server.on("upgrade", onUpgradeOf({
         sockets,
         live,
@@ -361,6 +370,7 @@ export const layerWebSocket = (
       const pinger = startPinger(live, limits.pingMillis)
       const frameTimer = startFrameTimer(live, limits.frameMillis, warn)
       const port = yield* listenOn(server, host, listen.port)
+      address = { host, port }
       yield* Effect.addFinalizer(() =>
         Effect.async<void>((resume) => {
           clearInterval(pinger)

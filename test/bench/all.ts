@@ -27,6 +27,7 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["mcp.ts"],
   ["claims.ts"],
   ["journal.ts"],
+  ["operator.ts"],
   ["cluster.ts"],
   ["startup.ts"],
   ["providers.ts"]

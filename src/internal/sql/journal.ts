@@ -66,7 +66,26 @@ export const migrations = {
       )`
     ], { discard: true })),
   // The span a task was submitted under (W3C `traceparent`): a runner that takes it up continues its trace.
-  "0003_traceparent": Effect.flatMap(SqlClient.SqlClient, (sql) => sql`ALTER TABLE journal_tasks ADD COLUMN traceparent TEXT`)
+  "0003_traceparent": Effect.flatMap(SqlClient.SqlClient, (sql) => sql`ALTER TABLE journal_tasks ADD COLUMN traceparent TEXT`),
+  // What an operator reads (the operator API, platform/api/): when a task was made, each turn journaled, each call
+  // started and ended and how (`outcome`, the failure's kind or `Succeeded`), each approval asked and who decided it
+  // when; and the indexes its listings take, newest first.
+  "0004_operator_reads": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.all([
+      sql`ALTER TABLE journal_tasks ADD COLUMN created_at BIGINT NOT NULL DEFAULT 0`,
+      sql`ALTER TABLE journal_turns ADD COLUMN at BIGINT`,
+      sql`ALTER TABLE journal_calls ADD COLUMN started_at BIGINT`,
+      sql`ALTER TABLE journal_calls ADD COLUMN ended_at BIGINT`,
+      sql`ALTER TABLE journal_calls ADD COLUMN outcome TEXT`,
+      sql`ALTER TABLE journal_approvals ADD COLUMN asked_at BIGINT`,
+      sql`ALTER TABLE journal_approvals ADD COLUMN decided_by TEXT`,
+      sql`ALTER TABLE journal_approvals ADD COLUMN decided_at BIGINT`,
+      sql`CREATE INDEX IF NOT EXISTS journal_tasks_agent_status
+        ON journal_tasks (kind, agent_id, status, created_at, task_id)`,
+      sql`CREATE INDEX IF NOT EXISTS journal_tasks_status ON journal_tasks (kind, status, created_at, task_id)`,
+      sql`CREATE INDEX IF NOT EXISTS journal_tasks_created ON journal_tasks (kind, created_at, task_id)`,
+      sql`CREATE INDEX IF NOT EXISTS journal_approvals_pending ON journal_approvals (decision, expires_at)`
+    ], { discard: true }))
 }
 
 /**
@@ -86,6 +105,8 @@ export interface TaskRow {
   readonly result: string | null
   readonly ended_at: number | null
   readonly traceparent: string | null
+  /** When the run was journaled first (0 for a run journaled before the column was). */
+  readonly created_at: number
 }
 
 /** An approval a run asked for: `decision` is `pending` until a person gives it (`approved` or `denied`). */
@@ -99,6 +120,10 @@ export interface ApprovalRow {
   readonly expires_at: number
   readonly decision: "pending" | "approved" | "denied"
   readonly reason: string | null
+  readonly asked_at?: number | null
+  /** Who decided it: the agent (`agent <id>`) or an operator token's name. */
+  readonly decided_by?: string | null
+  readonly decided_at?: number | null
 }
 
 /** A model turn of a task: `turn` is the `ModelTurn`'s JSON. */
@@ -106,6 +131,8 @@ export interface TurnRow {
   readonly task_id: string
   readonly step: number
   readonly turn: string
+  /** When it was journaled (the model had answered). */
+  readonly at?: number | null
 }
 
 /** A delivered call; `result` is the answer's JSON once it came. */
@@ -116,6 +143,11 @@ export interface CallRow {
   readonly arguments: string
   readonly deadline_at: number
   readonly result: string | null
+  /** When it was journaled as started (a handler was asked to run it); null for an outcome no handler gave. */
+  readonly started_at?: number | null
+  readonly ended_at?: number | null
+  /** The outcome's kind: `Succeeded`, or the failure's (`TimedOut`, `OutcomeUnknown`, `Denied`, ...). */
+  readonly outcome?: string | null
 }
 
 /** Writes a new run, running (one already there, a task its host wrote first, is kept). */
@@ -129,12 +161,13 @@ export const insertTask = (
     readonly prompt: string
     readonly tools: string
     readonly traceparent: string | null
+    readonly createdAt: number
   }
 ) =>
   sql`INSERT INTO journal_tasks (task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at,
-      traceparent)
+      traceparent, created_at)
     VALUES (${task.taskId}, ${task.kind}, ${task.agentId}, ${task.processId}, ${task.prompt}, ${task.tools},
-      'running', NULL, NULL, NULL, ${task.traceparent})
+      'running', NULL, NULL, NULL, ${task.traceparent}, ${task.createdAt})
     ON CONFLICT (task_id) DO NOTHING`
 
 /**
@@ -142,8 +175,8 @@ export const insertTask = (
  * replayed one is already there; one a killed process sent just before it died may commit after
  * another process asked again, and then the journal's is the run's turn, not the later reply.
  */
-export const insertTurn = (sql: SqlClient.SqlClient, taskId: string, step: number, turn: string) =>
-  sql<{ readonly turn: string }>`INSERT INTO journal_turns (task_id, step, turn) VALUES (${taskId}, ${step}, ${turn})
+export const insertTurn = (sql: SqlClient.SqlClient, taskId: string, step: number, turn: string, at: number) =>
+  sql<{ readonly turn: string }>`INSERT INTO journal_turns (task_id, step, turn, at) VALUES (${taskId}, ${step}, ${turn}, ${at})
     ON CONFLICT (task_id, step) DO UPDATE SET turn = journal_turns.turn
     RETURNING turn`
 
@@ -151,15 +184,25 @@ export const insertTurn = (sql: SqlClient.SqlClient, taskId: string, step: numbe
 export const insertCall = (
   sql: SqlClient.SqlClient,
   taskId: string,
-  call: { readonly toolCallId: string; readonly name: string; readonly arguments: string; readonly deadlineAt: number }
+  call: { readonly toolCallId: string; readonly name: string; readonly arguments: string; readonly deadlineAt: number },
+  startedAt: number
 ) =>
-  sql`INSERT INTO journal_calls (task_id, tool_call_id, name, arguments, deadline_at, result)
-    VALUES (${taskId}, ${call.toolCallId}, ${call.name}, ${call.arguments}, ${call.deadlineAt}, NULL)
+  sql`INSERT INTO journal_calls (task_id, tool_call_id, name, arguments, deadline_at, result, started_at)
+    VALUES (${taskId}, ${call.toolCallId}, ${call.name}, ${call.arguments}, ${call.deadlineAt}, NULL, ${startedAt})
     ON CONFLICT (task_id, tool_call_id) DO NOTHING`
 
+/** A call's outcome as journaled: its JSON, its kind, when it came. */
+export interface Answer {
+  readonly result: string
+  readonly outcome: string
+  readonly at: number
+}
+
 /** Writes a call's outcome and gives the one the journal holds: the first writer's (as for turns). */
-export const answerCall = (sql: SqlClient.SqlClient, taskId: string, toolCallId: string, result: string) =>
-  sql<{ readonly result: string | null }>`UPDATE journal_calls SET result = COALESCE(result, ${result})
+export const answerCall = (sql: SqlClient.SqlClient, taskId: string, toolCallId: string, answer: Answer) =>
+  sql<{ readonly result: string | null }>`UPDATE journal_calls SET result = COALESCE(result, ${answer.result}),
+      ended_at = CASE WHEN result IS NULL THEN ${answer.at} ELSE ended_at END,
+      outcome = CASE WHEN result IS NULL THEN ${answer.outcome} ELSE outcome END
     WHERE task_id = ${taskId} AND tool_call_id = ${toolCallId}
     RETURNING result`
 
@@ -171,11 +214,15 @@ export const insertAnswered = (
   sql: SqlClient.SqlClient,
   taskId: string,
   call: { readonly toolCallId: string; readonly name: string; readonly arguments: string; readonly deadlineAt: number },
-  result: string
+  answer: Answer
 ) =>
-  sql<{ readonly result: string | null }>`INSERT INTO journal_calls (task_id, tool_call_id, name, arguments, deadline_at, result)
-    VALUES (${taskId}, ${call.toolCallId}, ${call.name}, ${call.arguments}, ${call.deadlineAt}, ${result})
-    ON CONFLICT (task_id, tool_call_id) DO UPDATE SET result = COALESCE(journal_calls.result, excluded.result)
+  sql<{ readonly result: string | null }>`INSERT INTO journal_calls
+      (task_id, tool_call_id, name, arguments, deadline_at, result, ended_at, outcome)
+    VALUES (${taskId}, ${call.toolCallId}, ${call.name}, ${call.arguments}, ${call.deadlineAt}, ${answer.result},
+      ${answer.at}, ${answer.outcome})
+    ON CONFLICT (task_id, tool_call_id) DO UPDATE SET result = COALESCE(journal_calls.result, excluded.result),
+      ended_at = CASE WHEN journal_calls.result IS NULL THEN excluded.ended_at ELSE journal_calls.ended_at END,
+      outcome = CASE WHEN journal_calls.result IS NULL THEN excluded.outcome ELSE journal_calls.outcome END
     RETURNING result`
 
 /**
@@ -223,14 +270,14 @@ export const resumeTask = (sql: SqlClient.SqlClient, taskId: string) =>
  */
 export const askApproval = (
   sql: SqlClient.SqlClient,
-  row: Omit<ApprovalRow, "decision" | "reason">
+  row: Omit<ApprovalRow, "decision" | "reason" | "decided_by" | "decided_at">
 ) =>
   sql.withTransaction(Effect.all([
     sql`DELETE FROM journal_approvals WHERE task_id = ${row.task_id} AND tool_call_id = ${row.tool_call_id}`,
     sql`INSERT INTO journal_approvals
-      (task_id, tool_call_id, tool_name, input, input_key, fingerprint, expires_at, decision, reason)
+      (task_id, tool_call_id, tool_name, input, input_key, fingerprint, expires_at, decision, reason, asked_at)
       VALUES (${row.task_id}, ${row.tool_call_id}, ${row.tool_name}, ${row.input}, ${row.input_key},
-        ${row.fingerprint}, ${row.expires_at}, 'pending', NULL)`
+        ${row.fingerprint}, ${row.expires_at}, 'pending', NULL, ${row.asked_at ?? null})`
   ], { discard: true }))
 
 /**
@@ -240,11 +287,12 @@ export const askApproval = (
 export const decideApproval = (
   sql: SqlClient.SqlClient,
   key: { readonly taskId: string; readonly toolCallId: string },
-  decision: { readonly approved: boolean; readonly reason: string | null; readonly now: number }
+  decision: { readonly approved: boolean; readonly reason: string | null; readonly now: number; readonly by: string | null }
 ) =>
   Effect.map(
     sql<{ readonly tool_call_id: string }>`UPDATE journal_approvals
-      SET decision = ${decision.approved ? "approved" : "denied"}, reason = ${decision.reason}
+      SET decision = ${decision.approved ? "approved" : "denied"}, reason = ${decision.reason},
+        decided_by = ${decision.by}, decided_at = ${decision.now}
       WHERE task_id = ${key.taskId} AND tool_call_id = ${key.toolCallId} AND decision = 'pending'
         AND expires_at > ${decision.now}
       RETURNING tool_call_id`,
@@ -253,22 +301,23 @@ export const decideApproval = (
 
 /** One run's row, or none. */
 export const task = (sql: SqlClient.SqlClient, taskId: string) =>
-  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent
-    FROM journal_tasks WHERE task_id = ${taskId}`
+  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent,
+    created_at FROM journal_tasks WHERE task_id = ${taskId}`
 
 /** One run's turns, in step order. */
 export const turnsOf = (sql: SqlClient.SqlClient, taskId: string) =>
-  sql<TurnRow>`SELECT task_id, step, turn FROM journal_turns WHERE task_id = ${taskId} ORDER BY step`
+  sql<TurnRow>`SELECT task_id, step, turn, at FROM journal_turns WHERE task_id = ${taskId} ORDER BY step`
 
 /** One run's calls. */
 export const callsOf = (sql: SqlClient.SqlClient, taskId: string) =>
-  sql<CallRow>`SELECT task_id, tool_call_id, name, arguments, deadline_at, result FROM journal_calls
+  sql<CallRow>`SELECT task_id, tool_call_id, name, arguments, deadline_at, result, started_at, ended_at, outcome
+    FROM journal_calls
     WHERE task_id = ${taskId}`
 
 /** One run's approvals. */
 export const approvalsOf = (sql: SqlClient.SqlClient, taskId: string) =>
-  sql<ApprovalRow>`SELECT task_id, tool_call_id, tool_name, input, input_key, fingerprint, expires_at, decision, reason
-    FROM journal_approvals WHERE task_id = ${taskId}`
+  sql<ApprovalRow>`SELECT task_id, tool_call_id, tool_name, input, input_key, fingerprint, expires_at, decision, reason,
+    asked_at, decided_by, decided_at FROM journal_approvals WHERE task_id = ${taskId}`
 
 /** One run's row with its turns, calls and approvals, as `task`, `turnsOf`, `callsOf` and `approvalsOf` give them. */
 export interface WholeRun {
@@ -288,6 +337,7 @@ export const wholeRun = (sql: SqlClient.SqlClient, taskId: string) =>
       Effect.map(
         sql<TaskRow & { readonly turns_json: string; readonly calls_json: string; readonly approvals_json: string }>`SELECT
           t.task_id, t.kind, t.agent_id, t.process_id, t.prompt, t.tools, t.status, t.final, t.result, t.ended_at, t.traceparent,
+          t.created_at,
           (SELECT COALESCE(json_agg(r ORDER BY r.step), '[]')::text FROM journal_turns r WHERE r.task_id = t.task_id) AS turns_json,
           (SELECT COALESCE(json_agg(c), '[]')::text FROM journal_calls c WHERE c.task_id = t.task_id) AS calls_json,
           (SELECT COALESCE(json_agg(a), '[]')::text FROM journal_approvals a WHERE a.task_id = t.task_id) AS approvals_json
@@ -317,10 +367,13 @@ export const wholeRun = (sql: SqlClient.SqlClient, taskId: string) =>
 export const purgeEnded = (sql: SqlClient.SqlClient, before: number, kind: "task" | "run") =>
   sql`DELETE FROM journal_tasks WHERE kind = ${kind} AND status = 'ended' AND ended_at <= ${before}`
 
-/** Every platform task still in the journal (agent runs are resumed by their own id, not taken back). */
+/**
+ * Every platform task still in the journal (agent runs are resumed by their own id, not taken back), the oldest
+ * first: the order they were made in, as a restart takes them back (an index, not the table's, gives the rows).
+ */
 export const tasks = (sql: SqlClient.SqlClient) =>
-  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent
-    FROM journal_tasks WHERE kind = 'task'`
+  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent,
+    created_at FROM journal_tasks WHERE kind = 'task' ORDER BY created_at, task_id`
 
 /** The platform tasks of `agentId` not ended, and their prompts' UTF-8 bytes. */
 export const openUsage = (sql: SqlClient.SqlClient, agentId: string) =>

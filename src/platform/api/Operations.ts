@@ -1,0 +1,115 @@
+/**
+ * What the operator API reads and does (docs: operations): the seam between its routes (OperatorRoutes.ts) and
+ * a platform. Tasks, their timelines and the approvals waiting are read from the `Journal` (so that any platform
+ * whose journal is a database, a cluster's runner too, reads them the same way); a decision goes the way an
+ * agent's `DecideApproval` goes (the backend's `decide`, with the operator's name as its author); the agents
+ * and the events are this platform process's, from its parts (a cluster's runner: the agents and tasks it holds);
+ * a cancel stops the task where it runs.
+ */
+import { Clock, Effect } from "effect"
+import type * as Journal from "../../Journal.js"
+import type { ApprovalsNeedJournal, NoPendingTaskApproval, UnknownTask } from "../../protocol/Protocol.js"
+import type { Options } from "../Options.js"
+import type { Parts } from "../Parts.js"
+import { type Feed, type Follow, followTask } from "./Feeds.js"
+import type { AgentView } from "./OperatorApi.js"
+
+/** A task held by this platform process: whose it is, whether it ended, its events to follow. */
+export interface HeldTask {
+  readonly agentId: string
+  /** The offset of its final event, once it ended (undefined for an end that has none). */
+  readonly ended: { readonly offset: number | undefined } | undefined
+  readonly follow: Follow
+}
+
+/** A decision on a call a suspended task waits for, as the backend's (Handlers.ts, `Backend.decide`) takes it. */
+export type Decide = (
+  agentId: string,
+  payload: {
+    readonly taskId: string
+    readonly toolCallId: string
+    readonly approved: boolean
+    readonly reason?: string | undefined
+    readonly by?: string | undefined
+  }
+) => Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal>
+
+/** Stops the agent's task for `reason`: its end is `TaskFailed`. */
+export type Cancel = (agentId: string, taskId: string, reason: string) => Effect.Effect<void>
+
+/** What the operator API reads and does on a platform. */
+export interface Operations {
+  /** Where tasks, timelines and approvals are read; undefined when the platform keeps no journal. */
+  readonly journal: Journal.Journal["Type"] | undefined
+  /** Decides a call a suspended task waits for, as the task's agent would, `by` naming who decided. */
+  readonly decide: Decide
+  /** Stops the agent's task for `reason` (its end is `TaskFailed`); undefined where the platform cannot. */
+  readonly cancel: Cancel | undefined
+  /** Each agent: its processes, tools and what it holds against its limits; `connections` counts its sockets. */
+  readonly agents: (connections: (agentId: string) => number) => Effect.Effect<ReadonlyArray<typeof AgentView.Type>>
+  /** The task if this platform process holds it now; never taken up from the journal. */
+  readonly task: (taskId: string) => HeldTask | undefined
+  /** Every task's events (of `agentId`'s only, if given). */
+  readonly events: (agentId: string | undefined) => Follow
+}
+
+/**
+ * The operations of a platform process on its parts, its backend, its journal if it keeps one, and its feed:
+ * the embedded platform's, or a cluster's runner's (its `cancel` sends the stop to the task's owner).
+ */
+export const operationsOf = (
+  { backend, cancel, journal, options, parts }: {
+    readonly parts: Parts
+    readonly backend: { readonly decide: Decide }
+    readonly journal: Journal.Journal["Type"] | undefined
+    readonly options: Options
+    readonly cancel?: Cancel | undefined
+  },
+  feed: Feed
+): Operations => ({
+  journal,
+  decide: backend.decide,
+  cancel: cancel ?? ((agentId, taskId, reason) => parts.tasks.stop(agentId, taskId, reason)),
+  agents: (connections) => Effect.map(Clock.currentTimeMillis, (now) => agentsOf(parts, options, connections, now)),
+  task: (taskId) => {
+    const task = parts.tasks.find(taskId)
+    if (task === undefined) return undefined
+    return {
+      agentId: task.agentId,
+      ended: task.final === undefined ? undefined : { offset: task.final.offset },
+      follow: followTask(task, parts.tasks.watch)
+    }
+  },
+  events: feed.follow
+})
+
+/** Each agent of the tokens or held here, by id. */
+const agentsOf = (
+  { agents, assignments, limits, tasks }: Parts,
+  options: Options,
+  connections: (agentId: string) => number,
+  now: number
+): Array<typeof AgentView.Type> => {
+  const ids = [...new Set([...options.tokens.values(), ...agents.agentIds()])].sort()
+  return ids.map((agentId) => {
+    const watching = new Set(assignments.watching(agentId))
+    const usage = tasks.usageOf(agentId)
+    return {
+      agentId,
+      processes: agents.processes(agentId).map((process) => ({
+        processId: process.processId,
+        lastHeartbeatAt: new Date(process.lastSeen).toISOString(),
+        live: now - process.lastSeen <= 3 * limits.heartbeatMillis,
+        watching: watching.has(process.processId),
+        tools: process.manifest.map((entry) => entry.name),
+        manifestBytes: process.manifestBytes,
+        manifestHash: process.manifestHash
+      })),
+      connections: connections(agentId),
+      tools: agents.visible(agentId, "", now).map((tool) => tool.entry.name),
+      tasks: { held: usage.tasks, max: limits.maxTasksPerAgent },
+      promptBytes: { held: usage.promptBytes, max: limits.maxPromptBytesPerAgent },
+      manifestBytes: { held: agents.manifestBytes(agentId), max: limits.maxManifestBytesPerAgent }
+    }
+  })
+}
