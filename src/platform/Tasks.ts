@@ -22,7 +22,7 @@ import { type Caller, type EventsWanted, type TaskOutput, UnknownTask } from "..
 import type * as AgentCalls from "./AgentCalls.js"
 import type { Limits, Options } from "./Options.js"
 import { completeOf, decidedOn, decideOf } from "./TaskAnswers.js"
-import { makeBook, type Task } from "./TaskBook.js"
+import { type Book, makeBook, type Task } from "./TaskBook.js"
 import { type Children, makeChildren, stop } from "./TaskChildren.js"
 import { attachTo, upkeep } from "./TaskDelivery.js"
 import { createOf, makeHolding, makeLoops } from "./TaskLoops.js"
@@ -63,44 +63,13 @@ export const makeTasks = (
     const loops = makeLoops(book, (task) => children?.toolsOf(task) ?? [], route)
     const { held, hold, takeBack } = yield* makeHolding(book, loops)
     const create = createOf(book, limits, loops)
-    // The tasks submits with a key made, by agent and key: a repeat finds its task while the platform holds it.
-    const submitted = new Map<string, string>()
-    const remember = (key: string, taskId: string) => {
-      submitted.delete(key)
-      submitted.set(key, taskId)
-      // The oldest go first: a retry comes within seconds, not after thousands of other submits.
-      if (submitted.size > maxSubmitKeys) submitted.delete(submitted.keys().next().value!)
-    }
     if (host !== undefined) children = makeChildren(book, host, create, hold)
     return {
       /**
        * A new task, attached at once to `connection`; its loop starts. Refused with
        * `AgentLimitExceeded` past the agent's `maxTasksPerAgent` or `maxPromptBytesPerAgent`.
        */
-      submit: (
-        { agentId, events, output, processId, prompt, submitKey }: Caller & {
-          readonly prompt: string
-          readonly events?: EventsWanted | undefined
-          readonly output?: TaskOutput | undefined
-          readonly submitKey?: string | undefined
-        },
-        tools: Journal.TaskTools,
-        connection: string
-      ) =>
-        Effect.suspend(() => {
-          // A submit retried with its key (its answer was lost) is answered with the task the first made.
-          const key = submitKey === undefined ? undefined : `${agentId}\n${submitKey}`
-          const made = key === undefined ? undefined : submitted.get(key)
-          const task = made === undefined ? undefined : book.own(agentId, made)
-          if (task !== undefined) return attachTo(task, events, undefined, connection)
-          // Unguessable as well as unique: knowing one task's id tells nothing of another's.
-          const taskId = ids.make("task")
-          if (key !== undefined) remember(key, taskId)
-          return create(
-            { taskId, agentId, processId, prompt, tools, output },
-            (task) => attachTo(task, events, undefined, connection)
-          )
-        }),
+      submit: submitOf(book, ids, create),
       /** Another attachment to a task of the agent's, from `connection`. */
       attach: (
         { after, agentId, connection, events, taskId }: {
@@ -146,6 +115,42 @@ export const makeTasks = (
       watch: book.watch
     }
   })
+
+/** `submit` of the tasks: a new task made by `create`, or the one a submit with the same key made (a retry). */
+const submitOf = (book: Book, ids: Ids["Type"], create: ReturnType<typeof createOf>) => {
+  // The tasks submits with a key made, by agent and key: a repeat finds its task while the platform holds it.
+  const submitted = new Map<string, string>()
+  const remember = (key: string, taskId: string) => {
+    submitted.delete(key)
+    submitted.set(key, taskId)
+    // The oldest go first: a retry comes within seconds, not after thousands of other submits.
+    if (submitted.size > maxSubmitKeys) submitted.delete(submitted.keys().next().value!)
+  }
+  return (
+    { agentId, events, output, processId, prompt, submitKey }: Caller & {
+      readonly prompt: string
+      readonly events?: EventsWanted | undefined
+      readonly output?: TaskOutput | undefined
+      readonly submitKey?: string | undefined
+    },
+    tools: Journal.TaskTools,
+    connection: string
+  ) =>
+    Effect.suspend(() => {
+      // A submit retried with its key (its answer was lost) is answered with the task the first made.
+      const key = submitKey === undefined ? undefined : `${agentId}\n${submitKey}`
+      const made = key === undefined ? undefined : submitted.get(key)
+      const task = made === undefined ? undefined : book.own(agentId, made)
+      if (task !== undefined) return attachTo(task, events, undefined, connection)
+      // Unguessable as well as unique: knowing one task's id tells nothing of another's.
+      const taskId = ids.make("task")
+      if (key !== undefined) remember(key, taskId)
+      return create(
+        { taskId, agentId, processId, prompt, tools, output },
+        (task) => attachTo(task, events, undefined, connection)
+      )
+    })
+}
 
 /** The tasks, as `makeTasks` gives them. */
 export type Tasks = Effect.Effect.Success<ReturnType<typeof makeTasks>>
