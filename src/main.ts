@@ -173,11 +173,11 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
   }).pipe(Effect.scoped)
 
 /**
- * The `demo` command as one Layer: its model from `--model` or the settings; the platform, the serving process
- * and the MCP server it starts are its own, in this process, each a layer built from what came before.
+ * The `demo` command as one Layer: its model from `--model` or the settings. The platform, the serving process
+ * and the MCP server it starts are its own, in this process: layers it builds and closes itself (`runDemo`).
  */
 const demoLayer = (options: { readonly model: Option.Option<string>; readonly json: boolean }) =>
-  Layer.scopedDiscard(runDemo(options))
+  Layer.effectDiscard(runDemo(options))
 
 const demo = Command.make("demo", { model: modelOption, json: jsonOption }, (options) => runCommand(demoLayer(options))).pipe(
   Command.withDescription("Run the demo: platform, serving and a task, end to end in this process (the default)")
