@@ -1,6 +1,9 @@
-/** A tool hook that redacts a field, one that logs timeouts by their kind, one that approves, a turn hook, and the hooks installed. */
+/**
+ * A tool hook that redacts a field, one that logs timeouts by their kind, one that approves, a turn hook, and the
+ * hooks installed; a hook that needs a service, and its layer given it.
+ */
 // #region hooks
-import { Effect } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { Hooks, ToolResult } from "../src/index.js"
 
 // A tool hook wraps each call through Invocation: agent runs, served calls and MCP calls alike.
@@ -34,4 +37,19 @@ export const hooks = Hooks.layer({
   tool: [Hooks.logging, smallRefunds, Hooks.approval, Hooks.callBudget(5), slowCalls, redact],
   turn: [brief]
 })
+// #endregion
+
+// #region services
+// A hook may need services: its type says which, and its layer needs them (Layer<Hooks.Hooks, never, AuditLog>).
+export class AuditLog extends Context.Tag("AuditLog")<AuditLog, { readonly record: (line: string) => Effect.Effect<void> }>() {}
+
+export const audited: Hooks.ToolHook<AuditLog> = (call, proceed) =>
+  Effect.flatMap(AuditLog, (audit) => Effect.zipRight(audit.record(`${call.tool.name} ${JSON.stringify(call.input)}`), proceed))
+
+export const auditToLogs = Layer.succeed(AuditLog, { record: (line) => Effect.logInfo(`audit: ${line}`) })
+
+// Built, the layer lends the hooks what it was given (to the hooks, not to the tools they wrap); what runs the
+// hooks needs nothing. Provided without an AuditLog, a program does not compile.
+export const auditing = Hooks.layer({ tool: [audited, Hooks.approval] }).pipe(Layer.provide(auditToLogs))
+// program.pipe(Effect.provide(auditing))
 // #endregion

@@ -115,8 +115,8 @@ export const heartbeatText = (
     : `${every} (the platform's interval), or sooner on Timing's heartbeat schedule`
 }
 
-/** Overrides some schedules; the rest keep their defaults. */
-export const layer = (schedules: Partial<Schedules>): Layer.Layer<never> =>
+/** Overrides some schedules; the rest keep their defaults. Provides `Timing` (a `Context.Reference`: nothing requires it). */
+export const layer = (schedules: Partial<Schedules>): Layer.Layer<Timing> =>
   Layer.succeed(Timing, { ...defaults, ...schedules })
 
 /**

@@ -1,5 +1,8 @@
 /**
- * The one main program: every piece a Layer, wired here, behind a CLI.
+ * The one main program: every piece a Layer, wired here, behind a CLI. Each command is one Layer (its
+ * services provided to what it does; `internal/cli/command.ts`), built from the command line's options
+ * and the settings, which are read through Effect's `Config` only: the `ConfigProvider` in force (the
+ * default, the environment, here) decides them, so a command's layer runs as well on a map of settings.
  *
  *   tsx src/main.ts [demo]              the demo, end to end on embedded defaults
  *   tsx src/main.ts platform            the platform alone (--port, --host, --tokens, --journal)
@@ -19,7 +22,7 @@
  *
  * The commands that reach the platform's modules (`src/platform/`: demo, platform, mcp) are here,
  * the one module but `index.ts` outside that folder that may import it; the others (serve, run,
- * approve), the settings' checks and what the commands share are in `internal/cli/`.
+ * approve), the settings (`internal/cli/settings.ts`) and what the commands share are in `internal/cli/`.
  */
 import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
@@ -30,6 +33,7 @@ import * as NodePath from "@effect/platform-node/NodePath"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import * as Cause from "effect/Cause"
+import type * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Console from "effect/Console"
@@ -44,13 +48,21 @@ import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
 import * as Cli from "./internal/cli.js"
 import { approve } from "./internal/cli/approve.js"
+import { runCommand, untilStopped } from "./internal/cli/command.js"
 import { decideDemo, fromOwnMcpServer, terminalApprover } from "./internal/cli/demo.js"
 import { load, loadDemo, loadModel } from "./internal/cli/load.js"
 import { BadOptions, chooseModel, modelOption } from "./internal/cli/options.js"
 import { listenFailure, plural, reportFatal } from "./internal/cli/report.js"
 import { run } from "./internal/cli/run.js"
 import { serve } from "./internal/cli/serve.js"
-import { logLevel, settingsUsable } from "./internal/cli/settings.js"
+import {
+  logLevel,
+  mcpTokens,
+  platformDatabase,
+  platformSettings,
+  settingsUsable,
+  tokenPairs
+} from "./internal/cli/settings.js"
 import * as Telemetry from "./Telemetry.js"
 import { redactUrl } from "./internal/util/settings.js"
 
@@ -61,7 +73,7 @@ const jsonOption = Options.boolean("json").pipe(Options.withDescription("print t
 
 const runDemo = (options: { readonly model: Option.Option<string>; readonly json: boolean }) =>
   Effect.gen(function*() {
-    const { model, note } = chooseModel(options.model)
+    const { model, note } = yield* chooseModel(options.model)
     const [
       { Backend, backendLayer, toolkit },
       modelLayer,
@@ -160,7 +172,14 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     view.line(`sub-agent: support asked billing, an agent it has as a tool (Agent.asTool): ${answer}`)
   }).pipe(Effect.scoped)
 
-const demo = Command.make("demo", { model: modelOption, json: jsonOption }, runDemo).pipe(
+/**
+ * The `demo` command as one Layer: its model from `--model` or the settings. The platform, the serving process
+ * and the MCP server it starts are its own, in this process: layers it builds and closes itself (`runDemo`).
+ */
+const demoLayer = (options: { readonly model: Option.Option<string>; readonly json: boolean }) =>
+  Layer.effectDiscard(runDemo(options))
+
+const demo = Command.make("demo", { model: modelOption, json: jsonOption }, (options) => runCommand(demoLayer(options))).pipe(
   Command.withDescription("Run the demo: platform, serving and a task, end to end in this process (the default)")
 )
 
@@ -184,66 +203,39 @@ const chooseDatabase = (option: Option.Option<string>) =>
         "user can read it; prefer PLATFORM_DATABASE")
       return option.value
     }
-    return process.env.PLATFORM_DATABASE ?? ""
+    return Redacted.value(yield* platformDatabase)
   })
 
 /** The `SqlClient` on the cluster's PostgreSQL. */
 const loadDatabase = (url: string) =>
   Effect.map(load(() => import("@effect/sql-pg")), ([{ PgClient }]) => PgClient.layer({ url: Redacted.make(url) }))
 
-const migrate = Command.make("migrate", { database: databaseOption }, ({ database }) =>
-  Effect.gen(function*() {
+/** The `platform migrate` command as one Layer: the schema made on the database the options or the settings give. */
+const migrateLayer = ({ database }: { readonly database: Option.Option<string> }) =>
+  Layer.unwrapEffect(Effect.gen(function*() {
     const url = yield* chooseDatabase(database)
     if (url === "") {
       return yield* new BadOptions({ message: "platform migrate needs the cluster's database: --database or PLATFORM_DATABASE" })
     }
     const [Cluster] = yield* load(() => import("./platform/Cluster.js"))
-    yield* Effect.provide(Cluster.migrate, yield* loadDatabase(url))
-    yield* Effect.logInfo(`the cluster's schema is ready on ${redactUrl(url)}`)
-  })).pipe(Command.withDescription("Cluster mode: create the schema on the database, once, before the runners start"))
-
-/**
- * The token:agent pairs of `text` (from `source`); a malformed entry fails the start, named by its
- * position, not its text (a token is a secret).
- */
-const tokenPairs = (
-  parse: (text: string) => ReadonlyMap<string, string>,
-  text: string,
-  source: string,
-  form: { readonly pair: string; readonly example: string } = {
-    pair: "token:agent",
-    example: "tok-1:agent-a,tok-2:agent-b"
-  }
-) => {
-  const entries = text.split(/[,\n]/).map((entry) => entry.trim()).filter((entry) => entry !== "")
-  const bad = entries.flatMap((entry, i) => parse(entry).size === 1 ? [] : [i + 1])
-  return bad.length === 0
-    ? Effect.succeed(parse(text))
-    : Effect.fail(
-      new BadOptions({
-        message: `${source} is malformed: ${bad.length === 1 ? "entry" : "entries"} ${bad.join(", ")} of ${entries.length} ` +
-          `${bad.length === 1 ? "is" : "are"} not ${form.pair}; the form is ${form.pair} pairs, comma-separated or one ` +
-          `a line, e.g. ${form.example}`
-      })
-    )
-}
-
-/**
- * Runs the platform's layer until the process is stopped, logging `said(url)` once it listens: the URL it got
- * (with `--port 0`, the port the system gave), never one it does not listen on.
- */
-const listening = <E, R>(
-  layer: Layer.Layer<import("./platform/WebSocket.js").Listening, E, R>,
-  said: (url: string) => string
-) =>
-  Effect.scoped(Effect.gen(function*() {
-    const [PlatformServer] = yield* load(() => import("./platform/Server.js"))
-    const context = yield* Layer.build(layer)
-    yield* Effect.logInfo(said(yield* Effect.provide(PlatformServer.url, context)))
-    return yield* Effect.never
+    return Layer.effectDiscard(
+      Effect.zipRight(Cluster.migrate, Effect.logInfo(`the cluster's schema is ready on ${redactUrl(url)}`))
+    ).pipe(Layer.provide(yield* loadDatabase(url)))
   }))
 
-const platform = Command.make("platform", {
+const migrate = Command.make("migrate", { database: databaseOption }, (options) => runCommand(migrateLayer(options))).pipe(Command.withDescription("Cluster mode: create the schema on the database, once, before the runners start"))
+
+/**
+ * The platform's layer as a command: kept until the process is stopped, `said(url)` logged once it listens: the URL
+ * it got (with `--port 0`, the port the system gave), never one it does not listen on.
+ */
+const listening = <E, R>(
+  PlatformServer: typeof import("./platform/Server.js"),
+  layer: Layer.Layer<import("./platform/WebSocket.js").Listening, E, R>,
+  said: (url: string) => string
+) => untilStopped(Layer.tap(layer, (context) => Effect.flatMap(Effect.provide(PlatformServer.url, context), (url) => Effect.logInfo(said(url)))))
+
+const platformOptions = {
   port: Cli.portOption("port", 8787, "the port to listen on, 0 for any free one"),
   host: Options.text("host").pipe(Options.withDescription("the address to bind"), Cli.withDefault("127.0.0.1")),
   tokens: Options.text("tokens").pipe(
@@ -278,12 +270,22 @@ const platform = Command.make("platform", {
     ),
     Cli.withDefault("submitter")
   )
-}, ({ database, host, journal, model, placement, port, runnerHost, runnerPort, tokens, tokensFile }) =>
+}
+
+/** The `platform` command's options, as parsed. */
+type PlatformOptions = Command.Command.ParseConfig<typeof platformOptions>
+
+/**
+ * The platform's agents: its tokens (`--tokens-file`, `--tokens` or `PLATFORM_TOKENS`, in that order), and the
+ * agents each may call (`PLATFORM_AGENT_CALLS`); either malformed, or no token, refuses the start.
+ */
+const platformAgents = (
+  { tokens, tokensFile }: Pick<PlatformOptions, "tokens" | "tokensFile">,
+  settings: Config.Config.Success<typeof platformSettings>,
+  PlatformClient: typeof import("./PlatformClient.js"),
+  PlatformServer: typeof import("./platform/Server.js")
+) =>
   Effect.gen(function*() {
-    const [PlatformClient, PlatformServer] = yield* load(
-      () => import("./PlatformClient.js"),
-      () => import("./platform/Server.js")
-    )
     if (Option.isSome(tokens)) {
       yield* Effect.logWarning("--tokens puts secrets on the command line, where every local user can read them; " +
         "prefer PLATFORM_TOKENS or --tokens-file")
@@ -293,7 +295,7 @@ const platform = Command.make("platform", {
         try: () => readFileSync(tokensFile.value, "utf8"),
         catch: (error) => new PlatformClient.MissingSetting({ variable: `a readable --tokens-file (${String(error)})` })
       })
-      : Option.getOrElse(tokens, () => process.env.PLATFORM_TOKENS ?? "")
+      : Option.getOrElse(tokens, () => Redacted.value(settings.tokens))
     const source = Option.isSome(tokensFile) ? "--tokens-file" : Option.isSome(tokens) ? "--tokens" : "PLATFORM_TOKENS"
     const pairs = yield* tokenPairs(PlatformServer.parseTokens, text, source)
     // No tokens, no agents: refuse to start rather than serve nobody.
@@ -301,22 +303,36 @@ const platform = Command.make("platform", {
       return yield* new PlatformClient.MissingSetting({ variable: "PLATFORM_TOKENS (or --tokens-file, --tokens)" })
     }
     // Agents that call agents: every entry a pair, or the start is refused.
-    const callsText = process.env.PLATFORM_AGENT_CALLS ?? ""
-    yield* tokenPairs(PlatformServer.parseTokens, callsText, "PLATFORM_AGENT_CALLS", {
+    yield* tokenPairs(PlatformServer.parseTokens, settings.agentCalls, "PLATFORM_AGENT_CALLS", {
       pair: "caller:callee",
       example: "support:billing,support:shipping"
     })
-    const callsProblem = PlatformServer.agentCallsProblem(callsText, new Set(pairs.values()))
+    const callsProblem = PlatformServer.agentCallsProblem(settings.agentCalls, new Set(pairs.values()))
     if (callsProblem !== undefined) {
       return yield* new BadOptions({
         message: `PLATFORM_AGENT_CALLS cannot be used: ${callsProblem}; the form is caller:callee pairs of the agents of ` +
           "PLATFORM_TOKENS, comma-separated or one a line, e.g. support:billing,support:shipping"
       })
     }
-    const agentCalls = PlatformServer.parseAgentCalls(callsText)
-    const chosen = chooseModel(model)
-    const file = Option.getOrElse(journal, () => process.env.PLATFORM_JOURNAL ?? "")
-    const url = yield* chooseDatabase(database)
+    return { pairs, agentCalls: PlatformServer.parseAgentCalls(settings.agentCalls) }
+  })
+
+/**
+ * The `platform` command as one Layer: the platform on a WebSocket, until the process is stopped; its agents,
+ * journal, database and model from the options or the settings. With a database, a runner of a cluster.
+ */
+const platformLayer = (options: PlatformOptions) =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const { host, placement, port, runnerHost, runnerPort } = options
+    const [PlatformClient, PlatformServer] = yield* load(
+      () => import("./PlatformClient.js"),
+      () => import("./platform/Server.js")
+    )
+    const settings = yield* platformSettings
+    const { agentCalls, pairs } = yield* platformAgents(options, settings, PlatformClient, PlatformServer)
+    const chosen = yield* chooseModel(options.model)
+    const file = Option.getOrElse(options.journal, () => settings.journal)
+    const url = yield* chooseDatabase(options.database)
     if (url !== "") {
       // Cluster mode: a runner; its tasks journal to the cluster's database, not to a file.
       if (file !== "") {
@@ -325,7 +341,8 @@ const platform = Command.make("platform", {
         })
       }
       const [Cluster] = yield* load(() => import("./platform/Cluster.js"))
-      return yield* listening(
+      return listening(
+        PlatformServer,
         PlatformServer.layerWebSocket({ port, host }).pipe(
           Layer.provide(Cluster.layer({ tokens: pairs, agentCalls, runner: { host: runnerHost, port: runnerPort, placement } })),
           Layer.provide(yield* loadModel(chosen.model)),
@@ -336,7 +353,8 @@ const platform = Command.make("platform", {
           `a runner of the cluster on ${redactUrl(url)} (runners reach it at ${runnerHost}:${runnerPort})`
       )
     }
-    return yield* listening(
+    return listening(
+      PlatformServer,
       PlatformServer.layerWebSocket({ port, host }).pipe(
         Layer.provide(
           PlatformServer.layerHandlers({ tokens: pairs, agentCalls, journal: file === "" ? undefined : file })
@@ -345,7 +363,9 @@ const platform = Command.make("platform", {
       ),
       (at) => `platform on ${at}, model ${chosen.model}, ` + (file === "" ? "tasks in memory" : `journal ${file}`)
     )
-  })).pipe(
+  }))
+
+const platform = Command.make("platform", platformOptions, (options) => runCommand(platformLayer(options))).pipe(
   Command.withDescription("Run the platform alone, on a WebSocket; with --database, as a runner of a cluster"),
   Command.withSubcommands([migrate])
 )
@@ -353,63 +373,62 @@ const platform = Command.make("platform", {
 // ---------------------------------------------------------------------------------------------
 // mcp
 
-const mcp = Command.make("mcp", {
-  http: Options.boolean("http").pipe(Options.withDescription("serve over Streamable HTTP instead of stdio")),
-  port: Cli.portOption("port", 8788, "the HTTP port (with --http)")
-}, ({ http, port }) =>
-  Effect.gen(function*() {
+/** What the `mcp` command fails with once it has begun serving, or could not begin. */
+type McpFailure = import("./Mcp.js").McpStdioError | import("@effect/platform/HttpServerError").ServeError | BadOptions
+
+/**
+ * The `mcp` command as one Layer: the demo tools over MCP, with the approval hook (a refund asks the client's
+ * user, by elicitation; a client that cannot ask gets it refused). Over stdio, until stdin closes; with `--http`,
+ * on 127.0.0.1 until the process is stopped, asking for the bearer tokens of `MCP_TOKENS` when it is set.
+ */
+const mcpLayer = ({ http, port }: { readonly http: boolean; readonly port: number }) =>
+  Layer.unwrapEffect(Effect.gen(function*() {
     // --port is --http's: over stdio it would be ignored, so it is refused.
     if (!http && process.argv.slice(2).some((arg) => arg === "--port" || arg.startsWith("--port="))) {
       return yield* new BadOptions({ message: "mcp: --port is the HTTP server's: add --http, or leave --port out to serve over stdio" })
     }
-    // Checked before anything loads: a malformed MCP_TOKENS refuses the start, naming entries, never tokens.
-    const tokens = yield* mcpTokens(http)
+    // Checked before the rest loads: a malformed MCP_TOKENS refuses the start, naming entries, never tokens.
+    const tokens = yield* mcpTokens(http, Effect.map(load(() => import("./platform/Options.js")), ([Options]) => Options.parseTokens))
     const [[Mcp, Hooks], { backendLayer, toolkit }] = yield* Effect.all([
       load(() => import("./Mcp.js"), () => import("./Hooks.js")),
       loadDemo
     ], { concurrency: "unbounded" })
-    // A refund asks the client's user (elicitation); a client that cannot ask gets it refused.
     const services = Layer.merge(backendLayer, Hooks.layer({ tool: [Hooks.approval] }))
-    if (!http) return yield* Mcp.serveStdio(toolkit).pipe(Effect.provide(services))
-    return yield* Effect.scoped(Effect.gen(function*() {
+    // Either way, served with the demo's backend (what the tools need).
+    type Backend = Layer.Layer.Success<typeof backendLayer>
+    const stdio: Layer.Layer<never, McpFailure, Backend> = Layer.effectDiscard(Mcp.serveStdio(toolkit))
+    if (!http) return stdio.pipe(Layer.provide(services))
+    const [HttpServer] = yield* load(() => import("@effect/platform/HttpServer"))
+    const server = Mcp.layerHttp(toolkit, { port, ...(tokens === undefined ? {} : { tokens }) }).pipe(
+      Layer.mapError((error) =>
+        error._tag === "ServeError"
+          ? new BadOptions({ message: `mcp cannot listen on 127.0.0.1:${port}: ${listenFailure(error.cause)}` })
+          : error
+      ),
       // Listening first, then said: a port in use is the start's failure, named, and nothing claims to listen.
-      const context = yield* Layer.build(Mcp.layerHttp(toolkit, { port, ...(tokens === undefined ? {} : { tokens }) })).pipe(
-        Effect.catchTag("ServeError", (error) =>
-          new BadOptions({ message: `mcp cannot listen on 127.0.0.1:${port}: ${listenFailure(error.cause)}` }))
-      )
-      const [HttpServer] = yield* load(() => import("@effect/platform/HttpServer"))
-      const address = Context.get(context, HttpServer.HttpServer).address
-      const at = address._tag === "TcpAddress" ? address.port : port
-      yield* Effect.logInfo(
-        `MCP over Streamable HTTP at http://127.0.0.1:${at}/mcp` +
-          (tokens === undefined ? "" : `, for ${plural(tokens.size, "bearer token")} of MCP_TOKENS`)
-      )
-      return yield* Effect.never
-    })).pipe(Effect.provide(services))
-  })).pipe(Command.withDescription("Serve the demo tools over MCP (with --http, MCP_TOKENS: bearer tokens required)"))
+      Layer.tap((context) => {
+        const address = Context.get(context, HttpServer.HttpServer).address
+        const at = address._tag === "TcpAddress" ? address.port : port
+        return Effect.logInfo(
+          `MCP over Streamable HTTP at http://127.0.0.1:${at}/mcp` +
+            (tokens === undefined ? "" : `, for ${plural(tokens.size, "bearer token")} of MCP_TOKENS`)
+        )
+      })
+    )
+    const served: Layer.Layer<never, McpFailure, Backend> = untilStopped(server)
+    return served.pipe(Layer.provide(services))
+  }))
 
-/**
- * `MCP_TOKENS` (`token:name` pairs) for `mcp --http`: undefined when unset, or over stdio. Set, it must hold a
- * token: a value that holds none (empty, blanks, `" , "`) refuses the start rather than serve unauthenticated.
- */
-const mcpTokens = (http: boolean) =>
-  Effect.gen(function*() {
-    const text = process.env.MCP_TOKENS
-    if (!http || text === undefined) return undefined
-    if (text.trim() === "") return yield* new BadOptions({ message: "MCP_TOKENS is set but holds no token:name pair" })
-    const [PlatformOptions] = yield* load(() => import("./platform/Options.js"))
-    const pairs = yield* tokenPairs(PlatformOptions.parseTokens, text, "MCP_TOKENS", {
-      pair: "token:name",
-      example: "tok-1:ide,tok-2:ci"
-    })
-    // Set but empty (" , "): refused, not served without the tokens someone meant to require.
-    if (pairs.size === 0) return yield* new BadOptions({ message: "MCP_TOKENS is set but holds no token:name pair" })
-    return pairs
-  })
+const mcp = Command.make("mcp", {
+  http: Options.boolean("http").pipe(Options.withDescription("serve over Streamable HTTP instead of stdio")),
+  port: Cli.portOption("port", 8788, "the HTTP port (with --http)")
+}, (options) => runCommand(mcpLayer(options))).pipe(
+  Command.withDescription("Serve the demo tools over MCP (with --http, MCP_TOKENS: bearer tokens required)")
+)
 
 // ---------------------------------------------------------------------------------------------
 
-const root = Command.make("agent-tools", { model: modelOption, json: jsonOption }, runDemo).pipe(
+const root = Command.make("agent-tools", { model: modelOption, json: jsonOption }, (options) => runCommand(demoLayer(options))).pipe(
   Command.withDescription("Tools for language-model agents: one definition, run by agents, served to a platform, over MCP"),
   Command.withSubcommands([demo, platform, serve, mcp, run, approve])
 )
@@ -432,31 +451,37 @@ const tree: Cli.Node = {
   ]
 }
 
-Effect.flatMap(
-  // `--help`, or a bad command line (what is wrong, then the usage; exit 2), before anything starts.
-  Effect.zipRight(settingsUsable, Cli.preflight(tree, process.argv.slice(2), `agent-tools ${version}`)),
-  (done) =>
-    done === undefined
-      ? Cli.withPlainConsole(cli(process.argv)).pipe(Effect.provideService(CliConfig.CliConfig, Cli.config))
-      : done === 0
-      ? Effect.void
-      : Effect.sync(() => process.exit(done))
-).pipe(
-  // OTEL_EXPORTER_OTLP_ENDPOINT set: spans, logs and metrics exported (docs/observability.md); else nothing.
-  Effect.provide(Telemetry.layerFromEnv({
-    serviceName: "agent-tools",
-    attributes: { "agent_tools.command": process.argv[2] ?? "" }
-  })),
-  // A bad command line preflight let through: @effect/cli has printed what is wrong; exit 2, no stack.
-  Effect.catchIf(ValidationError.isValidationError, () =>
-    Effect.sync(() => {
-      process.exit(2)
+/** The CLI, its logs at `level` (`LOG_LEVEL`, `DEBUG`; info when unset). */
+const main = (level: LogLevel.LogLevel | undefined) =>
+  Effect.flatMap(
+    // `--help`, or a bad command line (what is wrong, then the usage; exit 2), before anything starts.
+    Effect.zipRight(settingsUsable, Cli.preflight(tree, process.argv.slice(2), `agent-tools ${version}`)),
+    (done) =>
+      done === undefined
+        ? Cli.withPlainConsole(cli(process.argv)).pipe(Effect.provideService(CliConfig.CliConfig, Cli.config))
+        : done === 0
+        ? Effect.void
+        : Effect.sync(() => process.exit(done))
+  ).pipe(
+    // OTEL_EXPORTER_OTLP_ENDPOINT set: spans, logs and metrics exported (docs/observability.md); else nothing.
+    Effect.provide(Telemetry.layerFromEnv({
+      serviceName: "agent-tools",
+      attributes: { "agent_tools.command": process.argv[2] ?? "" }
     })),
-  // Stopped by a signal: runMain ends the process; any other failure is reported, one line.
-  Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : reportFatal(cause)),
-  // stdout is the demo's view, or MCP's protocol messages: logs go to stderr.
-  Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))),
-  Logger.withMinimumLogLevel(logLevel ?? LogLevel.Info),
+    // A bad command line preflight let through: @effect/cli has printed what is wrong; exit 2, no stack.
+    Effect.catchIf(ValidationError.isValidationError, () =>
+      Effect.sync(() => {
+        process.exit(2)
+      })),
+    // Stopped by a signal: runMain ends the process; any other failure is reported, one line.
+    Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : reportFatal(cause)),
+    // stdout is the demo's view, or MCP's protocol messages: logs go to stderr.
+    Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))),
+    Logger.withMinimumLogLevel(level ?? LogLevel.Info)
+  )
+
+// Every setting is read through Config, from the default ConfigProvider: the environment.
+Effect.flatMap(logLevel, main).pipe(
   // What @effect/cli needs (no command executor or worker manager: not loaded for `--help`).
   Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer)),
   (program) => NodeRuntime.runMain(program, { disablePrettyLogger: true })

@@ -3,7 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { collected } from "./support/collected.js"
 import { mcpClient, mcpServer, mcpSession } from "./support/mcpHttp.js"
 import { clientLayer } from "./support/platform.js"
-import { Clock, ConfigProvider, type Duration, Effect, Fiber, Layer, Logger, Schema, Stream, TestClock } from "effect"
+import { Clock, ConfigProvider, Context, type Duration, Effect, Fiber, Layer, Logger, Schema, Stream, TestClock } from "effect"
 import {
   Agent,
   Hooks,
@@ -180,7 +180,25 @@ describe("Hooks: the same hook through an agent run, a served call and an MCP ca
       for (const o of outcomes) assert.deepStrictEqual(o, { error: "person: a hook failed: Error: the audit log is down" })
       assert.strictEqual(runs.count, 0)
     }))
+  it.live("a hook that needs a service: the layer, given it, lends it to the hook, not to the handler", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const audited: Hooks.ToolHook<Audit> = (call, proceed) =>
+        Effect.flatMap(Audit, (audit) => Effect.zipRight(audit.record(`${call.tool.name} ${JSON.stringify(call.input)}`), proceed))
+      // The handler (retried: it runs on the fiber that runs the hooks) says whether it sees the hook's service.
+      const sees = Tool.make("sees", { description: "Sees Audit?", input: {}, timeout: "5 seconds", retries: 1 }, () =>
+        Effect.map(Effect.serviceOption(Audit), (audit) => audit._tag === "Some"))
+      const hooks = Hooks.layer({ tool: [audited] }).pipe(
+        Layer.provide(Layer.succeed(Audit, { record: (line) => Effect.sync(() => void seen.push(line)) }))
+      )
+      const outcomes = yield* throughAllPaths(yield* Toolkit.make(sees), hooks, "sees", {})
+      assert.deepStrictEqual(outcomes, [{ value: false }, { value: false }, { value: false }])
+      assert.deepStrictEqual(seen, ["sees {}", "sees {}", "sees {}"])
+    }))
 })
+
+/** A service a hook needs (its `R`): an audit log. */
+class Audit extends Context.Tag("test/Audit")<Audit, { readonly record: (line: string) => Effect.Effect<void> }>() {}
 
 describe("Hooks: matching the kind of a failure (design: Hooks, Error text)", () => {
   it.effect("a hook retries only a call that timed out, told by the failure's _tag, not by its text", () =>

@@ -14,7 +14,7 @@ import { logLevel } from "./settings.js"
  * must not keep the process), the cause in full at debug. Its scopes have closed by then.
  */
 export const reportFatal = (cause: Cause.Cause<unknown>): Effect.Effect<void> =>
-  Effect.sync(() => {
+  Effect.flatMap(logLevel, (logLevel) => Effect.sync(() => {
     const failure = Cause.failureOption(cause)
     const error = Option.isSome(failure) ? failure.value : Cause.squash(cause)
     process.stderr.write(`agent-tools: ${errorText(error)}\n`)
@@ -22,7 +22,7 @@ export const reportFatal = (cause: Cause.Cause<unknown>): Effect.Effect<void> =>
       process.stderr.write(`${Cause.pretty(cause)}\n`)
     }
     process.exit(1)
-  })
+  }))
 
 /** Why a server could not listen, as the system said it (`listen EADDRINUSE: address already in use 127.0.0.1:8788`). */
 export const listenFailure = (cause: unknown): string =>

@@ -7,17 +7,19 @@ import * as Command from "@effect/cli/Command"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type * as Option from "effect/Option"
+import { runCommand } from "./command.js"
 import { load, loadDemo, loadModel } from "./load.js"
 import { chooseModel, modelOption } from "./options.js"
 import { plural } from "./report.js"
 
-/** The `run` command. */
-export const run = Command.make("run", {
-  prompt: Args.text({ name: "prompt" }).pipe(Args.withDescription("what to ask the agent")),
-  model: modelOption
-}, ({ model, prompt }) =>
-  Effect.gen(function*() {
-    const chosen = chooseModel(model)
+/**
+ * The `run` command as one Layer: an agent run with the demo tools, given the model (`--model`, or the one the
+ * settings choose), the demo's backend and the approval hook (a person at the terminal, when stdin is one).
+ */
+export const runLayer = (options: { readonly model: Option.Option<string>; readonly prompt: string }) =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const chosen = yield* chooseModel(options.model)
     const [[Agent, Hooks, UserPrompt], { DemoTools, backendLayer }, modelLayer] = yield* Effect.all([
       load(() => import("../../Agent.js"), () => import("../../Hooks.js"), () => import("../../UserPrompt.js")),
       loadDemo,
@@ -32,13 +34,20 @@ export const run = Command.make("run", {
       interactive ? UserPrompt.layerTerminal : Layer.empty
     )
     const agent = Agent.make({ name: "demo", tools: DemoTools.all })
-    const result = yield* Agent.run(agent, prompt).pipe(
-      Effect.provide(Layer.mergeAll(modelLayer, backendLayer, approval))
-    )
-    for (const call of result.toolCalls) {
-      yield* Console.log(
-        `${call.result.success ? "✓" : "✗"} ${call.name} ${JSON.stringify(call.input)}${call.cached ? " (reused)" : ""}`
-      )
-    }
-    yield* Console.log(`\nanswer: ${result.output}\n(${plural(result.steps, "model turn")}, ${plural(result.toolCalls.length, "tool call")})`)
-  })).pipe(Command.withDescription("Run an agent in this process with the demo tools"))
+    const asked = Effect.gen(function*() {
+      const result = yield* Agent.run(agent, options.prompt)
+      for (const call of result.toolCalls) {
+        yield* Console.log(
+          `${call.result.success ? "✓" : "✗"} ${call.name} ${JSON.stringify(call.input)}${call.cached ? " (reused)" : ""}`
+        )
+      }
+      yield* Console.log(`\nanswer: ${result.output}\n(${plural(result.steps, "model turn")}, ${plural(result.toolCalls.length, "tool call")})`)
+    })
+    return Layer.effectDiscard(asked).pipe(Layer.provide(Layer.mergeAll(modelLayer, backendLayer, approval)))
+  }))
+
+/** The `run` command. */
+export const run = Command.make("run", {
+  prompt: Args.text({ name: "prompt" }).pipe(Args.withDescription("what to ask the agent")),
+  model: modelOption
+}, (options) => runCommand(runLayer(options))).pipe(Command.withDescription("Run an agent in this process with the demo tools"))

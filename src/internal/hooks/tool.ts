@@ -81,11 +81,12 @@ export const notApproved = (toolName: string): Denied =>
 
 /**
  * Wraps a call: `proceed` runs it (handler, deadline, retries, output encoding) and may be run
- * again, or not at all (deny). What the hook returns is what the caller gets.
+ * again, or not at all (deny). What the hook returns is what the caller gets. `R`: the services the
+ * hook's effect needs (`Hooks.layer` gives them from where it is built); none by default.
  */
-export type ToolHook = (call: ToolCall, proceed: Effect.Effect<ToolResult>) => Effect.Effect<ToolResult, unknown>
+export type ToolHook<R = never> = (call: ToolCall, proceed: Effect.Effect<ToolResult>) => Effect.Effect<ToolResult, unknown, R>
 
-/** The tool hooks in force, the first outermost: none by default. */
+/** The tool hooks in force, the first outermost: none by default. Each needs nothing (`Hooks.layer` gave it its services). */
 export class ToolHooks extends Context.Reference<ToolHooks>()("agent-tools/ToolHooks", {
   defaultValue: (): ReadonlyArray<ToolHook> => []
 }) {}

@@ -12,13 +12,16 @@ export interface Turn {
   readonly tools: ReadonlyArray<LanguageModel.ToolDefinition>
 }
 
-/** Wraps a model turn: `proceed(turn)` asks the model with `turn`'s instructions and tools. */
-export type TurnHook = (
+/**
+ * Wraps a model turn: `proceed(turn)` asks the model with `turn`'s instructions and tools. `R`: the
+ * services the hook's effect needs (`Hooks.layer` gives them from where it is built); none by default.
+ */
+export type TurnHook<R = never> = (
   turn: Turn,
   proceed: (turn: Turn) => Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure>
-) => Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure>
+) => Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure, R>
 
-/** The turn hooks in force, the first outermost: none by default. */
+/** The turn hooks in force, the first outermost: none by default. Each needs nothing (`Hooks.layer` gave it its services). */
 export class TurnHooks extends Context.Reference<TurnHooks>()("agent-tools/TurnHooks", {
   defaultValue: (): ReadonlyArray<TurnHook> => []
 }) {}

@@ -1,5 +1,11 @@
-/** Reading settings (environment variables through Effect's Config): one rule for "unset". */
-import { Config, Effect, Option, Redacted } from "effect"
+/**
+ * Reading settings (environment variables through Effect's Config): one rule for "unset". Imports Effect
+ * module by module: the CLI loads it up front (start-up time).
+ */
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 
 /** A setting, `None` when it is unset, unreadable or empty (a secret's empty value too). */
 export const optional = <A>(config: Config.Config<A>): Effect.Effect<Option.Option<A>> =>
