@@ -127,6 +127,15 @@ export class PlatformClient extends Context.Tag("agent-tools/PlatformClient")<Pl
     taskId: string,
     toolCallId: string
   ) => Effect.Effect<void, DecisionError>
+  /**
+   * Cancels the task `taskId` of the token's agent (design: Cancelling a task): its running calls are interrupted
+   * where they run, the tasks its `exec_agent` calls started are cancelled, and its stream ends with
+   * `TaskCancelled` (by `agent <id>`). `cancelled: false`: it had ended already.
+   */
+  readonly cancel: (
+    taskId: string,
+    reason?: string | undefined
+  ) => Effect.Effect<{ readonly cancelled: boolean }, UnknownTask | Unauthorized | PlatformUnavailable>
   /** Denies the call: it never runs, and the model reads the denial, with `reason` when given. */
   readonly deny: (
     taskId: string,
@@ -221,6 +230,7 @@ const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientEr
     attachTask: (payload) => typedEvents(client.AttachTask(payload, asMailbox)),
     watchAssignments: (payload) => typedEvents(client.WatchAssignments(payload, asMailbox)),
     completeToolCall: (payload) => typed(complete(payload)),
+    cancel: (taskId, reason) => typed(client.CancelTask(reason === undefined ? { taskId } : { taskId, reason })),
     approve: (taskId, toolCallId) => typed(client.DecideApproval({ taskId, toolCallId, approved: true })),
     deny: (taskId, toolCallId, options) =>
       typed(client.DecideApproval({

@@ -237,14 +237,22 @@ export const make = <R>(
       reconnect: policy.reconnect,
       open: () => door.open(),
       deliver: deliveries.deliver,
-      stopCalls: deliveries.stop
+      stopCalls: deliveries.stop,
+      cancelCall: deliveries.cancel
     })
     if (options.resumeTasks !== false && held.durable) yield* resumeHeld(agentId, held, followers)
     yield* drainOnClose(deliveries, answers, report, grace)
     // Added after the drain, so stopped before it: no new task is taken up while the calls drain. The single calls
     // it gives run as calls delivered on a task's stream do, each task's through a door of its own.
     const doorOf = routedDoors(() => door.open())
-    yield* watchAssignments(client, caller, followers, policy.reconnect, (call) => deliveries.deliver(call, doorOf(call.taskId)))
+    yield* watchAssignments(
+      client,
+      caller,
+      followers,
+      policy.reconnect,
+      (call) => deliveries.deliver(call, doorOf(call.taskId)),
+      deliveries.cancel
+    )
 
     return Serve.of({
       agentId,

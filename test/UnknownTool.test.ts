@@ -53,6 +53,7 @@ describe("an unknown tool is answered one way on every face (design: Error text)
       register: () => Effect.succeed({ heartbeatIntervalMillis: 60_000 }),
       heartbeat: () => Effect.succeed({ known: true }),
       deregister: () => Effect.void,
+      cancel: () => Effect.succeed({ cancelled: false }),
       submitTask: () =>
         Effect.gen(function*() {
           const events = yield* Mailbox.make<Protocol.TaskEvent>()

@@ -226,7 +226,11 @@ export const awaitChild = (
     const outcome = final?._tag === "TaskCompleted" ? "completed" as const : "failed" as const
     parent.emit({ _tag: "SubTaskEnded", taskId: parent.taskId, toolCallId, childTaskId, outcome })
     if (final?._tag === "TaskCompleted") return final.output
-    const reason = final?._tag === "TaskFailed" ? final.reason : "it ended without an answer"
+    const reason = final?._tag === "TaskFailed"
+      ? final.reason
+      : final?._tag === "TaskCancelled"
+      ? `it was cancelled by ${final.by}${final.reason === "" ? "" : `: ${final.reason}`}`
+      : "it ended without an answer"
     return yield* new AgentCallFailed({ agentId, reason: `its task ${childTaskId} failed: ${reason}` })
   })
 

@@ -30,7 +30,7 @@ import * as Sharding from "@effect/cluster/Sharding"
 import { Cause, Clock, Context, Effect, Exit, Layer, Mailbox, Option, Stream } from "effect"
 import * as SqlStore from "../internal/sql/store.js"
 import * as Journal from "../Journal.js"
-import type { TaskEvent, UnknownTask } from "../protocol/Protocol.js"
+import { isTaskEnd, type TaskEvent, type UnknownTask } from "../protocol/Protocol.js"
 import { Timing } from "../Timing.js"
 import { OperatorListener } from "./api/Listener.js"
 import { operatorListener } from "./api/Setup.js"
@@ -75,7 +75,7 @@ const attachedHere = (
     (mailbox) =>
       Stream.merge(
         Mailbox.toStream(mailbox).pipe(Stream.mapEffect((event): Effect.Effect<TaskEvent> =>
-          event._tag === "TaskCompleted" || event._tag === "TaskFailed"
+          isTaskEnd(event)
             ? Effect.as(tasks.endJournaled(payload.agentId, taskId), event)
             : Effect.succeed(event)
         )),
@@ -128,6 +128,7 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
           tasks.heldBy(payload.agentId, address.entityId),
           parts.tasks.decide(payload.agentId, { ...payload, taskId: address.entityId })
         ),
+      Cancel: ({ address, payload }) => parts.tasks.cancel(payload.agentId, address.entityId, payload.by, payload.reason),
       Stop: ({ address, payload }) => parts.tasks.stop(payload.agentId, address.entityId, payload.reason),
       Decided: ({ address, payload }) => parts.tasks.decided(address.entityId, payload.toolCallId)
     }, { concurrency: "unbounded" })
@@ -178,7 +179,13 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
     const backend = yield* clusterBackend(tasks, started)
     // The operator API, with operator tokens (docs: operations): the journal's reads are the whole cluster's; a
     // decision and a cancel reach the task's owner; agents and events are this runner's.
-    const operator = yield* operatorListener({ options, parts, backend, journal, cancel: engine.stop })
+    const operator = yield* operatorListener({
+      options,
+      parts,
+      backend,
+      journal,
+      cancel: (agentId, taskId, by, reason) => backend.cancel(agentId, { taskId, by, reason })
+    })
     const context = yield* Layer.build(Handlers.layerOf(backend, parts, options))
     return operator === undefined ? context : Context.add(context, OperatorListener, operator)
   }))

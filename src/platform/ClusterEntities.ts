@@ -94,6 +94,12 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
     },
     error: Schema.Union(UnknownTask, NoPendingTaskApproval, ApprovalsNeedJournal)
   }),
+  // Cancels the task where it runs (design: Cancelling a task), `by` who; false if it had ended already.
+  Rpc.make("Cancel", {
+    payload: { agentId: Schema.String, by: Schema.String, reason: Schema.String },
+    success: Schema.Boolean,
+    error: UnknownTask
+  }),
   // Stops the task (the `exec_agent` call that started it ended first). Persisted, as `Run`: a runner
   // that dies with it unread leaves it to the next owner of the task's shard.
   Rpc.make("Stop", { payload: { agentId: Schema.String, reason: Schema.String }, primaryKey: () => "stop" })

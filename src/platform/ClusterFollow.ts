@@ -8,7 +8,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Data, Duration, Effect, Mailbox, Option, Schedule, type Scope, Stream } from "effect"
 import type { Ids } from "../Ids.js"
 import * as SqlStore from "../internal/sql/store.js"
-import type { EventsWanted, TaskEvent, UnknownTask } from "../protocol/Protocol.js"
+import { type EventsWanted, isTaskEnd, type TaskEvent, type UnknownTask } from "../protocol/Protocol.js"
 import { type Timing } from "../Timing.js"
 import { followAlive } from "./ClusterTiming.js"
 import { type Alive, type AttachPayload, holdsShardOf, type TaskEntity } from "./ClusterEntities.js"
@@ -116,7 +116,7 @@ class Passing<E> {
     // The owner said it (its statements wait for the database): not said again here.
     this.waiting = event._tag === "TaskWaiting"
     // Its end, or another attachment took it over (which must not be taken back by attaching again).
-    if (event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskTakenOver") this.ended = true
+    if (isTaskEnd(event) || event._tag === "TaskTakenOver") this.ended = true
     if (event._tag === "TaskStarted") {
       if (this.started) return
       this.started = true
@@ -204,7 +204,7 @@ export const followOn = (deps: {
         while (true) {
           const [batch, done] = yield* mailbox.takeAll
           for (const event of batch) {
-            if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") yield* deps.here.tasks.endJournaled(agentId, taskId)
+            if (isTaskEnd(event)) yield* deps.here.tasks.endJournaled(agentId, taskId)
             passing.pass(event)
           }
           if (done) return

@@ -82,6 +82,8 @@ export const clusterBackend = (held: ClusterTasks.ClusterTasks, started: Start) 
       attach: ({ agentId, connection, events, taskId }) => follow(agentId, taskId, events, connection, Effect.fail),
       complete: completeOn(tasks, here),
       decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision })),
+      // Goes to the task's owner, where its loop runs and its calls were delivered.
+      cancel: (agentId, { taskId, ...cancel }) => orDieOnEngine(tasks(taskId).Cancel({ agentId, ...cancel })),
       // A process watches on the runner it is connected to; its tasks come from the owner of its agent's shard.
       watchAssignments: ClusterAgentCalls.watchOn(yield* ClusterAgentCalls.AssignmentsEntity.client)
     } satisfies Handlers.Backend

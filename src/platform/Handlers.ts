@@ -115,6 +115,14 @@ export interface Backend {
     }
   ) => Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal>
   /**
+   * Cancels the agent's task (design: Cancelling a task), `by` who (`agent <id>`, `operator <name>`): its end is
+   * `TaskCancelled`. False if it had ended already.
+   */
+  readonly cancel: (
+    agentId: string,
+    payload: { readonly taskId: string; readonly by: string; readonly reason: string }
+  ) => Effect.Effect<boolean, UnknownTask>
+  /**
    * The tasks given to the caller's process to run (design: Agents that call agents), while the scope lives; with
    * `calls`, the single calls of its agent's tasks given to it too (design: The platform), on `connection`.
    */
@@ -137,6 +145,7 @@ const localBackend = ({ agents, assignments, tasks }: Parts): Backend => ({
   attach: tasks.attach,
   complete: tasks.complete,
   decide: tasks.decide,
+  cancel: (agentId, { by, reason, taskId }) => tasks.cancel(agentId, taskId, by, reason),
   watchAssignments: ({ agentId, calls, processId }, connection) =>
     assignments.watch({ agentId, processId }, false, { calls, connection })
 })
@@ -167,6 +176,13 @@ const handlersOf = (backend: Backend) =>
       Effect.zipRight(authorize(agentId), backend.complete(agentId, results, connectionOf(headers))),
     // The agent is the token's: the payload names none.
     DecideApproval: (payload) => Effect.flatMap(AuthenticatedAgent, ({ agentId }) => backend.decide(agentId, payload)),
+    // The agent is the token's: the payload names none.
+    CancelTask: ({ reason, taskId }) =>
+      Effect.flatMap(AuthenticatedAgent, ({ agentId }) =>
+        Effect.map(
+          backend.cancel(agentId, { taskId, by: `agent ${agentId}`, reason: reason ?? "" }),
+          (cancelled) => ({ cancelled })
+        )),
     WatchAssignments: (payload, { headers }) =>
       Effect.zipRight(authorize(payload.agentId), backend.watchAssignments(payload, connectionOf(headers)))
   })

@@ -7,7 +7,7 @@ import { type Clock, Effect, Exit, type Fiber, FiberSet, type Mailbox } from "ef
 import { Signal } from "../internal/util/signal.js"
 import type * as Journal from "../Journal.js"
 import type * as LanguageModel from "../LanguageModel.js"
-import { AgentLimitExceeded, type EventsWanted, type TaskEvent, type TaskOutput } from "../protocol/Protocol.js"
+import { AgentLimitExceeded, type EventsWanted, isTaskEnd, type TaskEvent, type TaskOutput } from "../protocol/Protocol.js"
 import type { ToolResult } from "../ToolResult.js"
 import type { Limits, Options } from "./Options.js"
 import type { Follower, PendingCall, RunTask, Suspension, Usage } from "./TaskTypes.js"
@@ -129,7 +129,7 @@ export class Task {
     this.log.push(event)
     if (this.log.length > 2 * replayEvents) this.log.splice(0, this.log.length - replayEvents)
     this.observe?.(this, event)
-    if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
+    if (isTaskEnd(event)) {
       this.final = event
       this.endedAt = this.clock.unsafeCurrentTimeMillis()
       this.pending = undefined

@@ -5,6 +5,7 @@
  */
 import { Effect, Fiber, Schedule, Schema } from "effect"
 import type { PendingApproval } from "../internal/agent/types.js"
+import type { TaskEnd } from "../protocol/Protocol.js"
 import type * as Tool from "../Tool.js"
 import type { ToolCallInfo } from "../ToolContext.js"
 import * as AgentCalls from "./AgentCalls.js"
@@ -16,6 +17,9 @@ import { EventJson, type Suspension } from "./TaskTypes.js"
 
 /** The id of the task call `toolCallId` of task `taskId` starts: found again when the call runs again. */
 export const childTaskId = (taskId: string, toolCallId: string): string => `${taskId}/${toolCallId}`
+
+/** Cancels a task (TaskCancel.ts): false if it had ended already. */
+export type Cancel = (task: Task, by: string, reason: string) => Effect.Effect<boolean>
 
 /** The platform's tools of the tasks, as `makeChildren` gives them. */
 export interface Children {
@@ -32,7 +36,8 @@ export const makeChildren = (
   book: Book,
   host: AgentCalls.Host,
   create: Create,
-  hold: (taskId: string) => Effect.Effect<Task | undefined>
+  hold: (taskId: string) => Effect.Effect<Task | undefined>,
+  cancel: Cancel
 ): Children => {
   const failed = (agentId: string, reason: string) => new AgentCalls.AgentCallFailed({ agentId, reason })
 
@@ -113,7 +118,11 @@ export const makeChildren = (
           child.final === undefined && child.suspended !== undefined
             ? { _tag: "Waiting", pending: nestedOf(child, child.suspended.event) }
             : { _tag: "Ended", final: child.final }),
-        stop: (reason) => stop(book, child, reason)
+        // A parent cancelled (its end said, its loop interrupted next) cancels the child the same way.
+        stop: (reason) =>
+          parent.final?._tag === "TaskCancelled"
+            ? Effect.asVoid(cancel(child, parent.final.by, `its parent task ${parent.taskId} was cancelled`))
+            : stop(book, child, reason)
       })
     })
 
@@ -144,16 +153,23 @@ const nestedOf = (child: Task, event: Suspension["event"]): ReadonlyArray<Pendin
  * Stops `task` for `reason`: its end is `TaskFailed`, said on its stream and journaled; its loop (and
  * with it any task it started the same way) is interrupted.
  */
-export const stop = ({ clock, journal }: Book, task: Task, reason: string): Effect.Effect<void> =>
+export const stop = (book: Book, task: Task, reason: string): Effect.Effect<void> =>
+  end(book, task, { _tag: "TaskFailed", taskId: task.taskId, reason })
+
+/**
+ * Ends `task` with `final` (a stop's `TaskFailed`, a cancel's `TaskCancelled`): said on its stream and journaled
+ * (a restart does not run it again); its loop is interrupted, and its expiry if it waits for approvals.
+ */
+export const end = ({ clock, journal }: Book, task: Task, final: TaskEnd): Effect.Effect<void> =>
   Effect.gen(function*() {
     if (task.final !== undefined) return
     const suspension = task.suspended
     task.suspended = undefined
     // The end first: the loop's own calls, interrupted next, see their task has ended.
-    task.emit({ _tag: "TaskFailed", taskId: task.taskId, reason })
+    task.emit(final)
     if (suspension?.expiry !== undefined) yield* Fiber.interrupt(suspension.expiry)
     if (task.loop !== undefined) yield* Fiber.interrupt(task.loop)
     if (journal === undefined || task.final === undefined) return
-    const final = yield* Effect.orDie(Schema.encode(EventJson)(task.final))
-    yield* Effect.orDie(journal.ended(task.taskId, { final }, task.endedAt ?? clock.unsafeCurrentTimeMillis()))
+    const json = yield* Effect.orDie(Schema.encode(EventJson)(task.final))
+    yield* Effect.orDie(journal.ended(task.taskId, { final: json }, task.endedAt ?? clock.unsafeCurrentTimeMillis()))
   })

@@ -317,6 +317,16 @@ export class Routes {
     })
   }
 
+  /**
+   * Tells the worker `call` was given to that it is cancelled (its task is: TaskCancel.ts), on its stream that takes
+   * calls, so that it interrupts the call; a call waiting for a worker has none to tell.
+   */
+  cancel(task: Task, call: PendingCall): void {
+    const worker = call.route?.worker
+    if (worker === undefined) return
+    this.deps.assignments.give(task.agentId, worker.processId, { taskId: task.taskId, cancelled: call.event.toolCallId })
+  }
+
   /** Gives again each call given at or before `sentBy` to its worker, still there; it counts as given `now`. */
   redeliver(sentBy: number, now: number): void {
     for (const task of this.book.tasks.values()) {

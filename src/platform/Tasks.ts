@@ -25,6 +25,7 @@ import { completeOf, decidedOn, decideOf } from "./TaskAnswers.js"
 import { type Book, makeBook, type Task } from "./TaskBook.js"
 import { type Children, makeChildren, stop } from "./TaskChildren.js"
 import { attachTo, upkeep } from "./TaskDelivery.js"
+import { makeCancel } from "./TaskCancel.js"
 import { createOf, makeHolding, makeLoops } from "./TaskLoops.js"
 import { makeRoutes, type RouteDeps } from "./TaskRoutes.js"
 import type { Delivery } from "./TaskRunner.js"
@@ -63,7 +64,8 @@ export const makeTasks = (
     const loops = makeLoops(book, (task) => children?.toolsOf(task) ?? [], route)
     const { held, hold, takeBack } = yield* makeHolding(book, loops)
     const create = createOf(book, limits, loops)
-    if (host !== undefined) children = makeChildren(book, host, create, hold)
+    const cancel = makeCancel(book, routes, hold)
+    if (host !== undefined) children = makeChildren(book, host, create, hold, cancel)
     return {
       /**
        * A new task, attached at once to `connection`; its loop starts. Refused with
@@ -101,6 +103,12 @@ export const makeTasks = (
       stop: (agentId: string, taskId: string, reason: string): Effect.Effect<void> =>
         Effect.flatMap(Effect.option(held(agentId, taskId)), (task) =>
           Option.isSome(task) ? stop(book, task.value, reason) : Effect.void),
+      /**
+       * Cancels the agent's task (held here, taken up from the journal if need be; design: Cancelling a task),
+       * `by` who (`agent <id>`, `operator <name>`): its end is `TaskCancelled`. False if it had ended already.
+       */
+      cancel: (agentId: string, taskId: string, by: string, reason: string): Effect.Effect<boolean, UnknownTask> =>
+        Effect.flatMap(held(agentId, taskId), (task) => cancel(task, by, reason)),
       takeBack,
       ...upkeep(book, yield* Metrics.Exporting, routes),
       /** The calls given to the agents' serving processes (TaskRoutes.ts); none in cluster mode. */

@@ -202,6 +202,28 @@ export const TaskCompleted = Schema.TaggedStruct("TaskCompleted", {
 export const TaskFailed = Schema.TaggedStruct("TaskFailed", { taskId: Schema.String, reason: Schema.String, ...offset })
 
 /**
+ * The task was cancelled (design: Cancelling a task): `by` says who (`agent <id>`, a client of its agent, or
+ * `operator <name>`, through the operator API), `reason` why (empty when none was given). An end: its running calls
+ * were told `ToolCallCancelled`, the tasks its `exec_agent` calls started were cancelled too, and it is never run again.
+ */
+export const TaskCancelled = Schema.TaggedStruct("TaskCancelled", {
+  taskId: Schema.String,
+  by: Schema.String,
+  reason: Schema.String,
+  ...offset
+})
+
+/**
+ * The call `toolCallId` delivered on this stream is cancelled (its task is): the serving process interrupts it
+ * if it runs (its handler's scope closes, its finalizers run) and answers nothing.
+ */
+export const ToolCallCancelled = Schema.TaggedStruct("ToolCallCancelled", {
+  taskId: Schema.String,
+  toolCallId: Schema.String,
+  ...offset
+})
+
+/**
  * One hop from a task down to a call that waits for approval: the call of that task (or run), and its
  * tool. The agent loop's own (`Agent`'s), as the platform's tasks are runs of that loop.
  */
@@ -279,6 +301,8 @@ export const TaskEvent = Schema.Union(
   ToolCallCompleted,
   TaskCompleted,
   TaskFailed,
+  TaskCancelled,
+  ToolCallCancelled,
   TaskTakenOver,
   TaskSuspended,
   TaskWaiting,
@@ -287,6 +311,13 @@ export const TaskEvent = Schema.Union(
 )
 /** What a task's stream carries. */
 export type TaskEvent = typeof TaskEvent.Type
+
+/** A task's end: what its stream ends with. */
+export type TaskEnd = Extract<TaskEvent, { _tag: "TaskCompleted" | "TaskFailed" | "TaskCancelled" }>
+
+/** Whether `event` is a task's end (`TaskCompleted`, `TaskFailed` or `TaskCancelled`). */
+export const isTaskEnd = (event: { readonly _tag: string }): event is TaskEnd =>
+  event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskCancelled"
 
 // ---------------------------------------------------------------------------------------------
 // Calls.
@@ -363,7 +394,12 @@ export type ToolCallResult = typeof ToolCallResult.Type
  * runs it as a call delivered on a task's stream (deduplicated by task and call id) and answers it with
  * `CompleteToolCall` on the same connection; it may come again (at least once).
  */
-export const Assignment = Schema.Struct({ taskId: Schema.String, call: Schema.optional(ToolCallRequested) })
+export const Assignment = Schema.Struct({
+  taskId: Schema.String,
+  call: Schema.optional(ToolCallRequested),
+  /** The call `toolCallId` given earlier on this stream is cancelled (its task is): interrupt it if it runs. */
+  cancelled: Schema.optional(Schema.String)
+})
 /** A task, or one call of a task, the platform gives a serving process to run. */
 export type Assignment = typeof Assignment.Type
 
@@ -439,6 +475,13 @@ export class PlatformRpcs extends RpcGroup.make(
     success: Assignment,
     error: Unauthorized,
     stream: true
+  }),
+  // Cancels a task of the token's agent (design: Cancelling a task): its calls are interrupted where they run, its
+  // child tasks cancelled, its end `TaskCancelled`. `cancelled: false`: it had ended already.
+  Rpc.make("CancelTask", {
+    payload: payload("CancelTask", { taskId: Schema.String, reason: Schema.optional(Schema.String) }),
+    success: Schema.Struct({ cancelled: Schema.Boolean }),
+    error: Schema.Union(UnknownTask, Unauthorized)
   }),
   // A person's decision on a call a suspended task waits for; the agent is the token's.
   Rpc.make("DecideApproval", {

@@ -92,6 +92,10 @@ const describeEvent = (event: Protocol.TaskEvent): string => {
       return `sub-task ${event.childTaskId}`
     case "SubTaskEnded":
       return `sub-task ${event.childTaskId} ${event.outcome}`
+    case "TaskCancelled":
+      return `cancelled by ${event.by}`
+    case "ToolCallCancelled":
+      return `cancelled ${event.toolCallId}`
   }
 }
 

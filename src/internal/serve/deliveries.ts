@@ -118,6 +118,17 @@ export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.
     // The running calls of each task: a task that ended failed (stopped: its exec_agent call's deadline passed)
     // has its calls interrupted, not left to run to their own timeouts.
     const byTask = new Map<string, Set<Fiber.RuntimeFiber<void>>>()
+    // The running fibers of each call (a redelivery of a call still running joins it in a fiber of its own).
+    const byCall = new Map<string, Set<Fiber.RuntimeFiber<void>>>()
+    const track = (index: Map<string, Set<Fiber.RuntimeFiber<void>>>, key: string, fiber: Fiber.RuntimeFiber<void>) => {
+      let fibers = index.get(key)
+      if (fibers === undefined) index.set(key, fibers = new Set())
+      fibers.add(fiber)
+      fiber.addObserver(() => {
+        fibers.delete(fiber)
+        if (fibers.size === 0 && index.get(key) === fibers) index.delete(key)
+      })
+    }
     return {
       /** Interrupts the calls of `taskId` still running here. */
       stop: (taskId: string): Effect.Effect<void> =>
@@ -125,6 +136,25 @@ export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.
           const fibers = byTask.get(taskId)
           byTask.delete(taskId)
           return fibers === undefined ? Effect.void : Fiber.interruptAll(fibers)
+        }),
+      /**
+       * Interrupts the call `toolCallId` of `taskId` if it runs here (design: Cancelling a task): its handler's
+       * scope closes and its finalizers run; nothing is answered (its task has ended). A promise body is told by
+       * its `signal` and cannot be made to stop; a worker job's thread is terminated. Said in a log line.
+       */
+      cancel: (taskId: string, toolCallId: string): Effect.Effect<void> =>
+        Effect.suspend(() => {
+          const key = sameDelivery({ taskId, toolCallId })
+          const fibers = byCall.get(key)
+          byCall.delete(key)
+          if (fibers === undefined) return Effect.logDebug(`task ${taskId}: call ${toolCallId} was cancelled; it does not run here`)
+          return Effect.zipRight(
+            Fiber.interruptAll(fibers),
+            Effect.logInfo(
+              `task ${taskId}: call ${toolCallId} was cancelled; it was interrupted here (its finalizers ran; ` +
+                `a promise body was told by its signal, and stops only if it heeds it)`
+            )
+          )
         }),
       deliver: (event: Delivered, door: Door): Effect.Effect<void> => {
         const key = callKey(event)
@@ -139,13 +169,8 @@ export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.
             count(key, 1),
             Effect.sync(() => {
               const fiber = run(call, { immediate: true })
-              let fibers = byTask.get(event.taskId)
-              if (fibers === undefined) byTask.set(event.taskId, fibers = new Set())
-              fibers.add(fiber)
-              fiber.addObserver(() => {
-                fibers.delete(fiber)
-                if (fibers.size === 0 && byTask.get(event.taskId) === fibers) byTask.delete(event.taskId)
-              })
+              track(byTask, event.taskId, fiber)
+              track(byCall, key, fiber)
             })
           )
         })

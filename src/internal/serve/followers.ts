@@ -7,7 +7,14 @@ import { Effect, Exit, FiberMap, Mailbox, Schedule, Stream } from "effect"
 import * as Ids from "../../Ids.js"
 import type { HeldTasksShape as HeldTasks } from "./heldTasks.js"
 import type { Door } from "../call/door.js"
-import type { AgentLimitExceeded, TaskEvent, TaskOutput, Unauthorized, UnknownTask } from "../../protocol/Protocol.js"
+import {
+  type AgentLimitExceeded,
+  isTaskEnd,
+  type TaskEvent,
+  type TaskOutput,
+  type Unauthorized,
+  type UnknownTask
+} from "../../protocol/Protocol.js"
 import { type Caller, type PlatformClient, PlatformUnavailable } from "../../PlatformClient.js"
 import type { ServeError } from "./errors.js"
 import { type Failed, retryWhileAway } from "./away.js"
@@ -56,8 +63,10 @@ export interface FollowerDeps {
   /** A door of its own for a task followed (`Door.open`): the task's hook state (design: Hooks). */
   readonly open: () => Door
   readonly deliver: (event: Delivered, door: Door) => Effect.Effect<void>
-  /** Interrupts the calls of a task that ended failed (stopped) still running here. */
+  /** Interrupts the calls of a task that ended failed (stopped) or cancelled still running here. */
   readonly stopCalls: (taskId: string) => Effect.Effect<void>
+  /** Interrupts one call of a task, cancelled (design: Cancelling a task), if it runs here. */
+  readonly cancelCall: (taskId: string, toolCallId: string) => Effect.Effect<void>
 }
 
 /**
@@ -108,11 +117,12 @@ export const makeFollowers = (deps: FollowerDeps) =>
               if (!at.started) yield* held.holdTask(caller.agentId, event.taskId)
               at = { ...at, taskId: event.taskId, started: true }
             } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event, door)
+            else if (event._tag === "ToolCallCancelled") yield* deps.cancelCall(event.taskId, event.toolCallId)
             // The highest seen: a call delivered again without a replay comes with its older offset.
             if (event.offset !== undefined && event.offset > (at.offset ?? -1)) at = { ...at, offset: event.offset }
             onEvent?.(event)
-            if (event._tag === "TaskCompleted" || event._tag === "TaskFailed") {
-              if (event._tag === "TaskFailed") yield* deps.stopCalls(event.taskId)
+            if (isTaskEnd(event)) {
+              if (event._tag !== "TaskCompleted") yield* deps.stopCalls(event.taskId)
               yield* held.releaseTask(caller.agentId, event.taskId)
               return event
             }
@@ -175,7 +185,13 @@ export type Followers = Effect.Effect.Success<ReturnType<typeof makeFollowers>>
 
 /** How a task's last event says it ended, for the log. */
 export const endedAs = (last: TaskEvent): string =>
-  last._tag === "TaskCompleted" ? "completed" : last._tag === "TaskFailed" ? "failed" : "taken over elsewhere"
+  last._tag === "TaskCompleted"
+    ? "completed"
+    : last._tag === "TaskFailed"
+    ? "failed"
+    : last._tag === "TaskCancelled"
+    ? `cancelled by ${last.by}`
+    : "taken over elsewhere"
 
 /** A follower as a Stream of the task's events. */
 export const eventStream = (
@@ -193,6 +209,10 @@ export const eventStream = (
 export const outcome = (last: TaskEvent | undefined): Effect.Effect<string, TaskFailedError | TaskTakenOverError> => {
   if (last?._tag === "TaskCompleted") return Effect.succeed(last.output)
   if (last?._tag === "TaskFailed") return Effect.fail(new TaskFailedError({ taskId: last.taskId, reason: last.reason }))
+  if (last?._tag === "TaskCancelled") {
+    const reason = `cancelled by ${last.by}${last.reason === "" ? "" : `: ${last.reason}`}`
+    return Effect.fail(new TaskFailedError({ taskId: last.taskId, reason }))
+  }
   if (last?._tag === "TaskTakenOver") {
     return Effect.fail(new TaskTakenOverError({ taskId: last.taskId, reason: last.reason }))
   }
@@ -229,7 +249,8 @@ export const watchAssignments = (
   caller: Caller,
   followers: Followers,
   reconnect: Schedule.Schedule<unknown, unknown>,
-  runCall: (call: Delivered) => Effect.Effect<void>
+  runCall: (call: Delivered) => Effect.Effect<void>,
+  cancelCall: (taskId: string, toolCallId: string) => Effect.Effect<void> = () => Effect.void
 ) => {
   const watch = client.watchAssignments
   if (watch === undefined) return Effect.void
@@ -243,7 +264,12 @@ export const watchAssignments = (
       mailbox.takeAll,
       ([chunk, done]) =>
         Effect.zipRight(
-          Effect.forEach(chunk, ({ call, taskId }) => call === undefined ? run(taskId) : runCall(call), { discard: true }),
+          Effect.forEach(
+            chunk,
+            ({ call, cancelled, taskId }) =>
+              cancelled !== undefined ? cancelCall(taskId, cancelled) : call === undefined ? run(taskId) : runCall(call),
+            { discard: true }
+          ),
           done ? Effect.void : take
         )
     )

@@ -9,7 +9,7 @@
  */
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Exit, Mailbox, Schedule, Schema, Stream } from "effect"
-import { TaskEvent } from "../../protocol/Protocol.js"
+import { isTaskEnd, TaskEvent } from "../../protocol/Protocol.js"
 import { carries, type Task } from "../TaskBook.js"
 
 /** One event of a stream: its id, its name (the event's `_tag`) and its data, as JSON. */
@@ -49,7 +49,7 @@ const dataOf = (event: TaskEvent): unknown => {
 /** Whether an operator's stream carries `event`: every event but the deltas. */
 const carried = (event: TaskEvent): boolean => carries("all", event._tag)
 
-const isEnd = (event: TaskEvent): boolean => event._tag === "TaskCompleted" || event._tag === "TaskFailed"
+const isEnd = (event: TaskEvent): boolean => isTaskEnd(event)
 
 // --- the platform's feed ---
 

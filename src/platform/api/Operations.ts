@@ -34,8 +34,11 @@ export type Decide = (
   }
 ) => Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal>
 
-/** Stops the agent's task for `reason`: its end is `TaskFailed`. */
-export type Cancel = (agentId: string, taskId: string, reason: string) => Effect.Effect<void>
+/**
+ * Cancels the agent's task (design: Cancelling a task), `by` who (`operator <name>`): its end is `TaskCancelled`.
+ * False if it had ended already.
+ */
+export type Cancel = (agentId: string, taskId: string, by: string, reason: string) => Effect.Effect<boolean, UnknownTask>
 
 /** What the operator API reads and does on a platform. */
 export interface Operations {
@@ -43,7 +46,7 @@ export interface Operations {
   readonly journal: Journal.Journal["Type"] | undefined
   /** Decides a call a suspended task waits for, as the task's agent would, `by` naming who decided. */
   readonly decide: Decide
-  /** Stops the agent's task for `reason` (its end is `TaskFailed`); undefined where the platform cannot. */
+  /** Cancels the agent's task (its end is `TaskCancelled`); undefined where the platform cannot. */
   readonly cancel: Cancel | undefined
   /** Each agent: its processes, tools and what it holds against its limits; `connections` counts its sockets. */
   readonly agents: (connections: (agentId: string) => number) => Effect.Effect<ReadonlyArray<typeof AgentView.Type>>
@@ -55,7 +58,7 @@ export interface Operations {
 
 /**
  * The operations of a platform process on its parts, its backend, its journal if it keeps one, and its feed:
- * the embedded platform's, or a cluster's runner's (its `cancel` sends the stop to the task's owner).
+ * the embedded platform's, or a cluster's runner's (its `cancel` goes to the task's owner).
  */
 export const operationsOf = (
   { backend, cancel, journal, options, parts }: {
@@ -69,7 +72,7 @@ export const operationsOf = (
 ): Operations => ({
   journal,
   decide: backend.decide,
-  cancel: cancel ?? ((agentId, taskId, reason) => parts.tasks.stop(agentId, taskId, reason)),
+  cancel: cancel ?? ((agentId, taskId, by, reason) => parts.tasks.cancel(agentId, taskId, by, reason)),
   agents: (connections) => Effect.map(Clock.currentTimeMillis, (now) => agentsOf(parts, options, connections, now)),
   task: (taskId) => {
     const task = parts.tasks.find(taskId)

@@ -97,7 +97,7 @@ export const TaskSummary = Schema.Struct({
   processId: Schema.String,
   status: TaskStatus,
   /** How it ended, once it did. */
-  outcome: Schema.optional(Schema.Literal("completed", "failed")),
+  outcome: Schema.optional(Schema.Literal("completed", "failed", "cancelled")),
   createdAt: Time,
   endedAt: Schema.optional(Time),
   /** The W3C trace id it was submitted under, when a tracer listened. */
@@ -207,7 +207,7 @@ export const Decided = Schema.Struct({
   decidedAt: Time
 })
 
-/** Why a task is cancelled; the task's end (`TaskFailed`) says it, with the operator's name. */
+/** Why a task is cancelled; the task's end (`TaskCancelled`) says it, with the operator's name. */
 export const Cancel = Schema.Struct({ reason: Schema.optional(Schema.String.pipe(Schema.maxLength(2000))) })
 
 /** A served process of an agent, as the platform holds it. */
@@ -279,7 +279,7 @@ const tasks = HttpApiGroup.make("tasks")
       .addSuccess(TaskSummary, { status: 202 })
       .addError(OperatorNotFound)
       .addError(OperatorConflict)
-      .annotate(OpenApi.Summary, "Stops a task: it ends with TaskFailed naming the operator (admin)")
+      .annotate(OpenApi.Summary, "Cancels a task: its running calls are interrupted, its child tasks cancelled, and it ends with TaskCancelled naming the operator (admin)")
   )
   .add(
     HttpApiEndpoint.get("taskEvents")`/tasks/${taskId}/events`

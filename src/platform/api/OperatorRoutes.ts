@@ -98,8 +98,9 @@ const listTasks = (operations: Operations) =>
   })
 
 /**
- * `POST /tasks/{taskId}/cancel`: stops the task (its end is `TaskFailed`, its reason naming the operator), then
- * answers it as the journal holds it. An ended task is 409; a platform that cannot cancel is 501.
+ * `POST /tasks/{taskId}/cancel`: cancels the task (design: Cancelling a task): its running calls are interrupted
+ * where they run, its child tasks cancelled, its end `TaskCancelled` naming the operator; then answers it as ended.
+ * An ended task is 409; a platform that cannot cancel is 501.
  */
 const cancelTask = (operations: Operations) =>
 ({ path, payload }: { readonly path: { readonly taskId: string }; readonly payload: { readonly reason?: string | undefined } }) =>
@@ -116,10 +117,13 @@ const cancelTask = (operations: Operations) =>
     if (operations.cancel === undefined) {
       return yield* new OperatorNotImplemented({ reason: "this platform cannot cancel a task" })
     }
-    const reason = `cancelled by operator ${operator.name}` + (payload.reason === undefined ? "" : `: ${payload.reason}`)
+    const by = `operator ${operator.name}`
+    const reason = payload.reason ?? ""
     // Whole or not at all: a client that goes mid-way must not leave the task half stopped.
-    yield* Effect.uninterruptible(operations.cancel(agentId, taskId, reason))
-    yield* Effect.logInfo(`task ${taskId} (agent ${agentId}) ${reason}`)
+    const cancelled = yield* Effect.uninterruptible(operations.cancel(agentId, taskId, by, reason)).pipe(
+      Effect.catchTag("UnknownTask", () => Effect.fail(notFound(taskId)))
+    )
+    if (!cancelled) return yield* new OperatorConflict({ reason: `task ${taskId} has ended already` })
     const now = yield* Clock.currentTimeMillis
     return Views.summaryView({
       taskId,
@@ -128,7 +132,7 @@ const cancelTask = (operations: Operations) =>
       status: "ended",
       createdAt: journaled?.createdAt ?? now,
       endedAt: now,
-      final: JSON.stringify({ _tag: "TaskFailed", taskId, reason }),
+      final: JSON.stringify({ _tag: "TaskCancelled", taskId, by, reason }),
       traceparent: journaled?.traceparent
     })
   })

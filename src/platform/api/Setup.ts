@@ -37,7 +37,7 @@ export const operatorListener = (
     readonly parts: Parts
     readonly backend: { readonly decide: Decide }
     readonly journal: Journal.Journal["Type"] | undefined
-    /** How a task is cancelled: a cluster's runner sends it to the task's owner; by default, the parts stop it here. */
+    /** How a task is cancelled: a cluster's runner sends it to the task's owner; by default, the parts cancel it here. */
     readonly cancel?: Cancel | undefined
   }
 ): Effect.Effect<OperatorListener["Type"] | undefined, never, Scope.Scope> =>

@@ -46,6 +46,7 @@ export const summaryView = (task: Journal.TaskSummary): Summary => {
   }
   if (final?._tag === "TaskCompleted") summary.outcome = "completed"
   if (final?._tag === "TaskFailed") summary.outcome = "failed"
+  if (final?._tag === "TaskCancelled") summary.outcome = "cancelled"
   if (task.endedAt !== undefined) summary.endedAt = iso(task.endedAt)
   const traceId = traceIdOf(task.traceparent)
   if (traceId !== undefined) summary.traceId = traceId

@@ -287,6 +287,7 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient.Pl
         submitTask: (payload) => client.stream("SubmitTask", payload) as ReturnType<Call["submitTask"]>,
         attachTask: (payload) => client.stream("AttachTask", payload) as ReturnType<Call["attachTask"]>,
         completeToolCall,
+        cancel: (taskId, reason) => client.call("CancelTask", { taskId, reason }) as ReturnType<Call["cancel"]>,
         approve: (taskId, toolCallId) =>
           client.call("DecideApproval", { taskId, toolCallId, approved: true }) as ReturnType<Call["approve"]>,
         deny: (taskId, toolCallId, options) =>
