@@ -39,3 +39,11 @@ export const refundWithApproval = (served: Serve.Serve["Type"]) =>
       )
     ))
 // #endregion
+
+// #region cancel
+// A client of the task's agent cancels it: its running calls are interrupted, its stream ends TaskCancelled.
+export const withdraw = (taskId: string) =>
+  Effect.flatMap(PlatformClient.PlatformClient, (client) => client.cancel(taskId, "the customer withdrew")).pipe(
+    Effect.tap(({ cancelled }) => Effect.logInfo(cancelled ? "cancelled" : "it had ended already"))
+  )
+// #endregion

@@ -118,11 +118,7 @@ export const makeChildren = (
           child.final === undefined && child.suspended !== undefined
             ? { _tag: "Waiting", pending: nestedOf(child, child.suspended.event) }
             : { _tag: "Ended", final: child.final }),
-        // A parent cancelled (its end said, its loop interrupted next) cancels the child the same way.
-        stop: (reason) =>
-          parent.final?._tag === "TaskCancelled"
-            ? Effect.asVoid(cancel(child, parent.final.by, `its parent task ${parent.taskId} was cancelled`))
-            : stop(book, child, reason)
+        stop: (reason) => stopOrCancel(book, parent, child, reason, cancel)
       })
     })
 
@@ -133,6 +129,12 @@ export const makeChildren = (
       AgentCalls.toolsFor(task.agentId, host, () => book.clock.unsafeCurrentTimeMillis(), host.execute?.(task) ?? execute(task))
   }
 }
+
+/** Stops `child` for `reason`; a parent cancelled (its end said, its loop interrupted next) cancels it the same way. */
+const stopOrCancel = (book: Book, parent: Task, child: Task, reason: string, cancel: Cancel): Effect.Effect<void> =>
+  parent.final?._tag === "TaskCancelled"
+    ? Effect.asVoid(cancel(child, parent.final.by, `its parent task ${parent.taskId} was cancelled`))
+    : stop(book, child, reason)
 
 /** Waits for the task's end, or for it to suspend for approvals (`Task.suspended`), whichever comes first. */
 const settled = (task: Task): Effect.Effect<void> =>
