@@ -181,6 +181,23 @@ describe("cancelling a task", { timeout: 20_000 }, () => {
       assert.deepStrictEqual(yield* a.client.cancel(taskId), { cancelled: false })
     }))
 
+  it.scopedLive("a call routed to a worker (the task's holder does not serve its tool) is interrupted in the worker", () =>
+    Effect.gen(function*() {
+      const { url } = yield* platform(yield* tempFile)
+      const slow = yield* slowTool()
+      yield* servingProcess(url, "agent-a", "tok-a", slow.tool)
+      const note = Tool.make("note", { description: "Notes.", input: {}, output: Schema.String, timeout: "5 seconds" }, () =>
+        Effect.succeed("noted"))
+      const submitter = yield* servingProcess(url, "agent-a", "tok-a", note)
+      const { events, taskId } = yield* submit(submitter, sleepPrompt)
+      yield* Deferred.await(slow.started)
+
+      const before = Date.now()
+      assert.deepStrictEqual(yield* submitter.client.cancel(taskId), { cancelled: true })
+      assert.isBelow((yield* Effect.timeout(Deferred.await(slow.released), "2 seconds")) - before, 1000)
+      assert.deepInclude(lastOf(yield* Fiber.join(events)), { _tag: "TaskCancelled", by: "agent agent-a", reason: "" })
+    }))
+
   it.scopedLive("cancelling a parent cancels the task its exec_agent call started, and interrupts that task's call", () =>
     Effect.gen(function*() {
       const { state, url } = yield* platform(yield* tempFile)
