@@ -10,7 +10,7 @@ import { parseTraceparent, traceparentOf } from "../internal/util/traceContext.j
 import * as Journal from "../Journal.js"
 import { type AgentLimitExceeded, type TaskEvent, type TaskOutput, UnknownTask } from "../protocol/Protocol.js"
 import type * as Tool from "../Tool.js"
-import type { Limits } from "./Options.js"
+import { agentSettingsOf, type Limits } from "./Options.js"
 import { type Book, checkUsage, type Task, uncount } from "./TaskBook.js"
 import { deliverOf } from "./TaskDelivery.js"
 import * as TaskRunner from "./TaskRunner.js"
@@ -107,12 +107,17 @@ export const makeLoops = (book: Book, platformTools: ToolsOf, route?: RouteOf): 
     const own = <A, E, R>(loop: Effect.Effect<A, E, R>) => taskId.includes("/") ? Effect.zipRight(book.childTurn, loop) : loop
     const traced = <A, E, R>(loop: Effect.Effect<A, E, R>) =>
       own(parent === undefined ? loop : Effect.withParentSpan(loop, parent))
+    // The agent's own settings, read as its task starts (design: The platform): a reloaded configuration applies to
+    // the tasks started after it, never to one running.
+    const settings = agentSettingsOf(options, task.agentId)
     const runOptions = {
       taskId,
       agentId: task.agentId,
       prompt,
-      instructions: options.instructions,
-      maxSteps: options.maxSteps,
+      model: settings?.model,
+      instructions: settings?.instructions ?? options.instructions,
+      maxSteps: settings?.maxSteps ?? options.maxSteps,
+      approve: settings?.approve,
       approvalExpiry: options.approvalExpiry,
       tools,
       platformTools: platformTools(task),
@@ -248,7 +253,7 @@ export const createOf = (book: Book, limits: Limits, loops: Loops): Create =>
   Effect.gen(function*() {
     const { agentId, processId, prompt, taskId, tools } = init
     const { journal } = book
-    yield* checkUsage(book.usage, limits, agentId, Buffer.byteLength(prompt))
+    yield* checkUsage(book.usage, limits.forAgent(agentId), agentId, Buffer.byteLength(prompt))
     const task = book.add(taskId, agentId, processId)
     book.count(task, prompt)
     // The submitter's span: the task's run continues its trace, here and once taken back from the journal.
