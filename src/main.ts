@@ -38,6 +38,7 @@ import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
@@ -256,6 +257,13 @@ const platformOptions = {
     ),
     Options.optional
   ),
+  config: Options.file("config", { exists: "yes" }).pipe(
+    Options.withDescription(
+      "a JSON (or YAML) file of the agents' models, instructions, maxSteps, limits, agent calls, approvals and tokens; " +
+        "SIGHUP reads it again"
+    ),
+    Options.optional
+  ),
   model: modelOption,
   database: databaseOption,
   runnerHost: Options.text("runner-host").pipe(
@@ -318,19 +326,52 @@ const platformAgents = (
   })
 
 /**
+ * The platform's agents with a configuration file (`--config`): its settings per agent, its tokens (else those of the
+ * options or settings, `platformAgents`), read again on SIGHUP for the tasks that start after. A file that cannot be
+ * used refuses the start, naming the field.
+ */
+const configuredAgents = (
+  file: string,
+  options: PlatformOptions,
+  settings: Config.Config.Success<typeof platformSettings>,
+  PlatformClient: typeof import("./PlatformClient.js"),
+  PlatformServer: typeof import("./platform/Server.js")
+) =>
+  Effect.gen(function*() {
+    const [AgentConfig] = yield* load(() => import("./platform/AgentConfig.js"))
+    const elsewhere = yield* Effect.either(platformAgents(options, settings, PlatformClient, PlatformServer))
+    // Tokens of the settings: used when the file gives none; a malformed list refuses the start either way.
+    if (Either.isLeft(elsewhere) && elsewhere.left._tag !== "MissingSetting") return yield* elsewhere.left
+    const fallback = Either.isRight(elsewhere) ? elsewhere.right : { pairs: new Map<string, string>(), agentCalls: {} }
+    const running = yield* AgentConfig.live(file, AgentConfig.modelsFrom(loadModel), fallback.pairs).pipe(
+      Effect.mapError((error) => new BadOptions({ message: error.message }))
+    )
+    if (running.tokens.size === 0) {
+      return yield* new PlatformClient.MissingSetting({ variable: `tokens in ${file} (or PLATFORM_TOKENS, --tokens-file, --tokens)` })
+    }
+    yield* AgentConfig.onSignal("SIGHUP", running.reload)
+    return { pairs: running.tokens, agentCalls: fallback.agentCalls, agents: running.agents, named: running.agentIds() }
+  })
+
+/**
  * The `platform` command as one Layer: the platform on a WebSocket, until the process is stopped; its agents,
  * journal, database and model from the options or the settings. With a database, a runner of a cluster.
  */
 const platformLayer = (options: PlatformOptions) =>
-  Layer.unwrapEffect(Effect.gen(function*() {
+  Layer.unwrapScoped(Effect.gen(function*() {
     const { host, placement, port, runnerHost, runnerPort } = options
     const [PlatformClient, PlatformServer] = yield* load(
       () => import("./PlatformClient.js"),
       () => import("./platform/Server.js")
     )
     const settings = yield* platformSettings
-    const { agentCalls, pairs } = yield* platformAgents(options, settings, PlatformClient, PlatformServer)
+    const { agentCalls, agents, named, pairs } = Option.isSome(options.config)
+      ? yield* configuredAgents(options.config.value, options, settings, PlatformClient, PlatformServer)
+      : { ...yield* platformAgents(options, settings, PlatformClient, PlatformServer), agents: undefined, named: [] }
     const chosen = yield* chooseModel(options.model)
+    const configured = Option.isSome(options.config)
+      ? `, agents ${named.join(", ")} of ${options.config.value} (SIGHUP reloads it)`
+      : ""
     const file = Option.getOrElse(options.journal, () => settings.journal)
     const url = yield* chooseDatabase(options.database)
     if (url !== "") {
@@ -344,24 +385,26 @@ const platformLayer = (options: PlatformOptions) =>
       return listening(
         PlatformServer,
         PlatformServer.layerWebSocket({ port, host }).pipe(
-          Layer.provide(Cluster.layer({ tokens: pairs, agentCalls, runner: { host: runnerHost, port: runnerPort, placement } })),
+          Layer.provide(
+            Cluster.layer({ tokens: pairs, agentCalls, agents, runner: { host: runnerHost, port: runnerPort, placement } })
+          ),
           Layer.provide(yield* loadModel(chosen.model)),
           Layer.provide(yield* loadDatabase(url))
         ),
         (at) =>
           `platform on ${at}, model ${chosen.model}, ` +
-          `a runner of the cluster on ${redactUrl(url)} (runners reach it at ${runnerHost}:${runnerPort})`
+          `a runner of the cluster on ${redactUrl(url)} (runners reach it at ${runnerHost}:${runnerPort})${configured}`
       )
     }
     return listening(
       PlatformServer,
       PlatformServer.layerWebSocket({ port, host }).pipe(
         Layer.provide(
-          PlatformServer.layerHandlers({ tokens: pairs, agentCalls, journal: file === "" ? undefined : file })
+          PlatformServer.layerHandlers({ tokens: pairs, agentCalls, agents, journal: file === "" ? undefined : file })
         ),
         Layer.provide(yield* loadModel(chosen.model))
       ),
-      (at) => `platform on ${at}, model ${chosen.model}, ` + (file === "" ? "tasks in memory" : `journal ${file}`)
+      (at) => `platform on ${at}, model ${chosen.model}, ` + (file === "" ? "tasks in memory" : `journal ${file}`) + configured
     )
   }))
 

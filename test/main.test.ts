@@ -348,6 +348,40 @@ describe("main: fatal errors and secrets (design: Hostile clients)", () => {
       rmSync(dir, { recursive: true, force: true })
     }
   }, 90_000)
+
+  it("platform --config: a file that cannot be used refuses the start naming the field; SIGHUP reloads it, a bad one kept out", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agent-tools-config-"))
+    try {
+      const file = join(dir, "platform.json")
+      writeFileSync(file, JSON.stringify({ agents: { billing: { maxSteps: 0, tokens: ["tok-billing"] } } }))
+      const refused = await main(["platform", "--port", "0", "--config", file], unset)
+      assert.strictEqual(refused.code, 1)
+      assert.strictEqual(
+        refused.stderr,
+        `agent-tools: BadOptions: ${file} cannot be used: agents.billing.maxSteps: expected a positive integer\n`
+      )
+      writeFileSync(file, JSON.stringify({ agents: { billing: { model: "scripted", maxSteps: 3, tokens: ["tok-billing"] } } }))
+      const platform = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "platform", "--port", "0", "--config", file], {
+        cwd: root,
+        env: { ...process.env, ...unset }
+      })
+      const log = watch(platform)
+      try {
+        assert.isTrue(await log.until(/platform on ws:.*agents billing of /, 20_000), log.text())
+        writeFileSync(file, "{ not json")
+        platform.kill("SIGHUP")
+        assert.isTrue(await log.until(/not reloaded, the running one stays: .* is not JSON/, 10_000), log.text())
+        writeFileSync(file, JSON.stringify({ agents: { billing: { maxSteps: 5, tokens: ["tok-billing"] } } }))
+        platform.kill("SIGHUP")
+        assert.isTrue(await log.until(/platform configuration .* reloaded: new tasks take its settings/, 10_000), log.text())
+      } finally {
+        platform.kill("SIGTERM")
+      }
+      assert.notInclude(log.text(), "tok-billing")
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 90_000)
 })
 
 const freePort = () =>

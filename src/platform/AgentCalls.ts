@@ -12,7 +12,7 @@ import type { Assignment, Caller, TaskEvent } from "../protocol/Protocol.js"
 import * as Tool from "../Tool.js"
 import type { ToolCallInfo } from "../ToolContext.js"
 import * as Toolkit from "../Toolkit.js"
-import type { Options } from "./Options.js"
+import { agentSettingsOf, type Options } from "./Options.js"
 
 /** Why an `exec_agent` call gave no answer of the other agent: the text the calling model reads. */
 export class AgentCallFailed extends Schema.TaggedError<AgentCallFailed>("agent-tools/platform/AgentCallFailed")(
@@ -290,7 +290,8 @@ export const makeHost = (
     return candidates.length === 0 ? undefined : candidates[turn++ % candidates.length]
   }
   return {
-    allowed: (agentId) => calls.get(agentId) ?? [],
+    // The agent's own settings first (read at each call: a reloaded configuration applies at once).
+    allowed: (agentId) => agentSettingsOf(options, agentId)?.calls ?? calls.get(agentId) ?? [],
     timeoutMillis: Duration.toMillis(Duration.decode(options.agentCallTimeout ?? defaultAgentCallTimeout)),
     reach: (agentId, now) =>
       Effect.sync(() => ({

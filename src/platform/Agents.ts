@@ -155,7 +155,7 @@ const lifecycleCalls = (book: Book, limits: Limits, strict: StrictSchema.Provide
       const { agent, now } = yield* book.lifecycle(agentId, "register")
       const manifestBytes = manifestBytesOf(manifest)
       // A manifest over a size limit is not checked further: its size is the answer.
-      const oversize = sizeViolations(agent, processId, manifestBytes, limits)
+      const oversize = sizeViolations(agent, processId, manifestBytes, limits.forAgent(agentId))
       const violations = oversize.length > 0 ? oversize : [...Toolkit.checkEntries(manifest), ...strictViolations(manifest, strict)]
       if (violations.length > 0) return yield* new ManifestRejected({ violations })
       agent.processes.set(processId, { processId, manifest, manifestHash, lastSeen: now, manifestBytes })

@@ -18,7 +18,7 @@ import { usageProblem } from "./Tasks.js"
 /** A new task of the agent's, held to its limits counted over the whole cluster: its tasks not ended, in the journal. */
 const admit = (journal: Journal.Journal["Type"], limits: Limits, agentId: string, prompt: string) =>
   Effect.flatMap(journal.openUsage(agentId), (held) => {
-    const refused = usageProblem(held, limits, agentId, Buffer.byteLength(prompt))
+    const refused = usageProblem(held, limits.forAgent(agentId), agentId, Buffer.byteLength(prompt))
     return refused === undefined ? Effect.void : Effect.fail(refused)
   })
 

@@ -3,6 +3,7 @@
  * the limits they come to once defaults are applied, in milliseconds.
  */
 import { Duration, Redacted } from "effect"
+import type * as LanguageModel from "../LanguageModel.js"
 import * as Timing from "../Timing.js"
 
 /**
@@ -23,8 +24,55 @@ export interface OperatorToken {
 /** The fewest characters an operator's token may have. */
 export const minOperatorTokenLength = 16
 
+/** The per-agent limits of `Options`, for one agent (each unset: the platform's). */
+export interface AgentLimits {
+  readonly maxTasksPerAgent?: number | undefined
+  readonly maxPromptBytesPerAgent?: number | undefined
+  readonly maxManifestBytes?: number | undefined
+  readonly maxManifestBytesPerAgent?: number | undefined
+}
+
+/**
+ * One agent's settings (docs: configuration, "The platform's agents"): read when each of its tasks starts, so
+ * that settings changed while tasks run (a reloaded file) apply to the new tasks only. Each unset: the platform's.
+ */
+export interface AgentSettings {
+  /** The model of the agent's tasks (the `LanguageModel` service). Unset: the one the platform's layer is given. */
+  readonly model?: LanguageModel.LanguageModel["Type"] | undefined
+  /** The system instructions of the agent's tasks. */
+  readonly instructions?: string | undefined
+  /** Model turns per task. */
+  readonly maxSteps?: number | undefined
+  readonly limits?: AgentLimits | undefined
+  /** The agents its tasks may run with `exec_agent`, instead of `Options.agentCalls`' entry for it. */
+  readonly calls?: ReadonlyArray<string> | undefined
+  /**
+   * Tools of the agent that need a person's approval besides those whose own `needsApproval` says so. With a journal
+   * the task suspends until one decides (as for the tool's own flag); without one, nothing can wait: the call is refused.
+   */
+  readonly approve?: ReadonlyArray<string> | undefined
+}
+
+/** Per-agent settings: by agent id, or a function of it (undefined: the platform's settings). */
+export type AgentSettingsSource =
+  | Readonly<Record<string, AgentSettings>>
+  | ((agentId: string) => AgentSettings | undefined)
+
+/** The settings `options` give `agentId`, read now; undefined when they give none. */
+export const agentSettingsOf = (options: Pick<Options, "agents">, agentId: string): AgentSettings | undefined => {
+  const agents = options.agents
+  if (agents === undefined) return undefined
+  if (typeof agents === "function") return agents(agentId)
+  return Object.hasOwn(agents, agentId) ? agents[agentId] : undefined
+}
+
 /** How the platform runs. */
 export interface Options {
+  /**
+   * Per-agent settings (model, instructions, maxSteps, limits, agent calls, approvals): a record by agent id or a
+   * function of it, read as each task starts. An agent they give nothing for has the platform's.
+   */
+  readonly agents?: AgentSettingsSource | undefined
   /** Token -> the agent id it is bound to. */
   readonly tokens: ReadonlyMap<string, string>
   /** The interval serving processes heartbeat at; 3 of them silent hides an agent's tools. Default 60 s. */
@@ -215,13 +263,15 @@ export interface Limits {
   readonly maxManifestBytes: number
   readonly maxManifestBytesPerAgent: number
   readonly workerGraceMillis: number
+  /** The limits of one agent: its own settings' (`Options.agents`), where they give one, over these. */
+  readonly forAgent: (agentId: string) => Limits
 }
 
 /** The limits `options` set, defaults applied. */
 export const limitsOf = (options: Options): Limits => {
   const millis = (duration: Duration.DurationInput) => Duration.toMillis(Duration.decode(duration))
   const heartbeatMillis = millis(options.heartbeatInterval ?? Timing.heartbeatInterval)
-  return {
+  const limits: Limits = {
     heartbeatMillis,
     lifecycleBudget: options.lifecycleBudget ?? 30,
     lifecycleWindowMillis: millis(options.lifecycleWindow ?? "1 minute"),
@@ -231,6 +281,17 @@ export const limitsOf = (options: Options): Limits => {
     maxPromptBytesPerAgent: options.maxPromptBytesPerAgent ?? defaultAgentLimits.maxPromptBytesPerAgent,
     maxManifestBytes: options.maxManifestBytes ?? defaultAgentLimits.maxManifestBytes,
     maxManifestBytesPerAgent: options.maxManifestBytesPerAgent ?? defaultAgentLimits.maxManifestBytesPerAgent,
-    workerGraceMillis: millis(options.workerGrace ?? defaultWorkerGrace)
+    workerGraceMillis: millis(options.workerGrace ?? defaultWorkerGrace),
+    forAgent: (agentId) => {
+      const own = agentSettingsOf(options, agentId)?.limits
+      return own === undefined ? limits : {
+        ...limits,
+        maxTasksPerAgent: own.maxTasksPerAgent ?? limits.maxTasksPerAgent,
+        maxPromptBytesPerAgent: own.maxPromptBytesPerAgent ?? limits.maxPromptBytesPerAgent,
+        maxManifestBytes: own.maxManifestBytes ?? limits.maxManifestBytes,
+        maxManifestBytesPerAgent: own.maxManifestBytesPerAgent ?? limits.maxManifestBytesPerAgent
+      }
+    }
   }
+  return limits
 }

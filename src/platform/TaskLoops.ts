@@ -10,7 +10,7 @@ import { parseTraceparent, traceparentOf } from "../internal/util/traceContext.j
 import * as Journal from "../Journal.js"
 import { type AgentLimitExceeded, type TaskEvent, type TaskOutput, UnknownTask } from "../protocol/Protocol.js"
 import type * as Tool from "../Tool.js"
-import type { Limits } from "./Options.js"
+import { agentSettingsOf, type Limits, type Options } from "./Options.js"
 import { type Book, checkUsage, type Task, uncount } from "./TaskBook.js"
 import { deliverOf } from "./TaskDelivery.js"
 import * as TaskRunner from "./TaskRunner.js"
@@ -45,6 +45,20 @@ type ToolsOf = (task: Task) => ReadonlyArray<Tool.Any>
 
 /** How a task's calls of tools its holder does not serve go out (TaskRoutes.ts). */
 type RouteOf = (task: Task) => TaskRunner.TaskOptions["deliver"]
+
+/**
+ * The model, instructions, `maxSteps` and approvals of a task of `agentId`: its agent's own settings (`Options.agents`)
+ * over the platform's, read as the task starts, so that a reloaded configuration applies to the tasks started after it.
+ */
+const agentRunOptions = (options: Options, agentId: string) => {
+  const settings = agentSettingsOf(options, agentId)
+  return {
+    model: settings?.model,
+    instructions: settings?.instructions ?? options.instructions,
+    maxSteps: settings?.maxSteps ?? options.maxSteps,
+    approve: settings?.approve
+  }
+}
 
 /**
  * Starting a task's loop, and what a suspended one does at its first expiry or last decision;
@@ -111,8 +125,7 @@ export const makeLoops = (book: Book, platformTools: ToolsOf, route?: RouteOf): 
       taskId,
       agentId: task.agentId,
       prompt,
-      instructions: options.instructions,
-      maxSteps: options.maxSteps,
+      ...agentRunOptions(options, task.agentId),
       approvalExpiry: options.approvalExpiry,
       tools,
       platformTools: platformTools(task),
@@ -248,7 +261,7 @@ export const createOf = (book: Book, limits: Limits, loops: Loops): Create =>
   Effect.gen(function*() {
     const { agentId, processId, prompt, taskId, tools } = init
     const { journal } = book
-    yield* checkUsage(book.usage, limits, agentId, Buffer.byteLength(prompt))
+    yield* checkUsage(book.usage, limits.forAgent(agentId), agentId, Buffer.byteLength(prompt))
     const task = book.add(taskId, agentId, processId)
     book.count(task, prompt)
     // The submitter's span: the task's run continues its trace, here and once taken back from the journal.

@@ -8,7 +8,7 @@ import { Verbatim } from "../internal/call/pipeline.js"
 import { traceparentOf } from "../internal/util/traceContext.js"
 import { errorText, ToolResult } from "../ToolResult.js"
 import type * as Journal from "../Journal.js"
-import type * as LanguageModel from "../LanguageModel.js"
+import * as LanguageModel from "../LanguageModel.js"
 import type { JsonSchemaObject } from "../internal/jsonSchema.js"
 import * as Tool from "../Tool.js"
 import { ToolContext } from "../ToolContext.js"
@@ -32,8 +32,12 @@ export interface TaskOptions {
   readonly taskId: string
   readonly agentId: string
   readonly prompt: string
+  /** The agent's own model (`AgentSettings.model`); unset, the `LanguageModel` in context. */
+  readonly model?: LanguageModel.LanguageModel["Type"] | undefined
   readonly instructions?: string | undefined
   readonly maxSteps?: number | undefined
+  /** Tools that need approval besides those whose manifest says so (`AgentSettings.approve`). */
+  readonly approve?: ReadonlyArray<string> | undefined
   /** How long a journaled task waits for a decision on a call that needs approval (`Agent.Options.approvalExpiry`). */
   readonly approvalExpiry?: Duration.DurationInput | undefined
   /** The visible tools of the agent, from every live process; `own` marks the task holder's. */
@@ -81,9 +85,12 @@ const remoteTool = (
   agentId: string,
   entry: Toolkit.ManifestEntry,
   deliver: TaskOptions["deliver"] | undefined,
-  journaled: boolean
+  journaled: boolean,
+  approve: ReadonlyArray<string> | undefined
 ): Tool.Any => {
-  const approved = journaled && entry.needsApproval ? { approved: true as const } : undefined
+  // The agent's settings may ask approval of a tool whose manifest does not: only a journaled task can wait for it.
+  const byPlatform = approve?.includes(entry.name) === true
+  const approved = journaled && (entry.needsApproval || byPlatform) ? { approved: true as const } : undefined
   return Tool.fromJsonSchema(entry.name, {
     description: entry.description,
     // The serving process decodes strictly (design: Input); here the arguments need only be an object.
@@ -95,6 +102,14 @@ const remoteTool = (
     needsApproval: approved !== undefined,
     errorTransform: passThrough
   }, (input) => {
+    if (byPlatform && !journaled) {
+      return Effect.fail(
+        new RemoteFailure({
+          text: `${entry.name}: the platform's settings for agent ${agentId} require a person's approval of this tool, ` +
+            `and a platform without a journal cannot wait for one; it did not run`
+        })
+      )
+    }
     if (deliver === undefined) {
       return Effect.zipRight(
         Effect.logWarning(`tool ${entry.name} of agent ${agentId} was called on a task whose process did not register it`),
@@ -128,6 +143,11 @@ const remoteTool = (
  * they are decided, from its journal).
  */
 export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageModel.LanguageModel> =>
+  options.model === undefined
+    ? runTyped(options)
+    : Effect.provideService(runTyped(options), LanguageModel.LanguageModel, options.model)
+
+const runTyped = (options: TaskOptions): Effect.Effect<void, never, LanguageModel.LanguageModel> =>
   options.output === undefined ? runWith(options, undefined) : Effect.flatMap(
     // The check of a JSON Schema is ajv's, as for a tool made from JSON Schemas (loaded only for a typed task).
     Effect.promise(() => import("../internal/jsonSchema.js")),
@@ -156,7 +176,7 @@ const runWith = (
     name: options.agentId,
     tools: [
       ...options.tools.map(({ entry, own }) =>
-        remoteTool(options.agentId, entry, own ? options.deliver : options.route, journaled)
+        remoteTool(options.agentId, entry, own ? options.deliver : options.route, journaled, options.approve)
       ),
       ...(options.platformTools ?? [])
     ],
