@@ -54,7 +54,7 @@ import { load, loadDemo, loadModel } from "./internal/cli/load.js"
 import { BadOptions, chooseModel, modelOption } from "./internal/cli/options.js"
 import { listenFailure, plural, reportFatal } from "./internal/cli/report.js"
 import { run } from "./internal/cli/run.js"
-import { serve } from "./internal/cli/serve.js"
+import { chooseTools, serve, toolsOption } from "./internal/cli/serve.js"
 import {
   logLevel,
   mcpTokens,
@@ -377,11 +377,12 @@ const platform = Command.make("platform", platformOptions, (options) => runComma
 type McpFailure = import("./Mcp.js").McpStdioError | import("@effect/platform/HttpServerError").ServeError | BadOptions
 
 /**
- * The `mcp` command as one Layer: the demo tools over MCP, with the approval hook (a refund asks the client's
- * user, by elicitation; a client that cannot ask gets it refused). Over stdio, until stdin closes; with `--http`,
- * on 127.0.0.1 until the process is stopped, asking for the bearer tokens of `MCP_TOKENS` when it is set.
+ * The `mcp` command as one Layer: the demo tools (or `--tools`') over MCP, with the approval hook (a call that
+ * needs approval asks the client's user, by elicitation; a client that cannot ask gets it refused). Over stdio,
+ * until stdin closes; with `--http`, on 127.0.0.1 until the process is stopped, asking for the bearer tokens of
+ * `MCP_TOKENS` when it is set.
  */
-const mcpLayer = ({ http, port }: { readonly http: boolean; readonly port: number }) =>
+const mcpLayer = ({ http, port, tools }: { readonly http: boolean; readonly port: number; readonly tools: Option.Option<string> }) =>
   Layer.unwrapEffect(Effect.gen(function*() {
     // --port is --http's: over stdio it would be ignored, so it is refused.
     if (!http && process.argv.slice(2).some((arg) => arg === "--port" || arg.startsWith("--port="))) {
@@ -389,13 +390,13 @@ const mcpLayer = ({ http, port }: { readonly http: boolean; readonly port: numbe
     }
     // Checked before the rest loads: a malformed MCP_TOKENS refuses the start, naming entries, never tokens.
     const tokens = yield* mcpTokens(http, Effect.map(load(() => import("./platform/Options.js")), ([Options]) => Options.parseTokens))
-    const [[Mcp, Hooks], { backendLayer, toolkit }] = yield* Effect.all([
+    const [[Mcp, Hooks], { layer, toolkit }] = yield* Effect.all([
       load(() => import("./Mcp.js"), () => import("./Hooks.js")),
-      loadDemo
+      chooseTools(tools)
     ], { concurrency: "unbounded" })
-    const services = Layer.merge(backendLayer, Hooks.layer({ tool: [Hooks.approval] }))
-    // Either way, served with the demo's backend (what the tools need).
-    type Backend = Layer.Layer.Success<typeof backendLayer>
+    const services = Layer.merge(layer, Hooks.layer({ tool: [Hooks.approval] }))
+    // Either way, served with what the tools need (the demo's backend, or the module's layer).
+    type Backend = Layer.Layer.Success<typeof layer>
     const stdio: Layer.Layer<never, McpFailure, Backend> = Layer.effectDiscard(Mcp.serveStdio(toolkit))
     if (!http) return stdio.pipe(Layer.provide(services))
     const [HttpServer] = yield* load(() => import("@effect/platform/HttpServer"))
@@ -421,9 +422,10 @@ const mcpLayer = ({ http, port }: { readonly http: boolean; readonly port: numbe
 
 const mcp = Command.make("mcp", {
   http: Options.boolean("http").pipe(Options.withDescription("serve over Streamable HTTP instead of stdio")),
-  port: Cli.portOption("port", 8788, "the HTTP port (with --http)")
+  port: Cli.portOption("port", 8788, "the HTTP port (with --http)"),
+  tools: toolsOption
 }, (options) => runCommand(mcpLayer(options))).pipe(
-  Command.withDescription("Serve the demo tools over MCP (with --http, MCP_TOKENS: bearer tokens required)")
+  Command.withDescription("Serve the demo tools, or a module's (--tools), over MCP (with --http, MCP_TOKENS: bearer tokens required)")
 )
 
 // ---------------------------------------------------------------------------------------------
