@@ -10,6 +10,8 @@
  *   tsx src/main.ts mcp [--http]        the demo tools over MCP (stdio, or HTTP with --port)
  *   tsx src/main.ts run "<prompt>"      an agent run in this process with the demo tools
  *   tsx src/main.ts approve             decides a call a suspended platform task waits for (--task, --call, --deny)
+ *   tsx src/main.ts submit "<prompt>"   a task submitted as a client of an agent (--agent), followed to its end
+ *   tsx src/main.ts tasks|approvals|agents   the operator API (/api/v1) from the command line
  *
  * Only the CLI is imported up front: each command imports what it needs when it runs, so that
  * `--help` or a bad command line loads @effect/cli and no more, and `mcp` no platform, journal or
@@ -22,7 +24,7 @@
  *
  * The commands that reach the platform's modules (`src/platform/`: demo, platform, mcp) are here,
  * the one module but `index.ts` outside that folder that may import it; the others (serve, run,
- * approve), the settings (`internal/cli/settings.ts`) and what the commands share are in `internal/cli/`.
+ * approve, submit, and tasks, approvals and agents, which speak the operator API's HTTP), the settings (`internal/cli/settings.ts`) and what the commands share are in `internal/cli/`.
  */
 import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
@@ -48,6 +50,8 @@ import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
 import * as Cli from "./internal/cli.js"
 import { approve } from "./internal/cli/approve.js"
+import { agents, approvals, operateTree, tasks } from "./internal/cli/operate.js"
+import { submit } from "./internal/cli/submit.js"
 import { runCommand, untilStopped } from "./internal/cli/command.js"
 import { decideDemo, fromOwnMcpServer, terminalApprover } from "./internal/cli/demo.js"
 import { load, loadDemo, loadModel } from "./internal/cli/load.js"
@@ -432,7 +436,7 @@ const mcp = Command.make("mcp", {
 
 const root = Command.make("agent-tools", { model: modelOption, json: jsonOption }, (options) => runCommand(demoLayer(options))).pipe(
   Command.withDescription("Tools for language-model agents: one definition, run by agents, served to a platform, over MCP"),
-  Command.withSubcommands([demo, platform, serve, mcp, run, approve])
+  Command.withSubcommands([demo, platform, serve, mcp, run, approve, submit, tasks, approvals, agents])
 )
 
 const version = "0.1.0"
@@ -449,7 +453,19 @@ const tree: Cli.Node = {
     { name: "serve", command: serve },
     { name: "mcp", command: mcp },
     { name: "run", command: run },
-    { name: "approve", command: approve }
+    { name: "approve", command: approve },
+    { name: "submit", command: submit },
+    {
+      name: "tasks",
+      command: tasks,
+      children: Object.entries(operateTree.tasks).map(([name, command]) => ({ name, command }))
+    },
+    {
+      name: "approvals",
+      command: approvals,
+      children: Object.entries(operateTree.approvals).map(([name, command]) => ({ name, command }))
+    },
+    { name: "agents", command: agents }
   ]
 }
 
