@@ -31,7 +31,8 @@ export const slow = [
   "test/McpHttpAttacks.test.ts",
   "test/PostgresPrivateFolder.test.ts",
   "test/McpHostileServer.test.ts",
-  "test/TelemetryProcesses.test.ts"
+  "test/TelemetryProcesses.test.ts",
+  "test/cliOperateProcess.test.ts"
 ]
 
 export default defineConfig({

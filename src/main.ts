@@ -10,6 +10,8 @@
  *   tsx src/main.ts mcp [--http]        the demo tools over MCP (stdio, or HTTP with --port)
  *   tsx src/main.ts run "<prompt>"      an agent run in this process with the demo tools
  *   tsx src/main.ts approve             decides a call a suspended platform task waits for (--task, --call, --deny)
+ *   tsx src/main.ts submit "<prompt>"   a task submitted as a client of an agent (--agent), followed to its end
+ *   tsx src/main.ts tasks|approvals|agents   the operator API (/api/v1) from the command line
  *
  * Only the CLI is imported up front: each command imports what it needs when it runs, so that
  * `--help` or a bad command line loads @effect/cli and no more, and `mcp` no platform, journal or
@@ -22,7 +24,7 @@
  *
  * The commands that reach the platform's modules (`src/platform/`: demo, platform, mcp) are here,
  * the one module but `index.ts` outside that folder that may import it; the others (serve, run,
- * approve), the settings (`internal/cli/settings.ts`) and what the commands share are in `internal/cli/`.
+ * approve, submit, and tasks, approvals and agents, which speak the operator API's HTTP), the settings (`internal/cli/settings.ts`) and what the commands share are in `internal/cli/`.
  */
 import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
@@ -49,13 +51,15 @@ import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
 import * as Cli from "./internal/cli.js"
 import { approve } from "./internal/cli/approve.js"
+import { agents, approvals, operateTree, tasks } from "./internal/cli/operate.js"
+import { submit } from "./internal/cli/submit.js"
 import { runCommand, untilStopped } from "./internal/cli/command.js"
 import { decideDemo, fromOwnMcpServer, terminalApprover } from "./internal/cli/demo.js"
 import { load, loadDemo, loadModel } from "./internal/cli/load.js"
 import { BadOptions, chooseModel, modelOption } from "./internal/cli/options.js"
 import { listenFailure, plural, reportFatal } from "./internal/cli/report.js"
 import { run } from "./internal/cli/run.js"
-import { serve } from "./internal/cli/serve.js"
+import { chooseTools, serve, toolsOption } from "./internal/cli/serve.js"
 import {
   logLevel,
   mcpTokens,
@@ -420,11 +424,12 @@ const platform = Command.make("platform", platformOptions, (options) => runComma
 type McpFailure = import("./Mcp.js").McpStdioError | import("@effect/platform/HttpServerError").ServeError | BadOptions
 
 /**
- * The `mcp` command as one Layer: the demo tools over MCP, with the approval hook (a refund asks the client's
- * user, by elicitation; a client that cannot ask gets it refused). Over stdio, until stdin closes; with `--http`,
- * on 127.0.0.1 until the process is stopped, asking for the bearer tokens of `MCP_TOKENS` when it is set.
+ * The `mcp` command as one Layer: the demo tools (or `--tools`') over MCP, with the approval hook (a call that
+ * needs approval asks the client's user, by elicitation; a client that cannot ask gets it refused). Over stdio,
+ * until stdin closes; with `--http`, on 127.0.0.1 until the process is stopped, asking for the bearer tokens of
+ * `MCP_TOKENS` when it is set.
  */
-const mcpLayer = ({ http, port }: { readonly http: boolean; readonly port: number }) =>
+const mcpLayer = ({ http, port, tools }: { readonly http: boolean; readonly port: number; readonly tools: Option.Option<string> }) =>
   Layer.unwrapEffect(Effect.gen(function*() {
     // --port is --http's: over stdio it would be ignored, so it is refused.
     if (!http && process.argv.slice(2).some((arg) => arg === "--port" || arg.startsWith("--port="))) {
@@ -432,13 +437,13 @@ const mcpLayer = ({ http, port }: { readonly http: boolean; readonly port: numbe
     }
     // Checked before the rest loads: a malformed MCP_TOKENS refuses the start, naming entries, never tokens.
     const tokens = yield* mcpTokens(http, Effect.map(load(() => import("./platform/Options.js")), ([Options]) => Options.parseTokens))
-    const [[Mcp, Hooks], { backendLayer, toolkit }] = yield* Effect.all([
+    const [[Mcp, Hooks], { layer, toolkit }] = yield* Effect.all([
       load(() => import("./Mcp.js"), () => import("./Hooks.js")),
-      loadDemo
+      chooseTools(tools)
     ], { concurrency: "unbounded" })
-    const services = Layer.merge(backendLayer, Hooks.layer({ tool: [Hooks.approval] }))
-    // Either way, served with the demo's backend (what the tools need).
-    type Backend = Layer.Layer.Success<typeof backendLayer>
+    const services = Layer.merge(layer, Hooks.layer({ tool: [Hooks.approval] }))
+    // Either way, served with what the tools need (the demo's backend, or the module's layer).
+    type Backend = Layer.Layer.Success<typeof layer>
     const stdio: Layer.Layer<never, McpFailure, Backend> = Layer.effectDiscard(Mcp.serveStdio(toolkit))
     if (!http) return stdio.pipe(Layer.provide(services))
     const [HttpServer] = yield* load(() => import("@effect/platform/HttpServer"))
@@ -464,16 +469,17 @@ const mcpLayer = ({ http, port }: { readonly http: boolean; readonly port: numbe
 
 const mcp = Command.make("mcp", {
   http: Options.boolean("http").pipe(Options.withDescription("serve over Streamable HTTP instead of stdio")),
-  port: Cli.portOption("port", 8788, "the HTTP port (with --http)")
+  port: Cli.portOption("port", 8788, "the HTTP port (with --http)"),
+  tools: toolsOption
 }, (options) => runCommand(mcpLayer(options))).pipe(
-  Command.withDescription("Serve the demo tools over MCP (with --http, MCP_TOKENS: bearer tokens required)")
+  Command.withDescription("Serve the demo tools, or a module's (--tools), over MCP (with --http, MCP_TOKENS: bearer tokens required)")
 )
 
 // ---------------------------------------------------------------------------------------------
 
 const root = Command.make("agent-tools", { model: modelOption, json: jsonOption }, (options) => runCommand(demoLayer(options))).pipe(
   Command.withDescription("Tools for language-model agents: one definition, run by agents, served to a platform, over MCP"),
-  Command.withSubcommands([demo, platform, serve, mcp, run, approve])
+  Command.withSubcommands([demo, platform, serve, mcp, run, approve, submit, tasks, approvals, agents])
 )
 
 const version = "0.1.0"
@@ -490,7 +496,19 @@ const tree: Cli.Node = {
     { name: "serve", command: serve },
     { name: "mcp", command: mcp },
     { name: "run", command: run },
-    { name: "approve", command: approve }
+    { name: "approve", command: approve },
+    { name: "submit", command: submit },
+    {
+      name: "tasks",
+      command: tasks,
+      children: Object.entries(operateTree.tasks).map(([name, command]) => ({ name, command }))
+    },
+    {
+      name: "approvals",
+      command: approvals,
+      children: Object.entries(operateTree.approvals).map(([name, command]) => ({ name, command }))
+    },
+    { name: "agents", command: agents }
   ]
 }
 

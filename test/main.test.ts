@@ -89,7 +89,9 @@ describe("main: the CLI", () => {
   it("--help describes the commands, and each command's --help its options", async () => {
     const top = await main(["--help"])
     assert.strictEqual(top.code, 0)
-    for (const command of ["demo", "platform", "serve", "mcp", "run", "approve"]) assert.include(top.stdout, command)
+    for (const command of ["demo", "platform", "serve", "mcp", "run", "approve", "submit", "tasks list", "approvals deny", "agents"]) {
+      assert.include(top.stdout, command)
+    }
     const platform = await main(["platform", "--help"])
     assert.strictEqual(platform.code, 0)
     for (const option of ["--port", "--host", "--tokens", "--journal", "--model"]) assert.include(platform.stdout, option)
@@ -116,8 +118,9 @@ describe("main: the CLI", () => {
     }
     const [top, platform, serve, mcp, run] = helps
     // The commands by name and description, not by their whole usage padded to the longest.
-    assert.include(top!.stdout, "  - platform          Run the platform alone")
-    assert.include(top!.stdout, "  - platform migrate  Cluster mode: create the schema on the database")
+    assert.match(top!.stdout, /\n {2}- platform {2,}Run the platform alone/)
+    assert.match(top!.stdout, /\n {2}- platform migrate {2,}Cluster mode: create the schema on the database/)
+    assert.match(top!.stdout, /\n {2}- approvals approve {2,}Approve a call a task waits for/)
     assert.notInclude(top!.stdout, "[--runner-port integer] migrate")
     assert.include(platform!.stdout, "$ agent-tools platform [--port integer] [--host text]")
     assert.include(platform!.stdout, "--port integer\n\n  the port to listen on, 0 for any free one (default: 8787)")
@@ -149,7 +152,7 @@ describe("main: the CLI", () => {
     )
     assert.match(platformBogus.stderr, /^agent-tools: unknown option --bogus\n\nusage: agent-tools platform \[--port integer\] /)
     assert.include(platformBogus.stderr, "agent-tools platform --help describes its options")
-    assert.include(unknown.stderr, "agent-tools: Invalid subcommand for agent-tools - use one of 'demo', 'platform', 'serve', 'mcp', 'run', 'approve'\n\nusage: agent-tools [--model text]")
+    assert.include(unknown.stderr, "agent-tools: Invalid subcommand for agent-tools - use one of 'demo', 'platform', 'serve', 'mcp', 'run', 'approve', 'submit', 'tasks', 'approvals', 'agents'\n\nusage: agent-tools [--model text]")
     assert.include(badFlag.stderr, "agent-tools: 'not-a-number' is not an integer\n\nusage: agent-tools platform [--port integer]")
     assert.include(extra.stderr, "agent-tools: unexpected argument 'extra'\n\nusage: agent-tools serve [--grace integer]")
     assert.include(missing.stderr, "agent-tools: Missing argument <prompt>\n\nusage: agent-tools run [--model text] <prompt>")

@@ -92,8 +92,14 @@ export const platformSettings = Config.all({
 /** `PLATFORM_DATABASE` (`platform`, `platform migrate`): the cluster's PostgreSQL URL; it holds a password. */
 export const platformDatabase: Config.Config<Redacted.Redacted<string>> = secret("PLATFORM_DATABASE")
 
-/** `PLATFORM_URL`, "" when unset: the URL `serve` says it connects to. */
+/** `PLATFORM_URL`, "" when unset: the URL `serve` says it connects to, and the operating commands' platform. */
 export const platformUrl: Config.Config<string> = text("PLATFORM_URL")
+
+/** `AGENT_ID`, "" when unset: the agent `submit` submits as (its `--agent` wins). */
+export const agentIdSetting: Config.Config<string> = text("AGENT_ID")
+
+/** `PLATFORM_OPERATOR_TOKEN`, "" when unset: the operator token the operating commands send (`tasks`, `approvals`, `agents`). */
+export const operatorToken: Config.Config<Redacted.Redacted<string>> = secret("PLATFORM_OPERATOR_TOKEN")
 
 /**
  * The token:agent pairs of `text` (from `source`); a malformed entry fails the start, named by its

@@ -64,7 +64,7 @@ describe("cli settings, through Config", () => {
   it.effect("a command's layer on a map: serve names every missing setting; approve's --url stands for PLATFORM_URL", () =>
     Effect.gen(function*() {
       assert.strictEqual(
-        yield* failure(withSettings({ AGENT_ID: "a" }, runCommand(serveLayer({ grace: 1 })))),
+        yield* failure(withSettings({ AGENT_ID: "a" }, runCommand(serveLayer({ grace: 1, tools: Option.none() })))),
         "PLATFORM_TOKEN, PLATFORM_URL are not set"
       )
       const approve = approveLayer({
