@@ -88,6 +88,11 @@ const human = (event: TaskEvent, state: { streamed: boolean; open: boolean }): E
       )
     case "TaskFailed":
       return Effect.zipRight(endLine, line(`✗ task ${event.taskId} failed: ${event.reason}`))
+    case "TaskCancelled":
+      return Effect.zipRight(
+        endLine,
+        line(`✗ task ${event.taskId} cancelled by ${event.by}${event.reason === "" ? "" : `: ${event.reason}`}`)
+      )
     case "TaskTakenOver":
       return Effect.zipRight(endLine, line(`task ${event.taskId} taken over: ${event.reason}`))
     default:
@@ -149,7 +154,8 @@ export const submitLayer = (options: SubmitOptions) =>
 
 /** The events after which a task's stream has nothing more to say. */
 const isEnd = (event: TaskEvent): boolean =>
-  event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskTakenOver"
+  event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskCancelled" ||
+  event._tag === "TaskTakenOver"
 
 /** The `submit` command. */
 export const submit = Command.make("submit", {
