@@ -10,7 +10,6 @@ import { Clock, Context, Effect, Layer, type Mailbox, type Scope } from "effect"
 import * as Journal from "../Journal.js"
 import {
   type AgentLimitExceeded,
-  type ApprovalsNeedJournal,
   type Assignment,
   AuthenticatedAgent,
   Authentication,
@@ -19,7 +18,6 @@ import {
   type EventsWanted,
   type LifecycleBudgetExceeded,
   type ManifestRejected,
-  type NoPendingTaskApproval,
   PlatformRpcs,
   type TaskEvent,
   type TaskOutput,
@@ -30,6 +28,7 @@ import {
 } from "../protocol/Protocol.js"
 import type * as Toolkit from "../Toolkit.js"
 import { OperatorListener } from "./api/Listener.js"
+import type { Decide } from "./api/Operations.js"
 import { operatorListener } from "./api/Setup.js"
 import type { Options } from "./Options.js"
 import { makeParts, type Parts } from "./Parts.js"
@@ -103,17 +102,8 @@ export interface Backend {
     results: ReadonlyArray<ToolCallResult>,
     connection: string
   ) => Effect.Effect<void, UnknownTask>
-  readonly decide: (
-    agentId: string,
-    payload: {
-      readonly taskId: string
-      readonly toolCallId: string
-      readonly approved: boolean
-      readonly reason?: string | undefined
-      /** Who decides, journaled with it: an operator's name (the operator API); by default the agent. */
-      readonly by?: string | undefined
-    }
-  ) => Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal>
+  /** Decides a call a suspended task waits for; `by` (journaled with it) is an operator's name, by default the agent. */
+  readonly decide: Decide
   /**
    * Cancels the agent's task (design: Cancelling a task), `by` who (`agent <id>`, `operator <name>`): its end is
    * `TaskCancelled`. False if it had ended already.
