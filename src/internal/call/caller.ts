@@ -12,12 +12,13 @@ import * as Metrics from "../util/metrics.js"
 import type * as Tool from "../../Tool.js"
 import type { ToolResult } from "../../ToolResult.js"
 import { type Config, InvocationConfig } from "./config.js"
+import { ToolWorkers, unprovided } from "../worker/service.js"
 
 /** Who is calling, and by when the call must be done. */
 export interface Options {
   /** Default `"local"`. */
   readonly taskId?: string | undefined
-  /** Default: a fresh `local-<n>` id. */
+  /** Default: a fresh id from the `Ids` generator in force (`call-<UUID>`). */
   readonly toolCallId?: string | undefined
   /** The delivered deadline (epoch milliseconds or a Date): the call ends at the earlier of this and its timeout. */
   readonly deadlineAt?: number | Date | undefined
@@ -102,4 +103,32 @@ export class CallingFiber {
     this.tracing = listening(fiber)
     this.exporting = Context.get(this.context, Metrics.Exporting)
   }
+}
+
+/** `calling` with `context` in place of its own; its fiber, limits and clock stay the same. */
+export const withContext = (calling: CallingFiber, context: Context.Context<never>): CallingFiber => ({
+  fiber: calling.fiber,
+  runtimeFlags: calling.runtimeFlags,
+  clock: calling.clock,
+  config: calling.config,
+  tracing: calling.tracing,
+  exporting: calling.exporting,
+  context
+})
+
+/**
+ * The caller on `fiber` in place of `calling` (a retry's awaiting fiber, a gate's running one), with that
+ * fiber's services: a worker tool's call keeps the pools its door gave it (`ToolWorkers`), if `fiber` has none.
+ */
+export const onFiber = (
+  calling: CallingFiber,
+  tool: Tool.Any,
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  runtimeFlags: RuntimeFlags.RuntimeFlags
+): CallingFiber => {
+  const next = new CallingFiber(fiber, runtimeFlags)
+  if (tool.worker === undefined) return next
+  const given = Context.get(calling.context, ToolWorkers)
+  if (given === unprovided || Context.get(next.context, ToolWorkers) !== unprovided) return next
+  return withContext(next, Context.add(next.context, ToolWorkers, given))
 }

@@ -20,6 +20,7 @@
  * none of them needs anything of this module or of `Invocation` (no import cycle).
  */
 import { Context, Effect, Exit, type Tracer } from "effect"
+import { Ids } from "../../Ids.js"
 import * as Reuse from "./reuse.js"
 import { awaitStarted, type Started } from "./reuse.js"
 import { mayRun, notApproved, runToolHooks, type ToolCall, ToolHooks } from "../hooks/tool.js"
@@ -28,7 +29,7 @@ import type * as Tool from "../../Tool.js"
 import type { ToolCallInfo } from "../../ToolContext.js"
 import { DeadlinePassed, InvalidInput, type ToolResult } from "../../ToolResult.js"
 import { type Outcome, runAttempt } from "./attempt.js"
-import { CallingFiber, type Options } from "./caller.js"
+import { CallingFiber, onFiber, type Options } from "./caller.js"
 import { type Compiled, compile } from "./compiled.js"
 import { expiringThresholdMillis } from "./config.js"
 import { decodeArgs } from "./input.js"
@@ -50,9 +51,13 @@ export { awaitStarted, type Started } from "./reuse.js"
  * here, so no caller decodes or keys an input itself.
  */
 export const start = (calling: CallingFiber, tool: Tool.Any, args: unknown, options?: Options): Started =>
-  options?.dedupe === undefined ? traced(calling, tool, args, options) : deduped(options.dedupe, tool, args, options)
+  options?.dedupe === undefined ? traced(calling, tool, args, options) : deduped(calling, options.dedupe, tool, args, options)
 
-let localCallIds = 0
+/**
+ * The id of a call its caller gave none: the `Ids` generator's in force (`call-<UUID>` by default,
+ * `call-<n>` under `Ids.layerDeterministic`), so that no count is kept for the process.
+ */
+const localCallId = (calling: CallingFiber): string => Context.get(calling.context, Ids).make("call")
 
 // ---------------------------------------------------------------------------------------------
 // The stages.
@@ -62,7 +67,7 @@ let localCallIds = 0
  * rest (design: Delivery dedupe): it runs once however often it is delivered. Whether its handler started
  * tells the store what an interruption leaves behind (design: Interruption and shutdown).
  */
-const deduped = (dedupe: Reuse.Deliveries, tool: Tool.Any, args: unknown, options: Options): Started => {
+const deduped = (calling: CallingFiber, dedupe: Reuse.Deliveries, tool: Tool.Any, args: unknown, options: Options): Started => {
   let handlerStarted = false
   const inner: Options = {
     ...options,
@@ -72,17 +77,17 @@ const deduped = (dedupe: Reuse.Deliveries, tool: Tool.Any, args: unknown, option
       options.onStart?.()
     }
   }
-  const key = { taskId: options.taskId ?? "local", toolCallId: options.toolCallId ?? `local-${++localCallIds}` }
+  const key = { taskId: options.taskId ?? "local", toolCallId: options.toolCallId ?? localCallId(calling) }
   const claim = { toolName: tool.name, timeout: tool.timeout, idempotent: tool.idempotent, started: () => handlerStarted }
   const run = Effect.withFiberRuntime<ToolResult>((fiber, status) =>
-    awaitStarted(traced(new CallingFiber(fiber, status.runtimeFlags), tool, args, { ...inner, toolCallId: key.toolCallId }))
+    awaitStarted(traced(onFiber(calling, tool, fiber, status.runtimeFlags), tool, args, { ...inner, toolCallId: key.toolCallId }))
   )
   return Effect.map(dedupe.once(key, claim, run), ({ result }) => result)
 }
 
 /** Stage 1, `traced`: the call's span `execute_tool <name>` around the other stages, when tracing is on. */
 const traced = (calling: CallingFiber, tool: Tool.Any, args: unknown, options: Options | undefined): Started => {
-  const toolCallId = options?.toolCallId ?? `local-${++localCallIds}`
+  const toolCallId = options?.toolCallId ?? localCallId(calling)
   if (!calling.tracing) return counted(calling, tool, admit(calling, tool, args, options, toolCallId, undefined))
   const span = openSpan(calling, tool, toolCallId, options, args)
   return counted(calling, tool, endWhenDone(calling, span, admit(calling, tool, args, options, toolCallId, span)))
@@ -161,7 +166,7 @@ const reuseOrGate = (calling: CallingFiber, call: Call): Started => {
     keep,
     run: (overrides) =>
       Effect.withFiberRuntime((fiber, status) => {
-        const running = new CallingFiber(fiber, status.runtimeFlags)
+        const running = onFiber(calling, tool, fiber, status.runtimeFlags)
         const deadlineAt = overrides?.deadlineAt ?? call.deliveredAt
         if (deadlineAt !== undefined && deadlineAt <= running.clock.unsafeCurrentTimeMillis()) {
           return Effect.succeed(failed(new DeadlinePassed({ toolName: tool.name }), running.config))
@@ -251,7 +256,7 @@ const runHandler = (
   return Effect.map(
     // The retries run on whichever fiber awaits them: take its context there, not the starter's.
     Effect.withFiberRuntime<Outcome>((fiber, status) =>
-      withRetries(new CallingFiber(fiber, status.runtimeFlags), tool, input, info, start, span, progress)
+      withRetries(onFiber(calling, tool, fiber, status.runtimeFlags), tool, input, info, start, span, progress)
     ),
     (outcome) => toResult(tool, compiled, outcome, config, allowed)
   )
