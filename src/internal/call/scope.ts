@@ -22,12 +22,16 @@ export class CallScope implements Scope.Scope {
   /** The fiber running the finalizers, when there were any to run. */
   private closing: Fiber.RuntimeFiber<void, never> | undefined = undefined
 
-  // Effect's `Scope` functions (`addFinalizer`, `fork`, and so `acquireRelease`, `forkScoped`) call these two methods.
+  // Effect's `Scope` functions (`addFinalizer`, `fork`, and so `acquireRelease`) call these two methods.
   fork(strategy: ExecutionStrategy.ExecutionStrategy): Effect.Effect<Scope.CloseableScope> {
-    return Effect.flatMap(this.real(), (scope) => Scope.fork(scope, strategy))
+    return Scope.fork(this.real, strategy)
   }
   addFinalizer(finalizer: (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<unknown>): Effect.Effect<void> {
-    return Effect.flatMap(this.real(), (scope) => Scope.addFinalizerExit(scope, finalizer))
+    return Scope.addFinalizerExit(this.real, finalizer)
+  }
+  /** `Effect.forkIn` (and so `forkScoped`) reads and writes a scope's state itself: the real one's. */
+  get state(): unknown {
+    return (this.real as unknown as { readonly state: unknown }).state
   }
   pipe() {
     return pipeArguments(this, arguments)
@@ -62,17 +66,16 @@ export class CallScope implements Scope.Scope {
     this.closing = Runtime.runFork(runtime, Effect.uninterruptible(Scope.close(this.made, exit)), { immediate: true })
   }
 
-  /** Effect's scope behind this one, made now if need be (and closed at once if the handler has ended). */
-  private real(): Effect.Effect<Scope.CloseableScope> {
-    return Effect.suspend(() => {
-      if (this.made !== undefined) return Effect.succeed(this.made)
-      return Effect.flatMap(Scope.make(), (scope) => {
-        // Made meanwhile by another fiber of the handler's: keep that one.
-        if (this.made !== undefined) return Effect.as(Scope.close(scope, Exit.void), this.made)
-        this.made = scope
-        return this.ended === undefined ? Effect.succeed(scope) : Effect.as(Scope.close(scope, this.ended), scope)
-      })
-    })
+  /**
+   * Effect's scope behind this one, made on first use, at once (a use may be synchronous: `forkIn`); closed
+   * at once if the handler has ended (a fiber it left behind uses it late), with nothing in it yet to run.
+   */
+  private get real(): Scope.CloseableScope {
+    if (this.made === undefined) {
+      this.made = Effect.runSync(Scope.make())
+      if (this.ended !== undefined) Effect.runSync(Scope.close(this.made, this.ended))
+    }
+    return this.made
   }
 }
 
