@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, HashMap, Logger, Option, Redacted, TestClock } from "effect"
-import { Invocation, Tool, ToolContext } from "../src/index.js"
+import { Ids, Invocation, Tool, ToolContext } from "../src/index.js"
 
 describe("ToolContext.progress and ToolContext.log outside MCP", () => {
   it.effect("progress is heard by nobody; a log line goes to Effect's logger at the matching level, Redacted hidden", () =>
@@ -118,4 +118,31 @@ describe("a call's clock and log lines are its caller's fiber's (design: Call co
       }).pipe(Effect.annotateLogs("where", "fiber"), Effect.provide(layer))
       assert.deepStrictEqual(lines, ["INFO heard [fiber]"])
     }))
+})
+
+describe("a call given no id (design: Call context)", () => {
+  const plain = Tool.make("ids_plain", { description: "Ids.", input: {}, timeout: "5 seconds" }, (_, call) =>
+    [call.toolCallId, call.toolCallId])
+  const effect = Tool.make("ids_effect", { description: "Ids.", input: {}, timeout: "5 seconds" }, (_, call) =>
+    Effect.map(ToolContext.ToolContext, (context) => [call.toolCallId, { ...context }.toolCallId]))
+
+  it.effect("has the Ids generator's id, the same wherever it is read (a spread of the context keeps it)", () =>
+    Effect.gen(function*() {
+      const [a, b] = (yield* Invocation.run(plain, {})).value as Array<string>
+      assert.match(a!, /^call-[0-9a-f-]{36}$/)
+      assert.strictEqual(b, a)
+      const [d, e] = (yield* Invocation.run(effect, {})).value as Array<string>
+      assert.match(d!, /^call-[0-9a-f-]{36}$/)
+      assert.notStrictEqual(d, a)
+      assert.strictEqual(e, d)
+    }))
+
+  it.effect("counts from 1 under Ids.layerDeterministic, each runtime its own count: nothing is counted for the process", () =>
+    Effect.gen(function*() {
+      const first = yield* Invocation.run(plain, {})
+      const second = yield* Invocation.run(effect, {})
+      assert.deepStrictEqual([first.value, second.value], [["call-1", "call-1"], ["call-2", "call-2"]])
+      const again = yield* Invocation.run(plain, {}).pipe(Effect.provide(Ids.layerDeterministic))
+      assert.deepStrictEqual(again.value, ["call-1", "call-1"])
+    }).pipe(Effect.provide(Ids.layerDeterministic)))
 })

@@ -10,6 +10,7 @@ import { listening } from "../util/tracing.js"
 import type { RunState } from "../hooks/tool.js"
 import * as Metrics from "../util/metrics.js"
 import type * as Tool from "../../Tool.js"
+import type { ToolCallInfo } from "../../ToolContext.js"
 import type { ToolResult } from "../../ToolResult.js"
 import { type Config, InvocationConfig } from "./config.js"
 import { ToolWorkers, unprovided } from "../worker/service.js"
@@ -132,3 +133,37 @@ export const onFiber = (
   if (given === unprovided || Context.get(next.context, ToolWorkers) !== unprovided) return next
   return withContext(next, Context.add(next.context, ToolWorkers, given))
 }
+
+/**
+ * A call's context whose id, its caller having given none, is made on first read (`mint`): the `Ids`
+ * generator's UUID would cost a call whose body never reads it a fifth of its time. The pipeline gives
+ * it only to a body's `Call`; what else sees the context (hooks, retries, an Effect body's
+ * `ToolContext`, a worker) gets plain data (`settledInfo`), so that a spread of it keeps the id.
+ */
+export class LocalCallInfo implements ToolCallInfo {
+  readonly attempt = 1
+  constructor(
+    readonly taskId: string,
+    readonly deadlineAt: number,
+    readonly expiringThresholdMillis: number,
+    private readonly mint: () => string
+  ) {}
+  get toolCallId(): string {
+    return this.mint()
+  }
+  toJSON(): ToolCallInfo {
+    return settledInfo(this)
+  }
+}
+
+/** `info` as plain data, its id made now if it was not yet. */
+export const settledInfo = (info: ToolCallInfo): ToolCallInfo =>
+  info instanceof LocalCallInfo
+    ? {
+      taskId: info.taskId,
+      toolCallId: info.toolCallId,
+      attempt: info.attempt,
+      deadlineAt: info.deadlineAt,
+      expiringThresholdMillis: info.expiringThresholdMillis
+    }
+    : info
