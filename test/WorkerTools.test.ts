@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Logger, ManagedRuntime, Schema } from "effect"
 import { existsSync, readdirSync } from "node:fs"
 import { Agent, Invocation, LanguageModel, Tool, Toolkit, WorkerPool } from "../src/index.js"
-import { rejects, scoreOnLoop, scorePatiently, scorePriority, spins } from "./fixtures/workerTools.js"
+import { rejects, scoreOnLoop, scorePatiently, scorePriority, scopedOnWorker, spins } from "./fixtures/workerTools.js"
 import { timerDelays } from "./support/loopDelays.js"
 
 const echo = Tool.make("echo", { description: "Echo.", input: { text: Schema.String }, timeout: "1 second" }, ({ text }) => text)
@@ -92,6 +92,12 @@ describe("worker: import.meta.url (design: Worker threads)", () => {
       const result = yield* Agent.run(agent, "score it").pipe(Effect.provide(oneTurn(scorePriority)))
       assert.strictEqual(result.toolCalls[0]!.result.error, undefined)
       yield* assertOsThreads(before)
+    }), 60_000)
+
+  it.live("an Effect body on a worker has what a call gives: its ToolContext and its Scope", () =>
+    Effect.gen(function*() {
+      const result = yield* Invocation.run(scopedOnWorker, {}, { toolCallId: "call-7" })
+      assert.deepStrictEqual(result.value, { toolCallId: "call-7", events: ["inner", "inner released", "call's"], thread: true })
     }), 60_000)
 
   it.live("the same body left on the loop: the timer waits for it, and a warning names the tool and the line that moves it", () =>
