@@ -1,7 +1,7 @@
 // @effect-diagnostics missingEffectContext:off
 /** Testing a tool's logic without the platform or an agent: `Tool.test` runs its body on an input. */
 // #region gate
-import { Effect, Option, Schema } from "effect"
+import { Clock, Effect, Option, Schema } from "effect"
 import { Tool, ToolContext } from "../src/index.js"
 
 export const closeSecurityGate = Tool.make("close_security_gate", {
@@ -11,9 +11,11 @@ export const closeSecurityGate = Tool.make("close_security_gate", {
   timeout: "30 seconds"
 }, ({ gate_id }) =>
   Effect.gen(function*() {
-    // Outside a call there is no context: `current` is an Option, read safely.
+    // Outside a call there is no context: `current` is an Option, read safely. The time is the Clock's,
+    // so a test's TestClock drives it.
     const context = yield* ToolContext.current
-    if (Option.isSome(context) && context.value.deadlineAt - Date.now() < 5_000) return "deferred" as const
+    const now = yield* Clock.currentTimeMillis
+    if (Option.isSome(context) && context.value.deadlineAt - now < 5_000) return "deferred" as const
     yield* Effect.log(`closing ${gate_id}`)
     return "closed" as const
   }))
@@ -21,12 +23,12 @@ export const closeSecurityGate = Tool.make("close_security_gate", {
 // In a unit test: the body alone, no pipeline, no platform, no ToolContext.
 export const closed = Tool.test(closeSecurityGate, { gate_id: "g-7" }) // Effect<"closed" | "deferred">
 
-// A context of your own, for the paths that read it: a deadline two seconds away.
-export const deferred = Tool.test(
-  closeSecurityGate,
-  { gate_id: "g-7" },
-  ToolContext.makeCall({ taskId: "task-1", toolCallId: "call-1", deadlineAt: Date.now() + 2_000 })
-)
+// A context of your own, for the paths that read it: a deadline two seconds away on the fiber's clock.
+export const deferred = Effect.gen(function*() {
+  const now = yield* Clock.currentTimeMillis
+  const call = yield* ToolContext.makeCallEffect({ taskId: "task-1", toolCallId: "call-1", deadlineAt: now + 2_000 })
+  return yield* Tool.test(closeSecurityGate, { gate_id: "g-7" }, call)
+})
 // #endregion
 
 // #region unchecked
@@ -35,7 +37,7 @@ export const closeUnchecked = Tool.make("close_gate_unchecked", {
   description: "Close a gate, reading the call's deadline.",
   input: { gate_id: Schema.String },
   timeout: "30 seconds"
-}, () => Effect.map(ToolContext.ToolContext, (context) => context.deadlineAt > Date.now() ? "closed" : "deferred"))
+}, () => Effect.map(ToolContext.isExpiring, (expiring) => expiring ? "deferred" : "closed"))
 
 // @ts-expect-error: ToolContext is missing outside a call, so this does not compile
 export const doesNotCompile = () => Effect.runPromise(Tool.test(closeUnchecked, { gate_id: "g-7" }))

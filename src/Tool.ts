@@ -5,7 +5,8 @@
 import { Duration, Effect, Either, JSONSchema, Schema } from "effect"
 import { withDefaultsOrSame } from "./internal/inputDefaults.js"
 import * as JsonSchemaCheck from "./internal/jsonSchema.js"
-import { type Call, type CallServices, makeCall, ToolContext } from "./ToolContext.js"
+import { type Call, CallContext, type CallServices, makeCallEffect, ToolContext } from "./ToolContext.js"
+import type { Scope } from "effect"
 
 /** Identifies a `Tool` value at run time. */
 export const TypeId: unique symbol = Symbol.for("agent-tools/Tool")
@@ -389,8 +390,10 @@ export const isPermanentList = (u: unknown): u is ReadonlyArray<string> =>
  * Runs `tool`'s body on `input` with no pipeline, platform or agent: for a unit test of its logic
  * (design: Call context). The input is taken as it is (not decoded), the output not encoded; every
  * body shape is an Effect here (a rejection is a failure, a throw a defect). The body gets `call` as
- * its second argument, by default `ToolContext.makeCall()` on the fiber's `Clock` (ids `"local"`, a deadline a
- * minute away; under `TestClock` its `remaining` moves with the test's clock).
+ * its second argument, by default `ToolContext.makeCallEffect()` (ids `"local"`, a deadline a minute
+ * away on the fiber's `Clock`: under `TestClock` its `remaining` moves with the test's clock). The
+ * call's log lines go through the test's logger, a given call's too. The body's `Scope` (a call's,
+ * `ToolContext.CallServices`) closes when the body ends.
  *
  * Without `call`, the `ToolContext` service is absent, as outside any call: `ToolContext.current` is
  * `None`, and a body that reads `ToolContext.ToolContext` without checking still needs it in its
@@ -399,25 +402,29 @@ export const isPermanentList = (u: unknown): u is ReadonlyArray<string> =>
 export function test<Input, Output, E, R, Body>(
   tool: Tool<string, Input, Output, E, R, Body>,
   input: NoInfer<Input>
-): Effect.Effect<Output, Body extends Effect.Effect<any, any, any> ? E : unknown, R>
+): Effect.Effect<Output, Body extends Effect.Effect<any, any, any> ? E : unknown, Exclude<R, Scope.Scope>>
 export function test<Input, Output, E, R, Body>(
   tool: Tool<string, Input, Output, E, R, Body>,
   input: NoInfer<Input>,
   call: Call
 ): Effect.Effect<Output, Body extends Effect.Effect<any, any, any> ? E : unknown, Exclude<R, CallServices>>
 export function test(tool: Any, input: unknown, call?: Call): Effect.Effect<unknown, unknown, unknown> {
-  // The default call's deadline and `remaining` are on the fiber's clock: a `TestClock` drives them.
-  return Effect.clockWith((clock) => {
-    const given = call ?? makeCall(undefined, clock)
-    const body: unknown = tool.handler(input, given)
-    const effect: Effect.Effect<unknown, unknown, unknown> = Effect.isEffect(body)
-      ? body
-      : isPromiseLike(body)
-      ? Effect.async<unknown, unknown>((resume) => {
-        body.then((value) => resume(Effect.succeed(value)), (error) => resume(Effect.fail(error)))
-      })
-      : Effect.succeed(body)
-    return call === undefined ? effect : Effect.provideService(effect, ToolContext, given)
+  return Effect.withFiberRuntime((fiber) => {
+    // A call made outside any fiber (`makeCall`) writes its lines through this one's logger here.
+    const given = call instanceof CallContext && call.calling === undefined
+      ? new CallContext(call.info, call.clock, { context: fiber.currentContext, fiber })
+      : call
+    return Effect.flatMap(given === undefined ? makeCallEffect() : Effect.succeed(given), (made) => {
+      const body: unknown = tool.handler(input, made)
+      const effect: Effect.Effect<unknown, unknown, unknown> = Effect.isEffect(body)
+        ? Effect.scoped(body)
+        : isPromiseLike(body)
+        ? Effect.async<unknown, unknown>((resume) => {
+          body.then((value) => resume(Effect.succeed(value)), (error) => resume(Effect.fail(error)))
+        })
+        : Effect.succeed(body)
+      return given === undefined ? effect : Effect.provideService(effect, ToolContext, made)
+    })
   })
 }
 

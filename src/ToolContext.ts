@@ -69,9 +69,16 @@ export const logText = (message: unknown): string => {
   }
 }
 
+/**
+ * The default listener. Its log lines never reach it from a call: `ToolContext.log` and a `Call` made
+ * by the pipeline, by `Tool.test` or by `makeCallEffect` write them through the calling fiber's logger.
+ * Only a bare `makeCall()`, used outside any fiber, has no logger to write to: its lines are dropped,
+ * never written past the application's logger on a runtime of the process's (whose default logger
+ * writes to stdout: under `mcp`, the protocol's channel).
+ */
 const nobody: Listener = {
   progress: () => undefined,
-  log: (level, message) => void Effect.runFork(Effect.logWithLevel(effectLevels[level], message))
+  log: () => undefined
 }
 
 /** The listener of the current call: `Mcp`'s for a `tools/call`, the default elsewhere. */
@@ -204,21 +211,37 @@ export class CallContext implements Call {
   }
 }
 
+/** A call's context with the defaults of a call made outside any: ids `"local"`, attempt 1, a deadline a minute after `now`. */
+const localInfo = (now: number, info: Partial<ToolCallInfo> | undefined): ToolCallInfo => ({
+  taskId: "local",
+  toolCallId: "local",
+  attempt: 1,
+  deadlineAt: now + 60_000,
+  expiringThresholdMillis: 1000,
+  ...info
+})
+
 /**
  * A `Call` outside any call, for a unit test that calls `tool.handler(input, ToolContext.makeCall())`
- * directly: ids `"local"`, attempt 1, a deadline a minute away on `clock` (default the live `Clock`) unless given.
+ * directly, outside any fiber: ids `"local"`, attempt 1, a deadline a minute away unless given.
+ * Its `remaining` and `isExpiring`, and the default deadline, read `clock`: by default the live clock
+ * (wall time), not a `TestClock`; pass `clock` (any `{ unsafeCurrentTimeMillis }`) to fix them. It
+ * belongs to no fiber, so its `log` lines are dropped: in an Effect, use `makeCallEffect` (the fiber's
+ * clock and logger), or `Tool.test`, which gives a call of this kind the test's logger.
  */
 export const makeCall = (
   info?: Partial<ToolCallInfo>,
   clock: { readonly unsafeCurrentTimeMillis: () => number } = Clock.make()
-): CallContext => {
-  const now = clock.unsafeCurrentTimeMillis()
-  return new CallContext({
-    taskId: "local",
-    toolCallId: "local",
-    attempt: 1,
-    deadlineAt: now + 60_000,
-    expiringThresholdMillis: 1000,
-    ...info
-  }, clock)
-}
+): CallContext => new CallContext(localInfo(clock.unsafeCurrentTimeMillis(), info), clock)
+
+/**
+ * `makeCall` on the running fiber: the default deadline, `remaining` and `isExpiring` on its `Clock`
+ * (a `TestClock` drives them), its `log` lines through its logger and annotations, its `progress` to
+ * its `CallListener`.
+ */
+export const makeCallEffect = (info?: Partial<ToolCallInfo>): Effect.Effect<CallContext> =>
+  Effect.withFiberRuntime((fiber) => {
+    const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    const calling = { context: fiber.currentContext, fiber }
+    return Effect.succeed(new CallContext(localInfo(clock.unsafeCurrentTimeMillis(), info), clock, calling))
+  })

@@ -2,8 +2,9 @@
  * CPU-bound work on worker threads (design: Worker threads), so the event loop is never blocked.
  * A tool's own body moves off the loop with one line, `Tool.make(..., { worker: import.meta.url })`:
  * its pool (`ToolWorkers`) is started before the first call (`layerTools`, or by the face that runs
- * the tools). For other work, a module the workers load declares functions (`WorkerPool.serve({
- * digest })`) and a handler asks a pool to run one by name (`(input) => pool.run("digest", input)`).
+ * the tools, in the face's scope); outside both, a call runs on a worker of its own. For other work,
+ * a module the workers load declares functions (`WorkerPool.serve({ digest })`) and a handler asks a
+ * pool to run one by name (`(input) => pool.run("digest", input)`).
  * At the deadline or on interruption the job's worker is terminated (a synchronous function cannot
  * yield) and the pool starts another; a worker that crashes is the call's failure, and is replaced.
  */
@@ -28,7 +29,6 @@ export {
   WorkerCrashed,
   type WorkerPool
 } from "./internal/worker/pool.js"
-export { processWorkers } from "./internal/worker/pools.js"
 export { ToolWorkers } from "./internal/worker/service.js"
 export type { ToolWorkersService } from "./internal/worker/types.js"
 
@@ -55,7 +55,7 @@ export const layerTools = (
   Layer.scoped(
     ToolWorkers,
     Effect.gen(function*() {
-      const workers = makeToolWorkers(yield* Effect.scope, options ?? {}, false)
+      const workers = makeToolWorkers(yield* Effect.scope, options ?? {})
       yield* workers.prepare(tools)
       return workers
     })

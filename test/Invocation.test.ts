@@ -719,7 +719,7 @@ describe("Invocation.run: ToolContext (design: Call context)", () => {
         Effect.map(ToolContext.ToolContext, ({ deadlineAt, taskId, toolCallId }) => ({ deadlineAt, taskId, toolCallId })))
       const result = (yield* Invocation.run(tool, "{}", { deadlineAt: 60_000 })).value as Record<string, unknown>
       assert.strictEqual(result.taskId, "local")
-      assert.match(String(result.toolCallId), /^local-\d+$/)
+      assert.match(String(result.toolCallId), /^call-[0-9a-f-]{36}$/)
       assert.strictEqual(result.deadlineAt, 30_000)
     }))
 

@@ -130,6 +130,7 @@ export const layerReports: Layer.Layer<Reports> = Layer.scoped(
     return Reports.of({
       run: (fn, input) => Effect.flatMap(pool, (ready) => (started = ready).run(fn, input)),
       spawned: () => started?.spawned() ?? 0,
+      threads: () => started?.threads() ?? 0,
       ready: Effect.flatMap(pool, (started) => started.ready)
     })
   })

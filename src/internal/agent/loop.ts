@@ -69,7 +69,8 @@ export const loop = (
   start: Start,
   emit: Emit | undefined
 ): Effect.Effect<RunResult, AgentError | UnknownRun, LanguageModel.LanguageModel> =>
-  Effect.gen(function*() {
+  // Scoped: the pools its door makes for worker tools (none provided) stop when the run ends.
+  Effect.scoped(Effect.gen(function*() {
     const { journal, ...services } = yield* runServices
     // The run's door (design: The call pipeline): its hook state (a sub-agent's, its root's), its outcomes joined
     // in flight, since a turn's calls start together (design: Per-run reuse).
@@ -158,7 +159,7 @@ export const loop = (
       }
     }
     return yield* new MaxStepsExceeded({ maxSteps: agent.maxSteps, partial: state.result("", agent.maxSteps) })
-  })
+  }))
 
 /**
  * A handoff (design: Agents that call agents): when the model called a `transfer_to_<name>` tool of the agent

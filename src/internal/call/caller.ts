@@ -10,14 +10,16 @@ import { listening } from "../util/tracing.js"
 import type { RunState } from "../hooks/tool.js"
 import * as Metrics from "../util/metrics.js"
 import type * as Tool from "../../Tool.js"
+import type { ToolCallInfo } from "../../ToolContext.js"
 import type { ToolResult } from "../../ToolResult.js"
 import { type Config, InvocationConfig } from "./config.js"
+import { ToolWorkers, unprovided } from "../worker/service.js"
 
 /** Who is calling, and by when the call must be done. */
 export interface Options {
   /** Default `"local"`. */
   readonly taskId?: string | undefined
-  /** Default: a fresh `local-<n>` id. */
+  /** Default: a fresh id from the `Ids` generator in force (`call-<UUID>`). */
   readonly toolCallId?: string | undefined
   /** The delivered deadline (epoch milliseconds or a Date): the call ends at the earlier of this and its timeout. */
   readonly deadlineAt?: number | Date | undefined
@@ -103,3 +105,65 @@ export class CallingFiber {
     this.exporting = Context.get(this.context, Metrics.Exporting)
   }
 }
+
+/** `calling` with `context` in place of its own; its fiber, limits and clock stay the same. */
+export const withContext = (calling: CallingFiber, context: Context.Context<never>): CallingFiber => ({
+  fiber: calling.fiber,
+  runtimeFlags: calling.runtimeFlags,
+  clock: calling.clock,
+  config: calling.config,
+  tracing: calling.tracing,
+  exporting: calling.exporting,
+  context
+})
+
+/**
+ * The caller on `fiber` in place of `calling` (a retry's awaiting fiber, a gate's running one), with that
+ * fiber's services: a worker tool's call keeps the pools its door gave it (`ToolWorkers`), if `fiber` has none.
+ */
+export const onFiber = (
+  calling: CallingFiber,
+  tool: Tool.Any,
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  runtimeFlags: RuntimeFlags.RuntimeFlags
+): CallingFiber => {
+  const next = new CallingFiber(fiber, runtimeFlags)
+  if (tool.worker === undefined) return next
+  const given = Context.get(calling.context, ToolWorkers)
+  if (given === unprovided || Context.get(next.context, ToolWorkers) !== unprovided) return next
+  return withContext(next, Context.add(next.context, ToolWorkers, given))
+}
+
+/**
+ * A call's context whose id, its caller having given none, is made on first read (`mint`): the `Ids`
+ * generator's UUID would cost a call whose body never reads it a fifth of its time. The pipeline gives
+ * it only to a body's `Call`; what else sees the context (hooks, retries, an Effect body's
+ * `ToolContext`, a worker) gets plain data (`settledInfo`), so that a spread of it keeps the id.
+ */
+export class LocalCallInfo implements ToolCallInfo {
+  readonly attempt = 1
+  constructor(
+    readonly taskId: string,
+    readonly deadlineAt: number,
+    readonly expiringThresholdMillis: number,
+    private readonly mint: () => string
+  ) {}
+  get toolCallId(): string {
+    return this.mint()
+  }
+  toJSON(): ToolCallInfo {
+    return settledInfo(this)
+  }
+}
+
+/** `info` as plain data, its id made now if it was not yet. */
+export const settledInfo = (info: ToolCallInfo): ToolCallInfo =>
+  info instanceof LocalCallInfo
+    ? {
+      taskId: info.taskId,
+      toolCallId: info.toolCallId,
+      attempt: info.attempt,
+      deadlineAt: info.deadlineAt,
+      expiringThresholdMillis: info.expiringThresholdMillis
+    }
+    : info

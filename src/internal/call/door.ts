@@ -9,14 +9,15 @@
  * or as an effect (`run`). `Invocation.run` (one tool, no toolkit) is `runTool`; `Invocation.dispatcher` is
  * `make`, seen through `Dispatcher`.
  */
-import { type Context, Effect, Runtime } from "effect"
+import { type Context, Effect, Runtime, type Scope } from "effect"
 import { RunState } from "../hooks/tool.js"
 import { parseTraceparent } from "../util/traceContext.js"
-import { prepareWorkers } from "../worker/prepare.js"
+import { type OwnWorkers, prepareWorkers, withOwnWorkers } from "../worker/prepare.js"
 import type * as Tool from "../../Tool.js"
 import type { CallServices } from "../../ToolContext.js"
 import * as Toolkit from "../../Toolkit.js"
 import { ToolResult, type UnknownTool } from "../../ToolResult.js"
+import { withContext } from "./caller.js"
 import { awaitStarted, CallingFiber, type Gate, type Options, start, type Started } from "./pipeline.js"
 import { type Deliveries, Outcomes, type OutcomesOptions } from "./reuse.js"
 
@@ -45,7 +46,7 @@ export interface DispatcherOptions {
 export interface CallOptions {
   /** The run or task the call is part of. Default `"local"`. */
   readonly taskId?: string | undefined
-  /** Default: a fresh `local-<n>` id. */
+  /** Default: a fresh id from the `Ids` generator in force (`call-<UUID>`). */
   readonly toolCallId?: string | undefined
   /** The delivered deadline (epoch milliseconds or a Date): the call ends at the earlier of this and its timeout. */
   readonly deadlineAt?: number | Date | undefined
@@ -66,8 +67,12 @@ export interface Dispatcher<R = never> {
   readonly toolkit: Toolkit.Toolkit<R>
   /** The hook state of its calls (design: Hooks). */
   readonly state: RunState
-  /** Starts the worker threads of the toolkit's `worker` tools (design: Worker threads): once, before the first call. */
-  readonly prepare: Effect.Effect<void>
+  /**
+   * Starts the worker threads of the toolkit's `worker` tools (design: Worker threads): once, before the first
+   * call. In the pools provided (`WorkerPool.layerTools`), else in pools of the door's own, which the scope
+   * owns (closing it stops them) and the doors it opens share.
+   */
+  readonly prepare: Effect.Effect<void, never, Scope.Scope>
   /** The tool named `name`, or the `UnknownTool` every face answers for a name the toolkit does not have. */
   lookup(name: string): Tool.Any | UnknownTool
   /**
@@ -104,13 +109,16 @@ interface Shared {
   readonly outcomes: Outcomes | undefined
   readonly dedupe: Deliveries | undefined
   readonly options: DispatcherOptions | undefined
+  /** The worker pools `prepare` made, none being provided: the door's, and the doors' it opens. */
+  readonly workers: OwnWorkers
 }
 
-const sharedOf = (options: DispatcherOptions | undefined): Shared => ({
+const sharedOf = (options: DispatcherOptions | undefined, workers: OwnWorkers = { workers: undefined }): Shared => ({
   state: options?.state ?? new RunState(options?.kind),
   outcomes: options?.reuse === undefined ? undefined : new Outcomes(options.reuse),
   dedupe: options?.dedupe,
-  options
+  options,
+  workers
 })
 
 /** A call `begin` starts with the running fiber as its caller, awaited: `start` as an effect. */
@@ -124,8 +132,8 @@ class ToolkitDoor implements Door {
     return this.shared.state
   }
 
-  get prepare(): Effect.Effect<void> {
-    return prepareWorkers(this.toolkit.tools)
+  get prepare(): Effect.Effect<void, never, Scope.Scope> {
+    return prepareWorkers(this.toolkit.tools, this.shared.workers)
   }
 
   lookup(name: string): Tool.Any | UnknownTool {
@@ -135,7 +143,7 @@ class ToolkitDoor implements Door {
   start(calling: CallingFiber, name: string, args: unknown, options?: StartOptions): Started {
     const tool = this.toolkit.byName.get(name)
     if (tool === undefined) return ToolResult.failure(Toolkit.unknownTool(this.toolkit, name))
-    const { dedupe, outcomes, state } = this.shared
+    const { dedupe, outcomes, state, workers } = this.shared
     const traceparent = options?.traceparent
     const pipeline: Options = {
       taskId: options?.taskId,
@@ -148,7 +156,9 @@ class ToolkitDoor implements Door {
       parentSpan: traceparent === undefined ? undefined : parseTraceparent(traceparent),
       gate: options?.gate
     }
-    return start(calling, tool, args, pipeline)
+    // A worker tool's call runs on the door's own pools, unless some are provided.
+    const context = withOwnWorkers(calling.context, tool, workers)
+    return start(context === calling.context ? calling : withContext(calling, context), tool, args, pipeline)
   }
 
   run(name: string, args: unknown, options?: CallOptions): Effect.Effect<ToolResult> {
@@ -165,7 +175,8 @@ class ToolkitDoor implements Door {
 
   open(): Door {
     const { options } = this.shared
-    return new ToolkitDoor(this.toolkit, sharedOf(options?.state === undefined ? options : { ...options, state: undefined }))
+    const shared = sharedOf(options?.state === undefined ? options : { ...options, state: undefined }, this.shared.workers)
+    return new ToolkitDoor(this.toolkit, shared)
   }
 }
 
@@ -190,12 +201,5 @@ export const callerOf = (runtime: Runtime.Runtime<any>): CallingFiber =>
  * `calling` with the call's own services as its context (a listener of its progress and log lines, the client's
  * user and model): a call costs no fiber of its own until it suspends. Its limits and clock stay the caller's.
  */
-export const withServices = (calling: CallingFiber, context: Context.Context<never>): CallingFiber => ({
-  fiber: calling.fiber,
-  runtimeFlags: calling.runtimeFlags,
-  clock: calling.clock,
-  config: calling.config,
-  tracing: calling.tracing,
-  exporting: calling.exporting,
-  context
-})
+export const withServices = (calling: CallingFiber, context: Context.Context<never>): CallingFiber =>
+  withContext(calling, context)

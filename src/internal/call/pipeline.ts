@@ -20,6 +20,7 @@
  * none of them needs anything of this module or of `Invocation` (no import cycle).
  */
 import { Context, Effect, Exit, type Tracer } from "effect"
+import { Ids } from "../../Ids.js"
 import * as Reuse from "./reuse.js"
 import { awaitStarted, type Started } from "./reuse.js"
 import { mayRun, notApproved, runToolHooks, type ToolCall, ToolHooks } from "../hooks/tool.js"
@@ -28,7 +29,7 @@ import type * as Tool from "../../Tool.js"
 import type { ToolCallInfo } from "../../ToolContext.js"
 import { DeadlinePassed, InvalidInput, type ToolResult } from "../../ToolResult.js"
 import { type Outcome, runAttempt } from "./attempt.js"
-import { CallingFiber, type Options } from "./caller.js"
+import { CallingFiber, LocalCallInfo, onFiber, type Options, settledInfo } from "./caller.js"
 import { type Compiled, compile } from "./compiled.js"
 import { expiringThresholdMillis } from "./config.js"
 import { decodeArgs } from "./input.js"
@@ -50,9 +51,16 @@ export { awaitStarted, type Started } from "./reuse.js"
  * here, so no caller decodes or keys an input itself.
  */
 export const start = (calling: CallingFiber, tool: Tool.Any, args: unknown, options?: Options): Started =>
-  options?.dedupe === undefined ? traced(calling, tool, args, options) : deduped(options.dedupe, tool, args, options)
+  options?.dedupe === undefined ? traced(calling, tool, args, options) : deduped(calling, options.dedupe, tool, args, options)
 
-let localCallIds = 0
+/**
+ * The id of a call its caller gave none: the `Ids` generator's in force (`call-<UUID>` by default,
+ * `call-<n>` under `Ids.layerDeterministic`), so that no count is kept for the process.
+ */
+const localCallId = (calling: CallingFiber): string => Context.get(calling.context, Ids).make("call")
+
+/** `call`'s id, made on first read when its caller gave none (`LocalCallInfo`). */
+const idOf = (calling: CallingFiber, call: Call): string => call.toolCallId ??= localCallId(calling)
 
 // ---------------------------------------------------------------------------------------------
 // The stages.
@@ -62,7 +70,7 @@ let localCallIds = 0
  * rest (design: Delivery dedupe): it runs once however often it is delivered. Whether its handler started
  * tells the store what an interruption leaves behind (design: Interruption and shutdown).
  */
-const deduped = (dedupe: Reuse.Deliveries, tool: Tool.Any, args: unknown, options: Options): Started => {
+const deduped = (calling: CallingFiber, dedupe: Reuse.Deliveries, tool: Tool.Any, args: unknown, options: Options): Started => {
   let handlerStarted = false
   const inner: Options = {
     ...options,
@@ -72,18 +80,19 @@ const deduped = (dedupe: Reuse.Deliveries, tool: Tool.Any, args: unknown, option
       options.onStart?.()
     }
   }
-  const key = { taskId: options.taskId ?? "local", toolCallId: options.toolCallId ?? `local-${++localCallIds}` }
+  const key = { taskId: options.taskId ?? "local", toolCallId: options.toolCallId ?? localCallId(calling) }
   const claim = { toolName: tool.name, timeout: tool.timeout, idempotent: tool.idempotent, started: () => handlerStarted }
   const run = Effect.withFiberRuntime<ToolResult>((fiber, status) =>
-    awaitStarted(traced(new CallingFiber(fiber, status.runtimeFlags), tool, args, { ...inner, toolCallId: key.toolCallId }))
+    awaitStarted(traced(onFiber(calling, tool, fiber, status.runtimeFlags), tool, args, { ...inner, toolCallId: key.toolCallId }))
   )
   return Effect.map(dedupe.once(key, claim, run), ({ result }) => result)
 }
 
 /** Stage 1, `traced`: the call's span `execute_tool <name>` around the other stages, when tracing is on. */
 const traced = (calling: CallingFiber, tool: Tool.Any, args: unknown, options: Options | undefined): Started => {
-  const toolCallId = options?.toolCallId ?? `local-${++localCallIds}`
-  if (!calling.tracing) return counted(calling, tool, admit(calling, tool, args, options, toolCallId, undefined))
+  // No span to name it: the id is made when something reads it (`LocalCallInfo`).
+  if (!calling.tracing) return counted(calling, tool, admit(calling, tool, args, options, options?.toolCallId, undefined))
+  const toolCallId = options?.toolCallId ?? localCallId(calling)
   const span = openSpan(calling, tool, toolCallId, options, args)
   return counted(calling, tool, endWhenDone(calling, span, admit(calling, tool, args, options, toolCallId, span)))
 }
@@ -93,7 +102,8 @@ interface Call {
   readonly tool: Tool.Any
   readonly compiled: Compiled
   readonly input: unknown
-  readonly toolCallId: string
+  /** Undefined until read when the caller gave none (`idOf`). */
+  toolCallId: string | undefined
   readonly span: Tracer.Span | undefined
   readonly options: Options | undefined
   /** The delivered deadline, if any. */
@@ -109,7 +119,7 @@ const admit = (
   tool: Tool.Any,
   args: unknown,
   options: Options | undefined,
-  toolCallId: string,
+  toolCallId: string | undefined,
   span: Tracer.Span | undefined
 ): Started => {
   const config = calling.config
@@ -141,7 +151,7 @@ const reuseOrGate = (calling: CallingFiber, call: Call): Started => {
   const reused = (): Started | undefined => {
     const known = reuse?.get(Reuse.sameCall(tool.name, inputKeyOf()))
     if (known === undefined) return undefined
-    reuse!.markReused(call.toolCallId)
+    reuse!.markReused(idOf(calling, call))
     if (calling.exporting) Metrics.toolReused.unsafeUpdate(1, Metrics.toolLabels(tool.name))
     span?.attribute("agent_tools.reused", true)
     return known
@@ -152,7 +162,7 @@ const reuseOrGate = (calling: CallingFiber, call: Call): Started => {
   if (gate === undefined) return reused() ?? keep(withHooks(calling, call, call.deliveredAt, options?.approved === true))
   return gate({
     tool,
-    toolCallId: call.toolCallId,
+    toolCallId: idOf(calling, call),
     input: call.input,
     get inputKey() {
       return inputKeyOf()
@@ -161,7 +171,7 @@ const reuseOrGate = (calling: CallingFiber, call: Call): Started => {
     keep,
     run: (overrides) =>
       Effect.withFiberRuntime((fiber, status) => {
-        const running = new CallingFiber(fiber, status.runtimeFlags)
+        const running = onFiber(calling, tool, fiber, status.runtimeFlags)
         const deadlineAt = overrides?.deadlineAt ?? call.deliveredAt
         if (deadlineAt !== undefined && deadlineAt <= running.clock.unsafeCurrentTimeMillis()) {
           return Effect.succeed(failed(new DeadlinePassed({ toolName: tool.name }), running.config))
@@ -171,16 +181,19 @@ const reuseOrGate = (calling: CallingFiber, call: Call): Started => {
   })
 }
 
-/** The call's context as of `now`: its deadline the earlier of `now` + the tool's timeout and `deadlineAt`. */
+/**
+ * The call's context as of `now`: its deadline the earlier of `now` + the tool's timeout and `deadlineAt`.
+ * With no id given, its id is made when read (`LocalCallInfo`).
+ */
 const infoAt = (calling: CallingFiber, call: Call, now: number, deadlineAt: number | undefined): ToolCallInfo => {
   const byTimeout = now + call.compiled.timeoutMillis
-  return {
-    taskId: call.options?.taskId ?? "local",
-    toolCallId: call.toolCallId,
-    attempt: 1,
-    deadlineAt: deadlineAt === undefined ? byTimeout : Math.min(byTimeout, deadlineAt),
-    expiringThresholdMillis: expiringThresholdMillis(calling.config)
-  }
+  const taskId = call.options?.taskId ?? "local"
+  const deadline = deadlineAt === undefined ? byTimeout : Math.min(byTimeout, deadlineAt)
+  const expiring = expiringThresholdMillis(calling.config)
+  const toolCallId = call.toolCallId
+  return toolCallId === undefined
+    ? new LocalCallInfo(taskId, deadline, expiring, () => idOf(calling, call))
+    : { taskId, toolCallId, attempt: 1, deadlineAt: deadline, expiringThresholdMillis: expiring }
 }
 
 /**
@@ -203,7 +216,7 @@ const withHooks = (calling: CallingFiber, call: Call, deadlineAt: number | undef
   }
   const progress = { attempt: 1 }
   const { input, tool } = call
-  const context = infoAt(calling, call, now, deadlineAt)
+  const context = settledInfo(infoAt(calling, call, now, deadlineAt))
   let handler: { readonly info: ToolCallInfo; readonly start: number } | undefined
   const run = call.options?.run
   const hookCall: ToolCall = { tool, input, context, attempts: () => progress.attempt, run, approved }
@@ -221,7 +234,7 @@ const withHooks = (calling: CallingFiber, call: Call, deadlineAt: number | undef
         return Effect.succeed(failed(new DeadlinePassed({ toolName: tool.name }), calling.config))
       }
       // Fixed when the handler first starts: a hook that proceeds again shares it, as retries do.
-      handler ??= { info: infoAt(calling, call, now, deadlineAt), start: now }
+      handler ??= { info: settledInfo(infoAt(calling, call, now, deadlineAt)), start: now }
       onStart?.()
       return awaitStarted(runHandler(calling, call, handler.info, handler.start, progress))
     })
@@ -251,7 +264,7 @@ const runHandler = (
   return Effect.map(
     // The retries run on whichever fiber awaits them: take its context there, not the starter's.
     Effect.withFiberRuntime<Outcome>((fiber, status) =>
-      withRetries(new CallingFiber(fiber, status.runtimeFlags), tool, input, info, start, span, progress)
+      withRetries(onFiber(calling, tool, fiber, status.runtimeFlags), tool, input, settledInfo(info), start, span, progress)
     ),
     (outcome) => toResult(tool, compiled, outcome, config, allowed)
   )

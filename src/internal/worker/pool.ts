@@ -77,6 +77,8 @@ export interface WorkerPool {
   readonly run: <A = unknown>(fn: string, input: unknown) => Effect.Effect<A, JobError | WorkerCrashed>
   /** Workers started so far (the first `size`, plus one per replaced worker). */
   readonly spawned: () => number
+  /** Worker threads alive now: none once the pool's scope has closed. */
+  readonly threads: () => number
   /** Succeeds once every worker has started and loaded its module (each answers one job). */
   readonly ready: Effect.Effect<void, JobError | WorkerCrashed>
 }
@@ -120,6 +122,8 @@ export const make = (options: Options): Effect.Effect<WorkerPool, ModuleNotFound
       return yield* new ModuleNotFound({ message: `the worker module ${options.module.href} does not exist` })
     }
     const threads = new Map<number, WorkerThreads.Worker>()
+    // Until each has exited: a thread being stopped is still alive.
+    const alive = new Set<WorkerThreads.Worker>()
     let spawned = 0
     const spawnLayer = NodeWorker.layer((id) => {
       spawned++
@@ -129,7 +133,11 @@ export const make = (options: Options): Effect.Effect<WorkerPool, ModuleNotFound
         : new WorkerThreads.Worker(options.module, { workerData: options.workerData, resourceLimits })
       if (options.unref === true) thread.unref()
       threads.set(id, thread)
-      thread.once("exit", () => threads.delete(id))
+      alive.add(thread)
+      thread.once("exit", () => {
+        threads.delete(id)
+        alive.delete(thread)
+      })
       return thread
     })
     // One manager for the pool: it numbers the workers, the key of `threads`.
@@ -192,7 +200,7 @@ export const make = (options: Options): Effect.Effect<WorkerPool, ModuleNotFound
         answered = true
       })
     )
-    return { run, spawned: () => spawned, ready }
+    return { run, spawned: () => spawned, threads: () => alive.size, ready }
   })
 
 /** Waits until `size` workers have each answered a ping: started, and their module loaded. */

@@ -8,7 +8,7 @@
 import { Cause, Effect, Exit } from "effect"
 import { workerData } from "node:worker_threads"
 import * as Tool from "../../Tool.js"
-import { makeCall, type ToolCallInfo } from "../../ToolContext.js"
+import { type CallServices, makeCall, ToolContext, type ToolCallInfo } from "../../ToolContext.js"
 import { serveJobs } from "./pool.js"
 
 /** What the pool sends with each job: the decoded input and the call's context. */
@@ -38,10 +38,13 @@ serveJobs(import(href).then(toolsOf), async (tools, name, job: ToolJob) => {
   if (tool === undefined) {
     throw new Error(`${href} exports no tool named ${name}: export it (export const tool = Tool.make(${JSON.stringify(name)}, ...))`)
   }
-  const body: unknown = tool.handler(job.input, makeCall(job.info))
+  const call = makeCall(job.info)
+  const body: unknown = tool.handler(job.input, call)
   if (!Effect.isEffect(body)) return await body
-  // An Effect body (needing nothing): its failure is thrown as itself, as a throw of a plain body.
-  const exit = await Effect.runPromiseExit(body as Effect.Effect<unknown, unknown>)
+  // An Effect body (needing nothing but what a call gives, `ToolContext.CallServices`): its failure is
+  // thrown as itself, as a throw of a plain body. Its scope closes as it ends (the deadline ends the thread).
+  const effect = body as Effect.Effect<unknown, unknown, CallServices>
+  const exit = await Effect.runPromiseExit(Effect.scoped(Effect.provideService(effect, ToolContext, call)))
   if (Exit.isSuccess(exit)) return exit.value
   throw Cause.squash(exit.cause)
 })

@@ -14,6 +14,8 @@ export interface ToolWorkersService {
    * pays for a worker's start. Tools without `worker`: nothing to do, at once.
    */
   readonly prepare: (tools: Iterable<Tool.Any>) => Effect.Effect<void, ModuleNotFound | JobError | WorkerCrashed>
+  /** The worker threads of its pools alive now: none once their scope has closed (a call's own pool is the call's). */
+  readonly threads: () => number
 }
 
 const modulesCache = new WeakMap<Iterable<Tool.Any>, ReadonlyArray<URL>>()
