@@ -1,6 +1,6 @@
 /** A tool with every option, a second one that moves money, one with typed failures, and calls through the pipeline. */
 // #region tool
-import { Effect, Schema } from "effect"
+import { Clock, Effect, Schema } from "effect"
 import { Invocation, Tool, Toolkit } from "../src/index.js"
 // Your own Schemas and services:
 import { Billing, type BillingDown, type NotFound, Order, Orders, Refund } from "./shop.js"
@@ -85,8 +85,9 @@ export const main = (orderId: string) =>
     const toolkit = yield* Toolkit.make(lookupOrder, issueRefund)
     // Effect<Toolkit, ManifestError>: every broken limit at once, each naming the tool and the rule
 
+    const now = yield* Clock.currentTimeMillis // the fiber's clock: a TestClock in a test
     const result = yield* Invocation.run(lookupOrder, JSON.stringify({ order_id: orderId }), {
-      taskId: "task-1", toolCallId: "call-1", deadlineAt: Date.now() + 5_000 // all optional
+      taskId: "task-1", toolCallId: "call-1", deadlineAt: now + 5_000 // all optional
     })
     result.success  // derived: error === undefined
     result.value    // the output, encoded by the output Schema (plain JSON)
