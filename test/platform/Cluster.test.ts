@@ -445,7 +445,11 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
         submitted = events.length
         for (const run of events) assert.strictEqual(Chunk.last(run).pipe(Option.map((e) => e._tag), Option.getOrUndefined), "TaskCompleted")
       }).pipe(Effect.scoped)
-      const runs = r.spans.filter((s) => s.name === "invoke_agent agent-1")
+      // The exporters flush as their runners stop; under load the receiver may hold the last batch a moment later.
+      const runSpans = () => r.spans.filter((s) => s.name === "invoke_agent agent-1")
+      const flushedBy = Date.now() + 10_000
+      while (runSpans().length < submitted && Date.now() < flushedBy) yield* Effect.sleep("100 millis")
+      const runs = runSpans()
       const owners = new Set(runs.map((s) => s.service))
       console.log(`cluster trace: ${runs.length} runs on ${[...owners].join(", ")}; ${r.spans.length} spans received`)
       assert.strictEqual(runs.length, submitted)
