@@ -13,6 +13,7 @@ import type { ConfigError } from "effect/ConfigError"
 import { type Compiled, compile } from "./internal/call/compiled.js"
 import * as Door from "./internal/call/door.js"
 import * as Pipeline from "./internal/call/pipeline.js"
+import { tooDeep } from "./internal/call/result.js"
 import { formatIssues } from "./internal/util/issues.js"
 import type * as Tool from "./Tool.js"
 import type { CallServices } from "./ToolContext.js"
@@ -88,9 +89,13 @@ export function call<Input, Output, E, R, Body>(
   options?: Options
 ): Effect.Effect<Output, ToolFailure<Body extends Effect.Effect<any, any, any> ? E : unknown>, Exclude<R, CallServices>>
 export function call(tool: Tool.Any, input: unknown, options?: Options): Effect.Effect<unknown, unknown, unknown> {
-  return Effect.suspend(() => {
+  return Effect.flatMap(Pipeline.InvocationConfig, (config) => {
     const compiled = compile(tool)
-    const encoded = attempt(() => compiled.encodeInput(input))
+    // A value nested past the stack says so, as the pipeline's own check of arguments does.
+    const encoded = Either.orElse(attempt(() => compiled.encodeInput(input)), (reason) => {
+      const deep = tooDeep(input, config)
+      return Either.left(deep ?? reason)
+    })
     if (Either.isLeft(encoded)) return Effect.fail(new InvalidInput({ toolName: tool.name, reason: encoded.left }))
     return Effect.flatMap(Door.runTool(tool, encoded.right, options), (result) => typedOutcome(tool, compiled, result))
   })

@@ -221,6 +221,25 @@ describe("Invocation.run: input (design: Input)", () => {
       assert.strictEqual(runs.count, 0)
     }))
 
+  it.effect("a parsed value nested 100,000 deep is refused for its depth, by run and by the typed call, not with the engine's words", () =>
+    Effect.gen(function*() {
+      interface Node {
+        readonly next?: Node | undefined
+      }
+      const NodeSchema: Schema.Schema<Node> = Schema.Struct({ next: Schema.optional(Schema.suspend(() => NodeSchema)) })
+      let runs = 0
+      const walk = Tool.make("walk", { description: "Walk.", input: { tree: NodeSchema }, output: Schema.Number, timeout: "1 second" }, () =>
+        Effect.sync(() => ++runs))
+      let tree: Node = {}
+      for (let i = 0; i < 100_000; i++) tree = { next: tree }
+      const result = yield* Invocation.run(walk, { tree })
+      assert.strictEqual(result.error, "walk: invalid input: the value is nested deeper than 128 levels")
+      const failure = yield* Effect.flip(Invocation.call(walk, { tree }))
+      assert.strictEqual(failure._tag, "InvalidInput")
+      assert.strictEqual(failure._tag === "InvalidInput" ? failure.reason : "", "the value is nested deeper than 128 levels")
+      assert.strictEqual(runs, 0)
+    }))
+
   it.effect("refuses arguments nested deeper than the limit whatever the Schema, so reusing an idempotent call cannot exhaust the stack", () =>
     Effect.gen(function*() {
       // `unknown` takes any depth; keying the input for reuse used to walk it and die.

@@ -52,7 +52,8 @@ export const decodeArgs = (
     try {
       text = JSON.stringify(args)
     } catch (error) {
-      return `the arguments are not JSON (${errorMessage(error)})`
+      // A value nested past the stack (100,000 deep) says so, as an output does, not the engine's words.
+      return tooDeep(args, config) ?? `the arguments are not JSON (${errorMessage(error)})`
     }
     // A character is at most three UTF-8 bytes: only a long text is measured.
     if (text !== undefined && text.length * 3 > config.maxPayloadBytes && Buffer.byteLength(text, "utf8") > config.maxPayloadBytes) {
