@@ -5,12 +5,13 @@
  * agents; 70 % ended, 20 % running, 10 % waiting for approval, made over the last ten minutes), so that none of
  * them runs. Baseline: the same read through the `Journal` in process, no HTTP. Run with `npm run bench`.
  */
-import { Clock, Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Journal, LanguageModel } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
+import { clockAt } from "../support/operators.js"
 import { report } from "./report.js"
 
 const tasks = 10_000
@@ -20,16 +21,6 @@ const warmup = 50
 const token = "bench-operator-token-0123456789"
 
 const percentile = (xs: ReadonlyArray<number>, p: number) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * p)]!
-
-/** A clock that reads `millis`: a task's made-at as the journal writes it. */
-const clockAt = (millis: number): Clock.Clock => ({
-  [Clock.ClockTypeId]: Clock.ClockTypeId,
-  unsafeCurrentTimeMillis: () => millis,
-  currentTimeMillis: Effect.succeed(millis),
-  unsafeCurrentTimeNanos: () => BigInt(millis) * 1_000_000n,
-  currentTimeNanos: Effect.succeed(BigInt(millis) * 1_000_000n),
-  sleep: () => Effect.void
-})
 
 /** 10,000 tasks of 20 agents: every tenth waiting for approval, two in ten running, the rest ended. */
 const fill = (journal: Journal.Journal["Type"]) =>

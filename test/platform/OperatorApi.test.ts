@@ -6,24 +6,17 @@
  * OpenAPI document that lists every route.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, ConfigProvider, Context, Effect, Exit, Layer, Logger, LogLevel, Redacted, Schema, Scope, Stream } from "effect"
+import { ConfigProvider, Context, Effect, Exit, Layer, Logger, LogLevel, Schema, Scope, Stream } from "effect"
 import { request as httpRequest } from "node:http"
 import { Journal, LanguageModel, Tool, Toolkit } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import type { Protocol } from "../../src/exports/protocol.js"
 import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import { waitingForApproval } from "../../examples/operations.js"
+import { admin, approver, clockAt, operatorTokens, viewer } from "../support/operators.js"
 import { resultsOf } from "../support/refundTools.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
-const viewer = "viewer-token-0123456789"
-const approver = "approver-token-0123456789"
-const admin = "admin-token-0123456789"
-const operatorTokens: ReadonlyArray<PlatformServer.OperatorToken> = [
-  { token: Redacted.make(viewer), role: "viewer", name: "vera" },
-  { token: Redacted.make(approver), role: "approver", name: "alice" },
-  { token: Redacted.make(admin), role: "admin", name: "root" }
-]
 const settings = ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]]))
 const quiet = Logger.withMinimumLogLevel(LogLevel.Error)
 
@@ -262,16 +255,6 @@ describe("operator API: tokens, roles and other sites", () => {
       ])
       assert.deepStrictEqual(Object.keys(body.components.securitySchemes), ["bearer"])
     }).pipe(quiet))
-})
-
-/** A clock that reads `millis`: the journal's times of what is written under it. */
-const clockAt = (millis: number): Clock.Clock => ({
-  [Clock.ClockTypeId]: Clock.ClockTypeId,
-  unsafeCurrentTimeMillis: () => millis,
-  currentTimeMillis: Effect.succeed(millis),
-  unsafeCurrentTimeNanos: () => BigInt(millis) * 1_000_000n,
-  currentTimeNanos: Effect.succeed(BigInt(millis) * 1_000_000n),
-  sleep: () => Effect.void
 })
 
 describe("operator API: tasks from the journal", () => {

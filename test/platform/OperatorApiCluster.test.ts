@@ -15,16 +15,9 @@ import * as Cluster from "../../src/platform/Cluster.js"
 import { clientLayer } from "../support/platform.js"
 import * as Pg from "../support/postgres.js"
 import { resultsOf } from "../support/refundTools.js"
+import { admin, approver, operatorTokens, viewer } from "../support/operators.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
-const viewer = "viewer-token-0123456789"
-const approver = "approver-token-0123456789"
-const admin = "admin-token-0123456789"
-const operatorTokens: ReadonlyArray<PlatformServer.OperatorToken> = [
-  { token: Redacted.make(viewer), role: "viewer", name: "vera" },
-  { token: Redacted.make(approver), role: "approver", name: "alice" },
-  { token: Redacted.make(admin), role: "admin", name: "root" }
-]
 const policy = Timing.layer({
   redelivery: Schedule.spaced("1 second"),
   reconnect: Schedule.spaced("100 millis").pipe(Schedule.intersect(Schedule.recurs(300)))
