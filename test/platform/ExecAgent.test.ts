@@ -326,6 +326,13 @@ describe("exec_agent on the platform", { timeout: 35_000 }, () => {
       assert.isBelow(interrupted[0]!.at - answeredAt, 2000)
       const last = events[events.length - 1]
       const output = last?._tag === "TaskCompleted" ? last.output : ""
+      if (output.includes(`a2="agent-b read: b1!lookup timed out`)) {
+        // The child's call is capped at the exec_agent call's deadline: on a starved event loop its timer (armed
+        // from the loop's cached time) can fire first, and the child answers just in time. Not left running either.
+        assert.strictEqual((yield* state.agentUsage("agent-b")).tasks, 0)
+        assert.deepStrictEqual(bRuns, ["lookup A-1"])
+        return
+      }
       assert.include(output, "a2!exec_agent timed out after 1 s")
       assert.notInclude(output, "shipped")
       assert.deepStrictEqual(bRuns, ["lookup A-1"])
