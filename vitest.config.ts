@@ -27,6 +27,7 @@ export const slow = [
   "test/platform/OperatorApiCluster.test.ts",
   "test/platform/Tenants.test.ts",
   "test/platform/JobQueue.test.ts",
+  "test/platform/ClusterJobQueue.test.ts",
   "test/McpConformance.test.ts",
   "test/McpHttpAttacks.test.ts",
   "test/PostgresPrivateFolder.test.ts",

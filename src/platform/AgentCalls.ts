@@ -271,6 +271,11 @@ export interface Host {
    * `toolCallId` was decided at the root and journaled: it goes on once it waits for nothing more.
    */
   readonly decidedElsewhere?: ((taskId: string, toolCallId: string) => Effect.Effect<void>) | undefined
+  /**
+   * Cluster mode: cancels `taskId` (a child of a task cancelled here) on the runner that holds it, `by` who, for
+   * `reason`. Undefined: it is held here (TaskCancel.ts).
+   */
+  readonly cancelElsewhere?: ((taskId: string, by: string, reason: string) => Effect.Effect<void>) | undefined
 }
 
 /** The `Host` of one platform process, over its agents' live processes and the assignments. */

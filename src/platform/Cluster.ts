@@ -39,6 +39,7 @@ import * as ClusterAgentCalls from "./ClusterAgentCalls.js"
 import { makeRegistry, type Registry, requireMigrated } from "./ClusterDatabase.js"
 import { AgentEntity, Alive, type AttachPayload, holdsShardOf, orDieOnEngine, TaskEntity } from "./ClusterEntities.js"
 import { clusterBackend } from "./ClusterFront.js"
+import * as ClusterRoutes from "./ClusterRoutes.js"
 import { runnerJournal } from "./ClusterJournal.js"
 import { layerSharding, type RunnerOptions } from "./ClusterRunner.js"
 import { makeStart } from "./ClusterStart.js"
@@ -156,11 +157,22 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
       start: (task) => Effect.asVoid(started(task)),
       stop: (agentId, taskId, reason) =>
         orDieOnEngine(SqlStore.whileBusy(taskEntities(taskId).Stop({ agentId, reason }, { discard: true }))),
+      cancel: (agentId, taskId, by, reason) =>
+        orDieOnEngine(SqlStore.whileBusy(taskEntities(taskId).Cancel({ agentId, by, reason }))).pipe(
+          Effect.catchTag("UnknownTask", () => Effect.void),
+          Effect.asVoid
+        ),
       decided: (taskId, toolCallId) =>
         orDieOnEngine(SqlStore.whileBusy(taskEntities(taskId).Decided({ toolCallId }, { discard: true }))),
       journal: yield* Journal.Journal
     }
-    const parts = yield* Parts.makeParts(options, journal, (local) => ClusterAgentCalls.host(local, engine))
+    // A task's calls of tools its holder does not serve go to the agent's workers on any runner (ClusterRoutes.ts).
+    const workers = yield* ClusterRoutes.make(engine.assignments)
+    const parts = yield* Parts.makeParts(options, journal, {
+      host: (local) => ClusterAgentCalls.host(local, engine),
+      routing: workers
+    })
+    workers.bind(parts.tasks.routes.connections)
     const tasks = yield* ClusterTasks.make(parts.tasks, journal)
     const registry = yield* makeRegistry
     // A process silent for `evictSilentAfter` intervals is forgotten by the database too.

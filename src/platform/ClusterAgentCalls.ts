@@ -21,18 +21,32 @@
  */
 import * as Entity from "@effect/cluster/Entity"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Clock, Data, Effect, Mailbox, Schedule, Schema, type Scope, Stream } from "effect"
+import { Clock, Data, Duration, Effect, Mailbox, Option, Schedule, Schema, type Scope, Stream } from "effect"
 import { nestedUnder } from "../internal/agent/run.js"
 import type { PendingApproval } from "../internal/agent/types.js"
 import * as Journal from "../Journal.js"
 import { followAlive } from "./ClusterTiming.js"
 import type { AgentLimitExceeded, Assignment, Caller } from "../protocol/Protocol.js"
-import { TaskEvent } from "../protocol/Protocol.js"
+import { TaskEvent, ToolCallRequested } from "../protocol/Protocol.js"
 import * as AgentCalls from "./AgentCalls.js"
 import { childTaskId } from "./Tasks.js"
 
-/** A task given to the watching process. */
-const Assigned = Schema.TaggedStruct("Assigned", { taskId: Schema.String })
+/** A task given to the watching process; or one call of a task (`call`), or a call given earlier cancelled (`cancelled`). */
+const Assigned = Schema.TaggedStruct("Assigned", {
+  taskId: Schema.String,
+  call: Schema.optional(ToolCallRequested),
+  cancelled: Schema.optional(Schema.String)
+})
+
+/**
+ * What the owner of an agent's shard knows of its workers (ClusterRoutes.ts): its live processes with the tools each
+ * serves, and the processes that take calls, each on the connection of its latest such stream.
+ */
+export const Workers = Schema.Struct({
+  live: Schema.Array(Schema.Struct({ processId: Schema.String, tools: Schema.Array(Schema.String) })),
+  workers: Schema.Array(Schema.Struct({ processId: Schema.String, connection: Schema.String }))
+})
+export type Workers = typeof Workers.Type
 
 /** What the owner of the agent's shard sends a watching runner between assignments: a quiet stream is opened again. */
 const Alive = Schema.TaggedStruct("Alive", {})
@@ -43,7 +57,24 @@ const Alive = Schema.TaggedStruct("Alive", {})
  * process watches (the agent's own entity, one message at a time, would be held by it).
  */
 export const AssignmentsEntity = Entity.make("agent-tools/Assignments", [
-  Rpc.make("Watch", { payload: { processId: Schema.String }, success: Schema.Union(Assigned, Alive), stream: true }),
+  // `calls`: the process takes single calls of its agent's tasks too, answering on `connection` (of its runner's front).
+  Rpc.make("Watch", {
+    payload: { processId: Schema.String, calls: Schema.optional(Schema.Boolean), connection: Schema.optional(Schema.String) },
+    success: Schema.Union(Assigned, Alive),
+    stream: true
+  }),
+  // The agent's `Workers` at once, then on each change, and at least every `followAlive.every` (its `Alive`).
+  Rpc.make("Workers", { success: Workers, stream: true }),
+  // Gives a call (or a cancel) to the process on its latest stream that takes calls: false when it has none.
+  Rpc.make("Give", {
+    payload: {
+      processId: Schema.String,
+      taskId: Schema.String,
+      call: Schema.optional(ToolCallRequested),
+      cancelled: Schema.optional(Schema.String)
+    },
+    success: Schema.Boolean
+  }),
   // A live process that watches, taken in turn (none: null), and the agent's tools, for `list_agents` and `exec_agent`.
   Rpc.make("Pick", {
     success: Schema.Struct({ processId: Schema.NullOr(Schema.String), tools: Schema.Array(Schema.String) })
@@ -69,7 +100,10 @@ export const layerEntity = (
   deps: {
     readonly host: AgentCalls.Host
     readonly assignments: AgentCalls.Assignments
-    readonly live: (agentId: string, now: number) => ReadonlyArray<{ readonly processId: string }>
+    readonly live: (
+      agentId: string,
+      now: number
+    ) => ReadonlyArray<{ readonly processId: string; readonly manifest: ReadonlyArray<{ readonly name: string }> }>
   },
   agentHeld: (agentId: string) => Effect.Effect<void>
 ) =>
@@ -85,16 +119,19 @@ export const layerEntity = (
           Stream.as(Alive.make({}))
         )
       return AssignmentsEntity.of({
-        Watch: ({ payload: { processId } }) =>
+        Watch: ({ payload: { calls, connection, processId } }) =>
           Stream.unwrapScoped(Effect.map(
-            assignments.watch({ agentId, processId }, true),
+            assignments.watch({ agentId, processId }, true, { calls, connection }),
             (mailbox) =>
               Stream.merge(
-                Stream.map(Mailbox.toStream(mailbox), ({ taskId }) => Assigned.make({ taskId })),
+                Stream.map(Mailbox.toStream(mailbox), (assignment) => Assigned.make(assignment)),
                 alive(processId),
                 { haltStrategy: "either" }
               )
           )),
+        Workers: () => workersOf(agentId, deps),
+        Give: ({ payload: { processId, ...assignment } }) =>
+          Effect.sync(() => assignments.give(agentId, processId, assignment) !== undefined),
         Pick: () =>
           Effect.map(Clock.currentTimeMillis, (now) => ({
             processId: host.pick(agentId, now) ?? null,
@@ -108,6 +145,36 @@ export const layerEntity = (
     { concurrency: "unbounded" }
   )
 
+/** How often the owner of an agent's shard looks at its workers for a change to tell (`Workers`). */
+const workersLooked = "100 millis"
+
+/**
+ * The agent's `Workers` as the owner of its shard knows them: at once, then whenever they change (looked at every
+ * `workersLooked`), and at least every `followAlive.every`, so that a follower hears of a quiet owner.
+ */
+const workersOf = (
+  agentId: string,
+  { assignments, live }: Pick<Parameters<typeof layerEntity>[0], "assignments" | "live">
+): Stream.Stream<Workers> =>
+  Stream.suspend(() => {
+    let last = ""
+    let lastAt = 0
+    return Stream.tick(workersLooked).pipe(
+      Stream.mapEffect(() => Clock.currentTimeMillis),
+      Stream.filterMap((now) => {
+        const workers: Workers = {
+          live: live(agentId, now).map((p) => ({ processId: p.processId, tools: p.manifest.map((entry) => entry.name) })),
+          workers: assignments.callWorkers(agentId)
+        }
+        const key = JSON.stringify(workers)
+        if (key === last && now - lastAt < Duration.toMillis(followAlive.every)) return Option.none()
+        last = key
+        lastAt = now
+        return Option.some(workers)
+      })
+    )
+  })
+
 /** The stream from the owner of the agent's shard went quiet: opened again. */
 class Quiet extends Data.TaggedError("Quiet") {}
 
@@ -120,12 +187,16 @@ class Open extends Data.TaggedError("Open") {}
  * whenever it breaks, ends or goes quiet past `followAlive.within` (the shard moved).
  */
 export const watchOn = (assignments: Client) =>
-(caller: Caller): Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope> =>
+(
+  caller: Caller & { readonly calls?: boolean | undefined },
+  connection: string
+): Effect.Effect<Mailbox.ReadonlyMailbox<Assignment>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const out = yield* Mailbox.make<Assignment>()
-    const once = assignments(caller.agentId).Watch({ processId: caller.processId }).pipe(
+    const watch = { processId: caller.processId, ...(caller.calls === true ? { calls: true, connection } : {}) }
+    const once = assignments(caller.agentId).Watch(watch).pipe(
       Stream.timeoutFail(() => new Quiet(), followAlive.within),
-      Stream.runForEach((item) => item._tag === "Assigned" ? out.offer({ taskId: item.taskId }) : Effect.void),
+      Stream.runForEach((item) => item._tag === "Assigned" ? out.offer(assignmentOf(item)) : Effect.void),
       Effect.catchAllCause((cause) =>
         Effect.logDebug(`agent ${caller.agentId}: the watch of process ${caller.processId} is opened again`, cause)
       )
@@ -133,6 +204,13 @@ export const watchOn = (assignments: Client) =>
     yield* Effect.forkScoped(Effect.repeat(once, Schedule.spaced(followAlive.every)))
     return out
   })
+
+/** An `Assigned` as the serving process reads it: its tag and the fields it does not have left out. */
+const assignmentOf = ({ call, cancelled, taskId }: typeof Assigned.Type): Assignment => ({
+  taskId,
+  ...(call === undefined ? {} : { call }),
+  ...(cancelled === undefined ? {} : { cancelled })
+})
 
 /** What a runner's cluster does for the agent calls: start a cluster task, and stop one on its owner. */
 export interface Engine {
@@ -144,6 +222,8 @@ export interface Engine {
   ) => Effect.Effect<void, AgentLimitExceeded>
   /** Has the task's owner stop it for `reason`, wherever it runs. */
   readonly stop: (agentId: string, taskId: string, reason: string) => Effect.Effect<void>
+  /** Has the task's owner cancel it, `by` who, for `reason` (a task of a tree whose root was cancelled). */
+  readonly cancel: (agentId: string, taskId: string, by: string, reason: string) => Effect.Effect<void>
   /** Tells the task's owner that its call was decided at the root of its tree (`Host.decidedElsewhere`). */
   readonly decided: (taskId: string, toolCallId: string) => Effect.Effect<void>
   /** The cluster's journal. */
@@ -277,6 +357,11 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
       Effect.orDie
     )
 
+  /** Cancels the task on its owner, its agent read from the journal (one the journal does not hold: nothing to do). */
+  const cancelElsewhere = (taskId: string, by: string, reason: string): Effect.Effect<void> =>
+    Effect.flatMap(Effect.orDie(journal.run(taskId)), (run) =>
+      run === undefined || !Journal.isOpen(run) ? Effect.void : engine.cancel(run.agentId, taskId, by, reason))
+
   const execute = (parent: AgentCalls.Parent): AgentCalls.Execute => (call, agentId, prompt) =>
     Effect.gen(function*() {
       const child = childTaskId(parent.taskId, call.toolCallId)
@@ -287,7 +372,11 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
       return yield* AgentCalls.awaitChild(parent, call, agentId, child, {
         // Given to another process of its agent if the one it was given to goes away while it waits.
         settled: Effect.raceFirst(settledOf(child), regiving(assignments, agentId, child, processId)),
-        stop: (reason) => engine.stop(agentId, child, reason)
+        // A parent cancelled cancels its child (`TaskCancelled`, by whoever cancelled the parent); else it is stopped.
+        stop: (reason) =>
+          parent.final?._tag === "TaskCancelled"
+            ? cancelElsewhere(child, parent.final.by, `its parent task ${parent.taskId} was cancelled`)
+            : engine.stop(agentId, child, reason)
       })
     })
 
@@ -299,6 +388,7 @@ export const host = (local: AgentCalls.Host, engine: Engine): AgentCalls.Host =>
         ({ processId, tools }) => ({ connected: processId !== null, tools })
       ),
     execute,
-    decidedElsewhere: engine.decided
+    decidedElsewhere: engine.decided,
+    cancelElsewhere
   }
 }

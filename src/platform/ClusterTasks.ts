@@ -9,7 +9,7 @@ import * as SqlStore from "../internal/sql/store.js"
 import * as Invocation from "../Invocation.js"
 import * as Journal from "../Journal.js"
 import { type EventsWanted, type ToolCallResult, UnknownTask } from "../protocol/Protocol.js"
-import { answersFrom, attachTo, type Follower, ignoredAnswer, type Task, type Tasks } from "./Tasks.js"
+import { answersCallFrom, attachTo, type Follower, ignoredAnswer, type Task, type Tasks } from "./Tasks.js"
 
 /** An attachment to a task: whose, which events, its follower, and the connection it comes from. */
 interface Attaching {
@@ -158,7 +158,7 @@ const answerOf = (
     // In process (ClusterFollow.ts, `Here`), only to a task its `Run` holds here: never one taken up here.
     const task = inProcess ? yield* running.task(agentId, taskId) : yield* tasks.held(agentId, taskId)
     if (task.final !== undefined) return
-    if (!answersFrom(task, connection)) return yield* ignoredAnswer(task, toolCallId)
+    if (!answersCallFrom(task, toolCallId, connection)) return yield* ignoredAnswer(task, toolCallId)
     const pending = task.pending?.get(toolCallId)
     const name = pending?.event.name ?? (yield* Effect.map(Effect.orDie(journal.run(taskId)), (run) =>
       run !== undefined && Journal.isOpen(run) ? run.calls.get(toolCallId)?.name : undefined))

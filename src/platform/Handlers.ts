@@ -218,7 +218,7 @@ export const layerOf = (backend: Backend, parts: Parts, options: Options) =>
     stateOf(parts),
     Layer.succeed(WireLimits, { maxManifestBytes: parts.limits.maxManifestBytes }),
     // The calls given to serving processes learn when their connections close.
-    ...(parts.tasks.routes === undefined ? [] : [Layer.succeed(WireConnections, parts.tasks.routes.connections)])
+    Layer.succeed(WireConnections, parts.tasks.routes.connections)
   ).pipe(
     Layer.provideMerge(authenticationOf(options.tokens))
   )

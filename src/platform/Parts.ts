@@ -13,6 +13,7 @@ import { Timing } from "../Timing.js"
 import * as AgentCalls from "./AgentCalls.js"
 import { type Agents, makeAgents } from "./Agents.js"
 import { type Limits, limitsOf, type Options } from "./Options.js"
+import type { RouteDeps } from "./TaskRoutes.js"
 import { makeTasks, type Tasks } from "./Tasks.js"
 
 // --- redelivery ---
@@ -60,12 +61,17 @@ const sweep = (
  * The parts of the platform in this process, in their start order (stopped in the reverse one):
  * the agents, the tasks' loops, the redelivery and the retention sweep. A cluster runner (Cluster.ts)
  * has them too, for the agents and tasks whose shards it owns; its tasks run agent calls on the
- * cluster (`cluster`, given the host of the agents and assignments held here).
+ * cluster (`cluster.host`, given the host of the agents and assignments held here) and route calls to workers on
+ * any runner (`cluster.routing`).
  */
 export const makeParts = (
   options: Options,
   journal: Journal.Journal["Type"] | undefined,
-  cluster?: (local: AgentCalls.Host) => AgentCalls.Host
+  cluster?: {
+    readonly host: (local: AgentCalls.Host) => AgentCalls.Host
+    /** What the routing of calls to workers reads of the agents' workers, on the cluster (ClusterRoutes.ts). */
+    readonly routing: Omit<RouteDeps, "graceMillis">
+  }
 ) =>
   Effect.gen(function*() {
     const problems = AgentCalls.agentCallsProblems(options)
@@ -80,9 +86,10 @@ export const makeParts = (
     const assignments = AgentCalls.makeAssignments()
     // The processes watching here; in cluster mode, those of the agents whose shards this runner holds.
     const host = AgentCalls.makeHost(options, agents, assignments)
-    // Embedded, a task's calls of tools its holder does not serve go to the agent's other processes (TaskRoutes.ts).
-    const routing = cluster === undefined ? { live: agents.live, assignments } : undefined
-    const tasks = yield* makeTasks(options, limits, journal, cluster === undefined ? host : cluster(host), routing)
+    // A task's calls of tools its holder does not serve go to the agent's other processes (TaskRoutes.ts): those
+    // watching here, or in cluster mode those the owner of the agent's shard knows.
+    const routing = cluster === undefined ? { live: agents.live, assignments } : cluster.routing
+    const tasks = yield* makeTasks(options, limits, journal, cluster === undefined ? host : cluster.host(host), routing)
     yield* redeliver(tasks, policy.redelivery)
     yield* sweep({ agents, tasks, journal }, limits, policy.platformSweep)
     return { limits, agents, tasks, assignments, host }

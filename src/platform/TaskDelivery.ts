@@ -84,10 +84,10 @@ export const attachTo = (
 // --- upkeep: redelivery and retention ---
 
 /** What the redelivery and the retention sweep (Parts.ts) do to the tasks (`routes`: their calls given to workers). */
-export const upkeep = ({ tasks, usage }: Book, exporting: boolean, routes: Routes | undefined) => ({
+export const upkeep = ({ tasks, usage }: Book, exporting: boolean, routes: Routes) => ({
   /** Delivers again each pending call last sent at or before `sentBy` (a routed one to its worker); it counts as sent `now`. */
   redeliver: (sentBy: number, now: number): void => {
-    routes?.redeliver(sentBy, now)
+    routes.redeliver(sentBy, now)
     for (const task of tasks.values()) {
       for (const call of task.pending?.values() ?? []) {
         // A routed call is given again to its worker (TaskRoutes.ts, `redeliver`).

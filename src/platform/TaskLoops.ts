@@ -65,7 +65,7 @@ const agentRunOptions = (options: Options, agentId: string) => {
  * `platformTools` gives the tools the platform handles itself for a task (`exec_agent`, `list_agents`), `route`
  * how its calls of tools its holder does not serve go to the agent's other processes (TaskRoutes.ts).
  */
-export const makeLoops = (book: Book, platformTools: ToolsOf, route?: RouteOf): Loops => {
+export const makeLoops = (book: Book, platformTools: ToolsOf, route: RouteOf): Loops => {
   const { clock, journal, options, runTask } = book
 
   /**
@@ -131,7 +131,7 @@ export const makeLoops = (book: Book, platformTools: ToolsOf, route?: RouteOf): 
       platformTools: platformTools(task),
       output: task.output,
       deliver: deliverOf(task),
-      route: route?.(task),
+      route: route(task),
       emit: (event: TaskEvent) => {
         if (event._tag !== "TaskSuspended") return void task.emit(event)
         // Kept with its offset: an attachment that comes back is given it as it was sent.

@@ -13,7 +13,6 @@ import { Clock, Effect, FiberSet, type Scope } from "effect"
 import * as Metrics from "../internal/util/metrics.js"
 import { Signal } from "../internal/util/signal.js"
 import type { ToolResult } from "../ToolResult.js"
-import type * as Toolkit from "../Toolkit.js"
 import type { Assignments, CallWorker } from "./AgentCalls.js"
 import type { Book, Task } from "./TaskBook.js"
 import type * as TaskRunner from "./TaskRunner.js"
@@ -26,10 +25,16 @@ export interface RouteDeps {
   readonly live: (
     agentId: string,
     now: number
-  ) => ReadonlyArray<{ readonly processId: string; readonly manifest: ReadonlyArray<Toolkit.ManifestEntry> }>
-  readonly assignments: Assignments
+  ) => ReadonlyArray<{ readonly processId: string; readonly manifest: ReadonlyArray<{ readonly name: string }> }>
+  /** The streams that take calls: this process's (embedded), or a mirror of those of the owner of the agent's shard. */
+  readonly assignments: Pick<Assignments, "callWorkers" | "give" | "onCallsWatch">
   /** How long a worker whose connection closed keeps its calls, in milliseconds (`Options.workerGrace`). */
   readonly graceMillis: number
+  /**
+   * Cluster mode (ClusterRoutes.ts): resolves once what `live` and `assignments` say of the agent is known here, the
+   * first time a call of it is routed (within a bound); embedded, they always are.
+   */
+  readonly ready?: ((agentId: string) => Effect.Effect<void>) | undefined
 }
 
 /** A pending call given to a worker, or waiting for one. */
@@ -287,6 +292,12 @@ export class Routes {
 
   /** Gives a call of `task` to a worker and waits for its answer. */
   deliver(task: Task, delivery: TaskRunner.Delivery): Effect.Effect<ToolResult> {
+    const { ready } = this.deps
+    return ready === undefined ? this.given(task, delivery) : Effect.zipRight(ready(task.agentId), this.given(task, delivery))
+  }
+
+  /** `deliver`, once what routing reads of the task's agent is known here. */
+  private given(task: Task, delivery: TaskRunner.Delivery): Effect.Effect<ToolResult> {
     return Effect.suspend(() => {
       const now = this.book.clock.unsafeCurrentTimeMillis()
       // A child task's calls end by its `exec_agent` call's deadline, whatever their own timeouts.

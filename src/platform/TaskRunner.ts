@@ -48,9 +48,9 @@ export interface TaskOptions {
   readonly deliver: (call: Delivery) => Effect.Effect<ToolResult>
   /**
    * Gives a call of a tool the task's holder does not serve to another process of the agent that does, and waits for
-   * its result (TaskRoutes.ts). Undefined (cluster mode): such a call fails at once, saying so.
+   * its result (TaskRoutes.ts).
    */
-  readonly route?: ((call: Delivery) => Effect.Effect<ToolResult>) | undefined
+  readonly route: (call: Delivery) => Effect.Effect<ToolResult>
   /** A typed final output (JSON Schema): the answer is checked against it, and `TaskCompleted.value` is it. */
   readonly output?: TaskOutput | undefined
   readonly emit: (event: TaskEvent) => void
@@ -84,7 +84,7 @@ const passThrough = (error: unknown): string => error instanceof RemoteFailure ?
 const remoteTool = (
   agentId: string,
   entry: Toolkit.ManifestEntry,
-  deliver: TaskOptions["deliver"] | undefined,
+  deliver: TaskOptions["deliver"],
   journaled: boolean,
   approve: ReadonlyArray<string> | undefined
 ): Tool.Any => {
@@ -108,17 +108,6 @@ const remoteTool = (
           text: `${entry.name}: the platform's settings for agent ${agentId} require a person's approval of this tool, ` +
             `and a platform without a journal cannot wait for one; it did not run`
         })
-      )
-    }
-    if (deliver === undefined) {
-      return Effect.zipRight(
-        Effect.logWarning(`tool ${entry.name} of agent ${agentId} was called on a task whose process did not register it`),
-        Effect.fail(
-          new RemoteFailure({
-            text: `${entry.name}: this tool is served by another process of agent ${agentId}, ` +
-              `not by the one running this task; it did not run`
-          })
-        )
       )
     }
     return Effect.flatMap(Effect.all([ToolContext, Effect.serviceOption(Tracer.ParentSpan)]), ([ctx, span]) =>

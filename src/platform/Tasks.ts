@@ -30,7 +30,7 @@ import { createOf, makeHolding, makeLoops } from "./TaskLoops.js"
 import { makeRoutes, type RouteDeps } from "./TaskRoutes.js"
 import type { Delivery } from "./TaskRunner.js"
 
-export { answersFrom, ignoredAnswer } from "./TaskAnswers.js"
+export { answersCallFrom, ignoredAnswer } from "./TaskAnswers.js"
 export { type Task, usageProblem } from "./TaskBook.js"
 export { childTaskId } from "./TaskChildren.js"
 export { attachTo } from "./TaskDelivery.js"
@@ -43,28 +43,29 @@ const maxSubmitKeys = 10_000
 
 /**
  * The tasks of this process; with `journal`, journaled and taken up from it; with `host`, the tasks
- * of an agent allowed to call others are offered `exec_agent` and `list_agents`.
+ * of an agent allowed to call others are offered `exec_agent` and `list_agents`; `routing`, where the calls of
+ * tools a task's holder does not serve go (TaskRoutes.ts).
  */
 export const makeTasks = (
   options: Options,
   limits: Limits,
   journal: Journal.Journal["Type"] | undefined,
-  host?: AgentCalls.Host,
-  routing?: Omit<RouteDeps, "graceMillis">
+  host: AgentCalls.Host | undefined,
+  routing: Omit<RouteDeps, "graceMillis">
 ) =>
   Effect.gen(function*() {
     const book = yield* makeBook(options, journal)
     const config = yield* Invocation.InvocationConfig
     const ids = yield* Ids
-    // The calls of a task its holder does not serve go to the agent's other processes (none: they fail at once).
-    const routes = routing === undefined ? undefined : yield* makeRoutes(book, { ...routing, graceMillis: limits.workerGraceMillis })
+    // The calls of a task its holder does not serve go to the agent's other processes.
+    const routes = yield* makeRoutes(book, { ...routing, graceMillis: limits.workerGraceMillis })
     // A task's platform tools start tasks, which needs the loops: bound once both exist.
     let children: Children | undefined
-    const route = routes === undefined ? undefined : (task: Task) => (call: Delivery) => routes.deliver(task, call)
+    const route = (task: Task) => (call: Delivery) => routes.deliver(task, call)
     const loops = makeLoops(book, (task) => children?.toolsOf(task) ?? [], route)
     const { held, hold, takeBack } = yield* makeHolding(book, loops)
     const create = createOf(book, limits, loops)
-    const cancel = makeCancel(book, routes, hold)
+    const cancel = makeCancel(book, routes, hold, host?.cancelElsewhere)
     if (host !== undefined) children = makeChildren(book, host, create, hold, cancel)
     return {
       /**
@@ -111,7 +112,7 @@ export const makeTasks = (
         Effect.flatMap(held(agentId, taskId), (task) => cancel(task, by, reason)),
       takeBack,
       ...upkeep(book, yield* Metrics.Exporting, routes),
-      /** The calls given to the agents' serving processes (TaskRoutes.ts); none in cluster mode. */
+      /** The calls given to the agents' serving processes (TaskRoutes.ts). */
       routes,
       /** The task, held here (taken up from the journal if need be); undefined if the journal does not hold it. */
       hold,

@@ -354,4 +354,46 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("exec_a
       assert.deepStrictEqual(bRuns, ["lookup A-1"])
       assert.strictEqual((yield* journaledTasks(url, "agent-b")).length, 1)
     }), { timeout: 120_000 })
+
+  it.scoped("cancel across runners: a call given to a worker on the other runner is interrupted there; a parent cancelled cancels its child", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      const { states, urls } = yield* twoRunners(url)
+      const bRuns: Array<string> = []
+      const interrupted: Array<{ readonly orderId: string; readonly at: number }> = []
+      const b = yield* servingProcess(urls[1]!, "agent-b", "tok-b", lookupTool(bRuns, { takes: "30 seconds", interrupted }))
+      yield* watching(states, "agent-b")
+      /** Submits `prompt` through `process`; once the tool has begun its `runs`-th run, cancels the task: its events. */
+      const cancelledMidCall = (process: typeof b, prompt: string, runs: number, reason: string) =>
+        Effect.gen(function*() {
+          const seen: Array<Protocol.TaskEvent> = []
+          const events = yield* Effect.fork(Stream.runForEach(process.submitTask(prompt), (e) => Effect.sync(() => seen.push(e))))
+          yield* Effect.sync(() => bRuns.length).pipe(
+            Effect.repeat({ until: (n) => n === runs, schedule: Schedule.spaced("20 millis") }),
+            Effect.timeout("20 seconds")
+          )
+          const taskId = seen.find((e) => e._tag === "TaskStarted")?.taskId ?? ""
+          const before = Date.now()
+          assert.deepStrictEqual(yield* process.client.cancel(taskId, reason), { cancelled: true })
+          yield* Effect.sync(() => interrupted.length).pipe(
+            Effect.repeat({ until: (n) => n === runs, schedule: Schedule.spaced("10 millis") }),
+            Effect.timeout("5 seconds")
+          )
+          // The handler on the other runner's worker was interrupted (its finalizer ran) within a second.
+          assert.isBelow(interrupted[runs - 1]!.at - before, 1000)
+          yield* Fiber.join(events).pipe(Effect.ignore, Effect.timeout("10 seconds"))
+          return { taskId, last: seen[seen.length - 1] }
+        })
+      // A process of agent-b on the first runner that serves `note` only: its task's `lookup` goes to the worker.
+      const submitter = yield* servingProcess(urls[0]!, "agent-b", "tok-b", noteTool([]))
+      const own = yield* cancelledMidCall(submitter, childPrompt, 1, "not needed")
+      assert.deepInclude(own.last, { _tag: "TaskCancelled", by: "agent agent-b", reason: "not needed" })
+      // agent-a's task on the first runner, its child of agent-b's running the tool on the second: cancelled at the root.
+      const a = yield* servingProcess(urls[0]!, "agent-a", "tok-a", noteTool([]))
+      const parent = yield* cancelledMidCall(a, "Ask agent-b about order A-1.", 2, "")
+      assert.deepInclude(parent.last, { _tag: "TaskCancelled", by: "agent agent-a" })
+      const child = yield* Effect.flip(b.runAttached(`${parent.taskId}/a2`)).pipe(Effect.timeout("15 seconds"))
+      assert.include(child.message, `cancelled by agent agent-a: its parent task ${parent.taskId} was cancelled`)
+      assert.deepStrictEqual(bRuns, ["lookup A-1", "lookup A-1"])
+    }), { timeout: 90_000 })
 })

@@ -16,9 +16,16 @@ export interface Child {
   readonly waitFor: (prefix: string, timeoutMillis: number) => Promise<string | undefined>
 }
 
-/** Starts `node --import tsx <script> [args]` in the project's folder with `env` added to this process's. */
-export const startChild = (script: string, env: Record<string, string>, args: ReadonlyArray<string> = []): Child =>
-  startNode(["--import", "tsx", script, ...args], env)
+/**
+ * Starts `node --import tsx <script> [args]` in the project's folder with `env` added to this process's; with
+ * `stderr`, what it writes there is read into its lines too (else it goes to this process's).
+ */
+export const startChild = (
+  script: string,
+  env: Record<string, string>,
+  args: ReadonlyArray<string> = [],
+  options: { readonly stderr?: boolean } = {}
+): Child => startNode(["--import", "tsx", script, ...args], env, options.stderr === true)
 
 /**
  * Bundles `script` (a path from the project's folder) and what it imports into one ESM file in
@@ -54,11 +61,11 @@ export const bundleChild = async (script: string, outDir: string): Promise<strin
 /** Starts `node <bundle>` (from `bundleChild`) in the project's folder with `env` added to this process's. */
 export const startBundled = (bundle: string, env: Record<string, string>): Child => startNode([bundle], env)
 
-const startNode = (args: ReadonlyArray<string>, env: Record<string, string>): Child => {
+const startNode = (args: ReadonlyArray<string>, env: Record<string, string>, stderr = false): Child => {
   const child = spawn(process.execPath, args, {
     cwd: root,
     env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "inherit"]
+    stdio: ["ignore", "pipe", stderr ? "pipe" : "inherit"]
   })
   const lines: Array<string> = []
   const listeners = new Set<() => void>()
@@ -67,6 +74,15 @@ const startNode = (args: ReadonlyArray<string>, env: Record<string, string>): Ch
     buffer += String(chunk)
     const parts = buffer.split("\n")
     buffer = parts.pop() ?? ""
+    lines.push(...parts)
+    for (const listener of listeners) listener()
+  })
+  // Whole lines only: a line of stderr never splits one of stdout.
+  let errors = ""
+  child.stderr?.on("data", (chunk) => {
+    errors += String(chunk)
+    const parts = errors.split("\n")
+    errors = parts.pop() ?? ""
     lines.push(...parts)
     for (const listener of listeners) listener()
   })

@@ -8,12 +8,16 @@
  *   `<WORKER> <task>/<call>` to EFFECT_FILE (its side effect), then takes HOLD_MS; prints `ready <process id>`.
  * - `submit`: a client that serves nothing submits TASKS tasks (prompts `O-1` ...) at once and prints each event
  *   as `event <json>`, then `done`.
+ * - `runner`: the same platform as a cluster runner on the PostgreSQL at DATABASE_URL, its cluster socket on
+ *   RUNNER_PORT (test/platform/ClusterJobQueue.test.ts); prints `url <url>`.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Layer, Schedule, Schema } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Console, Effect, Layer, Logger, LogLevel, Redacted, Schedule, Schema } from "effect"
 import { appendFileSync } from "node:fs"
 import { LanguageModel, Timing, Tool, ToolContext, Toolkit } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
+import * as Cluster from "../../src/platform/Cluster.js"
 import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import { call, promptOf, resultsOf, stepOf } from "./execAgent.js"
 
@@ -42,6 +46,27 @@ const platform = Effect.gen(function*() {
       Layer.provide(policy)
     )
   )
+)
+
+/** The platform as a cluster runner (`runner`). */
+const runner = Effect.gen(function*() {
+  const url = yield* PlatformServer.url
+  yield* Console.log(`url ${url}`)
+  return yield* Effect.never
+}).pipe(
+  Effect.provide(
+    PlatformServer.layerWebSocket({ port: 0 }).pipe(
+      Layer.provide(Cluster.layer({
+        tokens: new Map([["tok-1", "agent-1"]]),
+        lifecycleBudget: 1000,
+        runner: { port: Number(env("RUNNER_PORT")), shardsPerGroup: 30 }
+      })),
+      Layer.provide(LanguageModel.layerScripted([script], { repeat: true, keepRequests: false })),
+      Layer.provide(PgClient.layer({ url: Redacted.make(env("DATABASE_URL")) })),
+      Layer.provide(policy)
+    )
+  ),
+  Logger.withMinimumLogLevel(LogLevel.Warning)
 )
 
 const charge = Tool.make("charge", {
@@ -83,7 +108,7 @@ const submit = Effect.gen(function*() {
   yield* Console.log("done")
 }).pipe(Effect.provide(Layer.merge(PlatformClient.layer, policy)))
 
-const modes: Record<string, Effect.Effect<unknown, unknown>> = { platform, worker, submit }
+const modes: Record<string, Effect.Effect<unknown, unknown>> = { platform, runner, worker, submit }
 
 NodeRuntime.runMain(
   (modes[env("MODE")] ?? Effect.dieMessage(`MODE must be one of ${Object.keys(modes).join(", ")}`)).pipe(
