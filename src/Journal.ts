@@ -347,7 +347,7 @@ const summaryOf = (row: Reads.ListedRow): TaskSummary => ({
 /** The platform task `taskId` for a person reading it: its row, its parts while it runs, its children. */
 const readTask = (sql: Client, taskId: string) =>
   Effect.gen(function*() {
-    const whole = yield* Sql.wholeRun(sql, taskId)
+    const whole = yield* Sql.wholeRun(sql, taskId, true)
     if (whole === undefined || whole.row.kind !== "task") return undefined
     const { approvals, calls, turns } = yield* decodeParts(whole)
     const tools = whole.row.tools === "" ? [] : yield* Schema.decode(ToolsJson)(whole.row.tools)

@@ -148,6 +148,11 @@ layer(Pg.layer(), { timeout: "60 seconds", excludeTestServices: true })("stores 
         result: undefined,
         endedAt
       }])
-      assert.deepStrictEqual(yield* journal.counts, { tasks: 1, turns: 0, calls: 0 })
+      // An ended task keeps its timeline for an operator, until the retention sweep purges it with the task.
+      assert.deepStrictEqual(yield* journal.counts, { tasks: 1, turns: 2, calls: 3 })
+      const timeline = yield* journal.task("task-j")
+      assert.deepStrictEqual([timeline?.status, timeline?.turns.length, timeline?.calls.length], ["ended", 2, 3])
+      yield* journal.purge(endedAt, "task")
+      assert.deepStrictEqual(yield* journal.counts, { tasks: 0, turns: 0, calls: 0 })
     }))
 })

@@ -357,6 +357,12 @@ describe("operator API: approvals, cancelling, events", () => {
       assert.deepStrictEqual(runs, ["lookup A-1", "refund 5"], "approved, the refund ran once; denied, never")
       const again = yield* call(p, `/approvals/${done.taskId}/r2`, { token: approver, body: { decision: "approve" } })
       assert.strictEqual(again.status, 409)
+      // Ended, its timeline is still there: every turn, call and decision, beside its final event.
+      const ended = (yield* call(p, `/tasks/${done.taskId}`, { token: viewer })).body
+      assert.deepStrictEqual(
+        [ended.status, ended.final?._tag, ended.turns.length, ended.calls.length, ended.approvals.map((a: any) => [a.toolCallId, a.decision])],
+        ["ended", "TaskCompleted", 3, 3, [["r1", "approved"], ["r2", "denied"]]]
+      )
     }).pipe(quiet))
 
   it.scopedLive("an admin cancels a suspended task: it ends with TaskCancelled naming the operator; once ended, 409", () =>

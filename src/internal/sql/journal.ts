@@ -226,8 +226,9 @@ export const insertAnswered = (
     RETURNING result`
 
 /**
- * Ends a run: only its end stays (a task's final event, for a late re-attach; a run's result, for a
- * late resume); its prompt, tools, turns, calls and approvals are no longer needed.
+ * Ends a run. An agent run keeps only its end (its result, for a late resume): its prompt, tools, turns, calls and
+ * approvals are no longer needed. A platform task keeps them beside its final event (a late re-attach reads that),
+ * so that an operator reads what it did (its timeline), until the retention sweep purges it (`purgeEnded`).
  */
 export const endTask = (
   sql: SqlClient.SqlClient,
@@ -239,22 +240,26 @@ export const endTask = (
     // One statement (its deletes as data-modifying CTEs), atomic as the transaction below: on a
     // database over the network each statement is a round trip.
     pg: () =>
-      Effect.asVoid(sql`WITH turns AS (DELETE FROM journal_turns WHERE task_id = ${taskId}),
-        calls AS (DELETE FROM journal_calls WHERE task_id = ${taskId}),
-        approvals AS (DELETE FROM journal_approvals WHERE task_id = ${taskId})
+      Effect.asVoid(sql`WITH turns AS (DELETE FROM journal_turns WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}),
+        calls AS (DELETE FROM journal_calls WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}),
+        approvals AS (DELETE FROM journal_approvals WHERE task_id = ${taskId} AND ${aRun(sql, taskId)})
         UPDATE journal_tasks SET status = 'ended', final = ${end.final}, result = ${end.result}, ended_at = ${endedAt},
-          prompt = '', tools = '[]'
+          prompt = CASE WHEN kind = 'run' THEN '' ELSE prompt END, tools = CASE WHEN kind = 'run' THEN '[]' ELSE tools END
         WHERE task_id = ${taskId}`),
     orElse: () =>
       sql.withTransaction(Effect.all([
+        sql`DELETE FROM journal_turns WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}`,
+        sql`DELETE FROM journal_calls WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}`,
+        sql`DELETE FROM journal_approvals WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}`,
         sql`UPDATE journal_tasks SET status = 'ended', final = ${end.final}, result = ${end.result}, ended_at = ${endedAt},
-          prompt = '', tools = '[]'
-          WHERE task_id = ${taskId}`,
-        sql`DELETE FROM journal_turns WHERE task_id = ${taskId}`,
-        sql`DELETE FROM journal_calls WHERE task_id = ${taskId}`,
-        sql`DELETE FROM journal_approvals WHERE task_id = ${taskId}`
+          prompt = CASE WHEN kind = 'run' THEN '' ELSE prompt END, tools = CASE WHEN kind = 'run' THEN '[]' ELSE tools END
+          WHERE task_id = ${taskId}`
       ], { discard: true }))
   })
+
+/** Whether `taskId` is an agent run's (not a platform task's): a condition of a statement. */
+const aRun = (sql: SqlClient.SqlClient, taskId: string) =>
+  sql`EXISTS (SELECT 1 FROM journal_tasks WHERE task_id = ${taskId} AND kind = 'run')`
 
 /** Marks a run as waiting for the approvals it asked for (written first, `askApproval`). */
 export const suspendTask = (sql: SqlClient.SqlClient, taskId: string) =>
@@ -329,9 +334,10 @@ export interface WholeRun {
 
 /**
  * One run, whole, or undefined: on PostgreSQL in one statement (its turns, calls and approvals as JSON
- * arrays beside its row; one round trip rather than four), elsewhere in four.
+ * arrays beside its row; one round trip rather than four), elsewhere in four. An ended run's parts are read only
+ * `withEnded` (an operator's timeline); elsewhere they may be left out.
  */
-export const wholeRun = (sql: SqlClient.SqlClient, taskId: string) =>
+export const wholeRun = (sql: SqlClient.SqlClient, taskId: string, withEnded = false) =>
   sql.onDialectOrElse({
     pg: () =>
       Effect.map(
@@ -352,7 +358,7 @@ export const wholeRun = (sql: SqlClient.SqlClient, taskId: string) =>
       Effect.gen(function*() {
         const row = (yield* task(sql, taskId))[0]
         if (row === undefined) return undefined
-        if (row.status === "ended") return { row, turns: [], calls: [], approvals: [] }
+        if (row.status === "ended" && !withEnded) return { row, turns: [], calls: [], approvals: [] }
         const whole: WholeRun = {
           row,
           turns: yield* turnsOf(sql, taskId),
@@ -363,9 +369,16 @@ export const wholeRun = (sql: SqlClient.SqlClient, taskId: string) =>
       })
   })
 
-/** Deletes the platform tasks that ended at or before `before`. */
-export const purgeEnded = (sql: SqlClient.SqlClient, before: number, kind: "task" | "run") =>
-  sql`DELETE FROM journal_tasks WHERE kind = ${kind} AND status = 'ended' AND ended_at <= ${before}`
+/** Deletes the runs of `kind` that ended at or before `before`, with what a platform task kept of its timeline. */
+export const purgeEnded = (sql: SqlClient.SqlClient, before: number, kind: "task" | "run") => {
+  const ended = sql`SELECT task_id FROM journal_tasks WHERE kind = ${kind} AND status = 'ended' AND ended_at <= ${before}`
+  return sql.withTransaction(Effect.all([
+    sql`DELETE FROM journal_turns WHERE task_id IN (${ended})`,
+    sql`DELETE FROM journal_calls WHERE task_id IN (${ended})`,
+    sql`DELETE FROM journal_approvals WHERE task_id IN (${ended})`,
+    sql`DELETE FROM journal_tasks WHERE kind = ${kind} AND status = 'ended' AND ended_at <= ${before}`
+  ], { discard: true }))
+}
 
 /**
  * Every platform task still in the journal (agent runs are resumed by their own id, not taken back), the oldest

@@ -163,8 +163,8 @@ export const ApprovalView = Schema.Struct({
 })
 
 /**
- * A task as a timeline from its journal: while it runs, its turns, calls and approvals; once it ended, its
- * final event (the journal keeps no more of an ended task).
+ * A task as a timeline from its journal: its turns, calls and approvals, while it runs and once it ended (until the
+ * retention sweep forgets it, `keepEndedTasks`), and its final event once it ended.
  */
 export const TaskView = Schema.Struct({
   ...TaskSummary.fields,
