@@ -105,7 +105,7 @@ export const stopWindow = Duration.seconds(1)
 /**
  * Interrupts the running calls `calls` (design: Cancelling a task), waiting `stopWindow` at most: their handlers'
  * scopes close and their finalizers run. One that has not stopped by then (its handler does not heed interruption:
- * an uninterruptible region, a loop that never yields) is said in a warning naming its task, call and tool, and in
+ * an uninterruptible region, a finalizer that does not end) is said in a warning naming its task, call and tool, and in
  * a line again when it ends at last (in `scope`); it answers nothing either way. Whether each stopped.
  */
 const interruptCalls = (
@@ -120,8 +120,8 @@ const interruptCalls = (
       const call = `task ${event?.taskId}: call ${event?.toolCallId} (tool ${event?.name})`
       yield* Effect.logWarning(
         `${call} was ${why} but could not be stopped within ${Duration.format(stopWindow)}: its handler does not ` +
-          "heed interruption (an uninterruptible region, a loop that never yields); it runs on here, and what it " +
-          "answers goes nowhere"
+          "heed interruption (an uninterruptible region, a finalizer that does not end); it runs on here, and " +
+          "what it answers goes nowhere"
       )
       yield* Effect.forkIn(
         Effect.zipRight(
@@ -158,7 +158,10 @@ export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.
     const byCall = new Map<string, Set<Fiber.RuntimeFiber<void>>>()
     // The call each running fiber runs, for what is said of one that cannot be stopped.
     const delivered = new Map<Fiber.RuntimeFiber<void>, Delivered>()
-    const withCalls = (fibers: Set<Fiber.RuntimeFiber<void>>) => [...fibers].map((fiber) => [fiber, delivered.get(fiber)] as const)
+    // Those told to stop already (a cancelled call, then its task's end): not waited for, nor said, twice.
+    const told = new Set<Fiber.RuntimeFiber<void>>()
+    const withCalls = (fibers: Set<Fiber.RuntimeFiber<void>>) =>
+      [...fibers].filter((fiber) => !told.has(fiber)).map((fiber) => (told.add(fiber), [fiber, delivered.get(fiber)] as const))
     const scope = yield* Effect.scope
     const track = (index: Map<string, Set<Fiber.RuntimeFiber<void>>>, key: string, fiber: Fiber.RuntimeFiber<void>) => {
       let fibers = index.get(key)
@@ -175,7 +178,8 @@ export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.
         Effect.suspend(() => {
           const fibers = byTask.get(taskId)
           byTask.delete(taskId)
-          return fibers === undefined ? Effect.void : Effect.asVoid(interruptCalls(withCalls(fibers), "interrupted as its task ended", scope))
+          if (fibers === undefined) return Effect.void
+          return Effect.asVoid(interruptCalls(withCalls(fibers), "interrupted as its task ended", scope))
         }),
       /**
        * Interrupts the call `toolCallId` of `taskId` if it runs here (design: Cancelling a task): its handler's
@@ -213,7 +217,7 @@ export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.
               track(byTask, event.taskId, fiber)
               track(byCall, key, fiber)
               delivered.set(fiber, event)
-              fiber.addObserver(() => delivered.delete(fiber))
+              fiber.addObserver(() => (delivered.delete(fiber), told.delete(fiber)))
             })
           )
         })
