@@ -501,11 +501,13 @@ const tree: Cli.Node = {
     {
       name: "tasks",
       command: tasks,
+      needsCommand: true,
       children: Object.entries(operateTree.tasks).map(([name, command]) => ({ name, command }))
     },
     {
       name: "approvals",
       command: approvals,
+      needsCommand: true,
       children: Object.entries(operateTree.approvals).map(([name, command]) => ({ name, command }))
     },
     { name: "agents", command: agents }

@@ -13,7 +13,8 @@ import { ConfigProvider, Context, Effect, Exit, Layer, Logger, LogLevel, Option,
 import { Journal, LanguageModel } from "../src/index.js"
 import { PlatformServer } from "../src/exports/platform.js"
 import { runCommand } from "../src/internal/cli/command.js"
-import { agents, approvals, tasks } from "../src/internal/cli/operate.js"
+import * as Cli from "../src/internal/cli.js"
+import { agents, approvals, operateTree, tasks } from "../src/internal/cli/operate.js"
 import { OperatorApiError } from "../src/internal/cli/operatorApi.js"
 import { Output } from "../src/internal/cli/print.js"
 import { serveLayer } from "../src/internal/cli/serve.js"
@@ -27,8 +28,14 @@ const viewer = "viewer-token-0123456789"
 const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
   (request) => {
     const prompt = request.messages.find((m) => m._tag === "UserMessage")
-    return prompt?._tag === "UserMessage" && prompt.text.includes("refund")
-      ? { toolCalls: [{ id: "r1", name: "refund", arguments: JSON.stringify({ orderId: "A-1" }) }] }
+    const text = prompt?._tag === "UserMessage" ? prompt.text : ""
+    return text.includes("refund")
+      ? {
+        toolCalls: [{ id: "r1", name: "refund", arguments: JSON.stringify({ orderId: "A-1" }) }],
+        usage: { inputTokens: 120, outputTokens: 7, cacheReadTokens: 100 }
+      }
+      : text.includes("stock")
+      ? { toolCalls: [{ id: "s1", name: "stock", arguments: JSON.stringify({ sku: "X-9" }) }] }
       : { toolCalls: [{ id: "g1", name: "greet", arguments: JSON.stringify({ name: "Ada" }) }] }
   },
   (request) => ({ text: `read: ${resultsText(request)}` })
@@ -91,9 +98,9 @@ const until = (done: (result: { readonly printed: string }) => boolean) =>
     Effect.orDie
   )
 
-/** `serve --tools test/fixtures/cliTools.ts` on the settings `env`, for the test's scope. */
-const serveFixture = (env: Record<string, string>) =>
-  runCommand(serveLayer({ grace: 1, tools: Option.some("test/fixtures/cliTools.ts") })).pipe(
+/** `serve --tools test/fixtures/cliTools.ts` (or `module`) on the settings `env`, for the test's scope. */
+const serveFixture = (env: Record<string, string>, module = "test/fixtures/cliTools.ts") =>
+  runCommand(serveLayer({ grace: 1, tools: Option.some(module) })).pipe(
     Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))),
     Effect.forkScoped
   )
@@ -148,6 +155,19 @@ describe("the command line for operating the platform", () => {
       )
       assert.match((yield* cli(approvals, ["list"], operator)).printed, /^TASK\s+CALL\s+AGENT\s+TOOL\s+EXPIRES\s+INPUT\n/)
 
+      // tasks show of a waiting task: its model turn (tokens, the prompt cache's reads), as a table and as JSON.
+      const turns = yield* cli(tasks, ["show", third], operator)
+      assert.match(turns.printed, /\ntokens: +120 in, 7 out, 100 cache reads\n/)
+      assert.match(
+        turns.printed,
+        /\nturns:\nSTEP\s+AT\s+IN\s+OUT\s+CACHE READ\s+FINISH\s+CALLS\n1\s+\d{4}-\d\d-\d\dT\S+\s+120\s+7\s+100\s+tool_calls\s+refund \(r1\)\n/
+      )
+      const turnsJson = JSON.parse((yield* cli(tasks, ["show", third, "--json"], operator)).printed)
+      assert.deepStrictEqual(
+        turnsJson.turns.map((t: any) => [t.step, t.usage.inputTokens, t.usage.cacheReadTokens, t.toolCalls[0].name]),
+        [[1, 120, 100, "refund"]]
+      )
+
       // approvals deny / approve: the API's decision, by the token's name.
       const deny = yield* cli(approvals, ["deny", denied, "r1", "--reason", "not today", "--json"], operator)
       assert.deepStrictEqual(
@@ -188,6 +208,51 @@ describe("the command line for operating the platform", () => {
       assert.include(unknown?.message ?? "", "404 OperatorNotFound: task task-nope")
       assert.strictEqual(refusal((yield* cli(agents, [], { ...operator, PLATFORM_OPERATOR_TOKEN: "x".repeat(20) })).exit)?.status, 401)
     }).pipe(quiet), 60_000)
+
+  it.scopedLive("serve --tools: a module's `layer` export gives what its handlers need", () =>
+    Effect.gen(function*() {
+      const url = yield* startPlatform
+      const env = { PLATFORM_URL: url, PLATFORM_TOKEN: "tok-1", PLATFORM_OPERATOR_TOKEN: admin, AGENT_ID: "agent-1" }
+      yield* serveFixture(env, "test/fixtures/cliToolsLayer.ts")
+      yield* cli(agents, ["--json"], env).pipe(until(({ printed }) => printed.includes("stock")))
+      const followed = yield* cli(submit, ["--json", "stock of X-9"], env)
+      assert.isTrue(Exit.isSuccess(followed.exit))
+      const events = followed.printed.trim().split("\n").map((text) => JSON.parse(text))
+      const completed = events.find((e: any) => e._tag === "ToolCallCompleted")
+      assert.deepStrictEqual([completed.name, completed.result], ["stock", { value: "12 of X-9 (from the module's layer)" }])
+      assert.strictEqual(events.at(-1).output, "read: s1:\"12 of X-9 (from the module's layer)\"")
+    }).pipe(quiet), 60_000)
+
+  it.effect("tasks and approvals without a command: what is missing and the usage of each, exit 2", () =>
+    Effect.gen(function*() {
+      const tree: Cli.Node = {
+        name: "agent-tools",
+        command: Command.make("agent-tools").pipe(Command.withSubcommands([tasks, approvals])),
+        children: [
+          { name: "tasks", command: tasks, needsCommand: true, children: Object.entries(operateTree.tasks).map(([name, command]) => ({ name, command })) },
+          { name: "approvals", command: approvals, needsCommand: true, children: Object.entries(operateTree.approvals).map(([name, command]) => ({ name, command })) }
+        ]
+      }
+      const said = (args: ReadonlyArray<string>) =>
+        Effect.acquireUseRelease(
+          Effect.sync(() => {
+            const original = process.stderr.write
+            let text = ""
+            process.stderr.write = ((chunk: string) => (text += chunk, true)) as typeof process.stderr.write
+            return { original, text: () => text }
+          }),
+          ({ text }) => Effect.map(Cli.preflight(tree, args, "agent-tools 0"), (code) => ({ code, stderr: text() })),
+          ({ original }) => Effect.sync(() => void (process.stderr.write = original))
+        ).pipe(Effect.provide(NodeContext.layer))
+      const bare = yield* said(["tasks"])
+      assert.strictEqual(bare.code, 2)
+      assert.match(bare.stderr, /^agent-tools: tasks needs a command: list, show, cancel\n\nusage: agent-tools tasks list .*\n {7}agent-tools tasks show .*<task>\n {7}agent-tools tasks cancel .*<task>\n/)
+      const decisions = yield* said(["approvals"])
+      assert.strictEqual(decisions.code, 2)
+      assert.match(decisions.stderr, /^agent-tools: approvals needs a command: list, approve, deny\n\nusage: agent-tools approvals list /)
+      // With its command, nothing to say: the command runs.
+      assert.isUndefined((yield* said(["tasks", "list"])).code)
+    }))
 
   it.scopedLive("submit ends in failure when the task does; settings missing are named before anything connects", () =>
     Effect.gen(function*() {

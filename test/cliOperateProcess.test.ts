@@ -5,7 +5,7 @@
  * test/cliOperate.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { execFile } from "node:child_process"
+import { execFile, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { ConfigProvider, Context, Effect, Exit, Layer, Logger, LogLevel, Redacted, Scope } from "effect"
 import { Journal, LanguageModel } from "../src/index.js"
@@ -23,6 +23,26 @@ const main = (args: ReadonlyArray<string>, env: Record<string, string>) =>
         env: { ...process.env, ANTHROPIC_API_KEY: "", OPENAI_API_KEY: "", OPENAI_BASE_URL: "", ...env },
         timeout: 60_000
       }, (error, stdout, stderr) => resolve({ code: error === null ? 0 : (error as { code?: number }).code ?? 1, stdout, stderr }))
+    })
+  )
+
+/**
+ * Runs `tsx src/main.ts ...args` with `env` besides, its stdout closed by its reader before it prints (as `| head`
+ * closes it once it has its lines): its exit code and stderr.
+ */
+const mainUnread = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+  Effect.promise(() =>
+    new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", ...args], {
+        cwd: root,
+        env: { ...process.env, ANTHROPIC_API_KEY: "", OPENAI_API_KEY: "", OPENAI_BASE_URL: "", ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+        timeout: 60_000
+      })
+      child.stdout.destroy()
+      let stderr = ""
+      child.stderr.on("data", (chunk) => (stderr += chunk))
+      child.on("close", (code) => resolve({ code, stderr }))
     })
   )
 
@@ -47,6 +67,28 @@ const startPlatform = (script: ReadonlyArray<LanguageModel.ScriptedTurn>) =>
   })
 
 describe("the operating commands as processes: exit codes and output", () => {
+  it.scopedLive("a stdout closed by its reader ends a command quietly, exit 0; tasks or approvals alone is a bad command line", () =>
+    Effect.gen(function*() {
+      const url = yield* startPlatform([{ text: "done" }])
+      const env = { PLATFORM_URL: url, PLATFORM_TOKEN: "tok-1", PLATFORM_OPERATOR_TOKEN: admin }
+      const [listed, agents, followed, bareTasks, bareApprovals] = yield* Effect.all([
+        mainUnread(["tasks", "list"], env),
+        mainUnread(["agents", "--json"], env),
+        mainUnread(["submit", "--agent", "agent-1", "--json", "hello"], env),
+        main(["tasks"], env),
+        main(["approvals"], env)
+      ], { concurrency: 2 })
+      for (const unread of [listed, agents, followed]) {
+        assert.strictEqual(unread.code, 0, unread.stderr)
+        assert.strictEqual(unread.stderr, "")
+      }
+      assert.strictEqual(bareTasks.code, 2)
+      assert.match(bareTasks.stderr, /^agent-tools: tasks needs a command: list, show, cancel\n\nusage: agent-tools tasks list /)
+      assert.strictEqual(bareTasks.stdout, "")
+      assert.strictEqual(bareApprovals.code, 2)
+      assert.match(bareApprovals.stderr, /^agent-tools: approvals needs a command: list, approve, deny\n\nusage: agent-tools approvals list /)
+    }).pipe(Logger.withMinimumLogLevel(LogLevel.Error)), 120_000)
+
   it.scopedLive("0 for a task completed or detached, 1 for a failed one or a refusal, 2 for a bad command line", () =>
     Effect.gen(function*() {
       const answers = yield* startPlatform([{ text: "done" }])

@@ -28,6 +28,8 @@ export interface Node {
   readonly name: string
   readonly command: { readonly descriptor: Descriptor.Command<unknown> }
   readonly children?: ReadonlyArray<Node>
+  /** It does nothing by itself (`tasks`, `approvals`): run without one of its subcommands, a bad command line. */
+  readonly needsCommand?: boolean
 }
 
 /** Whether to colour what goes to `stream`: a terminal, and no `NO_COLOR` (https://no-color.org). */
@@ -189,11 +191,18 @@ const unknownOption = (path: ReadonlyArray<Node>, args: ReadonlyArray<string>): 
   return args.find((arg) => arg.startsWith("-") && !/^-\d/.test(arg) && arg !== "--" && !known.has(arg.split("=")[0]!))
 }
 
-/** The usage lines of the last command on `path`, each prefixed by the commands above it. */
+/**
+ * The usage lines of the last command on `path`, each prefixed by the commands above it; of each of its subcommands
+ * when it needs one.
+ */
 const usageText = (path: ReadonlyArray<Node>): string => {
+  const last = path[path.length - 1]!
+  if (last.needsCommand === true && last.children !== undefined) {
+    return last.children.map((child) => usageText([...path, child]).replace(/^usage:/, "      ")).join("\n").replace(/^ {6}/, "usage:")
+  }
   const prefix = path.slice(0, -1).map((node) => `${node.name} `).join("")
-  const lines = Usage.enumerate(Descriptor.getUsage(path[path.length - 1]!.command.descriptor), config)
-  const commands = path[path.length - 1]!.children === undefined ? "" : " [<command>]"
+  const lines = Usage.enumerate(Descriptor.getUsage(last.command.descriptor), config)
+  const commands = last.children === undefined ? "" : " [<command>]"
   return lines.map((span, i) => `${i === 0 ? "usage:" : "      "} ${prefix}${spanText(span)}${commands}`).join("\n")
 }
 
@@ -217,7 +226,11 @@ export const preflight = (
     Effect.map((directive) => {
       if (directive._tag === "UserDefined") {
         const [extra] = directive.leftover
-        return extra === undefined ? undefined : badCommandLine(root, args, `unexpected argument '${extra}'`)
+        if (extra !== undefined) return badCommandLine(root, args, `unexpected argument '${extra}'`)
+        const last = commandPath(root, args).at(-1)!
+        return last.needsCommand === true && last.children !== undefined
+          ? badCommandLine(root, args, `${last.name} needs a command: ${last.children.map((child) => child.name).join(", ")}`)
+          : undefined
       }
       if (directive.option._tag !== "ShowHelp") return undefined
       const prefix = commandPath(root, args).slice(0, -1).map((node) => `${node.name} `).join("")

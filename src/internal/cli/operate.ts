@@ -81,6 +81,25 @@ const list = Command.make("list", {
     )))
 }).pipe(Command.withDescription("List the tasks the platform's journal holds, newest first"))
 
+/**
+ * The columns of a task's model turns: when, the tokens in and out, the prompt cache's reads, how it finished and
+ * the calls it asked for; its duration when the API gives one (`durationMillis`).
+ */
+const turnColumns = (turns: ReadonlyArray<any>): ReadonlyArray<readonly [string, (t: any) => unknown]> => [
+  ["STEP", (t) => String(t.step)],
+  ["AT", (t) => t.at],
+  ...turns.some((t) => typeof t.durationMillis === "number") ? [["MS", (t: any) => t.durationMillis] as const] : [],
+  ["IN", (t) => t.usage?.inputTokens],
+  ["OUT", (t) => t.usage?.outputTokens],
+  ["CACHE READ", (t) => t.usage?.cacheReadTokens],
+  ["FINISH", (t) => t.finishReason],
+  ["CALLS", (t) => Array.isArray(t.toolCalls) ? t.toolCalls.map((c: any) => `${c.name} (${c.id})`).join(", ") : undefined]
+]
+
+/** A task's tokens: in and out, and the prompt cache's reads when there were any. */
+const tokens = (usage: { inputTokens: number; outputTokens: number; cacheReadTokens?: number }): string =>
+  `${usage.inputTokens} in, ${usage.outputTokens} out` + (usage.cacheReadTokens ? `, ${usage.cacheReadTokens} cache reads` : "")
+
 /** A task's timeline, as lines: the task, then its turns, calls and approvals. */
 const showTask = (task: any): Effect.Effect<void> =>
   Effect.gen(function*() {
@@ -93,9 +112,13 @@ const showTask = (task: any): Effect.Effect<void> =>
       ["ended", task.endedAt],
       ["prompt", task.prompt],
       ["tools", Array.isArray(task.tools) ? task.tools.join(", ") : undefined],
-      ["tokens", task.usage === undefined ? undefined : `${task.usage.inputTokens} in, ${task.usage.outputTokens} out`],
+      ["tokens", task.usage === undefined ? undefined : tokens(task.usage)],
       ["trace", task.traceId]
     ])
+    if (Array.isArray(task.turns) && task.turns.length > 0) {
+      yield* line("\nturns:")
+      yield* table(task.turns, turnColumns(task.turns), "")
+    }
     if (Array.isArray(task.calls) && task.calls.length > 0) {
       yield* line("\ncalls:")
       yield* table(task.calls, [

@@ -6,9 +6,27 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 
+/**
+ * Writes to stdout; a stdout closed by its reader (`agent-tools tasks list | head -1`) ends the process quietly,
+ * exit 0, as `ls | head` does: what was not read was not wanted. Any other error on stdout is thrown as before.
+ */
+const toStdout = (): ((text: string) => void) => {
+  let guarded = false
+  return (text) => {
+    if (!guarded) {
+      guarded = true
+      process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+        if (error.code !== "EPIPE") throw error
+        process.exit(0)
+      })
+    }
+    process.stdout.write(text)
+  }
+}
+
 /** Where the operating commands print: `write` takes text as it is (a line ends with its `\n`). */
 export class Output extends Context.Reference<Output>()("agent-tools/cli/Output", {
-  defaultValue: () => ({ write: (text: string): void => void process.stdout.write(text) })
+  defaultValue: () => ({ write: toStdout() })
 }) {}
 
 /** Prints `text` as it is. */

@@ -2,7 +2,7 @@
  * The calls a serving process runs (design: Serving, Delivery dedupe): each delivered call through
  * dedupe and the pipeline, the answers batched back, the deliveries counted, stopped and drained.
  */
-import { Chunk, Duration, Effect, Fiber, FiberSet, HashMap, Mailbox, Option, Ref } from "effect"
+import { Chunk, Duration, Effect, Fiber, FiberSet, HashMap, Mailbox, Option, Ref, type Scope } from "effect"
 import type { Door } from "../call/door.js"
 import { sameDelivery } from "../call/reuse.js"
 import type { ToolResult } from "../../ToolResult.js"
@@ -99,6 +99,42 @@ export const counted = (calls: HashMap.HashMap<string, number>, key: string, by:
   return n > 0 ? HashMap.set(calls, key, n) : HashMap.remove(calls, key)
 }
 
+/** How long an interrupted call's handler has to stop before it is said that it could not be (`interruptCalls`). */
+export const stopWindow = Duration.seconds(1)
+
+/**
+ * Interrupts the running calls `calls` (design: Cancelling a task), waiting `stopWindow` at most: their handlers'
+ * scopes close and their finalizers run. One that has not stopped by then (its handler does not heed interruption:
+ * an uninterruptible region, a finalizer that does not end) is said in a warning naming its task, call and tool, and in
+ * a line again when it ends at last (in `scope`); it answers nothing either way. Whether each stopped.
+ */
+const interruptCalls = (
+  calls: ReadonlyArray<readonly [Fiber.RuntimeFiber<void>, Delivered | undefined]>,
+  why: string,
+  scope: Scope.Scope
+): Effect.Effect<ReadonlyArray<boolean>> =>
+  Effect.forEach(calls, ([fiber, event]) =>
+    Effect.gen(function*() {
+      yield* Fiber.interruptFork(fiber)
+      if (Option.isSome(yield* Effect.timeoutOption(Fiber.await(fiber), stopWindow))) return true
+      const call = `task ${event?.taskId}: call ${event?.toolCallId} (tool ${event?.name})`
+      yield* Effect.logWarning(
+        `${call} was ${why} but could not be stopped within ${Duration.format(stopWindow)}: its handler does not ` +
+          "heed interruption (an uninterruptible region, a finalizer that does not end); it runs on here, and " +
+          "what it answers goes nowhere"
+      )
+      yield* Effect.forkIn(
+        Effect.zipRight(
+          Fiber.await(fiber),
+          Effect.logInfo(`${call}, which could not be stopped when it was ${why}, has ended; it answered nothing`)
+        ),
+        scope
+      )
+      return false
+    }).pipe(Effect.annotateLogs({ taskId: event?.taskId, toolCallId: event?.toolCallId, tool: event?.name })), {
+    concurrency: "unbounded"
+  })
+
 /**
  * The delivered calls running now, whichever task they are of (design: Serving, Delivery dedupe):
  * each delivery runs `handle` in a fiber of its own, started on the follower's stack (a call that
@@ -120,6 +156,13 @@ export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.
     const byTask = new Map<string, Set<Fiber.RuntimeFiber<void>>>()
     // The running fibers of each call (a redelivery of a call still running joins it in a fiber of its own).
     const byCall = new Map<string, Set<Fiber.RuntimeFiber<void>>>()
+    // The call each running fiber runs, for what is said of one that cannot be stopped.
+    const delivered = new Map<Fiber.RuntimeFiber<void>, Delivered>()
+    // Those told to stop already (a cancelled call, then its task's end): not waited for, nor said, twice.
+    const told = new Set<Fiber.RuntimeFiber<void>>()
+    const withCalls = (fibers: Set<Fiber.RuntimeFiber<void>>) =>
+      [...fibers].filter((fiber) => !told.has(fiber)).map((fiber) => (told.add(fiber), [fiber, delivered.get(fiber)] as const))
+    const scope = yield* Effect.scope
     const track = (index: Map<string, Set<Fiber.RuntimeFiber<void>>>, key: string, fiber: Fiber.RuntimeFiber<void>) => {
       let fibers = index.get(key)
       if (fibers === undefined) index.set(key, fibers = new Set())
@@ -130,17 +173,19 @@ export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.
       })
     }
     return {
-      /** Interrupts the calls of `taskId` still running here. */
+      /** Interrupts the calls of `taskId` still running here (`interruptCalls`). */
       stop: (taskId: string): Effect.Effect<void> =>
         Effect.suspend(() => {
           const fibers = byTask.get(taskId)
           byTask.delete(taskId)
-          return fibers === undefined ? Effect.void : Fiber.interruptAll(fibers)
+          if (fibers === undefined) return Effect.void
+          return Effect.asVoid(interruptCalls(withCalls(fibers), "interrupted as its task ended", scope))
         }),
       /**
        * Interrupts the call `toolCallId` of `taskId` if it runs here (design: Cancelling a task): its handler's
        * scope closes and its finalizers run; nothing is answered (its task has ended). A promise body is told by
-       * its `signal` and cannot be made to stop; a worker job's thread is terminated. Said in a log line.
+       * its `signal` and cannot be made to stop; a worker job's thread is terminated. Said in a log line; a handler
+       * that does not stop within `stopWindow`, in a warning (`interruptCalls`).
        */
       cancel: (taskId: string, toolCallId: string): Effect.Effect<void> =>
         Effect.suspend(() => {
@@ -148,13 +193,13 @@ export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.
           const fibers = byCall.get(key)
           byCall.delete(key)
           if (fibers === undefined) return Effect.logDebug(`task ${taskId}: call ${toolCallId} was cancelled; it does not run here`)
-          return Effect.zipRight(
-            Fiber.interruptAll(fibers),
-            Effect.logInfo(
-              `task ${taskId}: call ${toolCallId} was cancelled; it was interrupted here (its finalizers ran; ` +
-                `a promise body was told by its signal, and stops only if it heeds it)`
-            )
-          )
+          return Effect.flatMap(interruptCalls(withCalls(fibers), "cancelled", scope), (stopped) =>
+            stopped.every((s) => s)
+              ? Effect.logInfo(
+                `task ${taskId}: call ${toolCallId} was cancelled; it was interrupted here (its finalizers ran; ` +
+                  `a promise body was told by its signal, and stops only if it heeds it)`
+              )
+              : Effect.void)
         }),
       deliver: (event: Delivered, door: Door): Effect.Effect<void> => {
         const key = callKey(event)
@@ -171,6 +216,8 @@ export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.
               const fiber = run(call, { immediate: true })
               track(byTask, event.taskId, fiber)
               track(byCall, key, fiber)
+              delivered.set(fiber, event)
+              fiber.addObserver(() => (delivered.delete(fiber), told.delete(fiber)))
             })
           )
         })
