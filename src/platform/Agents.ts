@@ -25,7 +25,7 @@ export interface HeldProcess extends ProcessEntry {
 }
 
 /** A manifest's size as the limits count it: its JSON, in UTF-8 bytes. */
-const manifestBytesOf = (manifest: ReadonlyArray<Toolkit.ManifestEntry>): number =>
+export const manifestBytesOf = (manifest: ReadonlyArray<Toolkit.ManifestEntry>): number =>
   Buffer.byteLength(JSON.stringify(manifest))
 
 /**

@@ -36,6 +36,7 @@ import { OperatorListener } from "./api/Listener.js"
 import { operatorListener } from "./api/Setup.js"
 import { followAlive } from "./ClusterTiming.js"
 import * as ClusterAgentCalls from "./ClusterAgentCalls.js"
+import { agentsOn } from "./ClusterAgentsView.js"
 import { makeRegistry, type Registry, requireMigrated } from "./ClusterDatabase.js"
 import { AgentEntity, Alive, type AttachPayload, holdsShardOf, orDieOnEngine, TaskEntity } from "./ClusterEntities.js"
 import { clusterBackend } from "./ClusterFront.js"
@@ -190,13 +191,21 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
     yield* Layer.build(layerEntities(parts, tasks, registry))
     const backend = yield* clusterBackend(tasks, started)
     // The operator API, with operator tokens (docs: operations): the journal's reads are the whole cluster's; a
-    // decision and a cancel reach the task's owner; agents and events are this runner's.
+    // decision and a cancel reach the task's owner; the agents are the cluster's (ClusterAgentsView.ts); the events this runner's.
     const operator = yield* operatorListener({
       options,
       parts,
       backend,
       journal,
-      cancel: (agentId, taskId, by, reason) => backend.cancel(agentId, { taskId, by, reason })
+      cancel: (agentId, taskId, by, reason) => backend.cancel(agentId, { taskId, by, reason }),
+      agents: agentsOn({
+        registry,
+        journal,
+        assignments: engine.assignments,
+        options,
+        limits: parts.limits,
+        heldHere: () => parts.agents.agentIds()
+      })
     })
     const context = yield* Layer.build(Handlers.layerOf(backend, parts, options))
     return operator === undefined ? context : Context.add(context, OperatorListener, operator)

@@ -1,7 +1,8 @@
 /**
  * The operator API of a cluster's runners (docs: operations), on a real PostgreSQL: its reads go through the
  * journal, so any runner lists the tasks and approvals of the whole cluster; a decision made on another runner
- * than the task's reaches the task's owner (its author journaled), and so does a cancel.
+ * than the task's reaches the task's owner (its author journaled), and so does a cancel; any runner shows every agent's
+ * processes, whichever runner they are connected to.
  */
 import { assert, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
@@ -112,5 +113,14 @@ layer(Pg.layer(), { timeout: "120 seconds", excludeTestServices: true })("operat
         Effect.orDie
       )
       assert.deepStrictEqual(outcomes, ["cancelled", "completed"], "newest first, on any runner")
+      // Each runner shows the agent's process, connected to runner a, with its tools, whichever holds its shard.
+      for (const runner of [a!, b!]) {
+        const agents = yield* call(runner.api, "/agents", viewer)
+        const agent = agents.body.agents.find((x: any) => x.agentId === "agent-1")
+        assert.deepStrictEqual(
+          [agent.tools, agent.processes.map((p: any) => [p.processId, p.live, p.watching, p.tools]), agent.tasks.held],
+          [["refund"], [[served.processId, true, true, ["refund"]]], 0]
+        )
+      }
     }), { timeout: 60_000 })
 })

@@ -56,24 +56,27 @@ export interface Operations {
   readonly events: (agentId: string | undefined) => Follow
 }
 
+/** The platform process an operator API is of: its parts, its backend, its journal if it keeps one, its options. */
+export interface OperatedPlatform {
+  readonly parts: Parts
+  readonly backend: { readonly decide: Decide }
+  readonly journal: Journal.Journal["Type"] | undefined
+  readonly options: Options
+  /** How a task is cancelled: a cluster's runner sends it to the task's owner; by default, the parts cancel it here. */
+  readonly cancel?: Cancel | undefined
+  /** The agents as `GET /agents` shows them: a cluster's runner reads the whole cluster's; by default, the parts'. */
+  readonly agents?: Operations["agents"] | undefined
+}
+
 /**
  * The operations of a platform process on its parts, its backend, its journal if it keeps one, and its feed:
  * the embedded platform's, or a cluster's runner's (its `cancel` goes to the task's owner).
  */
-export const operationsOf = (
-  { backend, cancel, journal, options, parts }: {
-    readonly parts: Parts
-    readonly backend: { readonly decide: Decide }
-    readonly journal: Journal.Journal["Type"] | undefined
-    readonly options: Options
-    readonly cancel?: Cancel | undefined
-  },
-  feed: Feed
-): Operations => ({
+export const operationsOf = ({ agents, backend, cancel, journal, options, parts }: OperatedPlatform, feed: Feed): Operations => ({
   journal,
   decide: backend.decide,
   cancel: cancel ?? ((agentId, taskId, by, reason) => parts.tasks.cancel(agentId, taskId, by, reason)),
-  agents: (connections) => Effect.map(Clock.currentTimeMillis, (now) => agentsOf(parts, options, connections, now)),
+  agents: agents ?? ((connections) => Effect.map(Clock.currentTimeMillis, (now) => agentsOf(parts, options, connections, now))),
   task: (taskId) => {
     const task = parts.tasks.find(taskId)
     if (task === undefined) return undefined

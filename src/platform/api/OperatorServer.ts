@@ -16,14 +16,12 @@ import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Clock, Context, Effect, Layer, Option, Redacted, type Scope } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
-import type * as Journal from "../../Journal.js"
-import type { OperatorToken, Options } from "../Options.js"
-import type { Parts } from "../Parts.js"
+import type { OperatorToken } from "../Options.js"
 import { makeFeed } from "./Feeds.js"
 import type { OperatorListener, Served } from "./Listener.js"
 import { OperatorAuth, OperatorUnauthorized } from "./OperatorApi.js"
 import { layerApi } from "./OperatorRoutes.js"
-import { type Cancel, type Decide, type Operations, operationsOf } from "./Operations.js"
+import { type OperatedPlatform, type Operations, operationsOf } from "./Operations.js"
 
 /** The largest request body the API reads (a decision and its reason are far smaller). */
 export const maxBodyBytes = 16 * 1024
@@ -159,13 +157,7 @@ const listenerOf = (
  */
 export const make = (
   settings: { readonly tokens: ReadonlyArray<OperatorToken>; readonly hosts: ReadonlyArray<string> },
-  platform: {
-    readonly parts: Parts
-    readonly backend: { readonly decide: Decide }
-    readonly journal: Journal.Journal["Type"] | undefined
-    readonly options: Options
-    readonly cancel?: Cancel | undefined
-  }
+  platform: OperatedPlatform
 ): Effect.Effect<Context.Tag.Service<typeof OperatorListener>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const feed = makeFeed(platform.parts.tasks.watch, yield* Clock.currentTimeMillis)

@@ -5,11 +5,9 @@
  * Tokens that cannot be used stop the platform's start, saying why (never which token).
  */
 import { Config, Effect, Option, Redacted, type Scope } from "effect"
-import type * as Journal from "../../Journal.js"
 import { type OperatorToken, type Options, operatorTokensProblem, parseOperatorTokens } from "../Options.js"
-import type { Parts } from "../Parts.js"
 import type { OperatorListener } from "./Listener.js"
-import type { Cancel, Decide } from "./Operations.js"
+import type { OperatedPlatform } from "./Operations.js"
 
 /** The setting `Options.operatorTokens` defaults to. */
 export const tokensVariable = "PLATFORM_OPERATOR_TOKENS"
@@ -32,14 +30,7 @@ export const operatorTokens = (options: Options): Effect.Effect<ReadonlyArray<Op
 
 /** The operator API's listener for a platform process, or undefined when it has no operator token. */
 export const operatorListener = (
-  platform: {
-    readonly options: Options
-    readonly parts: Parts
-    readonly backend: { readonly decide: Decide }
-    readonly journal: Journal.Journal["Type"] | undefined
-    /** How a task is cancelled: a cluster's runner sends it to the task's owner; by default, the parts cancel it here. */
-    readonly cancel?: Cancel | undefined
-  }
+  platform: OperatedPlatform
 ): Effect.Effect<OperatorListener["Type"] | undefined, never, Scope.Scope> =>
   Effect.gen(function*() {
     const tokens = yield* operatorTokens(platform.options)
