@@ -122,15 +122,22 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     view.line(`model: ${model}${note === "" ? "" : ` (${note})`}`)
     const agentId = "demo-agent"
     const token = randomUUID()
+    // The console on the operator API, an admin's token made for this run (docs: console).
+    const operatorToken = randomUUID()
     const platform = yield* Layer.build(
       PlatformServer.layerWebSocket({ port: 0 }).pipe(
-        Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([[token, agentId]]) })),
+        Layer.provide(PlatformServer.layerHandlers({
+          tokens: new Map([[token, agentId]]),
+          operatorTokens: [{ token: Redacted.make(operatorToken), role: "admin", name: "demo" }],
+          console: true
+        })),
         // Journaled (in memory): a task whose refund needs approval waits for it, durably.
         Layer.provide(Layer.merge(modelLayer, Journal.layerMemory))
       )
     )
     const url = yield* Effect.provide(PlatformServer.url, platform)
     view.line(`platform listening on ${url}`)
+    view.line(`console at ${url.replace(/^ws/, "http").replace(/\/rpc$/, "/console")} (operator token ${operatorToken}, while the demo runs)`)
     const settings = Layer.setConfigProvider(ConfigProvider.fromMap(
       new Map([["AGENT_ID", agentId], ["PLATFORM_TOKEN", token], ["PLATFORM_URL", url]])
     ))
@@ -281,8 +288,21 @@ const platformOptions = {
         "id: spread over the runners by its id."
     ),
     Cli.withDefault("submitter")
+  ),
+  console: Options.boolean("console").pipe(
+    Options.withDescription("serve the console, browser pages at /console on the operator API (needs PLATFORM_OPERATOR_TOKENS)")
+  ),
+  traceUrl: Options.text("trace-url").pipe(
+    Options.withDescription("the console's link of a trace id: a URL with {traceId} in it (Jaeger, Tempo, Honeycomb)"),
+    Options.optional
   )
 }
+
+/** The console's settings from `--console` and `--trace-url`, and what the start line says of it. */
+const consoleOf = (options: PlatformOptions) => ({
+  console: options.console ? { traceUrl: Option.getOrUndefined(options.traceUrl) } : undefined,
+  said: (url: string) => options.console ? `, console at ${url.replace(/^ws/, "http").replace(/\/rpc$/, "/console")}` : ""
+})
 
 /** The `platform` command's options, as parsed. */
 type PlatformOptions = Command.Command.ParseConfig<typeof platformOptions>
@@ -377,6 +397,7 @@ const platformLayer = (options: PlatformOptions) =>
       ? `, agents ${named.join(", ")} of ${options.config.value} (SIGHUP reloads it)`
       : ""
     const file = Option.getOrElse(options.journal, () => settings.journal)
+    const { console: consolePages, said } = consoleOf(options)
     const url = yield* chooseDatabase(options.database)
     if (url !== "") {
       // Cluster mode: a runner; its tasks journal to the cluster's database, not to a file.
@@ -390,25 +411,25 @@ const platformLayer = (options: PlatformOptions) =>
         PlatformServer,
         PlatformServer.layerWebSocket({ port, host }).pipe(
           Layer.provide(
-            Cluster.layer({ tokens: pairs, agentCalls, agents, runner: { host: runnerHost, port: runnerPort, placement } })
+            Cluster.layer({ tokens: pairs, agentCalls, agents, console: consolePages, runner: { host: runnerHost, port: runnerPort, placement } })
           ),
           Layer.provide(yield* loadModel(chosen.model)),
           Layer.provide(yield* loadDatabase(url))
         ),
         (at) =>
           `platform on ${at}, model ${chosen.model}, ` +
-          `a runner of the cluster on ${redactUrl(url)} (runners reach it at ${runnerHost}:${runnerPort})${configured}`
+          `a runner of the cluster on ${redactUrl(url)} (runners reach it at ${runnerHost}:${runnerPort})${configured}${said(at)}`
       )
     }
     return listening(
       PlatformServer,
       PlatformServer.layerWebSocket({ port, host }).pipe(
         Layer.provide(
-          PlatformServer.layerHandlers({ tokens: pairs, agentCalls, agents, journal: file === "" ? undefined : file })
+          PlatformServer.layerHandlers({ tokens: pairs, agentCalls, agents, console: consolePages, journal: file === "" ? undefined : file })
         ),
         Layer.provide(yield* loadModel(chosen.model))
       ),
-      (at) => `platform on ${at}, model ${chosen.model}, ` + (file === "" ? "tasks in memory" : `journal ${file}`) + configured
+      (at) => `platform on ${at}, model ${chosen.model}, ` + (file === "" ? "tasks in memory" : `journal ${file}`) + configured + said(at)
     )
   }))
 

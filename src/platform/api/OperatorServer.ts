@@ -17,10 +17,10 @@ import { Clock, Context, Effect, Layer, Option, Redacted, type Scope } from "eff
 import { createHash, timingSafeEqual } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import type * as Journal from "../../Journal.js"
-import type { OperatorToken, Options } from "../Options.js"
+import type { ConsoleOptions, OperatorToken, Options } from "../Options.js"
 import type { Parts } from "../Parts.js"
 import { makeFeed } from "./Feeds.js"
-import type { OperatorListener, Served } from "./Listener.js"
+import { isConsolePath, type OperatorListener, type Served } from "./Listener.js"
 import { OperatorAuth, OperatorUnauthorized } from "./OperatorApi.js"
 import { layerApi } from "./OperatorRoutes.js"
 import { type Cancel, type Decide, type Operations, operationsOf } from "./Operations.js"
@@ -112,13 +112,20 @@ const refuse = (response: ServerResponse, status: number, tag: string, reason: s
 
 // --- the listener ---
 
+/** The API's settings: its tokens, the `Host` values it answers besides its own, and the console's, when it has one. */
+interface Settings {
+  readonly tokens: ReadonlyArray<OperatorToken>
+  readonly hosts: ReadonlyArray<string>
+  readonly console?: ConsoleOptions | undefined
+}
+
 /**
  * The request listener of `operations`' API for `served`: the checks, then the routes (`HttpApiBuilder`'s app
  * on `@effect/platform-node`'s request conversion), each request a fiber of its own, interrupted if its client goes.
  */
 const listenerOf = (
   operations: Operations,
-  settings: { readonly tokens: ReadonlyArray<OperatorToken>; readonly hosts: ReadonlyArray<string> }
+  settings: Settings
 ) =>
 (served: Served): Effect.Effect<(request: IncomingMessage, response: ServerResponse) => void, never, Scope.Scope> =>
   Effect.gen(function*() {
@@ -136,6 +143,10 @@ const listenerOf = (
     const handler = yield* NodeHttpServer.makeHandler(
       HttpIncomingMessage.withMaxBodySize(app, Option.some(maxBodyBytes))
     ).pipe(Effect.provide(context))
+    // The console's pages (docs: console), behind the same check of another site's requests.
+    const consolePages = settings.console === undefined
+      ? undefined
+      : yield* Effect.promise(() => import("./Console.js")).pipe(Effect.flatMap((pages) => pages.make(settings.console!)))
     let allowed = allowedHosts(served.address(), settings.hosts)
     let port = served.address().port
     return (request, response) => {
@@ -146,6 +157,9 @@ const listenerOf = (
       }
       const foreign = foreignRequest(request.headers, allowed)
       if (foreign !== undefined) return refuse(response, 403, "OperatorForbidden", foreign)
+      if (isConsolePath(request.url)) {
+        return consolePages === undefined ? refuse(response, 404, "OperatorNotFound", "this platform has no console") : consolePages(request, response)
+      }
       if (Number(request.headers["content-length"] ?? 0) > maxBodyBytes) {
         return refuse(response, 413, "OperatorBadRequest", `a body over ${maxBodyBytes} bytes is refused`)
       }
@@ -158,7 +172,7 @@ const listenerOf = (
  * with the platform's feed of events kept from now on (let go with the scope).
  */
 export const make = (
-  settings: { readonly tokens: ReadonlyArray<OperatorToken>; readonly hosts: ReadonlyArray<string> },
+  settings: Settings,
   platform: {
     readonly parts: Parts
     readonly backend: { readonly decide: Decide }
