@@ -76,6 +76,16 @@ import { redactUrl } from "./internal/util/settings.js"
 
 const jsonOption = Options.boolean("json").pipe(Options.withDescription("print the events as NDJSON instead of lines"))
 
+/** The demo platform's options: its agent's token, and the console with an admin's token made for the run (docs: console). */
+const demoOptions = (token: string, agentId: string, operatorToken: string) => ({
+  tokens: new Map([[token, agentId]]),
+  operatorTokens: [{ token: Redacted.make(operatorToken), role: "admin" as const, name: "demo" }],
+  console: true
+})
+
+/** The console's URL of the platform whose WebSocket is at `url`. */
+const consoleUrl = (url: string) => url.replace(/^ws/, "http").replace(/\/rpc$/, "/console")
+
 const runDemo = (options: { readonly model: Option.Option<string>; readonly json: boolean }) =>
   Effect.gen(function*() {
     const { model, note } = yield* chooseModel(options.model)
@@ -121,23 +131,16 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     })
     view.line(`model: ${model}${note === "" ? "" : ` (${note})`}`)
     const agentId = "demo-agent"
-    const token = randomUUID()
-    // The console on the operator API, an admin's token made for this run (docs: console).
-    const operatorToken = randomUUID()
+    const [token, operatorToken] = [randomUUID(), randomUUID()]
     const platform = yield* Layer.build(
       PlatformServer.layerWebSocket({ port: 0 }).pipe(
-        Layer.provide(PlatformServer.layerHandlers({
-          tokens: new Map([[token, agentId]]),
-          operatorTokens: [{ token: Redacted.make(operatorToken), role: "admin", name: "demo" }],
-          console: true
-        })),
+        Layer.provide(PlatformServer.layerHandlers(demoOptions(token, agentId, operatorToken))),
         // Journaled (in memory): a task whose refund needs approval waits for it, durably.
         Layer.provide(Layer.merge(modelLayer, Journal.layerMemory))
       )
     )
     const url = yield* Effect.provide(PlatformServer.url, platform)
-    view.line(`platform listening on ${url}`)
-    view.line(`console at ${url.replace(/^ws/, "http").replace(/\/rpc$/, "/console")} (operator token ${operatorToken}, while the demo runs)`)
+    view.line(`platform listening on ${url}; console at ${consoleUrl(url)} while the demo runs (operator token ${operatorToken})`)
     const settings = Layer.setConfigProvider(ConfigProvider.fromMap(
       new Map([["AGENT_ID", agentId], ["PLATFORM_TOKEN", token], ["PLATFORM_URL", url]])
     ))
@@ -301,7 +304,7 @@ const platformOptions = {
 /** The console's settings from `--console` and `--trace-url`, and what the start line says of it. */
 const consoleOf = (options: PlatformOptions) => ({
   console: options.console ? { traceUrl: Option.getOrUndefined(options.traceUrl) } : undefined,
-  said: (url: string) => options.console ? `, console at ${url.replace(/^ws/, "http").replace(/\/rpc$/, "/console")}` : ""
+  said: (url: string) => options.console ? `, console at ${consoleUrl(url)}` : ""
 })
 
 /** The `platform` command's options, as parsed. */

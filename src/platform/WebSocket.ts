@@ -347,7 +347,9 @@ export const layerWebSocket = (
         connections: (agentId) => live.perAgent.get(agentId) ?? 0
       })
       const server = createServer((request, response) => {
-        if (operatorApi !== undefined && (isOperatorPath(request.url) || isConsolePath(request.url))) return operatorApi(request, response)
+        // The console's pages (docs: console) go there too: the same check of another site's requests.
+        const api = isOperatorPath(request.url) || isConsolePath(request.url)
+        if (operatorApi !== undefined && api) return operatorApi(request, response)
         response.writeHead(426, { "content-type": "text/plain" })
         response.end(`the platform speaks WebSocket at ${path}\n`)
       })

@@ -152,7 +152,7 @@ const tabTo = async (page: Page, selector: string) => {
 
 const browser = Effect.acquireRelease(
   Effect.promise(launchChromium),
-  ({ context }) => Effect.promise(() => context.close())
+  ({ close }) => Effect.promise(close)
 )
 
 /** Runs `body` with the browser and the platform, as one step of the test. */

@@ -4,7 +4,7 @@
  * temporary folder of the test's.
  */
 import { execFileSync } from "node:child_process"
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { chromium } from "playwright-core"
@@ -22,10 +22,18 @@ const args = [
   "--disable-sync"
 ]
 
-/** Chromium with a fresh profile, and the test's temporary folder (for its screenshots). */
+/**
+ * Chromium with a fresh profile, and the test's temporary folder (for its screenshots); `close` closes it and
+ * deletes the profile, leaving the screenshots.
+ */
 export const launchChromium = async () => {
   execFileSync(process.execPath, ["scripts/ensure-chromium.mjs"], { stdio: "inherit" })
   const folder = mkdtempSync(join(tmpdir(), "console-test-"))
-  const context = await chromium.launchPersistentContext(join(folder, "profile"), { executablePath, headless: true, args })
-  return { context, folder }
+  const profile = join(folder, "profile")
+  const context = await chromium.launchPersistentContext(profile, { executablePath, headless: true, args })
+  const close = async () => {
+    await context.close()
+    rmSync(profile, { recursive: true, force: true })
+  }
+  return { context, folder, close }
 }

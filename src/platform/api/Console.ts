@@ -46,6 +46,8 @@ const builtFiles = (): Files | undefined => {
   return undefined
 }
 
+let bundled: Promise<Files> | undefined
+
 /** The files, built (the package) or made now from console/src (the sources, run by tsx). */
 const loadFiles = Effect.tryPromise({
   try: async (): Promise<Files> => {
@@ -54,10 +56,13 @@ const loadFiles = Effect.tryPromise({
       if (built === undefined) throw "no dist/console beside the platform's modules: run npm run build"
       return built
     }
-    // Not a literal: the bundled CLI never takes the bundler in (it reads dist/console).
+    // Not a literal: the bundled CLI never takes the bundler in (it reads dist/console). Made once a process.
     const script = new URL("../../../console/build.mjs", import.meta.url).href
-    const { bundleConsole } = (await import(script)) as { bundleConsole: () => Promise<Files> }
-    return await bundleConsole()
+    bundled ??= import(script).then((module: { bundleConsole: () => Promise<Files> }) => module.bundleConsole())
+    return await bundled.catch((cause) => {
+      bundled = undefined
+      throw cause
+    })
   },
   catch: (cause) =>
     new ConsoleFilesMissing({ message: `the console's files: ${cause instanceof Error ? cause.message : String(cause)}` })

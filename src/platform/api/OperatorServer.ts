@@ -5,7 +5,8 @@
  * sent, this server too): a page a browser shows cannot reach the API, nor can a DNS name rebound to it. A body
  * is held to `maxBodyBytes`. Then each route but the OpenAPI document's takes an operator token
  * (`Authorization: Bearer`), found by its SHA-256 digest compared with each known one in constant time
- * (`timingSafeEqual`), never logged, never an agent's; its role is checked by the route.
+ * (`timingSafeEqual`), never logged, never an agent's; its role is checked by the route. The console's pages
+ * (Console.ts, docs: console), when the platform has them, come after the first check and take no token.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpApp from "@effect/platform/HttpApp"
@@ -158,7 +159,8 @@ const listenerOf = (
       const foreign = foreignRequest(request.headers, allowed)
       if (foreign !== undefined) return refuse(response, 403, "OperatorForbidden", foreign)
       if (isConsolePath(request.url)) {
-        return consolePages === undefined ? refuse(response, 404, "OperatorNotFound", "this platform has no console") : consolePages(request, response)
+        if (consolePages === undefined) return refuse(response, 404, "OperatorNotFound", "this platform has no console (--console)")
+        return consolePages(request, response)
       }
       if (Number(request.headers["content-length"] ?? 0) > maxBodyBytes) {
         return refuse(response, 413, "OperatorBadRequest", `a body over ${maxBodyBytes} bytes is refused`)
