@@ -182,6 +182,10 @@ describe("the console in Chromium", () => {
       const page = await context.newPage()
       const dialogs: Array<string> = []
       page.on("dialog", (dialog) => (dialogs.push(dialog.message()), void dialog.dismiss()))
+      await page.goto(`http://127.0.0.1:${p.port}/console`)
+      await page.waitForSelector("#token")
+      assert.deepStrictEqual(await seriousViolations(page), [], "sign-in page")
+      await shot(page, folder, "sign-in")
       await signIn(page, p.port, admin)
       assert.deepStrictEqual(await seriousViolations(page), [], "Tasks page")
       await shot(page, folder, "tasks")
@@ -263,7 +267,7 @@ describe("the console in Chromium", () => {
       await page.waitForSelector("section[aria-label='agent agent-1'] td:text-is('live, watching for tasks')")
       assert.deepStrictEqual(await seriousViolations(page), [], "Agents page")
       await shot(page, folder, "agents")
-    }), 60_000)
+    }), 90_000)
 
   it.scopedLive("a task of 5,000 calls: a bounded number of rows in the document, scrolled end to end", () =>
     withConsole(async (p, context, folder, taskId) => {
@@ -303,5 +307,5 @@ describe("the console in Chromium", () => {
       await shot(page, folder, "task-5000-calls")
       // Long tasks are a figure for the log, not an assertion: a loaded machine makes them longer.
       console.log(`console: 5,000-call task, long tasks (ms): ${JSON.stringify(await page.evaluate(() => (globalThis as any).__longTasks))}`)
-    }, 5000), 45_000)
+    }, 5000), 60_000)
 })
