@@ -33,7 +33,8 @@ export const slow = [
   "test/PostgresPrivateFolder.test.ts",
   "test/McpHostileServer.test.ts",
   "test/TelemetryProcesses.test.ts",
-  "test/cliOperateProcess.test.ts"
+  "test/cliOperateProcess.test.ts",
+  "test/console/Console.test.ts"
 ]
 
 export default defineConfig({

@@ -4,13 +4,15 @@
  * `dist/lib`), and the CLI bundled by esbuild into `dist/cli`: `agent-tools.mjs` (the package's
  * `bin`, what an MCP client spawns), the demo's worker-thread module, the entry of the workers of
  * tools made with `worker` (`toolWorker.mjs`) and the chunks the commands
- * import when they run, all in that one folder. `--cli` builds the bundle alone.
+ * import when they run, all in that one folder. `--cli` builds the bundle alone. The console's pages (the
+ * platform's `--console`), its client bundled by esbuild, go to `dist/console` (console/build.mjs).
  */
 import { execFileSync } from "node:child_process"
-import { chmodSync, readFileSync, rmSync } from "node:fs"
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 import * as esbuild from "esbuild"
+import { bundleConsole } from "../console/build.mjs"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const cliOnly = process.argv.includes("--cli")
@@ -70,6 +72,12 @@ await esbuild.build({
   legalComments: "none",
   logLevel: "warning"
 })
+// The console's pages, read by the platform from beside its modules (src/platform/api/Console.ts).
+rmSync(new URL("../dist/console", import.meta.url), { recursive: true, force: true })
+mkdirSync(new URL("../dist/console", import.meta.url), { recursive: true })
+for (const [name, bytes] of Object.entries(await bundleConsole())) {
+  writeFileSync(new URL(`../dist/console/${name}`, import.meta.url), bytes)
+}
 // Run as a program when not installed by npm (which makes a `bin` executable itself).
 chmodSync(new URL("../dist/cli/agent-tools.mjs", import.meta.url), 0o755)
 

@@ -76,6 +76,16 @@ import { redactUrl } from "./internal/util/settings.js"
 
 const jsonOption = Options.boolean("json").pipe(Options.withDescription("print the events as NDJSON instead of lines"))
 
+/** The demo platform's options: its agent's token, and the console with an admin's token made for the run (docs: console). */
+const demoOptions = (token: string, agentId: string, operatorToken: string) => ({
+  tokens: new Map([[token, agentId]]),
+  operatorTokens: [{ token: Redacted.make(operatorToken), role: "admin" as const, name: "demo" }],
+  console: true
+})
+
+/** The console's URL of the platform whose WebSocket is at `url`. */
+const consoleUrl = (url: string) => url.replace(/^ws/, "http").replace(/\/rpc$/, "/console")
+
 const runDemo = (options: { readonly model: Option.Option<string>; readonly json: boolean }) =>
   Effect.gen(function*() {
     const { model, note } = yield* chooseModel(options.model)
@@ -121,16 +131,16 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     })
     view.line(`model: ${model}${note === "" ? "" : ` (${note})`}`)
     const agentId = "demo-agent"
-    const token = randomUUID()
+    const [token, operatorToken] = [randomUUID(), randomUUID()]
     const platform = yield* Layer.build(
       PlatformServer.layerWebSocket({ port: 0 }).pipe(
-        Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([[token, agentId]]) })),
+        Layer.provide(PlatformServer.layerHandlers(demoOptions(token, agentId, operatorToken))),
         // Journaled (in memory): a task whose refund needs approval waits for it, durably.
         Layer.provide(Layer.merge(modelLayer, Journal.layerMemory))
       )
     )
     const url = yield* Effect.provide(PlatformServer.url, platform)
-    view.line(`platform listening on ${url}`)
+    view.line(`platform listening on ${url}; console at ${consoleUrl(url)} while the demo runs (operator token ${operatorToken})`)
     const settings = Layer.setConfigProvider(ConfigProvider.fromMap(
       new Map([["AGENT_ID", agentId], ["PLATFORM_TOKEN", token], ["PLATFORM_URL", url]])
     ))
@@ -281,8 +291,21 @@ const platformOptions = {
         "id: spread over the runners by its id."
     ),
     Cli.withDefault("submitter")
+  ),
+  console: Options.boolean("console").pipe(
+    Options.withDescription("serve the console, browser pages at /console on the operator API (needs PLATFORM_OPERATOR_TOKENS)")
+  ),
+  traceUrl: Options.text("trace-url").pipe(
+    Options.withDescription("the console's link of a trace id: a URL with {traceId} in it (Jaeger, Tempo, Honeycomb)"),
+    Options.optional
   )
 }
+
+/** The console's settings from `--console` and `--trace-url`, and what the start line says of it. */
+const consoleOf = (options: PlatformOptions) => ({
+  console: options.console ? { traceUrl: Option.getOrUndefined(options.traceUrl) } : undefined,
+  said: (url: string) => options.console ? `, console at ${consoleUrl(url)}` : ""
+})
 
 /** The `platform` command's options, as parsed. */
 type PlatformOptions = Command.Command.ParseConfig<typeof platformOptions>
@@ -377,6 +400,7 @@ const platformLayer = (options: PlatformOptions) =>
       ? `, agents ${named.join(", ")} of ${options.config.value} (SIGHUP reloads it)`
       : ""
     const file = Option.getOrElse(options.journal, () => settings.journal)
+    const { console: consolePages, said } = consoleOf(options)
     const url = yield* chooseDatabase(options.database)
     if (url !== "") {
       // Cluster mode: a runner; its tasks journal to the cluster's database, not to a file.
@@ -390,25 +414,25 @@ const platformLayer = (options: PlatformOptions) =>
         PlatformServer,
         PlatformServer.layerWebSocket({ port, host }).pipe(
           Layer.provide(
-            Cluster.layer({ tokens: pairs, agentCalls, agents, runner: { host: runnerHost, port: runnerPort, placement } })
+            Cluster.layer({ tokens: pairs, agentCalls, agents, console: consolePages, runner: { host: runnerHost, port: runnerPort, placement } })
           ),
           Layer.provide(yield* loadModel(chosen.model)),
           Layer.provide(yield* loadDatabase(url))
         ),
         (at) =>
           `platform on ${at}, model ${chosen.model}, ` +
-          `a runner of the cluster on ${redactUrl(url)} (runners reach it at ${runnerHost}:${runnerPort})${configured}`
+          `a runner of the cluster on ${redactUrl(url)} (runners reach it at ${runnerHost}:${runnerPort})${configured}${said(at)}`
       )
     }
     return listening(
       PlatformServer,
       PlatformServer.layerWebSocket({ port, host }).pipe(
         Layer.provide(
-          PlatformServer.layerHandlers({ tokens: pairs, agentCalls, agents, journal: file === "" ? undefined : file })
+          PlatformServer.layerHandlers({ tokens: pairs, agentCalls, agents, console: consolePages, journal: file === "" ? undefined : file })
         ),
         Layer.provide(yield* loadModel(chosen.model))
       ),
-      (at) => `platform on ${at}, model ${chosen.model}, ` + (file === "" ? "tasks in memory" : `journal ${file}`) + configured
+      (at) => `platform on ${at}, model ${chosen.model}, ` + (file === "" ? "tasks in memory" : `journal ${file}`) + configured + said(at)
     )
   }))
 

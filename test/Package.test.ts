@@ -186,7 +186,8 @@ describe("the package", () => {
           "dist/lib/index.d.ts",
           "dist/lib/internal/worker/toolWorker.js",
           "dist/cli/agent-tools.mjs",
-          "dist/cli/reports.worker.mjs"
+          "dist/cli/reports.worker.mjs",
+          "dist/console/console.js"
         ]
       ) {
         assert.include(files, expected)

@@ -140,6 +140,20 @@ export interface Options {
    * proxy names it). Default: none.
    */
   readonly operatorHosts?: ReadonlyArray<string> | undefined
+  /**
+   * The console (docs: console): browser pages at `/console` on the platform's port, over the operator API (so
+   * only with operator tokens). `true`, or its settings. Default: off.
+   */
+  readonly console?: boolean | ConsoleOptions | undefined
+}
+
+/** The console's settings (docs: console). */
+export interface ConsoleOptions {
+  /**
+   * The link of a task's trace id: a URL with `{traceId}` in it (Jaeger's `http://localhost:16686/trace/{traceId}`,
+   * say). Default: none, the trace id is shown as text.
+   */
+  readonly traceUrl?: string | undefined
 }
 
 /** Parses `PLATFORM_TOKENS` (`token:agent,token:agent`, or one pair a line) into `Options.tokens`. */

@@ -28,6 +28,7 @@ export {
 export { layerHandlers, PlatformState } from "./Handlers.js"
 export {
   agentCallsProblem,
+  type ConsoleOptions,
   type OperatorRole,
   operatorRoles,
   type OperatorToken,

@@ -18,7 +18,7 @@ import type { Duplex } from "node:stream"
 import { type RawData, type WebSocket, WebSocketServer } from "ws"
 import * as Framing from "../protocol/Framing.js"
 import { Authentication, PlatformRpcs, unknownTokenMessage } from "../protocol/Protocol.js"
-import { isOperatorPath, OperatorListener } from "./api/Listener.js"
+import { isConsolePath, isOperatorPath, OperatorListener } from "./api/Listener.js"
 import * as Wire from "./Wire.js"
 
 /** Where the WebSocket server listens, and the limits each connection is held to (design: Hostile clients). */
@@ -347,7 +347,9 @@ export const layerWebSocket = (
         connections: (agentId) => live.perAgent.get(agentId) ?? 0
       })
       const server = createServer((request, response) => {
-        if (operatorApi !== undefined && isOperatorPath(request.url)) return operatorApi(request, response)
+        // The console's pages (docs: console) go there too: the same check of another site's requests.
+        const api = isOperatorPath(request.url) || isConsolePath(request.url)
+        if (operatorApi !== undefined && api) return operatorApi(request, response)
         response.writeHead(426, { "content-type": "text/plain" })
         response.end(`the platform speaks WebSocket at ${path}\n`)
       })

@@ -247,6 +247,7 @@ describe("operator API: tokens, roles and other sites", () => {
         "GET /api/v1/approvals",
         "GET /api/v1/events",
         "GET /api/v1/openapi.json",
+        "GET /api/v1/operator",
         "GET /api/v1/tasks",
         "GET /api/v1/tasks/{taskId}",
         "GET /api/v1/tasks/{taskId}/events",

@@ -14,6 +14,14 @@ export const prefix = "/api/v1"
 export const isOperatorPath = (url: string | undefined): boolean =>
   url !== undefined && (url === prefix || url.startsWith(`${prefix}/`) || url.startsWith(`${prefix}?`))
 
+/** Where the console's pages are (docs: console), served by the API's listener when the platform has the console. */
+export const consolePrefix = "/console"
+
+/** Whether a request's target is the console's. */
+export const isConsolePath = (url: string | undefined): boolean =>
+  url !== undefined &&
+  (url === consolePrefix || url.startsWith(`${consolePrefix}/`) || url.startsWith(`${consolePrefix}?`))
+
 /** What the server tells the API: where it listens (known once it does), and each agent's open connections. */
 export interface Served {
   readonly address: () => { readonly host: string; readonly port: number }

@@ -12,7 +12,7 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Context, Schema } from "effect"
-import type { OperatorRole } from "../Options.js"
+import { type OperatorRole, operatorRoles } from "../Options.js"
 import { prefix } from "./Listener.js"
 
 // --- errors: each with its status, and the reason a person reads ---
@@ -334,6 +334,14 @@ const events = HttpApiGroup.make("events")
   .addError(OperatorForbidden)
   .middleware(OperatorAuth)
 
+const operator = HttpApiGroup.make("operator")
+  .add(
+    HttpApiEndpoint.get("whoAmI", "/operator")
+      .addSuccess(Schema.Struct({ name: Schema.String, role: Schema.Literal(...operatorRoles) }))
+      .annotate(OpenApi.Summary, "The operator the token names: their name and role (what a client may offer them)")
+  )
+  .middleware(OperatorAuth)
+
 const meta = HttpApiGroup.make("meta").add(
   HttpApiEndpoint.get("openApi", "/openapi.json")
     .addSuccess(Schema.Unknown)
@@ -347,6 +355,7 @@ export class OperatorApi extends HttpApi.make("operator")
   .add(agents)
   .add(events)
   .add(meta)
+  .add(operator)
   .prefix(prefix)
   .annotate(OpenApi.Title, "agent-tools platform: operator API")
   .annotate(OpenApi.Version, "1")

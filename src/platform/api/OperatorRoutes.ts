@@ -248,6 +248,12 @@ const metaGroup = HttpApiBuilder.group(
   (handlers) => handlers.handle("openApi", () => Effect.succeed(openApiDocument))
 )
 
+const operatorGroup = HttpApiBuilder.group(
+  OperatorApi,
+  "operator",
+  (handlers) => handlers.handle("whoAmI", () => Effect.map(Operator, ({ name, role }) => ({ name, role })))
+)
+
 /**
  * The API with every group's routes on `operations` (`connections` counts an agent's sockets to this platform
  * process), and the security middleware `auth`.
@@ -263,7 +269,8 @@ export const layerApi = (
       approvalsGroup(operations),
       agentsGroup(operations, connections),
       eventsGroup(operations),
-      metaGroup
+      metaGroup,
+      operatorGroup
     ]),
     Layer.provide(auth)
   )

@@ -5,7 +5,8 @@
  * sent, this server too): a page a browser shows cannot reach the API, nor can a DNS name rebound to it. A body
  * is held to `maxBodyBytes`. Then each route but the OpenAPI document's takes an operator token
  * (`Authorization: Bearer`), found by its SHA-256 digest compared with each known one in constant time
- * (`timingSafeEqual`), never logged, never an agent's; its role is checked by the route.
+ * (`timingSafeEqual`), never logged, never an agent's; its role is checked by the route. The console's pages
+ * (Console.ts, docs: console), when the platform has them, come after the first check and take no token.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpApp from "@effect/platform/HttpApp"
@@ -16,9 +17,9 @@ import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Clock, Context, Effect, Layer, Option, Redacted, type Scope } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
-import type { OperatorToken } from "../Options.js"
+import type { ConsoleOptions, OperatorToken } from "../Options.js"
 import { makeFeed } from "./Feeds.js"
-import type { OperatorListener, Served } from "./Listener.js"
+import { isConsolePath, type OperatorListener, type Served } from "./Listener.js"
 import { OperatorAuth, OperatorUnauthorized } from "./OperatorApi.js"
 import { layerApi } from "./OperatorRoutes.js"
 import { type OperatedPlatform, type Operations, operationsOf } from "./Operations.js"
@@ -110,13 +111,20 @@ const refuse = (response: ServerResponse, status: number, tag: string, reason: s
 
 // --- the listener ---
 
+/** The API's settings: its tokens, the `Host` values it answers besides its own, and the console's, when it has one. */
+interface Settings {
+  readonly tokens: ReadonlyArray<OperatorToken>
+  readonly hosts: ReadonlyArray<string>
+  readonly console?: ConsoleOptions | undefined
+}
+
 /**
  * The request listener of `operations`' API for `served`: the checks, then the routes (`HttpApiBuilder`'s app
  * on `@effect/platform-node`'s request conversion), each request a fiber of its own, interrupted if its client goes.
  */
 const listenerOf = (
   operations: Operations,
-  settings: { readonly tokens: ReadonlyArray<OperatorToken>; readonly hosts: ReadonlyArray<string> }
+  settings: Settings
 ) =>
 (served: Served): Effect.Effect<(request: IncomingMessage, response: ServerResponse) => void, never, Scope.Scope> =>
   Effect.gen(function*() {
@@ -134,6 +142,10 @@ const listenerOf = (
     const handler = yield* NodeHttpServer.makeHandler(
       HttpIncomingMessage.withMaxBodySize(app, Option.some(maxBodyBytes))
     ).pipe(Effect.provide(context))
+    // The console's pages (docs: console), behind the same check of another site's requests.
+    const consolePages = settings.console === undefined
+      ? undefined
+      : yield* Effect.promise(() => import("./Console.js")).pipe(Effect.flatMap((pages) => pages.make(settings.console!)))
     let allowed = allowedHosts(served.address(), settings.hosts)
     let port = served.address().port
     return (request, response) => {
@@ -144,6 +156,10 @@ const listenerOf = (
       }
       const foreign = foreignRequest(request.headers, allowed)
       if (foreign !== undefined) return refuse(response, 403, "OperatorForbidden", foreign)
+      if (isConsolePath(request.url)) {
+        if (consolePages === undefined) return refuse(response, 404, "OperatorNotFound", "this platform has no console (--console)")
+        return consolePages(request, response)
+      }
       if (Number(request.headers["content-length"] ?? 0) > maxBodyBytes) {
         return refuse(response, 413, "OperatorBadRequest", `a body over ${maxBodyBytes} bytes is refused`)
       }
@@ -156,7 +172,7 @@ const listenerOf = (
  * with the platform's feed of events kept from now on (let go with the scope).
  */
 export const make = (
-  settings: { readonly tokens: ReadonlyArray<OperatorToken>; readonly hosts: ReadonlyArray<string> },
+  settings: Settings,
   platform: OperatedPlatform
 ): Effect.Effect<Context.Tag.Service<typeof OperatorListener>, never, Scope.Scope> =>
   Effect.gen(function*() {

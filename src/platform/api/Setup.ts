@@ -36,5 +36,10 @@ export const operatorListener = (
     const tokens = yield* operatorTokens(platform.options)
     if (tokens.length === 0) return undefined
     const server = yield* Effect.promise(() => import("./OperatorServer.js"))
-    return yield* server.make({ tokens, hosts: platform.options.operatorHosts ?? [] }, platform)
+    const console = platform.options.console
+    return yield* server.make({
+      tokens,
+      hosts: platform.options.operatorHosts ?? [],
+      console: console === true ? {} : console === false ? undefined : console
+    }, platform)
   })
