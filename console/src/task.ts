@@ -97,7 +97,7 @@ export const taskPage = (context: PageContext, taskId: string): void => {
   const calls = callList()
   const rest = el("div")
   const message = el("p", { attrs: { role: "status" } })
-  const ended = el("p", { text: "The journal keeps only the end of an ended task: its calls and turns are gone." })
+  const ended = el("p", { text: "The journal no longer keeps this task's calls and turns: only its end." })
   context.root.replaceChildren(heading, message, summary, el("h2", { text: "Calls" }), ended, calls.element, rest)
   const load = async () => {
     try {
