@@ -39,7 +39,8 @@ const Limits = Schema.Struct({
   maxTasksPerAgent: Schema.optional(positiveInt),
   maxPromptBytesPerAgent: Schema.optional(positiveInt),
   maxManifestBytes: Schema.optional(positiveInt),
-  maxManifestBytesPerAgent: Schema.optional(positiveInt)
+  maxManifestBytesPerAgent: Schema.optional(positiveInt),
+  maxConnections: Schema.optional(positiveInt)
 })
 
 /** The settings the file's top level and each agent share. */

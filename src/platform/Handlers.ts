@@ -30,7 +30,7 @@ import type * as Toolkit from "../Toolkit.js"
 import { OperatorListener } from "./api/Listener.js"
 import type { Decide } from "./api/Operations.js"
 import { operatorListener } from "./api/Setup.js"
-import type { Options } from "./Options.js"
+import { agentSettingsOf, type Options } from "./Options.js"
 import { makeParts, type Parts } from "./Parts.js"
 import { connectionHeader, inProcessConnection, WireConnections, WireLimits } from "./Wire.js"
 
@@ -216,7 +216,11 @@ export const layerOf = (backend: Backend, parts: Parts, options: Options) =>
   Layer.mergeAll(
     handlersOf(backend),
     stateOf(parts),
-    Layer.succeed(WireLimits, { maxManifestBytes: parts.limits.maxManifestBytes }),
+    Layer.succeed(WireLimits, {
+      maxManifestBytes: parts.limits.maxManifestBytes,
+      // Read at each upgrade: a reloaded configuration applies to the next connection.
+      maxConnectionsOf: (agentId) => agentSettingsOf(options, agentId)?.limits?.maxConnections
+    }),
     // The calls given to serving processes learn when their connections close.
     Layer.succeed(WireConnections, parts.tasks.routes.connections)
   ).pipe(

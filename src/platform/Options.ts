@@ -30,6 +30,8 @@ export interface AgentLimits {
   readonly maxPromptBytesPerAgent?: number | undefined
   readonly maxManifestBytes?: number | undefined
   readonly maxManifestBytesPerAgent?: number | undefined
+  /** Its open WebSocket connections to one platform process, instead of the listener's `maxConnectionsPerAgent`. */
+  readonly maxConnections?: number | undefined
 }
 
 /**

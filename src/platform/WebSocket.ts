@@ -195,9 +195,11 @@ const onUpgradeOf = (
     ) => void
     readonly warn: (message: string) => void
     readonly accept: (ws: WebSocket, headers: Headers.Input, agentId: string) => void
+    /** The agent's own cap (`AgentLimits.maxConnections`), if its settings give one. */
+    readonly capOf: (agentId: string) => number | undefined
   }
 ) => {
-  const { accept, authenticate, limits, live, sockets, warn } = options
+  const { accept, authenticate, capOf, limits, live, sockets, warn } = options
   let upgrading = 0
   const warnFull = countedWarning(warn, (count) =>
     `${count} connection(s) refused since the last line: ${limits.maxConnections} are open (maxConnections)`)
@@ -206,15 +208,15 @@ const onUpgradeOf = (
     refuse(socket, 503, `the platform holds ${limits.maxConnections} connections already\n`)
   }
   const warnShare = countedWarning(warn, (count) =>
-    `${count} connection(s) refused since the last line: their agent holds ${limits.maxConnectionsPerAgent} ` +
-    `(maxConnectionsPerAgent)`)
-  const agentFull = (socket: Duplex, agentId: string) => {
+    `${count} connection(s) refused since the last line: their agent holds as many as it may ` +
+    `(maxConnectionsPerAgent, or its own limits.maxConnections)`)
+  const agentFull = (socket: Duplex, agentId: string, cap: number, own: boolean) => {
     warnShare()
     refuse(
       socket,
       503,
-      `agent ${agentId} holds ${limits.maxConnectionsPerAgent} connections already, ` +
-        `the most one agent may (the platform's maxConnectionsPerAgent)\n`
+      `agent ${agentId} holds ${cap} connections already, ` +
+        `${own ? "the most it may (its own limits.maxConnections)" : "the most one agent may (the platform's maxConnectionsPerAgent)"}\n`
     )
   }
   return (request: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -227,7 +229,9 @@ const onUpgradeOf = (
       if (Exit.isFailure(exit)) return refuse(socket, 401, `${unknownTokenMessage}\n`)
       if (socket.destroyed) return
       const { agentId } = exit.value
-      if ((live.perAgent.get(agentId) ?? 0) >= limits.maxConnectionsPerAgent) return agentFull(socket, agentId)
+      const own = capOf(agentId)
+      const cap = own ?? limits.maxConnectionsPerAgent
+      if ((live.perAgent.get(agentId) ?? 0) >= cap) return agentFull(socket, agentId, cap, own !== undefined)
       if (live.connections.size + upgrading >= limits.maxConnections) return full(socket)
       // The WebSocket is made at once (no `verifyClient`): the agent's count is up before the next upgrade's check.
       sockets.handleUpgrade(request, socket, head, (ws) => accept(ws, request.headers, agentId))
@@ -319,6 +323,7 @@ export const layerWebSocket = (
       const runtime = yield* Effect.runtime<never>()
       const authentication = yield* Authentication
       const wire = yield* Wire.makeServer
+      const wireLimits = yield* Wire.WireLimits
       // A defect is its call's answer, not the end of every call on the connection.
       yield* RpcServer.make(PlatformRpcs, { disableFatalDefects: true }).pipe(
         Effect.provideService(RpcServer.Protocol, wire.protocol),
@@ -366,6 +371,7 @@ export const layerWebSocket = (
         limits,
         warn,
         accept: acceptOf(wire, live, limits, warn),
+        capOf: (agentId) => wireLimits.maxConnectionsOf?.(agentId),
         authenticate: (headers, onExit) =>
           runCallback(authentication({ clientId: 0, rpc: anyRpc, payload: undefined, headers }), { onExit })
       }))

@@ -32,10 +32,15 @@ export const inProcessConnection = "in-process"
 /**
  * What the wire refuses before a handler decodes it (design: Hostile clients): a `Register` frame
  * too large for a manifest of `maxManifestBytes` (decoding 2 MB of manifest holds the loop ~25 ms).
- * Set by the handlers' layer (Handlers.ts, `layerOf`) from the platform's options; none by default.
+ * And an agent's own cap on its connections (`AgentLimits.maxConnections`), which the WebSocket server's upgrade
+ * checks instead of its `maxConnectionsPerAgent`. Set by the handlers' layer (Handlers.ts, `layerOf`) from the
+ * platform's options; none by default.
  */
 export class WireLimits extends Context.Reference<WireLimits>()("agent-tools/platform/WireLimits", {
-  defaultValue: (): { readonly maxManifestBytes: number } => ({ maxManifestBytes: Infinity })
+  defaultValue: (): {
+    readonly maxManifestBytes: number
+    readonly maxConnectionsOf?: ((agentId: string) => number | undefined) | undefined
+  } => ({ maxManifestBytes: Infinity })
 }) {}
 
 /**

@@ -154,6 +154,21 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
       for (const socket of [...sockets, again as WebSocket]) socket.close()
     }).pipe(Effect.scoped))
 
+  it.live("an agent's own limits.maxConnections (its settings) caps its connections instead of maxConnectionsPerAgent", () =>
+    Effect.gen(function*() {
+      const { url } = yield* tenantPlatform([], { agents: { "agent-2": { limits: { maxConnections: 2 } } } }, { maxConnectionsPerAgent: 4 })
+      const opened = yield* Effect.promise(() => Promise.all(Array.from({ length: 3 }, () => openWith(url, "tok-2"))))
+      const refused = opened.filter((o): o is { status: number; body: string } => !(o instanceof WebSocket))
+      assert.deepStrictEqual(refused, [{
+        status: 503,
+        body: "agent agent-2 holds 2 connections already, the most it may (its own limits.maxConnections)\n"
+      }])
+      // agent-1 has no settings of its own: the platform's 4.
+      const others = yield* Effect.promise(() => Promise.all(Array.from({ length: 4 }, () => openWith(url, "tok-1"))))
+      assert.isTrue(others.every((o) => o instanceof WebSocket))
+      for (const socket of [...opened, ...others]) if (socket instanceof WebSocket) socket.close()
+    }).pipe(Effect.scoped))
+
   it.live("item 3: 32 connections holding an unfinished 2 MiB first fragment and answering pings are closed (1008) at frameTimeout; memory is let go", () =>
     Effect.gen(function*() {
       const { url } = yield* tenantPlatform([], {}, { frameTimeout: "1 second", pingInterval: "1 second" })
