@@ -141,10 +141,13 @@ const strictViolations = (
     return Either.isLeft(form) ? [new Toolkit.Violation({ tool: entry.name, rule: "strict-schema", message: form.left.message })] : []
   })
 
+/** The provider whose strict mode an agent's manifests must fit (its tasks' model's), if it has one. */
+type StrictOf = (agentId: string) => StrictSchema.Provider | undefined
+
 // --- the lifecycle calls: register, heartbeat, deregister ---
 
 /** What the protocol's lifecycle calls do, each counted against the agent's budget first. */
-const lifecycleCalls = (book: Book, limits: Limits, strict: StrictSchema.Provider | undefined) => ({
+const lifecycleCalls = (book: Book, limits: Limits, strictOf: StrictOf) => ({
   register: (
     { agentId, manifest, manifestHash, processId }: Caller & {
       readonly manifest: ReadonlyArray<Toolkit.ManifestEntry>
@@ -156,7 +159,7 @@ const lifecycleCalls = (book: Book, limits: Limits, strict: StrictSchema.Provide
       const manifestBytes = manifestBytesOf(manifest)
       // A manifest over a size limit is not checked further: its size is the answer.
       const oversize = sizeViolations(agent, processId, manifestBytes, limits.forAgent(agentId))
-      const violations = oversize.length > 0 ? oversize : [...Toolkit.checkEntries(manifest), ...strictViolations(manifest, strict)]
+      const violations = oversize.length > 0 ? oversize : [...Toolkit.checkEntries(manifest), ...strictViolations(manifest, strictOf(agentId))]
       if (violations.length > 0) return yield* new ManifestRejected({ violations })
       agent.processes.set(processId, { processId, manifest, manifestHash, lastSeen: now, manifestBytes })
       yield* Effect.logDebug(`agent ${agentId}: process ${processId} registered ${manifest.length} tools`)
@@ -227,9 +230,9 @@ const upkeep = ({ agentOf, agents, counts }: Book, limits: Limits) => ({
 })
 
 /** The agents of this process, held to `limits`. */
-export const makeAgents = (limits: Limits, strict?: StrictSchema.Provider | undefined) => {
+export const makeAgents = (limits: Limits, strictOf: StrictOf = () => undefined) => {
   const book = makeBook(limits)
-  return { live: book.live, visible: book.visible, ...lifecycleCalls(book, limits, strict), ...upkeep(book, limits) }
+  return { live: book.live, visible: book.visible, ...lifecycleCalls(book, limits, strictOf), ...upkeep(book, limits) }
 }
 
 /** The agents, as `makeAgents` gives them. */

@@ -12,7 +12,7 @@ import * as StrictSchema from "../providers/StrictSchema.js"
 import { Timing } from "../Timing.js"
 import * as AgentCalls from "./AgentCalls.js"
 import { type Agents, makeAgents } from "./Agents.js"
-import { type Limits, limitsOf, type Options } from "./Options.js"
+import { agentSettingsOf, type Limits, limitsOf, type Options } from "./Options.js"
 import type { RouteDeps } from "./TaskRoutes.js"
 import { makeTasks, type Tasks } from "./Tasks.js"
 
@@ -78,11 +78,16 @@ export const makeParts = (
     if (problems.length > 0) return yield* Effect.dieMessage(`platform options: ${problems.join("; ")}`)
     const limits = limitsOf(options)
     const policy = yield* Timing
-    // A manifest is checked against the form the tasks' model requires (its provider's strict mode).
+    // A manifest is checked against the form its agent's tasks' model requires (its provider's strict mode): the
+    // agent's own model's (its settings, read at each registration), else the platform's.
     const provider = Option.getOrUndefined(
       Option.flatMapNullable(yield* Effect.serviceOption(LanguageModel.LanguageModel), (model) => model.strictSchemas)
     )
-    const agents = makeAgents(limits, StrictSchema.isProvider(provider) ? provider : undefined)
+    const agents = makeAgents(limits, (agentId) => {
+      const own = agentSettingsOf(options, agentId)?.model
+      const name = own === undefined ? provider : own.strictSchemas
+      return StrictSchema.isProvider(name) ? name : undefined
+    })
     const assignments = AgentCalls.makeAssignments()
     // The processes watching here; in cluster mode, those of the agents whose shards this runner holds.
     const host = AgentCalls.makeHost(options, agents, assignments)

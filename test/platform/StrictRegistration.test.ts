@@ -15,16 +15,25 @@ const tokens = new Map([["tok-1", "agent-1"]])
 const agentOne = Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]])))
 const policy = Timing.layer({ heartbeat: Schedule.spaced("60 seconds") })
 
-/** A platform in this process whose tasks' model is `provider`'s, requiring its strict form when `strict`. */
-const platformOn = (provider: string, strict = true) =>
+/**
+ * A platform in this process whose tasks' model is `provider`'s, requiring its strict form when `strict`; with
+ * `agentOwn`, agent-1's own model (its settings) is `agentOwn`'s, in its strict mode.
+ */
+const platformOn = (provider: string, strict = true, agentOwn?: string) =>
   PlatformClient.layerTest.pipe(
     Layer.provideMerge(
-      PlatformServer.layerHandlers({ tokens }).pipe(
-        Layer.provide(Layer.effect(
-          LanguageModel.LanguageModel,
-          Effect.map(LanguageModel.LanguageModel, (model) => ({ ...model, provider, ...(strict ? { strictSchemas: provider } : {}) }))
-        ).pipe(Layer.provide(LanguageModel.layerScripted([], { repeat: false }))))
-      )
+      Layer.unwrapEffect(Effect.map(LanguageModel.LanguageModel, (model) =>
+        PlatformServer.layerHandlers({
+          tokens,
+          ...(agentOwn === undefined ? {} : {
+            agents: { "agent-1": { model: { ...model, provider: agentOwn, strictSchemas: agentOwn } } }
+          })
+        }))).pipe(
+          Layer.provide(Layer.effect(
+            LanguageModel.LanguageModel,
+            Effect.map(LanguageModel.LanguageModel, (model) => ({ ...model, provider, ...(strict ? { strictSchemas: provider } : {}) }))
+          ).pipe(Layer.provide(LanguageModel.layerScripted([], { repeat: false }))))
+        )
     ),
     Layer.provideMerge(policy),
     Layer.provide(agentOne)
@@ -59,6 +68,14 @@ describe("the platform refuses at registration what its model's provider cannot 
       if (error._tag !== "ManifestRejected") return
       assert.deepStrictEqual(error.violations.map((v) => v.tool), ["tag"])
     }).pipe(Effect.scoped, Effect.provide(platformOn("openai"))))
+
+  it.effect("an agent with a model of its own (its settings) has its manifests checked against that model's provider", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Serve.serveConfig(yield* Toolkit.make(file, tag, fine)))
+      assert.strictEqual(error._tag, "ManifestRejected")
+      if (error._tag !== "ManifestRejected") return
+      assert.deepStrictEqual(error.violations.map((v) => v.tool), ["file", "tag"])
+    }).pipe(Effect.scoped, Effect.provide(platformOn("openai", false, "anthropic"))))
 
   it.effect("a model not in strict mode (anthropic, as our own client runs by default) registers them all", () =>
     Effect.gen(function*() {
