@@ -213,7 +213,7 @@ const chooseDatabase = (option: Option.Option<string>) =>
 
 /** The `SqlClient` on the cluster's PostgreSQL. */
 const loadDatabase = (url: string) =>
-  Effect.map(load(() => import("@effect/sql-pg")), ([{ PgClient }]) => PgClient.layer({ url: Redacted.make(url) }))
+  Effect.map(load(() => import("./internal/sql/postgres.js")), ([Postgres]) => Postgres.layer(url))
 
 /** The `platform migrate` command as one Layer: the schema made on the database the options or the settings give. */
 const migrateLayer = ({ database }: { readonly database: Option.Option<string> }) =>
