@@ -33,7 +33,8 @@ export const slow = [
   "test/McpHostileServer.test.ts",
   "test/TelemetryProcesses.test.ts",
   "test/cliOperateProcess.test.ts",
-  "test/ServePostgres.test.ts"
+  "test/ServePostgres.test.ts",
+  "test/internal/sql/postgres.test.ts"
 ]
 
 export default defineConfig({
