@@ -354,7 +354,13 @@ const configuredAgents = (
       return yield* new PlatformClient.MissingSetting({ variable: `tokens in ${file} (or PLATFORM_TOKENS, --tokens-file, --tokens)` })
     }
     yield* AgentConfig.onSignal("SIGHUP", running.reload)
-    return { pairs: running.tokens, agentCalls: fallback.agentCalls, agents: running.agents, named: running.agentIds() }
+    return {
+      pairs: running.tokens,
+      agentCalls: fallback.agentCalls,
+      agents: running.agents,
+      named: running.agentIds(),
+      options: running.options
+    }
   })
 
 /**
@@ -369,9 +375,15 @@ const platformLayer = (options: PlatformOptions) =>
       () => import("./platform/Server.js")
     )
     const settings = yield* platformSettings
-    const { agentCalls, agents, named, pairs } = Option.isSome(options.config)
+    // The platform's own options (limits, expiries, intervals) come from the configuration file's top level.
+    const { agentCalls, agents, named, options: fromFile, pairs } = Option.isSome(options.config)
       ? yield* configuredAgents(options.config.value, options, settings, PlatformClient, PlatformServer)
-      : { ...yield* platformAgents(options, settings, PlatformClient, PlatformServer), agents: undefined, named: [] }
+      : {
+        ...yield* platformAgents(options, settings, PlatformClient, PlatformServer),
+        agents: undefined,
+        named: [],
+        options: {}
+      }
     const chosen = yield* chooseModel(options.model)
     const configured = Option.isSome(options.config)
       ? `, agents ${named.join(", ")} of ${options.config.value} (SIGHUP reloads it)`
@@ -390,7 +402,13 @@ const platformLayer = (options: PlatformOptions) =>
         PlatformServer,
         PlatformServer.layerWebSocket({ port, host }).pipe(
           Layer.provide(
-            Cluster.layer({ tokens: pairs, agentCalls, agents, runner: { host: runnerHost, port: runnerPort, placement } })
+            Cluster.layer({
+              ...fromFile,
+              tokens: pairs,
+              agentCalls,
+              agents,
+              runner: { host: runnerHost, port: runnerPort, placement }
+            })
           ),
           Layer.provide(yield* loadModel(chosen.model)),
           Layer.provide(yield* loadDatabase(url))
@@ -404,7 +422,13 @@ const platformLayer = (options: PlatformOptions) =>
       PlatformServer,
       PlatformServer.layerWebSocket({ port, host }).pipe(
         Layer.provide(
-          PlatformServer.layerHandlers({ tokens: pairs, agentCalls, agents, journal: file === "" ? undefined : file })
+          PlatformServer.layerHandlers({
+            ...fromFile,
+            tokens: pairs,
+            agentCalls,
+            agents,
+            journal: file === "" ? undefined : file
+          })
         ),
         Layer.provide(yield* loadModel(chosen.model))
       ),
