@@ -34,7 +34,8 @@ export const slow = [
   "test/TelemetryProcesses.test.ts",
   "test/cliOperateProcess.test.ts",
   "test/ServePostgres.test.ts",
-  "test/internal/sql/postgres.test.ts"
+  "test/internal/sql/postgres.test.ts",
+  "test/PlatformConfigProcess.test.ts"
 ]
 
 export default defineConfig({
