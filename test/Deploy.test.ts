@@ -89,7 +89,7 @@ describe("the deployment examples", () => {
     assertKnownOptions(cmd)
     assert.strictEqual(of("STOPSIGNAL"), "SIGTERM")
     assert.notStrictEqual(of("USER"), "root")
-    assert.include(of("RUN"), "@effect/sql-pg@~0.53.0")
+    assert.include(of("RUN"), `agent-tools@${JSON.parse(read("package.json")).version}`)
     assert.include(page, "```dockerfile\n" + text + "```", "docs/operations.md shows the Containerfile as it is")
   })
 })
