@@ -34,7 +34,10 @@ export const slow = [
   "test/McpHostileServer.test.ts",
   "test/TelemetryProcesses.test.ts",
   "test/cliOperateProcess.test.ts",
-  "test/console/Console.test.ts"
+  "test/console/Console.test.ts",
+  "test/ServePostgres.test.ts",
+  "test/internal/sql/postgres.test.ts",
+  "test/PlatformConfigProcess.test.ts"
 ]
 
 export default defineConfig({

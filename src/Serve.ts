@@ -11,6 +11,7 @@ import * as SqlStore from "./internal/sql/store.js"
 import * as HeldTasksStore from "./internal/serve/heldTasks.js"
 import { HeldTasks } from "./internal/serve/heldTasks.js"
 import * as Settings from "./internal/util/settings.js"
+import { loadPeer } from "./internal/util/optionalPeer.js"
 import { outputSpec } from "./internal/agent/output.js"
 import { formatIssues } from "./internal/util/issues.js"
 import type { TaskEvent } from "./protocol/Protocol.js"
@@ -153,8 +154,36 @@ export const layerStoreSql = (options: SqlOptions): Layer.Layer<Idempotency | He
   )
 
 /**
+ * The claims and the held tasks on the PostgreSQL database of `url` (`postgres://` or `postgresql://`): the
+ * replicas of an agent that share it share their claims, so a call delivered to two of them runs once. Its
+ * tables are the ones `platform migrate` makes (else made at the first start). Fails with `StoreUnavailable`
+ * naming the database (never the password) if it cannot be used, or if `@effect/sql-pg` is not installed.
+ */
+export const layerStorePostgres = (
+  url: string,
+  options: Omit<SqlOptions, "filename"> = {}
+): Layer.Layer<Idempotency | HeldTasks, StoreUnavailable> => {
+  const unavailable = (reason: string) => new StoreUnavailable({ path: Settings.redactUrl(url), reason })
+  return Layer.unwrapEffect(
+    loadPeer(() => import("./internal/sql/postgres.js"), ["@effect/sql-pg", "pg"], "a PostgreSQL IDEMPOTENCY_DB").pipe(
+      Effect.mapError((missing) => unavailable(missing.message)),
+      Effect.map((Postgres) =>
+        Layer.provide(
+          Layer.merge(layerSqlClient(options), HeldTasksStore.layerSqlClient),
+          Postgres.layer(url).pipe(Layer.mapError((error) => unavailable(SqlStore.describe(error))))
+        )
+      )
+    )
+  )
+}
+
+/** What `IDEMPOTENCY_DB` names: a PostgreSQL URL (`layerStorePostgres`), else a SQLite file (`layerStoreSql`). */
+export const layerStoreFromSetting = (value: string): Layer.Layer<Idempotency | HeldTasks, StoreUnavailable> =>
+  Settings.isPostgresUrl(value) ? layerStorePostgres(value) : layerStoreSql({ filename: value })
+
+/**
  * What `makeConfig` reads: `AGENT_ID`; and, unless an `Idempotency` store is provided, `IDEMPOTENCY_DB`
- * (`layerStoreSql` on that file when set). The `PlatformClient` beneath reads its own settings.
+ * (`layerStoreFromSetting` when set). The `PlatformClient` beneath reads its own settings.
  */
 const fromConfig = <A, E, R>(
   use: (agentId: string) => Effect.Effect<A, E, R>
@@ -164,7 +193,7 @@ const fromConfig = <A, E, R>(
     const provided = yield* Effect.serviceOption(Idempotency)
     const path = Option.isSome(provided) ? Option.none() : yield* Settings.optionalString("IDEMPOTENCY_DB")
     if (Option.isNone(path)) return yield* use(agentId)
-    const stores = yield* Layer.build(layerStoreSql({ filename: path.value }))
+    const stores = yield* Layer.build(layerStoreFromSetting(path.value))
     return yield* Effect.provide(use(agentId), stores)
   })
 
@@ -273,8 +302,8 @@ export const make = <R>(
 
 /**
  * `make`, the agent read from `AGENT_ID` and, unless an `Idempotency` store is provided, the stores
- * from `IDEMPOTENCY_DB` (`layerStoreSql` on that file: claims and held tasks survive a restart; unset:
- * memory). The `PlatformClient` beneath reads `PLATFORM_TOKEN` (and `PLATFORM_URL`).
+ * from `IDEMPOTENCY_DB` (a SQLite file or a PostgreSQL URL, `layerStoreFromSetting`: claims and held tasks
+ * survive a restart; unset: memory). The `PlatformClient` beneath reads `PLATFORM_TOKEN` (and `PLATFORM_URL`).
  */
 export const makeConfig = <R>(
   toolkit: Toolkit.Toolkit<R>,

@@ -223,7 +223,7 @@ const chooseDatabase = (option: Option.Option<string>) =>
 
 /** The `SqlClient` on the cluster's PostgreSQL. */
 const loadDatabase = (url: string) =>
-  Effect.map(load(() => import("@effect/sql-pg")), ([{ PgClient }]) => PgClient.layer({ url: Redacted.make(url) }))
+  Effect.map(load(() => import("./internal/sql/postgres.js")), ([Postgres]) => Postgres.layer(url))
 
 /** The `platform migrate` command as one Layer: the schema made on the database the options or the settings give. */
 const migrateLayer = ({ database }: { readonly database: Option.Option<string> }) =>
@@ -377,7 +377,13 @@ const configuredAgents = (
       return yield* new PlatformClient.MissingSetting({ variable: `tokens in ${file} (or PLATFORM_TOKENS, --tokens-file, --tokens)` })
     }
     yield* AgentConfig.onSignal("SIGHUP", running.reload)
-    return { pairs: running.tokens, agentCalls: fallback.agentCalls, agents: running.agents, named: running.agentIds() }
+    return {
+      pairs: running.tokens,
+      agentCalls: fallback.agentCalls,
+      agents: running.agents,
+      named: running.agentIds(),
+      options: running.options
+    }
   })
 
 /**
@@ -392,9 +398,10 @@ const platformLayer = (options: PlatformOptions) =>
       () => import("./platform/Server.js")
     )
     const settings = yield* platformSettings
-    const { agentCalls, agents, named, pairs } = Option.isSome(options.config)
+    // The platform's own options (limits, expiries, intervals) come from the configuration file's top level.
+    const { agentCalls, agents, named, options: fromFile, pairs } = Option.isSome(options.config)
       ? yield* configuredAgents(options.config.value, options, settings, PlatformClient, PlatformServer)
-      : { ...yield* platformAgents(options, settings, PlatformClient, PlatformServer), agents: undefined, named: [] }
+      : { ...yield* platformAgents(options, settings, PlatformClient, PlatformServer), agents: undefined, named: [], options: {} }
     const chosen = yield* chooseModel(options.model)
     const configured = Option.isSome(options.config)
       ? `, agents ${named.join(", ")} of ${options.config.value} (SIGHUP reloads it)`
@@ -414,7 +421,14 @@ const platformLayer = (options: PlatformOptions) =>
         PlatformServer,
         PlatformServer.layerWebSocket({ port, host }).pipe(
           Layer.provide(
-            Cluster.layer({ tokens: pairs, agentCalls, agents, console: consolePages, runner: { host: runnerHost, port: runnerPort, placement } })
+            Cluster.layer({
+              ...fromFile,
+              tokens: pairs,
+              agentCalls,
+              agents,
+              console: consolePages,
+              runner: { host: runnerHost, port: runnerPort, placement }
+            })
           ),
           Layer.provide(yield* loadModel(chosen.model)),
           Layer.provide(yield* loadDatabase(url))
@@ -428,7 +442,14 @@ const platformLayer = (options: PlatformOptions) =>
       PlatformServer,
       PlatformServer.layerWebSocket({ port, host }).pipe(
         Layer.provide(
-          PlatformServer.layerHandlers({ tokens: pairs, agentCalls, agents, console: consolePages, journal: file === "" ? undefined : file })
+          PlatformServer.layerHandlers({
+            ...fromFile,
+            tokens: pairs,
+            agentCalls,
+            agents,
+            console: consolePages,
+            journal: file === "" ? undefined : file
+          })
         ),
         Layer.provide(yield* loadModel(chosen.model))
       ),

@@ -316,6 +316,19 @@ describe("Serve: the store from IDEMPOTENCY_DB (design: Delivery dedupe)", () =>
     )
   })
 
+  it.live("a PostgreSQL URL whose server does not answer fails serve before registration, naming it without its password", () => {
+    const url = "postgres://agents:s3cret-pw@127.0.0.1:1/agents"
+    return Effect.gen(function*() {
+      const error = yield* Effect.flip(Serve.serveConfig(yield* Toolkit.make(lookup)))
+      assert.strictEqual(error._tag, "StoreUnavailable")
+      assert.include(error.message, "the idempotency store postgres://***:***@127.0.0.1:1/agents cannot be used: ")
+      assert.notInclude(error.message, "s3cret-pw")
+      assert.strictEqual((yield* calls()).register, 0)
+    }).pipe(
+      Effect.provide(inProcess([], settings({ AGENT_ID: "agent-1", PLATFORM_TOKEN: "tok-1", IDEMPOTENCY_DB: url })))
+    )
+  })
+
   type Spoil = <A, E, R>(file: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   const spoiled: ReadonlyArray<readonly [string, Spoil]> = [
     ["read-only", readOnly],

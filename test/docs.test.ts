@@ -175,7 +175,8 @@ describe("docs: links and words", () => {
     const cited: Array<string> = []
     const files = [
       ...docs,
-      ...readdirSync(join(root, "examples")).map((name) => `examples/${name}`),
+      ...readdirSync(join(root, "examples"), { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile())
+        .map((entry) => `${relative(root, entry.parentPath)}/${entry.name}`),
       ...walk("src"),
       // This file holds the patterns themselves.
       ...walk("test").filter((file) => file !== "test/docs.test.ts")

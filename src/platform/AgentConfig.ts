@@ -5,11 +5,11 @@
  * running, `reload` reads it again: the new settings apply to the tasks that start after it, the running ones keep
  * theirs; a file that cannot be used leaves the running configuration as it is, and says why.
  */
-import { Context, Data, Effect, Either, Layer, ParseResult, Runtime, Schema, Scope } from "effect"
+import { Context, Data, Duration, Effect, Either, Layer, Option, ParseResult, Runtime, Schema, Scope } from "effect"
 import { readFileSync } from "node:fs"
 import * as LanguageModel from "../LanguageModel.js"
 import * as Model from "../Model.js"
-import type { AgentSettings } from "./Options.js"
+import type { AgentSettings, Options } from "./Options.js"
 
 /** The configuration file cannot be read or used; `message` names the file's field and the fix. */
 export class AgentConfigError extends Data.TaggedError("AgentConfigError")<{ readonly message: string }> {}
@@ -35,7 +35,8 @@ const agentId = Schema.String.pipe(Schema.filter(
   { message: (issue) => `${JSON.stringify(issue.actual)} is not an agent id (non-empty, no blank or colon)` }
 ))
 
-const Limits = Schema.Struct({
+/** An agent's limits (`Options`' per-agent limits), and at the top level, every agent's defaults. */
+export const LimitsFields = Schema.Struct({
   maxTasksPerAgent: Schema.optional(positiveInt),
   maxPromptBytesPerAgent: Schema.optional(positiveInt),
   maxManifestBytes: Schema.optional(positiveInt),
@@ -50,17 +51,46 @@ const common = {
   maxSteps: Schema.optional(positiveInt)
 }
 
-const AgentEntry = Schema.Struct({
+/** One agent's entry under `agents`. */
+export const AgentEntry = Schema.Struct({
   ...common,
-  limits: Schema.optional(Limits),
+  limits: Schema.optional(LimitsFields),
   calls: Schema.optional(Schema.Array(agentId)),
   approve: Schema.optional(Schema.Array(nonEmpty)),
   tokens: Schema.optional(Schema.Array(nonEmpty))
 })
 
+/** A duration in the file, as Effect's `Duration` reads one ("30 seconds", "10 minutes", "24 hours"), above zero. */
+const duration = Schema.String.pipe(Schema.filter((text) => {
+  const decoded = Duration.decodeUnknown(text)
+  return Option.isSome(decoded) && Duration.greaterThan(decoded.value, Duration.zero)
+}, {
+  message: (issue) =>
+    `${JSON.stringify(issue.actual)} is not a duration; write one such as "500 millis", "30 seconds", ` +
+    `"10 minutes" or "24 hours"`
+}))
+
+/**
+ * The platform's own options (`Options`), at the file's top level: read at the start, not by a reload (a change
+ * takes effect at the next start, and a reload says so).
+ */
+const platformFields = {
+  limits: Schema.optional(LimitsFields),
+  heartbeatInterval: Schema.optional(duration),
+  lifecycleBudget: Schema.optional(positiveInt),
+  lifecycleWindow: Schema.optional(duration),
+  approvalExpiry: Schema.optional(duration),
+  keepEndedTasks: Schema.optional(duration),
+  evictSilentAfter: Schema.optional(positiveInt),
+  agentCallTimeout: Schema.optional(duration),
+  workerGrace: Schema.optional(duration),
+  operatorHosts: Schema.optional(Schema.Array(nonEmpty))
+}
+
 /** The file: defaults for agents it does not name, its agents, and tokens (`token: agent`) besides the agents' own. */
 export const ConfigFile = Schema.Struct({
   ...common,
+  ...platformFields,
   agents: Schema.Record({ key: agentId, value: AgentEntry }),
   tokens: Schema.optional(Schema.Record({ key: nonEmpty, value: agentId }))
 })
@@ -143,6 +173,17 @@ export const tokensOf = (config: ConfigFile): Map<string, string> =>
     ...Object.entries(config.agents).flatMap(([id, agent]) => (agent.tokens ?? []).map((token) => [token, id] as const))
   ])
 
+/** The platform's options `config` sets at its top level (`limits` are the defaults of every agent's). */
+export const platformOptionsOf = (config: ConfigFile): Partial<Options> => {
+  const { limits, ...rest } = config
+  const picked: Record<string, unknown> = { ...limits }
+  for (const key of Object.keys(platformFields)) {
+    const value = (rest as Record<string, unknown>)[key]
+    if (key !== "limits" && value !== undefined) picked[key] = value
+  }
+  return picked as Partial<Options>
+}
+
 /** Makes the `LanguageModel` of a model string, for the platform's lifetime (the scope of `live`). */
 export type ModelOf = (model: string) => Effect.Effect<LanguageModel.LanguageModel["Type"], unknown, Scope.Scope>
 
@@ -157,6 +198,8 @@ export interface Live {
   readonly tokens: Map<string, string>
   /** The agents the file names. */
   readonly agentIds: () => ReadonlyArray<string>
+  /** The platform's options the file set at the start (`platformOptionsOf`); a reload leaves them. */
+  readonly options: Partial<Options>
   /** Reads the file again: used, it applies to the tasks that start from now; else the running one stays, and a warning says why. */
   readonly reload: Effect.Effect<boolean>
 }
@@ -212,6 +255,7 @@ export const live = (
       for (const [token, agent] of own.size > 0 ? own : fallback) tokens.set(token, agent)
     }
     setTokens(current.config)
+    const options = platformOptionsOf(current.config)
     const reload = Effect.flatMap(read(file, known), (config) => Effect.map(prepare(config), (s) => ({ config, s }))).pipe(
       Effect.tap((next) =>
         Effect.sync(() => {
@@ -219,6 +263,13 @@ export const live = (
           setTokens(next.config)
         })
       ),
+      Effect.tap((next) => {
+        const changed = changedOptions(options, platformOptionsOf(next.config))
+        return changed.length === 0 ? Effect.void : Effect.logWarning(
+          `platform configuration ${file}: ${changed.join(", ")} changed; the platform's own options take effect at ` +
+            "the next start (restart the platform, or each runner in turn)"
+        )
+      }),
       Effect.zipRight(Effect.logInfo(`platform configuration ${file} reloaded: new tasks take its settings`)),
       Effect.as(true),
       Effect.catchAll((error) =>
@@ -229,9 +280,16 @@ export const live = (
       agents: (id) => current.s.byId.get(id) ?? current.s.others,
       tokens,
       agentIds: () => Object.keys(current.config.agents),
+      options,
       reload
     }
   })
+
+/** The options whose values differ between `before` and `after`, by name. */
+const changedOptions = (before: Partial<Options>, after: Partial<Options>): Array<string> =>
+  [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((key) =>
+    JSON.stringify((before as Record<string, unknown>)[key]) !== JSON.stringify((after as Record<string, unknown>)[key])
+  )
 
 /** Runs `effect` on each `signal` the process receives (SIGHUP: `reload`), while the scope lasts. */
 export const onSignal = (signal: NodeJS.Signals, effect: Effect.Effect<unknown>): Effect.Effect<void, never, Scope.Scope> =>

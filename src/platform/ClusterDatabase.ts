@@ -111,8 +111,10 @@ export class NotMigrated extends Schema.TaggedError<NotMigrated>("agent-tools/pl
   missing: Schema.Array(Schema.String)
 }) {
   override get message(): string {
-    return `the cluster's database lacks ${this.missing.join(", ")}: run \`agent-tools platform migrate --database <url>\` ` +
-      `once, before the runners start (runners starting together on an empty database would race to create it)`
+    return `the cluster's database lacks ${this.missing.join(", ")}: run \`agent-tools platform migrate\` once, ` +
+      `before the runners start, with the database's URL in the environment (PLATFORM_DATABASE, the password in ` +
+      `it or in PGPASSWORD; not --database, which every local user sees in ps); runners starting together on an ` +
+      `empty database would race to create it`
   }
 }
 

@@ -161,7 +161,10 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
       const exit = yield* Effect.exit(Effect.scoped(startRunner(url, models)))
       assert.isTrue(Exit.isFailure(exit))
       const text = Exit.isFailure(exit) ? String(exit.cause) : ""
-      assert.include(text, "platform migrate --database")
+      assert.include(text, "run `agent-tools platform migrate` once")
+      // The command it recommends keeps the password out of `ps`: the URL goes in the environment.
+      assert.include(text, "PLATFORM_DATABASE")
+      assert.notInclude(text, "migrate --database")
       assert.include(text, "cluster_messages")
       yield* migrate(url)
       yield* migrate(url)

@@ -65,7 +65,7 @@ export const warnIfMemoryOnly = (agentId: string, toolkit: Toolkit.Toolkit<any>,
   return Effect.logWarning(
     `agent ${agentId}: the idempotent tools ${idempotentTools.join(", ")} are deduplicated in memory only: ` +
       `a restarted process forgets their claims and may run a call again; set IDEMPOTENCY_DB=path.sqlite ` +
-      `(or provide Idempotency.layerSql) to keep them`
+      `(or a postgres:// URL, shared by the replicas; or provide Idempotency.layerSql) to keep them`
   )
 }
 

@@ -44,3 +44,6 @@ const redactOne = (text: string): string => {
   for (const key of [...url.searchParams.keys()]) url.searchParams.set(key, "***")
   return url.toString()
 }
+
+/** True for a `postgres://` or `postgresql://` URL (what `IDEMPOTENCY_DB` takes for PostgreSQL, besides a SQLite file). */
+export const isPostgresUrl = (value: string): boolean => /^postgres(ql)?:\/\//i.test(value)
