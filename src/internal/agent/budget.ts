@@ -7,14 +7,24 @@
 import * as Cost from "../../Cost.js"
 import * as LanguageModel from "../../LanguageModel.js"
 import type { Run } from "./run.js"
-import { AgentEvent, BudgetExceeded } from "./types.js"
+import { AgentEvent, type Budget, BudgetExceeded } from "./types.js"
 
 /** The tokens a usage counts against a budget: input, output and the cache's. */
 const tokensOf = (usage: LanguageModel.Usage): number =>
   usage.inputTokens + usage.outputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0)
 
-/** Prices turn `step` (the model that answered, else the run's), adds its cost to the run's and tells `TurnCompleted`. */
+/** Gives the run its budget (the run's, else its agent's) and the price table in force. */
+export const budgeted = (run: Run, budget: Budget | undefined, prices: Cost.Prices): void => {
+  run.budget = budget
+  run.prices = prices
+}
+
+/**
+ * Counts turn `step` (asked or replayed): its tokens, and its cost by the model that answered (else the run's) added
+ * to the run's; then tells `TurnCompleted`. A turn that would pass the budget is never asked (`overBudget`).
+ */
 export const completed = (run: Run, step: number, turn: LanguageModel.ModelTurn): void => {
+  run.count(turn.usage)
   const model = turn.model ?? LanguageModel.labelOf(run.model)
   const costUsd = Cost.cost(run.prices, model, turn.usage)
   if (costUsd !== undefined) run.costUsd = Math.round(((run.costUsd ?? 0) + costUsd) * 1e9) / 1e9

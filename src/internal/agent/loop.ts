@@ -14,7 +14,7 @@ import * as Door from "../call/door.js"
 import { CallScope } from "../call/scope.js"
 import { modulesOf } from "../worker/types.js"
 import { type TurnHook, TurnHooks } from "../hooks/turn.js"
-import { completed, overBudget } from "./budget.js"
+import { budgeted, completed, overBudget } from "./budget.js"
 import { ask } from "./modelTurn.js"
 import { open } from "./open.js"
 import { retryText } from "./output.js"
@@ -152,16 +152,13 @@ const run = (
         "agent_tools.resumed": opened.resumed
       })
     }
-    state.budget = start.budget ?? agent.budget
-    state.prices = services.prices
+    budgeted(state, start.budget ?? agent.budget, services.prices)
     if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
     for (let step = 1; step <= agent.maxSteps; step++) {
-      // A turn that would pass the run's budget is not asked (design: Cost and budgets).
       const over = overBudget(state, step)
       if (over !== undefined) return yield* over
       emit?.(AgentEvent.TurnStarted({ step }))
       const turn = yield* ask(state, step)
-      state.count(turn.usage)
       completed(state, step, turn)
       if (turn.text !== undefined && turn.text !== "") emit?.(AgentEvent.Text({ step, text: turn.text }))
       // Reasoning goes back with the turn, as the provider requires (design: The model side).
