@@ -1,5 +1,5 @@
 /**
- * Provider rate limits, shared by every run of a process (design: Rate limits): per model (`provider:model`) or
+ * Provider rate limits, shared by every run of a process: per model (`provider:model`) or
  * per provider, requests a minute, input and output tokens a minute and requests in flight. A request waits for
  * capacity, at most `maxWait`, or fails at once with a `ModelError` (status 429, not retried; a fallback chain
  * moves on) naming the limit. The provider's own rate-limit headers (`retry-after`, `x-ratelimit-*`,

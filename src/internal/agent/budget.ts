@@ -1,5 +1,5 @@
 /**
- * A run's cost and budget (design: Cost and budgets): each turn priced by the price table as it completes (its
+ * A run's cost and budget: each turn priced by the price table as it completes (its
  * `TurnCompleted` event), and before each turn the check that it would not pass the run's budget: the next turn is
  * estimated at the last turn's tokens and cost, at least the request's size (4 characters a token), so the run
  * stops before the turn that would pass it, never during a model call.

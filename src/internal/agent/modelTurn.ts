@@ -108,7 +108,7 @@ const chatAnnotated = (
     ))
 
 /**
- * The turn from the run's model, or from a fallback chain's (design: Model fallbacks): each model with its own
+ * The turn from the run's model, or from a fallback chain's: each model with its own
  * retries, then the next on a failure the chain falls back on, unless the failed stream had given a part (then
  * the failure is the turn's). `ModelFallback` is told; the turn says which model answered (journaled with it).
  */

@@ -73,7 +73,7 @@ export class Run {
   door: Door
   readonly records: Array<ToolCallRecord> = []
   readonly usage: { -readonly [K in keyof LanguageModel.Usage]: LanguageModel.Usage[K] } = { inputTokens: 0, outputTokens: 0 }
-  /** What its turns cost in US dollars (design: Cost and budgets): undefined until a turn's model has a price. */
+  /** What its turns cost in US dollars: undefined until a turn's model has a price. */
   costUsd: number | undefined = undefined
   /** The last turn's tokens and cost: the estimate of the next turn's, for the budget (`budget.ts`). */
   last = { tokens: 0, costUsd: 0 }

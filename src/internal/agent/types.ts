@@ -69,7 +69,7 @@ export interface Options<
    */
   readonly handoffs?: Handoffs | undefined
   /**
-   * A budget for each run of the agent (design: Cost and budgets): its tokens, or its cost in US dollars by the
+   * A budget for each run of the agent: its tokens, or its cost in US dollars by the
    * price table (`Cost`). Checked before each turn: a turn that would pass it is not asked, and the run fails with
    * `BudgetExceeded`; a model call is never cut mid-way. `Agent.run`'s `budget` overrides it for one run.
    */
@@ -196,7 +196,7 @@ export class MaxStepsExceeded extends Schema.TaggedError<MaxStepsExceeded>("agen
 }
 
 /**
- * A run stopped before a turn that would pass its budget (design: Cost and budgets): `limit` says which
+ * A run stopped before a turn that would pass its budget: `limit` says which
  * (`tokens` or `costUsd`), `spent` what the run had used, `next` what the turn was estimated to take (the last
  * turn's, at least the request's size); `partial` is the run so far. No model call was cut.
  */
