@@ -62,12 +62,20 @@ export class PriceTable extends Context.Reference<PriceTable>()("agent-tools/Cos
 /** The shipped table with `prices` over it (new models, or your negotiated prices). */
 export const layer = (prices: Prices): Layer.Layer<never> => Layer.succeed(PriceTable, { ...defaults, ...prices })
 
-/** `model`'s price (`provider:model`, else its name alone, else its name without a date suffix), or undefined. */
+const found = new WeakMap<Prices, Map<string, Price | undefined>>()
+
+/**
+ * `model`'s price (`provider:model`, else its name alone, else its name without a date suffix), or undefined.
+ * Looked up once per table and model: every turn of a run is priced.
+ */
 export const priceOf = (prices: Prices, model: string): Price | undefined => {
-  const exact = prices[model]
-  if (exact !== undefined) return exact
+  let known = found.get(prices)
+  if (known === undefined) found.set(prices, known = new Map())
+  if (known.has(model)) return known.get(model)
   const name = model.slice(model.indexOf(":") + 1)
-  return prices[name] ?? prices[name.replace(/-\d{8}$|-latest$/, "")]
+  const price = prices[model] ?? prices[name] ?? prices[name.replace(/-\d{8}$|-latest$/, "")]
+  known.set(model, price)
+  return price
 }
 
 /** What `usage` costs at `price`, in US dollars (rounded to a billionth of a dollar: no float dust). */
