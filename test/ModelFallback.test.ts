@@ -10,6 +10,7 @@ import { Chunk, Deferred, Effect, Fiber, Layer, Redacted, Schedule, Schema, Stre
 import { Agent, Journal, LanguageModel, Timing, Tool } from "../src/index.js"
 import { Anthropic, Model, OpenAi } from "../src/exports/providers.js"
 import { fixture, fixtureServer, type Reply, sseFixture } from "./support/fixtureServer.js"
+import { recordingTracer } from "./support/recordingTracer.js"
 
 const anthropicAt = (url: string) =>
   Anthropic.layer({ model: "claude-sonnet-4-5", baseUrl: url, apiKey: Redacted.make("sk-ant-test") }).pipe(
@@ -50,10 +51,14 @@ describe("Model.fallback", () => {
       Effect.gen(function*() {
         const first = yield* fixtureServer(primary)
         const second = yield* fixtureServer([openaiText("from the secondary")])
+        const { spans, tracer } = recordingTracer()
         const events = yield* eventsOf(Agent.stream(agent, "hi")).pipe(
-          Effect.provide(Layer.merge(Model.fallback([anthropicAt(first.url), openaiAt(second.url)]), oneRetry))
+          Effect.provide(Layer.merge(Model.fallback([anthropicAt(first.url), openaiAt(second.url)]), oneRetry)),
+          Effect.withTracer(tracer)
         )
         assert.strictEqual(first.received.length, primary.length, "the primary's own retries come first")
+        const chat = spans.find((s) => s.name === "chat claude-sonnet-4-5")
+        assert.strictEqual(chat?.attributes.get("gen_ai.response.model"), "gpt-4.1", "the turn's span names who answered")
         assert.strictEqual(second.received.length, 1)
         const fellBack = events.find((e) => e._tag === "ModelFallback")
         assert.deepInclude(fellBack, { step: 1, from: "anthropic:claude-sonnet-4-5", to: "openai:gpt-4.1" })
