@@ -66,6 +66,7 @@ export {
   TypeId,
   UnknownRun
 } from "./internal/agent/types.js"
+export { type Budget, BudgetExceeded } from "./internal/agent/types.js"
 
 /**
  * Makes an agent of `tools`, a `toolkit`, or both (the toolkit's tools first). Synchronous: the limits
@@ -105,7 +106,8 @@ export const make = <
     completion,
     maxSteps: options.maxSteps ?? 20,
     approvalExpiry: Duration.decode(options.approvalExpiry ?? Duration.hours(24)),
-    output: options.output === undefined ? undefined : outputSpec(options.output, options.outputRetries ?? 2)
+    output: options.output === undefined ? undefined : outputSpec(options.output, options.outputRetries ?? 2),
+    ...(options.budget === undefined ? {} : { budget: options.budget })
   }
 }
 
@@ -121,7 +123,7 @@ export const run = <R, A = never, E extends AgentError = AgentError, const O ext
   options?: O
 ): Effect.Effect<Result<A>, E | RunIdError<O>, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
   // Only a resume can name a run the journal does not have.
-  traced(agent, loop(agent, { prompt, runId: options?.runId }, undefined)) as Effect.Effect<
+  traced(agent, loop(agent, { prompt, runId: options?.runId, budget: options?.budget }, undefined)) as Effect.Effect<
     Result<A>,
     E | RunIdError<O>,
     LanguageModel.LanguageModel
@@ -168,8 +170,8 @@ export const stream = <
   Stream.unwrapScoped(Effect.gen(function*() {
     const mailbox = yield* Mailbox.make<AgentEvent, AgentError | UnknownRun>()
     const start: Start = options?.resume === true && options.runId !== undefined
-      ? { resume: options.runId }
-      : { prompt, runId: options?.runId }
+      ? { resume: options.runId, budget: options.budget }
+      : { prompt, runId: options?.runId, budget: options?.budget }
     yield* traced(agent, loop(agent, start, (event) => mailbox.unsafeOffer(event))).pipe(
       Effect.matchCauseEffect({
         onSuccess: () => mailbox.end,

@@ -74,7 +74,12 @@ export const ModelTurn = Schema.Struct({
   toolCalls: Schema.Array(ToolCall),
   reasoning: Schema.optional(Schema.Array(ReasoningBlock)),
   finishReason: FinishReason,
-  usage: Usage
+  usage: Usage,
+  /**
+   * The model that answered, as `provider:model`, when a fallback chain (`fallback`) asked: journaled with the
+   * turn, so a resumed run knows it (and prices it) without asking again.
+   */
+  model: Schema.optional(Schema.String)
 })
 /** One assistant turn. */
 export type ModelTurn = typeof ModelTurn.Type
@@ -156,6 +161,31 @@ export type ModelFailure = ModelError | ModelAuthError | ModelRequestRejected
 /** True for a failure worth retrying. */
 export const isTransient = (failure: ModelFailure): failure is ModelError =>
   failure._tag === "ModelError" && failure.transient
+
+const contextLengthWords =
+  /context[_ ]length|context window|maximum context|prompt is too long|input is too long|too many (input )?tokens|exceeds? the (model's )?(maximum|max) (number of )?tokens/i
+
+/**
+ * True when the provider rejected the request for its length (the conversation past the model's context
+ * window): OpenAI's `context_length_exceeded`, Anthropic's "prompt is too long", a 413.
+ */
+export const isContextLength = (failure: ModelFailure): boolean =>
+  failure._tag === "ModelRequestRejected" && (failure.status === 413 || contextLengthWords.test(failure.message))
+
+/**
+ * The default of `fallback`'s `on`: a failure the next model may not have. A transient one (429, 5xx, overloaded,
+ * no answer in time) after the model's own retries, a rate limit of this process (`RateLimit`), or a
+ * context-length rejection. Never a rejected request otherwise (a bad tool schema), an auth failure, or an answer
+ * that did not decode: the next model would fail the same way, or the fault is ours.
+ */
+export const fallsBack = (failure: ModelFailure): boolean =>
+  (failure._tag === "ModelError" && (failure.transient || failure.status === 429)) || isContextLength(failure)
+
+/** A model's name as a turn, an event and the price table say it: `provider:model`. */
+export const labelOf = (model: { readonly provider?: string | undefined; readonly model?: string | undefined }): string =>
+  model.provider !== undefined && model.model !== undefined
+    ? `${model.provider}:${model.model}`
+    : model.model ?? model.provider ?? "model"
 
 // ---------------------------------------------------------------------------------------------
 // A turn as a stream of parts.
@@ -266,7 +296,10 @@ export const streamOf = <E>(
  * The model: one request in, one assistant turn out, as a stream of parts (`stream`) or collected
  * (`generate`, which is `collect(stream(request))` for a streaming provider).
  */
-export class LanguageModel extends Context.Tag("agent-tools/LanguageModel")<LanguageModel, {
+export class LanguageModel extends Context.Tag("agent-tools/LanguageModel")<LanguageModel, Service>() {}
+
+/** What a `LanguageModel` is. */
+export interface Service {
   readonly generate: (request: ModelRequest) => Effect.Effect<ModelTurn, ModelFailure>
   /**
    * The turn as its parts, as the model writes them. A failure before the first part is the
@@ -290,7 +323,63 @@ export class LanguageModel extends Context.Tag("agent-tools/LanguageModel")<Lang
    * any schema goes (the provider's non-strict mode takes it).
    */
   readonly strictSchemas?: string | undefined
-}>() {}
+  /**
+   * A fallback chain's models, in order, and when the next is asked (`fallback`). The agent loop asks each with
+   * its own retries, then the next on a failure `on` accepts; the turn records the model that answered.
+   */
+  readonly fallbacks?: {
+    readonly models: ReadonlyArray<Service>
+    readonly on: (failure: ModelFailure) => boolean
+  } | undefined
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fallback chains.
+
+/** Options of `fallback`. */
+export interface FallbackOptions {
+  /** Which failures of a model make the next one be asked. Default `fallsBack`. */
+  readonly on?: ((failure: ModelFailure) => boolean) | undefined
+}
+
+/**
+ * One model made of several, asked in order: the next when the current one fails with a failure `on` accepts.
+ * Called directly, each model is asked once; in the agent loop each has its retries first (`Timing.modelRetry`).
+ * A stream falls back only when it fails before its first part: after it, the failure is the turn's. Its
+ * `provider` and `model` are the first model's; the turn says which answered (`ModelTurn.model`).
+ */
+export const fallback = (
+  models: ReadonlyArray<Service>,
+  options?: FallbackOptions
+): Service => {
+  if (models.length === 0) throw new Error("fallback: give at least one model")
+  const on = options?.on ?? fallsBack
+  const generate = (request: ModelRequest, i = 0): Effect.Effect<ModelTurn, ModelFailure> =>
+    Effect.catchIf(
+      Effect.map(models[i]!.generate(request), (turn) => ({ ...turn, model: turn.model ?? labelOf(models[i]!) })),
+      (failure) => i + 1 < models.length && on(failure),
+      () => generate(request, i + 1)
+    )
+  const stream = (request: ModelRequest, i = 0): Stream.Stream<ModelPart, ModelFailure> =>
+    Stream.suspend(() => {
+      let started = false
+      return models[i]!.stream(request).pipe(
+        Stream.tap(() => Effect.sync(() => void (started = true))),
+        Stream.catchAll((failure) =>
+          !started && i + 1 < models.length && on(failure) ? stream(request, i + 1) : Stream.fail(failure)
+        )
+      )
+    })
+  const first = models[0]!
+  return LanguageModel.of({
+    generate: (request) => generate(request),
+    stream: (request) => stream(request),
+    streams: models.every((m) => m.streams === true),
+    provider: first.provider,
+    model: first.model,
+    fallbacks: { models, on }
+  })
+}
 
 // ---------------------------------------------------------------------------------------------
 // The scripted model.

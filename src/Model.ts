@@ -8,7 +8,7 @@
  * (`OPENROUTER_API_KEY`).
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import * as LanguageModel from "./LanguageModel.js"
 import * as Anthropic from "./providers/Anthropic.js"
 import { MissingApiKey } from "./providers/Http.js"
@@ -84,3 +84,36 @@ const throughEffectAi = (
 ): Layer.Layer<LanguageModel.LanguageModel, MissingApiKey> =>
   Layer.unwrapEffect(Effect.map(Effect.promise(() => import("./providers/EffectAi.js")), f))
 
+
+/** Options of `fallback`: when the next model is asked (default `LanguageModel.fallsBack`), and the scripted model's script. */
+export interface FallbackOptions extends LanguageModel.FallbackOptions, Options {}
+
+/**
+ * One `LanguageModel` made of several (model strings or layers), asked in order: in the agent loop the first with
+ * its own retries, then, when it still fails with a failure `on` accepts (by default a transient one after its
+ * retries, a rate limit, or a context-length rejection; never a rejected tool schema or an answer that did not
+ * decode), the next. The turn's span (`gen_ai.response.model`), the run's `TurnCompleted` event and, in a journaled
+ * run, the journal say which model answered; a resumed run replays the turn without asking any of them. A stream
+ * that fails before its first part falls back; after it, the failure is the turn's.
+ */
+export const fallback = <E = never, R = never>(
+  models: ReadonlyArray<string | Layer.Layer<LanguageModel.LanguageModel, E, R>>,
+  options?: FallbackOptions
+): Layer.Layer<LanguageModel.LanguageModel, E | UnknownModel | MissingApiKey, R> =>
+  Layer.scoped(
+    LanguageModel.LanguageModel,
+    Effect.map(
+      Effect.forEach(models, (model) =>
+        Effect.map(
+          Layer.build(
+            (typeof model === "string" ? layer(model, options) : model) as Layer.Layer<
+              LanguageModel.LanguageModel,
+              E | UnknownModel | MissingApiKey,
+              R
+            >
+          ),
+          (context) => Context.get(context, LanguageModel.LanguageModel)
+        )),
+      (built) => LanguageModel.fallback(built, options)
+    )
+  )

@@ -362,7 +362,19 @@ describe("Agent.stream", () => {
             ? `done ${e.result.output}`
             : e._tag
         ),
-        ["turn 1", "started a", "started b", "finished a", "finished b", "turn 2", "delta all done", "text all done", "done all done"]
+        [
+          "turn 1",
+          "TurnCompleted",
+          "started a",
+          "started b",
+          "finished a",
+          "finished b",
+          "turn 2",
+          "delta all done",
+          "TurnCompleted",
+          "text all done",
+          "done all done"
+        ]
       )
     }).pipe(Effect.provide(LanguageModel.layerScripted([
       { toolCalls: [call("a", "fast"), call("b", "slow")] },

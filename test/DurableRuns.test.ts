@@ -401,7 +401,7 @@ describe("Durable runs: approvals (design: Durable runs)", () => {
       const first = yield* Stream.runCollect(Agent.stream(agent, "refund", { runId: "run-s" })).pipe(
         Effect.provide(model([refundTurn, doneTurn]))
       )
-      assert.deepStrictEqual(tags(first), ["TurnStarted", "ToolCallStarted", "ToolCallStarted", "Finished l1", "Suspended"])
+      assert.deepStrictEqual(tags(first), ["TurnStarted", "TurnCompleted", "ToolCallStarted", "ToolCallStarted", "Finished l1", "Suspended"])
       yield* Agent.approve("run-s", "r1")
       const second = yield* Stream.runCollect(Agent.stream(agent, "", { runId: "run-s", resume: true })).pipe(
         Effect.provide(model([refundTurn, doneTurn]))
@@ -410,6 +410,7 @@ describe("Durable runs: approvals (design: Durable runs)", () => {
         "Resumed",
         "TurnStarted",
         "Replayed turn",
+        "TurnCompleted",
         "ToolCallStarted",
         "ToolCallStarted",
         "Replayed l1",
@@ -418,6 +419,7 @@ describe("Durable runs: approvals (design: Durable runs)", () => {
         "TurnStarted",
         // A turn asked (not replayed) streams its text first.
         "TextDelta",
+        "TurnCompleted",
         "Text",
         "Done"
       ])

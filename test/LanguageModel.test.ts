@@ -59,3 +59,35 @@ describe("LanguageModel: a turn as parts", () => {
       })
     }).pipe(Effect.provide(LanguageModel.layerScripted([reply], { streamed: { chunk: 5 } }))))
 })
+
+describe("LanguageModel: which failures a fallback chain moves on from", () => {
+  it("transient failures, rate limits and context-length rejections; never a bad tool schema, auth or a decoding failure", () => {
+    const rejected = (status: number, message: string) => new LanguageModel.ModelRequestRejected({ status, message })
+    assert.isTrue(LanguageModel.fallsBack(new LanguageModel.ModelError({ message: "HTTP 529", transient: true, status: 529 })))
+    assert.isTrue(LanguageModel.fallsBack(new LanguageModel.ModelError({ message: "rate limit", transient: false, status: 429 })))
+    assert.isTrue(LanguageModel.fallsBack(rejected(400, "openai: HTTP 400: This model's maximum context length is 128000 tokens")))
+    assert.isTrue(LanguageModel.fallsBack(rejected(400, "anthropic: HTTP 400: prompt is too long: 210311 tokens > 200000 maximum")))
+    assert.isTrue(LanguageModel.fallsBack(rejected(413, "anthropic: HTTP 413: request too large")))
+    assert.isFalse(LanguageModel.fallsBack(rejected(400, "tools.0.input_schema: JSON schema is invalid")))
+    assert.isFalse(LanguageModel.fallsBack(new LanguageModel.ModelAuthError({ message: "HTTP 401", status: 401 })))
+    assert.isFalse(LanguageModel.fallsBack(new LanguageModel.ModelError({ message: "unexpected body", transient: false })))
+  })
+
+  it.effect("a chain's stream falls back before its first part, not after it", () =>
+    Effect.gen(function*() {
+      const down = new LanguageModel.ModelError({ message: "down", transient: true })
+      const failing: LanguageModel.Service = {
+        generate: () => Effect.fail(down),
+        stream: () => Stream.fail(down)
+      }
+      const broken: LanguageModel.Service = {
+        generate: () => Effect.fail(down),
+        stream: () => Stream.concat(Stream.make(LanguageModel.ModelPart.TextDelta({ text: "Hel" })), Stream.fail(down))
+      }
+      const second = yield* Effect.provide(LanguageModel.LanguageModel, LanguageModel.layerScripted([reply], { repeat: true }))
+      const before = yield* Stream.runCollect(LanguageModel.fallback([failing, second]).stream(request))
+      assert.strictEqual(LanguageModel.collectParts(before).text, "Hello there, world")
+      const after = yield* Effect.flip(Stream.runCollect(LanguageModel.fallback([broken, second]).stream(request)))
+      assert.strictEqual(after.message, "down")
+    }))
+})

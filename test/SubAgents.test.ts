@@ -331,17 +331,21 @@ describe("Agents that call agents: a sub-agent as a tool (design: Agents that ca
       )
       assert.deepStrictEqual(shown, [
         "TurnStarted",
+        "TurnCompleted",
         "ToolCallStarted",
         "b1@root/b1:TurnStarted",
+        "b1@root/b1:TurnCompleted",
         "b1@root/b1:ToolCallStarted",
         "b1@root/b1:ToolCallFinished",
         "b1@root/b1:TurnStarted",
         "b1@root/b1:TextDelta",
+        "b1@root/b1:TurnCompleted",
         "b1@root/b1:Text",
         "b1@root/b1:Done",
         "ToolCallFinished",
         "TurnStarted",
         "TextDelta",
+        "TurnCompleted",
         "Text",
         "Done"
       ])

@@ -17,6 +17,7 @@ import type * as AiToolkit from "@effect/ai/Toolkit"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Chunk, Clock, Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
+import * as RateLimit from "../RateLimit.js"
 import { loadPeer } from "../internal/util/optionalPeer.js"
 import { optionalSecret, optionalString } from "../internal/util/settings.js"
 import { failureFromStatus, MissingApiKey } from "./Http.js"
@@ -64,7 +65,8 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
         }
         return done
       }
-      return LanguageModel.LanguageModel.of({
+      // Under the process's rate limits, when it has them (`RateLimit`; the provider's headers are not read here).
+      return LanguageModel.LanguageModel.of(RateLimit.limited({
         provider: options.provider,
         model: options.model,
         streams: options.streams ?? true,
@@ -117,7 +119,7 @@ export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel
             )
             return toTurn(content, tools.right.restore, request.output)
           }).pipe(Effect.catchAll((error) => Effect.flatMap(asFailure(options.provider, error), Effect.fail)))
-      })
+      }))
     })
   )
 

@@ -13,6 +13,7 @@
 import * as HttpClient from "@effect/platform/HttpClient"
 import { Effect, Either, Layer, type Redacted, Schema, Stream } from "effect"
 import * as LanguageModel from "../LanguageModel.js"
+import * as RateLimit from "../RateLimit.js"
 import { type Post, postStream, spanAttributes, tooSlow } from "./httpRequest.js"
 import { type LimitOptions, limitsOf, type SseEvent, wholeBody } from "./httpStream.js"
 import * as StrictSchema from "./StrictSchema.js"
@@ -72,6 +73,7 @@ export const layerModel = (provider: {
     LanguageModel.LanguageModel,
     Effect.map(HttpClient.HttpClient, (client) => {
       const limits = limitsOf(provider.limits)
+      const name = LanguageModel.labelOf({ provider: provider.name, model: provider.model })
       const stream = (request: LanguageModel.ModelRequest): Stream.Stream<LanguageModel.ModelPart, LanguageModel.ModelFailure> => {
         const post: Post = {
           provider: provider.name,
@@ -80,7 +82,8 @@ export const layerModel = (provider: {
           secretHeaders: provider.secretHeaders,
           body: provider.toBody(request),
           idleTimeout: limits.idleTimeout,
-          limits
+          limits,
+          onHeaders: (headers) => RateLimit.observe(name, headers)
         }
         const checked = checkedUsage(provider.name)
         return Stream.unwrap(Effect.map(postStream(client, post), (events) =>
@@ -123,14 +126,15 @@ export const layerModel = (provider: {
       }
       const strict = strictTools(provider.strict)
       const streamStrict = strict === undefined ? stream : strict(stream)
-      return LanguageModel.LanguageModel.of({
+      // Under the process's rate limits, when it has them (`RateLimit`): one wait per request.
+      return LanguageModel.LanguageModel.of(RateLimit.limited({
         provider: provider.name,
         model: provider.model,
         stream: streamStrict,
         streams: true,
         ...(provider.strict === undefined ? {} : { strictSchemas: provider.strict }),
         generate: (request) => LanguageModel.collect(streamStrict(request))
-      })
+      }, name))
     })
   )
 

@@ -26,6 +26,8 @@ export interface Post {
   readonly idleTimeout: Duration.Duration
   /** The response's size and its longest line (`Limits`). */
   readonly limits: Limits
+  /** Told every response's headers, whatever its status (the rate limits read theirs: `RateLimit`). */
+  readonly onHeaders?: ((headers: Readonly<Record<string, string>>) => Effect.Effect<void>) | undefined
 }
 
 /**
@@ -44,6 +46,7 @@ const send = (
     HttpClientRequest.bodyUnsafeJson(post.body),
     HttpClient.withTracerDisabledWhen(client, () => true).execute,
     Effect.tap((response) => Effect.annotateCurrentSpan("http.response.status_code", response.status)),
+    Effect.tap((response) => post.onHeaders === undefined ? Effect.void : post.onHeaders(response.headers)),
     Effect.flatMap((response): Effect.Effect<HttpClientResponse.HttpClientResponse, LanguageModel.ModelFailure> =>
       response.status >= 200 && response.status < 300
         ? Effect.succeed(response)

@@ -45,6 +45,9 @@ const sse = (provider: Provider, name: string, more?: Partial<Reply>): Reply => 
 })
 const toolCalls = (provider: Provider) => provider === "anthropic" ? "stream_tool_use" : "stream_tool_calls"
 
+/** Each provider's model as the run's `TurnCompleted` says it. */
+const labels = { anthropic: "anthropic:claude-sonnet-4-5", openai: "openai:gpt-4.1" }
+
 /** An event as a short line, for comparing sequences. */
 const line = (event: Agent.AgentEvent): string => {
   switch (event._tag) {
@@ -60,6 +63,8 @@ const line = (event: Agent.AgentEvent): string => {
       return `finished ${event.call.id}`
     case "TurnRetried":
       return `retried ${event.step}`
+    case "TurnCompleted":
+      return `completed ${event.step} ${event.model}`
     case "Done":
       return `done ${event.result.output}`
     default:
@@ -85,6 +90,7 @@ const twoTurns = (provider: Provider): Array<string> => {
   return [
     "turn 1",
     ...first.map((d) => `delta ${d}`),
+    `completed 1 ${labels[provider]}`,
     ...(first.length === 0 ? [] : [`text ${first.join("")}`]),
     `started ${a}`,
     `started ${b}`,
@@ -92,6 +98,7 @@ const twoTurns = (provider: Provider): Array<string> => {
     `finished ${b}`,
     "turn 2",
     ...lastDeltas[provider].map((d) => `delta ${d}`),
+    `completed 2 ${labels[provider]}`,
     `text ${answer}`,
     `done ${answer}`
   ]
@@ -164,6 +171,7 @@ for (const provider of ["anthropic", "openai"] as const) {
           ...cut.map((d) => `delta ${d}`),
           "retried 1",
           ...lastDeltas[provider].map((d) => `delta ${d}`),
+          `completed 1 ${labels[provider]}`,
           `text ${answer}`,
           `done ${answer}`
         ])

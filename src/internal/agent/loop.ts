@@ -4,6 +4,7 @@
  */
 import { Context, Effect, Either, Exit, Option, Scope } from "effect"
 import * as Builtins from "../../Builtins.js"
+import * as Cost from "../../Cost.js"
 import { Ids } from "../../Ids.js"
 import * as Journal from "../../Journal.js"
 import * as LanguageModel from "../../LanguageModel.js"
@@ -13,6 +14,7 @@ import * as Door from "../call/door.js"
 import { CallScope } from "../call/scope.js"
 import { modulesOf } from "../worker/types.js"
 import { type TurnHook, TurnHooks } from "../hooks/turn.js"
+import { budgeted, completed, overBudget } from "./budget.js"
 import { ask } from "./modelTurn.js"
 import { open } from "./open.js"
 import { retryText } from "./output.js"
@@ -150,11 +152,14 @@ const run = (
         "agent_tools.resumed": opened.resumed
       })
     }
+    budgeted(state, start.budget ?? agent.budget, services.prices)
     if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
     for (let step = 1; step <= agent.maxSteps; step++) {
+      const over = overBudget(state, step)
+      if (over !== undefined) return yield* over
       emit?.(AgentEvent.TurnStarted({ step }))
       const turn = yield* ask(state, step)
-      state.count(turn.usage)
+      completed(state, step, turn)
       if (turn.text !== undefined && turn.text !== "") emit?.(AgentEvent.Text({ step, text: turn.text }))
       // Reasoning goes back with the turn, as the provider requires (design: The model side).
       const said: LanguageModel.Message = turn.reasoning === undefined
@@ -233,6 +238,7 @@ const runServices = Effect.withFiberRuntime<{
   readonly policy: Timing["Type"]
   readonly tracing: boolean
   readonly turnHooks: ReadonlyArray<TurnHook>
+  readonly prices: Cost.Prices
 }, never, LanguageModel.LanguageModel>((fiber) => {
   const context = fiber.currentContext as Context.Context<LanguageModel.LanguageModel>
   return Effect.succeed({
@@ -241,6 +247,7 @@ const runServices = Effect.withFiberRuntime<{
     model: Context.get(context, LanguageModel.LanguageModel),
     policy: Context.get(context, Timing),
     tracing: listening(fiber),
-    turnHooks: Context.get(context, TurnHooks)
+    turnHooks: Context.get(context, TurnHooks),
+    prices: Context.get(context, Cost.PriceTable)
   })
 })

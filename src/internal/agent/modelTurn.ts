@@ -4,12 +4,13 @@
  * tracing; a journaled run's turn is journaled before the loop sees it.
  */
 import { Duration, Effect } from "effect"
+import * as Cost from "../../Cost.js"
 import * as LanguageModel from "../../LanguageModel.js"
 import { CaptureContent } from "../../Telemetry.js"
 import * as Metrics from "../util/metrics.js"
 import { retryAfterFailure, Timing } from "../../Timing.js"
 import { runTurnHooks } from "../hooks/turn.js"
-import type { Run } from "./run.js"
+import { type Run, usageAttributes } from "./run.js"
 import { AgentEvent } from "./types.js"
 import { formatDuration } from "../util/duration.js"
 
@@ -91,14 +92,8 @@ const chatAnnotated = (
     turn.pipe(
       Effect.tap((answer) =>
         Effect.annotateCurrentSpan({
-          "gen_ai.usage.input_tokens": answer.usage.inputTokens,
-          "gen_ai.usage.output_tokens": answer.usage.outputTokens,
-          ...(answer.usage.cacheReadTokens === undefined
-            ? {}
-            : { "gen_ai.usage.cache_read.input_tokens": answer.usage.cacheReadTokens }),
-          ...(answer.usage.cacheWriteTokens === undefined
-            ? {}
-            : { "gen_ai.usage.cache_creation.input_tokens": answer.usage.cacheWriteTokens }),
+          ...usageAttributes(answer.usage, Cost.cost(run.prices, answer.model ?? LanguageModel.labelOf(run.model), answer.usage)),
+          ...(answer.model === undefined ? {} : { "gen_ai.response.model": answer.model.slice(answer.model.indexOf(":") + 1) }),
           "gen_ai.response.finish_reasons": [answer.finishReason],
           ...(capture
             ? {
@@ -113,10 +108,9 @@ const chatAnnotated = (
     ))
 
 /**
- * One request, retried on `modelRetry` while its failure is transient. Watched (a run with an
- * observer), the turn is streamed and its deltas told as they come; a stream that breaks after its
- * first part fails like one that never started, and what came is discarded: the observer is told
- * `TurnRetried` before the request is made again (design: The model side). Unwatched, `generate`.
+ * The turn from the run's model, or from a fallback chain's: each model with its own
+ * retries, then the next on a failure the chain falls back on, unless the failed stream had given a part (then
+ * the failure is the turn's). `ModelFallback` is told; the turn says which model answered (journaled with it).
  */
 const generate = (
   run: Run,
@@ -124,12 +118,53 @@ const generate = (
   instructions: string | undefined,
   tools: ReadonlyArray<LanguageModel.ToolDefinition>
 ): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> => {
+  const fallbacks = run.model.fallbacks
+  if (fallbacks === undefined) return generateWith(run, run.model, step, instructions, tools, { parts: 0 })
+  const { models, on } = fallbacks
+  const from = (i: number): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> => {
+    const model = models[i]!
+    const seen = { parts: 0 }
+    return Effect.catchIf(
+      Effect.map(generateWith(run, model, step, instructions, tools, seen), (turn) => ({
+        ...turn,
+        model: turn.model ?? LanguageModel.labelOf(model)
+      })),
+      (failure) => i + 1 < models.length && seen.parts === 0 && on(failure),
+      (failure) =>
+        Effect.suspend(() => {
+          const next = LanguageModel.labelOf(models[i + 1]!)
+          run.emit?.(AgentEvent.ModelFallback({ step, from: LanguageModel.labelOf(model), to: next, reason: failure.message }))
+          return Effect.zipRight(
+            Effect.logWarning(`model ${LanguageModel.labelOf(model)} failed (${failure.message}); asking ${next}`),
+            from(i + 1)
+          )
+        })
+    )
+  }
+  return from(0)
+}
+
+/**
+ * One request, retried on `modelRetry` while its failure is transient. Watched (a run with an
+ * observer), the turn is streamed and its deltas told as they come; a stream that breaks after its
+ * first part fails like one that never started, and what came is discarded: the observer is told
+ * `TurnRetried` before the request is made again (design: The model side). Unwatched, `generate`.
+ */
+const generateWith = (
+  run: Run,
+  model: LanguageModel.LanguageModel["Type"],
+  step: number,
+  instructions: string | undefined,
+  tools: ReadonlyArray<LanguageModel.ToolDefinition>,
+  seen: { parts: number }
+): Effect.Effect<LanguageModel.ModelTurn, LanguageModel.ModelFailure> => {
   const request: LanguageModel.ModelRequest = run.output === undefined
     ? { instructions, messages: run.messages, tools }
     : { instructions, messages: run.messages, tools, output: run.output.format }
   const emit = run.emit
   let told = 0
   const tell = (part: LanguageModel.ModelPart): void => {
+    seen.parts++
     if (part._tag === "TextDelta") {
       told++
       emit!(AgentEvent.TextDelta({ step, text: part.text }))
@@ -140,12 +175,13 @@ const generate = (
   }
   // A model that answers whole has its deltas only once it has answered: told then, no stream run.
   const generate = emit === undefined
-    ? run.model.generate(request)
-    : run.model.streams !== true
-    ? Effect.tap(run.model.generate(request), (turn) => Effect.sync(() => LanguageModel.partsOf(turn).forEach(tell)))
+    ? model.generate(request)
+    : model.streams !== true
+    ? Effect.tap(model.generate(request), (turn) => Effect.sync(() => LanguageModel.partsOf(turn).forEach(tell)))
     : Effect.suspend(() => {
       told = 0
-      return LanguageModel.collect(run.model.stream(request), tell)
+      seen.parts = 0
+      return LanguageModel.collect(model.stream(request), tell)
     })
   return Effect.catchIf(
     generate,

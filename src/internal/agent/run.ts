@@ -4,6 +4,7 @@
  * The parts of the loop (`modelTurn`, `turn`, `replay`, `approvals`) work on it.
  */
 import { Clock, Context, Effect, Option, Schema } from "effect"
+import * as Cost from "../../Cost.js"
 import type * as Journal from "../../Journal.js"
 import type * as LanguageModel from "../../LanguageModel.js"
 import type { Timing } from "../../Timing.js"
@@ -15,6 +16,7 @@ import { type Journaled, RunResultJson } from "./open.js"
 import {
   type Agent,
   AgentEvent,
+  type Budget,
   type Emit,
   type OutputSpec,
   type PendingApproval,
@@ -22,6 +24,15 @@ import {
   RunSuspended,
   type ToolCallRecord
 } from "./types.js"
+
+/** A turn's or a run's tokens and cost as span attributes: OpenTelemetry's `gen_ai.usage.*`, and `agent_tools.usage.cost`. */
+export const usageAttributes = (usage: LanguageModel.Usage, costUsd: number | undefined): Record<string, unknown> => ({
+  "gen_ai.usage.input_tokens": usage.inputTokens,
+  "gen_ai.usage.output_tokens": usage.outputTokens,
+  ...(usage.cacheReadTokens === undefined ? {} : { "gen_ai.usage.cache_read.input_tokens": usage.cacheReadTokens }),
+  ...(usage.cacheWriteTokens === undefined ? {} : { "gen_ai.usage.cache_creation.input_tokens": usage.cacheWriteTokens }),
+  ...(costUsd === undefined ? {} : { "agent_tools.usage.cost": costUsd })
+})
 
 /** The result of a call waiting for approval: never recorded, never shown to the model. */
 export const awaitingApproval = ToolResult.failure("awaiting approval")
@@ -62,6 +73,13 @@ export class Run {
   door: Door
   readonly records: Array<ToolCallRecord> = []
   readonly usage: { -readonly [K in keyof LanguageModel.Usage]: LanguageModel.Usage[K] } = { inputTokens: 0, outputTokens: 0 }
+  /** What its turns cost in US dollars: undefined until a turn's model has a price. */
+  costUsd: number | undefined = undefined
+  /** The last turn's tokens and cost: the estimate of the next turn's, for the budget (`budget.ts`). */
+  last = { tokens: 0, costUsd: 0 }
+  /** Its budget (the run's, else its agent's) and the price table in force. */
+  budget: Budget | undefined = undefined
+  prices: Cost.Prices = Cost.defaults
   /** Final answers in a row that did not decode with the agent's output Schema. */
   invalidOutputs = 0
   /** The ids of the run's calls so far (`callsOf`): a call's id is unique within its run. */
@@ -139,7 +157,8 @@ export class Run {
   }
 
   result(output: string, steps: number): RunResult {
-    return { output, steps, toolCalls: this.records, usage: this.usage }
+    const result = { output, steps, toolCalls: this.records, usage: this.usage }
+    return this.costUsd === undefined ? result : { ...result, costUsd: this.costUsd }
   }
 
   /**
@@ -149,10 +168,11 @@ export class Run {
   finish(output: string, steps: number, value?: unknown): Effect.Effect<RunResult> {
     const record = this.result(output, steps)
     const result = this.agent.output === undefined ? record : { ...record, value }
-    const done = Effect.sync(() => {
+    const told = Effect.sync(() => {
       this.emit?.(AgentEvent.Done({ result }))
       return result
     })
+    const done = this.tracing ? Effect.zipRight(Effect.annotateCurrentSpan(usageAttributes(this.usage, this.costUsd)), told) : told
     const journaled = this.journaled
     if (journaled === undefined || journaled.hostEnds) return done
     return Effect.zipRight(

@@ -68,6 +68,18 @@ export interface Options<
    * not made yet (a handoff back to this one) is given by its name and a function: `{ name, agent: () => triage }`.
    */
   readonly handoffs?: Handoffs | undefined
+  /**
+   * A budget for each run of the agent: its tokens, or its cost in US dollars by the
+   * price table (`Cost`). Checked before each turn: a turn that would pass it is not asked, and the run fails with
+   * `BudgetExceeded`; a model call is never cut mid-way. `Agent.run`'s `budget` overrides it for one run.
+   */
+  readonly budget?: Budget | undefined
+}
+
+/** A run's budget: at most `tokens` (input, output and cache, summed over its turns), at most `costUsd` US dollars. */
+export interface Budget {
+  readonly tokens?: number | undefined
+  readonly costUsd?: number | undefined
 }
 
 /** An agent to hand a run over to: the agent, or its name and a function that gives it (one made later). */
@@ -101,7 +113,7 @@ export type ApprovalError<T> = [T extends Tool.Approval<infer N> ? N : boolean] 
 export type OutputError<A> = [A] extends [never] ? never : OutputInvalid
 
 /** What every run can fail with: its toolkit broke a limit, the model failed for good, it ran out of steps. */
-export type RunFailure = Toolkit.ManifestError | LanguageModel.ModelFailure | MaxStepsExceeded
+export type RunFailure = Toolkit.ManifestError | LanguageModel.ModelFailure | MaxStepsExceeded | BudgetExceeded
 
 /**
  * What a run of an agent made of the tools `T` (a union), the typed output `A` and the handoffs `H` (a union)
@@ -136,6 +148,8 @@ export interface Agent<R = never, A = never, E = AgentError> {
   readonly output: OutputSpec | undefined
   /** The agents it may hand the run over to, by the name of the tool that does it (`transfer_to_<name>`). */
   readonly handoffs: ReadonlyMap<string, () => Agent<any, any>>
+  /** The budget of each of its runs, when it has one. */
+  readonly budget?: Budget | undefined
 }
 
 /** What a run of an agent gives: its record, and with a typed output the decoded `value`. */
@@ -164,7 +178,9 @@ export const RunResult = Schema.Struct({
   /** Model turns taken. */
   steps: Schema.Number,
   toolCalls: Schema.Array(ToolCallRecord),
-  usage: LanguageModel.Usage
+  usage: LanguageModel.Usage,
+  /** What its turns cost in US dollars by the price table (`Cost`); absent when no turn's model has a price. */
+  costUsd: Schema.optional(Schema.Number)
 })
 /** The record of a run. */
 export type RunResult = typeof RunResult.Type
@@ -176,6 +192,26 @@ export class MaxStepsExceeded extends Schema.TaggedError<MaxStepsExceeded>("agen
 ) {
   override get message(): string {
     return `the run did not finish within ${this.maxSteps} model turns`
+  }
+}
+
+/**
+ * A run stopped before a turn that would pass its budget: `limit` says which
+ * (`tokens` or `costUsd`), `spent` what the run had used, `next` what the turn was estimated to take (the last
+ * turn's, at least the request's size); `partial` is the run so far. No model call was cut.
+ */
+export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>("agent-tools/BudgetExceeded")("BudgetExceeded", {
+  limit: Schema.Literal("tokens", "costUsd"),
+  budget: Schema.Number,
+  spent: Schema.Number,
+  next: Schema.Number,
+  step: Schema.Number,
+  partial: RunResult
+}) {
+  override get message(): string {
+    return `the run stopped before turn ${this.step}: its budget of ${this.budget} ${
+      this.limit === "tokens" ? "tokens" : "US dollars"
+    } (budget.${this.limit}) would be passed (spent ${this.spent}, the next turn estimated at ${this.next})`
   }
 }
 
@@ -284,6 +320,21 @@ export type AgentEvent = Data.TaggedEnum<{
   ReasoningDelta: { readonly step: number; readonly text: string }
   /** The turn's stream broke after some deltas: they are void, and the turn is asked again (`reason` says why). */
   TurnRetried: { readonly step: number; readonly reason: string }
+  /**
+   * The model the loop asked failed with a failure its fallback chain falls back on (`Model.fallback`): `to` is
+   * asked next (`from`'s own retries are spent).
+   */
+  ModelFallback: { readonly step: number; readonly from: string; readonly to: string; readonly reason: string }
+  /**
+   * A turn answered (or replayed): the model that answered (`provider:model`), its tokens and, when the price
+   * table prices it, its cost in US dollars (`Cost`).
+   */
+  TurnCompleted: {
+    readonly step: number
+    readonly model: string
+    readonly usage: LanguageModel.Usage
+    readonly costUsd: number | undefined
+  }
   /** The turn's whole text, once the turn is complete. */
   Text: { readonly step: number; readonly text: string }
   ToolCallStarted: { readonly step: number; readonly id: string; readonly name: string; readonly input: unknown }
@@ -313,6 +364,8 @@ export interface RunOptions {
    * new id from the id service (`RunSuspended` names it; so does `Agent.stream`'s `Resumed`).
    */
   readonly runId?: string | undefined
+  /** This run's budget, over the agent's (`Options.budget`). */
+  readonly budget?: Budget | undefined
 }
 
 /** What a host that journals runs itself (the platform's task runner) tells the loop. */
@@ -341,5 +394,6 @@ export type Start =
     readonly runId?: string | undefined
     readonly host?: HostOptions | undefined
     readonly shared?: RunState | undefined
+    readonly budget?: Budget | undefined
   }
-  | { readonly resume: string; readonly shared?: RunState | undefined }
+  | { readonly resume: string; readonly shared?: RunState | undefined; readonly budget?: Budget | undefined }
