@@ -191,8 +191,13 @@ describe("the console in Chromium", () => {
       await shot(page, folder, "tasks")
 
       // A task submitted now appears in the list, live (the page is not reloaded).
+      const submittedAt = Date.now()
       p.submit("refund A-1")
       const row = await page.waitForSelector("tr[data-task]", { timeout: 10_000 })
+      // The target is a second; the bound asserted is five, so that a loaded machine does not fail the suite.
+      const appeared = Date.now() - submittedAt
+      console.log(`console: a submitted task appeared in the list ${appeared} ms after its submit (target 1,000 ms)`)
+      assert.isBelow(appeared, 5000)
       const taskId = (await row.getAttribute("data-task"))!
       await page.waitForSelector(`tr[data-task="${taskId}"] .status-waiting-for-approval`, { timeout: 10_000 })
 
@@ -305,7 +310,10 @@ describe("the console in Chromium", () => {
       await page.waitForSelector("[data-call='c4999']")
       assert.isAtMost(await page.locator(".calls .row").count(), 100)
       await shot(page, folder, "task-5000-calls")
-      // Long tasks are a figure for the log, not an assertion: a loaded machine makes them longer.
-      console.log(`console: 5,000-call task, long tasks (ms): ${JSON.stringify(await page.evaluate(() => (globalThis as any).__longTasks))}`)
+      // Long tasks: the target is none over 200 ms; the bound asserted is a second, so that a loaded machine does not
+      // fail the suite (measured here: 0-89 ms with the machine's two cores busy).
+      const longTasks: ReadonlyArray<number> = await page.evaluate(() => (globalThis as any).__longTasks)
+      console.log(`console: 5,000-call task, long tasks (ms): ${JSON.stringify(longTasks)} (target: none over 200)`)
+      assert.isBelow(Math.max(0, ...longTasks), 1000)
     }, 5000), 60_000)
 })

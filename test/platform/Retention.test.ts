@@ -1,6 +1,7 @@
 /**
- * What the platform keeps is bounded (design: Hostile clients): an ended task keeps only its final event, in memory and
- * in the journal, and goes after `keepEndedTasks` on the platform's sweep, not only at start; a
+ * What the platform keeps is bounded (design: Hostile clients): an ended task keeps only its final event in memory, and
+ * in the journal its final event and timeline (its prompt, turns and calls; not the tools it was offered), and goes
+ * after `keepEndedTasks` on the platform's sweep, not only at start; a
  * process silent for `evictSilentAfter` heartbeat intervals is forgotten with its manifest.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -64,7 +65,7 @@ const journalRows = (file: string) =>
   })).pipe(Effect.orDie)
 
 describe("the platform's retention (design: Hostile clients)", () => {
-  it.effect(`${tasksRun} ended tasks with a 1 MB manifest: the journal keeps only their final events, then forgets them`, () =>
+  it.effect(`${tasksRun} ended tasks with a 1 MB manifest: the journal keeps their ends and timelines, not the tools, then forgets them`, () =>
     Effect.gen(function*() {
       const file = yield* tempFile
       yield* Effect.gen(function*() {
@@ -76,8 +77,9 @@ describe("the platform's retention (design: Hostile clients)", () => {
         }
         const ended = yield* journalRows(file)
         assert.strictEqual(ended.tasks, tasksRun)
-        // Each keeps its final event; the prompt (10 KB) and the tools it was given (1 MB) are gone.
-        assert.strictEqual(ended.bytes, tasksRun * "[]".length)
+        // Each keeps its final event and its prompt (10 KB, for its timeline); the tools it was given (1 MB) are gone.
+        const prompts = Array.from({ length: tasksRun }, (_, i) => `task ${i} ${"p".repeat(10_000)}`.length)
+        assert.strictEqual(ended.bytes, prompts.reduce((a, b) => a + b, 0) + tasksRun * "[]".length)
         const state = yield* PlatformServer.PlatformState
         assert.strictEqual(yield* state.taskCount, tasksRun)
         // keepEndedTasks (1 s here) later, the sweep forgets them, in memory and in the journal.
@@ -89,7 +91,7 @@ describe("the platform's retention (design: Hostile clients)", () => {
           suite: "retention",
           measure: `journal after ${tasksRun} ended tasks with a 1 MB manifest (kept / after the sweep)`,
           value: `${ended.bytes} B of prompts and tools / 0 tasks; file ${sizeMb.toFixed(1)} MB`,
-          expected: "final events only"
+          expected: "final events and prompts, no tools"
         })
       }).pipe(Effect.provide(platform({ journal: file, keepEndedTasks: "1 second" })))
     }).pipe(Effect.scoped), 120_000)

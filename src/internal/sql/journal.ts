@@ -227,8 +227,9 @@ export const insertAnswered = (
 
 /**
  * Ends a run. An agent run keeps only its end (its result, for a late resume): its prompt, tools, turns, calls and
- * approvals are no longer needed. A platform task keeps them beside its final event (a late re-attach reads that),
- * so that an operator reads what it did (its timeline), until the retention sweep purges it (`purgeEnded`).
+ * approvals are no longer needed. A platform task keeps its prompt, turns, calls and approvals beside its final event
+ * (a late re-attach reads that), so that an operator reads what it did (its timeline), until the retention sweep
+ * purges it (`purgeEnded`); the tools it was offered (their manifests, up to megabytes) go at once.
  */
 export const endTask = (
   sql: SqlClient.SqlClient,
@@ -244,7 +245,7 @@ export const endTask = (
         calls AS (DELETE FROM journal_calls WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}),
         approvals AS (DELETE FROM journal_approvals WHERE task_id = ${taskId} AND ${aRun(sql, taskId)})
         UPDATE journal_tasks SET status = 'ended', final = ${end.final}, result = ${end.result}, ended_at = ${endedAt},
-          prompt = CASE WHEN kind = 'run' THEN '' ELSE prompt END, tools = CASE WHEN kind = 'run' THEN '[]' ELSE tools END
+          prompt = CASE WHEN kind = 'run' THEN '' ELSE prompt END, tools = '[]'
         WHERE task_id = ${taskId}`),
     orElse: () =>
       sql.withTransaction(Effect.all([
@@ -252,7 +253,7 @@ export const endTask = (
         sql`DELETE FROM journal_calls WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}`,
         sql`DELETE FROM journal_approvals WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}`,
         sql`UPDATE journal_tasks SET status = 'ended', final = ${end.final}, result = ${end.result}, ended_at = ${endedAt},
-          prompt = CASE WHEN kind = 'run' THEN '' ELSE prompt END, tools = CASE WHEN kind = 'run' THEN '[]' ELSE tools END
+          prompt = CASE WHEN kind = 'run' THEN '' ELSE prompt END, tools = '[]'
           WHERE task_id = ${taskId}`
       ], { discard: true }))
   })
