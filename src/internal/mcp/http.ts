@@ -221,8 +221,8 @@ export interface HttpFace {
   bufferedBodyBytes: number
   /** Sessions being created (an `initialize` in progress): they count towards the cap too. */
   opening: number
-  /** A new session's server, its transport's session ids from the id service. */
-  readonly serve: () => Served
+  /** A new session's server for the client a token names (its tasks are that client's), ids from the id service. */
+  readonly serve: (client: string | undefined) => Served
   readonly sessionId: () => string
 }
 
@@ -354,7 +354,7 @@ const releaseAnswered = (transport: WebStandardStreamableHTTPServerTransport): v
 /** A new session: its server and transport, kept once the transport names it (its `initialize` went through). */
 const openSession = (face: HttpFace, client: string | undefined, web: Request, parsedBody: unknown) =>
   Effect.gen(function*() {
-    const served = face.serve()
+    const served = face.serve(client)
     const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: face.sessionId,
       enableJsonResponse: true,
