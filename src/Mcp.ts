@@ -31,7 +31,8 @@ import { Ids } from "./Ids.js"
 import * as Door from "./internal/call/door.js"
 import { clientServices, type Extra } from "./internal/mcp/clientServices.js"
 import * as Tasks from "./internal/mcp/tasks.js"
-import { expireIdle, handleHttp, type HttpFace, isLoopback, makeNodeServer, type Served } from "./internal/mcp/http.js"
+import { expireIdle, handleHttp, type HttpFace, isLoopback, makeNodeServer, metadataResponse, type Served } from "./internal/mcp/http.js"
+import * as OAuth from "./internal/mcp/oauth.js"
 import { ToolResult, UnknownTool } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
 import * as ToolContext from "./ToolContext.js"
@@ -47,6 +48,9 @@ export * as Tasks from "./McpTasks.js"
 
 /** Whether a tool may, must or must not be called as a task. */
 export type { TaskSupport, TasksOptions } from "./internal/mcp/tasks.js"
+
+/** How `layerHttp` checks OAuth access tokens. */
+export type { OAuthOptions } from "./internal/mcp/oauth.js"
 
 /** How the server introduces itself, and what a session keeps. */
 export interface Options {
@@ -479,6 +483,12 @@ export interface HttpOptions extends Options {
    * put the server on a network. Default none: anyone who reaches the port is served.
    */
   readonly tokens?: ReadonlyMap<string, string> | ReadonlyArray<string> | undefined
+  /**
+   * OAuth 2.1 in place of `tokens` (design: MCP authorization): access tokens checked as JWTs of `issuer`, for
+   * `resource`, against its keys; the metadata served at `/.well-known/oauth-protected-resource`. Each token's
+   * subject is a principal of its own (its sessions and tasks). Needs the package `jose`.
+   */
+  readonly oauth?: OAuth.OAuthOptions | undefined
 }
 
 /** The defaults of `HttpOptions`' limits. */
@@ -518,7 +528,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
       const ids = yield* Ids
       const validator = new AjvJsonSchemaValidator()
       const tasks = yield* taskFace(door, listed, runtime, options)
-      if (options.tokens === undefined && !isLoopback(host)) {
+      if (options.tokens === undefined && options.oauth === undefined && !isLoopback(host)) {
         yield* Effect.logWarning(
           `MCP over HTTP on ${host} without tokens: anyone who reaches the port can call the tools; give layerHttp tokens`
         )
@@ -526,6 +536,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
       const face: HttpFace = {
         host,
         tokens: tokensOf(options.tokens),
+        oauth: options.oauth === undefined ? undefined : { options: options.oauth, verify: OAuth.makeVerifier(options.oauth) },
         maxBodyBytes: options.maxBodyBytes ?? httpDefaults.maxBodyBytes,
         maxBodyDepth: options.maxBodyDepth ?? httpDefaults.maxBodyDepth,
         maxBufferedBodyBytes: options.maxBufferedBodyBytes ?? httpDefaults.maxBufferedBodyBytes,
@@ -542,6 +553,12 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
       }
       yield* expireIdle(face)
       yield* router.add("*", options.path ?? "/mcp", (request) => handleHttp(face, request))
+      const oauth = options.oauth
+      if (oauth !== undefined) {
+        for (const path of OAuth.metadataPaths(oauth.resource)) {
+          yield* router.add("GET", path as HttpLayerRouter.PathInput, () => Effect.succeed(metadataResponse(oauth)))
+        }
+      }
     })
   )
   return HttpLayerRouter.serve(route, { disableLogger: true, disableListenLog: true }).pipe(
