@@ -54,7 +54,7 @@ import { approve } from "./internal/cli/approve.js"
 import { agents, approvals, operateTree, tasks } from "./internal/cli/operate.js"
 import { submit } from "./internal/cli/submit.js"
 import { runCommand, untilStopped } from "./internal/cli/command.js"
-import { chooseMcpJournal, mcpJournalOption } from "./internal/cli/mcpOptions.js"
+import { chooseMcpJournal, chooseMcpOAuth, mcpJournalOption } from "./internal/cli/mcpOptions.js"
 import { decideDemo, fromOwnMcpServer, terminalApprover } from "./internal/cli/demo.js"
 import { load, loadDemo, loadModel } from "./internal/cli/load.js"
 import { BadOptions, chooseModel, modelOption } from "./internal/cli/options.js"
@@ -455,10 +455,11 @@ const mcpLayer = ({ http, journal, port, tools }: {
     const [HttpServer] = yield* load(() => import("@effect/platform/HttpServer"))
     // With a journal, tasks: kept in its file, taken back by the next start on it.
     const tasksFile = yield* chooseMcpJournal(journal)
+    const oauth = http ? yield* chooseMcpOAuth(tokens !== undefined) : undefined
     const tasks = tasksFile === undefined ? Layer.empty : Mcp.Tasks.layerSql({ filename: tasksFile }).pipe(
       Layer.mapError((error) => new BadOptions({ message: error.message }))
     )
-    const server = Mcp.layerHttp(toolkit, { port, ...(tokens === undefined ? {} : { tokens }) }).pipe(
+    const server = Mcp.layerHttp(toolkit, { port, ...(tokens === undefined ? {} : { tokens }), ...(oauth === undefined ? {} : { oauth }) }).pipe(
       Layer.provide(tasks),
       Layer.mapError((error) =>
         error._tag === "ServeError"
@@ -472,7 +473,8 @@ const mcpLayer = ({ http, journal, port, tools }: {
         return Effect.logInfo(
           `MCP over Streamable HTTP at http://127.0.0.1:${at}/mcp` +
             (tokens === undefined ? "" : `, for ${plural(tokens.size, "bearer token")} of MCP_TOKENS`) +
-            (tasksFile === undefined ? "" : `, tasks in ${tasksFile}`)
+            (tasksFile === undefined ? "" : `, tasks in ${tasksFile}`) +
+            (oauth === undefined ? "" : `, OAuth access tokens of ${oauth.issuer} for ${oauth.resource}`)
         )
       })
     )
