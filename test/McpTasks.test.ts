@@ -13,7 +13,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Mcp } from "../src/exports/mcp.js"
-import { Tool, Toolkit, ToolContext } from "../src/index.js"
+import { Invocation, Tool, Toolkit, ToolContext } from "../src/index.js"
 import { mcpServer, mcpSessionWith } from "./support/mcpHttp.js"
 
 /** The tools, their handlers held by `release` until the test lets them go; `effects` counts finished side effects. */
@@ -149,5 +149,28 @@ describe("Mcp tasks", () => {
       // Bob, on the second server too, sees nothing.
       const bob = yield* mcpSessionWith(port2, as("tok-b"))
       assert.deepStrictEqual((yield* Effect.promise(() => bob.experimental.tasks.listTasks())).tasks, [])
+    }), 30_000)
+
+  it.scopedLive("Mcp.toolkit calls a remote tool that supports tasks as a task; past its deadline, the task is cancelled", () =>
+    Effect.gen(function*() {
+      const { finalized, release, toolkit } = yield* fixture
+      const scope = yield* Effect.scope
+      const port = yield* serverOn(toolkit, Mcp.Tasks.layerMemory, scope)
+      const alice = yield* mcpSessionWith(port, as("tok-a"))
+      const remote = yield* Mcp.toolkit({ url: `http://127.0.0.1:${port}/mcp`, headers: as("tok-a"), tools: { slow: { timeout: "300 millis" } } })
+      const tools = yield* remote.tools
+      const slow = tools.find((t) => t.name === "slow")!
+      // Past its deadline: the caller gets the timeout, and the server's task is cancelled, its handler interrupted.
+      const timedOut = yield* Invocation.run(slow, { text: "late" })
+      assert.include(timedOut.error ?? "", "timed out")
+      yield* Deferred.await(finalized)
+      const first = (yield* Effect.promise(() => alice.experimental.tasks.listTasks())).tasks
+      assert.deepStrictEqual(first.map((t) => t.status), ["cancelled"])
+      // Within its deadline: a task again, its result the caller's.
+      yield* Deferred.succeed(release, undefined)
+      const done = yield* Invocation.run(tools.find((t) => t.name === "once")!, { text: "via task" })
+      assert.deepStrictEqual(done.value, { result: "once via task" })
+      const all = (yield* Effect.promise(() => alice.experimental.tasks.listTasks())).tasks
+      assert.deepStrictEqual(all.map((t) => t.status), ["cancelled", "completed"])
     }), 30_000)
 })
