@@ -37,7 +37,8 @@ export const slow = [
   "test/console/Console.test.ts",
   "test/ServePostgres.test.ts",
   "test/internal/sql/postgres.test.ts",
-  "test/PlatformConfigProcess.test.ts"
+  "test/PlatformConfigProcess.test.ts",
+  "test/McpTasksProcess.test.ts"
 ]
 
 export default defineConfig({

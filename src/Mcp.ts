@@ -23,23 +23,34 @@ import {
   type Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
-import { Context, Deferred, Duration, Effect, Exit, Layer, Runtime, Schema, SchemaAST } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Layer, Option, Runtime, Schema, SchemaAST } from "effect"
 import type { Readable, Writable } from "node:stream"
 import * as Content from "./Content.js"
+import * as McpTasks from "./McpTasks.js"
 import { Ids } from "./Ids.js"
 import * as Door from "./internal/call/door.js"
-import { expireIdle, handleHttp, type HttpFace, isLoopback, makeNodeServer, type Served } from "./internal/mcp/http.js"
+import { clientServices, type Extra } from "./internal/mcp/clientServices.js"
+import * as Tasks from "./internal/mcp/tasks.js"
+import { expireIdle, handleHttp, type HttpFace, isLoopback, makeNodeServer, metadataResponse, type Served } from "./internal/mcp/http.js"
+import * as OAuth from "./internal/mcp/oauth.js"
 import { ToolResult, UnknownTool } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
 import * as ToolContext from "./ToolContext.js"
 import * as Toolkit from "./Toolkit.js"
-import { Sampling, SamplingError } from "./Sampling.js"
-import { UserPrompt, UserPromptError } from "./UserPrompt.js"
 import * as Json from "./internal/util/json.js"
 import { reasonOf } from "./internal/util/text.js"
 
 /** Remote MCP servers' tools as ours: `Mcp.toolkit` (design: Remote MCP tools). */
 export * from "./McpClient.js"
+
+/** Where a server keeps its MCP tasks: `Mcp.Tasks.layerSql({ filename })` (design: MCP tasks). */
+export * as Tasks from "./McpTasks.js"
+
+/** Whether a tool may, must or must not be called as a task. */
+export type { TaskSupport, TasksOptions } from "./internal/mcp/tasks.js"
+
+/** How `layerHttp` checks OAuth access tokens. */
+export type { OAuthOptions } from "./internal/mcp/oauth.js"
 
 /** How the server introduces itself, and what a session keeps. */
 export interface Options {
@@ -51,6 +62,11 @@ export interface Options {
    * too: past it, a new outcome is not kept (the calls still run). Default 256 KiB; 0 reuses nothing.
    */
   readonly maxReusedBytes?: number | undefined
+  /**
+   * How tools run as MCP tasks, when a task store (`Mcp.Tasks.McpTaskStore`) is provided: which tools may or must
+   * (`execution.taskSupport`), the poll interval and time to live told to clients. Default `Mcp.Tasks.defaults`.
+   */
+  readonly tasks?: Tasks.TasksOptions | undefined
 }
 
 /** The default of `Options.maxReusedBytes`. */
@@ -145,8 +161,6 @@ const protocolError = (code: number, message: string): Error & { readonly code: 
 /** A request cancelled (notifications/cancelled, the transport closed) ends without a result; the SDK sends nothing. */
 const cancelled = () => protocolError(ErrorCode.RequestTimeout, "the request was cancelled")
 
-/** What a request handler is given by the SDK. */
-type Extra = Parameters<Parameters<Server["setRequestHandler"]>[1]>[1]
 
 /**
  * The call's listener (design: MCP): progress to the client when its request carried a progress
@@ -192,63 +206,6 @@ class McpListener implements ToolContext.Listener {
   }
 }
 
-/**
- * What a call may ask the client (design: MCP), when the client said it can: the user, through
- * elicitation (the `UserPrompt` that `ask_user` and approvals use), and its model, through sampling
- * (`Sampling`). Over HTTP the request goes on the session's stream, as notifications do.
- */
-const clientServices = (
-  server: Server,
-  extra: Extra,
-  related: boolean,
-  signal: AbortSignal,
-  context: Context.Context<never>
-): Context.Context<never> => {
-  const capabilities = server.getClientCapabilities()
-  if (capabilities?.elicitation === undefined && capabilities?.sampling === undefined) return context
-  const options = { signal, ...(related ? { relatedRequestId: extra.requestId } : {}) }
-  const describe = (error: unknown) => error instanceof Error ? error.message : String(error)
-  const prompt = capabilities?.elicitation === undefined ? undefined : UserPrompt.of({
-    ask: (question) =>
-      Effect.tryPromise({
-        try: () =>
-          server.elicitInput({
-            message: question,
-            requestedSchema: {
-              type: "object",
-              properties: { answer: { type: "string", title: "Answer", description: question } },
-              required: ["answer"]
-            }
-          }, options),
-        catch: (error) => new UserPromptError({ message: `the client gave no answer (${describe(error)})` })
-      }).pipe(Effect.flatMap((result) => {
-        const answer = result.content?.answer
-        if (result.action === "accept" && typeof answer === "string") return Effect.succeed(answer)
-        return Effect.fail(new UserPromptError({
-          message: result.action === "accept" ? "the client's answer has no text" : `the user ${result.action === "decline" ? "declined" : "cancelled"} the question`
-        }))
-      }))
-  })
-  const sampling = capabilities?.sampling === undefined ? undefined : Sampling.of({
-    ask: (text, ask) =>
-      Effect.tryPromise({
-        try: () =>
-          server.createMessage({
-            messages: [{ role: "user", content: { type: "text", text } }],
-            maxTokens: ask?.maxTokens ?? 1024
-          }, options),
-        catch: (error) => new SamplingError({ message: `the client's model gave no answer (${describe(error)})` })
-      }).pipe(Effect.flatMap((result) =>
-        result.content.type === "text"
-          ? Effect.succeed(result.content.text)
-          : Effect.fail(new SamplingError({ message: `the client's model answered ${result.content.type}, not text` }))
-      ))
-  })
-  const prompted = prompt === undefined ? context : Context.add(context, UserPrompt, prompt)
-  return sampling === undefined ? prompted : Context.add(prompted, Sampling, sampling)
-}
-
-
 /** A low-level MCP `Server` for the toolkit of `door` (the session's), running calls on `runtime`. */
 const makeServer = (
   door: Door.Door,
@@ -258,14 +215,23 @@ const makeServer = (
   validator: AjvJsonSchemaValidator,
   // Notifications of a call on the request's stream (stdio), or on the session's (HTTP, JSON answers).
   related: boolean,
-  options?: Options
+  options?: Options,
+  // The server's tasks and the principal of this session (design: MCP tasks), when a task store is provided.
+  tasks?: { readonly face: Tasks.TaskFace; readonly principal: string }
 ): Served => {
   const server = new Server(
     { name: options?.name ?? "agent-tools", version: options?.version ?? "0.1.0" },
-    { capabilities: { tools: {}, logging: {} }, jsonSchemaValidator: validator }
+    {
+      capabilities: { tools: {}, logging: {}, ...(tasks === undefined ? {} : { tasks: Tasks.capability }) },
+      jsonSchemaValidator: validator,
+      ...(tasks === undefined ? {} : { taskStore: tasks.face.storeFor(tasks.principal) })
+    }
   )
   const listedByName = new Map(listed.map((l) => [l.entry.name, l]))
-  const tools = listed.map((l) => l.entry)
+  const tools = tasks === undefined ? listed.map((l) => l.entry) : listed.map((l) => ({
+    ...l.entry,
+    execution: { taskSupport: tasks.face.supportOf(door.lookup(l.entry.name) as Tool.Any) }
+  }))
   const inFlight = new Set<Promise<unknown>>()
   // Calls start on this fiber's services and fiber refs, each with its own services added (`withServices`).
   const serving = Door.callerOf(runtime)
@@ -276,6 +242,14 @@ const makeServer = (
     if (tool instanceof UnknownTool) {
       // A protocol error, as MCP's clients expect, with the text every face gives (design: Error text).
       throw protocolError(ErrorCode.InvalidParams, tool.text)
+    }
+    if (tasks !== undefined) {
+      const asTask = Tasks.asTask(tasks.face, tool, request.params.task)
+      if (asTask) {
+        const { face, principal } = tasks
+        const created = face.create(principal, tool, request.params.arguments, request.params.task?.ttl, request.params._meta?.traceparent)
+        return created as Promise<never>
+      }
     }
     // The SDK aborts `extra.signal` on notifications/cancelled and when the transport closes.
     if (extra.signal.aborted) throw cancelled()
@@ -328,6 +302,28 @@ const makeServer = (
   })
   return { server, close }
 }
+
+/** The principal of a client no token names (a server without tokens: every client; stdio's one client). */
+const anonymous = "anonymous"
+
+/**
+ * The server's tasks (design: MCP tasks) when a task store (`Mcp.Tasks.McpTaskStore`) is provided, the tasks a stopped
+ * process left taken back; else none: no tool is offered as a task.
+ */
+const taskFace = (door: Door.Door, listed: ReadonlyArray<Listed>, runtime: Runtime.Runtime<any>, options: Options | undefined) =>
+  Effect.gen(function*() {
+    const store = yield* Effect.serviceOption(McpTasks.McpTaskStore)
+    if (Option.isNone(store)) return undefined
+    const byName = new Map(listed.map((l) => [l.entry.name, l]))
+    const face = yield* Tasks.make({
+      door,
+      runtime,
+      encode: (tool, result) => toCallResult(result, byName.get(tool.name)),
+      tasks: options?.tasks
+    }).pipe(Effect.provideService(McpTasks.McpTaskStore, store.value))
+    yield* face.resume
+    return face
+  })
 
 /** The toolkit's `tools/list`, computed once. */
 const listOf = (toolkit: Toolkit.Toolkit<any>) => toolkit.tools.map(describe)
@@ -399,7 +395,9 @@ export const serveStdio = <R>(
     yield* door.prepare
     const stdin = options?.stdin ?? process.stdin
     const stdout = options?.stdout ?? process.stdout
-    const served = makeServer(door, listOf(toolkit), runtime, new AjvJsonSchemaValidator(), true, options)
+    const listed = listOf(toolkit)
+    const tasks = yield* taskFace(door, listed, runtime, options)
+    const served = makeServer(door, listed, runtime, new AjvJsonSchemaValidator(), true, options, tasks && { face: tasks, principal: anonymous })
     const ended = yield* Deferred.make<void, McpStdioError>()
     // The SDK reports an error, then closes the transport on a fatal one: the last error is the reason.
     let lastError: string | undefined
@@ -485,6 +483,12 @@ export interface HttpOptions extends Options {
    * put the server on a network. Default none: anyone who reaches the port is served.
    */
   readonly tokens?: ReadonlyMap<string, string> | ReadonlyArray<string> | undefined
+  /**
+   * OAuth 2.1 in place of `tokens` (design: MCP authorization): access tokens checked as JWTs of `issuer`, for
+   * `resource`, against its keys; the metadata served at `/.well-known/oauth-protected-resource`. Each token's
+   * subject is a principal of its own (its sessions and tasks). Needs the package `jose`.
+   */
+  readonly oauth?: OAuth.OAuthOptions | undefined
 }
 
 /** The defaults of `HttpOptions`' limits. */
@@ -523,7 +527,8 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
       yield* door.prepare
       const ids = yield* Ids
       const validator = new AjvJsonSchemaValidator()
-      if (options.tokens === undefined && !isLoopback(host)) {
+      const tasks = yield* taskFace(door, listed, runtime, options)
+      if (options.tokens === undefined && options.oauth === undefined && !isLoopback(host)) {
         yield* Effect.logWarning(
           `MCP over HTTP on ${host} without tokens: anyone who reaches the port can call the tools; give layerHttp tokens`
         )
@@ -531,6 +536,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
       const face: HttpFace = {
         host,
         tokens: tokensOf(options.tokens),
+        oauth: options.oauth === undefined ? undefined : { options: options.oauth, verify: OAuth.makeVerifier(options.oauth) },
         maxBodyBytes: options.maxBodyBytes ?? httpDefaults.maxBodyBytes,
         maxBodyDepth: options.maxBodyDepth ?? httpDefaults.maxBodyDepth,
         maxBufferedBodyBytes: options.maxBufferedBodyBytes ?? httpDefaults.maxBufferedBodyBytes,
@@ -541,11 +547,18 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
         sessions: new Map(),
         bufferedBodyBytes: 0,
         opening: 0,
-        serve: () => makeServer(door.open(), listed, runtime, validator, false, options),
+        serve: (client) =>
+          makeServer(door.open(), listed, runtime, validator, false, options, tasks && { face: tasks, principal: client ?? anonymous }),
         sessionId: () => ids.make("session")
       }
       yield* expireIdle(face)
       yield* router.add("*", options.path ?? "/mcp", (request) => handleHttp(face, request))
+      const oauth = options.oauth
+      if (oauth !== undefined) {
+        for (const path of OAuth.metadataPaths(oauth.resource)) {
+          yield* router.add("GET", path as HttpLayerRouter.PathInput, () => Effect.succeed(metadataResponse(oauth)))
+        }
+      }
     })
   )
   return HttpLayerRouter.serve(route, { disableLogger: true, disableListenLog: true }).pipe(

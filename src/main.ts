@@ -54,6 +54,7 @@ import { approve } from "./internal/cli/approve.js"
 import { agents, approvals, operateTree, tasks } from "./internal/cli/operate.js"
 import { submit } from "./internal/cli/submit.js"
 import { runCommand, untilStopped } from "./internal/cli/command.js"
+import { chooseMcpJournal, chooseMcpOAuth, mcpJournalOption } from "./internal/cli/mcpOptions.js"
 import { decideDemo, fromOwnMcpServer, terminalApprover } from "./internal/cli/demo.js"
 import { load, loadDemo, loadModel } from "./internal/cli/load.js"
 import { BadOptions, chooseModel, modelOption } from "./internal/cli/options.js"
@@ -474,7 +475,12 @@ type McpFailure = import("./Mcp.js").McpStdioError | import("@effect/platform/Ht
  * until stdin closes; with `--http`, on 127.0.0.1 until the process is stopped, asking for the bearer tokens of
  * `MCP_TOKENS` when it is set.
  */
-const mcpLayer = ({ http, port, tools }: { readonly http: boolean; readonly port: number; readonly tools: Option.Option<string> }) =>
+const mcpLayer = ({ http, journal, port, tools }: {
+  readonly http: boolean
+  readonly journal: Option.Option<string>
+  readonly port: number
+  readonly tools: Option.Option<string>
+}) =>
   Layer.unwrapEffect(Effect.gen(function*() {
     // --port is --http's: over stdio it would be ignored, so it is refused.
     if (!http && process.argv.slice(2).some((arg) => arg === "--port" || arg.startsWith("--port="))) {
@@ -492,7 +498,14 @@ const mcpLayer = ({ http, port, tools }: { readonly http: boolean; readonly port
     const stdio: Layer.Layer<never, McpFailure, Backend> = Layer.effectDiscard(Mcp.serveStdio(toolkit))
     if (!http) return stdio.pipe(Layer.provide(services))
     const [HttpServer] = yield* load(() => import("@effect/platform/HttpServer"))
-    const server = Mcp.layerHttp(toolkit, { port, ...(tokens === undefined ? {} : { tokens }) }).pipe(
+    // With a journal, tasks: kept in its file, taken back by the next start on it.
+    const tasksFile = yield* chooseMcpJournal(journal)
+    const oauth = http ? yield* chooseMcpOAuth(tokens !== undefined) : undefined
+    const tasks = tasksFile === undefined ? Layer.empty : Mcp.Tasks.layerSql({ filename: tasksFile }).pipe(
+      Layer.mapError((error) => new BadOptions({ message: error.message }))
+    )
+    const server = Mcp.layerHttp(toolkit, { port, ...(tokens === undefined ? {} : { tokens }), ...(oauth === undefined ? {} : { oauth }) }).pipe(
+      Layer.provide(tasks),
       Layer.mapError((error) =>
         error._tag === "ServeError"
           ? new BadOptions({ message: `mcp cannot listen on 127.0.0.1:${port}: ${listenFailure(error.cause)}` })
@@ -504,7 +517,9 @@ const mcpLayer = ({ http, port, tools }: { readonly http: boolean; readonly port
         const at = address._tag === "TcpAddress" ? address.port : port
         return Effect.logInfo(
           `MCP over Streamable HTTP at http://127.0.0.1:${at}/mcp` +
-            (tokens === undefined ? "" : `, for ${plural(tokens.size, "bearer token")} of MCP_TOKENS`)
+            (tokens === undefined ? "" : `, for ${plural(tokens.size, "bearer token")} of MCP_TOKENS`) +
+            (tasksFile === undefined ? "" : `, tasks in ${tasksFile}`) +
+            (oauth === undefined ? "" : `, OAuth access tokens of ${oauth.issuer} for ${oauth.resource}`)
         )
       })
     )
@@ -515,7 +530,8 @@ const mcpLayer = ({ http, port, tools }: { readonly http: boolean; readonly port
 const mcp = Command.make("mcp", {
   http: Options.boolean("http").pipe(Options.withDescription("serve over Streamable HTTP instead of stdio")),
   port: Cli.portOption("port", 8788, "the HTTP port (with --http)"),
-  tools: toolsOption
+  tools: toolsOption,
+  journal: mcpJournalOption
 }, (options) => runCommand(mcpLayer(options))).pipe(
   Command.withDescription("Serve the demo tools, or a module's (--tools), over MCP (with --http, MCP_TOKENS: bearer tokens required)")
 )

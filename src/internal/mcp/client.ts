@@ -8,6 +8,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import {
   type CallToolResult,
   CallToolResultSchema,
+  CreateTaskResultSchema,
   ErrorCode,
   ListToolsResultSchema,
   LoggingMessageNotificationSchema,
@@ -89,7 +90,7 @@ const remoteTool = (
     errorTransform: own.errorTransform ?? ((error) => error instanceof McpToolError ? error.text : errorText(error))
   }, async (input, call) => {
     const send = (live: Live) =>
-      live.client.request(
+      asTask(live, listed) ? callAsTask(live, listed, input, call) : live.client.request(
         {
           method: "tools/call",
           params: {
@@ -127,6 +128,49 @@ const remoteTool = (
     if (result.isError === true) throw new McpToolError({ tool: listed.name, text: errorTextOf(listed, result) })
     return outputOf(listed, result)
   })
+}
+
+/** The call goes as an MCP task: the tool supports them, and the server takes `tools/call` as a task. */
+const asTask = (live: Live, listed: McpTool): boolean => {
+  const support = listed.execution?.taskSupport
+  return (support === "optional" || support === "required") &&
+    live.client.getServerCapabilities()?.tasks?.requests?.tools?.call !== undefined
+}
+
+/** What a remote call is given by the pipeline (an async body's second argument). */
+type RemoteCall = Parameters<Parameters<typeof Tool.fromJsonSchema>[2]>[1]
+
+/**
+ * A call as an MCP task (design: Remote MCP tools): created, polled with `tasks/get` at the server's interval within
+ * the call's deadline, its result read with `tasks/result`. Interrupted or past its deadline, the task is cancelled on
+ * the server (`tasks/cancel`, best effort). The caller sees what a plain call gives.
+ */
+const callAsTask = async (live: Live, listed: McpTool, input: unknown, call: RemoteCall): Promise<CallToolResult> => {
+  const options = () => ({ signal: call.signal, timeout: call.remaining() + 1_000 })
+  const traced = call.traceparent === undefined ? {} : { _meta: { traceparent: call.traceparent } }
+  const params = { name: listed.name, arguments: input as Record<string, unknown>, task: {}, ...traced }
+  const { task } = await live.client.request({ method: "tools/call", params }, CreateTaskResultSchema, options())
+  try {
+    let status = task.status
+    while (status === "working" || status === "input_required") {
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = () => {
+          clearTimeout(timer)
+          reject(call.signal.reason)
+        }
+        const timer = setTimeout(() => {
+          call.signal.removeEventListener("abort", onAbort)
+          resolve()
+        }, Math.max(10, Math.min(task.pollInterval ?? 1_000, call.remaining())))
+        call.signal.addEventListener("abort", onAbort, { once: true })
+      })
+      status = (await live.client.experimental.tasks.getTask(task.taskId, options())).status
+    }
+    return await live.client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema, options())
+  } catch (error) {
+    if (call.signal.aborted) live.client.experimental.tasks.cancelTask(task.taskId).catch(() => undefined)
+    throw error
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import { type Clock, Duration, Effect } from "effect"
 import { createServer, type Server as NodeServer, STATUS_CODES } from "node:http"
 import type { Socket } from "node:net"
 import * as Json from "../util/json.js"
+import * as OAuth from "./oauth.js"
 
 /** A server of one connection (stdio) or one session (HTTP), and how to close it. */
 export interface Served {
@@ -209,6 +210,8 @@ export interface HttpFace {
   readonly host: string
   /** Token -> the client's name (for its sessions); undefined: no authentication. */
   readonly tokens: ReadonlyMap<string, string> | undefined
+  /** OAuth access tokens checked as JWTs, in place of `tokens` (design: MCP authorization). */
+  readonly oauth?: { readonly options: OAuth.OAuthOptions; readonly verify: (token: string) => Promise<OAuth.Principal | OAuth.Refusal> } | undefined
   readonly maxBodyBytes: number
   readonly maxBodyDepth: number
   readonly maxBufferedBodyBytes: number
@@ -221,24 +224,49 @@ export interface HttpFace {
   bufferedBodyBytes: number
   /** Sessions being created (an `initialize` in progress): they count towards the cap too. */
   opening: number
-  /** A new session's server, its transport's session ids from the id service. */
-  readonly serve: () => Served
+  /** A new session's server for the client a token names (its tasks are that client's), ids from the id service. */
+  readonly serve: (client: string | undefined) => Served
   readonly sessionId: () => string
 }
 
 const bearer = /^Bearer[ \t]+(\S+)[ \t]*$/i
 
+/** An OAuth refusal: 401 or 403, its `WWW-Authenticate` pointing at the metadata (design: MCP authorization). */
+const oauthRefusal = (oauth: OAuth.OAuthOptions, refusal: OAuth.Refusal | undefined) =>
+  jsonRpcError(
+    refusal?.status ?? 401,
+    -32001,
+    refusal?.description ?? "this MCP server requires an OAuth access token (Authorization: Bearer <token>)",
+    { ...closing, "www-authenticate": OAuth.challenge(oauth, refusal) }
+  )
+
 /**
- * With `tokens`, the client's name for a request with `Authorization: Bearer <token>` of one of them, or the
- * 401 that refuses it (the token never repeated); without, no name.
+ * With `oauth`, the principal of a request whose access token is valid, or the 401/403 that refuses it (the
+ * token never repeated); with `tokens`, the client's name for a request with `Authorization: Bearer <token>` of
+ * one of them, or the 401; without either, no name.
  */
 const authenticate = (
   face: HttpFace,
   request: HttpServerRequest.HttpServerRequest
-): { readonly client: string | undefined } | HttpServerResponse.HttpServerResponse => {
-  if (face.tokens === undefined) return { client: undefined }
+): Effect.Effect<{ readonly client: string | undefined; readonly principal?: OAuth.Principal } | HttpServerResponse.HttpServerResponse> => {
   const header = request.headers.authorization
   const token = header === undefined ? undefined : bearer.exec(header)?.[1]
+  const oauth = face.oauth
+  if (oauth !== undefined) {
+    if (token === undefined) return Effect.succeed(oauthRefusal(oauth.options, undefined))
+    return Effect.map(Effect.promise(() => oauth.verify(token)), (checked) =>
+      "name" in checked ? { client: checked.name, principal: checked } : oauthRefusal(oauth.options, checked))
+  }
+  return Effect.succeed(authenticateToken(face, header, token))
+}
+
+/** `authenticate` with the static `tokens`. */
+const authenticateToken = (
+  face: HttpFace,
+  header: string | undefined,
+  token: string | undefined
+): { readonly client: string | undefined } | HttpServerResponse.HttpServerResponse => {
+  if (face.tokens === undefined) return { client: undefined }
   const client = token === undefined ? undefined : face.tokens.get(token)
   if (client !== undefined) return { client }
   const challenge = header === undefined ? "Bearer realm=\"mcp\"" : "Bearer realm=\"mcp\", error=\"invalid_token\""
@@ -256,7 +284,7 @@ export const handleHttp = (face: HttpFace, request: HttpServerRequest.HttpServer
   Effect.gen(function*() {
     const refused = foreignRequest(request, face.host)
     if (refused !== undefined) return HttpServerResponse.text(refused, { status: 403 })
-    const authenticated = authenticate(face, request)
+    const authenticated = yield* authenticate(face, request)
     if (!("client" in authenticated)) return authenticated
     const client = authenticated.client
     // The body is read once, here, and handed to the transport parsed: the web Request has none.
@@ -265,6 +293,14 @@ export const handleHttp = (face: HttpFace, request: HttpServerRequest.HttpServer
       const read = yield* readPost(request, face)
       if (!("parsedBody" in read)) return read
       parsedBody = read.parsedBody
+    }
+    // A tool's own scope, checked once the body says which tool is called.
+    if (face.oauth !== undefined && authenticated.principal !== undefined) {
+      const scope = OAuth.missingToolScope(face.oauth.options, authenticated.principal, parsedBody)
+      if (scope !== undefined) {
+        const description = `calling this tool needs the scope ${scope}`
+        return oauthRefusal(face.oauth.options, { status: 403, error: "insufficient_scope", description, scope })
+      }
     }
     const url = HttpServerRequest.toURL(request)
     const web = new Request(url._tag === "Some" ? url.value : "http://127.0.0.1/mcp", {
@@ -354,7 +390,7 @@ const releaseAnswered = (transport: WebStandardStreamableHTTPServerTransport): v
 /** A new session: its server and transport, kept once the transport names it (its `initialize` went through). */
 const openSession = (face: HttpFace, client: string | undefined, web: Request, parsedBody: unknown) =>
   Effect.gen(function*() {
-    const served = face.serve()
+    const served = face.serve(client)
     const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: face.sessionId,
       enableJsonResponse: true,
@@ -456,3 +492,7 @@ export const makeNodeServer = (limits: ConnectionLimits, warn: (message: string)
   }
   return server
 }
+
+/** The Protected Resource Metadata (RFC 9728) of `oauth`, as JSON: public, for any client. */
+export const metadataResponse = (oauth: OAuth.OAuthOptions) =>
+  HttpServerResponse.unsafeJson(OAuth.metadata(oauth), { headers: { "cache-control": "max-age=300" } })

@@ -1,0 +1,174 @@
+/**
+ * Where an MCP server keeps its tasks (design: MCP tasks; protocol revision 2025-11-25): a task-augmented
+ * `tools/call` is written here as it is created, its status as it changes and its result once it ended, per principal (the client
+ * a bearer token or an OAuth access token names). In a SQLite file (`layerSql`), or in any `SqlClient`'s database
+ * (`layerSqlClient`: PostgreSQL through `@effect/sql-pg`), beside the run journal: a server started again on the
+ * same store answers `tasks/get` and `tasks/result` for the tasks of the one before it, and runs again those it
+ * left running (an idempotent tool's, under the same key; any other's ends failed, its outcome unknown).
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
+import * as Sql from "./internal/mcp/taskSql.js"
+import * as SqlStore from "./internal/sql/store.js"
+
+/** The store's database could not be opened or prepared. */
+export class TaskStoreUnavailable extends Schema.TaggedError<TaskStoreUnavailable>("agent-tools/McpTaskStoreUnavailable")(
+  "McpTaskStoreUnavailable",
+  { path: Schema.String, reason: Schema.String }
+) {
+  override get message(): string {
+    return `the MCP task store ${this.path} cannot be used: ${this.reason}`
+  }
+}
+
+/** MCP's task statuses. */
+export type Status = "working" | "input_required" | "completed" | "failed" | "cancelled"
+
+/** A task as stored. Times are epoch milliseconds; `result` is the `tools/call` result's JSON once it ended. */
+export interface StoredTask {
+  readonly taskId: string
+  readonly principal: string
+  readonly tool: string
+  /** The call's arguments, JSON. */
+  readonly arguments: string
+  readonly status: Status
+  readonly statusMessage: string | undefined
+  /** How long the task is kept after it was created, in milliseconds; null: until it is purged by hand. */
+  readonly ttl: number | null
+  readonly pollInterval: number
+  readonly createdAt: number
+  readonly updatedAt: number
+  readonly result: string | undefined
+}
+
+/** A page of a principal's tasks, and the cursor of the next one. */
+export interface Page {
+  readonly tasks: ReadonlyArray<StoredTask>
+  readonly nextCursor: string | undefined
+}
+
+/** The task store. A database failure is a defect (the SDK answers it as an error of the request). */
+export class McpTaskStore extends Context.Tag("agent-tools/McpTaskStore")<McpTaskStore, {
+  /** Where it is, for logs and errors. */
+  readonly path: string
+  readonly create: (task: Omit<StoredTask, "status" | "statusMessage" | "updatedAt" | "result">) => Effect.Effect<void>
+  /** `principal`'s task `taskId`; another principal's, or one past its TTL, is undefined. */
+  readonly get: (principal: string, taskId: string) => Effect.Effect<StoredTask | undefined>
+  /** `principal`'s tasks, oldest first, `limit` a page; an unknown cursor is a failure naming it. */
+  readonly list: (principal: string, cursor: string | undefined, limit: number) => Effect.Effect<Page, string>
+  /** Sets a task's status while it has not ended; true if it had not. */
+  readonly setStatus: (taskId: string, status: Status, message: string | undefined) => Effect.Effect<boolean>
+  /** Ends a task with its result, unless it ended already (cancelled); true if it had not. */
+  readonly finish: (
+    taskId: string,
+    status: "completed" | "failed",
+    message: string | undefined,
+    result: string
+  ) => Effect.Effect<boolean>
+  /** The tasks not ended, every principal's: those a process that stopped left. */
+  readonly unfinished: Effect.Effect<ReadonlyArray<StoredTask>>
+}>() {}
+
+/** The defaults of a server's tasks. */
+export const defaults = {
+  /** A tool whose timeout is at least this long may be called as a task (`taskSupport: "optional"`). */
+  threshold: Duration.seconds(5),
+  /** What `tasks/get` tells the client to wait between polls. */
+  pollInterval: Duration.seconds(1),
+  /** How long a task is kept when the client asks for no TTL. */
+  ttl: Duration.hours(1),
+  /** The longest TTL granted, whatever the client asks. */
+  maxTtl: Duration.days(1),
+  /** Tasks in a page of `tasks/list`. */
+  pageSize: 100
+} as const
+
+const statuses: ReadonlySet<string> = new Set(["working", "input_required", "completed", "failed", "cancelled"])
+
+const taskOf = (row: Sql.TaskRow): StoredTask => ({
+  taskId: row.task_id,
+  principal: row.principal,
+  tool: row.tool,
+  arguments: row.arguments,
+  status: (statuses.has(row.status) ? row.status : "failed") as Status,
+  statusMessage: row.status_message ?? undefined,
+  ttl: row.ttl === null ? null : Number(row.ttl),
+  pollInterval: Number(row.poll_interval),
+  createdAt: Number(row.created_at),
+  updatedAt: Number(row.updated_at),
+  result: row.result ?? undefined
+})
+
+const live = (task: StoredTask, now: number) => task.ttl === null || task.createdAt + task.ttl > now
+
+const cursorOf = (task: StoredTask) => `${task.createdAt}.${task.taskId}`
+
+const parseCursor = (cursor: string): { readonly createdAt: number; readonly taskId: string } | undefined => {
+  const dot = cursor.indexOf(".")
+  const createdAt = Number(cursor.slice(0, dot))
+  return dot <= 0 || !Number.isSafeInteger(createdAt) ? undefined : { createdAt, taskId: cursor.slice(dot + 1) }
+}
+
+/** A statement: tried again while another process holds the file (SQLite) or the server is away; else a defect. */
+const orDie = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A> => Effect.orDie(SqlStore.whileBusy(effect))
+
+/** The store in the database of the `SqlClient` in context; its table made at start (migrations of its own). */
+export const layerSqlClient: Layer.Layer<McpTaskStore, TaskStoreUnavailable, SqlClient.SqlClient> = Layer.effect(
+  McpTaskStore,
+  Effect.gen(function*() {
+    const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+    const path = SqlStore.databaseName(sql)
+    const unavailable = (reason: string) => new TaskStoreUnavailable({ path, reason })
+    yield* SqlStore.migrate({ migrations: Sql.migrations, table: Sql.migrationsTable, unavailable })
+    yield* orDie(Effect.flatMap(Clock.currentTimeMillis, (now) => Sql.purge(sql, now)))
+    return McpTaskStore.of({
+      path,
+      create: (task) =>
+        orDie(Sql.insert(sql, {
+          task_id: task.taskId,
+          principal: task.principal,
+          tool: task.tool,
+          arguments: task.arguments,
+          ttl: task.ttl,
+          poll_interval: task.pollInterval,
+          created_at: task.createdAt
+        })),
+      get: (principal, taskId) =>
+        Effect.gen(function*() {
+          const row = (yield* orDie(Sql.find(sql, principal, taskId)))[0]
+          const task = row === undefined ? undefined : taskOf(row)
+          return task !== undefined && live(task, yield* Clock.currentTimeMillis) ? task : undefined
+        }),
+      list: (principal, cursor, limit) =>
+        Effect.gen(function*() {
+          const after = cursor === undefined ? undefined : parseCursor(cursor)
+          if (cursor !== undefined && after === undefined) return yield* Effect.fail(`the cursor ${JSON.stringify(cursor)} is not one of tasks/list's`)
+          const now = yield* Clock.currentTimeMillis
+          const rows = (yield* orDie(Sql.list(sql, principal, after, limit + 1))).map(taskOf)
+          const page = rows.slice(0, limit)
+          const last = page[page.length - 1]
+          return {
+            tasks: page.filter((task) => live(task, now)),
+            nextCursor: rows.length > limit && last !== undefined ? cursorOf(last) : undefined
+          }
+        }),
+      setStatus: (taskId, status, message) =>
+        orDie(Effect.flatMap(Clock.currentTimeMillis, (now) => Sql.setStatus(sql, taskId, status, message ?? null, now)))
+          .pipe(Effect.map((changed) => changed > 0)),
+      finish: (taskId, status, message, result) =>
+        orDie(Effect.flatMap(Clock.currentTimeMillis, (now) => Sql.finish(sql, taskId, status, message ?? null, result, now)))
+          .pipe(Effect.map((changed) => changed > 0)),
+      unfinished: Effect.map(orDie(Sql.unfinished(sql)), (rows) => rows.map(taskOf))
+    })
+  })
+)
+
+/** The store in the SQLite file `filename` (created if missing; WAL mode): the run journal's file may be it. */
+export const layerSql = (options: { readonly filename: string }): Layer.Layer<McpTaskStore, TaskStoreUnavailable> =>
+  Layer.provide(
+    Layer.fresh(layerSqlClient),
+    SqlStore.layerSqlite(options.filename, (reason) => new TaskStoreUnavailable({ path: options.filename, reason }))
+  )
+
+/** The store in memory (SQLite's): tasks end with the process. */
+export const layerMemory: Layer.Layer<McpTaskStore> = Layer.orDie(layerSql({ filename: ":memory:" }))
