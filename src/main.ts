@@ -275,6 +275,9 @@ const platformOptions = {
     Cli.withDefault("127.0.0.1")
   ),
   runnerPort: Cli.portOption("runner-port", 34431, "cluster mode: the port runners talk to each other on"),
+  metrics: Options.boolean("metrics").pipe(
+    Options.withDescription("serve the metrics as Prometheus text at /metrics on the platform's port (unauthenticated)")
+  ),
   placement: Options.choice("placement", ["submitter", "id"]).pipe(
     Options.withDescription(
       "cluster mode: where a new task runs. submitter: on the runner its serving process is connected to. " +
@@ -393,7 +396,8 @@ const platformLayer = (options: PlatformOptions) =>
             Cluster.layer({ tokens: pairs, agentCalls, agents, runner: { host: runnerHost, port: runnerPort, placement } })
           ),
           Layer.provide(yield* loadModel(chosen.model)),
-          Layer.provide(yield* loadDatabase(url))
+          Layer.provide(yield* loadDatabase(url)),
+          Layer.provide(options.metrics ? PlatformServer.layerPrometheus : Layer.empty)
         ),
         (at) =>
           `platform on ${at}, model ${chosen.model}, ` +
@@ -406,7 +410,8 @@ const platformLayer = (options: PlatformOptions) =>
         Layer.provide(
           PlatformServer.layerHandlers({ tokens: pairs, agentCalls, agents, journal: file === "" ? undefined : file })
         ),
-        Layer.provide(yield* loadModel(chosen.model))
+        Layer.provide(yield* loadModel(chosen.model)),
+        Layer.provide(options.metrics ? PlatformServer.layerPrometheus : Layer.empty)
       ),
       (at) => `platform on ${at}, model ${chosen.model}, ` + (file === "" ? "tasks in memory" : `journal ${file}`) + configured
     )
