@@ -1,5 +1,5 @@
 /**
- * Operable in production (design: Operable in production), on the embedded platform over a real loopback port:
+ * Operable in production (docs: operations), on the embedded platform over a real loopback port:
  * liveness and readiness unauthenticated on the platform's port (not ready while the process drains), the
  * Prometheus text of `--metrics` parsed by a parser of the test's own, its task counters matching the tasks run, and
  * each task's life in the log lines (submitted, started, completed, with its id and agent).
