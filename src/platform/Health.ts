@@ -70,7 +70,7 @@ const bounded = (name: string, check: Effect.Effect<string, unknown>): Effect.Ef
 
 /** The journal answers a cheap read (a lookup by primary key). */
 const journalCheck = (journal: Journal.Journal["Type"]) =>
-  bounded("database", Effect.as(journal.run("readiness-probe"), `${journal.path} answers`))
+  bounded("database", Effect.as(journal.run("readiness-probe"), "answers"))
 
 /** Embedded: ready when its journal, if any, answers. */
 export const embedded = (journal: Journal.Journal["Type"] | undefined): Readiness["Type"] => ({
