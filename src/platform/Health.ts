@@ -63,8 +63,10 @@ const bounded = (name: string, check: Effect.Effect<string, unknown>): Effect.Ef
       onSuccess: (check) => check
     }),
     Effect.catchAllCause((cause) => {
-      const error = Cause.squash(cause)
-      return Effect.succeed<Check>({ name, ok: false, detail: (error instanceof Error ? error.message : String(error)).slice(0, 300) })
+      // The reason, not the error's whole message: the probe is unauthenticated, the database's host stays out of it.
+      const error = Cause.squash(cause) as { readonly reason?: unknown; readonly _tag?: unknown }
+      const why = typeof error?.reason === "string" ? error.reason : typeof error?._tag === "string" ? error._tag : "it failed"
+      return Effect.succeed<Check>({ name, ok: false, detail: why.slice(0, 300) })
     })
   )
 

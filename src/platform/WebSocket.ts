@@ -224,7 +224,7 @@ const onUpgradeOf = (
   // The token is never logged: a client sending many is seen by its address and count.
   let refusedFrom = ""
   const warnToken = countedWarning(warn, (count) =>
-    `${count} connection(s) refused since the last line: a token the platform does not know (the latest from ${refusedFrom})`)
+    `${count} upgrade(s) with a token the platform does not know since the last line, each refused (401; the latest from ${refusedFrom})`)
   return (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     // A client resetting mid-upgrade must not be an uncaught error.
     socket.on("error", () => socket.destroy())

@@ -198,7 +198,7 @@ describe("the platform's health, metrics and task logs", () => {
       )
       assert.strictEqual(refused, 401)
       yield* Effect.sleep("100 millis")
-      assert.isTrue(lines.some((l) => l.includes("a token the platform does not know")), lines.join("\n"))
+      assert.isTrue(lines.some((l) => l.includes("with a token the platform does not know since the last line")), lines.join("\n"))
       assert.isFalse(lines.some((l) => l.includes("SECRET-9")))
       assert.strictEqual((yield* get(`${http}/metrics`)).status, 426)
       // Embedded without a journal: ready, its tasks in memory.
