@@ -1,17 +1,48 @@
 /**
  * Readiness of a cluster's runners (docs: operations), slow project: two runner processes on the project's
  * PostgreSQL. A runner that has just joined is not ready until the cluster gives it shards, and says so; one that has
- * lost its database is not ready (`/healthz` stays live), and is again once the database is back.
+ * lost its database is not ready (`/healthz` stays live), and is again once the database is back. Tasks run through
+ * both: their Prometheus texts (`--metrics`) parse, and their task counters add up to the tasks run.
  */
 import { assert, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Redacted } from "effect"
+import { Effect, Redacted, Schedule, Schema } from "effect"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { Timing, Tool, Toolkit } from "../../src/index.js"
+import { Serve } from "../../src/exports/serve.js"
 import * as Cluster from "../../src/platform/Cluster.js"
 import { type Child, startChild } from "../support/childProcess.js"
+import { clientLayer } from "../support/platform.js"
 import * as Pg from "../support/postgres.js"
+
+const policy = Timing.layer({ reconnect: Schedule.spaced("200 millis").pipe(Schedule.intersect(Schedule.recurs(600))) })
+
+const step = Tool.make("step", {
+  description: "Does a step of a task.",
+  input: { n: Schema.Number, step: Schema.Number },
+  output: Schema.String,
+  timeout: "30 seconds"
+}, ({ n, step }) => Effect.succeed(`did ${n}.${step}`))
+
+const wsOf = (http: string) => `${http.replace(/^http:/, "ws:")}/rpc`
+
+/**
+ * The sum of the samples named `name` with `labels` in a Prometheus text (0.0.4), every line of it read: `# HELP` and
+ * `# TYPE` comments, or `name{label="value",...} number`; a line of neither form fails the test.
+ */
+const counter = (text: string, name: string, labels: Readonly<Record<string, string>>): number => {
+  let sum = 0
+  for (const line of text.split("\n").filter((l) => l !== "")) {
+    if (/^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .*$/.test(line)) continue
+    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*)\})? (\S+)$/.exec(line)
+    assert.isNotNull(sample, `not a Prometheus line: ${line}`)
+    const found = Object.fromEntries([...(sample![2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]))
+    if (sample![1] === name && Object.entries(labels).every(([k, v]) => found[k] === v)) sum += Number(sample![3])
+  }
+  return sum
+}
 
 /** A probe's answer: its status (0: no answer), and the checks it names. */
 interface Probe {
@@ -43,7 +74,7 @@ const probeUntil = (http: string, done: (probe: Probe) => boolean) =>
     return seen
   })
 
-it.live("a runner is not ready until it holds shards, nor while its database is away; ready otherwise", () =>
+it.live("a runner is not ready until it holds shards, nor while its database is away; ready otherwise; the runners' Prometheus counters add up to the tasks run", () =>
   Effect.gen(function*() {
     const dir = mkdtempSync(join(tmpdir(), "agent-tools-cluster-health-"))
     yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
@@ -58,7 +89,9 @@ it.live("a runner is not ready until it holds shards, nor while its database is 
           DATABASE_URL: server.url,
           RUNNER_PORT: String(yield* Effect.promise(() => Pg.freePort())),
           RUNNER: name,
-          ASKS_FILE: asksFile
+          ASKS_FILE: asksFile,
+          TURNS: "1",
+          METRICS: "1"
         })
         yield* Effect.addFinalizer(() => Effect.sync(() => child.process.kill("SIGKILL")))
         const line = yield* Effect.promise(() => child.waitFor("listening:", 60_000))
@@ -81,6 +114,23 @@ it.live("a runner is not ready until it holds shards, nor while its database is 
     assert.isTrue(secondSeen[0]!.checks.database!.ok)
     assert.strictEqual(secondSeen.at(-1)?.status, 200, JSON.stringify(secondSeen.at(-1)))
     assert.isTrue(secondSeen.at(-1)!.checks.shards!.ok)
+
+    // Tasks through both runners: the Prometheus text of each parses, and their counters add up to the tasks run.
+    const tasks = 10
+    yield* Effect.gen(function*() {
+      const served = yield* Serve.makeConfig(yield* Toolkit.make(step))
+      yield* Effect.forEach(Array.from({ length: tasks }, (_, i) => i), (i) => served.runTask(`task ${i}`), { concurrency: 5 })
+    }).pipe(Effect.provide(clientLayer({ url: [first, second].map(wsOf).join(",") }, policy)), Effect.scoped)
+    const scraped = yield* Effect.promise(() =>
+      Promise.all([first, second].map((http) => fetch(`${http}/metrics`).then((r) => r.text())))
+    )
+    const counted = (name: string, labels: Readonly<Record<string, string>> = {}) =>
+      scraped.map((text) => counter(text, name, labels)).reduce((a, b) => a + b, 0)
+    const agent = { agent_tools_agent: "agent-1" }
+    assert.strictEqual(counted("agent_tools_platform_tasks_submitted", agent), tasks)
+    assert.strictEqual(counted("agent_tools_platform_tasks_ended", { ...agent, agent_tools_outcome: "completed" }), tasks)
+    assert.isAtLeast(counted("agent_tools_platform_tasks_started", agent), tasks)
+    assert.strictEqual(counted("agent_tools_platform_tasks_open", agent), 0)
 
     // The database goes away: neither is ready (the database named), both still live; then back, both ready again.
     yield* Effect.promise(() => server.crash())
