@@ -38,7 +38,8 @@ export const slow = [
   "test/ServePostgres.test.ts",
   "test/internal/sql/postgres.test.ts",
   "test/PlatformConfigProcess.test.ts",
-  "test/McpTasksProcess.test.ts"
+  "test/McpTasksProcess.test.ts",
+  "test/platform/ClusterHealth.test.ts"
 ]
 
 export default defineConfig({

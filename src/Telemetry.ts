@@ -10,6 +10,9 @@
  */
 import { Config, type ConfigError, Context, Duration, Effect, Either, Layer, Option, Schema } from "effect"
 import { Exporting } from "./internal/util/metrics.js"
+import { type Sampler, samplerNames, sampled } from "./internal/util/sampling.js"
+
+export type { Sampler, SamplerName } from "./internal/util/sampling.js"
 
 /** How the exporter sends: protobuf (OTLP's default) or JSON, both over HTTP. */
 export type Protocol = "http/protobuf" | "http/json"
@@ -33,6 +36,13 @@ export interface Options {
   readonly exportInterval?: Duration.DurationInput | undefined
   /** How often metrics are sent. Default 10 s. */
   readonly metricsExportInterval?: Duration.DurationInput | undefined
+  /**
+   * Which traces are exported (`OTEL_TRACES_SAMPLER`'s samplers: `parentbased_traceidratio` with `ratio: 0.1` exports
+   * about a tenth of the traces, each whole). Default `parentbased_always_on`: every trace.
+   */
+  readonly sampler?: Sampler | undefined
+  /** Export the database's spans (`sql.execute`, `sql.transaction`: about ten a platform task). Default false. */
+  readonly databaseSpans?: boolean | undefined
 }
 
 /**
@@ -61,24 +71,38 @@ export class TelemetryConfigError extends Schema.TaggedError<TelemetryConfigErro
 export const layer = (options: Options): Layer.Layer<never> => {
   // Loaded only when asked for: a program that exports nothing does not pay for the exporter's modules.
   const otlp: Layer.Layer<never> = Layer.unwrapEffect(Effect.promise(async () => {
-    const [FetchHttpClient, Otlp, OtlpSerialization] = await Promise.all([
+    const [FetchHttpClient, OtlpLogger, OtlpMetrics, OtlpTracer, OtlpSerialization] = await Promise.all([
       import("@effect/platform/FetchHttpClient"),
-      import("@effect/opentelemetry/Otlp"),
+      import("@effect/opentelemetry/OtlpLogger"),
+      import("@effect/opentelemetry/OtlpMetrics"),
+      import("@effect/opentelemetry/OtlpTracer"),
       import("@effect/opentelemetry/OtlpSerialization")
     ])
-    return Otlp.layer({
-      baseUrl: options.endpoint.replace(/\/+$/, ""),
+    const base = options.endpoint.replace(/\/+$/, "")
+    const common = {
       resource: {
         serviceName: options.serviceName ?? defaultServiceName,
         serviceVersion: options.serviceVersion,
         attributes: options.attributes ?? {}
       },
       headers: options.headers ?? {},
-      tracerExportInterval: options.exportInterval,
-      loggerExportInterval: options.exportInterval,
-      metricsExportInterval: options.metricsExportInterval ?? Duration.seconds(10),
       shutdownTimeout: Duration.seconds(3)
-    }).pipe(
+    }
+    // Otlp.layer's three, the tracer behind the sampler.
+    const tracer = Layer.unwrapScoped(Effect.map(
+      OtlpTracer.make({ ...common, url: `${base}/v1/traces`, exportInterval: options.exportInterval }),
+      (otlpTracer) =>
+        Layer.setTracer(sampled(otlpTracer, options.sampler ?? { name: "parentbased_always_on" }, options.databaseSpans === true))
+    ))
+    return Layer.mergeAll(
+      OtlpLogger.layer({ ...common, url: `${base}/v1/logs`, exportInterval: options.exportInterval }),
+      OtlpMetrics.layer({
+        ...common,
+        url: `${base}/v1/metrics`,
+        exportInterval: options.metricsExportInterval ?? Duration.seconds(10)
+      }),
+      tracer
+    ).pipe(
       Layer.provide(options.protocol === "http/json" ? OtlpSerialization.layerJson : OtlpSerialization.layerProtobuf),
       Layer.provide(FetchHttpClient.layer)
     )
@@ -148,11 +172,49 @@ export const parseResourceAttributes = (text: string): Either.Either<Record<stri
 const optional = (name: string) => Config.option(Config.string(name)).pipe(Config.map(Option.getOrUndefined))
 
 /**
+ * The sampler `OTEL_TRACES_SAMPLER` names (default `parentbased_always_on`) with the ratio of `OTEL_TRACES_SAMPLER_ARG`
+ * (a number from 0 to 1, default 1) for the `*traceidratio` ones; a sampler not honoured here, or a ratio that is no
+ * such number, is an error naming the variable and the form.
+ */
+export const samplerFromEnv: Effect.Effect<Sampler, TelemetryConfigError | ConfigError.ConfigError> = Effect.gen(function*() {
+  const name = ((yield* optional("OTEL_TRACES_SAMPLER")) ?? "").trim().toLowerCase() || "parentbased_always_on"
+  const known = samplerNames.find((sampler) => sampler === name)
+  if (known === undefined) {
+    return yield* new TelemetryConfigError({ variable: "OTEL_TRACES_SAMPLER", expected: `one of ${samplerNames.join(", ")}` })
+  }
+  if (!known.endsWith("traceidratio")) return { name: known }
+  const arg = ((yield* optional("OTEL_TRACES_SAMPLER_ARG")) ?? "").trim()
+  const ratio = arg === "" ? 1 : Number(arg)
+  if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1) {
+    return yield* new TelemetryConfigError({
+      variable: "OTEL_TRACES_SAMPLER_ARG",
+      expected: `the ratio of traces ${known} exports, a number from 0 to 1 (e.g. 0.1)`
+    })
+  }
+  return { name: known, ratio }
+})
+
+/** `AGENT_TOOLS_DATABASE_SPANS`: true (or 1) exports the database's spans; false, 0 or unset does not. */
+const databaseSpansFromEnv = Effect.flatMap(optional("AGENT_TOOLS_DATABASE_SPANS"), (text) => {
+  const value = (text ?? "").trim().toLowerCase()
+  return ["", "true", "false", "1", "0"].includes(value)
+    ? Effect.succeed(value === "true" || value === "1")
+    : Effect.fail(
+      new TelemetryConfigError({
+        variable: "AGENT_TOOLS_DATABASE_SPANS",
+        expected: "true (or 1) to export the database's spans, false (or 0, or unset) not to"
+      })
+    )
+})
+
+/**
  * The export the standard variables ask for: `OTEL_EXPORTER_OTLP_ENDPOINT` (none set: nothing is
  * exported, and this layer is empty), `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_PROTOCOL`
  * (`http/protobuf`, the default, or `http/json`), `OTEL_SERVICE_NAME` (else `serviceName`, else
  * `agent-tools`), `OTEL_RESOURCE_ATTRIBUTES` (read by the exporter itself); and, as OpenTelemetry's GenAI instrumentations read it,
- * `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` for the contents. The CLI's commands use it.
+ * `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` for the contents; `OTEL_TRACES_SAMPLER` and
+ * `OTEL_TRACES_SAMPLER_ARG` for the traces exported (`samplerFromEnv`), `AGENT_TOOLS_DATABASE_SPANS=true` for the
+ * database's spans. The CLI's commands use it.
  */
 export const layerFromEnv = (
   defaults?: { readonly serviceName?: string | undefined; readonly attributes?: Readonly<Record<string, string>> | undefined }
@@ -194,6 +256,8 @@ export const layerFromEnv = (
       protocol,
       serviceName: (yield* optional("OTEL_SERVICE_NAME"))?.trim() || defaults?.serviceName,
       attributes: defaults?.attributes,
-      captureContent: capture === "true" || capture === "1"
+      captureContent: capture === "true" || capture === "1",
+      sampler: yield* samplerFromEnv,
+      databaseSpans: yield* databaseSpansFromEnv
     })
   }))

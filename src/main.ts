@@ -286,6 +286,9 @@ const platformOptions = {
     Cli.withDefault("127.0.0.1")
   ),
   runnerPort: Cli.portOption("runner-port", 34431, "cluster mode: the port runners talk to each other on"),
+  metrics: Options.boolean("metrics").pipe(
+    Options.withDescription("serve the metrics as Prometheus text at /metrics on the platform's port (unauthenticated)")
+  ),
   placement: Options.choice("placement", ["submitter", "id"]).pipe(
     Options.withDescription(
       "cluster mode: where a new task runs. submitter: on the runner its serving process is connected to. " +
@@ -432,7 +435,8 @@ const platformLayer = (options: PlatformOptions) =>
             })
           ),
           Layer.provide(yield* loadModel(chosen.model)),
-          Layer.provide(yield* loadDatabase(url))
+          Layer.provide(yield* loadDatabase(url)),
+          Layer.provide(options.metrics ? PlatformServer.layerPrometheus : Layer.empty)
         ),
         (at) =>
           `platform on ${at}, model ${chosen.model}, ` +
@@ -452,7 +456,8 @@ const platformLayer = (options: PlatformOptions) =>
             journal: file === "" ? undefined : file
           })
         ),
-        Layer.provide(yield* loadModel(chosen.model))
+        Layer.provide(yield* loadModel(chosen.model)),
+        Layer.provide(options.metrics ? PlatformServer.layerPrometheus : Layer.empty)
       ),
       (at) => `platform on ${at}, model ${chosen.model}, ` + (file === "" ? "tasks in memory" : `journal ${file}`) + configured + said(at)
     )

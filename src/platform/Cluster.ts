@@ -26,6 +26,7 @@
  * here, the entities' handlers and the layers.
  */
 import * as Entity from "@effect/cluster/Entity"
+import * as ShardId from "@effect/cluster/ShardId"
 import * as Sharding from "@effect/cluster/Sharding"
 import { Cause, Clock, Context, Effect, Exit, Layer, Mailbox, Option, Stream } from "effect"
 import * as SqlStore from "../internal/sql/store.js"
@@ -46,6 +47,7 @@ import { layerSharding, type RunnerOptions } from "./ClusterRunner.js"
 import { makeStart } from "./ClusterStart.js"
 import * as ClusterTasks from "./ClusterTasks.js"
 import * as Handlers from "./Handlers.js"
+import * as Health from "./Health.js"
 import { limitsOf, type Options } from "./Options.js"
 import * as Parts from "./Parts.js"
 
@@ -207,7 +209,11 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
         heldHere: () => parts.agents.agentIds()
       })
     })
-    const context = yield* Layer.build(Handlers.layerOf(backend, parts, options))
+    const context = Context.add(yield* Layer.build(Handlers.layerOf(backend, parts, options)), Health.Readiness, Health.cluster(
+      yield* Sharding.Sharding,
+      Array.from({ length: options.runner?.shardsPerGroup ?? 300 }, (_, i) => ShardId.make("default", i + 1)),
+      journal
+    ))
     return operator === undefined ? context : Context.add(context, OperatorListener, operator)
   }))
 

@@ -12,6 +12,7 @@ import * as Journal from "../Journal.js"
 import { type AgentLimitExceeded, keyedTaskId } from "../protocol/Protocol.js"
 import { AgentEntity, holdsShardOf, orDieOnEngine, TaskEntity } from "./ClusterEntities.js"
 import type { RunnerOptions } from "./ClusterRunner.js"
+import * as Metrics from "./Metrics.js"
 import type { Limits } from "./Options.js"
 import { usageProblem } from "./Tasks.js"
 
@@ -100,6 +101,7 @@ export const makeStart = (limits: Limits, placement: RunnerOptions["placement"])
           (submitKey === undefined ? placed() : placed((draw) => keyedTaskId(agentId, submitKey, draw)))
         const traceparent = Option.getOrUndefined(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
         yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
+        yield* Metrics.submitted(taskId, agentId)
         yield* orDieOnEngine(SqlStore.whileBusy(tasks(taskId).Run({ agentId }, { discard: true })))
         return taskId
       })

@@ -28,6 +28,7 @@ import {
 } from "../protocol/Protocol.js"
 import type * as Toolkit from "../Toolkit.js"
 import { OperatorListener } from "./api/Listener.js"
+import * as Health from "./Health.js"
 import type { Decide } from "./api/Operations.js"
 import { operatorListener } from "./api/Setup.js"
 import { agentSettingsOf, type Options } from "./Options.js"
@@ -243,6 +244,6 @@ export const layerHandlers = (options: Options) =>
     // Its feed watches the tasks before any is taken back: their first events are kept.
     const operator = yield* operatorListener({ options, parts, backend, journal })
     if (journal !== undefined) yield* parts.tasks.takeBack(journal, parts.limits.keepEndedTasksMillis)
-    const context = yield* Layer.build(layerOf(backend, parts, options))
+    const context = Context.add(yield* Layer.build(layerOf(backend, parts, options)), Health.Readiness, Health.embedded(journal))
     return operator === undefined ? context : Context.add(context, OperatorListener, operator)
   }))

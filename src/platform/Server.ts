@@ -27,6 +27,20 @@ export {
 } from "./api/OperatorApi.js"
 export { layerHandlers, PlatformState } from "./Handlers.js"
 export {
+  /** Whether this process drains: readiness is false while it does. */
+  Draining,
+  layerDraining,
+  livePath,
+  Readiness,
+  readyPath
+} from "./Health.js"
+export {
+  /** The metrics on and served as Prometheus text at `/metrics` on the platform's port. */
+  layerPrometheus,
+  metricsPath,
+  prometheusText
+} from "./Metrics.js"
+export {
   agentCallsProblem,
   type ConsoleOptions,
   type OperatorRole,

@@ -9,6 +9,7 @@ import type * as Journal from "../Journal.js"
 import type * as LanguageModel from "../LanguageModel.js"
 import { AgentLimitExceeded, type EventsWanted, isTaskEnd, type TaskEvent, type TaskOutput } from "../protocol/Protocol.js"
 import type { ToolResult } from "../ToolResult.js"
+import * as Metrics from "./Metrics.js"
 import type { Limits, Options } from "./Options.js"
 import type { Follower, PendingCall, RunTask, Suspension, Usage } from "./TaskTypes.js"
 
@@ -82,6 +83,8 @@ export class Task {
   answered: Map<string, ToolResult> | undefined = new Map()
   /** Told of each event as it is emitted, offset and all (the book's watchers: `Book.watch`). */
   observe: ((task: Task, event: TaskEvent) => void) | undefined
+  /** Told when it says it waits for its database (its metrics: Metrics.ts). */
+  life: Metrics.TaskLife | undefined
   /** `TaskWaiting` was said since the last event. */
   private waitingSaid = false
   /** The offset of the last event; it starts from the clock (x1000), so a task taken back after a restart goes on above it. */
@@ -114,6 +117,7 @@ export class Task {
   waiting(reason: string): void {
     if (this.waitingSaid || this.final !== undefined) return
     this.waitingSaid = true
+    this.life?.waiting(this.agentId)
     this.attachment?.unsafeOffer({
       _tag: "TaskWaiting",
       taskId: this.taskId,
@@ -233,11 +237,16 @@ export class Task {
 
 // --- the book: the tasks held here, and what running them needs ---
 
+/** Per agent, what its tasks not ended yet hold, telling `changed` of each change of an agent's count (its gauge). */
+export class UsageMap extends Map<string, Usage> {
+  changed: (agentId: string, tasks: number) => void = () => {}
+}
+
 /** What the parts of the tasks share (Tasks.ts and the modules it is made of). */
 export interface Book {
   readonly tasks: Map<string, Task>
   /** Per agent, what its tasks not ended yet hold; an agent with none has no entry. */
-  readonly usage: Map<string, Usage>
+  readonly usage: UsageMap
   readonly options: Options
   readonly journal: Journal.Journal["Type"] | undefined
   readonly clock: Clock.Clock
@@ -279,13 +288,17 @@ const makeChildTurns = (): Effect.Effect<void> => {
 export const makeBook = (options: Options, journal: Journal.Journal["Type"] | undefined) =>
   Effect.gen(function*() {
     const tasks = new Map<string, Task>()
-    const usage = new Map<string, Usage>()
+    const usage = new UsageMap()
     const clock = yield* Effect.clock
+    // Each task's end, suspension and waiting counted and logged (Metrics.ts).
+    const life = yield* Metrics.taskLife
+    usage.changed = life.open
     // Tasks run in the platform's own context, never the caller's (an in-process caller's services
     // and hooks must not leak into the platform's loop).
     const runTask: RunTask = yield* FiberSet.runtime(yield* FiberSet.make())<LanguageModel.LanguageModel>()
     const watchers = new Set<(task: Task, event: TaskEvent) => void>()
     const observe = (task: Task, event: TaskEvent) => {
+      life.event(task, event)
       for (const watcher of watchers) watcher(task, event)
     }
     const book: Book = {
@@ -299,6 +312,7 @@ export const makeBook = (options: Options, journal: Journal.Journal["Type"] | un
       add: (taskId, agentId, processId) => {
         const task = new Task(taskId, agentId, processId, clock)
         task.observe = observe
+        task.life = life
         tasks.set(taskId, task)
         return task
       },
@@ -317,6 +331,7 @@ export const makeBook = (options: Options, journal: Journal.Journal["Type"] | un
         held.tasks++
         held.promptBytes += bytes
         usage.set(task.agentId, held)
+        usage.changed(task.agentId, held.tasks)
         task.promptBytes = bytes
         task.onEnd = () => uncount(usage, task)
       }
@@ -334,6 +349,7 @@ export const uncount = (usage: Map<string, Usage>, task: Task): void => {
   held.tasks--
   held.promptBytes -= bytes
   if (held.tasks <= 0) usage.delete(task.agentId)
+  if (usage instanceof UsageMap) usage.changed(task.agentId, Math.max(0, held.tasks))
 }
 
 /**

@@ -10,6 +10,7 @@ import type { EventsWanted, TaskEvent } from "../protocol/Protocol.js"
 import type { ToolResult } from "../ToolResult.js"
 import * as AgentCalls from "./AgentCalls.js"
 import { type Book, type Task, uncount } from "./TaskBook.js"
+import * as TaskMetrics from "./Metrics.js"
 import type { Routes } from "./TaskRoutes.js"
 import type * as TaskRunner from "./TaskRunner.js"
 import type { Follower, PendingCall, Usage } from "./TaskTypes.js"
@@ -29,7 +30,7 @@ export const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Eff
     task.pending?.set(call.toolCallId, pending)
     if (exporting) Metrics.deliveries.unsafeUpdate(1, Metrics.deliveryLabels.first)
     pending.offset = task.emit(event)
-    return Effect.ensuring(done.await, Effect.sync(() => task.pending?.delete(call.toolCallId)))
+    return Effect.ensuring(TaskMetrics.timedAnswer(done.await, now, exporting), Effect.sync(() => task.pending?.delete(call.toolCallId)))
   })
 
 /**

@@ -12,6 +12,7 @@ import { type AgentLimitExceeded, type TaskEvent, type TaskOutput, UnknownTask }
 import type * as Tool from "../Tool.js"
 import { agentSettingsOf, type Limits, type Options } from "./Options.js"
 import { type Book, checkUsage, type Task, uncount } from "./TaskBook.js"
+import * as Metrics from "./Metrics.js"
 import { deliverOf } from "./TaskDelivery.js"
 import * as TaskRunner from "./TaskRunner.js"
 import { EventJson, type Suspension } from "./TaskTypes.js"
@@ -188,6 +189,7 @@ export const makeHolding = (book: Book, { start }: Loops) =>
           if (run === undefined || run.kind !== "task") return undefined
           const task = add(taskId, run.agentId, run.processId)
           if (Journal.isOpen(run)) {
+            if (run.turns.length > 0) yield* Metrics.takenUp(taskId, run.agentId, run.turns.length)
             book.count(task, run.prompt)
             start(task, run.prompt, run.tools, parseTraceparent(run.traceparent), run)
           } else if (run.final !== undefined) {
@@ -273,6 +275,7 @@ export const createOf = (book: Book, limits: Limits, loops: Loops): Create =>
       yield* Effect.onError(journal.started(record), () => Effect.sync(() => uncount(book.usage, task)))
     }
     task.output = init.output
+    yield* Metrics.submitted(taskId, agentId)
     const attached = yield* attach(task)
     // What the journal holds of it now: nothing but its start.
     const known = { ...record, status: "running" as const, turns: [], calls: new Map(), approvals: new Map() }

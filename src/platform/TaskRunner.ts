@@ -14,6 +14,7 @@ import * as Tool from "../Tool.js"
 import { ToolContext } from "../ToolContext.js"
 import type * as Toolkit from "../Toolkit.js"
 import type { TaskEvent, TaskOutput } from "../protocol/Protocol.js"
+import * as Metrics from "./Metrics.js"
 
 /** A call to deliver to the process that holds the task. */
 export interface Delivery {
@@ -132,9 +133,12 @@ const remoteTool = (
  * they are decided, from its journal).
  */
 export const run = (options: TaskOptions): Effect.Effect<void, never, LanguageModel.LanguageModel> =>
-  options.model === undefined
-    ? runTyped(options)
-    : Effect.provideService(runTyped(options), LanguageModel.LanguageModel, options.model)
+  Effect.zipRight(
+    Metrics.started(options.taskId, options.agentId),
+    options.model === undefined
+      ? runTyped(options)
+      : Effect.provideService(runTyped(options), LanguageModel.LanguageModel, options.model)
+  )
 
 const runTyped = (options: TaskOptions): Effect.Effect<void, never, LanguageModel.LanguageModel> =>
   options.output === undefined ? runWith(options, undefined) : Effect.flatMap(

@@ -19,6 +19,8 @@ import { type RawData, type WebSocket, WebSocketServer } from "ws"
 import * as Framing from "../protocol/Framing.js"
 import { Authentication, PlatformRpcs, unknownTokenMessage } from "../protocol/Protocol.js"
 import { isConsolePath, isOperatorPath, OperatorListener } from "./api/Listener.js"
+import * as Health from "./Health.js"
+import * as Metrics from "./Metrics.js"
 import * as Wire from "./Wire.js"
 
 /** Where the WebSocket server listens, and the limits each connection is held to (design: Hostile clients). */
@@ -121,11 +123,12 @@ const bytesOf = (data: RawData): Uint8Array =>
   Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : new Uint8Array(data)
 
 /** A connection whose upgrade was accepted: its frames to the wire, its answers back, held to the limits. */
-const acceptOf = (wire: Wire.Server, live: Live, limits: Limits, warn: (message: string) => void) =>
-(ws: WebSocket, headers: Headers.Input, agentId: string) => {
+const acceptOf = (wire: Wire.Server, live: Live, limits: Limits, warn: (message: string) => void, info = warn) =>
+(ws: WebSocket, headers: Headers.Input, agentId: string, from?: string) => {
   const state: Connection = { agentId, heard: true, midFrameSince: undefined, paused: false }
   live.connections.set(ws, state)
   live.perAgent.set(agentId, (live.perAgent.get(agentId) ?? 0) + 1)
+  info(`a connection of agent ${agentId} opened from ${from ?? "?"} (${live.perAgent.get(agentId)} of the agent's open)`)
   let paused: ReturnType<typeof setInterval> | undefined
   // A client that does not read: stop reading it until what it was sent has gone out.
   const send = (frame: string) => {
@@ -161,6 +164,7 @@ const acceptOf = (wire: Wire.Server, live: Live, limits: Limits, warn: (message:
     if (open > 0) live.perAgent.set(agentId, open)
     else live.perAgent.delete(agentId)
     if (paused !== undefined) clearInterval(paused)
+    info(`a connection of agent ${agentId} from ${from ?? "?"} closed (${open} of the agent's open)`)
     connection.close()
   })
 }
@@ -194,7 +198,7 @@ const onUpgradeOf = (
       onExit: (exit: Exit.Exit<{ readonly agentId: string }, unknown>) => void
     ) => void
     readonly warn: (message: string) => void
-    readonly accept: (ws: WebSocket, headers: Headers.Input, agentId: string) => void
+    readonly accept: (ws: WebSocket, headers: Headers.Input, agentId: string, from?: string) => void
     /** The agent's own cap (`AgentLimits.maxConnections`), if its settings give one. */
     readonly capOf: (agentId: string) => number | undefined
   }
@@ -219,6 +223,10 @@ const onUpgradeOf = (
         `${own ? "the most it may (its own limits.maxConnections)" : "the most one agent may (the platform's maxConnectionsPerAgent)"}\n`
     )
   }
+  // The token is never logged: a client sending many is seen by its address and count.
+  let refusedFrom = ""
+  const warnToken = countedWarning(warn, (count) =>
+    `${count} upgrade(s) with a token the platform does not know since the last line, each refused (401; the latest from ${refusedFrom})`)
   return (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     // A client resetting mid-upgrade must not be an uncaught error.
     socket.on("error", () => socket.destroy())
@@ -226,7 +234,11 @@ const onUpgradeOf = (
     upgrading++
     authenticate(Headers.fromInput(request.headers), (exit) => {
       upgrading--
-      if (Exit.isFailure(exit)) return refuse(socket, 401, `${unknownTokenMessage}\n`)
+      if (Exit.isFailure(exit)) {
+        refusedFrom = request.socket.remoteAddress ?? "?"
+        warnToken()
+        return refuse(socket, 401, `${unknownTokenMessage}\n`)
+      }
       if (socket.destroyed) return
       const { agentId } = exit.value
       const own = capOf(agentId)
@@ -234,7 +246,7 @@ const onUpgradeOf = (
       if ((live.perAgent.get(agentId) ?? 0) >= cap) return agentFull(socket, agentId, cap, own !== undefined)
       if (live.connections.size + upgrading >= limits.maxConnections) return full(socket)
       // The WebSocket is made at once (no `verifyClient`): the agent's count is up before the next upgrade's check.
-      sockets.handleUpgrade(request, socket, head, (ws) => accept(ws, request.headers, agentId))
+      sockets.handleUpgrade(request, socket, head, (ws) => accept(ws, request.headers, agentId, request.socket.remoteAddress))
     })
   }
 }
@@ -351,10 +363,15 @@ export const layerWebSocket = (
         address: () => address,
         connections: (agentId) => live.perAgent.get(agentId) ?? 0
       })
+      // Liveness, readiness and (opt-in) the Prometheus text, unauthenticated (docs: operations).
+      const health = Health.listener(Runtime.runFork(runtime), Option.getOrUndefined(yield* Effect.serviceOption(Health.Readiness)))
+      const metrics = Option.map(yield* Effect.serviceOption(Metrics.Prometheus), (p) => p.listener(Runtime.runFork(runtime)))
       const server = createServer((request, response) => {
         // The console's pages (docs: console) go there too: the same check of another site's requests.
         const api = isOperatorPath(request.url) || isConsolePath(request.url)
         if (operatorApi !== undefined && api) return operatorApi(request, response)
+        if (Health.isHealthPath(request.url)) return health(request, response)
+        if (Option.isSome(metrics) && Metrics.isMetricsPath(request.url)) return metrics.value(request, response)
         response.writeHead(426, { "content-type": "text/plain" })
         response.end(`the platform speaks WebSocket at ${path}\n`)
       })
@@ -370,7 +387,7 @@ export const layerWebSocket = (
         live,
         limits,
         warn,
-        accept: acceptOf(wire, live, limits, warn),
+        accept: acceptOf(wire, live, limits, warn, (message) => Runtime.runFork(runtime)(Effect.logInfo(message))),
         capOf: (agentId) => wireLimits.maxConnectionsOf?.(agentId),
         authenticate: (headers, onExit) =>
           runCallback(authentication({ clientId: 0, rpc: anyRpc, payload: undefined, headers }), { onExit })

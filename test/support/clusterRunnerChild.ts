@@ -51,7 +51,9 @@ program.pipe(
       })),
       Layer.provide(LanguageModel.layerScripted(Array.from({ length: turns + 1 }, () => turn), { perConversation: true })),
       Layer.provide(PgClient.layer({ url: Redacted.make(process.env.DATABASE_URL!) })),
-      Layer.provide(Timing.layer({ redelivery: Schedule.spaced("2 seconds") }))
+      Layer.provide(Timing.layer({ redelivery: Schedule.spaced("2 seconds") })),
+      // METRICS=1: the Prometheus text at /metrics (platform --metrics).
+      Layer.provide(process.env.METRICS === "1" ? PlatformServer.layerPrometheus : Layer.empty)
     )
   ),
   // LOG_LEVEL (e.g. Debug) shows the engine's own lines when a test is being looked into.
