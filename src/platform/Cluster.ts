@@ -38,6 +38,7 @@ import { followAlive } from "./ClusterTiming.js"
 import * as ClusterAgentCalls from "./ClusterAgentCalls.js"
 import { makeRegistry, type Registry, requireMigrated } from "./ClusterDatabase.js"
 import { AgentEntity, Alive, type AttachPayload, holdsShardOf, orDieOnEngine, TaskEntity } from "./ClusterEntities.js"
+import { Drain } from "./ClusterDrain.js"
 import { clusterBackend } from "./ClusterFront.js"
 import { runnerJournal } from "./ClusterJournal.js"
 import { layerSharding, type RunnerOptions } from "./ClusterRunner.js"
@@ -186,7 +187,8 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
       journal,
       cancel: (agentId, taskId, by, reason) => backend.cancel(agentId, { taskId, by, reason })
     })
-    const context = yield* Layer.build(Handlers.layerOf(backend, parts, options))
+    // The runner's drain goes on with the handlers: a readiness check reads it (ClusterDrain.ts).
+    const context = Context.add(yield* Layer.build(Handlers.layerOf(backend, parts, options)), Drain, yield* Drain)
     return operator === undefined ? context : Context.add(context, OperatorListener, operator)
   }))
 
