@@ -33,7 +33,8 @@ export const slow = [
   "test/McpHostileServer.test.ts",
   "test/TelemetryProcesses.test.ts",
   "test/cliOperateProcess.test.ts",
-  "test/platform/ClusterDrain.test.ts"
+  "test/platform/ClusterDrain.test.ts",
+  "test/platform/ClusterPrune.test.ts"
 ]
 
 export default defineConfig({

@@ -36,7 +36,7 @@ import { OperatorListener } from "./api/Listener.js"
 import { operatorListener } from "./api/Setup.js"
 import { followAlive } from "./ClusterTiming.js"
 import * as ClusterAgentCalls from "./ClusterAgentCalls.js"
-import { makeRegistry, type Registry, requireMigrated } from "./ClusterDatabase.js"
+import { makePrune, makeRegistry, type Registry, requireMigrated } from "./ClusterDatabase.js"
 import { AgentEntity, Alive, type AttachPayload, holdsShardOf, orDieOnEngine, TaskEntity } from "./ClusterEntities.js"
 import { Drain } from "./ClusterDrain.js"
 import { clusterBackend } from "./ClusterFront.js"
@@ -148,7 +148,7 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
  */
 export const layerHandlers = (options: Options & { readonly runner?: RunnerOptions | undefined }) =>
   Layer.scopedContext(Effect.gen(function*() {
-    const journal = runnerJournal(yield* Journal.Journal)
+    const journal = runnerJournal(yield* Journal.Journal, yield* makePrune)
     const started = yield* makeStart(limitsOf(options), options.runner?.placement)
     const taskEntities = yield* TaskEntity.client
     // Agent calls on the cluster: the task a call starts is started as a submitted one, stopped by its owner.
@@ -172,7 +172,7 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
     ))
     // A task journaled whose `Run` was never sent (its runner died in between) is taken up within a sweep.
     yield* Effect.forkScoped(Effect.schedule(
-      takeUpUnstarted(journal, tasks, holdsShardOf(yield* Sharding.Sharding), taskEntities),
+      takeUpUnstarted(journal, tasks, holdsShardOf(yield* Sharding.Sharding), taskEntities, parts.limits.keepEndedTasksMillis),
       (yield* Timing).platformSweep
     ))
     // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
@@ -203,11 +203,13 @@ const takeUpUnstarted = (
   journal: Journal.Journal["Type"],
   tasks: ClusterTasks.ClusterTasks,
   holdsShard: (taskId: string) => boolean,
-  entities: Effect.Effect.Success<typeof TaskEntity.client>
+  entities: Effect.Effect.Success<typeof TaskEntity.client>,
+  keepEndedMillis: number
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
+    // Ended tasks are kept `keepEndedTasks` (the read purges those older): not the sweep's `now`.
     const { open } = yield* Effect.orElseSucceed(
-      Effect.flatMap(Clock.currentTimeMillis, (now) => journal.tasks(now)),
+      Effect.flatMap(Clock.currentTimeMillis, (now) => journal.tasks(now - keepEndedMillis)),
       () => ({ open: [] as ReadonlyArray<Journal.RunRecord> })
     )
     for (const task of open) {

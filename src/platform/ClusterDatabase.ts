@@ -3,7 +3,9 @@
  * registrations kept there (`makeRegistry`), and the schema a runner needs, created once by `migrate`
  * and checked at a runner's start (`requireMigrated`).
  */
+import * as MachineId from "@effect/cluster/MachineId"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as Snowflake from "@effect/cluster/Snowflake"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -12,6 +14,7 @@ import * as Idempotency from "../Idempotency.js"
 import * as SqlStore from "../internal/sql/store.js"
 import * as Journal from "../Journal.js"
 import * as Toolkit from "../Toolkit.js"
+import { TaskEntity } from "./ClusterEntities.js"
 import { shardingConfig } from "./ClusterRunner.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -90,6 +93,30 @@ export const makeRegistry = Effect.gen(function*() {
 
 /** The agents' registrations, as `makeRegistry` gives them. */
 export type Registry = Effect.Effect.Success<typeof makeRegistry>
+
+// ---------------------------------------------------------------------------------------------
+// The engine's tables, pruned.
+
+/**
+ * Deletes what the engine keeps of the tasks the journal no longer holds (ended before `before`, and purged
+ * from it: `keepEndedTasks`): their messages (`Run`, `Stop`, `Decided`, and the engine's own envelopes) stored
+ * before `before`, and the replies left without their message. The engine reads a message again only for a
+ * task whose shard moves, and such a task's journal row is gone: it would find nothing to run. Each runner's
+ * retention sweep calls it after it purged the journal (ClusterJournal.ts); one statement each, whichever
+ * runner runs it first.
+ */
+export const makePrune = Effect.gen(function*() {
+  const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+  return (before: number): Effect.Effect<void> => {
+    // A message's id is a snowflake: its first bits are the time it was made.
+    const cutoff = Snowflake.make({ timestamp: before, machineId: MachineId.make(0), sequence: 0 }).toString()
+    return Effect.zipRight(
+      sql`DELETE FROM cluster_messages m WHERE m.entity_type = ${TaskEntity.type} AND m.id < ${cutoff}
+        AND NOT EXISTS (SELECT 1 FROM journal_tasks t WHERE t.task_id = m.entity_id)`,
+      sql`DELETE FROM cluster_replies r WHERE NOT EXISTS (SELECT 1 FROM cluster_messages m WHERE m.id = r.request_id)`
+    ).pipe(SqlStore.whileBusy, Effect.ignoreLogged)
+  }
+})
 
 // ---------------------------------------------------------------------------------------------
 // The schema.

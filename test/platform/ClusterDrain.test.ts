@@ -28,10 +28,13 @@ it.live("SIGTERM drains a runner: each step logged, its tasks go on on the other
     const a = yield* serving([r0.url, r1.url], countingTool("alpha", effects, 500))
     const b = yield* serving([r1.url, r0.url], countingTool("beta", effects, 500))
 
+    // When each task's events came.
+    const seenAt = Array.from({ length: tasks }, () => [] as Array<number>)
     const runs = yield* Effect.fork(Effect.forEach(
       Array.from({ length: tasks }, (_, i) => i),
       (i) =>
         (i % 2 === 0 ? a : b).serve.submitTask(`task ${i}`).pipe(
+          Stream.tap(() => Effect.sync(() => seenAt[i]!.push(Date.now()))),
           Stream.runCollect,
           Effect.map((events): Array<TaskEvent> => [...events]),
           Effect.timeoutFailCause({ duration: "90 seconds", onTimeout: () => Cause.die(new Error(`task ${i} did not end`)) })
@@ -72,10 +75,13 @@ it.live("SIGTERM drains a runner: each step logged, its tasks go on on the other
       .filter((prompt) => after.some((ask) => ask.prompt === prompt))
     assert.isAbove(moved.length, 0, "no task of r0 was open at the handover")
     const firstOnR1 = Math.min(...moved.map((prompt) => after.find((ask) => ask.prompt === prompt)!.at))
+    const nextEvents = moved.map((prompt) => seenAt[Number(prompt.split("_")[1])]!.find((at) => at > handedAt))
+      .filter((at) => at !== undefined).map((at) => at - handedAt)
     record({
       suite: "cluster drain",
-      measure: "SIGTERM of one of 2 runners mid-run: its first task's next turn on the other runner after the handover",
-      value: `${firstOnR1 - handedAt} ms (handover ${handedAt - termAt} ms after SIGTERM; ${moved.length} tasks moved; exit code ${code})`,
+      measure: "SIGTERM of one of 2 runners mid-run: its tasks' next event at their client, and next turn asked elsewhere, after the handover",
+      value: `events ${nextEvents.join(", ")} ms; turn ${firstOnR1 - handedAt} ms (handover ${handedAt - termAt} ms after SIGTERM; ` +
+        `${moved.length} tasks moved; exit code ${code})`,
       expected: "about 1 s"
     })
   }).pipe(Effect.scoped), { timeout: 120_000 })

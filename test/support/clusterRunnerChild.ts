@@ -47,11 +47,17 @@ program.pipe(
     PlatformServer.layerWebSocket({ port: 0 }).pipe(
       Layer.provide(Cluster.layer({
         tokens: new Map([["tok-1", "agent-1"]]),
-        runner: { port: Number(process.env.RUNNER_PORT), shardsPerGroup: 30 }
+        runner: { port: Number(process.env.RUNNER_PORT), shardsPerGroup: 30 },
+        // KEEP_ENDED_TASKS (ms): how long ended tasks are kept (the pruning test's).
+        ...(process.env.KEEP_ENDED_TASKS === undefined ? {} : { keepEndedTasks: Number(process.env.KEEP_ENDED_TASKS) })
       })),
       Layer.provide(LanguageModel.layerScripted(Array.from({ length: turns + 1 }, () => turn), { perConversation: true })),
       Layer.provide(PgClient.layer({ url: Redacted.make(process.env.DATABASE_URL!) })),
-      Layer.provide(Timing.layer({ redelivery: Schedule.spaced("2 seconds") }))
+      Layer.provide(Timing.layer({
+        redelivery: Schedule.spaced("2 seconds"),
+        // SWEEP (ms): the retention sweep's interval (the pruning test's).
+        ...(process.env.SWEEP === undefined ? {} : { platformSweep: Schedule.spaced(Number(process.env.SWEEP)) })
+      }))
     )
   ),
   // LOG_LEVEL (e.g. Debug) shows the engine's own lines when a test is being looked into.
