@@ -34,7 +34,8 @@ export const slow = [
   "test/TelemetryProcesses.test.ts",
   "test/cliOperateProcess.test.ts",
   "test/platform/ClusterDrain.test.ts",
-  "test/platform/ClusterPrune.test.ts"
+  "test/platform/ClusterPrune.test.ts",
+  "test/platform/ClusterStartup.test.ts"
 ]
 
 export default defineConfig({

@@ -9,13 +9,57 @@ import * as Snowflake from "@effect/cluster/Snowflake"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Layer, Schema } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Redacted, Schedule, Schema } from "effect"
 import * as Idempotency from "../Idempotency.js"
 import * as SqlStore from "../internal/sql/store.js"
+import { redactUrl } from "../internal/util/settings.js"
 import * as Journal from "../Journal.js"
 import * as Toolkit from "../Toolkit.js"
 import { TaskEntity } from "./ClusterEntities.js"
 import { shardingConfig } from "./ClusterRunner.js"
+
+// ---------------------------------------------------------------------------------------------
+// The client.
+
+/** The cluster's database refused the connection (a wrong password, no such database): why, where; never the password. */
+export class DatabaseRefused extends Schema.TaggedError<DatabaseRefused>("agent-tools/platform/DatabaseRefused")(
+  "DatabaseRefused",
+  { database: Schema.String, reason: Schema.String }
+) {
+  override get message(): string {
+    return `the cluster's database ${this.database} refused the connection: ${this.reason}; ` +
+      "check the user, password and database name of PLATFORM_DATABASE (or --database)"
+  }
+}
+
+/**
+ * The `SqlClient` on the cluster's PostgreSQL at `url`. While the server cannot be reached (down, restarting)
+ * the start waits for it as a running runner's statements do (`SqlStore.unreachableRetry`: up to 2 minutes),
+ * saying so; a server that refuses the connection fails the start with `DatabaseRefused`, its reason and the
+ * database's URL without its password.
+ */
+export const layerClient = (url: string): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, DatabaseRefused> => {
+  const database = redactUrl(url)
+  // Said once, then every 10 s while it lasts.
+  let saidAt = Number.NEGATIVE_INFINITY
+  const waiting = Schedule.recurWhile(SqlStore.isUnreachable).pipe(
+    Schedule.intersect(SqlStore.unreachableRetry),
+    Schedule.tapInput((error: unknown) =>
+      Date.now() - saidAt < 10_000 ? Effect.void : Effect.zipRight(
+        Effect.sync(() => (saidAt = Date.now())),
+        Effect.logWarning(
+        `the cluster's database ${database} cannot be reached (${SqlStore.describe(error)}): the runner waits for it, ` +
+          "tried again every 250 ms for up to 2 minutes"
+        )
+      )
+    )
+  )
+  return PgClient.layer({ url: Redacted.make(url) }).pipe(
+    Layer.retry(waiting),
+    Layer.catchAll((error) => Layer.fail(new DatabaseRefused({ database, reason: SqlStore.describe(error) })))
+  )
+}
 
 // ---------------------------------------------------------------------------------------------
 // The agents' registrations, kept in the database.
@@ -146,8 +190,8 @@ export class NotMigrated extends Schema.TaggedError<NotMigrated>("agent-tools/pl
 /** Fails with `NotMigrated` unless every table of the schema exists. */
 export const requireMigrated = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<{ readonly name: string }>`SELECT table_name AS name FROM information_schema.tables
-    WHERE table_schema = current_schema()`
+  const rows = yield* SqlStore.whileBusy(sql<{ readonly name: string }>`SELECT table_name AS name FROM information_schema.tables
+    WHERE table_schema = current_schema()`)
   const present = new Set(rows.map((row) => row.name))
   const missing = tables.filter((table) => !present.has(table))
   if (missing.length > 0) return yield* new NotMigrated({ missing })

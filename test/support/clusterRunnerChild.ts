@@ -6,12 +6,12 @@
  * before it is answered. It prints `listening:<url>` once serving.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Logger, LogLevel, Redacted, Schedule } from "effect"
+import { Effect, Layer, Logger, LogLevel, Schedule } from "effect"
 import { appendFileSync } from "node:fs"
 import { LanguageModel, Timing } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import * as Cluster from "../../src/platform/Cluster.js"
+import * as ClusterDatabase from "../../src/platform/ClusterDatabase.js"
 
 const turns = Number(process.env.TURNS ?? 4)
 
@@ -52,7 +52,8 @@ program.pipe(
         ...(process.env.KEEP_ENDED_TASKS === undefined ? {} : { keepEndedTasks: Number(process.env.KEEP_ENDED_TASKS) })
       })),
       Layer.provide(LanguageModel.layerScripted(Array.from({ length: turns + 1 }, () => turn), { perConversation: true })),
-      Layer.provide(PgClient.layer({ url: Redacted.make(process.env.DATABASE_URL!) })),
+      // As `platform` makes it: waits while the database cannot be reached, fails naming why it refused.
+      Layer.provide(ClusterDatabase.layerClient(process.env.DATABASE_URL!)),
       Layer.provide(Timing.layer({
         redelivery: Schedule.spaced("2 seconds"),
         // SWEEP (ms): the retention sweep's interval (the pruning test's).
