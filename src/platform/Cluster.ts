@@ -48,7 +48,8 @@ import * as Handlers from "./Handlers.js"
 import { limitsOf, type Options } from "./Options.js"
 import * as Parts from "./Parts.js"
 
-export { migrate, NotMigrated, requireMigrated } from "./ClusterDatabase.js"
+export { DatabaseRefused, layerClient, migrate, NotMigrated, requireMigrated } from "./ClusterDatabase.js"
+export { Drain } from "./ClusterDrain.js"
 export { AgentEntity, TaskEntity } from "./ClusterEntities.js"
 export { layerSharding, type RunnerOptions, shardingConfig } from "./ClusterRunner.js"
 
