@@ -35,7 +35,8 @@ export const slow = [
   "test/cliOperateProcess.test.ts",
   "test/platform/ClusterDrain.test.ts",
   "test/platform/ClusterPrune.test.ts",
-  "test/platform/ClusterStartup.test.ts"
+  "test/platform/ClusterStartup.test.ts",
+  "test/platform/ClusterSpread.test.ts"
 ]
 
 export default defineConfig({

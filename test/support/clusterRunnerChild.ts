@@ -44,7 +44,8 @@ const program = Effect.gen(function*() {
 
 program.pipe(
   Effect.provide(
-    PlatformServer.layerWebSocket({ port: 0 }).pipe(
+    // WS_PORT: a fixed port (a runner restarted on the same URL), else one of the OS.
+    PlatformServer.layerWebSocket({ port: Number(process.env.WS_PORT ?? 0) }).pipe(
       Layer.provide(Cluster.layer({
         tokens: new Map([["tok-1", "agent-1"]]),
         runner: { port: Number(process.env.RUNNER_PORT), shardsPerGroup: 30 },
