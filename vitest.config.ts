@@ -39,7 +39,11 @@ export const slow = [
   "test/internal/sql/postgres.test.ts",
   "test/PlatformConfigProcess.test.ts",
   "test/McpTasksProcess.test.ts",
-  "test/platform/ClusterHealth.test.ts"
+  "test/platform/ClusterHealth.test.ts",
+  "test/platform/ClusterDrain.test.ts",
+  "test/platform/ClusterPrune.test.ts",
+  "test/platform/ClusterStartup.test.ts",
+  "test/platform/ClusterSpread.test.ts"
 ]
 
 export default defineConfig({

@@ -280,6 +280,12 @@ export interface LayerOptions {
   readonly maxSendBytes?: number | undefined
   /** How long opening the WebSocket may take. Default 10 s. */
   readonly connectTimeout?: Duration.DurationInput | undefined
+  /**
+   * With several URLs in `PLATFORM_URL`: while connected to another than the first (after a failover), how
+   * often the first is tried; once it answers, the client moves back to it (its tasks re-attached there).
+   * Default 10 s; 0 never.
+   */
+  readonly returnToPreferredEvery?: Duration.DurationInput | undefined
 }
 
 /**
@@ -300,7 +306,9 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, M
         headers: { [authorizationHeader]: `Bearer ${Redacted.value(token)}` },
         maxFrameBytes: options?.maxFrameBytes ?? Framing.defaultClientMaxFrameBytes,
         maxSendBytes: options?.maxSendBytes ?? Framing.defaultMaxFrameBytes,
-        handshakeTimeout: Duration.toMillis(Duration.decode(options?.connectTimeout ?? "10 seconds"))
+        handshakeTimeout: Duration.toMillis(Duration.decode(options?.connectTimeout ?? "10 seconds")),
+        // After a failover, back to the first URL once it answers (a rolling restart leaves the processes spread).
+        preferredEvery: Duration.toMillis(Duration.decode(options?.returnToPreferredEvery ?? "10 seconds"))
       })
       const client = yield* RpcClient.make(PlatformRpcs).pipe(
         Effect.provideService(RpcClient.Protocol, protocol),

@@ -222,9 +222,9 @@ const chooseDatabase = (option: Option.Option<string>) =>
     return Redacted.value(yield* platformDatabase)
   })
 
-/** The `SqlClient` on the cluster's PostgreSQL. */
+/** The `SqlClient` on the cluster's PostgreSQL: waits while it cannot be reached, fails naming why it refused. */
 const loadDatabase = (url: string) =>
-  Effect.map(load(() => import("./internal/sql/postgres.js")), ([Postgres]) => Postgres.layer(url))
+  Effect.map(load(() => import("./platform/ClusterDatabase.js")), ([ClusterDatabase]) => ClusterDatabase.layerClient(url))
 
 /** The `platform migrate` command as one Layer: the schema made on the database the options or the settings give. */
 const migrateLayer = ({ database }: { readonly database: Option.Option<string> }) =>

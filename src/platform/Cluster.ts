@@ -38,8 +38,9 @@ import { operatorListener } from "./api/Setup.js"
 import { followAlive } from "./ClusterTiming.js"
 import * as ClusterAgentCalls from "./ClusterAgentCalls.js"
 import { agentsOn } from "./ClusterAgentsView.js"
-import { makeRegistry, type Registry, requireMigrated } from "./ClusterDatabase.js"
+import { makePrune, makeRegistry, type Registry, requireMigrated } from "./ClusterDatabase.js"
 import { AgentEntity, Alive, type AttachPayload, holdsShardOf, orDieOnEngine, TaskEntity } from "./ClusterEntities.js"
+import { Drain } from "./ClusterDrain.js"
 import { clusterBackend } from "./ClusterFront.js"
 import * as ClusterRoutes from "./ClusterRoutes.js"
 import { runnerJournal } from "./ClusterJournal.js"
@@ -51,7 +52,8 @@ import * as Health from "./Health.js"
 import { limitsOf, type Options } from "./Options.js"
 import * as Parts from "./Parts.js"
 
-export { migrate, NotMigrated, requireMigrated } from "./ClusterDatabase.js"
+export { DatabaseRefused, layerClient, migrate, NotMigrated, requireMigrated } from "./ClusterDatabase.js"
+export { Drain } from "./ClusterDrain.js"
 export { AgentEntity, TaskEntity } from "./ClusterEntities.js"
 export { layerSharding, type RunnerOptions, shardingConfig } from "./ClusterRunner.js"
 
@@ -151,7 +153,7 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
  */
 export const layerHandlers = (options: Options & { readonly runner?: RunnerOptions | undefined }) =>
   Layer.scopedContext(Effect.gen(function*() {
-    const journal = runnerJournal(yield* Journal.Journal)
+    const journal = runnerJournal(yield* Journal.Journal, yield* makePrune)
     const started = yield* makeStart(limitsOf(options), options.runner?.placement)
     const taskEntities = yield* TaskEntity.client
     // Agent calls on the cluster: the task a call starts is started as a submitted one, stopped by its owner.
@@ -186,7 +188,7 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
     ))
     // A task journaled whose `Run` was never sent (its runner died in between) is taken up within a sweep.
     yield* Effect.forkScoped(Effect.schedule(
-      takeUpUnstarted(journal, tasks, holdsShardOf(yield* Sharding.Sharding), taskEntities),
+      takeUpUnstarted(journal, tasks, holdsShardOf(yield* Sharding.Sharding), taskEntities, parts.limits.keepEndedTasksMillis),
       (yield* Timing).platformSweep
     ))
     // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
@@ -209,11 +211,16 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
         heldHere: () => parts.agents.agentIds()
       })
     })
-    const context = Context.add(yield* Layer.build(Handlers.layerOf(backend, parts, options)), Health.Readiness, Health.cluster(
-      yield* Sharding.Sharding,
-      Array.from({ length: options.runner?.shardsPerGroup ?? 300 }, (_, i) => ShardId.make("default", i + 1)),
-      journal
-    ))
+    // Readiness: its shards, its database, and not draining (the drain, ClusterDrain.ts, says so to `Health.Draining`).
+    const context = Context.add(
+      Context.add(yield* Layer.build(Handlers.layerOf(backend, parts, options)), Drain, yield* Drain),
+      Health.Readiness,
+      Health.cluster(
+        yield* Sharding.Sharding,
+        Array.from({ length: options.runner?.shardsPerGroup ?? 300 }, (_, i) => ShardId.make("default", i + 1)),
+        journal
+      )
+    )
     return operator === undefined ? context : Context.add(context, OperatorListener, operator)
   }))
 
@@ -228,11 +235,13 @@ const takeUpUnstarted = (
   journal: Journal.Journal["Type"],
   tasks: ClusterTasks.ClusterTasks,
   holdsShard: (taskId: string) => boolean,
-  entities: Effect.Effect.Success<typeof TaskEntity.client>
+  entities: Effect.Effect.Success<typeof TaskEntity.client>,
+  keepEndedMillis: number
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
+    // Ended tasks are kept `keepEndedTasks` (the read purges those older): not the sweep's `now`.
     const { open } = yield* Effect.orElseSucceed(
-      Effect.flatMap(Clock.currentTimeMillis, (now) => journal.tasks(now)),
+      Effect.flatMap(Clock.currentTimeMillis, (now) => journal.tasks(now - keepEndedMillis)),
       () => ({ open: [] as ReadonlyArray<Journal.RunRecord> })
     )
     for (const task of open) {

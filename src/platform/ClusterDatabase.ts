@@ -3,16 +3,64 @@
  * registrations kept there (`makeRegistry`), and the schema a runner needs, created once by `migrate`
  * and checked at a runner's start (`requireMigrated`).
  */
+import * as MachineId from "@effect/cluster/MachineId"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as Snowflake from "@effect/cluster/Snowflake"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Layer, Schema } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Schedule, Schema } from "effect"
 import * as Idempotency from "../Idempotency.js"
+import * as Postgres from "../internal/sql/postgres.js"
 import * as SqlStore from "../internal/sql/store.js"
+import { redactUrl } from "../internal/util/settings.js"
 import * as Journal from "../Journal.js"
 import * as Toolkit from "../Toolkit.js"
+import { TaskEntity } from "./ClusterEntities.js"
 import { shardingConfig } from "./ClusterRunner.js"
+
+// ---------------------------------------------------------------------------------------------
+// The client.
+
+/** The cluster's database refused the connection (a wrong password, no such database): why, where; never the password. */
+export class DatabaseRefused extends Schema.TaggedError<DatabaseRefused>("agent-tools/platform/DatabaseRefused")(
+  "DatabaseRefused",
+  { database: Schema.String, reason: Schema.String }
+) {
+  override get message(): string {
+    return `the cluster's database ${this.database} refused the connection: ${this.reason}; ` +
+      "check the user, password and database name of PLATFORM_DATABASE (or --database)"
+  }
+}
+
+/**
+ * The `SqlClient` on the cluster's PostgreSQL at `url`. While the server cannot be reached (down, restarting)
+ * the start waits for it as a running runner's statements do (`SqlStore.unreachableRetry`: up to 2 minutes),
+ * saying so; a server that refuses the connection fails the start with `DatabaseRefused`, its reason and the
+ * database's URL without its password.
+ */
+export const layerClient = (url: string): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, DatabaseRefused> => {
+  const database = redactUrl(url)
+  // Said once, then every 10 s while it lasts.
+  let saidAt = Number.NEGATIVE_INFINITY
+  const waiting = Schedule.recurWhile(SqlStore.isUnreachable).pipe(
+    Schedule.intersect(SqlStore.unreachableRetry),
+    Schedule.tapInput((error: unknown) =>
+      Date.now() - saidAt < 10_000 ? Effect.void : Effect.zipRight(
+        Effect.sync(() => (saidAt = Date.now())),
+        Effect.logWarning(
+        `the cluster's database ${database} cannot be reached (${SqlStore.describe(error)}): the runner waits for it, ` +
+          "tried again every 250 ms for up to 2 minutes"
+        )
+      )
+    )
+  )
+  return Postgres.layer(url).pipe(
+    Layer.retry(waiting),
+    Layer.catchAll((error) => Layer.fail(new DatabaseRefused({ database, reason: SqlStore.describe(error) })))
+  )
+}
 
 // ---------------------------------------------------------------------------------------------
 // The agents' registrations, kept in the database.
@@ -92,6 +140,30 @@ export const makeRegistry = Effect.gen(function*() {
 export type Registry = Effect.Effect.Success<typeof makeRegistry>
 
 // ---------------------------------------------------------------------------------------------
+// The engine's tables, pruned.
+
+/**
+ * Deletes what the engine keeps of the tasks the journal no longer holds (ended before `before`, and purged
+ * from it: `keepEndedTasks`): their messages (`Run`, `Stop`, `Decided`, and the engine's own envelopes) stored
+ * before `before`, and the replies left without their message. The engine reads a message again only for a
+ * task whose shard moves, and such a task's journal row is gone: it would find nothing to run. Each runner's
+ * retention sweep calls it after it purged the journal (ClusterJournal.ts); one statement each, whichever
+ * runner runs it first.
+ */
+export const makePrune = Effect.gen(function*() {
+  const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+  return (before: number): Effect.Effect<void> => {
+    // A message's id is a snowflake: its first bits are the time it was made.
+    const cutoff = Snowflake.make({ timestamp: before, machineId: MachineId.make(0), sequence: 0 }).toString()
+    return Effect.zipRight(
+      sql`DELETE FROM cluster_messages m WHERE m.entity_type = ${TaskEntity.type} AND m.id < ${cutoff}
+        AND NOT EXISTS (SELECT 1 FROM journal_tasks t WHERE t.task_id = m.entity_id)`,
+      sql`DELETE FROM cluster_replies r WHERE NOT EXISTS (SELECT 1 FROM cluster_messages m WHERE m.id = r.request_id)`
+    ).pipe(SqlStore.whileBusy, Effect.ignoreLogged)
+  }
+})
+
+// ---------------------------------------------------------------------------------------------
 // The schema.
 
 /** The tables a runner needs: the cluster's, the run journal's and the claims'. */
@@ -121,8 +193,8 @@ export class NotMigrated extends Schema.TaggedError<NotMigrated>("agent-tools/pl
 /** Fails with `NotMigrated` unless every table of the schema exists. */
 export const requireMigrated = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<{ readonly name: string }>`SELECT table_name AS name FROM information_schema.tables
-    WHERE table_schema = current_schema()`
+  const rows = yield* SqlStore.whileBusy(sql<{ readonly name: string }>`SELECT table_name AS name FROM information_schema.tables
+    WHERE table_schema = current_schema()`)
   const present = new Set(rows.map((row) => row.name))
   const missing = tables.filter((table) => !present.has(table))
   if (missing.length > 0) return yield* new NotMigrated({ missing })

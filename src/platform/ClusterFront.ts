@@ -10,6 +10,7 @@ import type { ToolCallResult } from "../protocol/Protocol.js"
 import { Timing } from "../Timing.js"
 import { clusterAnswerWithin } from "./ClusterTiming.js"
 import * as ClusterAgentCalls from "./ClusterAgentCalls.js"
+import { Drain } from "./ClusterDrain.js"
 import { AgentEntity, orDieOnEngine, TaskEntity } from "./ClusterEntities.js"
 import { followOn, type Here, makeHere, watchDatabase } from "./ClusterFollow.js"
 import type { Start } from "./ClusterStart.js"
@@ -59,7 +60,10 @@ const completeOn = (
     if (unknown !== undefined && unknown._tag === "Left") return yield* unknown.left
   })
 
-/** `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. */
+/**
+ * `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. A call
+ * (other than a task's events) is in flight for the runner's drain (ClusterDrain.ts) until it answers.
+ */
 export const clusterBackend = (held: ClusterTasks.ClusterTasks, started: Start) =>
   Effect.gen(function*() {
     const agents = yield* AgentEntity.client
@@ -69,21 +73,22 @@ export const clusterBackend = (held: ClusterTasks.ClusterTasks, started: Start) 
     const policy = yield* Timing
     const { away, unreachable } = yield* watchDatabase
     const follow = followOn({ tasks, here, ids, policy, away, unreachable })
+    const { track } = yield* Drain
 
     return {
-      register: ({ agentId, ...payload }) => orDieOnEngine(agents(agentId).Register(payload)),
-      heartbeat: ({ agentId, ...payload }) => orDieOnEngine(agents(agentId).Heartbeat(payload)),
-      deregister: ({ agentId, processId }) => orDieOnEngine(agents(agentId).Deregister({ processId })),
+      register: ({ agentId, ...payload }) => track(orDieOnEngine(agents(agentId).Register(payload))),
+      heartbeat: ({ agentId, ...payload }) => track(orDieOnEngine(agents(agentId).Heartbeat(payload))),
+      deregister: ({ agentId, processId }) => track(orDieOnEngine(agents(agentId).Deregister({ processId }))),
       submit: (payload) =>
         Effect.flatMap(
           started(payload),
           (taskId) => follow(payload.agentId, taskId, payload.events, payload.connection, Effect.die, true)
         ),
       attach: ({ agentId, connection, events, taskId }) => follow(agentId, taskId, events, connection, Effect.fail),
-      complete: completeOn(tasks, here),
-      decide: (agentId, { taskId, ...decision }) => orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision })),
+      complete: (agentId, results, connection) => track(completeOn(tasks, here)(agentId, results, connection)),
+      decide: (agentId, { taskId, ...decision }) => track(orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision }))),
       // Goes to the task's owner, where its loop runs and its calls were delivered.
-      cancel: (agentId, { taskId, ...cancel }) => orDieOnEngine(tasks(taskId).Cancel({ agentId, ...cancel })),
+      cancel: (agentId, { taskId, ...cancel }) => track(orDieOnEngine(tasks(taskId).Cancel({ agentId, ...cancel }))),
       // A process watches on the runner it is connected to; its tasks come from the owner of its agent's shard.
       watchAssignments: ClusterAgentCalls.watchOn(yield* ClusterAgentCalls.AssignmentsEntity.client)
     } satisfies Handlers.Backend

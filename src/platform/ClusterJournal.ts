@@ -20,9 +20,14 @@ const outcomeRunsKept = 4096
  *   the task's owner as it arrives (`ClusterTasks.answer`), before its loop sees it, and the loop then
  *   journals the same outcome as its call's. An outcome in the journal never changes (the first
  *   writer's stays), so the second write would only give back the first: it is answered from memory,
- *   one statement less a call.
+ *   one statement less a call;
+ * - the retention sweep's purge of ended tasks prunes the engine's messages and replies of the tasks
+ *   purged (`prune`, ClusterDatabase.ts), on the same schedule.
  */
-export const runnerJournal = (journal: Journal.Journal["Type"]): Journal.Journal["Type"] => {
+export const runnerJournal = (
+  journal: Journal.Journal["Type"],
+  prune: (before: number) => Effect.Effect<void> = () => Effect.void
+): Journal.Journal["Type"] => {
   const writing = new Map<string, Set<Deferred.Deferred<void>>>()
   // Per run, in the order first written: each call's outcome as the journal holds it.
   const outcomes = new Map<string, Map<string, ToolResult>>()
@@ -54,6 +59,7 @@ export const runnerJournal = (journal: Journal.Journal["Type"]): Journal.Journal
       }),
     callEnded: (runId, toolCallId, result) => held(runId, toolCallId, journal.callEnded(runId, toolCallId, result)),
     callAnswered: (runId, call, result) => held(runId, call.toolCallId, journal.callAnswered(runId, call, result)),
+    purge: (before, kind) => Effect.zipRight(journal.purge(before, kind), kind === "run" ? Effect.void : prune(before)),
     ended: (runId, end, endedAt) =>
       Effect.zipRight(
         journal.ended(runId, end, endedAt),

@@ -15,6 +15,7 @@ import * as Socket from "@effect/platform/Socket"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import { type Duration, Effect, Layer, Option } from "effect"
+import * as ClusterDrain from "./ClusterDrain.js"
 import { clusterFailover } from "./ClusterTiming.js"
 import * as ClusterWake from "./ClusterWake.js"
 
@@ -39,6 +40,11 @@ export interface RunnerOptions {
    * reach one runner), each call then going through the engine to that runner and back.
    */
   readonly placement?: "submitter" | "id" | undefined
+  /**
+   * How long a runner told to stop (SIGTERM) may take to drain: hand its shards over and let its calls
+   * in flight finish (ClusterDrain.ts), before it stops anyway. Default 10 s.
+   */
+  readonly drainGrace?: Duration.DurationInput | undefined
 }
 
 /** The cluster's sharding config for this runner: its address, and the failover timings of `ClusterTiming.clusterFailover`. */
@@ -81,15 +87,21 @@ const layerRunnerSockets = (config: Partial<ShardingConfig.ShardingConfig["Type"
   )
 }
 
-/** The cluster (`Sharding`) for this runner, its storage on the `SqlClient` in context. */
+/**
+ * The cluster (`Sharding`) for this runner, its storage on the `SqlClient` in context, and its drain
+ * (`ClusterDrain.Drain`: on SIGTERM it hands its shards over before it stops).
+ */
 export const layerSharding = (options: RunnerOptions) => {
   const config = shardingConfig(options)
-  // The engine's SQL storage, its messages announced to the runners that hold their shards (ClusterWake.ts).
-  const storage = Layer.merge(ClusterWake.layerStorage, Layer.orDie(SqlRunnerStorage.layer))
-  return ClusterWake.layerListen.pipe(
+  // The engine's SQL storage, its messages announced to the runners that hold their shards (ClusterWake.ts),
+  // the shards it holds known to the drain.
+  const runnerStorage = ClusterDrain.layerStorage.pipe(Layer.provide(Layer.orDie(SqlRunnerStorage.layer)))
+  const storage = Layer.merge(ClusterWake.layerStorage, runnerStorage)
+  return Layer.merge(ClusterWake.layerListen, ClusterDrain.layer(options.drainGrace)).pipe(
     Layer.provideMerge(layerRunnerSockets(config)),
     Layer.provide(storage),
     Layer.provide(ShardingConfig.layerFromEnv(config)),
-    Layer.provideMerge(ClusterWake.layerHolder)
+    Layer.provideMerge(ClusterWake.layerHolder),
+    Layer.provideMerge(ClusterDrain.layerHeld)
   )
 }

@@ -14,14 +14,17 @@ import { Duration } from "effect"
  * its storage every 5 s is only the safety net, for a notification lost on the way. A runner that
  * stops gives its entities 1 s to finish: a task's `Run` never finishes on its own (it runs the task),
  * so the engine's 15 s would hold every shutdown that long; interrupted, the task goes on at the
- * next owner from its journal.
+ * next owner from its journal. Runners read who the others are every second (the engine's default is
+ * 3 s): a runner that drains (ClusterDrain.ts) is left out of the shards' layout that soon, by itself
+ * and by the others, so that its shards move within a second or two of its SIGTERM.
  */
 export const clusterFailover = {
   shardLockRefreshInterval: Duration.seconds(1),
   shardLockExpiration: Duration.seconds(5),
   runnerHealthCheckInterval: Duration.seconds(2),
   entityMessagePollInterval: Duration.seconds(5),
-  entityTerminationTimeout: Duration.seconds(1)
+  entityTerminationTimeout: Duration.seconds(1),
+  refreshAssignmentsInterval: Duration.seconds(1)
 }
 
 /**

@@ -504,9 +504,13 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
       const served = yield* run(["platform", "--port", String(port), "--runner-port", String(runnerPort)])
       assert.include(served.output, "a runner of the cluster on postgres://***:***@127.0.0.1")
       assert.strictEqual(served.code, 0, served.output)
-      const refused = yield* run(["platform", "migrate"], { PLATFORM_DATABASE: url.replace(/:\d+\//, ":1/") })
+      // A database that refuses the connection (a wrong password) stops it at once, saying why and where
+      // (one that cannot be reached is waited for, up to 2 minutes).
+      const refused = yield* run(["platform", "migrate"], { PLATFORM_DATABASE: url.replace(`:${password}@`, ":wrong-4711@") })
       assert.strictEqual(refused.code, 1)
-      assert.match(refused.output, /agent-tools: SqlError: PgClient: Failed to connect/)
+      assert.match(refused.output, /refused the connection: password authentication failed/)
+      assert.include(refused.output, "postgres://***:***@127.0.0.1:")
+      assert.notInclude(refused.output, "wrong-4711")
       for (const output of [migrated.output, served.output, refused.output]) assert.notInclude(output, password)
     }), { timeout: 90_000 })
 

@@ -6,12 +6,12 @@
  * before it is answered. It prints `listening:<url>` once serving.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Logger, LogLevel, Redacted, Schedule } from "effect"
+import { Effect, Layer, Logger, LogLevel, Schedule } from "effect"
 import { appendFileSync } from "node:fs"
 import { LanguageModel, Timing } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import * as Cluster from "../../src/platform/Cluster.js"
+import * as ClusterDatabase from "../../src/platform/ClusterDatabase.js"
 
 const turns = Number(process.env.TURNS ?? 4)
 
@@ -44,14 +44,22 @@ const program = Effect.gen(function*() {
 
 program.pipe(
   Effect.provide(
-    PlatformServer.layerWebSocket({ port: 0 }).pipe(
+    // WS_PORT: a fixed port (a runner restarted on the same URL), else one of the OS.
+    PlatformServer.layerWebSocket({ port: Number(process.env.WS_PORT ?? 0) }).pipe(
       Layer.provide(Cluster.layer({
         tokens: new Map([["tok-1", "agent-1"]]),
-        runner: { port: Number(process.env.RUNNER_PORT), shardsPerGroup: 30 }
+        runner: { port: Number(process.env.RUNNER_PORT), shardsPerGroup: 30 },
+        // KEEP_ENDED_TASKS (ms): how long ended tasks are kept (the pruning test's).
+        ...(process.env.KEEP_ENDED_TASKS === undefined ? {} : { keepEndedTasks: Number(process.env.KEEP_ENDED_TASKS) })
       })),
       Layer.provide(LanguageModel.layerScripted(Array.from({ length: turns + 1 }, () => turn), { perConversation: true })),
-      Layer.provide(PgClient.layer({ url: Redacted.make(process.env.DATABASE_URL!) })),
-      Layer.provide(Timing.layer({ redelivery: Schedule.spaced("2 seconds") })),
+      // As `platform` makes it: waits while the database cannot be reached, fails naming why it refused.
+      Layer.provide(ClusterDatabase.layerClient(process.env.DATABASE_URL!)),
+      Layer.provide(Timing.layer({
+        redelivery: Schedule.spaced("2 seconds"),
+        // SWEEP (ms): the retention sweep's interval (the pruning test's).
+        ...(process.env.SWEEP === undefined ? {} : { platformSweep: Schedule.spaced(Number(process.env.SWEEP)) })
+      })),
       // METRICS=1: the Prometheus text at /metrics (platform --metrics).
       Layer.provide(process.env.METRICS === "1" ? PlatformServer.layerPrometheus : Layer.empty)
     )

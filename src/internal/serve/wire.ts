@@ -8,7 +8,7 @@
 import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import type { FromClientEncoded, FromServerEncoded } from "@effect/rpc/RpcMessage"
-import { Effect, Mailbox, type Scope } from "effect"
+import { Effect, Mailbox, Schedule, type Scope } from "effect"
 import { WebSocket } from "ws"
 import * as Framing from "../../protocol/Framing.js"
 import { Unauthorized, unknownTokenMessage } from "../../protocol/Protocol.js"
@@ -28,6 +28,12 @@ export interface ClientOptions {
   readonly maxSendBytes: number
   /** How long opening the WebSocket may take, in milliseconds. */
   readonly handshakeTimeout: number
+  /**
+   * With several URLs: while connected to another than the first (the preferred one, after a failover),
+   * how often, in milliseconds, the first is tried; once it answers, the connection moves back to it
+   * (`returnToPreferred`). 0: never.
+   */
+  readonly preferredEvery?: number | undefined
 }
 
 const describe = (error: unknown): string => error instanceof Error ? error.message : String(error)
@@ -154,6 +160,48 @@ const sendOn = (link: Link) => (request: FromClientEncoded): Effect.Effect<void,
   }
 }
 
+// --- back to the preferred URL ---
+
+/** Whether a WebSocket to `url` opens (the token accepted), within the handshake timeout; closed at once. */
+const answers = (link: Link, url: string): Effect.Effect<boolean> =>
+  Effect.async<boolean>((resume) => {
+    const socket = new WebSocket(url, { headers: link.options.headers, handshakeTimeout: link.options.handshakeTimeout })
+    const done = (ok: boolean) => {
+      socket.removeAllListeners()
+      socket.on("error", () => undefined)
+      socket.terminate()
+      resume(Effect.succeed(ok))
+    }
+    socket.on("open", () => done(true))
+    socket.on("error", () => done(false))
+    socket.on("unexpected-response", () => done(false))
+    return Effect.sync(() => done(false))
+  })
+
+/**
+ * Spreading again after a failover (design: Serving): a client whose connection went on to another URL
+ * than its first tries the first now and then, and once it answers closes its connection, as a
+ * dropped one: the next call connects to the first URL, and the serving process registers and
+ * re-attaches its tasks there, as after a failover. So serving processes given their runners in
+ * different orders spread over them again after a rolling restart, rather than stay on the last one up.
+ */
+const returnToPreferred = (link: Link): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const connection = link.current
+    const preferred = link.options.urls[0]!
+    if (link.closed || connection === undefined || !connection.open || link.next % link.options.urls.length === 0) {
+      return Effect.void
+    }
+    return Effect.flatMap(answers(link, preferred), (ok) =>
+      Effect.suspend(() => {
+        if (!ok || link.closed || link.current !== connection) return Effect.void
+        // Closed as a drop is: "close" moves `next` on by one; set it so that it lands on the first URL.
+        link.next = -1
+        connection.socket.close(1000, "moving back to the preferred platform URL")
+        return Effect.logInfo(`the platform at ${preferred} answers again: moving back to it`)
+      }))
+  })
+
 // --- the protocol ---
 
 /**
@@ -177,6 +225,10 @@ export const makeClient = (options: ClientOptions): Effect.Effect<RpcClient.Prot
         current: undefined,
         closed: false,
         next: 0
+      }
+      const every = options.preferredEvery ?? 0
+      if (options.urls.length > 1 && every > 0) {
+        yield* Effect.forkScoped(Effect.schedule(returnToPreferred(link), Schedule.spaced(every)))
       }
       yield* Effect.addFinalizer(() =>
         Effect.sync(() => {
