@@ -7,6 +7,7 @@
  */
 import { Cause, Clock, Duration, Effect, type Layer, Mailbox, Option, type Schema, Stream } from "effect"
 import * as Builtins from "./Builtins.js"
+import type * as Guardrail from "./Guardrail.js"
 import { loop, traced } from "./internal/agent/loop.js"
 import { outputSpec } from "./internal/agent/output.js"
 import * as SubAgent from "./internal/agent/subAgent.js"
@@ -15,6 +16,7 @@ import {
   type AgentError,
   AgentEvent,
   type AgentRequirements,
+  type GuardrailError,
   type Handoff,
   type HostOptions,
   type MadeErrors,
@@ -25,12 +27,15 @@ import {
   type RunIdInUse,
   type RunOptions,
   type RunSuspended,
+  type SessionError,
+  type SessionRequirement,
   type Start,
   TypeId,
   UnknownRun
 } from "./internal/agent/types.js"
 import * as Journal from "./Journal.js"
 import type * as LanguageModel from "./LanguageModel.js"
+import type * as Session from "./Session.js"
 import type * as Tool from "./Tool.js"
 import type { CallServices } from "./ToolContext.js"
 
@@ -43,6 +48,7 @@ export {
   type AgentRequirements,
   type ApprovalError,
   ApprovalHop,
+  type GuardrailError,
   type Completion,
   type Handoff,
   type HostOptions,
@@ -61,6 +67,8 @@ export {
   type RunOptions,
   RunResult,
   RunSuspended,
+  type SessionError,
+  type SessionRequirement,
   ToolCallRecord,
   type ToolExecution,
   TypeId,
@@ -78,13 +86,14 @@ export const make = <
   A = never,
   const Handoffs extends ReadonlyArray<Handoff> = readonly [],
   RK = never,
-  KTools extends ReadonlyArray<Tool.Any> = readonly []
+  KTools extends ReadonlyArray<Tool.Any> = readonly [],
+  G extends Guardrail.Guardrails | undefined = undefined
 >(
-  options: Options<Tools, A, Handoffs, RK, KTools>
+  options: Options<Tools, A, Handoffs, RK, KTools> & { readonly guardrails?: G }
 ): Agent<
   Tool.Requirements<Tools[number]> | RK | AgentRequirements<Handoffs[number]>,
   A,
-  MadeErrors<Tools[number] | KTools[number], A, Handoffs[number]>
+  MadeErrors<Tools[number] | KTools[number], A, Handoffs[number]> | GuardrailError<G>
 > => {
   const completion = options.completion ?? "implicit"
   const given = (options.handoffs ?? []).map(SubAgent.handoffOf)
@@ -105,7 +114,9 @@ export const make = <
     completion,
     maxSteps: options.maxSteps ?? 20,
     approvalExpiry: Duration.decode(options.approvalExpiry ?? Duration.hours(24)),
-    output: options.output === undefined ? undefined : outputSpec(options.output, options.outputRetries ?? 2)
+    output: options.output === undefined ? undefined : outputSpec(options.output, options.outputRetries ?? 2),
+    guardrails: options.guardrails,
+    history: options.history
   }
 }
 
@@ -119,11 +130,15 @@ export const run = <R, A = never, E extends AgentError = AgentError, const O ext
   agent: Agent<R, A, E>,
   prompt: string,
   options?: O
-): Effect.Effect<Result<A>, E | RunIdError<O>, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
+): Effect.Effect<
+  Result<A>,
+  E | RunIdError<O> | SessionError<O>,
+  LanguageModel.LanguageModel | Exclude<R, CallServices> | SessionRequirement<O>
+> =>
   // Only a resume can name a run the journal does not have.
-  traced(agent, loop(agent, { prompt, runId: options?.runId }, undefined)) as Effect.Effect<
+  traced(agent, loop(agent, { prompt, runId: options?.runId, session: options?.session }, undefined)) as Effect.Effect<
     Result<A>,
-    E | RunIdError<O>,
+    E | RunIdError<O> | SessionError<O>,
     LanguageModel.LanguageModel
   >
 
@@ -139,9 +154,13 @@ export const resume = <R, A = never, E extends AgentError = AgentError>(
   runId: string
 ): Effect.Effect<
   Result<A>,
-  Exclude<E, RunIdInUse> | UnknownRun,
+  Exclude<E, RunIdInUse> | UnknownRun | Session.SessionBusy,
   LanguageModel.LanguageModel | Journal.Journal | Exclude<R, CallServices>
-> => traced(agent, loop(agent, { resume: runId }, undefined)) as Effect.Effect<Result<A>, Exclude<E, RunIdInUse> | UnknownRun>
+> =>
+  traced(agent, loop(agent, { resume: runId }, undefined)) as Effect.Effect<
+    Result<A>,
+    Exclude<E, RunIdInUse> | UnknownRun | Session.SessionBusy
+  >
 
 /**
  * What `Agent.stream` of an agent whose runs fail with `E`, with options `O`, fails with: never `RunSuspended`
@@ -150,6 +169,7 @@ export const resume = <R, A = never, E extends AgentError = AgentError>(
 export type StreamError<E, O> =
   | Exclude<E, RunSuspended | RunIdInUse>
   | (O extends { readonly resume?: false | undefined } ? RunIdError<O> : UnknownRun | RunIdError<O>)
+  | SessionError<O>
 
 /**
  * The same run as a stream of `AgentEvent`s, ending with `Done` (or the run's error); a run that
@@ -164,12 +184,16 @@ export const stream = <
   agent: Agent<R, A, E>,
   prompt: string,
   options?: O
-): Stream.Stream<AgentEvent, StreamError<E, O>, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
+): Stream.Stream<
+  AgentEvent,
+  StreamError<E, O>,
+  LanguageModel.LanguageModel | Exclude<R, CallServices> | SessionRequirement<O>
+> =>
   Stream.unwrapScoped(Effect.gen(function*() {
     const mailbox = yield* Mailbox.make<AgentEvent, AgentError | UnknownRun>()
     const start: Start = options?.resume === true && options.runId !== undefined
       ? { resume: options.runId }
-      : { prompt, runId: options?.runId }
+      : { prompt, runId: options?.runId, session: options?.session }
     yield* traced(agent, loop(agent, start, (event) => mailbox.unsafeOffer(event))).pipe(
       Effect.matchCauseEffect({
         onSuccess: () => mailbox.end,

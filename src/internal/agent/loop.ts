@@ -13,10 +13,13 @@ import * as Door from "../call/door.js"
 import { CallScope } from "../call/scope.js"
 import { modulesOf } from "../worker/types.js"
 import { type TurnHook, TurnHooks } from "../hooks/turn.js"
+import type { GuardrailTripped } from "../../Guardrail.js"
+import * as Guards from "./guardrails.js"
 import { ask } from "./modelTurn.js"
 import { open } from "./open.js"
 import { retryText } from "./output.js"
 import { CurrentRun, Run, subAgentTools } from "./run.js"
+import { holding, takeSession } from "./session.js"
 import { listening } from "../util/tracing.js"
 import { execute, toMessage } from "./turn.js"
 import {
@@ -151,9 +154,29 @@ const run = (
       })
     }
     if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
+    // A run of a session (a resumed one goes on holding it) reads the session's earlier turns first.
+    const session = "resume" in start ? yield* journaled!.journal.sessions.heldBy(runId) : start.session
+    if (session !== undefined) yield* takeSession(state, session, "resume" in start)
+    const guards = agent.guardrails?.input === undefined ? undefined : yield* Guards.input(state, opened.prompt)
+    const steps = turns(state, agent, emit, scope, guards)
+    return yield* (state.session === undefined ? steps : holding(state, state.session, steps))
+  })
+
+/** The run's model turns, from the first: ask the model, run its calls, until it answers or runs out of steps. */
+const turns = (
+  state: Run,
+  agent: Agent<any, any>,
+  emit: Emit | undefined,
+  scope: Scope.Scope | undefined,
+  guards: Effect.Effect<void, GuardrailTripped> | undefined
+): Effect.Effect<RunResult, AgentError, LanguageModel.LanguageModel> =>
+  Effect.gen(function*() {
     for (let step = 1; step <= agent.maxSteps; step++) {
       emit?.(AgentEvent.TurnStarted({ step }))
-      const turn = yield* ask(state, step)
+      // Input guardrails that run beside the first turn: its answer and its calls wait for them.
+      const turn = yield* (step === 1 && guards !== undefined
+        ? Effect.zipLeft(ask(state, step), guards, { concurrent: true })
+        : ask(state, step))
       state.count(turn.usage)
       if (turn.text !== undefined && turn.text !== "") emit?.(AgentEvent.Text({ step, text: turn.text }))
       // Reasoning goes back with the turn, as the provider requires (design: The model side).
@@ -165,9 +188,17 @@ const run = (
       if (turn.toolCalls.length === 0) {
         if (holder.completion === "implicit") {
           const output = holder.output
-          if (output === undefined) return yield* state.finish(turn.text ?? "", step)
+          if (output === undefined) {
+            const done = yield* answered(state, said, turn.text ?? "", step)
+            if (done !== undefined) return done
+            continue
+          }
           const decoded = output.decode(turn.text ?? "")
-          if (Either.isRight(decoded)) return yield* state.finish(turn.text ?? "", step, decoded.right)
+          if (Either.isRight(decoded)) {
+            const done = yield* answered(state, said, turn.text ?? "", step, decoded.right)
+            if (done !== undefined) return done
+            continue
+          }
           // An answer that does not decode goes back with its issues, a bounded number of times.
           if (++state.invalidOutputs > output.retries) {
             return yield* new OutputInvalid({ attempts: state.invalidOutputs, errors: decoded.left, output: turn.text ?? "" })
@@ -190,11 +221,29 @@ const run = (
       if (holder.completion === "explicit") {
         // A task_complete beside other calls ends the run once they have all finished (design: Built-ins).
         const complete = records.find((r) => r.name === Builtins.taskCompleteName && r.result.success)
-        if (complete !== undefined) return yield* state.finish(complete.result.value as string, step)
+        if (complete !== undefined) {
+          const done = yield* answered(state, undefined, complete.result.value as string, step)
+          if (done !== undefined) return done
+        }
       }
     }
     return yield* new MaxStepsExceeded({ maxSteps: agent.maxSteps, partial: state.result("", agent.maxSteps) })
   })
+
+/**
+ * The run's final answer `output`: checked by the output guardrails of the agent that holds the run, if it has any,
+ * then the run's end. Undefined when a guardrail made with `onTrip: "retry"` tripped: the model reads why and goes on.
+ */
+const answered = (
+  state: Run,
+  said: LanguageModel.Message | undefined,
+  output: string,
+  step: number,
+  value?: unknown
+): Effect.Effect<RunResult | undefined, GuardrailTripped> =>
+  state.agent.guardrails?.output === undefined
+    ? state.finish(output, step, value)
+    : Effect.flatMap(Guards.output(state, said, output), (passed) => passed ? state.finish(output, step, value) : Effect.sync(() => undefined))
 
 /**
  * A handoff (design: Agents that call agents): when the model called a `transfer_to_<name>` tool of the agent

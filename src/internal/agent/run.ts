@@ -46,6 +46,12 @@ export const nestedUnder = (
 ): Array<PendingApproval> =>
   pending.map((p) => ({ ...p, toolCallId: `${hop.toolCallId}/${p.toolCallId}`, path: [hop, ...p.path] }))
 
+/** A run's hold on its session (`Session.ts`): the session, and how many of the run's first messages are its history. */
+export interface SessionHold {
+  readonly session: string
+  readonly history: number
+}
+
 /**
  * The state of one run: its messages, records, usage, and its door (design: The call pipeline), which holds its hook
  * state and its outcomes (design: Per-run reuse), owned by the run.
@@ -62,6 +68,8 @@ export class Run {
   door: Door
   readonly records: Array<ToolCallRecord> = []
   readonly usage: { -readonly [K in keyof LanguageModel.Usage]: LanguageModel.Usage[K] } = { inputTokens: 0, outputTokens: 0 }
+  /** The session it holds, for a run of one: it keeps its messages there when it ends. */
+  session: SessionHold | undefined = undefined
   /** Final answers in a row that did not decode with the agent's output Schema. */
   invalidOutputs = 0
   /** The ids of the run's calls so far (`callsOf`): a call's id is unique within its run. */
@@ -155,13 +163,25 @@ export class Run {
     })
     const journaled = this.journaled
     if (journaled === undefined || journaled.hostEnds) return done
-    return Effect.zipRight(
+    const ended = Effect.zipRight(
       Effect.flatMap(
         Clock.currentTimeMillis,
         (now) => journaled.journal.ended(this.runId, { result: Schema.encodeSync(RunResultJson)(record) }, now)
       ),
       done
     )
+    // A run of a session is its next turn, kept before the run ends in the journal (a resume keeps it once).
+    const session = this.session
+    return session === undefined
+      ? ended
+      : Effect.zipRight(journaled.journal.sessions.keep(session.session, this.runId, this.kept(session, output)), ended)
+  }
+
+  /** What a run of a session keeps as the session's turn: its messages after the history, its answer last. */
+  private kept(session: SessionHold, output: string): ReadonlyArray<LanguageModel.Message> {
+    const own = this.messages.slice(session.history)
+    // An implicit run's answer is its last turn, which the loop does not add to its messages.
+    return this.agent.completion === "implicit" ? [...own, { _tag: "AssistantMessage", text: output, toolCalls: [] }] : own
   }
 
   /** Whether the turn's calls wait for approvals, here or in a sub-agent's run. */

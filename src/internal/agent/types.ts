@@ -3,8 +3,10 @@
  * record and result, its events and its errors. `Agent` re-exports all of it; the loop's parts read it.
  */
 import { Data, type Duration, type Either, Schema } from "effect"
+import type * as Guardrail from "../../Guardrail.js"
 import type * as Journal from "../../Journal.js"
 import * as LanguageModel from "../../LanguageModel.js"
+import type * as Session from "../../Session.js"
 import type * as Tool from "../../Tool.js"
 import type * as Toolkit from "../../Toolkit.js"
 import { ToolResultFromJson } from "../../ToolResult.js"
@@ -68,6 +70,13 @@ export interface Options<
    * not made yet (a handoff back to this one) is given by its name and a function: `{ name, agent: () => triage }`.
    */
   readonly handoffs?: Handoffs | undefined
+  /**
+   * Checks of the prompt before the first model turn and of the final answer before it is returned (`Guardrail`):
+   * a trip ends the run with `GuardrailTripped`.
+   */
+  readonly guardrails?: Guardrail.Guardrails | undefined
+  /** What the model of a run of a session reads of the session's earlier turns (`Session.History`). Default: all. */
+  readonly history?: Session.History | undefined
 }
 
 /** An agent to hand a run over to: the agent, or its name and a function that gives it (one made later). */
@@ -88,6 +97,18 @@ export type AgentErrors<G> = G extends Agent<any, any, infer E> ? E
 
 /** What a run of the agent `G` with options `O` can fail with: `AgentErrors`, and `RunIdInUse` when `O` gives a `runId`. */
 export type RunError<G, O = {}> = AgentErrors<G> | RunIdError<O>
+
+/** `SessionBusy` when run options `O` may name a session. */
+export type SessionError<O> = NamesSession<O> extends true ? Session.SessionBusy : never
+
+/** What a run with options `O` needs besides its model and tools: a `Journal` for a run of a session. */
+export type SessionRequirement<O> = NamesSession<O> extends true ? Journal.Journal : never
+
+/** Whether run options `O` may name a session. */
+type NamesSession<O> = "session" extends keyof O ? O extends { readonly session?: undefined } ? false : true : false
+
+/** `GuardrailTripped` for an agent made with guardrails `G`. */
+export type GuardrailError<G> = [G] extends [undefined] ? never : Guardrail.GuardrailTripped
 
 /** `RunIdInUse` when run options `O` may give a `runId`. */
 export type RunIdError<O> = O extends { readonly runId: string } ? RunIdInUse
@@ -136,6 +157,10 @@ export interface Agent<R = never, A = never, E = AgentError> {
   readonly output: OutputSpec | undefined
   /** The agents it may hand the run over to, by the name of the tool that does it (`transfer_to_<name>`). */
   readonly handoffs: ReadonlyMap<string, () => Agent<any, any>>
+  /** Its guardrails, when it has any. */
+  readonly guardrails: Guardrail.Guardrails | undefined
+  /** What a run of a session reads of its earlier turns, when given. */
+  readonly history: Session.History | undefined
 }
 
 /** What a run of an agent gives: its record, and with a typed output the decoded `value`. */
@@ -273,7 +298,13 @@ export class NoPendingApproval extends Schema.TaggedError<NoPendingApproval>("ag
  * narrower (`AgentErrors`, `RunError`): `OutputInvalid` only with an `output` Schema, `RunSuspended`
  * only with a tool that may need approval (or a handoff that may), `RunIdInUse` only given a `runId`.
  */
-export type AgentError = RunFailure | OutputInvalid | RunSuspended | RunIdInUse
+export type AgentError =
+  | RunFailure
+  | OutputInvalid
+  | RunSuspended
+  | RunIdInUse
+  | Guardrail.GuardrailTripped
+  | Session.SessionBusy
 
 /** What `Agent.stream` reports, in order, as a run goes. */
 export type AgentEvent = Data.TaggedEnum<{
@@ -313,6 +344,11 @@ export interface RunOptions {
    * new id from the id service (`RunSuspended` names it; so does `Agent.stream`'s `Resumed`).
    */
   readonly runId?: string | undefined
+  /**
+   * The session the run goes on with (`Session`): its model reads the session's earlier turns, and the run, once
+   * it ends, is the session's next turn. Needs a `Journal`; a run of a session held by another is `SessionBusy`.
+   */
+  readonly session?: string | undefined
 }
 
 /** What a host that journals runs itself (the platform's task runner) tells the loop. */
@@ -341,5 +377,6 @@ export type Start =
     readonly runId?: string | undefined
     readonly host?: HostOptions | undefined
     readonly shared?: RunState | undefined
+    readonly session?: string | undefined
   }
   | { readonly resume: string; readonly shared?: RunState | undefined }
