@@ -32,7 +32,8 @@ export const slow = [
   "test/PostgresPrivateFolder.test.ts",
   "test/McpHostileServer.test.ts",
   "test/TelemetryProcesses.test.ts",
-  "test/cliOperateProcess.test.ts"
+  "test/cliOperateProcess.test.ts",
+  "test/AgentSessionsPostgres.test.ts"
 ]
 
 export default defineConfig({

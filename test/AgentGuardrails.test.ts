@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Layer, Option, Schema, TestClock } from "effect"
 import { Agent, Guardrail, Hooks, LanguageModel, Tool } from "../src/index.js"
+import { recordingTracer } from "./support/recordingTracer.js"
 
 const requests = Effect.flatMap(LanguageModel.Scripted, (s) => s.requests)
 
@@ -85,6 +86,22 @@ describe("Guardrails of an agent", () => {
         text: "Your answer was refused by the guardrail short: over 20 characters. Answer again."
       })
     }).pipe(Effect.provide(LanguageModel.layerScripted([{ text: "It shipped on Monday from the depot." }, { text: "Shipped." }]))))
+
+  it.effect("each check is a span under the run's, saying what it checked and whether it tripped", () =>
+    Effect.gen(function*() {
+      const { spans, tracer } = recordingTracer()
+      const polite = Guardrail.make("polite", () => Effect.succeed(Guardrail.pass))
+      const agent = Agent.make({ name: "support", tools: [], guardrails: { input: [noSecrets], output: [polite] } })
+      yield* Agent.run(agent, "hello").pipe(Effect.withTracer(tracer))
+      const run = spans.find((span) => span.name === "invoke_agent support")!
+      const checks = spans.filter((span) => span.name.startsWith("guardrail "))
+      assert.deepStrictEqual(checks.map((span) => [
+        span.name,
+        span.attributes.get("agent_tools.guardrail.stage"),
+        span.attributes.get("agent_tools.guardrail.tripped"),
+        span.parentSpanId === run.spanId
+      ]), [["guardrail no_secrets", "input", false, true], ["guardrail polite", "output", false, true]])
+    }).pipe(Effect.provide(LanguageModel.layerScripted([{ text: "hi" }]))))
 
   it.effect("a check that fails trips (fail closed), in its error's words", () =>
     Effect.gen(function*() {
