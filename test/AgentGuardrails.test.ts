@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Layer, Option, Schema, TestClock } from "effect"
 import { Agent, Guardrail, Hooks, LanguageModel, Tool } from "../src/index.js"
+import * as GuardrailsExample from "../examples/guardrails.js"
 import { recordingTracer } from "./support/recordingTracer.js"
 
 const requests = Effect.flatMap(LanguageModel.Scripted, (s) => s.requests)
@@ -105,7 +106,7 @@ describe("Guardrails of an agent", () => {
 
   it.effect("a check that fails trips (fail closed), in its error's words", () =>
     Effect.gen(function*() {
-      const broken = Guardrail.make("broken", () => Effect.fail(new Error("classifier unreachable")))
+      const broken = Guardrail.make("broken", () => Effect.fail("classifier unreachable"))
       const agent = Agent.make({ tools: [], guardrails: { input: [broken] } })
       const tripped = failureOf(yield* Effect.exit(Agent.run(agent, "hello")))
       assert.deepStrictEqual([tripped._tag, (tripped as Guardrail.GuardrailTripped).reason], ["GuardrailTripped", "the check failed: classifier unreachable"])
@@ -159,4 +160,13 @@ describe("Guardrails of a tool (a tool hook)", () => {
         })]
       })
     ))))
+})
+
+describe("Guardrails: the documented example", () => {
+  it.effect("the prompt with a key trips before any request; the promising answer is asked again", () =>
+    Effect.gen(function*() {
+      const { output, tripped } = yield* GuardrailsExample.main
+      assert.strictEqual(tripped, "the input guardrail no_secrets tripped: the prompt holds an API key")
+      assert.strictEqual(output, "It ships today.")
+    }))
 })

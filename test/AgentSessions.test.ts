@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Agent, Journal, LanguageModel, Session, Tool } from "../src/index.js"
+import * as SessionsExample from "../examples/sessions.js"
 import { linesOf, threeRuns, threeRunsScript } from "./support/sessions.js"
 
 const requests = Effect.flatMap(LanguageModel.Scripted, (s) => s.requests)
@@ -187,6 +188,16 @@ describe("Sessions on a SQLite file", () => {
           const [, seen] = yield* process([{ text: "second answer" }], Agent.run(agent, "second", { session: "s-file" }))
           assert.deepStrictEqual(linesOf(seen[0]), ["user: first", "assistant: first answer", "user: second"])
         }),
+      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+    ))
+
+  it.effect("the documented example: each run of the session reads the turns before it", () =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => mkdtempSync(join(tmpdir(), "agent-tools-sessions-"))),
+      (dir) =>
+        Effect.map(SessionsExample.main(join(dir, "journal.sqlite")), (outputs) =>
+          // The second run reads the first's four messages and its prompt; the third, both runs' six and its own.
+          assert.deepStrictEqual(outputs, ["read 3 messages", "read 5 messages", "read 7 messages"])),
       (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
     ))
 })
