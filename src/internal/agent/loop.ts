@@ -3,6 +3,7 @@
  * agent, its span, and the loop over model turns that the other parts (`modelTurn`, `turn`) serve.
  */
 import { Context, Effect, Either, Exit, Option, Scope } from "effect"
+import type { YieldWrap } from "effect/Utils"
 import * as Builtins from "../../Builtins.js"
 import { Ids } from "../../Ids.js"
 import * as Journal from "../../Journal.js"
@@ -158,77 +159,77 @@ const run = (
     const session = "resume" in start ? yield* journaled!.journal.sessions.heldBy(runId) : start.session
     if (session !== undefined) yield* takeSession(state, session, "resume" in start)
     const guards = agent.guardrails?.input === undefined ? undefined : yield* Guards.input(state, opened.prompt)
-    const steps = turns(state, agent, emit, scope, guards)
-    return yield* (state.session === undefined ? steps : holding(state, state.session, steps))
+    // Delegated to, not an effect of its own: a run without a session costs no step more.
+    if (state.session === undefined) return yield* turns(state, agent, emit, scope, guards)
+    return yield* holding(state, state.session, Effect.gen(() => turns(state, agent, emit, scope, guards)))
   })
 
 /** The run's model turns, from the first: ask the model, run its calls, until it answers or runs out of steps. */
-const turns = (
+function* turns(
   state: Run,
   agent: Agent<any, any>,
   emit: Emit | undefined,
   scope: Scope.Scope | undefined,
   guards: Effect.Effect<void, GuardrailTripped> | undefined
-): Effect.Effect<RunResult, AgentError, LanguageModel.LanguageModel> =>
-  Effect.gen(function*() {
-    for (let step = 1; step <= agent.maxSteps; step++) {
-      emit?.(AgentEvent.TurnStarted({ step }))
-      // Input guardrails that run beside the first turn: its answer and its calls wait for them.
-      const turn = yield* (step === 1 && guards !== undefined
-        ? Effect.zipLeft(ask(state, step), guards, { concurrent: true })
-        : ask(state, step))
-      state.count(turn.usage)
-      if (turn.text !== undefined && turn.text !== "") emit?.(AgentEvent.Text({ step, text: turn.text }))
-      // Reasoning goes back with the turn, as the provider requires (design: The model side).
-      const said: LanguageModel.Message = turn.reasoning === undefined
-        ? { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls }
-        : { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls, reasoning: turn.reasoning }
-      // The agent that holds the run now: the one it started with, or the one a handoff gave it to.
-      const holder = state.agent
-      if (turn.toolCalls.length === 0) {
-        if (holder.completion === "implicit") {
-          const output = holder.output
-          if (output === undefined) {
-            const done = yield* answered(state, said, turn.text ?? "", step)
-            if (done !== undefined) return done
-            continue
-          }
-          const decoded = output.decode(turn.text ?? "")
-          if (Either.isRight(decoded)) {
-            const done = yield* answered(state, said, turn.text ?? "", step, decoded.right)
-            if (done !== undefined) return done
-            continue
-          }
-          // An answer that does not decode goes back with its issues, a bounded number of times.
-          if (++state.invalidOutputs > output.retries) {
-            return yield* new OutputInvalid({ attempts: state.invalidOutputs, errors: decoded.left, output: turn.text ?? "" })
-          }
-          state.messages = [...state.messages, said, { _tag: "UserMessage", text: retryText(decoded.left) }]
+): Generator<YieldWrap<Effect.Effect<any, AgentError, LanguageModel.LanguageModel>>, RunResult> {
+  for (let step = 1; step <= agent.maxSteps; step++) {
+    emit?.(AgentEvent.TurnStarted({ step }))
+    // Input guardrails that run beside the first turn: its answer and its calls wait for them.
+    const turn = yield* (step === 1 && guards !== undefined
+      ? Effect.zipLeft(ask(state, step), guards, { concurrent: true })
+      : ask(state, step))
+    state.count(turn.usage)
+    if (turn.text !== undefined && turn.text !== "") emit?.(AgentEvent.Text({ step, text: turn.text }))
+    // Reasoning goes back with the turn, as the provider requires (design: The model side).
+    const said: LanguageModel.Message = turn.reasoning === undefined
+      ? { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls }
+      : { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls, reasoning: turn.reasoning }
+    // The agent that holds the run now: the one it started with, or the one a handoff gave it to.
+    const holder = state.agent
+    if (turn.toolCalls.length === 0) {
+      if (holder.completion === "implicit") {
+        const output = holder.output
+        if (output === undefined) {
+          const done = yield* answered(state, said, turn.text ?? "", step)
+          if (done !== undefined) return done
           continue
         }
-        state.messages = [...state.messages, said, { _tag: "UserMessage", text: Builtins.reminder }]
+        const decoded = output.decode(turn.text ?? "")
+        if (Either.isRight(decoded)) {
+          const done = yield* answered(state, said, turn.text ?? "", step, decoded.right)
+          if (done !== undefined) return done
+          continue
+        }
+        // An answer that does not decode goes back with its issues, a bounded number of times.
+        if (++state.invalidOutputs > output.retries) {
+          return yield* new OutputInvalid({ attempts: state.invalidOutputs, errors: decoded.left, output: turn.text ?? "" })
+        }
+        state.messages = [...state.messages, said, { _tag: "UserMessage", text: retryText(decoded.left) }]
         continue
       }
-      const calls = execute(state, step, state.callsOf(step, turn.toolCalls))
-      // A sub-agent's body finds the run it is called from (design: Agents that call agents).
-      const records = yield* (hasSubAgents(state.toolkit) ? Effect.provideService(calls, CurrentRun, state) : calls)
-      // Calls waiting for approval, here or in a sub-agent: their turn's other outcomes are journaled; the run stops here.
-      if (state.waiting) return yield* state.suspend()
-      state.records.push(...records)
-      state.messages = [...state.messages, said, ...records.map(toMessage(state.toolkit, turn.toolCalls))]
-      // Only an agent with handoffs pays for looking for one.
-      if (holder.handoffs.size > 0 && (yield* handOver(state, holder, records, scope))) continue
-      if (holder.completion === "explicit") {
-        // A task_complete beside other calls ends the run once they have all finished (design: Built-ins).
-        const complete = records.find((r) => r.name === Builtins.taskCompleteName && r.result.success)
-        if (complete !== undefined) {
-          const done = yield* answered(state, undefined, complete.result.value as string, step)
-          if (done !== undefined) return done
-        }
+      state.messages = [...state.messages, said, { _tag: "UserMessage", text: Builtins.reminder }]
+      continue
+    }
+    const calls = execute(state, step, state.callsOf(step, turn.toolCalls))
+    // A sub-agent's body finds the run it is called from (design: Agents that call agents).
+    const records = yield* (hasSubAgents(state.toolkit) ? Effect.provideService(calls, CurrentRun, state) : calls)
+    // Calls waiting for approval, here or in a sub-agent: their turn's other outcomes are journaled; the run stops here.
+    if (state.waiting) return yield* state.suspend()
+    state.records.push(...records)
+    state.messages = [...state.messages, said, ...records.map(toMessage(state.toolkit, turn.toolCalls))]
+    // Only an agent with handoffs pays for looking for one.
+    if (holder.handoffs.size > 0 && (yield* handOver(state, holder, records, scope))) continue
+    if (holder.completion === "explicit") {
+      // A task_complete beside other calls ends the run once they have all finished (design: Built-ins).
+      const complete = records.find((r) => r.name === Builtins.taskCompleteName && r.result.success)
+      if (complete !== undefined) {
+        const done = yield* answered(state, undefined, complete.result.value as string, step)
+        if (done !== undefined) return done
       }
     }
-    return yield* new MaxStepsExceeded({ maxSteps: agent.maxSteps, partial: state.result("", agent.maxSteps) })
-  })
+  }
+  return yield* new MaxStepsExceeded({ maxSteps: agent.maxSteps, partial: state.result("", agent.maxSteps) })
+}
 
 /**
  * The run's final answer `output`: checked by the output guardrails of the agent that holds the run, if it has any,
