@@ -212,18 +212,18 @@ export const stream = <
  * order: for hosts that forward events themselves (the platform's task runner) without a stream.
  * With `host`, the run is the host's journaled one (a task), ended in the journal by the host.
  */
-export const runWithEvents = <R, A = never, E extends AgentError = AgentError>(
+export const runWithEvents = <R, A = never, E extends AgentError = AgentError, const H extends HostOptions | undefined = undefined>(
   agent: Agent<R, A, E>,
   prompt: string,
   onEvent: (event: AgentEvent) => void,
-  host?: HostOptions
-): Effect.Effect<Result<A>, Exclude<E, RunIdInUse>, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
+  host?: H
+): Effect.Effect<Result<A>, Exclude<E, RunIdInUse> | SessionError<H>, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
   // A host's run is the one it wrote in the journal; without a host the run has a new id: never RunIdInUse.
   traced(
     agent,
     loop(agent, host === undefined ? { prompt } : { prompt, runId: host.runId, host }, onEvent) as Effect.Effect<
       Result<A>,
-      Exclude<E, RunIdInUse>,
+      Exclude<E, RunIdInUse> | SessionError<H>,
       LanguageModel.LanguageModel
     >
   )

@@ -170,6 +170,24 @@ describe("Sessions and durable runs", () => {
     ))))
 })
 
+describe("Sessions of a host's runs (a platform task)", () => {
+  it.effect("a task that names a session reads the session's turns and, once it ends (by its host), is its next turn", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal.Journal
+      const agent = Agent.make({ tools: [] })
+      const task = (taskId: string, prompt: string) =>
+        Effect.gen(function*() {
+          // The host writes the task first, runs it, and ends it in the journal itself.
+          yield* journal.started({ runId: taskId, kind: "task", agentId: "support", processId: "p1", prompt, tools: [] })
+          const result = yield* Agent.runWithEvents(agent, prompt, () => {}, { runId: taskId, rerunUnfinished: true, session: "s-task" })
+          yield* journal.ended(taskId, { final: "{}" }, 0)
+          return result.output
+        })
+      assert.deepStrictEqual([yield* task("task-1", "first"), yield* task("task-2", "second")], ["answer 1", "answer 2"])
+      assert.deepStrictEqual(linesOf((yield* requests)[1]), ["user: first", "assistant: answer 1", "user: second"])
+    }).pipe(Effect.provide(Layer.merge(Journal.layerMemory, LanguageModel.layerScripted(answers(2))))))
+})
+
 describe("Sessions on a SQLite file", () => {
   it.effect("a session survives a process restart: the journal reopened on the file, the next run reads its turns", () =>
     Effect.acquireUseRelease(

@@ -156,8 +156,9 @@ const run = (
     }
     if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
     // A run of a session (a resumed one goes on holding it) reads the session's earlier turns first.
-    const session = "resume" in start ? yield* journaled!.journal.sessions.heldBy(runId) : start.session
-    if (session !== undefined) yield* takeSession(state, session, "resume" in start)
+    const session = "resume" in start ? yield* journaled!.journal.sessions.heldBy(runId) : start.session ?? start.host?.session
+    // A new run refused ends in the journal; a resumed one, or a host's (the host ends its own), stays.
+    if (session !== undefined) yield* takeSession(state, session, "resume" in start || start.host !== undefined)
     const guards = agent.guardrails?.input === undefined ? undefined : yield* Guards.input(state, opened.prompt)
     // Delegated to, not an effect of its own: a run without a session costs no step more.
     if (state.session === undefined) return yield* turns(state, agent, emit, scope, guards)

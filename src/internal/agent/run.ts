@@ -162,8 +162,8 @@ export class Run {
       return result
     })
     const journaled = this.journaled
-    if (journaled === undefined || journaled.hostEnds) return done
-    const ended = Effect.zipRight(
+    if (journaled === undefined) return done
+    const ended = journaled.hostEnds ? done : Effect.zipRight(
       Effect.flatMap(
         Clock.currentTimeMillis,
         (now) => journaled.journal.ended(this.runId, { result: Schema.encodeSync(RunResultJson)(record) }, now)

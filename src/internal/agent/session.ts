@@ -14,16 +14,16 @@ import type { Agent } from "./types.js"
 
 /**
  * The run takes `session`: its model reads the session's earlier turns before the prompt. A new run refused
- * (`SessionBusy`) ends in the journal without a result; a resumed one stays there, to be resumed again.
+ * (`SessionBusy`) ends in the journal without a result; one that `stays` (resumed, or a host's) stays there.
  */
-export const takeSession = (run: Run, session: string, resumed: boolean): Effect.Effect<void, SessionBusy> => {
+export const takeSession = (run: Run, session: string, stays: boolean): Effect.Effect<void, SessionBusy> => {
   const journal = run.journaled?.journal
   if (journal === undefined) {
     return Effect.dieMessage(`the run of the session ${session} has no journal: provide one (Journal.layerMemory, layerSql)`)
   }
   return take(run.agent, journal, session, run.runId).pipe(
     Effect.tapError(() =>
-      resumed ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (now) => journal.ended(run.runId, {}, now))
+      stays ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (now) => journal.ended(run.runId, {}, now))
     ),
     Effect.map((history) => {
       run.messages = [...history, ...run.messages]

@@ -362,6 +362,11 @@ export interface HostOptions {
   readonly rerunUnfinished: boolean
   /** The run as the host just read it from the journal (or wrote it, new): used as it is, not read again. */
   readonly known?: Journal.OpenRun | undefined
+  /**
+   * The session the task names (`Session`), given again when the host takes the task back: its model reads the
+   * session's earlier turns, and the task, once it ends, is its next turn (kept before the host ends it).
+   */
+  readonly session?: string | undefined
 }
 
 /** Tells a run's observer each `AgentEvent`, synchronously and in order. */
