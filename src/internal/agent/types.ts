@@ -112,8 +112,9 @@ export type GuardrailError<G> = [G] extends [undefined] ? never : Guardrail.Guar
 
 /** `RunIdInUse` when run options `O` may give a `runId`. */
 export type RunIdError<O> = O extends { readonly runId: string } ? RunIdInUse
-  : O extends { readonly runId?: undefined } ? never
-  : RunIdInUse
+  // Options without a `runId` key (`{ session }`) give none: checked by key, since `{ runId?: undefined }` is a weak type.
+  : "runId" extends keyof O ? O extends { readonly runId?: undefined } ? never : RunIdInUse
+  : never
 
 /** `RunSuspended` when one of the tools `T` (a union) may need approval: a tool typed `needsApproval: false` cannot. */
 export type ApprovalError<T> = [T extends Tool.Approval<infer N> ? N : boolean] extends [false] ? never : RunSuspended
