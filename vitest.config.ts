@@ -43,7 +43,8 @@ export const slow = [
   "test/platform/ClusterDrain.test.ts",
   "test/platform/ClusterPrune.test.ts",
   "test/platform/ClusterStartup.test.ts",
-  "test/platform/ClusterSpread.test.ts"
+  "test/platform/ClusterSpread.test.ts",
+  "test/AgentSessionsPostgres.test.ts"
 ]
 
 export default defineConfig({

@@ -7,6 +7,7 @@
  */
 import { Cause, Clock, Duration, Effect, type Layer, Mailbox, Option, type Schema, Stream } from "effect"
 import * as Builtins from "./Builtins.js"
+import type * as Guardrail from "./Guardrail.js"
 import { loop, traced } from "./internal/agent/loop.js"
 import { outputSpec } from "./internal/agent/output.js"
 import * as SubAgent from "./internal/agent/subAgent.js"
@@ -15,6 +16,7 @@ import {
   type AgentError,
   AgentEvent,
   type AgentRequirements,
+  type GuardrailError,
   type Handoff,
   type HostOptions,
   type MadeErrors,
@@ -25,12 +27,15 @@ import {
   type RunIdInUse,
   type RunOptions,
   type RunSuspended,
+  type SessionError,
+  type SessionRequirement,
   type Start,
   TypeId,
   UnknownRun
 } from "./internal/agent/types.js"
 import * as Journal from "./Journal.js"
 import type * as LanguageModel from "./LanguageModel.js"
+import type * as Session from "./Session.js"
 import type * as Tool from "./Tool.js"
 import type { CallServices } from "./ToolContext.js"
 
@@ -43,6 +48,7 @@ export {
   type AgentRequirements,
   type ApprovalError,
   ApprovalHop,
+  type GuardrailError,
   type Completion,
   type Handoff,
   type HostOptions,
@@ -61,6 +67,8 @@ export {
   type RunOptions,
   RunResult,
   RunSuspended,
+  type SessionError,
+  type SessionRequirement,
   ToolCallRecord,
   type ToolExecution,
   TypeId,
@@ -79,13 +87,14 @@ export const make = <
   A = never,
   const Handoffs extends ReadonlyArray<Handoff> = readonly [],
   RK = never,
-  KTools extends ReadonlyArray<Tool.Any> = readonly []
+  KTools extends ReadonlyArray<Tool.Any> = readonly [],
+  G extends Guardrail.Guardrails | undefined = undefined
 >(
-  options: Options<Tools, A, Handoffs, RK, KTools>
+  options: Options<Tools, A, Handoffs, RK, KTools> & { readonly guardrails?: G }
 ): Agent<
   Tool.Requirements<Tools[number]> | RK | AgentRequirements<Handoffs[number]>,
   A,
-  MadeErrors<Tools[number] | KTools[number], A, Handoffs[number]>
+  MadeErrors<Tools[number] | KTools[number], A, Handoffs[number]> | GuardrailError<G>
 > => {
   const completion = options.completion ?? "implicit"
   const given = (options.handoffs ?? []).map(SubAgent.handoffOf)
@@ -107,7 +116,9 @@ export const make = <
     maxSteps: options.maxSteps ?? 20,
     approvalExpiry: Duration.decode(options.approvalExpiry ?? Duration.hours(24)),
     output: options.output === undefined ? undefined : outputSpec(options.output, options.outputRetries ?? 2),
-    ...(options.budget === undefined ? {} : { budget: options.budget })
+    ...(options.budget === undefined ? {} : { budget: options.budget }),
+    guardrails: options.guardrails,
+    history: options.history
   }
 }
 
@@ -121,11 +132,15 @@ export const run = <R, A = never, E extends AgentError = AgentError, const O ext
   agent: Agent<R, A, E>,
   prompt: string,
   options?: O
-): Effect.Effect<Result<A>, E | RunIdError<O>, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
-  // Only a resume can name a run the journal does not have.
-  traced(agent, loop(agent, { prompt, runId: options?.runId, budget: options?.budget }, undefined)) as Effect.Effect<
+): Effect.Effect<
     Result<A>,
-    E | RunIdError<O>,
+  E | RunIdError<O> | SessionError<O>,
+  LanguageModel.LanguageModel | Exclude<R, CallServices> | SessionRequirement<O>
+> =>
+  // Only a resume can name a run the journal does not have.
+  traced(agent, loop(agent, { prompt, runId: options?.runId, session: options?.session }, undefined)) as Effect.Effect<
+    Result<A>,
+    E | RunIdError<O> | SessionError<O>,
     LanguageModel.LanguageModel
   >
 
@@ -141,9 +156,13 @@ export const resume = <R, A = never, E extends AgentError = AgentError>(
   runId: string
 ): Effect.Effect<
   Result<A>,
-  Exclude<E, RunIdInUse> | UnknownRun,
+  Exclude<E, RunIdInUse> | UnknownRun | Session.SessionBusy,
   LanguageModel.LanguageModel | Journal.Journal | Exclude<R, CallServices>
-> => traced(agent, loop(agent, { resume: runId }, undefined)) as Effect.Effect<Result<A>, Exclude<E, RunIdInUse> | UnknownRun>
+> =>
+  traced(agent, loop(agent, { resume: runId }, undefined)) as Effect.Effect<
+    Result<A>,
+    Exclude<E, RunIdInUse> | UnknownRun | Session.SessionBusy
+  >
 
 /**
  * What `Agent.stream` of an agent whose runs fail with `E`, with options `O`, fails with: never `RunSuspended`
@@ -152,6 +171,7 @@ export const resume = <R, A = never, E extends AgentError = AgentError>(
 export type StreamError<E, O> =
   | Exclude<E, RunSuspended | RunIdInUse>
   | (O extends { readonly resume?: false | undefined } ? RunIdError<O> : UnknownRun | RunIdError<O>)
+  | SessionError<O>
 
 /**
  * The same run as a stream of `AgentEvent`s, ending with `Done` (or the run's error); a run that
@@ -166,12 +186,16 @@ export const stream = <
   agent: Agent<R, A, E>,
   prompt: string,
   options?: O
-): Stream.Stream<AgentEvent, StreamError<E, O>, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
+): Stream.Stream<
+  AgentEvent,
+  StreamError<E, O>,
+  LanguageModel.LanguageModel | Exclude<R, CallServices> | SessionRequirement<O>
+> =>
   Stream.unwrapScoped(Effect.gen(function*() {
     const mailbox = yield* Mailbox.make<AgentEvent, AgentError | UnknownRun>()
     const start: Start = options?.resume === true && options.runId !== undefined
       ? { resume: options.runId, budget: options.budget }
-      : { prompt, runId: options?.runId, budget: options?.budget }
+      : { prompt, runId: options?.runId, budget: options?.budget, session: options?.session }
     yield* traced(agent, loop(agent, start, (event) => mailbox.unsafeOffer(event))).pipe(
       Effect.matchCauseEffect({
         onSuccess: () => mailbox.end,
@@ -190,18 +214,18 @@ export const stream = <
  * order: for hosts that forward events themselves (the platform's task runner) without a stream.
  * With `host`, the run is the host's journaled one (a task), ended in the journal by the host.
  */
-export const runWithEvents = <R, A = never, E extends AgentError = AgentError>(
+export const runWithEvents = <R, A = never, E extends AgentError = AgentError, const H extends HostOptions | undefined = undefined>(
   agent: Agent<R, A, E>,
   prompt: string,
   onEvent: (event: AgentEvent) => void,
-  host?: HostOptions
-): Effect.Effect<Result<A>, Exclude<E, RunIdInUse>, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
+  host?: H
+): Effect.Effect<Result<A>, Exclude<E, RunIdInUse> | SessionError<H>, LanguageModel.LanguageModel | Exclude<R, CallServices>> =>
   // A host's run is the one it wrote in the journal; without a host the run has a new id: never RunIdInUse.
   traced(
     agent,
     loop(agent, host === undefined ? { prompt } : { prompt, runId: host.runId, host }, onEvent) as Effect.Effect<
       Result<A>,
-      Exclude<E, RunIdInUse>,
+      Exclude<E, RunIdInUse> | SessionError<H>,
       LanguageModel.LanguageModel
     >
   )

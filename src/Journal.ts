@@ -12,6 +12,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Effect, Layer, Option, Schema, type Scope } from "effect"
 import * as Sql from "./internal/sql/journal.js"
 import * as Reads from "./internal/sql/operatorReads.js"
+import * as Sessions from "./internal/sql/sessions.js"
 import * as SqlStore from "./internal/sql/store.js"
 import { ToolResult, ToolResultFromJson } from "./ToolResult.js"
 import * as LanguageModel from "./LanguageModel.js"
@@ -238,6 +239,8 @@ export class Journal extends Context.Tag("agent-tools/Journal")<Journal, {
   readonly task: (taskId: string) => Effect.Effect<TaskRecord | undefined, JournalUnavailable>
   /** The approvals of the platform's tasks not decided nor expired at `now`, the first to expire first. */
   readonly pendingApprovals: (now: number, limit: number) => Effect.Effect<ReadonlyArray<PendingDecision>, JournalUnavailable>
+  /** The sessions of agent runs (`Session.ts`): who holds each, and their turns. */
+  readonly sessions: Sessions.Store
 }>() {}
 
 /** Whether `run` is one that had not ended. */
@@ -428,7 +431,7 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
       task: (taskId: string) => readTask(sql, taskId).pipe(SqlStore.orUnavailable(unavailable)),
       pendingApprovals: (now: number, limit: number) => readPending(sql, now, limit).pipe(SqlStore.orUnavailable(unavailable))
     }
-    return Journal.of({ path, ...write, ...reads, run, tasks })
+    return Journal.of({ path, ...write, ...reads, run, tasks, sessions: Sessions.make(sql) })
   })
 )
 
@@ -439,7 +442,7 @@ const orDie = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A> => Effect.or
 const makeWrites = (
   sql: Client,
   unavailable: (reason: string) => JournalUnavailable
-): Omit<Journal["Type"], "path" | "run" | "tasks" | "listTasks" | "task" | "pendingApprovals"> => ({
+): Omit<Journal["Type"], "path" | "run" | "tasks" | "listTasks" | "task" | "pendingApprovals" | "sessions"> => ({
   started: (run) =>
     orDie(Effect.flatMap(Clock.currentTimeMillis, (createdAt) =>
       Sql.insertTask(sql, {

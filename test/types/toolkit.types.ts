@@ -4,7 +4,7 @@
  * and a run's error type has only the errors it can have (`Agent.AgentErrors`, `Agent.RunError`).
  */
 import { Context, Effect, Layer, Schema, type Stream } from "effect"
-import { Agent, LanguageModel, Tool, Toolkit } from "../../src/index.js"
+import { Agent, type Guardrail, LanguageModel, type Session, Tool, Toolkit } from "../../src/index.js"
 
 type Equals<X, Y> = (<T>() => T extends X ? 1 : 2) extends (<T>() => T extends Y ? 1 : 2) ? true : false
 type Expect<T extends true> = T
@@ -130,5 +130,13 @@ const streamed = Agent.stream(approving, "hi")
 export type StreamNeverSuspends = Expect<Equals<Stream.Stream.Error<typeof streamed>, Agent.RunFailure>>
 // The full union stays, for an agent typed without its errors.
 export type FullUnion = Expect<
-  Equals<Agent.AgentError, Agent.RunFailure | Agent.OutputInvalid | Agent.RunSuspended | Agent.RunIdInUse>
+  Equals<
+    Agent.AgentError,
+    | Agent.RunFailure
+    | Agent.OutputInvalid
+    | Agent.RunSuspended
+    | Agent.RunIdInUse
+    | Guardrail.GuardrailTripped
+    | Session.SessionBusy
+  >
 >

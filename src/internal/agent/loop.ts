@@ -3,6 +3,7 @@
  * agent, its span, and the loop over model turns that the other parts (`modelTurn`, `turn`) serve.
  */
 import { Context, Effect, Either, Exit, Option, Scope } from "effect"
+import type { YieldWrap } from "effect/Utils"
 import * as Builtins from "../../Builtins.js"
 import * as Cost from "../../Cost.js"
 import { Ids } from "../../Ids.js"
@@ -15,10 +16,13 @@ import { CallScope } from "../call/scope.js"
 import { modulesOf } from "../worker/types.js"
 import { type TurnHook, TurnHooks } from "../hooks/turn.js"
 import { budgeted, completed, overBudget } from "./budget.js"
+import type { GuardrailTripped } from "../../Guardrail.js"
+import * as Guards from "./guardrails.js"
 import { ask } from "./modelTurn.js"
 import { open } from "./open.js"
 import { retryText } from "./output.js"
 import { CurrentRun, Run, subAgentTools } from "./run.js"
+import { holding, takeSession } from "./session.js"
 import { listening } from "../util/tracing.js"
 import { execute, toMessage } from "./turn.js"
 import {
@@ -154,52 +158,99 @@ const run = (
     }
     budgeted(state, start.budget ?? agent.budget, services.prices)
     if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
-    for (let step = 1; step <= agent.maxSteps; step++) {
-      const over = overBudget(state, step)
-      if (over !== undefined) return yield* over
-      emit?.(AgentEvent.TurnStarted({ step }))
-      const turn = yield* ask(state, step)
-      completed(state, step, turn)
-      if (turn.text !== undefined && turn.text !== "") emit?.(AgentEvent.Text({ step, text: turn.text }))
-      // Reasoning goes back with the turn, as the provider requires (design: The model side).
-      const said: LanguageModel.Message = turn.reasoning === undefined
-        ? { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls }
-        : { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls, reasoning: turn.reasoning }
-      // The agent that holds the run now: the one it started with, or the one a handoff gave it to.
-      const holder = state.agent
-      if (turn.toolCalls.length === 0) {
-        if (holder.completion === "implicit") {
-          const output = holder.output
-          if (output === undefined) return yield* state.finish(turn.text ?? "", step)
-          const decoded = output.decode(turn.text ?? "")
-          if (Either.isRight(decoded)) return yield* state.finish(turn.text ?? "", step, decoded.right)
-          // An answer that does not decode goes back with its issues, a bounded number of times.
-          if (++state.invalidOutputs > output.retries) {
-            return yield* new OutputInvalid({ attempts: state.invalidOutputs, errors: decoded.left, output: turn.text ?? "" })
-          }
-          state.messages = [...state.messages, said, { _tag: "UserMessage", text: retryText(decoded.left) }]
+    // A run of a session (a resumed one goes on holding it) reads the session's earlier turns first.
+    const session = "resume" in start ? yield* journaled!.journal.sessions.heldBy(runId) : start.session ?? start.host?.session
+    // A new run refused ends in the journal; a resumed one, or a host's (the host ends its own), stays.
+    if (session !== undefined) yield* takeSession(state, session, "resume" in start || start.host !== undefined)
+    const guards = agent.guardrails?.input === undefined ? undefined : yield* Guards.input(state, opened.prompt)
+    // Delegated to, not an effect of its own: a run without a session costs no step more.
+    if (state.session === undefined) return yield* turns(state, agent, emit, scope, guards)
+    return yield* holding(state, state.session, Effect.gen(() => turns(state, agent, emit, scope, guards)))
+  })
+
+/** The run's model turns, from the first: ask the model, run its calls, until it answers or runs out of steps. */
+function* turns(
+  state: Run,
+  agent: Agent<any, any>,
+  emit: Emit | undefined,
+  scope: Scope.Scope | undefined,
+  guards: Effect.Effect<void, GuardrailTripped> | undefined
+): Generator<YieldWrap<Effect.Effect<any, AgentError, LanguageModel.LanguageModel>>, RunResult> {
+  for (let step = 1; step <= agent.maxSteps; step++) {
+    const over = overBudget(state, step)
+    if (over !== undefined) return yield* over
+    emit?.(AgentEvent.TurnStarted({ step }))
+    // Input guardrails that run beside the first turn: its answer and its calls wait for them.
+    const turn = yield* (step === 1 && guards !== undefined
+      ? Effect.zipLeft(ask(state, step), guards, { concurrent: true })
+      : ask(state, step))
+    completed(state, step, turn)
+    if (turn.text !== undefined && turn.text !== "") emit?.(AgentEvent.Text({ step, text: turn.text }))
+    // Reasoning goes back with the turn, as the provider requires (design: The model side).
+    const said: LanguageModel.Message = turn.reasoning === undefined
+      ? { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls }
+      : { _tag: "AssistantMessage", text: turn.text, toolCalls: turn.toolCalls, reasoning: turn.reasoning }
+    // The agent that holds the run now: the one it started with, or the one a handoff gave it to.
+    const holder = state.agent
+    if (turn.toolCalls.length === 0) {
+      if (holder.completion === "implicit") {
+        const output = holder.output
+        if (output === undefined) {
+          const done = yield* answered(state, said, turn.text ?? "", step)
+          if (done !== undefined) return done
           continue
         }
-        state.messages = [...state.messages, said, { _tag: "UserMessage", text: Builtins.reminder }]
+        const decoded = output.decode(turn.text ?? "")
+        if (Either.isRight(decoded)) {
+          const done = yield* answered(state, said, turn.text ?? "", step, decoded.right)
+          if (done !== undefined) return done
+          continue
+        }
+        // An answer that does not decode goes back with its issues, a bounded number of times.
+        if (++state.invalidOutputs > output.retries) {
+          return yield* new OutputInvalid({ attempts: state.invalidOutputs, errors: decoded.left, output: turn.text ?? "" })
+        }
+        state.messages = [...state.messages, said, { _tag: "UserMessage", text: retryText(decoded.left) }]
         continue
       }
-      const calls = execute(state, step, state.callsOf(step, turn.toolCalls))
-      // A sub-agent's body finds the run it is called from (design: Agents that call agents).
-      const records = yield* (hasSubAgents(state.toolkit) ? Effect.provideService(calls, CurrentRun, state) : calls)
-      // Calls waiting for approval, here or in a sub-agent: their turn's other outcomes are journaled; the run stops here.
-      if (state.waiting) return yield* state.suspend()
-      state.records.push(...records)
-      state.messages = [...state.messages, said, ...records.map(toMessage(state.toolkit, turn.toolCalls))]
-      // Only an agent with handoffs pays for looking for one.
-      if (holder.handoffs.size > 0 && (yield* handOver(state, holder, records, scope))) continue
-      if (holder.completion === "explicit") {
-        // A task_complete beside other calls ends the run once they have all finished (design: Built-ins).
-        const complete = records.find((r) => r.name === Builtins.taskCompleteName && r.result.success)
-        if (complete !== undefined) return yield* state.finish(complete.result.value as string, step)
+      state.messages = [...state.messages, said, { _tag: "UserMessage", text: Builtins.reminder }]
+      continue
+    }
+    const calls = execute(state, step, state.callsOf(step, turn.toolCalls))
+    // A sub-agent's body finds the run it is called from (design: Agents that call agents).
+    const records = yield* (hasSubAgents(state.toolkit) ? Effect.provideService(calls, CurrentRun, state) : calls)
+    // Calls waiting for approval, here or in a sub-agent: their turn's other outcomes are journaled; the run stops here.
+    if (state.waiting) return yield* state.suspend()
+    state.records.push(...records)
+    state.messages = [...state.messages, said, ...records.map(toMessage(state.toolkit, turn.toolCalls))]
+    // Only an agent with handoffs pays for looking for one.
+    if (holder.handoffs.size > 0 && (yield* handOver(state, holder, records, scope))) continue
+    if (holder.completion === "explicit") {
+      // A task_complete beside other calls ends the run once they have all finished (design: Built-ins).
+      const complete = records.find((r) => r.name === Builtins.taskCompleteName && r.result.success)
+      if (complete !== undefined) {
+        const done = yield* answered(state, undefined, complete.result.value as string, step)
+        if (done !== undefined) return done
       }
     }
-    return yield* new MaxStepsExceeded({ maxSteps: agent.maxSteps, partial: state.result("", agent.maxSteps) })
-  })
+  }
+  return yield* new MaxStepsExceeded({ maxSteps: agent.maxSteps, partial: state.result("", agent.maxSteps) })
+}
+
+/**
+ * The run's final answer `output`: checked by the output guardrails of the agent that holds the run, if it has any,
+ * then the run's end. Undefined when a guardrail made with `onTrip: "retry"` tripped: the model reads why and goes on.
+ */
+const answered = (
+  state: Run,
+  said: LanguageModel.Message | undefined,
+  output: string,
+  step: number,
+  value?: unknown
+): Effect.Effect<RunResult | undefined, GuardrailTripped> =>
+  state.agent.guardrails?.output === undefined
+    ? state.finish(output, step, value)
+    : Effect.flatMap(Guards.output(state, said, output), (passed) => passed ? state.finish(output, step, value) : Effect.sync(() => undefined))
 
 /**
  * A handoff (design: Agents that call agents): when the model called a `transfer_to_<name>` tool of the agent

@@ -57,6 +57,12 @@ export const nestedUnder = (
 ): Array<PendingApproval> =>
   pending.map((p) => ({ ...p, toolCallId: `${hop.toolCallId}/${p.toolCallId}`, path: [hop, ...p.path] }))
 
+/** A run's hold on its session (`Session.ts`): the session, and how many of the run's first messages are its history. */
+export interface SessionHold {
+  readonly session: string
+  readonly history: number
+}
+
 /**
  * The state of one run: its messages, records, usage, and its door (design: The call pipeline), which holds its hook
  * state and its outcomes (design: Per-run reuse), owned by the run.
@@ -80,6 +86,8 @@ export class Run {
   /** Its budget (the run's, else its agent's) and the price table in force. */
   budget: Budget | undefined = undefined
   prices: Cost.Prices = Cost.defaults
+  /** The session it holds, for a run of one: it keeps its messages there when it ends. */
+  session: SessionHold | undefined = undefined
   /** Final answers in a row that did not decode with the agent's output Schema. */
   invalidOutputs = 0
   /** The ids of the run's calls so far (`callsOf`): a call's id is unique within its run. */
@@ -174,14 +182,26 @@ export class Run {
     })
     const done = this.tracing ? Effect.zipRight(Effect.annotateCurrentSpan(usageAttributes(this.usage, this.costUsd)), told) : told
     const journaled = this.journaled
-    if (journaled === undefined || journaled.hostEnds) return done
-    return Effect.zipRight(
+    if (journaled === undefined) return done
+    const ended = journaled.hostEnds ? done : Effect.zipRight(
       Effect.flatMap(
         Clock.currentTimeMillis,
         (now) => journaled.journal.ended(this.runId, { result: Schema.encodeSync(RunResultJson)(record) }, now)
       ),
       done
     )
+    // A run of a session is its next turn, kept before the run ends in the journal (a resume keeps it once).
+    const session = this.session
+    return session === undefined
+      ? ended
+      : Effect.zipRight(journaled.journal.sessions.keep(session.session, this.runId, this.kept(session, output)), ended)
+  }
+
+  /** What a run of a session keeps as the session's turn: its messages after the history, its answer last. */
+  private kept(session: SessionHold, output: string): ReadonlyArray<LanguageModel.Message> {
+    const own = this.messages.slice(session.history)
+    // An implicit run's answer is its last turn, which the loop does not add to its messages.
+    return this.agent.completion === "implicit" ? [...own, { _tag: "AssistantMessage", text: output, toolCalls: [] }] : own
   }
 
   /** Whether the turn's calls wait for approvals, here or in a sub-agent's run. */

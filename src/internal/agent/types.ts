@@ -3,8 +3,10 @@
  * record and result, its events and its errors. `Agent` re-exports all of it; the loop's parts read it.
  */
 import { Data, type Duration, type Either, Schema } from "effect"
+import type * as Guardrail from "../../Guardrail.js"
 import type * as Journal from "../../Journal.js"
 import * as LanguageModel from "../../LanguageModel.js"
+import type * as Session from "../../Session.js"
 import type * as Tool from "../../Tool.js"
 import type * as Toolkit from "../../Toolkit.js"
 import { ToolResultFromJson } from "../../ToolResult.js"
@@ -74,6 +76,13 @@ export interface Options<
    * `BudgetExceeded`; a model call is never cut mid-way. `Agent.run`'s `budget` overrides it for one run.
    */
   readonly budget?: Budget | undefined
+  /**
+   * Checks of the prompt before the first model turn and of the final answer before it is returned (`Guardrail`):
+   * a trip ends the run with `GuardrailTripped`.
+   */
+  readonly guardrails?: Guardrail.Guardrails | undefined
+  /** What the model of a run of a session reads of the session's earlier turns (`Session.History`). Default: all. */
+  readonly history?: Session.History | undefined
 }
 
 /** A run's budget: at most `tokens` (input, output and cache, summed over its turns), at most `costUsd` US dollars. */
@@ -101,10 +110,23 @@ export type AgentErrors<G> = G extends Agent<any, any, infer E> ? E
 /** What a run of the agent `G` with options `O` can fail with: `AgentErrors`, and `RunIdInUse` when `O` gives a `runId`. */
 export type RunError<G, O = {}> = AgentErrors<G> | RunIdError<O>
 
+/** `SessionBusy` when run options `O` may name a session. */
+export type SessionError<O> = NamesSession<O> extends true ? Session.SessionBusy : never
+
+/** What a run with options `O` needs besides its model and tools: a `Journal` for a run of a session. */
+export type SessionRequirement<O> = NamesSession<O> extends true ? Journal.Journal : never
+
+/** Whether run options `O` may name a session. */
+type NamesSession<O> = "session" extends keyof O ? O extends { readonly session?: undefined } ? false : true : false
+
+/** `GuardrailTripped` for an agent made with guardrails `G`. */
+export type GuardrailError<G> = [G] extends [undefined] ? never : Guardrail.GuardrailTripped
+
 /** `RunIdInUse` when run options `O` may give a `runId`. */
 export type RunIdError<O> = O extends { readonly runId: string } ? RunIdInUse
-  : O extends { readonly runId?: undefined } ? never
-  : RunIdInUse
+  // Options without a `runId` key (`{ session }`) give none: checked by key, since `{ runId?: undefined }` is a weak type.
+  : "runId" extends keyof O ? O extends { readonly runId?: undefined } ? never : RunIdInUse
+  : never
 
 /** `RunSuspended` when one of the tools `T` (a union) may need approval: a tool typed `needsApproval: false` cannot. */
 export type ApprovalError<T> = [T extends Tool.Approval<infer N> ? N : boolean] extends [false] ? never : RunSuspended
@@ -150,6 +172,10 @@ export interface Agent<R = never, A = never, E = AgentError> {
   readonly handoffs: ReadonlyMap<string, () => Agent<any, any>>
   /** The budget of each of its runs, when it has one. */
   readonly budget?: Budget | undefined
+  /** Its guardrails, when it has any. */
+  readonly guardrails: Guardrail.Guardrails | undefined
+  /** What a run of a session reads of its earlier turns, when given. */
+  readonly history: Session.History | undefined
 }
 
 /** What a run of an agent gives: its record, and with a typed output the decoded `value`. */
@@ -309,7 +335,13 @@ export class NoPendingApproval extends Schema.TaggedError<NoPendingApproval>("ag
  * narrower (`AgentErrors`, `RunError`): `OutputInvalid` only with an `output` Schema, `RunSuspended`
  * only with a tool that may need approval (or a handoff that may), `RunIdInUse` only given a `runId`.
  */
-export type AgentError = RunFailure | OutputInvalid | RunSuspended | RunIdInUse
+export type AgentError =
+  | RunFailure
+  | OutputInvalid
+  | RunSuspended
+  | RunIdInUse
+  | Guardrail.GuardrailTripped
+  | Session.SessionBusy
 
 /** What `Agent.stream` reports, in order, as a run goes. */
 export type AgentEvent = Data.TaggedEnum<{
@@ -366,6 +398,11 @@ export interface RunOptions {
   readonly runId?: string | undefined
   /** This run's budget, over the agent's (`Options.budget`). */
   readonly budget?: Budget | undefined
+  /**
+   * The session the run goes on with (`Session`): its model reads the session's earlier turns, and the run, once
+   * it ends, is the session's next turn. Needs a `Journal`; a run of a session held by another is `SessionBusy`.
+   */
+  readonly session?: string | undefined
 }
 
 /** What a host that journals runs itself (the platform's task runner) tells the loop. */
@@ -379,6 +416,11 @@ export interface HostOptions {
   readonly rerunUnfinished: boolean
   /** The run as the host just read it from the journal (or wrote it, new): used as it is, not read again. */
   readonly known?: Journal.OpenRun | undefined
+  /**
+   * The session the task names (`Session`), given again when the host takes the task back: its model reads the
+   * session's earlier turns, and the task, once it ends, is its next turn (kept before the host ends it).
+   */
+  readonly session?: string | undefined
 }
 
 /** Tells a run's observer each `AgentEvent`, synchronously and in order. */
@@ -395,5 +437,6 @@ export type Start =
     readonly host?: HostOptions | undefined
     readonly shared?: RunState | undefined
     readonly budget?: Budget | undefined
+    readonly session?: string | undefined
   }
   | { readonly resume: string; readonly shared?: RunState | undefined; readonly budget?: Budget | undefined }

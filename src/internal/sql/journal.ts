@@ -6,6 +6,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
+import * as Sessions from "./sessions.js"
 
 /**
  * The migrator's own table for these migrations: not the default one, which another module's
@@ -85,7 +86,9 @@ export const migrations = {
       sql`CREATE INDEX IF NOT EXISTS journal_tasks_status ON journal_tasks (kind, status, created_at, task_id)`,
       sql`CREATE INDEX IF NOT EXISTS journal_tasks_created ON journal_tasks (kind, created_at, task_id)`,
       sql`CREATE INDEX IF NOT EXISTS journal_approvals_pending ON journal_approvals (decision, expires_at)`
-    ], { discard: true }))
+    ], { discard: true })),
+  // Sessions (Session.ts): which run holds each, the summary of its oldest turns, and its turns.
+  "0005_sessions": Sessions.migration
 }
 
 /**
