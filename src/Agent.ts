@@ -138,7 +138,7 @@ export const run = <R, A = never, E extends AgentError = AgentError, const O ext
   LanguageModel.LanguageModel | Exclude<R, CallServices> | SessionRequirement<O>
 > =>
   // Only a resume can name a run the journal does not have.
-  traced(agent, loop(agent, { prompt, runId: options?.runId, session: options?.session }, undefined)) as Effect.Effect<
+  traced(agent, loop(agent, { prompt, runId: options?.runId, budget: options?.budget, session: options?.session }, undefined)) as Effect.Effect<
     Result<A>,
     E | RunIdError<O> | SessionError<O>,
     LanguageModel.LanguageModel

@@ -324,10 +324,11 @@ describe("journal replay", () => {
         )
         const requests = yield* Effect.flatMap(LanguageModel.Scripted, (scripted) => scripted.requests)
         assert.deepStrictEqual(requests.map(stepOf), [3], "the model was asked for turn 3 only")
-        // Once ended, only the task's final event stays in the journal (for a late re-attach).
+        // Once ended, its final event (for a late re-attach) and its timeline (for an operator: 3 turns, 4 calls) stay
+        // in the journal, until the sweep forgets the task.
         yield* eventually(() =>
-          Effect.scoped(Effect.map(Effect.flatMap(openJournal(file), (journal) => journal.counts), (counts) =>
-            counts.tasks === 1 && counts.turns === 0 && counts.calls === 0)), "the ended task's rows to go")
+          Effect.scoped(Effect.map(Effect.flatMap(openJournal(file), (journal) => Effect.zip(journal.counts, journal.tasks(0))), ([counts, tasks]) =>
+            counts.tasks === 1 && counts.turns === 3 && counts.calls === 4 && tasks.ended.length === 1)), "the task to end in the journal")
         return [...events]
       }).pipe(Effect.provide(platform))
 
