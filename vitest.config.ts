@@ -44,7 +44,8 @@ export const slow = [
   "test/platform/ClusterPrune.test.ts",
   "test/platform/ClusterStartup.test.ts",
   "test/platform/ClusterSpread.test.ts",
-  "test/AgentSessionsPostgres.test.ts"
+  "test/AgentSessionsPostgres.test.ts",
+  "test/platform/ClusterBusy.test.ts"
 ]
 
 export default defineConfig({

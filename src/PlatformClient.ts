@@ -9,7 +9,7 @@ import * as RpcClientError from "@effect/rpc/RpcClientError"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
 import * as RpcTest from "@effect/rpc/RpcTest"
-import { Config, Context, Duration, Effect, Exit, Layer, Mailbox, Option, Redacted, Schema, type Scope } from "effect"
+import { Config, Context, Duration, Effect, Exit, Layer, Mailbox, Option, Redacted, Schedule, Schema, type Scope } from "effect"
 import * as Framing from "./protocol/Framing.js"
 import {
   type AgentLimitExceeded,
@@ -23,6 +23,7 @@ import {
   type LifecycleBudgetExceeded,
   type ManifestRejected,
   type NoPendingTaskApproval,
+  PlatformBusy,
   PlatformRpcs,
   type TaskEvent,
   type ToolCallResult,
@@ -158,6 +159,28 @@ const isClientError = (error: unknown): error is RpcClientError.RpcClientError =
   error instanceof RpcClientError.RpcClientError
 
 /**
+ * How long a call the platform answers `PlatformBusy` (cluster mode: its database or a runner away) is tried again
+ * before its caller is told `PlatformUnavailable`: the two minutes a runner waits for its database.
+ */
+export const busyWithin = Duration.minutes(2)
+
+/** Tries `PlatformBusy` again, soon at first, then every 2 s, for `busyWithin`; past it, `PlatformUnavailable`. */
+const retriedWhileBusy = <A, E>(effect: Effect.Effect<A, E | PlatformBusy>): Effect.Effect<A, Exclude<E, PlatformBusy> | PlatformUnavailable> =>
+  effect.pipe(
+    Effect.retry({
+      while: (error) => error instanceof PlatformBusy,
+      schedule: Schedule.exponential("200 millis").pipe(
+        Schedule.union(Schedule.spaced("2 seconds")),
+        Schedule.upTo(busyWithin)
+      )
+    }),
+    Effect.catchIf(
+      (error): error is PlatformBusy => error instanceof PlatformBusy,
+      (busy) => Effect.fail(new PlatformUnavailable({ message: busy.message }))
+    )
+  ) as Effect.Effect<A, Exclude<E, PlatformBusy> | PlatformUnavailable>
+
+/**
  * What a transport failure is to the serving side: the protocol's `Unauthorized` when the platform
  * refused the token at the upgrade, else `PlatformUnavailable` (Serve retries it). A frame over the
  * platform's limit is a defect: only the answers of `CompleteToolCall` can be split, and they are.
@@ -171,11 +194,16 @@ const fromTransport = (error: RpcClientError.RpcClientError): Effect.Effect<neve
 
 const typed = <A, E>(
   effect: Effect.Effect<A, E | RpcClientError.RpcClientError>
-): Effect.Effect<A, E | Unauthorized | PlatformUnavailable> =>
+): Effect.Effect<A, Exclude<E, PlatformBusy> | Unauthorized | PlatformUnavailable> =>
   Effect.catchAll(
     effect,
-    (error): Effect.Effect<never, E | Unauthorized | PlatformUnavailable> =>
-      isClientError(error) ? fromTransport(error) : Effect.fail(error)
+    (error): Effect.Effect<never, Exclude<E, PlatformBusy> | Unauthorized | PlatformUnavailable> =>
+      isClientError(error)
+        ? fromTransport(error)
+        // A busy platform is, to its caller, one unavailable for now: Serve's followers submit again with the key.
+        : error instanceof PlatformBusy
+        ? Effect.fail(new PlatformUnavailable({ message: error.message }))
+        : Effect.fail(error as Exclude<E, PlatformBusy>)
   )
 
 /**
@@ -184,10 +212,10 @@ const typed = <A, E>(
  */
 const typedEvents = <A, E>(
   events: Effect.Effect<Mailbox.ReadonlyMailbox<A, E | RpcClientError.RpcClientError>, never, Scope.Scope>
-): Effect.Effect<Mailbox.ReadonlyMailbox<A, E | Unauthorized | PlatformUnavailable>, never, Scope.Scope> =>
+): Effect.Effect<Mailbox.ReadonlyMailbox<A, Exclude<E, PlatformBusy> | Unauthorized | PlatformUnavailable>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const source = yield* events
-    const out = yield* Mailbox.make<A, E | Unauthorized | PlatformUnavailable>()
+    const out = yield* Mailbox.make<A, Exclude<E, PlatformBusy> | Unauthorized | PlatformUnavailable>()
     const move: Effect.Effect<void, E | RpcClientError.RpcClientError> = Effect.flatMap(source.takeAll, ([chunk, done]) => {
       out.unsafeOfferAll(chunk)
       return done ? Effect.void : move
@@ -230,15 +258,17 @@ const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientEr
     attachTask: (payload) => typedEvents(client.AttachTask(payload, asMailbox)),
     watchAssignments: (payload) => typedEvents(client.WatchAssignments(payload, asMailbox)),
     completeToolCall: (payload) => typed(complete(payload)),
-    cancel: (taskId, reason) => typed(client.CancelTask(reason === undefined ? { taskId } : { taskId, reason })),
-    approve: (taskId, toolCallId) => typed(client.DecideApproval({ taskId, toolCallId, approved: true })),
+    // Tried again while the platform is busy (`PlatformBusy`, cluster mode): a decision or a cancel, made twice, is one.
+    cancel: (taskId, reason) =>
+      typed(retriedWhileBusy(client.CancelTask(reason === undefined ? { taskId } : { taskId, reason }))),
+    approve: (taskId, toolCallId) => typed(retriedWhileBusy(client.DecideApproval({ taskId, toolCallId, approved: true }))),
     deny: (taskId, toolCallId, options) =>
-      typed(client.DecideApproval({
+      typed(retriedWhileBusy(client.DecideApproval({
         taskId,
         toolCallId,
         approved: false,
         ...(options?.reason === undefined ? {} : { reason: options.reason })
-      }))
+      })))
   })
 }
 

@@ -9,7 +9,7 @@ import * as Entity from "@effect/cluster/Entity"
 import * as EntityId from "@effect/cluster/EntityId"
 import type * as Sharding from "@effect/cluster/Sharding"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Cause, Effect, Schema } from "effect"
+import { Cause, Data, Effect, Schema } from "effect"
 import * as Journal from "../Journal.js"
 import {
   ApprovalsNeedJournal,
@@ -111,6 +111,13 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
     .annotate(ClusterSchema.Persisted, true)
 ])
 
+/** The owner of an agent or task stopped before it answered (its shard moved, its locks lost with the database). */
+export class EngineStopped extends Data.TaggedError("EngineStopped") {
+  override get message(): string {
+    return "the owner of the agent or task stopped before it answered"
+  }
+}
+
 /** The engine could not take a message (its storage, a full mailbox). */
 export type EngineError = AlreadyProcessingMessage | MailboxFull | PersistenceError
 
@@ -127,7 +134,7 @@ export const orDieOnEngine = <A, E, R>(effect: Effect.Effect<A, E | EngineError,
   Effect.catchIf(effect, isEngineError, Effect.die).pipe(
     Effect.catchAllCause((cause) =>
       Cause.isInterruptedOnly(cause)
-        ? Effect.die(new Error("the owner of the agent or task stopped before it answered"))
+        ? Effect.die(new EngineStopped())
         : Effect.failCause(cause)
     )
   )

@@ -18,6 +18,7 @@ import {
   type EventsWanted,
   type LifecycleBudgetExceeded,
   type ManifestRejected,
+  PlatformBusy,
   PlatformRpcs,
   type TaskEvent,
   type TaskOutput,
@@ -153,6 +154,27 @@ const authorize = (agentId: string) =>
 /** The connection a call came on, as the wire (Wire.ts) names it in every call's headers. */
 const connectionOf = (headers: Headers.Headers): string => headers[connectionHeader] ?? inProcessConnection
 
+/**
+ * The defects that are an outage, not a bug (cluster mode): the database away (`SqlError`), the cluster's engine
+ * that could not take a message (its storage, a full mailbox), an owner that stopped before it answered.
+ */
+const outages = new Set(["SqlError", "PersistenceError", "MailboxFull", "AlreadyProcessingMessage", "EngineStopped"])
+
+/**
+ * A call that died of an outage fails with `PlatformBusy` instead, which its client tries again (a submit with its
+ * key, so a retry finds the task the first made); any other defect stays one.
+ */
+const busyOnOutage = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | PlatformBusy, R> =>
+  Effect.catchAllDefect(effect, (defect) => {
+    const tag = typeof defect === "object" && defect !== null ? (defect as { readonly _tag?: unknown })._tag : undefined
+    if (typeof tag !== "string" || !outages.has(tag)) return Effect.die(defect)
+    const reason = defect instanceof Error ? defect.message : tag
+    return Effect.zipRight(
+      Effect.logWarning(`${operation}: ${reason}; its client is told to try again (PlatformBusy)`),
+      Effect.fail(new PlatformBusy({ operation, reason }))
+    )
+  })
+
 /** The protocol's handlers: authorization, then the backend's part each call is for. */
 const handlersOf = (backend: Backend) =>
   PlatformRpcs.toLayer({
@@ -160,20 +182,23 @@ const handlersOf = (backend: Backend) =>
     Heartbeat: (payload) => Effect.zipRight(authorize(payload.agentId), backend.heartbeat(payload)),
     Deregister: (payload) => Effect.zipRight(authorize(payload.agentId), backend.deregister(payload)),
     SubmitTask: (payload, { headers }) =>
-      Effect.zipRight(authorize(payload.agentId), backend.submit({ ...payload, connection: connectionOf(headers) })),
+      Effect.zipRight(authorize(payload.agentId), backend.submit({ ...payload, connection: connectionOf(headers) })).pipe(
+        busyOnOutage("SubmitTask")
+      ),
     AttachTask: (payload, { headers }) =>
       Effect.zipRight(authorize(payload.agentId), backend.attach({ ...payload, connection: connectionOf(headers) })),
     CompleteToolCall: ({ agentId, results }, { headers }) =>
       Effect.zipRight(authorize(agentId), backend.complete(agentId, results, connectionOf(headers))),
     // The agent is the token's: the payload names none.
-    DecideApproval: (payload) => Effect.flatMap(AuthenticatedAgent, ({ agentId }) => backend.decide(agentId, payload)),
+    DecideApproval: (payload) =>
+      Effect.flatMap(AuthenticatedAgent, ({ agentId }) => backend.decide(agentId, payload)).pipe(busyOnOutage("DecideApproval")),
     // The agent is the token's: the payload names none.
     CancelTask: ({ reason, taskId }) =>
       Effect.flatMap(AuthenticatedAgent, ({ agentId }) =>
         Effect.map(
           backend.cancel(agentId, { taskId, by: `agent ${agentId}`, reason: reason ?? "" }),
           (cancelled) => ({ cancelled })
-        )),
+        )).pipe(busyOnOutage("CancelTask")),
     WatchAssignments: (payload, { headers }) =>
       Effect.zipRight(authorize(payload.agentId), backend.watchAssignments(payload, connectionOf(headers)))
   })

@@ -62,6 +62,20 @@ export class AgentLimitExceeded extends Schema.TaggedError<AgentLimitExceeded>("
   }
 }
 
+/**
+ * The platform could not do it now (cluster mode): its database, or the runner that owns the task, is away (a
+ * restart, an outage). Nothing was done, or what was is found again by a retry (a submit's key); the client tries
+ * again (`PlatformClient` does, within a bound: `busyWithin`).
+ */
+export class PlatformBusy extends Schema.TaggedError<PlatformBusy>("agent-tools/platform/PlatformBusy")("PlatformBusy", {
+  operation: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `the platform could not run ${this.operation} now (${this.reason}); try it again`
+  }
+}
+
 /** No such task for this agent. */
 export class UnknownTask extends Schema.TaggedError<UnknownTask>("agent-tools/UnknownTask")("UnknownTask", {
   taskId: Schema.String
@@ -448,7 +462,7 @@ export class PlatformRpcs extends RpcGroup.make(
       resubmit: Schema.optional(Schema.Boolean)
     }),
     success: TaskEvent,
-    error: Schema.Union(AgentLimitExceeded, Unauthorized),
+    error: Schema.Union(AgentLimitExceeded, Unauthorized, PlatformBusy),
     stream: true
   }),
   Rpc.make("AttachTask", {
@@ -481,7 +495,7 @@ export class PlatformRpcs extends RpcGroup.make(
   Rpc.make("CancelTask", {
     payload: payload("CancelTask", { taskId: Schema.String, reason: Schema.optional(Schema.String) }),
     success: Schema.Struct({ cancelled: Schema.Boolean }),
-    error: Schema.Union(UnknownTask, Unauthorized)
+    error: Schema.Union(UnknownTask, Unauthorized, PlatformBusy)
   }),
   // A person's decision on a call a suspended task waits for; the agent is the token's.
   Rpc.make("DecideApproval", {
@@ -491,7 +505,7 @@ export class PlatformRpcs extends RpcGroup.make(
       approved: Schema.Boolean,
       reason: Schema.optional(Schema.String)
     }),
-    error: Schema.Union(UnknownTask, NoPendingTaskApproval, ApprovalsNeedJournal, Unauthorized)
+    error: Schema.Union(UnknownTask, NoPendingTaskApproval, ApprovalsNeedJournal, Unauthorized, PlatformBusy)
   })
 ).middleware(Authentication) {}
 

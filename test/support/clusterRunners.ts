@@ -93,7 +93,7 @@ export const countingTool = (name: string, effects: Map<string, number>, millis 
     }))
 
 /** A serving process of agent-1 (here, in the test's process) on `urls`, its one tool `tool`; its client too. */
-export const serving = (urls: ReadonlyArray<string>, tool: ReturnType<typeof countingTool>, settings: Record<string, string> = {}) =>
+export const serving = <T extends Tool.Any>(urls: ReadonlyArray<string>, tool: T, settings: Record<string, string> = {}) =>
   Effect.gen(function*() {
     const scope = yield* Effect.scope
     const client = Context.get(
