@@ -47,8 +47,20 @@ it.live("SIGTERM drains a runner: each step logged, its tasks go on on the other
         await new Promise((r) => setTimeout(r, 10))
       }
     })
+    const readyz = `${r0.url.replace(/^ws/, "http").replace(/\/rpc$/, "")}/readyz`
+    const before = yield* Effect.promise(() => fetch(readyz).then((r) => r.status))
     const termAt = Date.now()
     r0.child.process.kill("SIGTERM")
+    // Draining, it is no longer ready (while it still answers).
+    const during = yield* Effect.promise(async () => {
+      for (let tries = 0; tries < 40; tries++) {
+        const status = await fetch(readyz).then((r) => r.status, () => undefined)
+        if (status !== 200) return status
+        await new Promise((r) => setTimeout(r, 25))
+      }
+      return 200
+    })
+    assert.deepStrictEqual([before, during], [200, 503], "ready, then not ready once draining")
     const results = yield* Fiber.join(runs)
     const code = yield* Effect.promise(() => r0.child.exited)
 
