@@ -169,7 +169,9 @@ export const layerStorePostgres = (
       Effect.mapError((missing) => unavailable(missing.message)),
       Effect.map((Postgres) =>
         Layer.provide(
-          Layer.merge(layerSqlClient(options), HeldTasksStore.layerSqlClient),
+          // One after the other: two stores creating their tables at once on PostgreSQL race (`IF NOT EXISTS` does not
+          // hold between two sessions: "duplicate key value violates unique constraint pg_type_typname_nsp_index").
+          HeldTasksStore.layerSqlClient.pipe(Layer.provideMerge(layerSqlClient(options))),
           Postgres.layer(url).pipe(Layer.mapError((error) => unavailable(SqlStore.describe(error))))
         )
       )

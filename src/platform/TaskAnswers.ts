@@ -5,6 +5,7 @@
  */
 import { Clock, Effect, Exit } from "effect"
 import * as Invocation from "../Invocation.js"
+import type * as Journal from "../Journal.js"
 import { ApprovalsNeedJournal, NoPendingTaskApproval, type ToolCallResult, UnknownTask } from "../protocol/Protocol.js"
 import type { Book, Task } from "./TaskBook.js"
 import type { Loops } from "./TaskLoops.js"
@@ -71,6 +72,19 @@ export const completeOf = ({ own }: Book, config: Invocation.Config) =>
  * started, journaled there; each task on the way that waited for it goes on once it waits for nothing
  * more, the deepest first. A task an `exec_agent` call started takes no decision itself: it names its root.
  */
+/** Whether the journal holds the call's approval decided as `approved` by `by` already. */
+const decidedAlready = (
+  journal: Journal.Journal["Type"],
+  taskId: string,
+  toolCallId: string,
+  approved: boolean,
+  by: string
+): Effect.Effect<boolean> =>
+  Effect.map(Effect.orElseSucceed(journal.task(taskId), () => undefined), (task) => {
+    const approval = task?.approvals.find((a) => a.toolCallId === toolCallId)
+    return approval?.decision === (approved ? "approved" : "denied") && approval.decidedBy === by
+  })
+
 export const decideOf = (
   { journal, own, tasks }: Book,
   { goOn }: Loops,
@@ -98,6 +112,8 @@ export const decideOf = (
     }
     const asked = task.suspended?.event.pending.find((p) => p.toolCallId === toolCallId)
     if (asked === undefined || !task.suspended!.undecided.has(toolCallId)) {
+      // The same decision by the same person, made again (a retry whose first answer an outage cut): it stands.
+      if (yield* decidedAlready(journal, taskId, toolCallId, approved, by ?? `agent ${agentId}`)) return
       return yield* new NoPendingTaskApproval({ taskId, toolCallId })
     }
     const suspension = task.suspended!

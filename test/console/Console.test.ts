@@ -266,6 +266,20 @@ describe("the console in Chromium", () => {
         return [decide.status, cancel.status]
       }, [pendingTask, pendingCall])
       assert.deepStrictEqual(forged, [403, 403])
+      // Approved elsewhere (the API, as an approver): the viewer's open page shows the call's outcome as it ends.
+      const approvedAt = Date.now()
+      const approved = await fetch(`http://127.0.0.1:${p.port}/api/v1/approvals/${pendingTask}/${pendingCall}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${admin}`, "content-type": "application/json" },
+        body: "{\"decision\":\"approve\"}"
+      })
+      assert.strictEqual(approved.status, 200)
+      await viewerPage.waitForSelector(`.calls .row[data-call='${pendingCall}'] .outcome-succeeded`, { timeout: 10_000 })
+      // The target is a second from the call's end (here, the decision: the call ends at once); the bound asserted
+      // is five, so that a loaded machine does not fail the suite.
+      const shown = Date.now() - approvedAt
+      console.log(`console: a call's outcome shown ${shown} ms after its decision (target 1,000 ms)`)
+      assert.isBelow(shown, 5000)
 
       // Agents: the serving process, live, its tools.
       await page.goto(`http://127.0.0.1:${p.port}/console#/agents`)
