@@ -164,9 +164,17 @@ const isClientError = (error: unknown): error is RpcClientError.RpcClientError =
  */
 export const busyWithin = Duration.minutes(2)
 
-/** Tries `PlatformBusy` again, soon at first, then every 2 s, for `busyWithin`; past it, `PlatformUnavailable`. */
-const retriedWhileBusy = <A, E>(effect: Effect.Effect<A, E | PlatformBusy>): Effect.Effect<A, Exclude<E, PlatformBusy> | PlatformUnavailable> =>
-  effect.pipe(
+/**
+ * Tries `PlatformBusy` again, soon at first, then every 2 s, for `busyWithin`; past it, `PlatformUnavailable`.
+ * `call(true)` is a retry (a decision says so: made already by its author, it stands).
+ */
+const retriedWhileBusy = <A, E>(call: (retried: boolean) => Effect.Effect<A, E | PlatformBusy>): Effect.Effect<A, Exclude<E, PlatformBusy> | PlatformUnavailable> => {
+  let retried = false
+  return Effect.suspend(() => {
+    const attempt = call(retried)
+    retried = true
+    return attempt
+  }).pipe(
     Effect.retry({
       while: (error) => error instanceof PlatformBusy,
       schedule: Schedule.exponential("200 millis").pipe(
@@ -179,6 +187,7 @@ const retriedWhileBusy = <A, E>(effect: Effect.Effect<A, E | PlatformBusy>): Eff
       (busy) => Effect.fail(new PlatformUnavailable({ message: busy.message }))
     )
   ) as Effect.Effect<A, Exclude<E, PlatformBusy> | PlatformUnavailable>
+}
 
 /**
  * What a transport failure is to the serving side: the protocol's `Unauthorized` when the platform
@@ -260,15 +269,21 @@ const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientEr
     completeToolCall: (payload) => typed(complete(payload)),
     // Tried again while the platform is busy (`PlatformBusy`, cluster mode): a decision or a cancel, made twice, is one.
     cancel: (taskId, reason) =>
-      typed(retriedWhileBusy(client.CancelTask(reason === undefined ? { taskId } : { taskId, reason }))),
-    approve: (taskId, toolCallId) => typed(retriedWhileBusy(client.DecideApproval({ taskId, toolCallId, approved: true }))),
+      typed(retriedWhileBusy(() => client.CancelTask(reason === undefined ? { taskId } : { taskId, reason }))),
+    approve: (taskId, toolCallId) =>
+      typed(retriedWhileBusy((retried) =>
+        client.DecideApproval({ taskId, toolCallId, approved: true, ...(retried ? { retried } : {}) })
+      )),
     deny: (taskId, toolCallId, options) =>
-      typed(retriedWhileBusy(client.DecideApproval({
-        taskId,
-        toolCallId,
-        approved: false,
-        ...(options?.reason === undefined ? {} : { reason: options.reason })
-      })))
+      typed(retriedWhileBusy((retried) =>
+        client.DecideApproval({
+          taskId,
+          toolCallId,
+          approved: false,
+          ...(options?.reason === undefined ? {} : { reason: options.reason }),
+          ...(retried ? { retried } : {})
+        })
+      ))
   })
 }
 

@@ -11,7 +11,7 @@ const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.ur
 const bin: string = JSON.parse(read("package.json")).bin["agent-tools"]
 const page = read("docs/operations.md")
 /** The CLI's sources, where every option is declared by name. */
-const cli = read("src/main.ts") + read("src/internal/cli/serve.ts") + read("src/internal/cli.ts")
+const cli = read("src/main.ts") + read("src/internal/cli/serve.ts") + read("src/internal/cli/platformOptions.ts") + read("src/internal/cli.ts")
 
 /** An INI file (a systemd unit): its sections, each key to its values (a key may repeat). */
 const parseIni = (text: string) => {

@@ -89,6 +89,7 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
       toolCallId: Schema.String,
       approved: Schema.Boolean,
       reason: Schema.optional(Schema.String),
+      retried: Schema.optional(Schema.Boolean),
       /** Who decides, journaled with it: an operator's name (the operator API); absent, the agent. */
       by: Schema.optional(Schema.String)
     },

@@ -92,11 +92,13 @@ export const decideOf = (
 ) =>
 (
   agentId: string,
-  { approved, by, reason, taskId, toolCallId }: {
+  { approved, by, reason, retried, taskId, toolCallId }: {
     readonly taskId: string
     readonly toolCallId: string
     readonly approved: boolean
     readonly reason?: string | undefined
+    /** A retry after `PlatformBusy`: the same decision, found made by the same author, stands. */
+    readonly retried?: boolean | undefined
     /** Who decides, journaled with the decision: an operator's name; by default the agent (`agent <id>`). */
     readonly by?: string | undefined
   }
@@ -112,8 +114,8 @@ export const decideOf = (
     }
     const asked = task.suspended?.event.pending.find((p) => p.toolCallId === toolCallId)
     if (asked === undefined || !task.suspended!.undecided.has(toolCallId)) {
-      // The same decision by the same person, made again (a retry whose first answer an outage cut): it stands.
-      if (yield* decidedAlready(journal, taskId, toolCallId, approved, by ?? `agent ${agentId}`)) return
+      // A retry of the same decision by the same author (its first answer an outage cut) that finds it made: it stands.
+      if (retried === true && (yield* decidedAlready(journal, taskId, toolCallId, approved, by ?? `agent ${agentId}`))) return
       return yield* new NoPendingTaskApproval({ taskId, toolCallId })
     }
     const suspension = task.suspended!

@@ -503,7 +503,9 @@ export class PlatformRpcs extends RpcGroup.make(
       taskId: Schema.String,
       toolCallId: Schema.String,
       approved: Schema.Boolean,
-      reason: Schema.optional(Schema.String)
+      reason: Schema.optional(Schema.String),
+      // A retry of this decision after `PlatformBusy`: the same decision by the same author, found made, stands.
+      retried: Schema.optional(Schema.Boolean)
     }),
     error: Schema.Union(UnknownTask, NoPendingTaskApproval, ApprovalsNeedJournal, Unauthorized, PlatformBusy)
   })

@@ -14,42 +14,12 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type Protocol } from "../../src/exports/protocol.js"
 import * as Cluster from "../../src/platform/Cluster.js"
-import { type Child, startChild } from "../support/childProcess.js"
+import type { Child } from "../support/childProcess.js"
 import { record } from "../support/figures.js"
 import * as Pg from "../support/postgres.js"
+import { assertQueueOutcome, eventsOf, eventually, line, start } from "../support/queue.js"
 
 const tasks = 20
-
-/** A child process for the test's scope, SIGKILLed at its end if it still runs. */
-const start = (...args: Parameters<typeof startChild>) =>
-  Effect.acquireRelease(
-    Effect.sync(() => startChild(...args)),
-    (child) =>
-      Effect.promise(() => {
-        if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill("SIGKILL")
-        return child.exited
-      })
-  )
-
-/** The first line of `child` starting with `prefix`, past it; fails the test after `seconds`. */
-const line = (child: Child, prefix: string, seconds: number) =>
-  Effect.flatMap(Effect.promise(() => child.waitFor(prefix, seconds * 1000)), (found) =>
-    found === undefined
-      ? Effect.dieMessage(`no "${prefix}" line within ${seconds} s; it printed: ${child.lines.slice(-5).join(" | ")}`)
-      : Effect.succeed(found.slice(prefix.length)))
-
-const eventsOf = (submitter: Child): Array<Protocol.TaskEvent> =>
-  submitter.lines.flatMap((l) => l.startsWith("event ") ? [JSON.parse(l.slice("event ".length)) as Protocol.TaskEvent] : [])
-
-/** Waits until `until` holds, looking every 50 ms, for at most `seconds`. */
-const eventually = (until: () => boolean, what: string, seconds: number) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + seconds * 1000
-    while (!until()) {
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`waited ${seconds} s for ${what}`)
-      yield* Effect.sleep("50 millis")
-    }
-  })
 
 it.live(`cluster: ${tasks} tasks from a submitter on a third runner; a worker, then a runner killed mid-call: all complete, each side effect once`, () =>
   Effect.gen(function*() {
@@ -114,21 +84,8 @@ it.live(`cluster: ${tasks} tasks from a submitter on a third runner; a worker, t
 
     const events = eventsOf(submitter)
     const ends = ended()
-    assert.strictEqual(ends.length, tasks)
-    // Every task completed: on w2, or (held by w1 when it died) with the outcome unknown, read from the claim w1 left.
-    const outputs = ends.map((end) => end._tag === "TaskCompleted" ? end.output : `failed: ${end.reason}`)
-    const unknown = "c1!charge: the earlier attempt did not finish; its outcome is unknown"
-    for (const output of outputs) assert.match(output, /^c1="charged O-\d+ by w2"$|^c1!charge: the earlier attempt/)
-    assert.strictEqual(outputs.filter((o) => o === unknown).length, held)
-    // Each task's call had its side effect once, on one of the two workers (the submitter serves nothing).
-    const byCall = new Map<string, Array<string>>()
-    for (const effect of effects()) {
-      const [worker, key] = effect.split(" ")
-      assert.oneOf(worker, ["w1", "w2"])
-      byCall.set(key!, [...(byCall.get(key!) ?? []), worker!])
-    }
-    assert.strictEqual(byCall.size, tasks)
-    for (const [key, workers] of byCall) assert.strictEqual(workers.length, 1, `${key}: ${workers.join(", ")}`)
+    // Every task completed (on w2, or with the outcome unknown for the calls w1 held); each side effect once.
+    assertQueueOutcome({ ends, effects: effects(), held, tasks })
     // Meanwhile each task w1 held said why it waited: its worker went away with its call.
     const waited = events.filter((e): e is Extract<Protocol.TaskEvent, { _tag: "TaskWaiting" }> => e._tag === "TaskWaiting")
     const w1Tasks = new Set(effects().filter((l) => l.startsWith("w1 ")).map((l) => l.split(" ")[1]!.split("/")[0]!))

@@ -11,40 +11,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type Protocol } from "../../src/exports/protocol.js"
-import { type Child, startChild } from "../support/childProcess.js"
 import { record } from "../support/figures.js"
+import { assertQueueOutcome, eventsOf, eventually, line, start } from "../support/queue.js"
 
 const tasks = 20
-
-const start = (env: Record<string, string>) =>
-  Effect.acquireRelease(
-    Effect.sync(() => startChild("test/support/queueChild.ts", env)),
-    (child) =>
-      Effect.promise(() => {
-        if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill("SIGKILL")
-        return child.exited
-      })
-  )
-
-/** The first line of `child` starting with `prefix`, past it; fails the test after `seconds`. */
-const line = (child: Child, prefix: string, seconds: number) =>
-  Effect.flatMap(Effect.promise(() => child.waitFor(prefix, seconds * 1000)), (found) =>
-    found === undefined
-      ? Effect.dieMessage(`no "${prefix}" line within ${seconds} s; it printed: ${child.lines.slice(-5).join(" | ")}`)
-      : Effect.succeed(found.slice(prefix.length)))
-
-const eventsOf = (submitter: Child): Array<Protocol.TaskEvent> =>
-  submitter.lines.flatMap((l) => l.startsWith("event ") ? [JSON.parse(l.slice("event ".length)) as Protocol.TaskEvent] : [])
-
-/** Waits until `until` holds, looking every 50 ms, for at most `seconds`. */
-const eventually = (until: () => boolean, what: string, seconds: number) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + seconds * 1000
-    while (!until()) {
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`waited ${seconds} s for ${what}`)
-      yield* Effect.sleep("50 millis")
-    }
-  })
 
 describe("the platform as a job queue, with processes (design: The platform)", () => {
   it.live(`${tasks} tasks from a submitter serving nothing; a worker killed mid-call: all complete on the other, each side effect once`, () =>
@@ -55,17 +25,17 @@ describe("the platform as a job queue, with processes (design: The platform)", (
       )
       const effectFile = join(dir, "effects.txt")
       writeFileSync(effectFile, "")
-      const platform = yield* start({ MODE: "platform" })
+      const platform = yield* start("test/support/queueChild.ts", { MODE: "platform" })
       const url = yield* line(platform, "url ", 60)
       const common = { PLATFORM_URL: url, PLATFORM_TOKEN: "tok-1", IDEMPOTENCY_DB: join(dir, "claims.sqlite"), EFFECT_FILE: effectFile }
       // w1 holds every call it takes (it will be killed holding them); w2 answers at once.
-      const w1 = yield* start({ ...common, MODE: "worker", WORKER: "w1", HOLD_MS: "600000" })
-      const w2 = yield* start({ ...common, MODE: "worker", WORKER: "w2", HOLD_MS: "20" })
+      const w1 = yield* start("test/support/queueChild.ts", { ...common, MODE: "worker", WORKER: "w1", HOLD_MS: "600000" })
+      const w2 = yield* start("test/support/queueChild.ts", { ...common, MODE: "worker", WORKER: "w2", HOLD_MS: "20" })
       const w1Id = yield* line(w1, "ready ", 60)
       yield* line(w2, "ready ", 60)
       // Their streams of assignments open just after they are ready.
       yield* Effect.sleep("500 millis")
-      const submitter = yield* start({ PLATFORM_URL: url, PLATFORM_TOKEN: "tok-1", MODE: "submit", TASKS: String(tasks) })
+      const submitter = yield* start("test/support/queueChild.ts", { PLATFORM_URL: url, PLATFORM_TOKEN: "tok-1", MODE: "submit", TASKS: String(tasks) })
       const effects = () => readFileSync(effectFile, "utf8").split("\n").filter((l) => l !== "")
       const ended = () => eventsOf(submitter).filter((e) => e._tag === "TaskCompleted" || e._tag === "TaskFailed")
       // Every call is answered by w2 or held by w1: then w1 is killed, holding its calls mid-run.
@@ -83,20 +53,8 @@ describe("the platform as a job queue, with processes (design: The platform)", (
 
       const events = eventsOf(submitter)
       const ends = ended()
-      assert.strictEqual(ends.length, tasks)
-      // Every task completed: on w2, or (held by w1 when it died) with the outcome unknown, read from the claim w1 left.
-      const outputs = ends.map((end) => end._tag === "TaskCompleted" ? end.output : `failed: ${end.reason}`)
-      const unknown = "c1!charge: the earlier attempt did not finish; its outcome is unknown"
-      for (const output of outputs) assert.match(output, /^c1="charged O-\d+ by w2"$|^c1!charge: the earlier attempt/)
-      assert.strictEqual(outputs.filter((o) => o === unknown).length, held)
-      // Each task's call had its side effect once: w1's for the calls it held, w2's for the others.
-      const byCall = new Map<string, Array<string>>()
-      for (const effect of effects()) {
-        const [worker, key] = effect.split(" ")
-        byCall.set(key!, [...(byCall.get(key!) ?? []), worker!])
-      }
-      assert.strictEqual(byCall.size, tasks)
-      for (const [key, workers] of byCall) assert.strictEqual(workers.length, 1, `${key}: ${workers.join(", ")}`)
+      // Every task completed (on w2, or with the outcome unknown for the calls w1 held); each side effect once.
+      assertQueueOutcome({ ends, effects: effects(), held, tasks })
       // Meanwhile each task w1 held said why it waited: w1 went away with its call.
       const waited = events.filter((e): e is Extract<Protocol.TaskEvent, { _tag: "TaskWaiting" }> => e._tag === "TaskWaiting")
       assert.strictEqual(new Set(waited.map((e) => e.taskId)).size, held)

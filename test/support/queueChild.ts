@@ -3,9 +3,9 @@
  *
  * - `platform`: the embedded platform on a free loopback port, `agent-1` with token `tok-1`, the scripted model
  *   (each task charges the order its prompt names, call `c1`, then says what it read); prints `url <url>`.
- * - `worker`: serves `charge` (idempotent) with `Serve.layer` as agent-1 on PLATFORM_URL, its claims in the shared
- *   IDEMPOTENCY_DB (a 2 s lease: a killed worker's claims are taken over soon); `charge` appends
- *   `<WORKER> <task>/<call>` to EFFECT_FILE (its side effect), then takes HOLD_MS; prints `ready <process id>`.
+ * - `worker`: serves `charge` (idempotent, test/fixtures/queueTools.ts: appends `<WORKER> <task>/<call>` to
+ *   EFFECT_FILE, its side effect, then takes HOLD_MS) with `Serve.layer` as agent-1 on PLATFORM_URL, its claims in the
+ *   shared IDEMPOTENCY_DB (a 2 s lease: a killed worker's claims are taken over soon); prints `ready <process id>`.
  * - `submit`: a client that serves nothing submits TASKS tasks (prompts `O-1` ...) at once and prints each event
  *   as `event <json>`, then `done`.
  * - `runner`: the same platform as a cluster runner on the PostgreSQL at DATABASE_URL, its cluster socket on
@@ -13,12 +13,12 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
-import { Console, Effect, Layer, Logger, LogLevel, Redacted, Schedule, Schema } from "effect"
-import { appendFileSync } from "node:fs"
-import { LanguageModel, Timing, Tool, ToolContext, Toolkit } from "../../src/index.js"
+import { Console, Effect, Layer, Logger, LogLevel, Redacted, Schedule } from "effect"
+import { LanguageModel, Timing, Toolkit } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import * as Cluster from "../../src/platform/Cluster.js"
 import { PlatformClient, Serve } from "../../src/exports/serve.js"
+import { charge } from "../fixtures/queueTools.js"
 import { call, promptOf, resultsOf, stepOf } from "./execAgent.js"
 
 const env = (name: string): string => process.env[name] ?? ""
@@ -68,19 +68,6 @@ const runner = Effect.gen(function*() {
   ),
   Logger.withMinimumLogLevel(LogLevel.Warning)
 )
-
-const charge = Tool.make("charge", {
-  description: "Charges an order.",
-  input: { order: Schema.String },
-  timeout: "2 minutes",
-  idempotent: true
-}, ({ order }) =>
-  Effect.gen(function*() {
-    const ctx = yield* ToolContext.ToolContext
-    appendFileSync(env("EFFECT_FILE"), `${env("WORKER")} ${ctx.taskId}/${ctx.toolCallId}\n`)
-    yield* Effect.sleep(Number(env("HOLD_MS")))
-    return `charged ${order} by ${env("WORKER")}`
-  }))
 
 const worker = Effect.gen(function*() {
   const toolkit = yield* Toolkit.make(charge)

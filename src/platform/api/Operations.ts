@@ -30,6 +30,8 @@ export type Decide = (
     readonly toolCallId: string
     readonly approved: boolean
     readonly reason?: string | undefined
+    /** A retry after `PlatformBusy`: the same decision, found made by the same author, stands. */
+    readonly retried?: boolean | undefined
     readonly by?: string | undefined
   }
 ) => Effect.Effect<void, UnknownTask | NoPendingTaskApproval | ApprovalsNeedJournal>

@@ -1,0 +1,70 @@
+/**
+ * What the job-queue tests share (test/platform/JobQueue.test.ts embedded, ClusterJobQueue.test.ts in cluster mode):
+ * child processes for the test's scope, their lines, the submitter's events, and waiting for a condition.
+ */
+import { assert } from "@effect/vitest"
+import { Effect } from "effect"
+import type { Protocol } from "../../src/exports/protocol.js"
+import { type Child, startChild } from "./childProcess.js"
+
+/** A child process for the test's scope, SIGKILLed at its end if it still runs. */
+export const start = (...args: Parameters<typeof startChild>) =>
+  Effect.acquireRelease(
+    Effect.sync(() => startChild(...args)),
+    (child) =>
+      Effect.promise(() => {
+        if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill("SIGKILL")
+        return child.exited
+      })
+  )
+
+/** The first line of `child` starting with `prefix`, past it; fails the test after `seconds`. */
+export const line = (child: Child, prefix: string, seconds: number) =>
+  Effect.flatMap(Effect.promise(() => child.waitFor(prefix, seconds * 1000)), (found) =>
+    found === undefined
+      ? Effect.dieMessage(`no "${prefix}" line within ${seconds} s; it printed: ${child.lines.slice(-5).join(" | ")}`)
+      : Effect.succeed(found.slice(prefix.length)))
+
+/** The events the submitter printed (`event <json>`). */
+export const eventsOf = (submitter: Child): Array<Protocol.TaskEvent> =>
+  submitter.lines.flatMap((l) => l.startsWith("event ") ? [JSON.parse(l.slice("event ".length)) as Protocol.TaskEvent] : [])
+
+/** Waits until `until` holds, looking every 50 ms, for at most `seconds`. */
+export const eventually = (until: () => boolean, what: string, seconds: number) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + seconds * 1000
+    while (!until()) {
+      if (Date.now() > deadline) return yield* Effect.dieMessage(`waited ${seconds} s for ${what}`)
+      yield* Effect.sleep("50 millis")
+    }
+  })
+
+/**
+ * The outcome both job-queue tests assert: `tasks` tasks ended, each completed on w2, or (held by w1 when it was
+ * killed: `held` of them) with the outcome unknown, read from the claim w1 left; each task's call had its side effect
+ * (a line `<worker> <task>/<call>` of `effects`) once, on w1 or w2.
+ */
+export const assertQueueOutcome = (
+  { effects, ends, held, tasks }: {
+    readonly ends: ReadonlyArray<Protocol.TaskEvent>
+    readonly effects: ReadonlyArray<string>
+    readonly held: number
+    readonly tasks: number
+  }
+): void => {
+  assert.strictEqual(ends.length, tasks)
+  const outputs = ends.map((end) =>
+    end._tag === "TaskCompleted" ? end.output : end._tag === "TaskFailed" ? `failed: ${end.reason}` : end._tag
+  )
+  const unknown = "c1!charge: the earlier attempt did not finish; its outcome is unknown"
+  for (const output of outputs) assert.match(output, /^c1="charged O-\d+ by w2"$|^c1!charge: the earlier attempt/)
+  assert.strictEqual(outputs.filter((o) => o === unknown).length, held)
+  const byCall = new Map<string, Array<string>>()
+  for (const effect of effects) {
+    const [worker, key] = effect.split(" ")
+    assert.oneOf(worker, ["w1", "w2"])
+    byCall.set(key!, [...(byCall.get(key!) ?? []), worker!])
+  }
+  assert.strictEqual(byCall.size, tasks)
+  for (const [key, workers] of byCall) assert.strictEqual(workers.length, 1, `${key}: ${workers.join(", ")}`)
+}
