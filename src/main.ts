@@ -55,7 +55,7 @@ import { agents, approvals, operateTree, tasks } from "./internal/cli/operate.js
 import { submit } from "./internal/cli/submit.js"
 import { runCommand, untilStopped } from "./internal/cli/command.js"
 import { chooseMcpJournal, chooseMcpOAuth, mcpJournalOption } from "./internal/cli/mcpOptions.js"
-import { decideDemo, fromOwnMcpServer, terminalApprover } from "./internal/cli/demo.js"
+import { decideDemo, fromOwnMcpServer, stayForConsole, terminalApprover } from "./internal/cli/demo.js"
 import { load, loadDemo, loadModel } from "./internal/cli/load.js"
 import { BadOptions, chooseModel, modelOption } from "./internal/cli/options.js"
 import { databaseOption, platformOptions } from "./internal/cli/platformOptions.js"
@@ -140,7 +140,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
         // Journaled (in memory): a task whose refund needs approval waits for it, durably.
         Layer.provide(Layer.merge(modelLayer, Journal.layerMemory))
       )
-    )
+    ).pipe(Logger.withMinimumLogLevel(LogLevel.Warning)) // The platform's own lines (connections, tasks) stay out of the view.
     const url = yield* Effect.provide(PlatformServer.url, platform)
     view.line(`platform listening on ${url}; console at ${consoleUrl(url)} while the demo runs (operator token ${operatorToken})`)
     const settings = Layer.setConfigProvider(ConfigProvider.fromMap(
@@ -151,7 +151,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     // task waits for it (TaskSuspended); a person at the terminal decides it, else (CI, a pipe, --json)
     // the demo's code approves it, and says so.
     const hooks = Hooks.layer({ tool: [Hooks.logging, Hooks.approval] })
-    const ask = yield* terminalApprover(options.json, UserPrompt, Shipped)
+    const ask = yield* terminalApprover(options.json, UserPrompt, Shipped, consoleUrl(url))
     const backend = yield* Layer.build(backendLayer)
     const withMcp = yield* fromOwnMcpServer(toolkit, "lookup_customer", backend)
     view.line(`${withMcp.taken} comes from an MCP server this demo started, at ${withMcp.url}; it runs through the pipeline like the others`)
@@ -187,6 +187,7 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
     // Agents that call agents, in this process: support asks billing, an agent given to it as a tool.
     const answer = yield* DemoAgents.ask(model === "scripted" ? undefined : modelLayer).pipe(Effect.provide(backend))
     view.line(`sub-agent: support asked billing, an agent it has as a tool (Agent.asTool): ${answer}`)
+    yield* stayForConsole(ask, view)
   }).pipe(Effect.scoped)
 
 /**

@@ -29,7 +29,7 @@ describe("main: the demo", () => {
     assert.include(stdout, "model: scripted (no ANTHROPIC_API_KEY or OPENAI_API_KEY")
     assert.include(
       stdout,
-      "answer: Order ord-4821 for Ada Moreau was charged twice. I refunded the duplicate charge: refund re-1 of 59.9."
+      "answer: Order ord-4821 for Ada Moreau was charged twice. I refunded the duplicate charge: refund re-1 of 59.9 (refunds made 1)."
     )
     assert.match(stdout, /model turns\s+3\n/)
     assert.match(stdout, /tool calls\s+4\n/)

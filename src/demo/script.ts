@@ -23,6 +23,10 @@ const resultOf = (request: LanguageModel.ModelRequest, id: string): Record<strin
 const field = (record: unknown, key: string): unknown =>
   typeof record === "object" && record !== null ? (record as Record<string, unknown>)[key] : undefined
 
+/** The refunds the results read made: their distinct refund ids (the second refund asked for is the first reused). */
+const refundsMade = (request: LanguageModel.ModelRequest): number =>
+  new Set(["call-refund-1", "call-refund-2"].map((id) => resultOf(request, id).refund_id).filter((id) => id !== undefined)).size
+
 /** The turns: they read the tool results in the request, as a model would. */
 export const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
   {
@@ -52,7 +56,8 @@ export const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
       text: refund.refund_id === undefined
         ? `I could not refund order ord-4821: ${String(refund.error ?? "no result")}.`
         : `Order ord-4821 for ${String(customer.name ?? "the customer")} was charged twice. ` +
-          `I refunded the duplicate charge: refund ${String(refund.refund_id)} of ${String(refund.amount)}.`
+          `I refunded the duplicate charge: refund ${String(refund.refund_id)} of ${String(refund.amount)} ` +
+          `(refunds made ${refundsMade(request)}).`
     }
   }
 ]

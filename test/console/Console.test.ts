@@ -17,6 +17,7 @@ import { Journal, LanguageModel, Tool, Toolkit, ToolResult } from "../../src/ind
 import { PlatformServer } from "../../src/exports/platform.js"
 import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import { launchChromium } from "../support/chromium.js"
+import { eventually, start } from "../support/queue.js"
 import { admin, operatorTokens, viewer } from "../support/operators.js"
 import { resultsOf } from "../support/refundTools.js"
 
@@ -330,4 +331,41 @@ describe("the console in Chromium", () => {
       console.log(`console: 5,000-call task, long tasks (ms): ${JSON.stringify(longTasks)} (target: none over 200)`)
       assert.isBelow(Math.max(0, ...longTasks), 1000)
     }, 5000), 60_000)
+
+  it.scopedLive("the demo (npm start) with DEMO_APPROVALS=console: its refund approved in the inbox by keyboard alone; its page says refunds made 1", () =>
+    Effect.gen(function*() {
+      const demo = yield* start("src/main.ts", { DEMO_APPROVALS: "console", NO_COLOR: "1" })
+      /** The first line of the demo's that includes `text` (its lines begin with the time since its start). */
+      const including = (text: string, seconds: number) =>
+        Effect.map(
+          eventually(() => demo.lines.some((l) => l.includes(text)), `a line with "${text}"`, seconds),
+          () => demo.lines.find((l) => l.includes(text))!
+        )
+      const said = yield* including("platform listening on ", 120)
+      const [, consoleAt, token] = /console at (\S+) while the demo runs \(operator token (\S+)\)/.exec(said) ?? []
+      assert.isDefined(consoleAt, said)
+      const port = Number(new URL(consoleAt!).port)
+      const { context, folder } = yield* browser
+      yield* Effect.promise(async () => {
+        const page = await context.newPage()
+        await signIn(page, port, token!)
+        await page.goto(`http://127.0.0.1:${port}/console#/approvals`)
+        const waiting = await page.waitForSelector("[data-approval]", { timeout: 60_000 })
+        const taskId = (await waiting.getAttribute("data-approval"))!.split("/")[0]!
+        // The model asked for the refund twice in its turn: both calls wait; each approved with the keyboard alone.
+        for (let decided = 1; decided <= 2; decided++) {
+          await page.waitForSelector(`[data-approval^="${taskId}/"] button.approve`)
+          await tabTo(page, "button.approve")
+          await page.keyboard.press("Enter")
+          await page.waitForFunction((n) => (globalThis as any).document.querySelectorAll(".decided li").length >= n, decided)
+        }
+        await page.goto(`http://127.0.0.1:${port}/console#/task/${encodeURIComponent(taskId)}`)
+        await page.waitForSelector("[data-status='ended']", { timeout: 30_000 })
+        assert.include(await page.textContent("pre.final"), "refunds made 1")
+        await shot(page, folder, "demo-task")
+      })
+      // The demo's own summary agrees: one refund made, though the model asked for two.
+      yield* including("the platform and its console stay up", 60)
+      assert.isTrue(demo.lines.some((l) => l.includes("refunds made 1")), demo.lines.join("\n"))
+    }).pipe(Logger.withMinimumLogLevel(LogLevel.Error)), 180_000)
 })

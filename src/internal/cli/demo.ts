@@ -7,30 +7,59 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { load } from "./load.js"
+import { demoApprovals } from "./settings.js"
 
 /** Who decides at the terminal: a person when stdin is one and the view is not JSON (no answer is a no); else nobody. */
 export const terminalApprover = (
   json: boolean,
   UserPrompt: typeof import("../../UserPrompt.js"),
-  Shipped: typeof import("../hooks/shipped.js")
-) =>
+  Shipped: typeof import("../hooks/shipped.js"),
+  consoleUrl: string
+): Effect.Effect<Approver, never, import("@effect/platform/Terminal").Terminal> =>
   Effect.gen(function*() {
+    // DEMO_APPROVALS=console: a person decides in the console (its approvals page), not here.
+    if ((yield* Effect.orElseSucceed(demoApprovals, () => "")) === "console") return { inConsole: `${consoleUrl}#/approvals` }
     if (process.stdin.isTTY !== true || json) return undefined
     const person = yield* Effect.provide(UserPrompt.UserPrompt, UserPrompt.layerTerminal)
     return (toolName: string, input: unknown) => Effect.orElseSucceed(Shipped.askApproval(person, toolName, input), () => false)
   })
 
 /**
+ * Who decides the demo's approvals: a person at the terminal (a question), a person in the console (`inConsole`, the
+ * page's URL), or (undefined) the demo's code.
+ */
+export type Approver =
+  | ((toolName: string, input: unknown) => Effect.Effect<boolean>)
+  | { readonly inConsole: string }
+  | undefined
+
+/**
+ * With its approvals decided in the console, the demo stays up once it is done, for the console to be read, until it
+ * is stopped (Ctrl-C); else it ends.
+ */
+export const stayForConsole = (ask: Approver, view: import("../../demo/view.js").LiveView): Effect.Effect<void> =>
+  ask === undefined || typeof ask === "function"
+    ? Effect.void
+    : Effect.zipRight(Effect.sync(() => view.line("the platform and its console stay up until this is stopped (Ctrl-C)")), Effect.never)
+
+/**
  * Decides the calls a suspended demo task waits for: asked at the terminal (`ask`), the same call asked
- * twice in a turn (the refund) one question; with no one to ask, the demo's code approves, and says so.
+ * twice in a turn (the refund) one question; in the console, nothing here (the page's URL is said); with no one to
+ * ask, the demo's code approves, and says so.
  */
 export const decideDemo = (
   event: Extract<import("../../protocol/Protocol.js").TaskEvent, { readonly _tag: "TaskSuspended" }>,
   client: import("../../PlatformClient.js").PlatformClient["Type"],
   view: import("../../demo/view.js").LiveView,
-  ask: ((toolName: string, input: unknown) => Effect.Effect<boolean>) | undefined
+  ask: Approver
 ) =>
   Effect.gen(function*() {
+    if (ask !== undefined && typeof ask !== "function") {
+      view.stopSpinner()
+      const calls = event.pending.map((p) => `${p.toolName} ${p.toolCallId}`).join(", ")
+      view.line(`${calls} ${event.pending.length === 1 ? "waits" : "wait"} for a decision in the console: ${ask.inConsole}`)
+      return view.startSpinner()
+    }
     const answers = new Map<string, boolean>()
     for (const pending of event.pending) {
       if (ask === undefined) {

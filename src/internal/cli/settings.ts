@@ -61,6 +61,7 @@ export const settingForms: ReadonlyArray<readonly [string, (text: string) => boo
     "ws://host:port/rpc (or wss://), or a comma-separated list of them"
   ],
   ["PLATFORM_DATABASE", isUrl(["postgres:", "postgresql:"]), "postgres://user:password@host:port/db"],
+  ["DEMO_APPROVALS", (text) => text === "console", "console (the demo's refund then waits for a decision in its console)"],
   ...["OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GEMINI_BASE_URL", "OPENROUTER_BASE_URL", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME"].map(
     (name) => [name, isUrl(["http:", "https:"]), "an http:// or https:// URL"] as const
   )
@@ -94,6 +95,9 @@ export const platformDatabase: Config.Config<Redacted.Redacted<string>> = secret
 
 /** `PLATFORM_URL`, "" when unset: the URL `serve` says it connects to, and the operating commands' platform. */
 export const platformUrl: Config.Config<string> = text("PLATFORM_URL")
+
+/** `DEMO_APPROVALS`, "" when unset; `console`: the demo leaves its approvals to a person in its console. */
+export const demoApprovals: Config.Config<string> = text("DEMO_APPROVALS")
 
 /** `AGENT_ID`, "" when unset: the agent `submit` submits as (its `--agent` wins). */
 export const agentIdSetting: Config.Config<string> = text("AGENT_ID")
