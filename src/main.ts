@@ -147,9 +147,8 @@ const runDemo = (options: { readonly model: Option.Option<string>; readonly json
       new Map([["AGENT_ID", agentId], ["PLATFORM_TOKEN", token], ["PLATFORM_URL", url]])
     ))
     const observer = Layer.succeed(Invocation.InvocationObserver, { onRetry: (event) => view.retry(event) })
-    // Hooks on the serving side: a log line per call, and approval for issue_refund: the platform's
-    // task waits for it (TaskSuspended); a person at the terminal decides it, else (CI, a pipe, --json)
-    // the demo's code approves it, and says so.
+    // Hooks on the serving side: a log line per call, and approval for issue_refund: the platform's task waits for
+    // it (TaskSuspended); a person decides it (terminal, or console), else the demo's code approves it, and says so.
     const hooks = Hooks.layer({ tool: [Hooks.logging, Hooks.approval] })
     const ask = yield* terminalApprover(options.json, UserPrompt, Shipped, consoleUrl(url))
     const backend = yield* Layer.build(backendLayer)

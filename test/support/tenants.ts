@@ -3,7 +3,7 @@
  * agents and the platform's options, its state for reading what each agent holds, and an attack run
  * from a process of its own while another agent's round trips are timed from a third.
  */
-import { Effect, Layer, type Scope } from "effect"
+import { Effect, Layer, Logger, LogLevel, type Scope } from "effect"
 import { WebSocket } from "ws"
 import { LanguageModel, Timing } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
@@ -32,7 +32,10 @@ export const tenantPlatform = (
       PlatformServer.layerWebSocket({ port: 0, ...listen }).pipe(
         Layer.provideMerge(PlatformServer.layerHandlers({ tokens, ...options })),
         Layer.provide(LanguageModel.layerScripted(script, { perConversation: true, keepRequests: false })),
-        Layer.provide(policy)
+        Layer.provide(policy),
+        // Warnings only: the figures are the platform's fairness, not the cost of the test runner's console (each
+        // task's INFO lines, hundreds under these attacks, go through vitest's intercepted console).
+        Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
       )
     )
     const url = yield* Effect.provide(PlatformServer.url, context)
