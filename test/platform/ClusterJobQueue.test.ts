@@ -17,7 +17,7 @@ import * as Cluster from "../../src/platform/Cluster.js"
 import type { Child } from "../support/childProcess.js"
 import { record } from "../support/figures.js"
 import * as Pg from "../support/postgres.js"
-import { assertQueueOutcome, eventsOf, eventually, line, start } from "../support/queue.js"
+import { assertQueueOutcome, cliWorker, eventsOf, eventually, line, registeredAs, start } from "../support/queue.js"
 
 const tasks = 20
 
@@ -39,22 +39,13 @@ it.live(`cluster: ${tasks} tasks from a submitter on a third runner; a worker, t
       runners.push({ child, url: yield* line(child, "url ", 60) })
     }
     const [r1, r2, r3] = runners as [typeof runners[0], typeof runners[0], typeof runners[0]]
-    // The CLI's workers: each its own runner first, the others to fail over to.
-    const worker = (name: string, urls: ReadonlyArray<string>, holdMillis: number) =>
-      start("src/main.ts", {
-        PLATFORM_URL: urls.join(","),
-        PLATFORM_TOKEN: "tok-1",
-        AGENT_ID: "agent-1",
-        IDEMPOTENCY_DB: join(dir, "claims.sqlite"),
-        EFFECT_FILE: effectFile,
-        WORKER: name,
-        HOLD_MS: String(holdMillis)
-      }, ["serve", "--tools", "test/fixtures/queueTools.ts"], { stderr: true })
-    // w1 holds every call it takes (it will be killed holding them); w2 takes 1.5 s a call.
-    const w1 = yield* worker("w1", [r1.url, r3.url], 600_000)
-    const w2 = yield* worker("w2", [r2.url, r3.url, r1.url], 1500)
+    // The CLI's workers, each its own runner first, then the others to fail over to: w1 holds every call it takes (it
+    // will be killed holding them); w2 takes 1.5 s a call.
+    const claims = join(dir, "claims.sqlite")
+    const w1 = yield* cliWorker({ name: "w1", urls: [r1.url, r3.url], holdMillis: 600_000, claims, effectFile })
+    const w2 = yield* cliWorker({ name: "w2", urls: [r2.url, r3.url, r1.url], holdMillis: 1500, claims, effectFile })
     // Both registered (the platform has their tools), then watching for calls.
-    yield* eventually(() => [w1, w2].every((w) => w.lines.some((l) => l.includes("registered 1 tool(s) (charge)"))), "w1 and w2 registered", 60)
+    yield* Effect.all([registeredAs(w1, 60), registeredAs(w2, 60)])
     yield* Effect.sleep("1 second")
     const submitter = yield* start("test/support/queueChild.ts", { PLATFORM_URL: r3.url, PLATFORM_TOKEN: "tok-1", MODE: "submit", TASKS: String(tasks) })
     const effects = () => readFileSync(effectFile, "utf8").split("\n").filter((l) => l !== "")

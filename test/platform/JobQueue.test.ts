@@ -1,6 +1,6 @@
 /**
- * The platform as a job queue, with real processes (design: The platform): a platform process, two worker
- * processes of one agent sharing a claims file (`IDEMPOTENCY_DB`), and a submitter process that serves nothing and
+ * The platform as a job queue, with real processes (design: The platform): a platform process, two workers of one
+ * agent (`agent-tools serve --tools`) sharing a claims file (`IDEMPOTENCY_DB`), and a submitter process that serves nothing and
  * submits 20 tasks. One worker holds its calls and is killed with SIGKILL mid-call: the submitter's stream says
  * `TaskWaiting` (who went away, which call waits), every task completes on the other worker, and each call's
  * side effect happened once (a call killed mid-run reads "outcome unknown": its tool is idempotent).
@@ -12,7 +12,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type Protocol } from "../../src/exports/protocol.js"
 import { record } from "../support/figures.js"
-import { assertQueueOutcome, eventsOf, eventually, line, start } from "../support/queue.js"
+import { assertQueueOutcome, cliWorker, eventsOf, eventually, line, registeredAs, start } from "../support/queue.js"
 
 const tasks = 20
 
@@ -27,14 +27,14 @@ describe("the platform as a job queue, with processes (design: The platform)", (
       writeFileSync(effectFile, "")
       const platform = yield* start("test/support/queueChild.ts", { MODE: "platform" })
       const url = yield* line(platform, "url ", 60)
-      const common = { PLATFORM_URL: url, PLATFORM_TOKEN: "tok-1", IDEMPOTENCY_DB: join(dir, "claims.sqlite"), EFFECT_FILE: effectFile }
-      // w1 holds every call it takes (it will be killed holding them); w2 answers at once.
-      const w1 = yield* start("test/support/queueChild.ts", { ...common, MODE: "worker", WORKER: "w1", HOLD_MS: "600000" })
-      const w2 = yield* start("test/support/queueChild.ts", { ...common, MODE: "worker", WORKER: "w2", HOLD_MS: "20" })
-      const w1Id = yield* line(w1, "ready ", 60)
-      yield* line(w2, "ready ", 60)
-      // Their streams of assignments open just after they are ready.
-      yield* Effect.sleep("500 millis")
+      // The CLI's workers: w1 holds every call it takes (it will be killed holding them); w2 answers at once.
+      const claims = join(dir, "claims.sqlite")
+      const w1 = yield* cliWorker({ name: "w1", urls: [url], holdMillis: 600_000, claims, effectFile })
+      const w2 = yield* cliWorker({ name: "w2", urls: [url], holdMillis: 20, claims, effectFile })
+      const w1Id = yield* registeredAs(w1, 60)
+      yield* registeredAs(w2, 60)
+      // Their streams of assignments open just after they registered.
+      yield* Effect.sleep("1 second")
       const submitter = yield* start("test/support/queueChild.ts", { PLATFORM_URL: url, PLATFORM_TOKEN: "tok-1", MODE: "submit", TASKS: String(tasks) })
       const effects = () => readFileSync(effectFile, "utf8").split("\n").filter((l) => l !== "")
       const ended = () => eventsOf(submitter).filter((e) => e._tag === "TaskCompleted" || e._tag === "TaskFailed")

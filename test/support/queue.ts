@@ -68,3 +68,34 @@ export const assertQueueOutcome = (
   assert.strictEqual(byCall.size, tasks)
   for (const [key, workers] of byCall) assert.strictEqual(workers.length, 1, `${key}: ${workers.join(", ")}`)
 }
+
+/**
+ * A worker of agent-1 as an operator runs one: `agent-tools serve --tools test/fixtures/queueTools.ts` (its `charge`
+ * appends `<name> <task>/<call>` to `effectFile`, then takes `holdMillis`), on `urls` (the first first), its claims
+ * in the shared `claims` file; for the test's scope.
+ */
+export const cliWorker = (
+  { claims, effectFile, holdMillis, name, urls }: {
+    readonly name: string
+    readonly urls: ReadonlyArray<string>
+    readonly holdMillis: number
+    readonly claims: string
+    readonly effectFile: string
+  }
+) =>
+  start("src/main.ts", {
+    PLATFORM_URL: urls.join(","),
+    PLATFORM_TOKEN: "tok-1",
+    AGENT_ID: "agent-1",
+    IDEMPOTENCY_DB: claims,
+    EFFECT_FILE: effectFile,
+    WORKER: name,
+    HOLD_MS: String(holdMillis)
+  }, ["serve", "--tools", "test/fixtures/queueTools.ts"], { stderr: true })
+
+/** The process id a `cliWorker` registered as, once the platform has its tool; fails the test after `seconds`. */
+export const registeredAs = (worker: Child, seconds: number) =>
+  Effect.map(
+    eventually(() => worker.lines.some((l) => /registered 1 tool\(s\) \(charge\) as (\S+);/.test(l)), "the worker registered", seconds),
+    () => /registered 1 tool\(s\) \(charge\) as (\S+);/.exec(worker.lines.find((l) => l.includes("registered 1 tool(s)"))!)![1]!
+  )

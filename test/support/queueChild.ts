@@ -1,11 +1,9 @@
 /**
- * The processes of the job-queue test (test/platform/JobQueue.test.ts), one script, its part set by MODE:
+ * The processes of the job-queue tests (test/platform/JobQueue.test.ts, ClusterJobQueue.test.ts) but their workers
+ * (the CLI's `serve`: test/support/queue.ts, `cliWorker`), one script, its part set by MODE:
  *
  * - `platform`: the embedded platform on a free loopback port, `agent-1` with token `tok-1`, the scripted model
  *   (each task charges the order its prompt names, call `c1`, then says what it read); prints `url <url>`.
- * - `worker`: serves `charge` (idempotent, test/fixtures/queueTools.ts: appends `<WORKER> <task>/<call>` to
- *   EFFECT_FILE, its side effect, then takes HOLD_MS) with `Serve.layer` as agent-1 on PLATFORM_URL, its claims in the
- *   shared IDEMPOTENCY_DB (a 2 s lease: a killed worker's claims are taken over soon); prints `ready <process id>`.
  * - `submit`: a client that serves nothing submits TASKS tasks (prompts `O-1` ...) at once and prints each event
  *   as `event <json>`, then `done`.
  * - `runner`: the same platform as a cluster runner on the PostgreSQL at DATABASE_URL, its cluster socket on
@@ -14,11 +12,10 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Console, Effect, Layer, Logger, LogLevel, Redacted, Schedule } from "effect"
-import { LanguageModel, Timing, Toolkit } from "../../src/index.js"
+import { LanguageModel, Timing } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import * as Cluster from "../../src/platform/Cluster.js"
-import { PlatformClient, Serve } from "../../src/exports/serve.js"
-import { charge } from "../fixtures/queueTools.js"
+import { PlatformClient } from "../../src/exports/serve.js"
 import { call, promptOf, resultsOf, stepOf } from "./execAgent.js"
 
 const env = (name: string): string => process.env[name] ?? ""
@@ -69,17 +66,6 @@ const runner = Effect.gen(function*() {
   Logger.withMinimumLogLevel(LogLevel.Warning)
 )
 
-const worker = Effect.gen(function*() {
-  const toolkit = yield* Toolkit.make(charge)
-  const served = Serve.layer(toolkit, { agentId: "agent-1" }).pipe(
-    Layer.provide(Serve.layerStoreSql({ filename: env("IDEMPOTENCY_DB"), lease: "2 seconds" }))
-  )
-  return yield* Effect.flatMap(Serve.Serve, (serve) => Console.log(`ready ${serve.processId}`)).pipe(
-    Effect.zipRight(Effect.never),
-    Effect.provide(served)
-  )
-}).pipe(Effect.provide(Layer.merge(PlatformClient.layer, policy)))
-
 const submit = Effect.gen(function*() {
   const client = yield* PlatformClient.PlatformClient
   const prompts = Array.from({ length: Number(env("TASKS")) }, (_, i) => `O-${i + 1}`)
@@ -95,7 +81,7 @@ const submit = Effect.gen(function*() {
   yield* Console.log("done")
 }).pipe(Effect.provide(Layer.merge(PlatformClient.layer, policy)))
 
-const modes: Record<string, Effect.Effect<unknown, unknown>> = { platform, runner, worker, submit }
+const modes: Record<string, Effect.Effect<unknown, unknown>> = { platform, runner, submit }
 
 NodeRuntime.runMain(
   (modes[env("MODE")] ?? Effect.dieMessage(`MODE must be one of ${Object.keys(modes).join(", ")}`)).pipe(
