@@ -5,7 +5,7 @@
  */
 import { Clock, Effect, Exit } from "effect"
 import * as Invocation from "../Invocation.js"
-import type * as Journal from "../Journal.js"
+import * as Journal from "../Journal.js"
 import { ApprovalsNeedJournal, NoPendingTaskApproval, type ToolCallResult, UnknownTask } from "../protocol/Protocol.js"
 import type { Book, Task } from "./TaskBook.js"
 import type { Loops } from "./TaskLoops.js"
@@ -85,7 +85,32 @@ const decidedAlready = (
     return approval?.decision === (approved ? "approved" : "denied") && approval.decidedBy === by
   })
 
-export const decideOf = (
+/**
+ * Decides a call a suspended task waits for (`decideNow`). A task held here but not suspended yet whose journal holds
+ * the call's approval pending (taken over by this runner, or taken back at a start, and replaying up to its
+ * suspension) is waited for, up to `replayWithin`, then decided: not refused as if nothing waited.
+ */
+export const decideOf = (book: Book, loops: Loops, elsewhere: ((taskId: string, toolCallId: string) => Effect.Effect<void>) | undefined) => {
+  const now = decideNow(book, loops, elsewhere)
+  return (agentId: string, decision: Parameters<typeof now>[1]) =>
+    Effect.catchTag(now(agentId, decision), "NoPendingTaskApproval", (refused) =>
+      Effect.gen(function*() {
+        const task = book.own(agentId, decision.taskId)
+        if (task === undefined || task.suspended !== undefined || task.final !== undefined || book.journal === undefined) {
+          return yield* refused
+        }
+        const run = yield* Effect.orElseSucceed(book.journal.run(decision.taskId), () => undefined)
+        const asked = run !== undefined && Journal.isOpen(run) ? run.approvals.get(decision.toolCallId) : undefined
+        if (asked?.decision !== "pending") return yield* refused
+        yield* Effect.ignore(Effect.timeout(Effect.raceFirst(task.suspending.await, task.ended.await), replayWithin))
+        return yield* now(agentId, decision)
+      }))
+}
+
+/** How long a decision waits for a task replaying up to its suspension (`decideOf`). */
+const replayWithin = "5 seconds"
+
+const decideNow = (
   { journal, own, tasks }: Book,
   { goOn }: Loops,
   elsewhere: ((taskId: string, toolCallId: string) => Effect.Effect<void>) | undefined

@@ -45,7 +45,11 @@ it.live("a decision and a submit made while PostgreSQL restarts go through once 
 
     // The database crashes; the decision and a new submit are made while it is away.
     yield* Effect.promise(() => server.crash())
-    const decided = yield* Effect.fork(client.approve(taskId, "c0"))
+    // The client tries again what is refused with a typed error: PlatformBusy (PlatformClient itself), and
+    // NoPendingTaskApproval while the task is being taken back after the outage (not waiting again yet).
+    const decided = yield* Effect.fork(client.approve(taskId, "c0").pipe(
+      Effect.retry({ while: (e) => e._tag === "NoPendingTaskApproval", schedule: Schedule.spaced("500 millis").pipe(Schedule.upTo("60 seconds")) })
+    ))
     const second: Array<TaskEvent> = []
     const secondRun = yield* Effect.fork(Stream.runForEach(serve.submitTask("task 2"), (e) => Effect.sync(() => second.push(e))))
     yield* Effect.sleep("3 seconds")
