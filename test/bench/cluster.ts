@@ -8,7 +8,8 @@
  * the tool's answer to the next call's delivery, through the journal), calls/s with 8 and with 64
  * tasks at a time, what each task costs the database (transactions and rows written, from
  * PostgreSQL's own statistics) and the CPU a call (the platform's processes, this one, the database
- * server). Run with `npm run bench` or `tsx test/bench/cluster.ts [--tasks=N]`.
+ * server). Run with `npm run bench` or `tsx test/bench/cluster.ts [--tasks=N] [--modes=journaled,one,three,spread]
+ * [--durable=off|on]` (a part of it, while working on one of them).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted, Schema, type Scope, Stream } from "effect"
@@ -23,7 +24,12 @@ import * as Pg from "../support/postgres.js"
 import { callsPerTask } from "./clusterPlatform.js"
 import { report } from "./report.js"
 
-const tasks = Number(process.argv.find((a) => a.startsWith("--tasks="))?.slice("--tasks=".length) ?? 48)
+const flag = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
+const tasks = Number(flag("tasks") ?? 48)
+/** `--modes=journaled,one` measures only those (of journaled, one, three, spread) beside the embedded platform. */
+const modes = new Set((flag("modes") ?? "journaled,one,three,spread").split(","))
+/** `--durable=off` (the tests' settings only) or `on` (the durable PostgreSQL only); both by default. */
+const durables = flag("durable") === "off" ? [false] : flag("durable") === "on" ? [true] : [false, true]
 
 /** When each task's calls reached the tool, by task id. */
 const delivered = new Map<string, Array<number>>()
@@ -293,22 +299,25 @@ const main = Effect.gen(function*() {
     measure: "embedded platform (memory): CPU a call (the platform's process; the serving process), 8 at a time",
     value: `${fixed(base.cpu.platform, 2)}; ${fixed(base.cpu.own, 2)} ms`
   })
-  for (const durable of [false, true]) {
+  for (const durable of durables) {
     const label = durable
       ? "durable PostgreSQL (fsync, synchronous_commit on)"
       : "tests' PostgreSQL (fsync, synchronous_commit off)"
     const figures = yield* Effect.scoped(Effect.gen(function*() {
       const server = yield* Pg.postgres({ durable })
-      const floor = yield* embeddedJournaled(server, yield* database(server, "bench_journal"))
-      const one = yield* cluster(server, yield* database(server, "bench_one"), 1)
-      const three = yield* cluster(server, yield* database(server, "bench_three"), 3)
-      const spread = yield* cluster(server, yield* database(server, "bench_spread"), 3, true)
-      return { floor, one, three, spread }
+      const measured = <A>(mode: string, measure: Effect.Effect<A, unknown, Scope.Scope>) =>
+        modes.has(mode) ? Effect.asSome(measure) : Effect.succeedNone
+      const floor = yield* measured("journaled", Effect.flatMap(database(server, "bench_journal"), (url) => embeddedJournaled(server, url)))
+      const one = yield* measured("one", Effect.flatMap(database(server, "bench_one"), (url) => cluster(server, url, 1)))
+      const three = yield* measured("three", Effect.flatMap(database(server, "bench_three"), (url) => cluster(server, url, 3)))
+      const spread = yield* measured("spread", Effect.flatMap(database(server, "bench_spread"), (url) => cluster(server, url, 3, true)))
+      return { floor: Option.getOrUndefined(floor), one: Option.getOrUndefined(one), three: Option.getOrUndefined(three), spread: Option.getOrUndefined(spread) }
     }))
-    rows(`embedded platform journaling to the ${label}`, figures.floor, base, undefined, false)
-    rows(`one runner, ${label}`, figures.one, base, undefined, !durable, figures.floor)
-    rows(`three runners, one serving connection, ${label}`, figures.three, base, figures.one, !durable)
-    rows(`three runners, a serving connection to each, ${label}`, figures.spread, base, figures.one, !durable)
+    const { floor, one, three, spread } = figures
+    if (floor) rows(`embedded platform journaling to the ${label}`, floor, base, undefined, false)
+    if (one) rows(`one runner, ${label}`, one, base, undefined, !durable, floor)
+    if (three) rows(`three runners, one serving connection, ${label}`, three, base, one, !durable)
+    if (spread) rows(`three runners, a serving connection to each, ${label}`, spread, base, one, !durable)
   }
 }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
 
