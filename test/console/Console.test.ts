@@ -8,20 +8,18 @@
  * page. A screenshot of each page goes to the test's temporary folder.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Context, Effect, Exit, Layer, Logger, LogLevel, Runtime, Schema, Scope, Stream } from "effect"
+import { Effect, Logger, LogLevel, Runtime, Schema, Scope, Stream } from "effect"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { join } from "node:path"
 import type { BrowserContext, Page } from "playwright-core"
-import { Journal, LanguageModel, Tool, Toolkit, ToolResult } from "../../src/index.js"
-import { PlatformServer } from "../../src/exports/platform.js"
+import { LanguageModel, Tool, Toolkit, ToolResult } from "../../src/index.js"
 import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import { launchChromium } from "../support/chromium.js"
 import { eventually, start } from "../support/queue.js"
-import { admin, operatorTokens, viewer } from "../support/operators.js"
+import { admin, agentSettings as settings, operatorTokens, startOperatedPlatform, viewer } from "../support/operators.js"
 import { resultsOf } from "../support/refundTools.js"
 
-const settings = ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]]))
 const hostile = "<img src=x onerror=alert(1)><script>window.__ran=1</script>"
 
 /**
@@ -58,31 +56,11 @@ const makeToolkit = Toolkit.make(
 
 /** The embedded platform with its console, agent-1's tools served in this process; a submit, the journal, the port. */
 const startPlatform = Effect.gen(function*() {
-  const scope = yield* Scope.make()
-  yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
-  const handlers = yield* Layer.buildWithScope(
-    PlatformServer.layerHandlers({
-      tokens: new Map([["tok-1", "agent-1"]]),
-      operatorTokens,
-      console: { traceUrl: "http://jaeger.example/trace/{traceId}" }
-    }).pipe(
-      Layer.provideMerge(Journal.layerMemory),
-      Layer.provideMerge(LanguageModel.layerScripted(script, { perConversation: true })),
-      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))
-    ),
-    scope
-  )
-  const listening = yield* Layer.buildWithScope(
-    PlatformServer.layerWebSocket({ port: 0 }).pipe(Layer.provide(Layer.succeedContext(handlers))),
-    scope
-  )
-  const client = yield* Effect.map(
-    Layer.buildWithScope(
-      PlatformClient.layerTest.pipe(Layer.provide(Layer.succeedContext(handlers)), Layer.provide(Layer.setConfigProvider(settings))),
-      scope
-    ),
-    Context.get(PlatformClient.PlatformClient)
-  )
+  const { client, journal, port, scope } = yield* startOperatedPlatform({
+    script,
+    operatorTokens,
+    console: { traceUrl: "http://jaeger.example/trace/{traceId}" }
+  })
   const toolkit = yield* Effect.orDie(makeToolkit)
   const served = yield* Serve.makeConfig(toolkit).pipe(
     Effect.provideService(PlatformClient.PlatformClient, client),
@@ -95,8 +73,7 @@ const startPlatform = Effect.gen(function*() {
     void Runtime.runFork(runtime)(
       Stream.runDrain(served.submitTask(prompt)).pipe(Effect.ignore, Effect.provideService(PlatformClient.PlatformClient, client))
     )
-  const { port } = Context.get(listening, PlatformServer.Listening)
-  return { port, journal: Context.get(handlers, Journal.Journal), submit }
+  return { port, journal, submit }
 })
 
 type Platform = Effect.Effect.Success<typeof startPlatform>

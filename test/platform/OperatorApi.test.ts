@@ -6,18 +6,16 @@
  * OpenAPI document that lists every route.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Context, Effect, Exit, Layer, Logger, LogLevel, Schema, Scope, Stream } from "effect"
+import { ConfigProvider, Effect, Exit, Logger, LogLevel, Schema, Stream } from "effect"
 import { request as httpRequest } from "node:http"
-import { Journal, LanguageModel, Tool, Toolkit } from "../../src/index.js"
+import { LanguageModel, Tool, Toolkit } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import type { Protocol } from "../../src/exports/protocol.js"
 import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import { waitingForApproval } from "../../examples/operations.js"
-import { admin, approver, clockAt, operatorTokens, viewer } from "../support/operators.js"
+import { admin, agentSettings as settings, approver, clockAt, operatorTokens, startOperatedPlatform, viewer } from "../support/operators.js"
 import { resultsOf } from "../support/refundTools.js"
 
-const tokens = new Map([["tok-1", "agent-1"]])
-const settings = ConfigProvider.fromMap(new Map([["AGENT_ID", "agent-1"], ["PLATFORM_TOKEN", "tok-1"]]))
 const quiet = Logger.withMinimumLogLevel(LogLevel.Error)
 
 /** Turn 1: a refund of 5 (needs approval) and a lookup; turn 2: a refund of 500; turn 3: what the model read. */
@@ -59,31 +57,10 @@ const startPlatform = (options: {
   readonly operatorTokens?: ReadonlyArray<PlatformServer.OperatorToken> | undefined
   readonly config?: ConfigProvider.ConfigProvider
 }) =>
-  Effect.gen(function*() {
-    const scope = yield* Scope.make()
-    yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
-    const handlers = yield* Layer.buildWithScope(
-      PlatformServer.layerHandlers({ tokens, operatorTokens: options.operatorTokens }).pipe(
-        Layer.provideMerge(Journal.layerMemory),
-        Layer.provideMerge(LanguageModel.layerScripted(options.script ?? script, { perConversation: true })),
-        Layer.provide(Layer.setConfigProvider(options.config ?? ConfigProvider.fromMap(new Map())))
-      ),
-      scope
-    )
-    const listening = yield* Layer.buildWithScope(
-      PlatformServer.layerWebSocket({ port: 0 }).pipe(Layer.provide(Layer.succeedContext(handlers))),
-      scope
-    )
-    const client = yield* Effect.map(
-      Layer.buildWithScope(
-        PlatformClient.layerTest.pipe(Layer.provide(Layer.succeedContext(handlers)), Layer.provide(Layer.setConfigProvider(settings))),
-        scope
-      ),
-      Context.get(PlatformClient.PlatformClient)
-    )
-    const { port } = Context.get(listening, PlatformServer.Listening)
-    return { base: `http://127.0.0.1:${port}/api/v1`, port, journal: Context.get(handlers, Journal.Journal), client }
-  })
+  Effect.map(
+    startOperatedPlatform({ ...options, script: options.script ?? script }),
+    ({ client, journal, port }) => ({ base: `http://127.0.0.1:${port}/api/v1`, port, journal, client })
+  )
 
 type Platform = Effect.Effect.Success<ReturnType<typeof startPlatform>>
 
