@@ -9,102 +9,38 @@
  */
 import { assert, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Context, Effect, Fiber, Layer, Redacted, Schedule, Schema, Stream } from "effect"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { Timing, Tool, Toolkit } from "../../src/index.js"
-import { PlatformClient, Serve } from "../../src/exports/serve.js"
+import { Cause, Effect, Fiber, Redacted, Stream } from "effect"
 import type { TaskEvent } from "../../src/protocol/Protocol.js"
 import * as Cluster from "../../src/platform/Cluster.js"
-import { type Child, startChild } from "../support/childProcess.js"
+import { type Ask, asksFile, countingTool, readAsks, type Runner, serving, startRunner } from "../support/clusterRunners.js"
 import { record } from "../support/figures.js"
-import { clientLayer } from "../support/platform.js"
 import * as Pg from "../support/postgres.js"
 
-const policy = Timing.layer({
-  redelivery: Schedule.spaced("2 seconds"),
-  reconnect: Schedule.spaced("200 millis").pipe(Schedule.intersect(Schedule.recurs(300)))
-})
-
 const tasks = 10
-const turns = 4
+const turns = 4 // the runners' script (clusterRunners.ts)
 
 /** Calls running now, per tool. */
 const running = new Map<string, number>()
-
-/** A tool that takes 300 ms and records each run of an input (its side effect). */
-const slowTool = (name: string, effects: Map<string, number>) =>
-  Tool.make(name, {
-    description: `Works on n at a step (${name}).`,
-    input: { n: Schema.Number, step: Schema.Number },
-    output: Schema.String,
-    timeout: "60 seconds"
-  }, ({ n, step }) =>
-    Effect.gen(function*() {
-      running.set(name, (running.get(name) ?? 0) + 1)
-      yield* Effect.sleep("300 millis").pipe(Effect.ensuring(Effect.sync(() => running.set(name, running.get(name)! - 1))))
-      const key = `${name}:${n}:${step}`
-      effects.set(key, (effects.get(key) ?? 0) + 1)
-      return `${name} did ${n}.${step}`
-    }))
-
-interface Ask {
-  readonly at: number
-  readonly runner: string
-  readonly prompt: string
-  readonly step: number
-}
-
-const readAsks = (file: string): Array<Ask> =>
-  readFileSync(file, "utf8").split("\n").filter((l) => l !== "").map((line) => {
-    const [at, runner, prompt, step] = line.split(" ")
-    return { at: Number(at), runner: runner!, prompt: prompt!, step: Number(step) }
-  })
 
 // SIGKILL: the runner dies at once (its shard locks expire); SIGTERM: a deploy stops it (it hands its shards over).
 for (const signal of ["SIGKILL", "SIGTERM"] as const) {
   it.live(`${signal} of a runner with tasks and a socket on it: every task completes on the others, turns asked once, side effects = unique calls`, () =>
     Effect.gen(function*() {
-      const dir = mkdtempSync(join(tmpdir(), "agent-tools-cluster-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
-      const asksFile = join(dir, "asks.txt")
-      writeFileSync(asksFile, "")
+      const asksPath = yield* asksFile
       const server = yield* Pg.postgres()
       yield* Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(server.url) }))
 
       // Three runners, one after the other (each waits for its socket before the next starts).
-      const runners: Array<{ child: Child; url: string }> = []
-      for (let i = 0; i < 3; i++) {
-        const runnerPort = yield* Effect.promise(() => Pg.freePort())
-        const child = startChild("test/support/clusterRunnerChild.ts", {
-          DATABASE_URL: server.url,
-          RUNNER_PORT: String(runnerPort),
-          RUNNER: `r${i}`,
-          ASKS_FILE: asksFile,
-          TURNS: String(turns)
-        })
-        yield* Effect.addFinalizer(() => Effect.sync(() => child.process.kill("SIGKILL")))
-        const line = yield* Effect.promise(() => child.waitFor("listening:", 60_000))
-        assert.isDefined(line, `runner ${i} did not start: ${child.lines.join("\n")}`)
-        runners.push({ child, url: line!.slice("listening:".length) })
-      }
+      const runners: Array<Runner> = []
+      for (let i = 0; i < 3; i++) runners.push(yield* startRunner(`r${i}`, server.url, asksPath))
       const [r0, r1, r2] = runners as [typeof runners[0], typeof runners[0], typeof runners[0]]
 
       const effects = new Map<string, number>()
-      const serving = (urls: ReadonlyArray<string>, tool: string) =>
-        Effect.gen(function*() {
-          const scope = yield* Effect.scope
-          const client = Context.get(
-            yield* Layer.buildWithScope(clientLayer({ url: urls.join(",") }, policy), scope),
-            PlatformClient.PlatformClient
-          )
-          const toolkit = yield* Toolkit.make(slowTool(tool, effects))
-          return yield* Serve.makeConfig(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
-        }).pipe(Effect.provide(policy))
+      const served = (urls: ReadonlyArray<string>, tool: string) =>
+        Effect.map(serving(urls, countingTool(tool, effects, { running })), ({ serve }) => serve)
       // A's socket is on the runner that will die; B's on another.
-      const a = yield* serving([r0.url, r1.url, r2.url], "alpha")
-      const b = yield* serving([r1.url, r2.url, r0.url], "beta")
+      const a = yield* served([r0.url, r1.url, r2.url], "alpha")
+      const b = yield* served([r1.url, r2.url, r0.url], "beta")
 
       /**
        * `count` tasks at once (`<label> <i>`, on A and B in turn), each to its end within 120 s: one that
@@ -118,7 +54,7 @@ for (const signal of ["SIGKILL", "SIGTERM"] as const) {
             const last = events[events.length - 1]
             if (last?._tag === "TaskCompleted" || last?._tag === "TaskFailed") return []
             const taskId = events.find((e) => e._tag === "TaskStarted")?.taskId ?? "(no TaskStarted)"
-            const asked = readAsks(asksFile).filter((ask) => ask.prompt === `${label}_${i}`)
+            const asked = readAsks(asksPath).filter((ask) => ask.prompt === `${label}_${i}`)
               .map((ask) => `${ask.runner}:${ask.step}@${ask.at - since()}ms`)
             const tail = events.slice(-6).map((e) => e._tag === "ToolCallRequested" ? `${e._tag}(${e.toolCallId})` : e._tag)
             return [`${label} ${i} (${taskId}): ${events.length} events, the last ${tail.join(" ")}; turns asked (runner:step@ms) ${asked.join(" ")}`]
@@ -155,7 +91,7 @@ for (const signal of ["SIGKILL", "SIGTERM"] as const) {
       assert.strictEqual(effects.size, 20 * turns)
       assert.deepStrictEqual([...effects].filter(([, n]) => n > 1), [])
       effects.clear()
-      const asksBefore = readAsks(asksFile).length
+      const asksBefore = readAsks(asksPath).length
 
       let killedAt = Number.NaN
       const runs = yield* Effect.fork(runAll("task", tasks, () => killedAt))
@@ -163,12 +99,12 @@ for (const signal of ["SIGKILL", "SIGTERM"] as const) {
       // Kill r0 once the tasks are under way: some of them run on it, A's calls go out on its socket.
       // ... with a call of A's in flight on r0's socket.
       yield* Effect.promise(async () => {
-        while (readAsks(asksFile).length < asksBefore + tasks * 2 || (running.get("alpha") ?? 0) === 0) {
+        while (readAsks(asksPath).length < asksBefore + tasks * 2 || (running.get("alpha") ?? 0) === 0) {
           await new Promise((r) => setTimeout(r, 10))
         }
       })
       const inFlight = running.get("alpha") ?? 0
-      const asksOnR0 = readAsks(asksFile).slice(asksBefore).filter((ask) => ask.runner === "r0").length
+      const asksOnR0 = readAsks(asksPath).slice(asksBefore).filter((ask) => ask.runner === "r0").length
       killedAt = Date.now()
       const exited = r0.child.exited.then(() => Date.now())
       r0.child.process.kill(signal)
@@ -186,7 +122,7 @@ for (const signal of ["SIGKILL", "SIGTERM"] as const) {
       const twice = [...effects].filter(([, n]) => n > 1)
       assert.deepStrictEqual(twice, [])
 
-      const asks = readAsks(asksFile).slice(asksBefore)
+      const asks = readAsks(asksPath).slice(asksBefore)
       const seen = new Map<string, Ask>()
       let askedAgain = 0
       for (const ask of asks) {

@@ -9,20 +9,16 @@
  */
 import { assert, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Fiber, Layer, Redacted, Schedule, Schema, Stream } from "effect"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { Timing, Tool, Toolkit } from "../../src/index.js"
-import { PlatformClient, Serve } from "../../src/exports/serve.js"
+import { Effect, Fiber, Redacted, Schedule, Stream } from "effect"
+import { Timing } from "../../src/index.js"
 import type { TaskEvent } from "../../src/protocol/Protocol.js"
 import * as Cluster from "../../src/platform/Cluster.js"
-import { type Child, startChild } from "../support/childProcess.js"
+import { asksFile, countingTool, readAsks, type Runner, serving, startRunner } from "../support/clusterRunners.js"
 import { record } from "../support/figures.js"
-import { clientLayer } from "../support/platform.js"
 import * as Pg from "../support/postgres.js"
 
-const policy = Timing.layer({
+/** The serving processes reconnect for two minutes: the outage may last a while. */
+const patient = Timing.layer({
   redelivery: Schedule.spaced("2 seconds"),
   reconnect: Schedule.spaced("200 millis").pipe(Schedule.intersect(Schedule.recurs(600)))
 })
@@ -30,72 +26,34 @@ const policy = Timing.layer({
 const tasks = 10
 const turns = 4
 
-/** Calls running now. */
-let running = 0
+/** Calls running now, by tool. */
+const running = new Map<string, number>()
+const runningNow = () => [...running.values()].reduce((x, y) => x + y, 0)
 
-/** A tool that takes a second (so that calls are in flight when the database goes) and records each run of an input. */
-const slowTool = (name: string, effects: Map<string, number>) =>
-  Tool.make(name, {
-    description: `Works on n at a step (${name}).`,
-    input: { n: Schema.Number, step: Schema.Number },
-    output: Schema.String,
-    timeout: "120 seconds"
-  }, ({ n, step }) =>
-    Effect.gen(function*() {
-      running++
-      yield* Effect.sleep("1 second").pipe(Effect.ensuring(Effect.sync(() => running--)))
-      const key = `${name}:${n}:${step}`
-      effects.set(key, (effects.get(key) ?? 0) + 1)
-      return `${name} did ${n}.${step}`
-    }))
-
-const readAsks = (file: string): Array<{ readonly at: number; readonly runner: string; readonly key: string }> =>
-  readFileSync(file, "utf8").split("\n").filter((l) => l !== "").map((line) => {
-    const [at, runner, prompt, step] = line.split(" ")
-    return { at: Number(at), runner: runner!, key: `${prompt}#${step}` }
-  })
+/** The model turns asked, each with its key (prompt and step). */
+const asked = (file: string) => readAsks(file).map((ask) => ({ ...ask, key: `${ask.prompt}#${ask.step}` }))
 
 for (const outageMillis of [1_000, 5_000]) {
   it.live(`PostgreSQL crashed with calls in flight, back after ${outageMillis / 1000} s: every task completes within seconds, side effects = unique calls, turns asked again only as a task moved`, () =>
     Effect.gen(function*() {
-      const dir = mkdtempSync(join(tmpdir(), "agent-tools-outage-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
-      const asksFile = join(dir, "asks.txt")
-      writeFileSync(asksFile, "")
+      const asksPath = yield* asksFile
       // A commit the server acknowledged survives its crash, as on a production server.
       const server = yield* Pg.postgres({ crashSafe: true })
       yield* Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(server.url) }))
 
-      const runners: Array<{ child: Child; url: string }> = []
-      for (let i = 0; i < 3; i++) {
-        const runnerPort = yield* Effect.promise(() => Pg.freePort())
-        const child = startChild("test/support/clusterRunnerChild.ts", {
-          DATABASE_URL: server.url,
-          RUNNER_PORT: String(runnerPort),
-          RUNNER: `r${i}`,
-          ASKS_FILE: asksFile,
-          TURNS: String(turns)
-        })
-        yield* Effect.addFinalizer(() => Effect.sync(() => child.process.kill("SIGKILL")))
-        const line = yield* Effect.promise(() => child.waitFor("listening:", 60_000))
-        assert.isDefined(line, `runner ${i} did not start: ${child.lines.join("\n")}`)
-        runners.push({ child, url: line!.slice("listening:".length) })
-      }
+      const runners: Array<Runner> = []
+      for (let i = 0; i < 3; i++) runners.push(yield* startRunner(`r${i}`, server.url, asksPath))
       const urls = runners.map((runner) => runner.url)
 
       const effects = new Map<string, number>()
-      const serving = (urls: ReadonlyArray<string>, tool: string) =>
-        Effect.gen(function*() {
-          const scope = yield* Effect.scope
-          const client = Context.get(
-            yield* Layer.buildWithScope(clientLayer({ url: urls.join(",") }, policy), scope),
-            PlatformClient.PlatformClient
-          )
-          const toolkit = yield* Toolkit.make(slowTool(tool, effects))
-          return yield* Serve.makeConfig(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
-        }).pipe(Effect.provide(policy))
-      const a = yield* serving(urls, "alpha")
-      const b = yield* serving([urls[1]!, urls[2]!, urls[0]!], "beta")
+      // The tools take a second, so that calls are in flight when the database goes.
+      const served = (urls: ReadonlyArray<string>, tool: string) =>
+        Effect.map(
+          serving(urls, countingTool(tool, effects, { millis: 1_000, timeout: "120 seconds", running }), {}, patient),
+          ({ serve }) => serve
+        )
+      const a = yield* served(urls, "alpha")
+      const b = yield* served([urls[1]!, urls[2]!, urls[0]!], "beta")
 
       // Each task's events, with the time each came.
       const seen: Array<Array<{ readonly at: number; readonly event: TaskEvent }>> = Array.from({ length: tasks }, () => [])
@@ -112,11 +70,11 @@ for (const outageMillis of [1_000, 5_000]) {
 
       // Crash the database once every task is under way (each asked its model once: a submit still waiting for
       // its start has no stream to tell yet) and calls are in flight.
-      const underWay = () => new Set(readAsks(asksFile).map((ask) => ask.key.split("#")[0])).size
+      const underWay = () => new Set(asked(asksPath).map((ask) => ask.key.split("#")[0])).size
       yield* Effect.promise(async () => {
-        while (underWay() < tasks || running < 5) await new Promise((r) => setTimeout(r, 10))
+        while (underWay() < tasks || runningNow() < 5) await new Promise((r) => setTimeout(r, 10))
       })
-      const inFlight = running
+      const inFlight = runningNow()
       const crashedAt = Date.now()
       yield* Effect.promise(() => server.crash())
       yield* Effect.sleep(outageMillis)
@@ -137,7 +95,7 @@ for (const outageMillis of [1_000, 5_000]) {
       const allWentOn = Math.max(...wentOn) - restartedAt
       // What each task's stream said while the database was away.
       const waited = seen.map((events) => events.find(({ event }) => event._tag === "TaskWaiting"))
-      const asks = readAsks(asksFile)
+      const asks = asked(asksPath)
       const distinct = new Set(asks.map((ask) => ask.key))
       const sideEffects = [...effects.values()].reduce((x, y) => x + y, 0)
       const line = `cluster outage: PostgreSQL crashed with ${inFlight} call(s) in flight, restarted ${restartedAt - crashedAt} ms later; ` +

@@ -3,7 +3,7 @@
  * process) connected to them: what the drain, spreading, pruning and outage tests share. A runner is
  * test/support/clusterRunnerChild.ts (its model a script of TURNS calls, each ask appended to the asks file).
  */
-import { Context, Effect, Layer, Schedule, Schema } from "effect"
+import { Context, type Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -77,33 +77,51 @@ export const startRunner = (
     return { child, url: line.slice("listening:".length), runnerPort: port } satisfies Runner
   })
 
-/** A tool `name` that takes `millis` and counts each run of an input (its side effect) in `effects`. */
-export const countingTool = (name: string, effects: Map<string, number>, millis = 300) =>
-  Tool.make(name, {
+/** How a counting tool behaves: how long a call takes, its timeout, and where the calls running now are counted. */
+export interface Counting {
+  readonly millis?: number
+  readonly timeout?: Duration.DurationInput
+  /** Calls running now, by tool name. */
+  readonly running?: Map<string, number>
+}
+
+/** A tool `name` that takes `millis` (300) and counts each run of an input (its side effect) in `effects`. */
+export const countingTool = (name: string, effects: Map<string, number>, counting: number | Counting = {}) => {
+  const { millis = 300, running = new Map<string, number>(), timeout = "60 seconds" } = typeof counting === "number"
+    ? { millis: counting }
+    : counting
+  return Tool.make(name, {
     description: `Works on n at a step (${name}).`,
     input: { n: Schema.Number, step: Schema.Number },
     output: Schema.String,
-    timeout: "60 seconds"
+    timeout
   }, ({ n, step }) =>
     Effect.gen(function*() {
-      yield* Effect.sleep(`${millis} millis`)
+      running.set(name, (running.get(name) ?? 0) + 1)
+      yield* Effect.sleep(`${millis} millis`).pipe(Effect.ensuring(Effect.sync(() => running.set(name, running.get(name)! - 1))))
       const key = `${name}:${n}:${step}`
       effects.set(key, (effects.get(key) ?? 0) + 1)
       return `${name} did ${n}.${step}`
     }))
+}
 
 /** A serving process of agent-1 (here, in the test's process) on `urls`, its one tool `tool`; its client too. */
-export const serving = <T extends Tool.Any>(urls: ReadonlyArray<string>, tool: T, settings: Record<string, string> = {}) =>
+export const serving = <T extends Tool.Any>(
+  urls: ReadonlyArray<string>,
+  tool: T,
+  settings: Record<string, string> = {},
+  timing: typeof policy = policy
+) =>
   Effect.gen(function*() {
     const scope = yield* Effect.scope
     const client = Context.get(
-      yield* Layer.buildWithScope(clientLayer({ url: urls.join(","), settings }, policy), scope),
+      yield* Layer.buildWithScope(clientLayer({ url: urls.join(","), settings }, timing), scope),
       PlatformClient.PlatformClient
     )
     const toolkit = yield* Toolkit.make(tool)
     const serve = yield* Serve.makeConfig(toolkit).pipe(Effect.provideService(PlatformClient.PlatformClient, client))
     return { serve, client }
-  }).pipe(Effect.provide(policy))
+  }).pipe(Effect.provide(timing))
 
 /** The time of a log line (logfmt's `timestamp=...`, or the pretty logger's `[hh:mm:ss.mmm]` of today), in epoch ms; NaN without one. */
 export const timeOf = (line: string): number => {
