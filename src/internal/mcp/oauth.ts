@@ -146,6 +146,17 @@ export const makeVerifier = (options: OAuthOptions) => {
   }
 }
 
+/**
+ * The 403 of a `tools/call` whose tool needs `scope`: its `scope` is the server's scopes and the tool's, all a token
+ * must hold for the call (MCP's scope challenge), so that a client authorizing again with it can make the call.
+ */
+export const toolScopeRefusal = (options: OAuthOptions, scope: string): Refusal => ({
+  status: 403,
+  error: "insufficient_scope",
+  description: `calling this tool needs the scope ${scope}`,
+  scope: [...new Set([...(options.scopes ?? []), scope])].join(" ")
+})
+
 /** The scope a `tools/call` in `body` (one message or a batch) needs and `principal` lacks, if any. */
 export const missingToolScope = (options: OAuthOptions, principal: Principal, body: unknown): string | undefined => {
   if (options.toolScopes === undefined) return undefined
