@@ -7,71 +7,14 @@
  * signed with the new key, which the server checks against the keys it fetches again.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { type OAuthClientProvider, UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js"
-import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js"
+import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js"
 import { Effect, Layer } from "effect"
 import { decodeJwt, decodeProtectedHeader } from "jose"
 import { createHash } from "node:crypto"
 import { Mcp } from "../src/exports/mcp.js"
-import { authorizationServer, newKey } from "./support/authorizationServer.js"
+import { authorizationServer, connectWithOAuth as connect, newKey, TestProvider } from "./support/authorizationServer.js"
 import { echoToolkit } from "./support/mcpHttp.js"
 import { freePort } from "./support/postgres.js"
-
-/**
- * A client application's side of the flow: what it registered and was given, kept in memory; its "browser"
- * follows the authorization URL with fetch and keeps the code the redirect carries.
- */
-class TestProvider implements OAuthClientProvider {
-  readonly redirectUrl = "http://127.0.0.1/callback"
-  readonly clientMetadata: OAuthClientMetadata = {
-    client_name: "oauth-flow-test",
-    redirect_uris: [this.redirectUrl],
-    grant_types: ["authorization_code", "refresh_token"],
-    response_types: ["code"],
-    token_endpoint_auth_method: "none"
-  }
-  information: OAuthClientInformationMixed | undefined
-  saved: OAuthTokens | undefined
-  verifier = ""
-  code: string | undefined
-  clientInformation() {
-    return this.information
-  }
-  saveClientInformation(information: OAuthClientInformationMixed) {
-    this.information = information
-  }
-  tokens() {
-    return this.saved
-  }
-  saveTokens(tokens: OAuthTokens) {
-    this.saved = tokens
-  }
-  saveCodeVerifier(verifier: string) {
-    this.verifier = verifier
-  }
-  codeVerifier() {
-    return this.verifier
-  }
-  async redirectToAuthorization(url: URL) {
-    const response = await fetch(url, { redirect: "manual" })
-    const location = response.headers.get("location")
-    if (response.status !== 302 || location === null) throw new Error(`authorize: ${response.status} ${await response.text()}`)
-    assert.strictEqual(new URL(location).origin + new URL(location).pathname, this.redirectUrl)
-    this.code = new URL(location).searchParams.get("code") ?? undefined
-  }
-}
-
-/** The official client with `provider`, on `url`: connected, or the error connecting failed with; closed with the scope. */
-const connect = (url: string, provider: OAuthClientProvider) =>
-  Effect.gen(function*() {
-    const client = new Client({ name: "oauth-flow-test", version: "1.0.0" })
-    const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider })
-    const failure = yield* Effect.promise(() => client.connect(transport).then(() => undefined, (error: unknown) => error))
-    yield* Effect.addFinalizer(() => Effect.promise(() => client.close()))
-    return { client, transport, failure }
-  })
 
 describe("the official client's OAuth flow against Mcp.layerHttp", () => {
   it.scopedLive("no token, discovery, registration, PKCE, a token for our resource, the tool called; a refresh after a rotation", () =>
@@ -131,6 +74,6 @@ describe("the official client's OAuth flow against Mcp.layerHttp", () => {
       const form = { grant_type: "authorization_code", code, client_id: clientId, redirect_uri: provider.redirectUrl, code_verifier: "another-verifier" }
       const wrong = yield* Effect.promise(() => fetch(`${as.issuer}/token`, { method: "POST", body: new URLSearchParams(form) }))
       assert.strictEqual(wrong.status, 400)
-      assert.strictEqual((yield* Effect.promise(() => wrong.json())).error_description, "code_verifier: does not match the code_challenge")
+      assert.strictEqual(((yield* Effect.promise(() => wrong.json())) as { error_description: string }).error_description, "code_verifier: does not match the code_challenge")
     }), 60_000)
 })

@@ -4,7 +4,12 @@
  * consents at once (redirecting to the client's `redirect_uri` with a code, PKCE's S256 challenge required), and a
  * token endpoint (`authorization_code` with the verifier checked, `refresh_token`) issuing JWTs signed with its
  * current key, for the resource the client named (RFC 8707) and the scopes it asked. Keys and tokens made with jose.
+ * And a client application's side of the flow, for the official SDK client.
  */
+import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js"
 import { Effect } from "effect"
 import { exportJWK, generateKeyPair, type JWK, SignJWT } from "jose"
 import { createHash, randomUUID } from "node:crypto"
@@ -191,3 +196,57 @@ export const authorizationServer = Effect.gen(function*() {
   }
   return { issuer, state, newKey, sign }
 })
+
+/**
+ * A client application's side of the flow: what it registered and was given, kept in memory; its "browser"
+ * follows the authorization URL with fetch and keeps the code the redirect carries.
+ */
+export class TestProvider implements OAuthClientProvider {
+  readonly redirectUrl = "http://127.0.0.1/callback"
+  readonly clientMetadata: OAuthClientMetadata = {
+    client_name: "oauth-flow-test",
+    redirect_uris: [this.redirectUrl],
+    grant_types: ["authorization_code", "refresh_token"],
+    response_types: ["code"],
+    token_endpoint_auth_method: "none"
+  }
+  information: OAuthClientInformationMixed | undefined
+  saved: OAuthTokens | undefined
+  verifier = ""
+  code: string | undefined
+  clientInformation() {
+    return this.information
+  }
+  saveClientInformation(information: OAuthClientInformationMixed) {
+    this.information = information
+  }
+  tokens() {
+    return this.saved
+  }
+  saveTokens(tokens: OAuthTokens) {
+    this.saved = tokens
+  }
+  saveCodeVerifier(verifier: string) {
+    this.verifier = verifier
+  }
+  codeVerifier() {
+    return this.verifier
+  }
+  async redirectToAuthorization(url: URL) {
+    const response = await fetch(url, { redirect: "manual" })
+    const location = response.headers.get("location")
+    if (response.status !== 302 || location === null) throw new Error(`authorize: ${response.status} ${await response.text()}`)
+    if (!location.startsWith(`${this.redirectUrl}?`)) throw new Error(`authorize: redirected to ${location}`)
+    this.code = new URL(location).searchParams.get("code") ?? undefined
+  }
+}
+
+/** The official client with `provider`, on `url`: connected, or the error connecting failed with; closed with the scope. */
+export const connectWithOAuth = (url: string, provider: OAuthClientProvider) =>
+  Effect.gen(function*() {
+    const client = new Client({ name: "oauth-flow-test", version: "1.0.0" })
+    const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider })
+    const failure = yield* Effect.promise(() => client.connect(transport).then(() => undefined, (error: unknown) => error))
+    yield* Effect.addFinalizer(() => Effect.promise(() => client.close()))
+    return { client, transport, failure }
+  })
