@@ -29,9 +29,9 @@ const startServer = (args: ReadonlyArray<string>, env: Record<string, string>) =
     }),
     (child) => Effect.sync(() => child.kill("SIGKILL"))
   ).pipe(Effect.flatMap((child) =>
-    Effect.async<string, Error>((resume) => {
+    Effect.async<string>((resume) => {
       let output = ""
-      const timer = setTimeout(() => resume(Effect.fail(new Error(`not listening within 120 s:\n${output}`))), 120_000)
+      const timer = setTimeout(() => resume(Effect.die(new Error(`not listening within 120 s:\n${output}`))), 120_000)
       const onData = (chunk: unknown) => {
         output += String(chunk)
         if (/127\.0\.0\.1:\d+\/mcp/.test(output)) {
@@ -41,7 +41,7 @@ const startServer = (args: ReadonlyArray<string>, env: Record<string, string>) =
       }
       child.stdout.on("data", onData)
       child.stderr.on("data", onData)
-      child.on("exit", () => resume(Effect.fail(new Error(`the server exited:\n${output}`))))
+      child.on("exit", () => resume(Effect.die(new Error(`the server exited:\n${output}`))))
     })
   ))
 
