@@ -445,7 +445,7 @@ const mcpLayer = ({ http, journal, oauth: oauthFlags, port, tools }: {
     const [HttpServer] = yield* load(() => import("@effect/platform/HttpServer"))
     // With a journal, tasks: kept in its file, taken back by the next start on it.
     const tasksFile = yield* chooseMcpJournal(journal)
-    const oauth = yield* chooseMcpOAuth(tokens !== undefined, oauthFlags)
+    const oauth = yield* chooseMcpOAuth(tokens !== undefined, oauthFlags, [...toolkit.byName.keys()])
     const tasks = tasksFile === undefined ? Layer.empty : Mcp.Tasks.layerSql({ filename: tasksFile }).pipe(
       Layer.mapError((error) => new BadOptions({ message: error.message }))
     )

@@ -111,6 +111,16 @@ describe("mcp's settings", () => {
         yield* refused([...both, "--oauth-tool-scopes", "search:docs.read,refund"], { MCP_OAUTH_TOOL_SCOPES: "search:docs.read" }),
         `--oauth-tool-scopes: "refund" is not a tool:scope pair (as search:docs.read)`
       )
+      // A tool scope of a tool not served (misspelt, say) would leave that tool open: refused, listing the tools.
+      const served = yield* parseFlags([...both, "--oauth-tool-scopes", "serch:docs.read"])
+      assert.strictEqual(
+        (yield* Effect.flip(chooseMcpOAuth(false, served, ["search", "refund"]).pipe(withEnv({})))).message,
+        "--oauth-tool-scopes: serch is no tool served here; the tools are search, refund"
+      )
+      assert.deepStrictEqual(
+        (yield* chooseMcpOAuth(false, yield* parseFlags([...both, "--oauth-tool-scopes", "search:docs.read"]), ["search"]).pipe(withEnv({})))?.toolScopes,
+        { search: "docs.read" }
+      )
     }))
 
   it.effect("the --oauth-* flags over stdio are refused, naming the flag; none given, nothing refused", () =>

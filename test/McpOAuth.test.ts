@@ -6,7 +6,7 @@
  * `WWW-Authenticate`; a rotation of the server's keys is picked up; each subject sees only its own tasks.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Logger } from "effect"
 import { OAuthProtectedResourceMetadataSchema } from "@modelcontextprotocol/sdk/shared/auth.js"
 import { UnsecuredJWT } from "jose"
 import { Mcp } from "../src/exports/mcp.js"
@@ -148,4 +148,15 @@ describe("Mcp over HTTP with OAuth", () => {
       const document = yield* Effect.promise(() => fetch(`http://127.0.0.1:${bare}/.well-known/oauth-protected-resource/mcp`).then((r) => r.json()))
       assert.deepStrictEqual(document, { resource, authorization_servers: [as.issuer], bearer_methods_supported: ["header"] })
     }), 60_000)
+
+  it.scopedLive("a tool scope for a tool the toolkit does not have is a warning at start, naming it and the tools", () =>
+    Effect.gen(function*() {
+      const lines: Array<string> = []
+      const collect = Logger.make(({ logLevel, message }) => lines.push(`${logLevel.label} ${String(message)}`))
+      const oauth: Mcp.OAuthOptions = { issuer: "https://auth.example.test", resource: "https://mcp.example.test/mcp", toolScopes: { ecko: "echo:call" } }
+      yield* mcpServer(echoToolkit, undefined, { oauth }).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, collect)))
+      assert.deepStrictEqual(lines, [
+        "WARN MCP over HTTP: oauth.toolScopes names ecko, which the toolkit does not have; its tools are echo"
+      ])
+    }))
 })

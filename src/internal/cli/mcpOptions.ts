@@ -96,10 +96,15 @@ export const refuseMcpOAuthFlags = (flags: McpOAuthFlags): Effect.Effect<void, B
 /**
  * OAuth for `mcp --http` from the `--oauth-*` flags and the `MCP_OAUTH_*` variables (a flag wins over its
  * variable): the issuer and the resource (both, or neither: no OAuth), the JWKS URL, the scopes (space- or
- * comma-separated) and the tool scopes (`tool:scope` pairs). Refused beside `MCP_TOKENS` (one way to authenticate),
- * and where a value is malformed, naming the flag or variable it came from.
+ * comma-separated) and the tool scopes (`tool:scope` pairs, each of a tool of `tools` when given: a misspelt name
+ * would leave its tool open). Refused beside `MCP_TOKENS` (one way to authenticate), and where a value is malformed,
+ * naming the flag or variable it came from.
  */
-export const chooseMcpOAuth = (tokensSet: boolean, flags: McpOAuthFlags = noFlags): Effect.Effect<McpOAuthSettings | undefined, BadOptions> =>
+export const chooseMcpOAuth = (
+  tokensSet: boolean,
+  flags: McpOAuthFlags = noFlags,
+  tools?: ReadonlyArray<string>
+): Effect.Effect<McpOAuthSettings | undefined, BadOptions> =>
   Effect.gen(function*() {
     const issuer = yield* setting(flags, "issuer")
     const resource = yield* setting(flags, "resource")
@@ -119,7 +124,7 @@ export const chooseMcpOAuth = (tokensSet: boolean, flags: McpOAuthFlags = noFlag
       }
     }
     const scopes = yield* setting(flags, "scopes")
-    const toolScopes = yield* chooseToolScopes(yield* setting(flags, "toolScopes"))
+    const toolScopes = yield* chooseToolScopes(yield* setting(flags, "toolScopes"), tools)
     return {
       issuer: issuer.value,
       resource: resource.value,
@@ -130,7 +135,7 @@ export const chooseMcpOAuth = (tokensSet: boolean, flags: McpOAuthFlags = noFlag
   })
 
 /** `tool:scope` pairs, comma- or space-separated; one that is not refuses the start, naming it. */
-const chooseToolScopes = (given: { readonly value: string; readonly name: string } | undefined) =>
+const chooseToolScopes = (given: { readonly value: string; readonly name: string } | undefined, tools: ReadonlyArray<string> | undefined) =>
   Effect.gen(function*() {
     const toolScopes: Record<string, string> = {}
     for (const pair of listOf(given?.value ?? "")) {
@@ -138,7 +143,11 @@ const chooseToolScopes = (given: { readonly value: string; readonly name: string
       if (colon <= 0 || colon === pair.length - 1) {
         return yield* bad(`${given!.name}: ${JSON.stringify(pair)} is not a tool:scope pair (as search:docs.read)`)
       }
-      toolScopes[pair.slice(0, colon)] = pair.slice(colon + 1)
+      const tool = pair.slice(0, colon)
+      if (tools !== undefined && !tools.includes(tool)) {
+        return yield* bad(`${given!.name}: ${tool} is no tool served here; the tools are ${tools.join(", ")}`)
+      }
+      toolScopes[tool] = pair.slice(colon + 1)
     }
     return toolScopes
   })

@@ -157,6 +157,14 @@ export const toolScopeRefusal = (options: OAuthOptions, scope: string): Refusal 
   scope: [...new Set([...(options.scopes ?? []), scope])].join(" ")
 })
 
+/** What to warn of at start when `toolScopes` names a tool `tools` lacks: a misspelt name leaves the tool meant open. */
+export const unknownToolScopes = (options: OAuthOptions | undefined, tools: ReadonlyArray<string>): string | undefined => {
+  const unknown = Object.keys(options?.toolScopes ?? {}).filter((name) => !tools.includes(name))
+  return unknown.length === 0
+    ? undefined
+    : `MCP over HTTP: oauth.toolScopes names ${unknown.join(", ")}, which the toolkit does not have; its tools are ${tools.join(", ")}`
+}
+
 /** The scope a `tools/call` in `body` (one message or a batch) needs and `principal` lacks, if any. */
 export const missingToolScope = (options: OAuthOptions, principal: Principal, body: unknown): string | undefined => {
   if (options.toolScopes === undefined) return undefined
