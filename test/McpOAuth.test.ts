@@ -1,15 +1,19 @@
 /**
  * `Mcp.layerHttp` as an OAuth 2.1 resource server, against a test authorization server on 127.0.0.1 (its
  * metadata and JWKS served over real HTTP, its keys and tokens made with jose): the Protected Resource Metadata
- * (RFC 9728); a valid token with the tool's scope calls it through the official client; no token, wrong audience,
+ * (RFC 9728's parameters, at its well-known paths); a valid token with the tool's scope calls it through the official client; no token, wrong audience,
  * wrong issuer, expired, unsigned (`alg: none`), another key, a scope short: 401/403 with the right
- * `WWW-Authenticate`; a rotation of the server's keys is picked up; each subject sees only its own tasks.
+ * `WWW-Authenticate` (a tool's challenge asking for all the call needs); a rotation of the server's keys is picked
+ * up; each subject sees only its own tasks, whatever its token; a tool scope of no tool is a warning. The official
+ * client's whole OAuth flow: McpOAuthClient.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Logger } from "effect"
+import { CallToolResultSchema, CreateTaskResultSchema } from "@modelcontextprotocol/sdk/types.js"
+import { Deferred, Effect, Logger, Schema } from "effect"
 import { OAuthProtectedResourceMetadataSchema } from "@modelcontextprotocol/sdk/shared/auth.js"
 import { UnsecuredJWT } from "jose"
 import { Mcp } from "../src/exports/mcp.js"
+import { Tool, Toolkit } from "../src/index.js"
 import { authorizationServer, newKey } from "./support/authorizationServer.js"
 import { echoToolkit, initialize, mcpServer, mcpSessionWith } from "./support/mcpHttp.js"
 
@@ -159,4 +163,37 @@ describe("Mcp over HTTP with OAuth", () => {
         "WARN MCP over HTTP: oauth.toolScopes names ecko, which the toolkit does not have; its tools are echo"
       ])
     }))
+
+  it.scopedLive("tasks are the subject's: another subject's client sees none of them; the same subject's next token all", () =>
+    Effect.gen(function*() {
+      const as = yield* authorizationServer
+      const release = yield* Deferred.make<void>()
+      const slow = Tool.make("slow", {
+        description: "Slow.",
+        input: { text: Schema.String },
+        output: Schema.String,
+        timeout: "30 seconds"
+      }, ({ text }) => Effect.as(Deferred.await(release), text))
+      const resource = "https://mcp.example.test/mcp"
+      const port = yield* mcpServer(yield* Toolkit.make(slow), Mcp.Tasks.layerMemory, { oauth: { issuer: as.issuer, resource } })
+      const session = (sub: string) =>
+        Effect.flatMap(as.sign({ sub }, { aud: resource }), (token) => mcpSessionWith(port, { authorization: `Bearer ${token}` }))
+      const alice = yield* session("alice")
+      const bob = yield* session("bob")
+      const created = yield* Effect.promise(() =>
+        alice.request({ method: "tools/call", params: { name: "slow", arguments: { text: "hi" }, task: { ttl: 60_000 } } }, CreateTaskResultSchema)
+      )
+      const taskId = created.task.taskId
+      const refused = (request: () => Promise<unknown>) => Effect.promise(() => request().then(() => false, () => true))
+      assert.isTrue(yield* refused(() => bob.experimental.tasks.getTask(taskId)))
+      assert.isTrue(yield* refused(() => bob.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)))
+      assert.isTrue(yield* refused(() => bob.experimental.tasks.cancelTask(taskId)))
+      assert.deepStrictEqual((yield* Effect.promise(() => bob.experimental.tasks.listTasks())).tasks, [])
+      // Alice again, with a token of her own issued later: the principal is the issuer and subject, not the token.
+      const later = yield* session("alice")
+      yield* Deferred.succeed(release, undefined)
+      const result = yield* Effect.promise(() => later.experimental.tasks.getTaskResult(taskId, CallToolResultSchema))
+      assert.deepStrictEqual(result.structuredContent, { result: "hi" })
+      assert.deepStrictEqual((yield* Effect.promise(() => later.experimental.tasks.listTasks())).tasks.map((t) => t.taskId), [taskId])
+    }), 30_000)
 })
