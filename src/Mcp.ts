@@ -533,6 +533,8 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
           `MCP over HTTP on ${host} without tokens: anyone who reaches the port can call the tools; give layerHttp tokens`
         )
       }
+      const unscoped = OAuth.unknownToolScopes(options.oauth, [...toolkit.byName.keys()])
+      if (unscoped !== undefined) yield* Effect.logWarning(unscoped)
       const face: HttpFace = {
         host,
         tokens: tokensOf(options.tokens),

@@ -54,7 +54,7 @@ import { approve } from "./internal/cli/approve.js"
 import { agents, approvals, operateTree, tasks } from "./internal/cli/operate.js"
 import { submit } from "./internal/cli/submit.js"
 import { runCommand, untilStopped } from "./internal/cli/command.js"
-import { chooseMcpJournal, chooseMcpOAuth, mcpJournalOption } from "./internal/cli/mcpOptions.js"
+import { chooseMcpJournal, chooseMcpOAuth, type McpOAuthFlags, mcpJournalOption, mcpOAuthOptions, refuseMcpOAuthFlags } from "./internal/cli/mcpOptions.js"
 import { decideDemo, fromOwnMcpServer, stayForConsole, terminalApprover } from "./internal/cli/demo.js"
 import { load, loadDemo, loadModel } from "./internal/cli/load.js"
 import { BadOptions, chooseModel, modelOption } from "./internal/cli/options.js"
@@ -418,9 +418,10 @@ type McpFailure = import("./Mcp.js").McpStdioError | import("@effect/platform/Ht
  * until stdin closes; with `--http`, on 127.0.0.1 until the process is stopped, asking for the bearer tokens of
  * `MCP_TOKENS` when it is set.
  */
-const mcpLayer = ({ http, journal, port, tools }: {
+const mcpLayer = ({ http, journal, oauth: oauthFlags, port, tools }: {
   readonly http: boolean
   readonly journal: Option.Option<string>
+  readonly oauth: McpOAuthFlags
   readonly port: number
   readonly tools: Option.Option<string>
 }) =>
@@ -429,6 +430,7 @@ const mcpLayer = ({ http, journal, port, tools }: {
     if (!http && process.argv.slice(2).some((arg) => arg === "--port" || arg.startsWith("--port="))) {
       return yield* new BadOptions({ message: "mcp: --port is the HTTP server's: add --http, or leave --port out to serve over stdio" })
     }
+    if (!http) yield* refuseMcpOAuthFlags(oauthFlags)
     // Checked before the rest loads: a malformed MCP_TOKENS refuses the start, naming entries, never tokens.
     const tokens = yield* mcpTokens(http, Effect.map(load(() => import("./platform/Options.js")), ([Options]) => Options.parseTokens))
     const [[Mcp, Hooks], { layer, toolkit }] = yield* Effect.all([
@@ -443,7 +445,7 @@ const mcpLayer = ({ http, journal, port, tools }: {
     const [HttpServer] = yield* load(() => import("@effect/platform/HttpServer"))
     // With a journal, tasks: kept in its file, taken back by the next start on it.
     const tasksFile = yield* chooseMcpJournal(journal)
-    const oauth = http ? yield* chooseMcpOAuth(tokens !== undefined) : undefined
+    const oauth = yield* chooseMcpOAuth(tokens !== undefined, oauthFlags, [...toolkit.byName.keys()])
     const tasks = tasksFile === undefined ? Layer.empty : Mcp.Tasks.layerSql({ filename: tasksFile }).pipe(
       Layer.mapError((error) => new BadOptions({ message: error.message }))
     )
@@ -474,9 +476,13 @@ const mcp = Command.make("mcp", {
   http: Options.boolean("http").pipe(Options.withDescription("serve over Streamable HTTP instead of stdio")),
   port: Cli.portOption("port", 8788, "the HTTP port (with --http)"),
   tools: toolsOption,
-  journal: mcpJournalOption
+  journal: mcpJournalOption,
+  oauth: mcpOAuthOptions
 }, (options) => runCommand(mcpLayer(options))).pipe(
-  Command.withDescription("Serve the demo tools, or a module's (--tools), over MCP (with --http, MCP_TOKENS: bearer tokens required)")
+  Command.withDescription(
+    "Serve the demo tools, or a module's (--tools), over MCP (with --http, MCP_TOKENS: bearer tokens required; " +
+      "--oauth-issuer and --oauth-resource: OAuth access tokens)"
+  )
 )
 
 // ---------------------------------------------------------------------------------------------

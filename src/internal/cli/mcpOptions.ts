@@ -1,6 +1,7 @@
 /**
  * The `mcp` command's own options beyond `--http`, `--port` and `--tools`: where `mcp --http` keeps its tasks
- * (`--journal`, `MCP_JOURNAL`), and how it checks OAuth access tokens (`MCP_OAUTH_*`). Imports Effect module by module, as main.ts does (start-up time).
+ * (`--journal`, `MCP_JOURNAL`), and how it checks OAuth access tokens (`--oauth-*`, `MCP_OAUTH_*`). Imports Effect
+ * module by module, as main.ts does (start-up time).
  */
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
@@ -34,43 +35,119 @@ export interface McpOAuthSettings {
 
 const listOf = (text: string) => text.split(/[\s,]+/).filter((part) => part !== "")
 
+const oauthFlag = (name: string, description: string) =>
+  Options.text(name).pipe(Options.withDescription(`with --http: ${description}`), Options.optional)
+
+/** `--oauth-*`: OAuth for `mcp --http`, each beside its `MCP_OAUTH_*` variable (the flag wins). */
+export const mcpOAuthOptions = {
+  issuer: oauthFlag(
+    "oauth-issuer",
+    "OAuth 2.1 access tokens, of this authorization server's issuer URL, in place of MCP_TOKENS; with --oauth-resource " +
+      "(default: MCP_OAUTH_ISSUER; unset: no OAuth)"
+  ),
+  resource: oauthFlag(
+    "oauth-resource",
+    "this server's canonical URL (https://mcp.example.com/mcp): tokens must carry it as their audience " +
+      "(default: MCP_OAUTH_RESOURCE)"
+  ),
+  jwksUri: oauthFlag(
+    "oauth-jwks-uri",
+    "where the authorization server's keys are (default: MCP_OAUTH_JWKS_URI; unset: the jwks_uri of its metadata)"
+  ),
+  scopes: oauthFlag("oauth-scopes", "the scopes every request needs, space- or comma-separated (default: MCP_OAUTH_SCOPES; unset: none)"),
+  toolScopes: oauthFlag(
+    "oauth-tool-scopes",
+    "tool:scope pairs, comma-separated: the scope a tools/call of that tool needs (default: MCP_OAUTH_TOOL_SCOPES; unset: none)"
+  )
+}
+
+/** The `--oauth-*` flags as parsed. */
+export type McpOAuthFlags = { readonly [K in keyof typeof mcpOAuthOptions]: Option.Option<string> }
+
+const flagNames: { readonly [K in keyof McpOAuthFlags]: readonly [flag: string, variable: string] } = {
+  issuer: ["--oauth-issuer", "MCP_OAUTH_ISSUER"],
+  resource: ["--oauth-resource", "MCP_OAUTH_RESOURCE"],
+  jwksUri: ["--oauth-jwks-uri", "MCP_OAUTH_JWKS_URI"],
+  scopes: ["--oauth-scopes", "MCP_OAUTH_SCOPES"],
+  toolScopes: ["--oauth-tool-scopes", "MCP_OAUTH_TOOL_SCOPES"]
+}
+
+const noFlags: McpOAuthFlags = { issuer: Option.none(), resource: Option.none(), jwksUri: Option.none(), scopes: Option.none(), toolScopes: Option.none() }
+
+/** A setting's value and the name it was given by: the flag's, else the variable's; undefined if neither is set. */
+const setting = (flags: McpOAuthFlags, key: keyof McpOAuthFlags) => {
+  const [flag, variable] = flagNames[key]
+  const given = flags[key]
+  return Option.isSome(given)
+    ? Effect.succeed({ value: given.value, name: flag })
+    : Effect.map(optionalString(variable), Option.match({ onNone: () => undefined, onSome: (value) => ({ value, name: variable }) }))
+}
+
+const bad = (message: string) => new BadOptions({ message })
+
+/** The `--oauth-*` flags over stdio, where they would be ignored: refused, naming the first. */
+export const refuseMcpOAuthFlags = (flags: McpOAuthFlags): Effect.Effect<void, BadOptions> => {
+  const given = (Object.keys(flagNames) as Array<keyof McpOAuthFlags>).find((key) => Option.isSome(flags[key]))
+  return given === undefined
+    ? Effect.void
+    : Effect.fail(bad(`mcp: ${flagNames[given][0]} is the HTTP server's: add --http, or leave it out to serve over stdio`))
+}
+
 /**
- * OAuth for `mcp --http` from `MCP_OAUTH_ISSUER` and `MCP_OAUTH_RESOURCE` (both, or neither: no OAuth), with
- * `MCP_OAUTH_JWKS_URI`, `MCP_OAUTH_SCOPES` (space- or comma-separated) and `MCP_OAUTH_TOOL_SCOPES` (`tool:scope`
- * pairs). Refused beside `MCP_TOKENS` (one way to authenticate), and where a value is malformed, naming it.
+ * OAuth for `mcp --http` from the `--oauth-*` flags and the `MCP_OAUTH_*` variables (a flag wins over its
+ * variable): the issuer and the resource (both, or neither: no OAuth), the JWKS URL, the scopes (space- or
+ * comma-separated) and the tool scopes (`tool:scope` pairs, each of a tool of `tools` when given: a misspelt name
+ * would leave its tool open). Refused beside `MCP_TOKENS` (one way to authenticate), and where a value is malformed,
+ * naming the flag or variable it came from.
  */
-export const chooseMcpOAuth = (tokensSet: boolean): Effect.Effect<McpOAuthSettings | undefined, BadOptions> =>
+export const chooseMcpOAuth = (
+  tokensSet: boolean,
+  flags: McpOAuthFlags = noFlags,
+  tools?: ReadonlyArray<string>
+): Effect.Effect<McpOAuthSettings | undefined, BadOptions> =>
   Effect.gen(function*() {
-    const issuer = Option.getOrUndefined(yield* optionalString("MCP_OAUTH_ISSUER"))
-    const resource = Option.getOrUndefined(yield* optionalString("MCP_OAUTH_RESOURCE"))
+    const issuer = yield* setting(flags, "issuer")
+    const resource = yield* setting(flags, "resource")
     if (issuer === undefined && resource === undefined) return undefined
     if (issuer === undefined || resource === undefined) {
-      return yield* new BadOptions({
-        message: "MCP_OAUTH_ISSUER and MCP_OAUTH_RESOURCE go together: set both (the authorization server's issuer URL, " +
-          "and this server's canonical URL, as https://mcp.example.com/mcp), or neither"
-      })
+      const [flag, variable] = flagNames[issuer === undefined ? "issuer" : "resource"]
+      return yield* bad(
+        `${(issuer ?? resource)!.name} and ${flag} (or ${variable}) go together: set both (the authorization server's ` +
+          "issuer URL, and this server's canonical URL, as https://mcp.example.com/mcp), or neither"
+      )
     }
-    if (tokensSet) {
-      return yield* new BadOptions({ message: "MCP_TOKENS and MCP_OAUTH_ISSUER are two ways to authenticate: set one" })
-    }
-    for (const [name, value] of [["MCP_OAUTH_ISSUER", issuer], ["MCP_OAUTH_RESOURCE", resource]] as const) {
-      if (!URL.canParse(value)) return yield* new BadOptions({ message: `${name} is not a URL: give an absolute URL (https://...)` })
-    }
-    const jwksUri = Option.getOrUndefined(yield* optionalString("MCP_OAUTH_JWKS_URI"))
-    const scopes = Option.map(yield* optionalString("MCP_OAUTH_SCOPES"), listOf)
-    const toolScopes: Record<string, string> = {}
-    for (const pair of listOf(Option.getOrElse(yield* optionalString("MCP_OAUTH_TOOL_SCOPES"), () => ""))) {
-      const colon = pair.indexOf(":")
-      if (colon <= 0 || colon === pair.length - 1) {
-        return yield* new BadOptions({ message: `MCP_OAUTH_TOOL_SCOPES: ${JSON.stringify(pair)} is not a tool:scope pair (as search:docs.read)` })
+    if (tokensSet) return yield* bad(`MCP_TOKENS and ${issuer.name} are two ways to authenticate: set one`)
+    const jwksUri = yield* setting(flags, "jwksUri")
+    for (const url of [issuer, resource, jwksUri]) {
+      if (url !== undefined && !(URL.canParse(url.value) && /^https?:$/.test(new URL(url.value).protocol))) {
+        return yield* bad(`${url.name} is not an http(s) URL: give an absolute URL (https://...)`)
       }
-      toolScopes[pair.slice(0, colon)] = pair.slice(colon + 1)
     }
+    const scopes = yield* setting(flags, "scopes")
+    const toolScopes = yield* chooseToolScopes(yield* setting(flags, "toolScopes"), tools)
     return {
-      issuer,
-      resource,
-      ...(jwksUri === undefined ? {} : { jwksUri }),
-      ...(Option.isSome(scopes) ? { scopes: scopes.value } : {}),
+      issuer: issuer.value,
+      resource: resource.value,
+      ...(jwksUri === undefined ? {} : { jwksUri: jwksUri.value }),
+      ...(scopes === undefined ? {} : { scopes: listOf(scopes.value) }),
       ...(Object.keys(toolScopes).length === 0 ? {} : { toolScopes })
     }
+  })
+
+/** `tool:scope` pairs, comma- or space-separated; one that is not refuses the start, naming it. */
+const chooseToolScopes = (given: { readonly value: string; readonly name: string } | undefined, tools: ReadonlyArray<string> | undefined) =>
+  Effect.gen(function*() {
+    const toolScopes: Record<string, string> = {}
+    for (const pair of listOf(given?.value ?? "")) {
+      const colon = pair.indexOf(":")
+      if (colon <= 0 || colon === pair.length - 1) {
+        return yield* bad(`${given!.name}: ${JSON.stringify(pair)} is not a tool:scope pair (as search:docs.read)`)
+      }
+      const tool = pair.slice(0, colon)
+      if (tools !== undefined && !tools.includes(tool)) {
+        return yield* bad(`${given!.name}: ${tool} is no tool served here; the tools are ${tools.join(", ")}`)
+      }
+      toolScopes[tool] = pair.slice(colon + 1)
+    }
+    return toolScopes
   })

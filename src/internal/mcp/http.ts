@@ -297,10 +297,7 @@ export const handleHttp = (face: HttpFace, request: HttpServerRequest.HttpServer
     // A tool's own scope, checked once the body says which tool is called.
     if (face.oauth !== undefined && authenticated.principal !== undefined) {
       const scope = OAuth.missingToolScope(face.oauth.options, authenticated.principal, parsedBody)
-      if (scope !== undefined) {
-        const description = `calling this tool needs the scope ${scope}`
-        return oauthRefusal(face.oauth.options, { status: 403, error: "insufficient_scope", description, scope })
-      }
+      if (scope !== undefined) return oauthRefusal(face.oauth.options, OAuth.toolScopeRefusal(face.oauth.options, scope))
     }
     const url = HttpServerRequest.toURL(request)
     const web = new Request(url._tag === "Some" ? url.value : "http://127.0.0.1/mcp", {

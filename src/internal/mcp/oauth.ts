@@ -146,6 +146,25 @@ export const makeVerifier = (options: OAuthOptions) => {
   }
 }
 
+/**
+ * The 403 of a `tools/call` whose tool needs `scope`: its `scope` is the server's scopes and the tool's, all a token
+ * must hold for the call (MCP's scope challenge), so that a client authorizing again with it can make the call.
+ */
+export const toolScopeRefusal = (options: OAuthOptions, scope: string): Refusal => ({
+  status: 403,
+  error: "insufficient_scope",
+  description: `calling this tool needs the scope ${scope}`,
+  scope: [...new Set([...(options.scopes ?? []), scope])].join(" ")
+})
+
+/** What to warn of at start when `toolScopes` names a tool `tools` lacks: a misspelt name leaves the tool meant open. */
+export const unknownToolScopes = (options: OAuthOptions | undefined, tools: ReadonlyArray<string>): string | undefined => {
+  const unknown = Object.keys(options?.toolScopes ?? {}).filter((name) => !tools.includes(name))
+  return unknown.length === 0
+    ? undefined
+    : `MCP over HTTP: oauth.toolScopes names ${unknown.join(", ")}, which the toolkit does not have; its tools are ${tools.join(", ")}`
+}
+
 /** The scope a `tools/call` in `body` (one message or a batch) needs and `principal` lacks, if any. */
 export const missingToolScope = (options: OAuthOptions, principal: Principal, body: unknown): string | undefined => {
   if (options.toolScopes === undefined) return undefined
