@@ -10,6 +10,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import * as Sql from "./internal/mcp/taskSql.js"
 import * as SqlStore from "./internal/sql/store.js"
+import { loadPeer } from "./internal/util/optionalPeer.js"
+import * as Settings from "./internal/util/settings.js"
 
 /** The store's database could not be opened or prepared. */
 export class TaskStoreUnavailable extends Schema.TaggedError<TaskStoreUnavailable>("agent-tools/McpTaskStoreUnavailable")(
@@ -172,3 +174,29 @@ export const layerSql = (options: { readonly filename: string }): Layer.Layer<Mc
 
 /** The store in memory (SQLite's): tasks end with the process. */
 export const layerMemory: Layer.Layer<McpTaskStore> = Layer.orDie(layerSql({ filename: ":memory:" }))
+
+/**
+ * The store on the PostgreSQL database of `url` (`postgres://` or `postgresql://`), through the project's one
+ * PostgreSQL client (`@effect/sql-pg`, an optional peer): the table is made at the first start. Servers on the
+ * same database share their tasks' records; each takes back, when it starts, the tasks left unfinished. Fails
+ * with `TaskStoreUnavailable` naming the database (never the password) if it cannot be used, or if
+ * `@effect/sql-pg` is not installed.
+ */
+export const layerPostgres = (url: string): Layer.Layer<McpTaskStore, TaskStoreUnavailable> => {
+  const unavailable = (reason: string) => new TaskStoreUnavailable({ path: Settings.redactUrl(url), reason })
+  return Layer.unwrapEffect(
+    loadPeer(() => import("./internal/sql/postgres.js"), ["@effect/sql-pg", "pg"], "MCP tasks on PostgreSQL").pipe(
+      Effect.mapError((missing) => unavailable(missing.message)),
+      Effect.map((Postgres) =>
+        Layer.provide(
+          Layer.fresh(layerSqlClient),
+          Postgres.layer(url).pipe(Layer.mapError((error) => unavailable(SqlStore.describe(error))))
+        )
+      )
+    )
+  )
+}
+
+/** What `mcp --journal` (or `MCP_JOURNAL`) names: a PostgreSQL URL (`layerPostgres`), else a SQLite file (`layerSql`). */
+export const layerFromSetting = (value: string): Layer.Layer<McpTaskStore, TaskStoreUnavailable> =>
+  Settings.isPostgresUrl(value) ? layerPostgres(value) : layerSql({ filename: value })
