@@ -7,13 +7,16 @@
  * stopped process left are taken back (`resume`).
  */
 import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js"
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { type CallToolResult, type CreateTaskResult, ErrorCode, type Task } from "@modelcontextprotocol/sdk/types.js"
 import { Clock, Duration, Effect, Fiber, Runtime, type Scope } from "effect"
+import { UserPrompt } from "../../UserPrompt.js"
 import { Ids } from "../../Ids.js"
 import { defaults, McpTaskStore, type Status, type StoredTask } from "../../McpTasks.js"
 import type * as Tool from "../../Tool.js"
 import { OutcomeUnknown, type ToolResult, UnknownTool } from "../../ToolResult.js"
 import type * as Door from "../call/door.js"
+import * as TaskSessions from "./taskSessions.js"
 
 /** Whether a tool may, must or must not be called as a task (`execution.taskSupport` in `tools/list`). */
 export type TaskSupport = "required" | "optional" | "forbidden"
@@ -37,13 +40,16 @@ export interface TaskFace {
   readonly supportOf: (tool: Tool.Any) => TaskSupport
   /** The SDK's `TaskStore` as `principal` sees it: only its own tasks. */
   readonly storeFor: (principal: string) => TaskStore
-  /** A new task of `principal` calling `tool`, started; what `tools/call` answers at once. */
+  /** `server`, a session of `principal`: told its tasks' status changes, asked their questions (once initialized). */
+  readonly attach: (principal: string, server: Server) => void
+  /** A new task of `principal` calling `tool`, started from the session `from`; what `tools/call` answers at once. */
   readonly create: (
     principal: string,
     tool: Tool.Any,
     args: unknown,
     ttl: number | undefined,
-    traceparent: unknown
+    traceparent: unknown,
+    from?: Server
   ) => Promise<CreateTaskResult>
   /** Takes back the tasks a stopped process left: an idempotent tool's run again, any other's failed. */
   readonly resume: Effect.Effect<void>
@@ -90,14 +96,22 @@ const taskOf = (task: StoredTask): Task => ({
 /** A failed call's result in MCP's words. */
 const failedResult = (text: string): CallToolResult => ({ content: [{ type: "text", text }], isError: true })
 
-/** The SDK's `TaskStore` over `store` as `principal` sees it; `cancel` interrupts a task's running call. */
+/**
+ * The SDK's `TaskStore` over `store` as `principal` sees it; `cancel` interrupts a task's running call, `changed`
+ * tells the principal's sessions of a status set here, `touched` that one of them asked about a task.
+ */
 const principalStore = (
   principal: string,
   store: McpTaskStore["Type"],
   promise: <A>(effect: Effect.Effect<A>) => Promise<A>,
-  cancel: (taskId: string) => Effect.Effect<void>
+  cancel: (taskId: string) => Effect.Effect<void>,
+  changed: (principal: string, taskId: string) => Effect.Effect<void>,
+  touched: (principal: string) => void
 ): TaskStore => {
-  const own = (taskId: string) => promise(store.get(principal, taskId))
+  const own = (taskId: string) => {
+    touched(principal)
+    return promise(store.get(principal, taskId))
+  }
   return {
     createTask: () => Promise.reject(protocolError(ErrorCode.InvalidRequest, "a task is created by tools/call")),
     getTask: async (taskId) => {
@@ -118,9 +132,10 @@ const principalStore = (
     },
     updateTaskStatus: async (taskId, status, statusMessage) => {
       if ((await own(taskId)) === undefined) throw notFound(taskId)
-      const changed = await promise(store.setStatus(taskId, status as Status, statusMessage))
+      const set = await promise(store.setStatus(taskId, status as Status, statusMessage))
       // Set first: the call's end, which may come meanwhile, no longer overwrites it.
-      if (changed && status === "cancelled") await promise(cancel(taskId))
+      if (set && status === "cancelled") await promise(cancel(taskId))
+      if (set) await promise(changed(principal, taskId))
     },
     listTasks: async (cursor) => {
       const page = await promise(Effect.either(store.list(principal, cursor, defaults.pageSize)))
@@ -129,6 +144,38 @@ const principalStore = (
       return page.right.nextCursor === undefined ? { tasks } : { tasks, nextCursor: page.right.nextCursor }
     }
   }
+}
+
+/**
+ * How a server's tasks reach their principal's sessions: `changed` tells them a task's status (as it is now);
+ * `promptOf` is whom a task's call asks (an approval, `ask_user`): a session of its principal, the task
+ * `input_required` meanwhile. A new task's, when the session that created it (or another of the principal's) can be
+ * asked; else none, and the call is refused as without tasks. A task taken back after a restart waits for a
+ * session to ask, within its time to live.
+ */
+const asking = (
+  store: McpTaskStore["Type"],
+  sessions: TaskSessions.TaskSessions,
+  clock: Clock.Clock,
+  maxTtl: number
+) => {
+  const changed = (principal: string, taskId: string) =>
+    Effect.flatMap(store.get(principal, taskId), (task) => task === undefined ? Effect.void : sessions.notify(principal, taskOf(task)))
+  const promptOf = (task: StoredTask, from: Server | undefined, resumed: boolean) => {
+    if (!resumed && !sessions.canAsk(task.principal, from)) return undefined
+    const left = task.ttl === null ? maxTtl : task.createdAt + task.ttl - clock.unsafeCurrentTimeMillis()
+    return sessions.prompt({
+      principal: task.principal,
+      taskId: task.taskId,
+      from,
+      waitMillis: Math.max(0, left),
+      status: (waiting) =>
+        store.setStatus(task.taskId, waiting === undefined ? "working" : "input_required", waiting).pipe(
+          Effect.flatMap((set) => set ? changed(task.principal, task.taskId) : Effect.void)
+        )
+    })
+  }
+  return { changed, promptOf }
 }
 
 /**
@@ -152,18 +199,27 @@ export const make = (options: {
     const maxTtl = Duration.toMillis(options.tasks?.maxTtl ?? defaults.maxTtl)
     const running = new Map<string, Fiber.RuntimeFiber<void>>()
     const promise = <A>(effect: Effect.Effect<A>) => Runtime.runPromise(runtime)(effect)
+    const clock = yield* Effect.clock
+    const sessions = TaskSessions.make()
     yield* Effect.addFinalizer(() => Fiber.interruptAll([...running.values()]))
+
+    const { changed, promptOf } = asking(store, sessions, clock, maxTtl)
 
     const supportOf = (tool: Tool.Any): TaskSupport =>
       options.tasks?.tools?.[tool.name] ?? (Duration.greaterThanOrEqualTo(tool.timeout, threshold) ? "optional" : "forbidden")
 
-    /** Runs the stored task's call in a fiber of its own; its result written when it ends (not when interrupted). */
-    const run = (task: StoredTask, tool: Tool.Any, traceparent: unknown) => {
-      const call = door.open().run(tool.name, JSON.parse(task.arguments) as unknown, {
+    /**
+     * Runs the stored task's call in a fiber of its own, its questions asked through `promptOf`; its result written
+     * when it ends (not when interrupted), and told to the principal's sessions.
+     */
+    const run = (task: StoredTask, tool: Tool.Any, traceparent: unknown, from: Server | undefined, resumed: boolean) => {
+      const prompt = promptOf(task, from, resumed)
+      const started = door.open().run(tool.name, JSON.parse(task.arguments) as unknown, {
         taskId: task.taskId,
         toolCallId: task.taskId,
         traceparent
-      }).pipe(
+      })
+      const call = (prompt === undefined ? started : Effect.provideService(started, UserPrompt, prompt)).pipe(
         Effect.flatMap((result) =>
           store.finish(
             task.taskId,
@@ -172,14 +228,14 @@ export const make = (options: {
             JSON.stringify(encode(tool, result))
           )
         ),
-        Effect.asVoid
+        Effect.flatMap((finished) => finished ? changed(task.principal, task.taskId) : Effect.void)
       )
       const fiber = Runtime.runFork(runtime)(call)
       running.set(task.taskId, fiber)
       fiber.addObserver(() => void running.delete(task.taskId))
     }
 
-    const create: TaskFace["create"] = (principal, tool, args, ttl, traceparent) =>
+    const create: TaskFace["create"] = (principal, tool, args, ttl, traceparent, from) =>
       promise(Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const task: StoredTask = {
@@ -196,7 +252,7 @@ export const make = (options: {
           result: undefined
         }
         yield* store.create(task)
-        run(task, tool, traceparent)
+        run(task, tool, traceparent, from, false)
         return { task: taskOf(task) }
       }))
 
@@ -206,7 +262,7 @@ export const make = (options: {
         return fiber === undefined ? Effect.void : Fiber.interrupt(fiber)
       })
 
-    const storeFor = (principal: string) => principalStore(principal, store, promise, cancel)
+    const storeFor = (principal: string) => principalStore(principal, store, promise, cancel, changed, sessions.touched)
 
     const resume = Effect.gen(function*() {
       for (const task of yield* store.unfinished) {
@@ -215,7 +271,7 @@ export const make = (options: {
           yield* store.finish(task.taskId, "failed", tool.text, JSON.stringify(failedResult(tool.text)))
         } else if (tool.idempotent) {
           yield* Effect.logInfo(`MCP task ${task.taskId} of ${tool.name} was running when its server stopped: run again`)
-          run(task, tool, undefined)
+          run(task, tool, undefined, undefined, true)
         } else {
           const text = new OutcomeUnknown({ toolName: tool.name, earlierAttempt: "unfinished" }).text
           yield* store.finish(task.taskId, "failed", text, JSON.stringify(failedResult(text)))
@@ -223,5 +279,5 @@ export const make = (options: {
       }
     })
 
-    return { supportOf, storeFor, create, resume }
+    return { supportOf, storeFor, attach: sessions.attach, create, resume }
   })
