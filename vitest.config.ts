@@ -39,6 +39,7 @@ export const slow = [
   "test/internal/sql/postgres.test.ts",
   "test/PlatformConfigProcess.test.ts",
   "test/McpTasksProcess.test.ts",
+  "test/McpTasksCluster.test.ts",
   "test/platform/ClusterHealth.test.ts",
   "test/platform/ClusterDrain.test.ts",
   "test/platform/ClusterPrune.test.ts",

@@ -53,7 +53,11 @@ export interface Page {
 export class McpTaskStore extends Context.Tag("agent-tools/McpTaskStore")<McpTaskStore, {
   /** Where it is, for logs and errors. */
   readonly path: string
-  readonly create: (task: Omit<StoredTask, "status" | "statusMessage" | "updatedAt" | "result">) => Effect.Effect<void>
+  /** A new task, run by the server `lease.owner` (its lease until `lease.until`, epoch milliseconds). */
+  readonly create: (
+    task: Omit<StoredTask, "status" | "statusMessage" | "updatedAt" | "result">,
+    lease: Lease
+  ) => Effect.Effect<void>
   /** `principal`'s task `taskId`; another principal's, or one past its TTL, is undefined. */
   readonly get: (principal: string, taskId: string) => Effect.Effect<StoredTask | undefined>
   /** `principal`'s tasks, oldest first, `limit` a page; an unknown cursor is a failure naming it. */
@@ -67,9 +71,23 @@ export class McpTaskStore extends Context.Tag("agent-tools/McpTaskStore")<McpTas
     message: string | undefined,
     result: string
   ) => Effect.Effect<boolean>
-  /** The tasks not ended, every principal's: those a process that stopped left. */
-  readonly unfinished: Effect.Effect<ReadonlyArray<StoredTask>>
+  /**
+   * The tasks not ended whose lease lapsed, every principal's (those a server that stopped left), now run by
+   * `lease.owner`; oldest first. Of servers claiming at once, one gets each task.
+   */
+  readonly claim: (lease: Lease) => Effect.Effect<ReadonlyArray<StoredTask>>
+  /** The leases of `lease.owner`'s tasks not ended, renewed; the ids of those it still runs (not cancelled, not taken). */
+  readonly renew: (lease: Lease) => Effect.Effect<ReadonlySet<string>>
+  /** The leases of `owner`'s tasks not ended lapse now (a graceful stop): the next server to claim takes them. */
+  readonly release: (owner: string) => Effect.Effect<void>
 }>() {}
+
+/** Which server runs a task not ended, and until when unless it renews: another server may take it after. */
+export interface Lease {
+  readonly owner: string
+  /** Epoch milliseconds. */
+  readonly until: number
+}
 
 /** The defaults of a server's tasks. */
 export const defaults = {
@@ -82,7 +100,12 @@ export const defaults = {
   /** The longest TTL granted, whatever the client asks. */
   maxTtl: Duration.days(1),
   /** Tasks in a page of `tasks/list`. */
-  pageSize: 100
+  pageSize: 100,
+  /**
+   * How long a server's hold on the tasks it runs lasts unless renewed (every third of it): a server killed leaves
+   * its tasks to another (or itself started again) this long after its last renewal.
+   */
+  lease: Duration.seconds(10)
 } as const
 
 const statuses: ReadonlySet<string> = new Set(["working", "input_required", "completed", "failed", "cancelled"])
@@ -125,7 +148,7 @@ export const layerSqlClient: Layer.Layer<McpTaskStore, TaskStoreUnavailable, Sql
     yield* orDie(Effect.flatMap(Clock.currentTimeMillis, (now) => Sql.purge(sql, now)))
     return McpTaskStore.of({
       path,
-      create: (task) =>
+      create: (task, lease) =>
         orDie(Sql.insert(sql, {
           task_id: task.taskId,
           principal: task.principal,
@@ -133,7 +156,9 @@ export const layerSqlClient: Layer.Layer<McpTaskStore, TaskStoreUnavailable, Sql
           arguments: task.arguments,
           ttl: task.ttl,
           poll_interval: task.pollInterval,
-          created_at: task.createdAt
+          created_at: task.createdAt,
+          owner: lease.owner,
+          lease_until: lease.until
         })),
       get: (principal, taskId) =>
         Effect.gen(function*() {
@@ -160,7 +185,13 @@ export const layerSqlClient: Layer.Layer<McpTaskStore, TaskStoreUnavailable, Sql
       finish: (taskId, status, message, result) =>
         orDie(Effect.flatMap(Clock.currentTimeMillis, (now) => Sql.finish(sql, taskId, status, message ?? null, result, now)))
           .pipe(Effect.map((changed) => changed > 0)),
-      unfinished: Effect.map(orDie(Sql.unfinished(sql)), (rows) => rows.map(taskOf))
+      claim: (lease) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => orDie(Sql.claim(sql, lease.owner, now, lease.until))).pipe(
+          Effect.map((rows) => rows.map(taskOf).sort((a, b) => a.createdAt - b.createdAt || (a.taskId < b.taskId ? -1 : 1)))
+        ),
+      renew: (lease) =>
+        Effect.map(orDie(Sql.renew(sql, lease.owner, lease.until)), (rows) => new Set(rows.map((row) => row.task_id))),
+      release: (owner) => Effect.asVoid(orDie(Sql.release(sql, owner)))
     })
   })
 )

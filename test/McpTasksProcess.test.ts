@@ -1,8 +1,8 @@
 /**
  * Durable MCP tasks across a real crash: `agent-tools mcp --http --journal <file>` spawned, two tasks of 5 s tools
  * created with the official client, the server SIGKILLed mid-call and started again on the same file. The same
- * task ids answer: the idempotent tool's completes with its side effect once (under its task id), the other's
- * fails, its outcome unknown. The same on PostgreSQL (the tests' own server; its URL in `MCP_JOURNAL`, where a
+ * task ids answer, once the killed server's hold on them lapsed: the idempotent tool's completes with its side
+ * effect once (under its task id), the other's fails, its outcome unknown. The same on PostgreSQL (the tests' own server; its URL in `MCP_JOURNAL`, where a
  * password belongs). The waits for start-up are generous bounds; in the slow project (real processes).
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -64,14 +64,17 @@ const connect = async (port: number) => {
 const createTask = async (client: Client, name: string) =>
   (await client.request({ method: "tools/call", params: { name, arguments: {}, task: {} } }, CreateTaskResultSchema)).task.taskId
 
-/** `tasks/get` every 200 ms until the task leaves `working` (60 s at most). */
+/**
+ * `tasks/get` every 200 ms until the task leaves `working` (120 s at most: the killed server's leases lapse 10 s
+ * after its last renewal, and then the tool takes 5 s).
+ */
 const settled = async (client: Client, taskId: string): Promise<GetTaskResult> => {
-  for (let i = 0; i < 300; i++) {
+  for (let i = 0; i < 600; i++) {
     const task = await client.experimental.tasks.getTask(taskId)
     if (task.status !== "working") return task
     await new Promise((resolve) => setTimeout(resolve, 200))
   }
-  throw new Error(`task ${taskId} still working after 60 s`)
+  throw new Error(`task ${taskId} still working after 120 s`)
 }
 
 /**

@@ -9,7 +9,7 @@
 import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js"
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { type CallToolResult, type CreateTaskResult, ErrorCode, type Task } from "@modelcontextprotocol/sdk/types.js"
-import { Clock, Duration, Effect, Fiber, Runtime, type Scope } from "effect"
+import { Clock, Duration, Effect, Fiber, Runtime, Schedule, type Scope } from "effect"
 import { UserPrompt } from "../../UserPrompt.js"
 import { Ids } from "../../Ids.js"
 import { defaults, McpTaskStore, type Status, type StoredTask } from "../../McpTasks.js"
@@ -33,6 +33,11 @@ export interface TasksOptions {
   readonly ttl?: Duration.DurationInput | undefined
   /** The longest time to live granted. Default 1 day. */
   readonly maxTtl?: Duration.DurationInput | undefined
+  /**
+   * How long this server's hold on the tasks it runs lasts unless renewed (it renews every third of it): another
+   * server on the same store (or this one started again) takes back a task whose hold lapsed. Default 10 seconds.
+   */
+  readonly lease?: Duration.DurationInput | undefined
 }
 
 /** The tasks of one server (every session's). */
@@ -51,8 +56,11 @@ export interface TaskFace {
     traceparent: unknown,
     from?: Server
   ) => Promise<CreateTaskResult>
-  /** Takes back the tasks a stopped process left: an idempotent tool's run again, any other's failed. */
-  readonly resume: Effect.Effect<void>
+  /**
+   * Takes back the tasks a stopped server left (their leases lapsed): an idempotent tool's run again, any other's
+   * failed; then renews this server's leases and takes back lapsed ones every third of a lease, until the scope ends.
+   */
+  readonly resume: Effect.Effect<void, never, Scope.Scope>
 }
 
 /** A JSON-RPC error whose message goes out as it is (an `McpError` would say "MCP error <code>: " twice). */
@@ -179,9 +187,57 @@ const asking = (
 }
 
 /**
+ * A server's hold on the tasks it runs (design: MCP tasks), as `resume`: the tasks whose leases lapsed claimed and
+ * taken back (an idempotent tool's run again by `run`, unless it runs here still; any other's failed, outcome
+ * unknown); then, every third of a lease, this server's leases renewed (a task it no longer holds, cancelled or
+ * taken by another server, interrupted here) and lapsed ones taken back.
+ */
+const leases = (options: {
+  readonly store: McpTaskStore["Type"]
+  readonly door: Door.Door
+  readonly running: ReadonlyMap<string, Fiber.RuntimeFiber<void>>
+  readonly changed: (principal: string, taskId: string) => Effect.Effect<void>
+  readonly leaseMillis: number
+  readonly lease: () => { readonly owner: string; readonly until: number }
+  readonly run: (task: StoredTask, tool: Tool.Any) => void
+}): Effect.Effect<void, never, Scope.Scope> => {
+  const { changed, door, lease, leaseMillis, run, running, store } = options
+  /** The tasks claimed: an idempotent tool's run again (unless it runs here still), any other's failed. */
+  const takeBack = (claimed: ReadonlyArray<StoredTask>) => Effect.forEach(claimed, (task) => {
+    if (running.has(task.taskId)) return Effect.void
+    const tool = door.lookup(task.tool)
+    if (tool instanceof UnknownTool) {
+      return Effect.asVoid(store.finish(task.taskId, "failed", tool.text, JSON.stringify(failedResult(tool.text))))
+    }
+    if (tool.idempotent) {
+      return Effect.sync(() => run(task, tool)).pipe(
+        Effect.zipLeft(Effect.logInfo(`MCP task ${task.taskId} of ${tool.name} was running when its server stopped: run again`))
+      )
+    }
+    const text = new OutcomeUnknown({ toolName: tool.name, earlierAttempt: "unfinished" }).text
+    return Effect.zipRight(store.finish(task.taskId, "failed", text, JSON.stringify(failedResult(text))), changed(task.principal, task.taskId))
+  }, { discard: true })
+
+  /** Renews this server's leases (a task it no longer holds, cancelled or taken, is interrupted), takes back lapsed ones. */
+  const keep = Effect.gen(function*() {
+    // Those running before the renewal: a task created meanwhile is held, though the renewal did not see it.
+    const before = [...running]
+    const held = yield* store.renew(lease())
+    yield* Fiber.interruptAll(before.filter(([taskId]) => !held.has(taskId)).map(([, fiber]) => fiber))
+    yield* takeBack(yield* store.claim(lease()))
+  }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("MCP tasks: the leases could not be renewed", cause)))
+
+  return Effect.gen(function*() {
+    yield* takeBack(yield* store.claim(lease()))
+    const period = Duration.millis(leaseMillis / 3)
+    yield* Effect.forkScoped(Effect.delay(Effect.repeat(keep, Schedule.spaced(period)), period))
+  })
+}
+
+/**
  * The task face over the store in context, running calls through `door` on `runtime`; `encode` turns a call's
  * `ToolResult` into its `tools/call` result. Tasks running when the scope closes are interrupted and stay
- * `working` in the store: the next process on it takes them back.
+ * unfinished in the store, their leases ended: the next server on it takes them back at once.
  */
 export const make = (options: {
   readonly door: Door.Door
@@ -201,7 +257,11 @@ export const make = (options: {
     const promise = <A>(effect: Effect.Effect<A>) => Runtime.runPromise(runtime)(effect)
     const clock = yield* Effect.clock
     const sessions = TaskSessions.make()
-    yield* Effect.addFinalizer(() => Fiber.interruptAll([...running.values()]))
+    // This server, as the owner of the tasks it runs; they are left to the next at once when it stops.
+    const owner = ids.make("process")
+    const leaseMillis = Duration.toMillis(options.tasks?.lease ?? defaults.lease)
+    const lease = () => ({ owner, until: clock.unsafeCurrentTimeMillis() + leaseMillis })
+    yield* Effect.addFinalizer(() => Effect.zipRight(Fiber.interruptAll([...running.values()]), store.release(owner)))
 
     const { changed, promptOf } = asking(store, sessions, clock, maxTtl)
 
@@ -251,7 +311,7 @@ export const make = (options: {
           updatedAt: now,
           result: undefined
         }
-        yield* store.create(task)
+        yield* store.create(task, lease())
         run(task, tool, traceparent, from, false)
         return { task: taskOf(task) }
       }))
@@ -264,20 +324,7 @@ export const make = (options: {
 
     const storeFor = (principal: string) => principalStore(principal, store, promise, cancel, changed, sessions.touched)
 
-    const resume = Effect.gen(function*() {
-      for (const task of yield* store.unfinished) {
-        const tool = door.lookup(task.tool)
-        if (tool instanceof UnknownTool) {
-          yield* store.finish(task.taskId, "failed", tool.text, JSON.stringify(failedResult(tool.text)))
-        } else if (tool.idempotent) {
-          yield* Effect.logInfo(`MCP task ${task.taskId} of ${tool.name} was running when its server stopped: run again`)
-          run(task, tool, undefined, undefined, true)
-        } else {
-          const text = new OutcomeUnknown({ toolName: tool.name, earlierAttempt: "unfinished" }).text
-          yield* store.finish(task.taskId, "failed", text, JSON.stringify(failedResult(text)))
-        }
-      }
-    })
+    const resume = leases({ store, door, running, changed, leaseMillis, lease, run: (task, tool) => run(task, tool, undefined, undefined, true) })
 
     return { supportOf, storeFor, attach: sessions.attach, create, resume }
   })
