@@ -1,10 +1,11 @@
 /**
  * Where an MCP server keeps its tasks (design: MCP tasks; protocol revision 2025-11-25): a task-augmented
  * `tools/call` is written here as it is created, its status as it changes and its result once it ended, per principal (the client
- * a bearer token or an OAuth access token names). In a SQLite file (`layerSql`), or in any `SqlClient`'s database
- * (`layerSqlClient`: PostgreSQL through `@effect/sql-pg`), beside the run journal: a server started again on the
- * same store answers `tasks/get` and `tasks/result` for the tasks of the one before it, and runs again those it
- * left running (an idempotent tool's, under the same key; any other's ends failed, its outcome unknown).
+ * a bearer token or an OAuth access token names). In a SQLite file (`layerSql`), on PostgreSQL (`layerPostgres`), or
+ * in any `SqlClient`'s database (`layerSqlClient`), beside the run journal: a server started again on the same
+ * store answers `tasks/get` and `tasks/result` for the tasks of the one before it, and runs again those it left
+ * running (an idempotent tool's, under the same key; any other's ends failed, its outcome unknown). A server holds
+ * the tasks it runs by a lease (`claim`, `renew`, `release`): servers sharing a store take only lapsed ones.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"

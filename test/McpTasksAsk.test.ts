@@ -4,25 +4,26 @@
  * sent as `elicitation/create` naming the task; a yes runs it to `completed`, a no ends it `failed` with the words a
  * call without a task gets; a client that cannot be asked gets the call refused, as without tasks. Each status change
  * reaches the client as `notifications/tasks/status`. A server started again on the same file asks the question of
- * a task it took back when the principal's client comes back.
+ * a task it took back when the principal's client comes back. A task's call that samples reaches the client's model.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import {
   CallToolResultSchema,
+  CreateMessageRequestSchema,
   CreateTaskResultSchema,
   ElicitRequestSchema,
   type ElicitResult,
   RELATED_TASK_META_KEY,
   TaskStatusNotificationSchema
 } from "@modelcontextprotocol/sdk/types.js"
-import { Effect, Exit, Layer, Ref, Schema, Scope } from "effect"
+import { Effect, Exit, Layer, Option, Ref, Schema, Scope } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Mcp } from "../src/exports/mcp.js"
-import { Hooks, Tool, Toolkit } from "../src/index.js"
+import { Hooks, Sampling, Tool, Toolkit } from "../src/index.js"
 import { mcpServer } from "./support/mcpHttp.js"
 
 /** `refund` needs approval; `wait` runs until cancelled. `effects` counts the refunds made. */
@@ -37,7 +38,15 @@ const fixture = Effect.gen(function*() {
     needsApproval: true
   }, ({ order }) => Effect.as(Ref.update(effects, (n) => n + 1), `refunded ${order}`))
   const wait = Tool.make("wait", { description: "Waits.", input: {}, output: Schema.String, timeout: "30 seconds" }, () => Effect.never)
-  return { toolkit: yield* Toolkit.make(refund, wait), effects }
+  const summarize = Tool.make("summarize", {
+    description: "Has the client's model summarize a text.",
+    input: { text: Schema.String },
+    output: Schema.String,
+    timeout: "30 seconds"
+  }, ({ text }) =>
+    Effect.flatMap(Effect.serviceOption(Sampling.Sampling), (model) =>
+      Option.isNone(model) ? Effect.succeed("no model to ask") : model.value.ask(`Summarize: ${text}`, { maxTokens: 50 })))
+  return { toolkit: yield* Toolkit.make(refund, wait, summarize), effects }
 })
 
 const tokens = new Map([["tok-a", "alice"]])
@@ -139,6 +148,37 @@ describe("Mcp tasks asking the client", () => {
       const waiting = yield* callAsTask(alice.client, "wait", {})
       yield* Effect.promise(() => alice.client.experimental.tasks.cancelTask(waiting))
       yield* toldOf(alice.told, [waiting, "cancelled"])
+    }), 30_000)
+
+  it.scopedLive("a task's call that samples reaches the client's model, the request naming the task, the task input_required meanwhile", () =>
+    Effect.gen(function*() {
+      const { toolkit } = yield* fixture
+      const port = yield* serverOn(toolkit, Mcp.Tasks.layerMemory, yield* Effect.scope)
+      const client = new Client({ name: "test", version: "1.0.0" }, { capabilities: { sampling: {} } })
+      const requests: Array<{ prompt: string; related: unknown }> = []
+      client.setRequestHandler(CreateMessageRequestSchema, (request) => {
+        const content = request.params.messages[0]?.content
+        const prompt = content !== undefined && !Array.isArray(content) && content.type === "text" ? content.text : ""
+        requests.push({ prompt, related: request.params._meta?.[RELATED_TASK_META_KEY] })
+        return { role: "assistant", model: "client-model", content: { type: "text", text: "short" } }
+      })
+      const told: Array<[string, string, string | undefined]> = []
+      client.setNotificationHandler(TaskStatusNotificationSchema, (n) => void told.push([n.params.taskId, n.params.status, n.params.statusMessage]))
+      const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), {
+        requestInit: { headers: { authorization: "Bearer tok-a" } }
+      })
+      yield* Effect.acquireRelease(Effect.promise(() => client.connect(transport)), () => Effect.promise(() => client.close()))
+      const taskId = yield* callAsTask(client, "summarize", { text: "a long story" })
+      assert.strictEqual((yield* settled(client, taskId)).status, "completed")
+      const result = yield* Effect.promise(() => client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema))
+      assert.deepStrictEqual(result.structuredContent, { result: "short" })
+      assert.deepStrictEqual(requests, [{ prompt: "Summarize: a long story", related: { taskId } }])
+      yield* Effect.sleep("20 millis").pipe(Effect.repeat({ until: () => told.some(([, s]) => s === "completed") }))
+      assert.deepStrictEqual(told, [
+        [taskId, "input_required", "waiting for the client's model"],
+        [taskId, "working", undefined],
+        [taskId, "completed", undefined]
+      ])
     }), 30_000)
 
   it.scopedLive("a server started again on the same file asks the question of the task it took back when the client comes back", () =>

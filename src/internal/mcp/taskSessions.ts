@@ -1,12 +1,14 @@
 /**
  * The sessions of each principal as its MCP tasks see them (design: MCP tasks): where `notifications/tasks/status`
  * goes when a task's status changes (every open session of the task's principal, on its stream for the server's
- * messages: the GET stream over HTTP), and whom a task's call asks (`UserPrompt`: an approval, `ask_user`) while the
- * task waits in `input_required`. A session counts once its client initialized, until its transport closed.
+ * messages: the GET stream over HTTP), and whom a task's call asks (`UserPrompt`: an approval, `ask_user`; `Sampling`:
+ * the client's model) while the task waits in `input_required`. A session counts once its client initialized, until
+ * its transport closed.
  */
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import type { ServerNotification, Task } from "@modelcontextprotocol/sdk/types.js"
-import { Context, Effect, Exit, Option } from "effect"
+import { Context, Effect, Exit } from "effect"
+import { Sampling, SamplingError } from "../../Sampling.js"
 import { UserPrompt, UserPromptError } from "../../UserPrompt.js"
 import { clientServices, type Extra } from "./clientServices.js"
 
@@ -18,25 +20,31 @@ export interface TaskSessions {
   readonly notify: (principal: string, task: Task) => Effect.Effect<void>
   /** A request of `principal` came (a poll of its tasks): a question waiting for one of its sessions looks again. */
   readonly touched: (principal: string) => void
-  /** Whether a session of `principal` (`from` first) can be asked: its client declared elicitation. */
-  readonly canAsk: (principal: string, from: Server | undefined) => boolean
   /**
-   * The `UserPrompt` of task `taskId`: each question sent, as `elicitation/create` naming the task, to `from` while
-   * it is open, else to the newest open session of `principal`; with none open, it waits for one (`waitMillis` at
-   * most), and a session that closes before it answered leaves the question to the next. `status` is told when the task waits for the answer (`input_required`) and when it has it (`working`).
+   * What task `taskId`'s call may ask: `UserPrompt` (by `elicitation/create`) and `Sampling` (by
+   * `sampling/createMessage`), each request naming the task, sent to `from` while it is open, else to the newest open
+   * session of `principal`; with none open, it waits for one (`waitMillis` at most), and a session that closes
+   * before it answered leaves the request to the next. `status` is told when the task waits for an answer
+   * (`input_required`, the question) and when it has it (`working`). `all`: both services, whatever the sessions
+   * open now can do (a task taken back, whose client is to come back); else each only if the session that would be
+   * asked now declared it, as for a call without a task.
    */
-  readonly prompt: (options: {
+  readonly services: (options: {
     readonly principal: string
     readonly taskId: string
     readonly from: Server | undefined
     readonly waitMillis: number
+    readonly all: boolean
     readonly status: (waiting: string | undefined) => Effect.Effect<void>
-  }) => UserPrompt["Type"]
+  }) => Context.Context<never>
 }
 
 const isOpen = (server: Server) => server.transport !== undefined
 
-const canElicit = (server: Server) => server.getClientCapabilities()?.elicitation !== undefined
+/** What a client declared it can be asked. */
+type Capability = "elicitation" | "sampling"
+
+const can = (server: Server, capability: Capability) => server.getClientCapabilities()?.[capability] !== undefined
 
 /**
  * Whether a request sent now reaches the client: over Streamable HTTP, once its GET stream is open (the SDK's
@@ -71,6 +79,8 @@ export const make = (): TaskSessions => {
     const before = server.oninitialized
     server.oninitialized = () => {
       before?.()
+      // The closed sessions of every principal forgotten: the sessions kept are at most those open, and this one.
+      for (const other of [...open.keys()]) sessionsOf(other)
       const all = open.get(principal) ?? new Set<Server>()
       open.set(principal, all.add(server))
       touched(principal)
@@ -96,45 +106,50 @@ export const make = (): TaskSessions => {
       return Effect.sync(() => void waiting.get(principal)?.delete(wake))
     })
 
-  const prompt: TaskSessions["prompt"] = ({ from, principal, status, taskId, waitMillis }) => {
-    const session: Effect.Effect<Server, UserPromptError> = Effect.suspend(() => {
-      const server = toAsk(principal, from)
-      return server !== undefined ? Effect.succeed(server) : Effect.zipRight(nextSession(principal), session)
-    }).pipe(
-      Effect.timeoutFail({
-        duration: waitMillis,
-        onTimeout: () => new UserPromptError({ message: "no client of this task's principal connected to answer" })
-      })
-    )
-    const askThrough = (server: Server, question: string) =>
+  const services: TaskSessions["services"] = ({ all, from, principal, status, taskId, waitMillis }) => {
+    const session = <E>(unavailable: (message: string) => E): Effect.Effect<Server, E> =>
       Effect.suspend(() => {
-        if (!canElicit(server)) {
-          return Effect.fail(new UserPromptError({ message: "no user is available: the client cannot be asked (no elicitation)" }))
-        }
-        const controller = new AbortController()
-        const services = clientServices(server, {} as Extra, false, controller.signal, Context.empty(), taskId)
-        const asked = Option.getOrThrow(Context.getOption(services, UserPrompt)).ask(question)
-        return asked.pipe(Effect.onInterrupt(() => Effect.sync(() => controller.abort())))
-      })
-    /** A question whose session closed before it answered (the client gone, the server stopping) is asked again. */
-    const ask = (question: string): Effect.Effect<string, UserPromptError> =>
-      Effect.flatMap(session, (server) =>
-        askThrough(server, question).pipe(
-          Effect.catchAll((error) => isOpen(server) ? Effect.fail(error) : ask(question))
-        ))
-    return UserPrompt.of({
+        const server = toAsk(principal, from)
+        return server !== undefined ? Effect.succeed(server) : Effect.zipRight(nextSession(principal), session(unavailable))
+      }).pipe(Effect.timeoutFail({ duration: waitMillis, onTimeout: () => unavailable("no client of this task's principal connected to answer") }))
+    /**
+     * `use` of the services a session gives (`clientServices`', naming the task), the task `input_required` with
+     * `waiting` meanwhile; a session that closed before it answered (the client gone, the server stopping) leaves it
+     * to the next one.
+     */
+    const through = <A, E>(
+      capability: Capability,
+      waiting: string,
+      use: (services: Context.Context<never>) => Effect.Effect<A, E>,
+      unavailable: (message: string) => E
+    ): Effect.Effect<A, E> => {
+      const once: Effect.Effect<A, E> = Effect.flatMap(session(unavailable), (server) =>
+        Effect.suspend(() => {
+          if (!can(server, capability)) return Effect.fail(unavailable(`the client cannot be asked (no ${capability})`))
+          const controller = new AbortController()
+          const given = clientServices(server, {} as Extra, false, controller.signal, Context.empty(), taskId)
+          return use(given).pipe(Effect.onInterrupt(() => Effect.sync(() => controller.abort())))
+        }).pipe(Effect.catchAll((error) => isOpen(server) ? Effect.fail(error) : once)))
+      return Effect.zipRight(status(waiting), once).pipe(
+        // Answered or not, the task works on; interrupted (the server stopping), it is still waiting for input.
+        Effect.onExit((exit) => Exit.isInterrupted(exit) ? Effect.void : status(undefined))
+      )
+    }
+    const prompt = UserPrompt.of({
       ask: (question) =>
-        Effect.zipRight(status(question), ask(question)).pipe(
-          // Answered or not, the task works on; interrupted (the server stopping), it is still waiting for input.
-          Effect.onExit((exit) => Exit.isInterrupted(exit) ? Effect.void : status(undefined))
-        )
+        through("elicitation", question, (given) => Context.unsafeGet(given, UserPrompt).ask(question), (message) =>
+          new UserPromptError({ message: `no user is available: ${message}` }))
     })
+    const sampling = Sampling.of({
+      ask: (text, ask) =>
+        through("sampling", "waiting for the client's model", (given) => Context.unsafeGet(given, Sampling).ask(text, ask), (message) =>
+          new SamplingError({ message: `no client model is available: ${message}` }))
+    })
+    const now = from !== undefined && isOpen(from) ? from : sessionsOf(principal).at(-1)
+    const offers = (capability: Capability) => all || (now !== undefined && can(now, capability))
+    const withPrompt = offers("elicitation") ? Context.make(UserPrompt, prompt) : Context.empty()
+    return offers("sampling") ? Context.add(withPrompt, Sampling, sampling) : withPrompt
   }
 
-  const canAsk: TaskSessions["canAsk"] = (principal, from) => {
-    const server = from !== undefined && isOpen(from) ? from : sessionsOf(principal).at(-1)
-    return server !== undefined && canElicit(server)
-  }
-
-  return { attach, notify, touched, canAsk, prompt }
+  return { attach, notify, touched, services }
 }

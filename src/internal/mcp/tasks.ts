@@ -3,14 +3,15 @@
  * then run through the door like any call (deadline, retries, hooks, the call's trace), its task id the call's task
  * and call id (the key an idempotent tool's effect is keyed on); its result is written when it ends. Each session's
  * SDK `Server` is given the store seen by its principal (`storeFor`): another principal's task is not found, listed
- * or cancelled. `tasks/cancel` interrupts the handler (its finalizers run before the answer). At start, the tasks a
- * stopped process left are taken back (`resume`).
+ * or cancelled. `tasks/cancel` interrupts the handler (its finalizers run before the answer). Each status change is
+ * told to the principal's sessions, and what a task's call asks its client (an approval, `ask_user`, its model)
+ * goes through one of them, the task `input_required` meanwhile (taskSessions.ts). A server holds the tasks it runs
+ * by a lease in the store; at start and every third of a lease, it takes back those whose lease lapsed (`resume`).
  */
 import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js"
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { type CallToolResult, type CreateTaskResult, ErrorCode, type Task } from "@modelcontextprotocol/sdk/types.js"
 import { Clock, Duration, Effect, Fiber, Runtime, Schedule, type Scope } from "effect"
-import { UserPrompt } from "../../UserPrompt.js"
 import { Ids } from "../../Ids.js"
 import { defaults, McpTaskStore, type Status, type StoredTask } from "../../McpTasks.js"
 import type * as Tool from "../../Tool.js"
@@ -156,10 +157,10 @@ const principalStore = (
 
 /**
  * How a server's tasks reach their principal's sessions: `changed` tells them a task's status (as it is now);
- * `promptOf` is whom a task's call asks (an approval, `ask_user`): a session of its principal, the task
- * `input_required` meanwhile. A new task's, when the session that created it (or another of the principal's) can be
- * asked; else none, and the call is refused as without tasks. A task taken back after a restart waits for a
- * session to ask, within its time to live.
+ * `servicesOf` is what a task's call may ask (an approval, `ask_user`; the client's model) through a session of its
+ * principal, the task `input_required` meanwhile: a new task's, what the session that created it (or another of
+ * the principal's) can be asked, else nothing, and the call goes on as without tasks (an approval refused). A task
+ * taken back after a restart waits for a session to ask, within its time to live.
  */
 const asking = (
   store: McpTaskStore["Type"],
@@ -169,21 +170,21 @@ const asking = (
 ) => {
   const changed = (principal: string, taskId: string) =>
     Effect.flatMap(store.get(principal, taskId), (task) => task === undefined ? Effect.void : sessions.notify(principal, taskOf(task)))
-  const promptOf = (task: StoredTask, from: Server | undefined, resumed: boolean) => {
-    if (!resumed && !sessions.canAsk(task.principal, from)) return undefined
+  const servicesOf = (task: StoredTask, from: Server | undefined, resumed: boolean) => {
     const left = task.ttl === null ? maxTtl : task.createdAt + task.ttl - clock.unsafeCurrentTimeMillis()
-    return sessions.prompt({
+    return sessions.services({
       principal: task.principal,
       taskId: task.taskId,
       from,
       waitMillis: Math.max(0, left),
+      all: resumed,
       status: (waiting) =>
         store.setStatus(task.taskId, waiting === undefined ? "working" : "input_required", waiting).pipe(
           Effect.flatMap((set) => set ? changed(task.principal, task.taskId) : Effect.void)
         )
     })
   }
-  return { changed, promptOf }
+  return { changed, servicesOf }
 }
 
 /**
@@ -263,23 +264,23 @@ export const make = (options: {
     const lease = () => ({ owner, until: clock.unsafeCurrentTimeMillis() + leaseMillis })
     yield* Effect.addFinalizer(() => Effect.zipRight(Fiber.interruptAll([...running.values()]), store.release(owner)))
 
-    const { changed, promptOf } = asking(store, sessions, clock, maxTtl)
+    const { changed, servicesOf } = asking(store, sessions, clock, maxTtl)
 
     const supportOf = (tool: Tool.Any): TaskSupport =>
       options.tasks?.tools?.[tool.name] ?? (Duration.greaterThanOrEqualTo(tool.timeout, threshold) ? "optional" : "forbidden")
 
     /**
-     * Runs the stored task's call in a fiber of its own, its questions asked through `promptOf`; its result written
+     * Runs the stored task's call in a fiber of its own, its questions asked through `servicesOf`; its result written
      * when it ends (not when interrupted), and told to the principal's sessions.
      */
     const run = (task: StoredTask, tool: Tool.Any, traceparent: unknown, from: Server | undefined, resumed: boolean) => {
-      const prompt = promptOf(task, from, resumed)
+      const asked = servicesOf(task, from, resumed)
       const started = door.open().run(tool.name, JSON.parse(task.arguments) as unknown, {
         taskId: task.taskId,
         toolCallId: task.taskId,
         traceparent
       })
-      const call = (prompt === undefined ? started : Effect.provideService(started, UserPrompt, prompt)).pipe(
+      const call = Effect.provide(started, asked).pipe(
         Effect.flatMap((result) =>
           store.finish(
             task.taskId,
