@@ -40,6 +40,7 @@ export const slow = [
   "test/PlatformConfigProcess.test.ts",
   "test/McpTasksProcess.test.ts",
   "test/McpOAuthProcess.test.ts",
+  "test/McpTasksCluster.test.ts",
   "test/platform/ClusterHealth.test.ts",
   "test/platform/ClusterDrain.test.ts",
   "test/platform/ClusterPrune.test.ts",

@@ -1,7 +1,12 @@
 /** MCP tasks kept in a SQLite file, a client following one, and OAuth on the HTTP server. */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { CallToolResultSchema, CreateTaskResultSchema } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CallToolResultSchema,
+  CreateTaskResultSchema,
+  ElicitRequestSchema,
+  TaskStatusNotificationSchema
+} from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "../src/index.js"
 import { Mcp } from "../src/exports/mcp.js"
@@ -37,11 +42,28 @@ export const followTask = async (url: string) => {
     CreateTaskResultSchema
   )
   let status = task.status
-  while (status === "working") {
+  while (status === "working" || status === "input_required") {
     await new Promise((resolve) => setTimeout(resolve, task.pollInterval ?? 1000))
     status = (await client.experimental.tasks.getTask(task.taskId)).status
   }
   return client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema)
+}
+// #endregion
+
+// #region ask
+/** A client that is told each status change, and answers the approvals its tasks wait for. */
+export const answerApprovals = async (url: string, approve: (question: string) => Promise<boolean>) => {
+  const client = new Client({ name: "reports", version: "1.0.0" }, { capabilities: { elicitation: {} } })
+  client.setNotificationHandler(TaskStatusNotificationSchema, ({ params }) => {
+    console.log(`task ${params.taskId}: ${params.status}${params.statusMessage ? ` (${params.statusMessage})` : ""}`)
+  })
+  // "Allow build_report {...}? [y/N]", its task named in _meta["io.modelcontextprotocol/related-task"].
+  client.setRequestHandler(ElicitRequestSchema, async ({ params }) => ({
+    action: "accept",
+    content: { answer: (await approve(params.message)) ? "yes" : "no" }
+  }))
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: "Bearer tok-1" } } }))
+  return client
 }
 // #endregion
 

@@ -227,6 +227,7 @@ const makeServer = (
       ...(tasks === undefined ? {} : { taskStore: tasks.face.storeFor(tasks.principal) })
     }
   )
+  tasks?.face.attach(tasks.principal, server)
   const listedByName = new Map(listed.map((l) => [l.entry.name, l]))
   const tools = tasks === undefined ? listed.map((l) => l.entry) : listed.map((l) => ({
     ...l.entry,
@@ -247,7 +248,7 @@ const makeServer = (
       const asTask = Tasks.asTask(tasks.face, tool, request.params.task)
       if (asTask) {
         const { face, principal } = tasks
-        const created = face.create(principal, tool, request.params.arguments, request.params.task?.ttl, request.params._meta?.traceparent)
+        const created = face.create(principal, tool, request.params.arguments, request.params.task?.ttl, request.params._meta?.traceparent, server)
         return created as Promise<never>
       }
     }

@@ -1,15 +1,18 @@
 /**
  * Where an MCP server keeps its tasks (design: MCP tasks; protocol revision 2025-11-25): a task-augmented
  * `tools/call` is written here as it is created, its status as it changes and its result once it ended, per principal (the client
- * a bearer token or an OAuth access token names). In a SQLite file (`layerSql`), or in any `SqlClient`'s database
- * (`layerSqlClient`: PostgreSQL through `@effect/sql-pg`), beside the run journal: a server started again on the
- * same store answers `tasks/get` and `tasks/result` for the tasks of the one before it, and runs again those it
- * left running (an idempotent tool's, under the same key; any other's ends failed, its outcome unknown).
+ * a bearer token or an OAuth access token names). In a SQLite file (`layerSql`), on PostgreSQL (`layerPostgres`), or
+ * in any `SqlClient`'s database (`layerSqlClient`), beside the run journal: a server started again on the same
+ * store answers `tasks/get` and `tasks/result` for the tasks of the one before it, and runs again those it left
+ * running (an idempotent tool's, under the same key; any other's ends failed, its outcome unknown). A server holds
+ * the tasks it runs by a lease (`claim`, `renew`, `release`): servers sharing a store take only lapsed ones.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import * as Sql from "./internal/mcp/taskSql.js"
 import * as SqlStore from "./internal/sql/store.js"
+import { loadPeer } from "./internal/util/optionalPeer.js"
+import * as Settings from "./internal/util/settings.js"
 
 /** The store's database could not be opened or prepared. */
 export class TaskStoreUnavailable extends Schema.TaggedError<TaskStoreUnavailable>("agent-tools/McpTaskStoreUnavailable")(
@@ -51,7 +54,11 @@ export interface Page {
 export class McpTaskStore extends Context.Tag("agent-tools/McpTaskStore")<McpTaskStore, {
   /** Where it is, for logs and errors. */
   readonly path: string
-  readonly create: (task: Omit<StoredTask, "status" | "statusMessage" | "updatedAt" | "result">) => Effect.Effect<void>
+  /** A new task, run by the server `lease.owner` (its lease until `lease.until`, epoch milliseconds). */
+  readonly create: (
+    task: Omit<StoredTask, "status" | "statusMessage" | "updatedAt" | "result">,
+    lease: Lease
+  ) => Effect.Effect<void>
   /** `principal`'s task `taskId`; another principal's, or one past its TTL, is undefined. */
   readonly get: (principal: string, taskId: string) => Effect.Effect<StoredTask | undefined>
   /** `principal`'s tasks, oldest first, `limit` a page; an unknown cursor is a failure naming it. */
@@ -65,9 +72,23 @@ export class McpTaskStore extends Context.Tag("agent-tools/McpTaskStore")<McpTas
     message: string | undefined,
     result: string
   ) => Effect.Effect<boolean>
-  /** The tasks not ended, every principal's: those a process that stopped left. */
-  readonly unfinished: Effect.Effect<ReadonlyArray<StoredTask>>
+  /**
+   * The tasks not ended whose lease lapsed, every principal's (those a server that stopped left), now run by
+   * `lease.owner`; oldest first. Of servers claiming at once, one gets each task.
+   */
+  readonly claim: (lease: Lease) => Effect.Effect<ReadonlyArray<StoredTask>>
+  /** The leases of `lease.owner`'s tasks not ended, renewed; the ids of those it still runs (not cancelled, not taken). */
+  readonly renew: (lease: Lease) => Effect.Effect<ReadonlySet<string>>
+  /** The leases of `owner`'s tasks not ended lapse now (a graceful stop): the next server to claim takes them. */
+  readonly release: (owner: string) => Effect.Effect<void>
 }>() {}
+
+/** Which server runs a task not ended, and until when unless it renews: another server may take it after. */
+export interface Lease {
+  readonly owner: string
+  /** Epoch milliseconds. */
+  readonly until: number
+}
 
 /** The defaults of a server's tasks. */
 export const defaults = {
@@ -80,7 +101,12 @@ export const defaults = {
   /** The longest TTL granted, whatever the client asks. */
   maxTtl: Duration.days(1),
   /** Tasks in a page of `tasks/list`. */
-  pageSize: 100
+  pageSize: 100,
+  /**
+   * How long a server's hold on the tasks it runs lasts unless renewed (every third of it): a server killed leaves
+   * its tasks to another (or itself started again) this long after its last renewal.
+   */
+  lease: Duration.seconds(10)
 } as const
 
 const statuses: ReadonlySet<string> = new Set(["working", "input_required", "completed", "failed", "cancelled"])
@@ -123,7 +149,7 @@ export const layerSqlClient: Layer.Layer<McpTaskStore, TaskStoreUnavailable, Sql
     yield* orDie(Effect.flatMap(Clock.currentTimeMillis, (now) => Sql.purge(sql, now)))
     return McpTaskStore.of({
       path,
-      create: (task) =>
+      create: (task, lease) =>
         orDie(Sql.insert(sql, {
           task_id: task.taskId,
           principal: task.principal,
@@ -131,7 +157,9 @@ export const layerSqlClient: Layer.Layer<McpTaskStore, TaskStoreUnavailable, Sql
           arguments: task.arguments,
           ttl: task.ttl,
           poll_interval: task.pollInterval,
-          created_at: task.createdAt
+          created_at: task.createdAt,
+          owner: lease.owner,
+          lease_until: lease.until
         })),
       get: (principal, taskId) =>
         Effect.gen(function*() {
@@ -158,7 +186,13 @@ export const layerSqlClient: Layer.Layer<McpTaskStore, TaskStoreUnavailable, Sql
       finish: (taskId, status, message, result) =>
         orDie(Effect.flatMap(Clock.currentTimeMillis, (now) => Sql.finish(sql, taskId, status, message ?? null, result, now)))
           .pipe(Effect.map((changed) => changed > 0)),
-      unfinished: Effect.map(orDie(Sql.unfinished(sql)), (rows) => rows.map(taskOf))
+      claim: (lease) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => orDie(Sql.claim(sql, lease.owner, now, lease.until))).pipe(
+          Effect.map((rows) => rows.map(taskOf).sort((a, b) => a.createdAt - b.createdAt || (a.taskId < b.taskId ? -1 : 1)))
+        ),
+      renew: (lease) =>
+        Effect.map(orDie(Sql.renew(sql, lease.owner, lease.until)), (rows) => new Set(rows.map((row) => row.task_id))),
+      release: (owner) => Effect.asVoid(orDie(Sql.release(sql, owner)))
     })
   })
 )
@@ -172,3 +206,29 @@ export const layerSql = (options: { readonly filename: string }): Layer.Layer<Mc
 
 /** The store in memory (SQLite's): tasks end with the process. */
 export const layerMemory: Layer.Layer<McpTaskStore> = Layer.orDie(layerSql({ filename: ":memory:" }))
+
+/**
+ * The store on the PostgreSQL database of `url` (`postgres://` or `postgresql://`), through the project's one
+ * PostgreSQL client (`@effect/sql-pg`, an optional peer): the table is made at the first start. Servers on the
+ * same database share their tasks' records; each takes back, when it starts, the tasks left unfinished. Fails
+ * with `TaskStoreUnavailable` naming the database (never the password) if it cannot be used, or if
+ * `@effect/sql-pg` is not installed.
+ */
+export const layerPostgres = (url: string): Layer.Layer<McpTaskStore, TaskStoreUnavailable> => {
+  const unavailable = (reason: string) => new TaskStoreUnavailable({ path: Settings.redactUrl(url), reason })
+  return Layer.unwrapEffect(
+    loadPeer(() => import("./internal/sql/postgres.js"), ["@effect/sql-pg", "pg"], "MCP tasks on PostgreSQL").pipe(
+      Effect.mapError((missing) => unavailable(missing.message)),
+      Effect.map((Postgres) =>
+        Layer.provide(
+          Layer.fresh(layerSqlClient),
+          Postgres.layer(url).pipe(Layer.mapError((error) => unavailable(SqlStore.describe(error))))
+        )
+      )
+    )
+  )
+}
+
+/** What `mcp --journal` (or `MCP_JOURNAL`) names: a PostgreSQL URL (`layerPostgres`), else a SQLite file (`layerSql`). */
+export const layerFromSetting = (value: string): Layer.Layer<McpTaskStore, TaskStoreUnavailable> =>
+  Settings.isPostgresUrl(value) ? layerPostgres(value) : layerSql({ filename: value })

@@ -71,7 +71,7 @@ import {
   tokenPairs
 } from "./internal/cli/settings.js"
 import * as Telemetry from "./Telemetry.js"
-import { redactUrl } from "./internal/util/settings.js"
+import { isPostgresUrl, redactUrl } from "./internal/util/settings.js"
 
 // ---------------------------------------------------------------------------------------------
 // demo
@@ -446,7 +446,7 @@ const mcpLayer = ({ http, journal, oauth: oauthFlags, port, tools }: {
     // With a journal, tasks: kept in its file, taken back by the next start on it.
     const tasksFile = yield* chooseMcpJournal(journal)
     const oauth = yield* chooseMcpOAuth(tokens !== undefined, oauthFlags, [...toolkit.byName.keys()])
-    const tasks = tasksFile === undefined ? Layer.empty : Mcp.Tasks.layerSql({ filename: tasksFile }).pipe(
+    const tasks = tasksFile === undefined ? Layer.empty : Mcp.Tasks.layerFromSetting(tasksFile).pipe(
       Layer.mapError((error) => new BadOptions({ message: error.message }))
     )
     const server = Mcp.layerHttp(toolkit, { port, ...(tokens === undefined ? {} : { tokens }), ...(oauth === undefined ? {} : { oauth }) }).pipe(
@@ -463,7 +463,7 @@ const mcpLayer = ({ http, journal, oauth: oauthFlags, port, tools }: {
         return Effect.logInfo(
           `MCP over Streamable HTTP at http://127.0.0.1:${at}/mcp` +
             (tokens === undefined ? "" : `, for ${plural(tokens.size, "bearer token")} of MCP_TOKENS`) +
-            (tasksFile === undefined ? "" : `, tasks in ${tasksFile}`) +
+            (tasksFile === undefined ? "" : `, tasks in ${isPostgresUrl(tasksFile) ? redactUrl(tasksFile) : tasksFile}`) +
             (oauth === undefined ? "" : `, OAuth access tokens of ${oauth.issuer} for ${oauth.resource}`)
         )
       })

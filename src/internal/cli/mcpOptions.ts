@@ -6,22 +6,29 @@
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { optionalString } from "../util/settings.js"
+import { isPostgresUrl, optionalString } from "../util/settings.js"
 import { BadOptions } from "./options.js"
 
-/** `--journal`: the SQLite file of the MCP tasks (with `--http`). */
+/** `--journal`: the SQLite file, or the PostgreSQL URL, of the MCP tasks (with `--http`). */
 export const mcpJournalOption = Options.text("journal").pipe(
   Options.withDescription(
-    "with --http: a SQLite file keeping the MCP tasks (task-augmented tools/call), so that a restarted server " +
-      "answers for them and takes back those left running (default: MCP_JOURNAL; unset: no tasks)"
+    "with --http: a SQLite file, or a postgres:// URL, keeping the MCP tasks (task-augmented tools/call), so that a " +
+      "restarted server answers for them and takes back those left running (default: MCP_JOURNAL, where a URL's " +
+      "password belongs; unset: no tasks)"
   ),
   Options.optional
 )
 
-/** The MCP tasks' file: `--journal`, else `MCP_JOURNAL`, else none (tasks are not offered). */
+/** The MCP tasks' file or PostgreSQL URL: `--journal`, else `MCP_JOURNAL`, else none (tasks are not offered). */
 export const chooseMcpJournal = (option: Option.Option<string>): Effect.Effect<string | undefined> =>
   Option.isSome(option)
-    ? Effect.succeed(option.value)
+    ? Effect.as(
+      isPostgresUrl(option.value) && /^[^:]+:\/\/[^/@]*:[^/@]*@/.test(option.value)
+        ? Effect.logWarning("--journal puts the database's password on the command line, where every local user " +
+          "can read it; prefer MCP_JOURNAL")
+        : Effect.void,
+      option.value
+    )
     : Effect.map(optionalString("MCP_JOURNAL"), Option.getOrUndefined)
 
 /** How `mcp --http` checks OAuth access tokens, as the settings give it (the shape of `Mcp.OAuthOptions`). */

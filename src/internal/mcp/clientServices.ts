@@ -3,6 +3,7 @@
  * by sampling. `Mcp.ts` adds them to a call's services.
  */
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import { RELATED_TASK_META_KEY } from "@modelcontextprotocol/sdk/types.js"
 import { Context, Effect } from "effect"
 import { Sampling, SamplingError } from "../../Sampling.js"
 import { UserPrompt, UserPromptError } from "../../UserPrompt.js"
@@ -13,24 +14,28 @@ export type Extra = Parameters<Parameters<Server["setRequestHandler"]>[1]>[1]
 /**
  * What a call may ask the client (design: MCP), when the client said it can: the user, through
  * elicitation (the `UserPrompt` that `ask_user` and approvals use), and its model, through sampling
- * (`Sampling`). Over HTTP the request goes on the session's stream, as notifications do.
+ * (`Sampling`). Over HTTP the request goes on the session's stream, as notifications do. A call of an MCP task
+ * (`relatedTaskId`) names its task in each request's `_meta`, as MCP asks.
  */
 export const clientServices = (
   server: Server,
   extra: Extra,
   related: boolean,
   signal: AbortSignal,
-  context: Context.Context<never>
+  context: Context.Context<never>,
+  relatedTaskId?: string
 ): Context.Context<never> => {
   const capabilities = server.getClientCapabilities()
   if (capabilities?.elicitation === undefined && capabilities?.sampling === undefined) return context
   const options = { signal, ...(related ? { relatedRequestId: extra.requestId } : {}) }
+  const _meta = relatedTaskId === undefined ? undefined : { [RELATED_TASK_META_KEY]: { taskId: relatedTaskId } }
   const describe = (error: unknown) => error instanceof Error ? error.message : String(error)
   const prompt = capabilities?.elicitation === undefined ? undefined : UserPrompt.of({
     ask: (question) =>
       Effect.tryPromise({
         try: () =>
           server.elicitInput({
+            ...(_meta === undefined ? {} : { _meta }),
             message: question,
             requestedSchema: {
               type: "object",
@@ -52,6 +57,7 @@ export const clientServices = (
       Effect.tryPromise({
         try: () =>
           server.createMessage({
+            ...(_meta === undefined ? {} : { _meta }),
             messages: [{ role: "user", content: { type: "text", text } }],
             maxTokens: ask?.maxTokens ?? 1024
           }, options),

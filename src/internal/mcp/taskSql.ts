@@ -29,6 +29,12 @@ export const migrations = {
       )`,
       sql`CREATE INDEX IF NOT EXISTS mcp_tasks_principal ON mcp_tasks (principal, created_at, task_id)`,
       sql`CREATE INDEX IF NOT EXISTS mcp_tasks_status ON mcp_tasks (status)`
+    ], { discard: true })),
+  // Which server runs a task not ended, until when (its lease, renewed while it runs).
+  "0002_mcp_task_leases": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.all([
+      sql`ALTER TABLE mcp_tasks ADD COLUMN owner TEXT`,
+      sql`ALTER TABLE mcp_tasks ADD COLUMN lease_until BIGINT`
     ], { discard: true }))
 }
 
@@ -47,12 +53,15 @@ export interface TaskRow {
   readonly result: string | null
 }
 
-/** A new task, working. */
-export const insert = (sql: SqlClient.SqlClient, row: Omit<TaskRow, "status" | "status_message" | "result" | "updated_at">) =>
+/** A new task, working, run by `owner` (its lease until `lease_until`). */
+export const insert = (
+  sql: SqlClient.SqlClient,
+  row: Omit<TaskRow, "status" | "status_message" | "result" | "updated_at"> & { readonly owner: string; readonly lease_until: number }
+) =>
   sql`INSERT INTO mcp_tasks (task_id, principal, tool, arguments, status, status_message, ttl, poll_interval, created_at,
-      updated_at, result)
+      updated_at, result, owner, lease_until)
     VALUES (${row.task_id}, ${row.principal}, ${row.tool}, ${row.arguments}, 'working', NULL, ${row.ttl},
-      ${row.poll_interval}, ${row.created_at}, ${row.created_at}, NULL)
+      ${row.poll_interval}, ${row.created_at}, ${row.created_at}, NULL, ${row.owner}, ${row.lease_until})
     ON CONFLICT (task_id) DO NOTHING`
 
 /** The task of `principal` with id `taskId`: another principal's is as good as missing. */
@@ -107,9 +116,24 @@ export const finish = (
     (rows) => rows.length
   )
 
-/** The tasks that had not ended when their process stopped, every principal's. */
-export const unfinished = (sql: SqlClient.SqlClient) =>
-  sql<TaskRow>`SELECT * FROM mcp_tasks WHERE status IN ('working', 'input_required') ORDER BY created_at, task_id`
+/**
+ * The tasks not ended whose lease lapsed (their server stopped, or was stopped: a graceful stop ends its leases),
+ * every principal's, now `owner`'s until `until`. Of two servers claiming at once, one gets each task: PostgreSQL
+ * checks the lease again on a row another statement just changed.
+ */
+export const claim = (sql: SqlClient.SqlClient, owner: string, now: number, until: number) =>
+  sql<TaskRow>`UPDATE mcp_tasks SET owner = ${owner}, lease_until = ${until}
+    WHERE status IN ('working', 'input_required') AND (lease_until IS NULL OR lease_until <= ${now})
+    RETURNING *`
+
+/** `owner`'s tasks not ended, their leases until `until`; the ids of those it still has (not cancelled, not taken). */
+export const renew = (sql: SqlClient.SqlClient, owner: string, until: number) =>
+  sql<{ readonly task_id: string }>`UPDATE mcp_tasks SET lease_until = ${until}
+    WHERE owner = ${owner} AND status IN ('working', 'input_required') RETURNING task_id`
+
+/** `owner`'s leases of its tasks not ended lapse now: the next server to claim takes them at once. */
+export const release = (sql: SqlClient.SqlClient, owner: string) =>
+  sql`UPDATE mcp_tasks SET lease_until = 0 WHERE owner = ${owner} AND status IN ('working', 'input_required')`
 
 /** The tasks whose time to live ran out, forgotten. */
 export const purge = (sql: SqlClient.SqlClient, now: number) =>
