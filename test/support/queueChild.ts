@@ -31,40 +31,28 @@ const script: LanguageModel.ScriptedTurn = (request) =>
     ? { toolCalls: [call("c1", "charge", { order: promptOf(request) })] }
     : { text: resultsOf(request).join(" ") }
 
-const platform = Effect.gen(function*() {
-  const url = yield* PlatformServer.url
-  yield* Console.log(`url ${url}`)
-  return yield* Effect.never
-}).pipe(
-  Effect.provide(
-    PlatformServer.layerWebSocket({ port: 0 }).pipe(
-      Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]), lifecycleBudget: 1000 })),
-      Layer.provide(LanguageModel.layerScripted([script], { repeat: true, keepRequests: false })),
-      Layer.provide(policy)
-    )
-  )
-)
+const tokens = new Map([["tok-1", "agent-1"]])
+const model = LanguageModel.layerScripted([script], { repeat: true, keepRequests: false })
+
+const platformHandlers = PlatformServer.layerHandlers({ tokens, lifecycleBudget: 1000 })
 
 /** The platform as a cluster runner (`runner`). */
-const runner = Effect.gen(function*() {
-  const url = yield* PlatformServer.url
-  yield* Console.log(`url ${url}`)
-  return yield* Effect.never
-}).pipe(
-  Effect.provide(
-    PlatformServer.layerWebSocket({ port: 0 }).pipe(
-      Layer.provide(Cluster.layer({
-        tokens: new Map([["tok-1", "agent-1"]]),
-        lifecycleBudget: 1000,
-        runner: { port: Number(env("RUNNER_PORT")), shardsPerGroup: 30 }
-      })),
-      Layer.provide(LanguageModel.layerScripted([script], { repeat: true, keepRequests: false })),
-      Layer.provide(PgClient.layer({ url: Redacted.make(env("DATABASE_URL")) })),
-      Layer.provide(policy)
-    )
-  ),
-  Logger.withMinimumLogLevel(LogLevel.Warning)
+const runnerHandlers = Cluster.layer({ tokens, lifecycleBudget: 1000, runner: { port: Number(env("RUNNER_PORT")), shardsPerGroup: 30 } }).pipe(
+  Layer.provide(PgClient.layer({ url: Redacted.make(env("DATABASE_URL")) }))
 )
+
+/** Serves `handlers` (with the scripted model) on a free loopback port and prints its URL. */
+const listening = (handlers: typeof platformHandlers | typeof runnerHandlers) =>
+  Effect.gen(function*() {
+    yield* Console.log(`url ${yield* PlatformServer.url}`)
+    return yield* Effect.never
+  }).pipe(
+    Effect.provide(PlatformServer.layerWebSocket({ port: 0 }).pipe(Layer.provide(handlers), Layer.provide(model), Layer.provide(policy))),
+    Logger.withMinimumLogLevel(LogLevel.Warning)
+  )
+
+const platform = listening(platformHandlers)
+const runner = listening(runnerHandlers)
 
 const submit = Effect.gen(function*() {
   const client = yield* PlatformClient.PlatformClient
