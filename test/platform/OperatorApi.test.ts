@@ -6,9 +6,9 @@
  * OpenAPI document that lists every route.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Exit, Logger, LogLevel, Schema, Stream } from "effect"
+import { ConfigProvider, Effect, Exit, Layer, Logger, LogLevel, Schema, Stream } from "effect"
 import { request as httpRequest } from "node:http"
-import { LanguageModel, Tool, Toolkit } from "../../src/index.js"
+import { Journal, LanguageModel, Tool, Toolkit } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import type { Protocol } from "../../src/exports/protocol.js"
 import { PlatformClient, Serve } from "../../src/exports/serve.js"
@@ -56,6 +56,7 @@ const startPlatform = (options: {
   readonly script?: ReadonlyArray<LanguageModel.ScriptedTurn>
   readonly operatorTokens?: ReadonlyArray<PlatformServer.OperatorToken> | undefined
   readonly config?: ConfigProvider.ConfigProvider
+  readonly journal?: Layer.Layer<Journal.Journal>
 }) =>
   Effect.map(
     startOperatedPlatform({ ...options, script: options.script ?? script }),
@@ -341,6 +342,34 @@ describe("operator API: approvals, cancelling, events", () => {
         [ended.status, ended.final?._tag, ended.turns.length, ended.calls.length, ended.approvals.map((a: any) => [a.toolCallId, a.decision])],
         ["ended", "TaskCompleted", 3, 3, [["r1", "approved"], ["r2", "denied"]]]
       )
+    }).pipe(quiet))
+
+  it.scopedLive("a decision that meets the journal's database away is 503, try again; the approval stays pending and the retry goes through", () =>
+    Effect.gen(function*() {
+      // The journal's database away for the first decision written, as a database restarting would be.
+      let away = 1
+      const journal = Layer.effect(
+        Journal.Journal,
+        Effect.map(Journal.Journal, (inner) => ({
+          ...inner,
+          decide: (...args: Parameters<typeof inner.decide>) =>
+            away-- > 0 ? Effect.fail(new Journal.JournalUnavailable({ path: "memory", reason: "the database is restarting" })) : inner.decide(...args)
+        }))
+      ).pipe(Layer.provide(Journal.layerMemory))
+      const p = yield* startPlatform({ operatorTokens, journal })
+      const { toolkit } = makeToolkit()
+      const answers: Array<unknown> = []
+      const events = yield* runTask(p, toolkit, (event) =>
+        Effect.gen(function*() {
+          const first = yield* call(p, `/approvals/${event.taskId}/${event.pending[0]!.toolCallId}`, { token: admin, body: { decision: "approve" } })
+          answers.push([first.status, first.body.reason?.includes("try again")])
+          const pending = (yield* call(p, "/approvals", { token: viewer })).body.approvals.map((a: any) => a.toolCallId)
+          answers.push(pending)
+          const again = yield* call(p, `/approvals/${event.taskId}/${event.pending[0]!.toolCallId}`, { token: admin, body: { decision: "approve" } })
+          answers.push(again.status)
+        }))
+      assert.deepStrictEqual(answers.slice(0, 3), [[503, true], ["r1"], 200])
+      assert.strictEqual(last(events)._tag, "TaskCompleted")
     }).pipe(quiet))
 
   it.scopedLive("an admin cancels a suspended task: it ends with TaskCancelled naming the operator; once ended, 409", () =>

@@ -40,6 +40,8 @@ export const startOperatedPlatform = (options: {
   readonly operatorTokens?: ReadonlyArray<PlatformServer.OperatorToken> | undefined
   readonly console?: PlatformServer.Options["console"]
   readonly config?: ConfigProvider.ConfigProvider | undefined
+  /** The platform's journal: in memory by default. */
+  readonly journal?: Layer.Layer<Journal.Journal> | undefined
 }) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
@@ -50,7 +52,7 @@ export const startOperatedPlatform = (options: {
         operatorTokens: options.operatorTokens,
         ...(options.console === undefined ? {} : { console: options.console })
       }).pipe(
-        Layer.provideMerge(Journal.layerMemory),
+        Layer.provideMerge(options.journal ?? Journal.layerMemory),
         Layer.provideMerge(LanguageModel.layerScripted(options.script, { perConversation: true })),
         Layer.provide(Layer.setConfigProvider(options.config ?? ConfigProvider.fromMap(new Map())))
       ),

@@ -9,6 +9,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Clock, Effect, Layer } from "effect"
 import type * as Journal from "../../Journal.js"
 import { operatorRoles, type OperatorRole } from "../Options.js"
+import { failOnOutage } from "../Outages.js"
 import { eventStream } from "./Feeds.js"
 import {
   Operator,
@@ -46,6 +47,14 @@ const journalOf = (operations: Operations) =>
       })
     )
     : Effect.succeed(operations.journal)
+
+/**
+ * A decision or a cancel that met an outage (the database away, a task's owner stopping): 503, to be tried again,
+ * as `PlatformBusy` is for an agent's client.
+ */
+const unavailableOnOutage = (operation: string) =>
+  failOnOutage(operation, (reason) =>
+    new OperatorUnavailable({ reason: `the platform cannot complete ${operation} now (${reason}); try again` }))
 
 /** A journal read; its database unreachable is 503. */
 const read = <A>(effect: Effect.Effect<A, Journal.JournalUnavailable>) =>
@@ -121,7 +130,8 @@ const cancelTask = (operations: Operations) =>
     const reason = payload.reason ?? ""
     // Whole or not at all: a client that goes mid-way must not leave the task half stopped.
     const cancelled = yield* Effect.uninterruptible(operations.cancel(agentId, taskId, by, reason)).pipe(
-      Effect.catchTag("UnknownTask", () => Effect.fail(notFound(taskId)))
+      Effect.catchTag("UnknownTask", () => Effect.fail(notFound(taskId))),
+      unavailableOnOutage("cancelling a task")
     )
     if (!cancelled) return yield* new OperatorConflict({ reason: `task ${taskId} has ended already` })
     const now = yield* Clock.currentTimeMillis
@@ -194,7 +204,8 @@ const decide = (operations: Operations) =>
         UnknownTask: () => notFound(taskId),
         NoPendingTaskApproval: (error) => new OperatorConflict({ reason: error.message }),
         ApprovalsNeedJournal: (error) => new OperatorNotImplemented({ reason: error.message })
-      })
+      }),
+      unavailableOnOutage("deciding an approval")
     )
     return {
       taskId,
