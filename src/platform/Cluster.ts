@@ -35,7 +35,7 @@ import { isTaskEnd, type TaskEvent, type UnknownTask } from "../protocol/Protoco
 import { Timing } from "../Timing.js"
 import { OperatorListener } from "./api/Listener.js"
 import { operatorListener } from "./api/Setup.js"
-import { followAlive } from "./ClusterTiming.js"
+import { followAlive, taskEntityIdle } from "./ClusterTiming.js"
 import * as ClusterAgentCalls from "./ClusterAgentCalls.js"
 import { agentsOn } from "./ClusterAgentsView.js"
 import { makePrune, makeRegistry, type Registry, requireMigrated } from "./ClusterDatabase.js"
@@ -125,6 +125,8 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
         Tools: ({ payload }) => Effect.map(Clock.currentTimeMillis, (now) => parts.agents.visible(agentId, payload.processId, now))
       })
     })),
+    // A task's entity is let go `taskEntityIdle` after its last message (its `Run` ended, its followers gone): it
+    // keeps nothing of its own (ClusterTasks.ts keeps the tasks), and a later message makes it anew.
     TaskEntity.toLayer({
       Run: ({ address }) => tasks.runHere(address.entityId),
       Attach: ({ address, payload }) => attachedHere(tasks, address.entityId, payload),
@@ -137,7 +139,7 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
       Cancel: ({ address, payload }) => parts.tasks.cancel(payload.agentId, address.entityId, payload.by, payload.reason),
       Stop: ({ address, payload }) => parts.tasks.stop(payload.agentId, address.entityId, payload.reason),
       Decided: ({ address, payload }) => parts.tasks.decided(address.entityId, payload.toolCallId)
-    }, { concurrency: "unbounded" })
+    }, { concurrency: "unbounded", maxIdleTime: taskEntityIdle })
   )
 
 // ---------------------------------------------------------------------------------------------

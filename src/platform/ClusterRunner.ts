@@ -47,11 +47,18 @@ export interface RunnerOptions {
   readonly drainGrace?: Duration.DurationInput | undefined
 }
 
-/** The cluster's sharding config for this runner: its address, and the failover timings of `ClusterTiming.clusterFailover`. */
+/**
+ * The cluster's sharding config for this runner: its address, the failover timings of
+ * `ClusterTiming.clusterFailover`, and a local message not serialized.
+ */
 export const shardingConfig = (options: RunnerOptions): Partial<ShardingConfig.ShardingConfig["Type"]> => ({
   runnerAddress: Option.some(RunnerAddress.make({ host: options.host ?? "127.0.0.1", port: options.port ?? 34431 })),
   shardsPerGroup: options.shardsPerGroup ?? 300,
   ...clusterFailover,
+  // A message to an entity of this runner is handed over as it is, not encoded and decoded first: the
+  // engine's default does that to catch, in tests, a payload that could not cross to another runner; ours
+  // cross between runners in the tests of several runners.
+  simulateRemoteSerialization: false,
   ...(options.messagePollInterval === undefined ? {} : { entityMessagePollInterval: options.messagePollInterval })
 })
 

@@ -4,7 +4,7 @@
  * runner holds), journaled, and its `Run` sent to its owner.
  */
 import * as Sharding from "@effect/cluster/Sharding"
-import { Effect, Option } from "effect"
+import { Context, Effect, Option, Tracer } from "effect"
 import { Ids } from "../Ids.js"
 import * as SqlStore from "../internal/sql/store.js"
 import { traceparentOf } from "../internal/util/traceContext.js"
@@ -22,6 +22,16 @@ const admit = (journal: Journal.Journal["Type"], limits: Limits, agentId: string
     const refused = usageProblem(held, limits.forAgent(agentId), agentId, Buffer.byteLength(prompt))
     return refused === undefined ? Effect.void : Effect.fail(refused)
   })
+
+/**
+ * The `traceparent` of the span a task is started under, if any: read from the context, not through
+ * `Effect.currentSpan`, whose failure without a span (the usual case) makes an exception and its stack
+ * for every task.
+ */
+const currentTraceparent: Effect.Effect<string | undefined> = Effect.map(Effect.context<never>(), (context) => {
+  const span = Option.getOrUndefined(Context.getOption(context, Tracer.ParentSpan))
+  return span?._tag === "Span" ? traceparentOf(span) : undefined
+})
 
 /**
  * How many ids a new task's id is drawn from, at most, for one whose shard the submitting runner holds
@@ -99,7 +109,7 @@ export const makeStart = (limits: Limits, placement: RunnerOptions["placement"])
         // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
         const taskId = fixed.taskId ??
           (submitKey === undefined ? placed() : placed((draw) => keyedTaskId(agentId, submitKey, draw)))
-        const traceparent = Option.getOrUndefined(Option.map(yield* Effect.option(Effect.currentSpan), traceparentOf))
+        const traceparent = yield* currentTraceparent
         yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
         yield* Metrics.submitted(taskId, agentId)
         yield* orDieOnEngine(SqlStore.whileBusy(tasks(taskId).Run({ agentId }, { discard: true })))
