@@ -68,6 +68,8 @@ const agentRunOptions = (options: Options, agentId: string) => {
  */
 export const makeLoops = (book: Book, platformTools: ToolsOf, route: RouteOf): Loops => {
   const { clock, journal, options, runTask } = book
+  // The agents the tasks run, made once while their settings and tools stay the same.
+  const agents = new TaskRunner.AgentCache()
 
   /**
    * The task waits for the calls of `event` to be decided (`decide`); at the first one's expiry it
@@ -133,6 +135,7 @@ export const makeLoops = (book: Book, platformTools: ToolsOf, route: RouteOf): L
       output: task.output,
       deliver: deliverOf(task),
       route: route(task),
+      agents,
       emit: (event: TaskEvent) => {
         if (event._tag !== "TaskSuspended") return void task.emit(event)
         // Kept with its offset: an attachment that comes back is given it as it was sent.
