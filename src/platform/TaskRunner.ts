@@ -160,8 +160,11 @@ const remoteTool = (
         })
       )
     }
-    return Effect.flatMap(Effect.all([TaskCalls, ToolContext, Effect.serviceOption(Tracer.ParentSpan)]), ([calls, ctx, span]) =>
-      Effect.flatMap(
+    return Effect.flatMap(Effect.context<TaskCalls | ToolContext>(), (context) => {
+      const calls = Context.get(context, TaskCalls)
+      const ctx = Context.get(context, ToolContext)
+      const span = Context.getOption(context, Tracer.ParentSpan)
+      return Effect.map(
         (own ? calls.deliver : calls.route)({
           toolCallId: ctx.toolCallId,
           name: entry.name,
@@ -171,8 +174,9 @@ const remoteTool = (
           ...(Option.isSome(span) ? { traceparent: traceparentOf(span.value) } : {})
         }),
         // Success or failure, the answer is the result: checked once, on arrival.
-        (result) => Effect.succeed(new Verbatim(result))
-      ))
+        (result) => new Verbatim(result)
+      )
+    })
   })
 }
 
