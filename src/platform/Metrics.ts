@@ -10,7 +10,10 @@ import {
   Clock,
   Context,
   Effect,
+  FiberRef,
+  FiberRefs,
   Layer,
+  LogLevel,
   Metric,
   MetricBoundaries,
   MetricLabel,
@@ -86,6 +89,9 @@ const labelsOf = (agentId: string, outcome?: string): ReadonlyArray<MetricLabel.
 
 // --- a task's life: its metrics and log lines ---
 
+/** Whether a line at INFO passes `minimum`, the fiber's minimum level. */
+const infoLogged = (minimum: LogLevel.LogLevel): boolean => !LogLevel.greaterThan(minimum, LogLevel.Info)
+
 /** What the book of tasks (TaskBook.ts) tells of each task's life. */
 export interface TaskLife {
   /** An event of the task, as it is emitted: its end, its suspension, its waiting. */
@@ -101,9 +107,13 @@ const outcomes = { TaskCompleted: "completed", TaskFailed: "failed", TaskCancell
 /** A task's life as the book tells it: counted while `Exporting`, logged at INFO (the runtime's logger). */
 export const taskLife: Effect.Effect<TaskLife> = Effect.gen(function*() {
   const exporting = yield* Exporting
-  const log = Runtime.runSync(yield* Effect.runtime<never>())
-  const info = (taskId: string, agentId: string, message: string) =>
-    log(Effect.annotateLogs(Effect.logInfo(`task ${taskId} of agent ${agentId}: ${message}`), { taskId, agentId }))
+  const runtime = yield* Effect.runtime<never>()
+  const log = Runtime.runSync(runtime)
+  // The runtime's level is that of the layer's build: a platform that logs warnings only builds no line (nor a fiber).
+  const logged = infoLogged(FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentMinimumLogLevel))
+  const info = (taskId: string, agentId: string, message: string) => {
+    if (logged) log(Effect.annotateLogs(Effect.logInfo(`task ${taskId} of agent ${agentId}: ${message}`), { taskId, agentId }))
+  }
   return {
     event: ({ agentId, taskId }, event) => {
       switch (event._tag) {
@@ -135,19 +145,24 @@ export const taskLife: Effect.Effect<TaskLife> = Effect.gen(function*() {
   }
 })
 
+/**
+ * A step of a task's life: `counter` counted while `Exporting`, and its INFO line, made only when the fiber logs INFO
+ * (a platform that logs warnings only builds no line, annotations and all, twice a task).
+ */
+const lifeStep = (counter: typeof tasksSubmitted, taskId: string, agentId: string, step: string): Effect.Effect<void> =>
+  Effect.withFiberRuntime((fiber) => {
+    if (Context.get(fiber.currentContext, Exporting)) counter.unsafeUpdate(1, labelsOf(agentId))
+    return infoLogged(fiber.getFiberRef(FiberRef.currentMinimumLogLevel))
+      ? Effect.annotateLogs(Effect.logInfo(`task ${taskId} of agent ${agentId}: ${step}`), { taskId, agentId })
+      : Effect.void
+  })
+
 /** A task made here (submitted, or started by an `exec_agent` call): counted and logged. */
 export const submitted = (taskId: string, agentId: string): Effect.Effect<void> =>
-  Effect.zipRight(
-    Effect.flatMap(Exporting, (on) => on ? Effect.sync(() => tasksSubmitted.unsafeUpdate(1, labelsOf(agentId))) : Effect.void),
-    Effect.annotateLogs(Effect.logInfo(`task ${taskId} of agent ${agentId}: submitted`), { taskId, agentId })
-  )
+  lifeStep(tasksSubmitted, taskId, agentId, "submitted")
 
 /** A task's loop starts here: counted and logged. */
-export const started = (taskId: string, agentId: string): Effect.Effect<void> =>
-  Effect.zipRight(
-    Effect.flatMap(Exporting, (on) => on ? Effect.sync(() => tasksStarted.unsafeUpdate(1, labelsOf(agentId))) : Effect.void),
-    Effect.annotateLogs(Effect.logInfo(`task ${taskId} of agent ${agentId}: started`), { taskId, agentId })
-  )
+export const started = (taskId: string, agentId: string): Effect.Effect<void> => lifeStep(tasksStarted, taskId, agentId, "started")
 
 /**
  * An open task whose loop had run elsewhere (`turns` journaled) taken up here: its holder stopped, died or lost its

@@ -3,7 +3,7 @@
  * on, a new attachment to a task and what its end leaves pending, and the upkeep that delivers again
  * the calls not answered in time and forgets the tasks ended long enough ago.
  */
-import { Clock, Effect, Mailbox } from "effect"
+import { Clock, Context, Effect, Mailbox } from "effect"
 import * as Metrics from "../internal/util/metrics.js"
 import { Signal } from "../internal/util/signal.js"
 import type { EventsWanted, TaskEvent } from "../protocol/Protocol.js"
@@ -19,7 +19,9 @@ import type { Follower, PendingCall, Usage } from "./TaskTypes.js"
 
 /** Delivers a call of `task` on its stream and waits for the answer (one taken already is the answer). */
 export const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Effect<ToolResult> =>
-  Effect.flatMap(Effect.all([Clock.currentTimeMillis, Metrics.Exporting]), ([now, exporting]) => {
+  Effect.withFiberRuntime((fiber) => {
+    const now = Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis()
+    const exporting = Context.get(fiber.currentContext, Metrics.Exporting)
     const answered = task.answered?.get(call.toolCallId)
     if (answered !== undefined) return Effect.succeed(answered)
     // A child task's calls end by its `exec_agent` call's deadline, whatever their own timeouts.

@@ -3,7 +3,7 @@
  * for approvals and going on once they are decided; a task taken up from the journal, on demand or at
  * start; and a new task, admitted, journaled and started.
  */
-import { Clock, Effect, Fiber, Option, Schema, type Tracer } from "effect"
+import { Clock, Context, Effect, Fiber, Option, Schema, Tracer } from "effect"
 import * as SqlStore from "../internal/sql/store.js"
 import { Signal } from "../internal/util/signal.js"
 import { parseTraceparent, traceparentOf } from "../internal/util/traceContext.js"
@@ -68,6 +68,8 @@ const agentRunOptions = (options: Options, agentId: string) => {
  */
 export const makeLoops = (book: Book, platformTools: ToolsOf, route: RouteOf): Loops => {
   const { clock, journal, options, runTask } = book
+  // The agents the tasks run, made once while their settings and tools stay the same.
+  const agents = new TaskRunner.AgentCache()
 
   /**
    * The task waits for the calls of `event` to be decided (`decide`); at the first one's expiry it
@@ -133,6 +135,7 @@ export const makeLoops = (book: Book, platformTools: ToolsOf, route: RouteOf): L
       output: task.output,
       deliver: deliverOf(task),
       route: route(task),
+      agents,
       emit: (event: TaskEvent) => {
         if (event._tag !== "TaskSuspended") return void task.emit(event)
         // Kept with its offset: an attachment that comes back is given it as it was sent.
@@ -237,6 +240,12 @@ export const makeHolding = (book: Book, { start }: Loops) =>
 
 // --- a new task ---
 
+/** The span a task is made in (`Effect.currentSpan`'s), if any: read from the context, no failure made when there is none. */
+const submitterSpan: Effect.Effect<Tracer.Span | undefined> = Effect.map(Effect.context<never>(), (context) => {
+  const span = Context.getOption(context, Tracer.ParentSpan)
+  return Option.isSome(span) && span.value._tag === "Span" ? span.value : undefined
+})
+
 /** What a new task is made of. */
 export interface NewTask {
   readonly taskId: string
@@ -267,7 +276,7 @@ export const createOf = (book: Book, limits: Limits, loops: Loops): Create =>
     const task = book.add(taskId, agentId, processId)
     book.count(task, prompt)
     // The submitter's span: the task's run continues its trace, here and once taken back from the journal.
-    const parent = Option.getOrUndefined(yield* Effect.option(Effect.currentSpan))
+    const parent = yield* submitterSpan
     const traceparent = parent === undefined ? undefined : traceparentOf(parent)
     // Journaled before anyone learns the task's id: a restart cannot lose a task a client knows.
     const record = { runId: taskId, kind: "task" as const, agentId, processId, prompt, tools, traceparent }

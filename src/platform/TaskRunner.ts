@@ -2,7 +2,7 @@
  * Runs one task on the platform (design: The platform): the agent loop with the platform's model, whose tools are
  * the agent's registered ones and whose calls are delivered to the task's stream and awaited.
  */
-import { Cause, Duration, Effect, Either, Option, Schema, Tracer } from "effect"
+import { Cause, Context, Duration, Effect, Either, Option, Schema, Tracer } from "effect"
 import * as Agent from "../Agent.js"
 import { Verbatim } from "../internal/call/pipeline.js"
 import { traceparentOf } from "../internal/util/traceContext.js"
@@ -63,6 +63,55 @@ export interface TaskOptions {
   readonly journaled?: boolean | undefined
   /** A journaled task: the journal's record of it, just read (or written, new), so that it is not read again. */
   readonly known?: Journal.OpenRun | undefined
+  /** The platform's agents made for earlier tasks, used again while a task's settings and tools are theirs. */
+  readonly agents?: AgentCache | undefined
+}
+
+/**
+ * How the remote tools of the task being run deliver its calls: on its stream (`deliver`), or to another
+ * process of its agent (`route`). A service of the run, not of the tools, so that one agent serves many tasks.
+ */
+class TaskCalls extends Context.Tag("agent-tools/platform/TaskCalls")<TaskCalls, {
+  readonly deliver: TaskOptions["deliver"]
+  readonly route: TaskOptions["route"]
+}>() {}
+
+/** An agent a task runs: its tools need the run's `TaskCalls` (and a platform tool what its run gives it). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type TaskAgent = Agent.Agent<any, unknown, Agent.AgentError>
+
+/** What an agent made for a task is made of (besides its agent's id): equal ones make the same agent. */
+interface AgentKey {
+  readonly tools: TaskOptions["tools"]
+  readonly journaled: boolean
+  readonly approve: TaskOptions["approve"]
+  readonly instructions: TaskOptions["instructions"]
+  readonly maxSteps: TaskOptions["maxSteps"]
+  readonly approvalExpiry: TaskOptions["approvalExpiry"]
+}
+
+const sameKey = (a: AgentKey, b: AgentKey): boolean =>
+  a.journaled === b.journaled && a.approve === b.approve && a.instructions === b.instructions &&
+  a.maxSteps === b.maxSteps && a.approvalExpiry === b.approvalExpiry && a.tools.length === b.tools.length &&
+  a.tools.every((tool, i) => tool.entry === b.tools[i]!.entry && tool.own === b.tools[i]!.own)
+
+/**
+ * The last agent made for each agent's tasks, with what it was made of: a task whose settings and tools (the same
+ * manifest entries, while its processes' registrations stand) are the same runs the same agent, so that its tools,
+ * their JSON Schemas and its checked toolkit are made once, not once a task.
+ */
+export class AgentCache {
+  private readonly byAgent = new Map<string, { readonly key: AgentKey; readonly agent: TaskAgent }>()
+
+  agentFor(agentId: string, key: AgentKey, make: () => TaskAgent): TaskAgent {
+    const known = this.byAgent.get(agentId)
+    if (known !== undefined && sameKey(known.key, key)) return known.agent
+    const agent = make()
+    // Agents are the platform's tokens': a bound keeps the map small whatever happens.
+    if (known === undefined && this.byAgent.size >= 10_000) this.byAgent.clear()
+    this.byAgent.set(agentId, { key, agent })
+    return agent
+  }
 }
 
 /** A served call's error text, passed through as is (it is already the error text). */
@@ -73,8 +122,8 @@ class RemoteFailure extends Schema.TaggedError<RemoteFailure>("agent-tools/Remot
 const passThrough = (error: unknown): string => error instanceof RemoteFailure ? error.text : errorText(error)
 
 /**
- * A tool whose handler is a delivery (on the task's stream when its holder serves the tool, else to another
- * process of the agent that does: `TaskOptions.route`); the model sees the manifest's own JSON Schemas. In a journaled
+ * A tool whose handler is a delivery (on the task's stream when its holder serves the tool, `own`, else to another
+ * process of the agent that does: `TaskOptions.route`), through the run's `TaskCalls`; the model sees the manifest's own JSON Schemas. In a journaled
  * task a tool that needs approval passes the loop's gate (design: Durable runs): the task suspends
  * until a person decides, and a call of it that runs here was approved, so it is delivered as such.
  * Without a journal nothing can suspend: the serving side asks (`Hooks.approval`), as for any call, or,
@@ -85,10 +134,10 @@ const passThrough = (error: unknown): string => error instanceof RemoteFailure ?
 const remoteTool = (
   agentId: string,
   entry: Toolkit.ManifestEntry,
-  deliver: TaskOptions["deliver"],
+  own: boolean,
   journaled: boolean,
   approve: ReadonlyArray<string> | undefined
-): Tool.Any => {
+) => {
   // The agent's settings may ask approval of a tool whose manifest does not: only a journaled task can wait for it.
   const byPlatform = approve?.includes(entry.name) === true
   const approved = journaled && (entry.needsApproval || byPlatform) ? { approved: true as const } : undefined
@@ -111,9 +160,12 @@ const remoteTool = (
         })
       )
     }
-    return Effect.flatMap(Effect.all([ToolContext, Effect.serviceOption(Tracer.ParentSpan)]), ([ctx, span]) =>
-      Effect.flatMap(
-        deliver({
+    return Effect.flatMap(Effect.context<TaskCalls | ToolContext>(), (context) => {
+      const calls = Context.get(context, TaskCalls)
+      const ctx = Context.get(context, ToolContext)
+      const span = Context.getOption(context, Tracer.ParentSpan)
+      return Effect.map(
+        (own ? calls.deliver : calls.route)({
           toolCallId: ctx.toolCallId,
           name: entry.name,
           arguments: JSON.stringify(input),
@@ -122,8 +174,9 @@ const remoteTool = (
           ...(Option.isSome(span) ? { traceparent: traceparentOf(span.value) } : {})
         }),
         // Success or failure, the answer is the result: checked once, on arrival.
-        (result) => Effect.succeed(new Verbatim(result))
-      ))
+        (result) => new Verbatim(result)
+      )
+    })
   })
 }
 
@@ -165,20 +218,30 @@ const runWith = (
 ): Effect.Effect<void, never, LanguageModel.LanguageModel> => {
   const { emit, taskId } = options
   const journaled = options.journaled === true
-  const agent = Agent.make({
-    name: options.agentId,
-    tools: [
-      ...options.tools.map(({ entry, own }) =>
-        remoteTool(options.agentId, entry, own ? options.deliver : options.route, journaled, options.approve)
-      ),
-      ...(options.platformTools ?? [])
-    ],
-    instructions: options.instructions,
-    maxSteps: options.maxSteps,
-    approvalExpiry: options.approvalExpiry,
-    output,
-    outputRetries: options.output?.retries
-  })
+  const make = (): TaskAgent =>
+    Agent.make({
+      name: options.agentId,
+      tools: [
+        ...options.tools.map(({ entry, own }) => remoteTool(options.agentId, entry, own, journaled, options.approve)),
+        ...(options.platformTools ?? [])
+      ],
+      instructions: options.instructions,
+      maxSteps: options.maxSteps,
+      approvalExpiry: options.approvalExpiry,
+      output,
+      outputRetries: options.output?.retries
+    })
+  // A typed task's agent, and one with tools of its own (`exec_agent`'s, made for the task), are made for it alone.
+  const agent = options.agents === undefined || output !== undefined || (options.platformTools ?? []).length > 0
+    ? make()
+    : options.agents.agentFor(options.agentId, {
+      tools: options.tools,
+      journaled,
+      approve: options.approve,
+      instructions: options.instructions,
+      maxSteps: options.maxSteps,
+      approvalExpiry: options.approvalExpiry
+    }, make)
   const host = journaled ? { runId: taskId, rerunUnfinished: true, known: options.known } : undefined
   return Agent.runWithEvents(agent, options.prompt, (event) => {
     switch (event._tag) {
@@ -214,6 +277,7 @@ const runWith = (
         })
     }
   }, host).pipe(
+    Effect.provideService(TaskCalls, { deliver: options.deliver, route: options.route }),
     Effect.asVoid,
     Effect.catchAllCause((cause) =>
       Effect.sync(() => {

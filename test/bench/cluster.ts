@@ -9,7 +9,8 @@
  * tasks at a time, what each task costs the database (transactions and rows written, from
  * PostgreSQL's own statistics) and the CPU a call (the platform's processes, this one, the database
  * server). Run with `npm run bench` or `tsx test/bench/cluster.ts [--tasks=N] [--modes=journaled,one,three,spread]
- * [--durable=off|on]` (a part of it, while working on one of them).
+ * [--durable=off|on] [--profile=DIR] [--platform-script=FILE]` (a part of it, while working on one of them; `--modes=none`
+ * measures the embedded platform alone, no PostgreSQL started).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted, Schema, type Scope, Stream } from "effect"
@@ -30,6 +31,10 @@ const tasks = Number(flag("tasks") ?? 48)
 const modes = new Set((flag("modes") ?? "journaled,one,three,spread").split(","))
 /** `--durable=off` (the tests' settings only) or `on` (the durable PostgreSQL only); both by default. */
 const durables = flag("durable") === "off" ? [false] : flag("durable") === "on" ? [true] : [false, true]
+/** `--profile=DIR`: each platform process writes its CPU profile (node --cpu-prof) to DIR. */
+const profile = flag("profile")
+/** `--platform-script=FILE`: the platform processes run FILE (clusterPlatform.ts built to JavaScript) with node, not tsx: profiles with its lines. */
+const platformScript = flag("platform-script")
 
 /** When each task's calls reached the tool, by task id. */
 const delivered = new Map<string, Array<number>>()
@@ -54,7 +59,11 @@ const platformProcess = (args: ReadonlyArray<string>): Effect.Effect<{ url: stri
   Effect.flatMap(
     Effect.acquireRelease(
       Effect.sync(() =>
-        spawn(process.execPath, ["--import", "tsx", "test/bench/clusterPlatform.ts", ...args], {
+        spawn(process.execPath, [
+          ...(profile === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${profile}`]),
+          ...(platformScript === undefined ? ["--import", "tsx", "test/bench/clusterPlatform.ts"] : [platformScript]),
+          ...args
+        ], {
           cwd: fileURLToPath(new URL("../..", import.meta.url)),
           stdio: ["pipe", "pipe", "inherit"]
         })
@@ -299,7 +308,9 @@ const main = Effect.gen(function*() {
     measure: "embedded platform (memory): CPU a call (the platform's process; the serving process), 8 at a time",
     value: `${fixed(base.cpu.platform, 2)}; ${fixed(base.cpu.own, 2)} ms`
   })
-  for (const durable of durables) {
+  // No PostgreSQL started when no mode needs it (`--modes=none`: the embedded platform alone).
+  const needsDatabase = ["journaled", "one", "three", "spread"].some((mode) => modes.has(mode))
+  for (const durable of needsDatabase ? durables : []) {
     const label = durable
       ? "durable PostgreSQL (fsync, synchronous_commit on)"
       : "tests' PostgreSQL (fsync, synchronous_commit off)"

@@ -52,7 +52,7 @@ const main = Effect.gen(function*() {
   })
 }).pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
 
-if (process.argv[1]?.endsWith("clusterPlatform.ts")) {
+if (/clusterPlatform\.(ts|m?js)$/.test(process.argv[1] ?? "")) {
   Effect.runPromise(main).then(() => process.exit(0), (error) => {
     console.error(error)
     process.exit(1)
