@@ -23,7 +23,7 @@ import {
   type Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
-import { Context, Deferred, Duration, Effect, Exit, Layer, Option, Runtime, Schema, SchemaAST } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, FiberId, Layer, Option, Runtime, Schema, SchemaAST } from "effect"
 import type { Readable, Writable } from "node:stream"
 import * as Content from "./Content.js"
 import * as McpTasks from "./McpTasks.js"
@@ -31,7 +31,17 @@ import { Ids } from "./Ids.js"
 import * as Door from "./internal/call/door.js"
 import { clientServices, type Extra } from "./internal/mcp/clientServices.js"
 import * as Tasks from "./internal/mcp/tasks.js"
-import { expireIdle, handleHttp, type HttpFace, isLoopback, makeNodeServer, metadataResponse, type Served } from "./internal/mcp/http.js"
+import {
+  type Direct,
+  expireIdle,
+  handleHttp,
+  handleRouted,
+  type HttpFace,
+  isLoopback,
+  makeNodeServer,
+  metadataResponse,
+  type Served
+} from "./internal/mcp/http.js"
 import * as OAuth from "./internal/mcp/oauth.js"
 import { ToolResult, UnknownTool } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
@@ -519,6 +529,9 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
   const listed = listOf(toolkit)
   const bodyMillis = Duration.toMillis(options.bodyTimeout ?? httpDefaults.bodyTimeout)
   const limits = { maxConnections: options.maxConnections ?? httpDefaults.maxConnections, bodyMillis }
+  const path = options.path ?? "/mcp"
+  // A plain path is taken from Node's server as requests come; a pattern is the router's to match.
+  const direct: Direct = { path: /[:*]/.test(path) ? undefined : path, handle: undefined }
   const route = HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
       const runtime = yield* Effect.runtime<Exclude<R, ToolContext.CallServices>>()
@@ -533,6 +546,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
           `MCP over HTTP on ${host} without tokens: anyone who reaches the port can call the tools; give layerHttp tokens`
         )
       }
+      const clock = yield* Effect.clock
       const face: HttpFace = {
         host,
         tokens: tokensOf(options.tokens),
@@ -543,7 +557,12 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
         bodyMillis,
         maxSessions: options.maxSessions ?? httpDefaults.maxSessions,
         idleMillis: Duration.toMillis(options.sessionIdleTimeout ?? httpDefaults.sessionIdleTimeout),
-        clock: yield* Effect.clock,
+        clock,
+        after: (millis, f) => {
+          if (!Number.isFinite(millis)) return () => undefined
+          const fiber = Runtime.runFork(runtime)(Effect.andThen(clock.sleep(Duration.millis(millis)), Effect.sync(f)))
+          return () => fiber.unsafeInterruptAsFork(FiberId.none)
+        },
         sessions: new Map(),
         bufferedBodyBytes: 0,
         opening: 0,
@@ -552,7 +571,16 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
         sessionId: () => ids.make("session")
       }
       yield* expireIdle(face)
-      yield* router.add("*", options.path ?? "/mcp", (request) => handleHttp(face, request))
+      yield* router.add("*", path, (request) => handleRouted(face, request))
+      yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          direct.handle = (req, res) => handleHttp(face, req, res)
+        }),
+        () =>
+          Effect.sync(() => {
+            direct.handle = undefined
+          })
+      )
       const oauth = options.oauth
       if (oauth !== undefined) {
         for (const path of OAuth.metadataPaths(oauth.resource)) {
@@ -564,7 +592,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
   return HttpLayerRouter.serve(route, { disableLogger: true, disableListenLog: true }).pipe(
     Layer.provideMerge(Layer.unwrapEffect(Effect.map(Effect.runtime<never>(), (runtime) => {
       const warn = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
-      return NodeHttpServer.layer(() => makeNodeServer(limits, warn), { port: options.port, host })
+      return NodeHttpServer.layer(() => makeNodeServer(limits, warn, direct), { port: options.port, host })
     })))
   )
 }

@@ -17,6 +17,7 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
 import { Context, Effect, Layer, Logger, Schema } from "effect"
 import { randomUUID } from "node:crypto"
+import type { IncomingMessage, ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { z } from "zod"
 import { Tool, Toolkit } from "../../src/index.js"
@@ -52,11 +53,19 @@ const sdkServer = () => {
   return sdk
 }
 
+/** What the bench reads of Express's request and response (its types are not installed). */
+interface ExpressRequest extends IncomingMessage {
+  readonly body?: unknown
+}
+interface ExpressResponse extends ServerResponse {
+  status(code: number): { json(body: unknown): void; send(body: string): void }
+}
+
 /** The SDK's documented Streamable HTTP server: a transport and a server a session, on its Express app. */
 const serveSdkHttp = () => {
   const app = createMcpExpressApp()
   const transports = new Map<string, StreamableHTTPServerTransport>()
-  app.post("/mcp", async (req, res) => {
+  app.post("/mcp", async (req: ExpressRequest, res: ExpressResponse) => {
     const id = req.headers["mcp-session-id"]
     const known = typeof id === "string" ? transports.get(id) : undefined
     if (known !== undefined) return known.handleRequest(req, res, req.body)
@@ -75,7 +84,7 @@ const serveSdkHttp = () => {
     await sdkServer().connect(transport)
     await transport.handleRequest(req, res, req.body)
   })
-  const inSession = async (req: import("express").Request, res: import("express").Response) => {
+  const inSession = async (req: ExpressRequest, res: ExpressResponse) => {
     const id = req.headers["mcp-session-id"]
     const known = typeof id === "string" ? transports.get(id) : undefined
     if (known === undefined) res.status(400).send("no valid session")
