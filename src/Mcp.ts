@@ -23,7 +23,7 @@ import {
   type Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
-import { Context, Deferred, Duration, Effect, Exit, FiberId, Layer, Option, Runtime, Schema, SchemaAST } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Layer, Option, Runtime, Schema, SchemaAST } from "effect"
 import type { Readable, Writable } from "node:stream"
 import * as Content from "./Content.js"
 import * as McpTasks from "./McpTasks.js"
@@ -31,17 +31,7 @@ import { Ids } from "./Ids.js"
 import * as Door from "./internal/call/door.js"
 import { clientServices, type Extra } from "./internal/mcp/clientServices.js"
 import * as Tasks from "./internal/mcp/tasks.js"
-import {
-  type Direct,
-  expireIdle,
-  handleHttp,
-  handleRouted,
-  type HttpFace,
-  isLoopback,
-  makeNodeServer,
-  metadataResponse,
-  type Served
-} from "./internal/mcp/http.js"
+import { afterOn, type Direct, expireIdle, handleHttp, handleRouted, type HttpFace, isLoopback, makeNodeServer, metadataResponse, type Served } from "./internal/mcp/http.js"
 import * as OAuth from "./internal/mcp/oauth.js"
 import { ToolResult, UnknownTool } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
@@ -558,11 +548,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
         maxSessions: options.maxSessions ?? httpDefaults.maxSessions,
         idleMillis: Duration.toMillis(options.sessionIdleTimeout ?? httpDefaults.sessionIdleTimeout),
         clock,
-        after: (millis, f) => {
-          if (!Number.isFinite(millis)) return () => undefined
-          const fiber = Runtime.runFork(runtime)(Effect.andThen(clock.sleep(Duration.millis(millis)), Effect.sync(f)))
-          return () => fiber.unsafeInterruptAsFork(FiberId.none)
-        },
+        after: afterOn(runtime, clock),
         sessions: new Map(),
         bufferedBodyBytes: 0,
         opening: 0,
@@ -572,15 +558,8 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
       }
       yield* expireIdle(face)
       yield* router.add("*", path, (request) => handleRouted(face, request))
-      yield* Effect.acquireRelease(
-        Effect.sync(() => {
-          direct.handle = (req, res) => handleHttp(face, req, res)
-        }),
-        () =>
-          Effect.sync(() => {
-            direct.handle = undefined
-          })
-      )
+      yield* Effect.acquireRelease(Effect.sync(() => void (direct.handle = (req, res) => handleHttp(face, req, res))), () =>
+        Effect.sync(() => void (direct.handle = undefined)))
       const oauth = options.oauth
       if (oauth !== undefined) {
         for (const path of OAuth.metadataPaths(oauth.resource)) {

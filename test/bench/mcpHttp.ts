@@ -20,10 +20,10 @@ import { fileURLToPath } from "node:url"
 import { report } from "./report.js"
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
-const sequentialCalls = Number(arg("sequential") ?? 3_000) // each server's, alternating call by call
+const sequentialCalls = Number(arg("sequential") ?? 2_000) // each server's, alternating call by call
 const sessions = 16
-const blocks = Number(arg("blocks") ?? 10) // each server's, alternating block by block
-const blockCalls = Number(arg("block-calls") ?? 2_000)
+const blocks = Number(arg("blocks") ?? 8) // each server's, alternating block by block
+const blockCalls = Number(arg("block-calls") ?? 1_500)
 const token = "bench-token-0123456789abcdef"
 /** `--profile=DIR`: each server writes a CPU profile there when it stops. */
 const profile = arg("profile")

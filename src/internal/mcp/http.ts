@@ -10,7 +10,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
-import { type Clock, Duration, Effect } from "effect"
+import { type Clock, Duration, Effect, FiberId, Runtime } from "effect"
 import {
   createServer,
   type IncomingHttpHeaders,
@@ -239,6 +239,13 @@ const toSession = (face: HttpFace, req: IncomingMessage, res: ServerResponse, au
   }
   // A new session: its first request must be `initialize` (the transport answers 400 otherwise).
   openSession(face, client, webRequest(req), parsedBody, res)
+}
+
+/** `BodyLimits.after` on `runtime`, by `clock` (a fiber only for a body still arriving once its first bytes are read). */
+export const afterOn = (runtime: Runtime.Runtime<never>, clock: Clock.Clock) => (millis: number, f: () => void) => {
+  if (!Number.isFinite(millis)) return () => undefined
+  const fiber = Runtime.runFork(runtime)(Effect.andThen(clock.sleep(Duration.millis(millis)), Effect.sync(f)))
+  return () => fiber.unsafeInterruptAsFork(FiberId.none)
 }
 
 /** A request begins or ends in `session`: it is busy meanwhile, and active as of now. */
