@@ -520,9 +520,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
   const bodyMillis = Duration.toMillis(options.bodyTimeout ?? httpDefaults.bodyTimeout)
   const limits = { maxConnections: options.maxConnections ?? httpDefaults.maxConnections, bodyMillis }
   const path = options.path ?? "/mcp"
-  // A plain path is taken from Node's server as requests come; a pattern is the router's to match.
-  const direct: Direct = { path: /[:*]/.test(path) ? undefined : path, handle: undefined }
-  const route = HttpLayerRouter.use((router) =>
+  const route = (direct: Direct) => HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
       const runtime = yield* Effect.runtime<Exclude<R, ToolContext.CallServices>>()
       // Each session opens a door of its own; tools on worker threads: their workers are up before the first.
@@ -568,12 +566,16 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
       }
     })
   )
-  return HttpLayerRouter.serve(route, { disableLogger: true, disableListenLog: true }).pipe(
-    Layer.provideMerge(Layer.unwrapEffect(Effect.map(Effect.runtime<never>(), (runtime) => {
-      const warn = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
-      return NodeHttpServer.layer(() => makeNodeServer(limits, warn, direct), { port: options.port, host })
-    })))
-  )
+  // Each build its own: a plain path is taken from Node's server as requests come; a pattern is the router's to match.
+  return Layer.unwrapEffect(Effect.sync(() => {
+    const direct: Direct = { path: /[:*]/.test(path) ? undefined : path, handle: undefined }
+    return HttpLayerRouter.serve(route(direct), { disableLogger: true, disableListenLog: true }).pipe(
+      Layer.provideMerge(Layer.unwrapEffect(Effect.map(Effect.runtime<never>(), (runtime) => {
+        const warn = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
+        return NodeHttpServer.layer(() => makeNodeServer(limits, warn, direct), { port: options.port, host })
+      })))
+    )
+  }))
 }
 
 /** `HttpOptions.tokens` as token -> name; a list's tokens are named by their place in it ("client 1"), never by themselves. */

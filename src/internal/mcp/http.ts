@@ -289,6 +289,7 @@ const inSession = (face: HttpFace, session: Session, web: Request, parsedBody: u
  * events come (a GET's with `streamOpened` first), cancelled when the client goes away.
  */
 const writeWeb = (res: ServerResponse, response: Response, get: boolean): void => {
+  if (res.destroyed) return void response.body?.cancel().catch(() => undefined)
   const headers: Record<string, string> = {}
   response.headers.forEach((value, key) => {
     headers[key] = value
