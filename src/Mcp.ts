@@ -31,7 +31,7 @@ import { Ids } from "./Ids.js"
 import * as Door from "./internal/call/door.js"
 import { clientServices, type Extra } from "./internal/mcp/clientServices.js"
 import * as Tasks from "./internal/mcp/tasks.js"
-import { expireIdle, handleHttp, type HttpFace, isLoopback, makeNodeServer, metadataResponse, type Served } from "./internal/mcp/http.js"
+import { afterOn, type Direct, expireIdle, handleHttp, handleRouted, type HttpFace, isLoopback, makeNodeServer, metadataResponse, type Served } from "./internal/mcp/http.js"
 import * as OAuth from "./internal/mcp/oauth.js"
 import { ToolResult, UnknownTool } from "./ToolResult.js"
 import * as Tool from "./Tool.js"
@@ -520,7 +520,8 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
   const listed = listOf(toolkit)
   const bodyMillis = Duration.toMillis(options.bodyTimeout ?? httpDefaults.bodyTimeout)
   const limits = { maxConnections: options.maxConnections ?? httpDefaults.maxConnections, bodyMillis }
-  const route = HttpLayerRouter.use((router) =>
+  const path = options.path ?? "/mcp"
+  const route = (direct: Direct) => HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
       const runtime = yield* Effect.runtime<Exclude<R, ToolContext.CallServices>>()
       // Each session opens a door of its own; tools on worker threads: their workers are up before the first.
@@ -536,6 +537,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
       }
       const unscoped = OAuth.unknownToolScopes(options.oauth, [...toolkit.byName.keys()])
       if (unscoped !== undefined) yield* Effect.logWarning(unscoped)
+      const clock = yield* Effect.clock
       const face: HttpFace = {
         host,
         tokens: tokensOf(options.tokens),
@@ -546,7 +548,8 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
         bodyMillis,
         maxSessions: options.maxSessions ?? httpDefaults.maxSessions,
         idleMillis: Duration.toMillis(options.sessionIdleTimeout ?? httpDefaults.sessionIdleTimeout),
-        clock: yield* Effect.clock,
+        clock,
+        after: afterOn(runtime, clock),
         sessions: new Map(),
         bufferedBodyBytes: 0,
         opening: 0,
@@ -555,7 +558,9 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
         sessionId: () => ids.make("session")
       }
       yield* expireIdle(face)
-      yield* router.add("*", options.path ?? "/mcp", (request) => handleHttp(face, request))
+      yield* router.add("*", path, (request) => handleRouted(face, request))
+      yield* Effect.acquireRelease(Effect.sync(() => void (direct.handle = (req, res) => handleHttp(face, req, res))), () =>
+        Effect.sync(() => void (direct.handle = undefined)))
       const oauth = options.oauth
       if (oauth !== undefined) {
         for (const path of OAuth.metadataPaths(oauth.resource)) {
@@ -564,12 +569,16 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
       }
     })
   )
-  return HttpLayerRouter.serve(route, { disableLogger: true, disableListenLog: true }).pipe(
-    Layer.provideMerge(Layer.unwrapEffect(Effect.map(Effect.runtime<never>(), (runtime) => {
-      const warn = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
-      return NodeHttpServer.layer(() => makeNodeServer(limits, warn), { port: options.port, host })
-    })))
-  )
+  // Each build its own: a plain path is taken from Node's server as requests come; a pattern is the router's to match.
+  return Layer.unwrapEffect(Effect.sync(() => {
+    const direct: Direct = { path: /[:*]/.test(path) ? undefined : path, handle: undefined }
+    return HttpLayerRouter.serve(route(direct), { disableLogger: true, disableListenLog: true }).pipe(
+      Layer.provideMerge(Layer.unwrapEffect(Effect.map(Effect.runtime<never>(), (runtime) => {
+        const warn = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
+        return NodeHttpServer.layer(() => makeNodeServer(limits, warn, direct), { port: options.port, host })
+      })))
+    )
+  }))
 }
 
 /** `HttpOptions.tokens` as token -> name; a list's tokens are named by their place in it ("client 1"), never by themselves. */

@@ -25,6 +25,7 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["loop.ts", "--mode=streamed"],
   ["serve.ts"],
   ["mcp.ts"],
+  ["mcpHttp.ts"],
   ["claims.ts"],
   ["journal.ts"],
   ["operator.ts"],

@@ -1,7 +1,8 @@
 /**
  * MCP over Streamable HTTP, the face `Mcp.layerHttp` serves (design: MCP, Hostile clients): each request checked
  * (Host and Origin, the body read within its limits), then handed to its session's transport, or to a new session
- * for `initialize`; the sessions capped and expired when idle.
+ * for `initialize`; the sessions capped and expired when idle. Requests to the MCP path are taken from Node's server
+ * as they come (`Direct`), with no fiber of the Effect HTTP server a request; its router serves the rest.
  */
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
@@ -9,10 +10,17 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
-import { type Clock, Duration, Effect } from "effect"
-import { createServer, type Server as NodeServer, STATUS_CODES } from "node:http"
+import { type Clock, Duration, Effect, FiberId, Runtime } from "effect"
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server as NodeServer,
+  type ServerResponse,
+  STATUS_CODES
+} from "node:http"
 import type { Socket } from "node:net"
-import * as Json from "../util/json.js"
+import { type Answer, type BodyLimits, closing, isAnswer, jsonRpcError, readPost, send, textAnswer } from "./httpBody.js"
 import * as OAuth from "./oauth.js"
 
 /** A server of one connection (stdio) or one session (HTTP), and how to close it. */
@@ -34,104 +42,36 @@ const loopbackHosts = new Set(["127.0.0.1", "localhost", "[::1]", "::1"])
 /** True when `host` (the address the server binds) is reachable from this machine only. */
 export const isLoopback = (host: string): boolean => loopbackHosts.has(host.toLowerCase())
 
+// The hostnames of the Host and Origin values seen last: a client sends the same ones with every request.
+const hostnames = new Map<string, string | undefined>()
+
 /** The hostname of a Host header or Origin URL, lowercased, or undefined if it has none. */
 const hostnameOf = (value: string): string | undefined => {
+  if (hostnames.has(value)) return hostnames.get(value)
+  let hostname: string | undefined
   try {
-    return new URL(value.includes("://") ? value : `http://${value}`).hostname.toLowerCase()
+    hostname = new URL(value.includes("://") ? value : `http://${value}`).hostname.toLowerCase()
   } catch {
-    return undefined
+    hostname = undefined
   }
+  if (hostnames.size >= 256) hostnames.clear()
+  hostnames.set(value, hostname)
+  return hostname
 }
 
 /**
  * DNS-rebinding protection: a page on another site must not reach a server on this machine. The
  * Host must name this machine (or the configured host); an Origin, when sent, too.
  */
-const foreignRequest = (request: HttpServerRequest.HttpServerRequest, host: string): string | undefined => {
+const foreignRequest = (headers: IncomingHttpHeaders, host: string): string | undefined => {
   const allowed = (hostname: string | undefined) =>
     hostname !== undefined && (loopbackHosts.has(hostname) || hostname === host.toLowerCase())
-  const hostHeader = request.headers.host
+  const hostHeader = headers.host
   if (hostHeader === undefined || !allowed(hostnameOf(hostHeader))) return "the Host header does not name this server"
-  const origin = request.headers.origin
+  const origin = headers.origin
   if (origin !== undefined && !allowed(hostnameOf(origin))) return "the Origin is not allowed"
   return undefined
 }
-
-type Body =
-  | { readonly _tag: "Read"; readonly text: string }
-  | { readonly _tag: "TooLarge" }
-  | { readonly _tag: "TooDeep" }
-  | { readonly _tag: "Busy" }
-
-/** The first bytes of every body, which the shared budget does not count: a small request always gets in. */
-export const unbudgetedBodyBytes = 64 * 1024
-
-/**
- * The request body, or TooLarge as soon as more than `maxBodyBytes` arrived (or were declared): a
- * client cannot make the server hold more than the limit. Busy as soon as its bytes past the first
- * `unbudgetedBodyBytes` would take the bodies being read over `maxBufferedBodyBytes` together. TooDeep when
- * its first bytes already nest deeper than `maxBodyDepth` (a body 4 MB deep is refused from its first chunk,
- * not read to the end). The rest of the body is not read; the answer closes the connection. Interrupted (its
- * time is up), it lets go of what it held.
- */
-const readBody = (request: HttpServerRequest.HttpServerRequest, face: HttpFace): Effect.Effect<Body, Error> => {
-  const declared = Number(request.headers["content-length"])
-  if (declared > face.maxBodyBytes) return Effect.succeed({ _tag: "TooLarge" })
-  // A declared length that cannot fit is refused before a byte is read.
-  if (face.bufferedBodyBytes + declared - unbudgetedBodyBytes > face.maxBufferedBodyBytes) {
-    return Effect.succeed({ _tag: "Busy" })
-  }
-  const source = NodeHttpServerRequest.toIncomingMessage(request)
-  return Effect.async<Body, Error>((resume) => {
-    let chunks: Array<Buffer> = []
-    let received = 0
-    let budgeted = 0
-    const stop = () => {
-      source.off("data", onData)
-      source.off("end", onEnd)
-      source.off("error", onError)
-      face.bufferedBodyBytes -= budgeted
-      budgeted = 0
-      chunks = []
-    }
-    const refuse = (body: Body) => {
-      stop()
-      source.pause()
-      resume(Effect.succeed(body))
-    }
-    const onData = (chunk: Buffer) => {
-      const before = received
-      received += chunk.length
-      if (received > face.maxBodyBytes) return refuse({ _tag: "TooLarge" })
-      // Once, with the first bytes that could nest too deep: the scan of a prefix stops where the whole text's would.
-      if (before <= 2 * face.maxBodyDepth && received > 2 * face.maxBodyDepth) {
-        const prefix = Buffer.concat([...chunks, chunk]).toString("utf8")
-        if (Json.textDeeperThan(prefix, face.maxBodyDepth)) return refuse({ _tag: "TooDeep" })
-      }
-      const more = Math.max(0, received - unbudgetedBodyBytes) - budgeted
-      if (more > 0 && face.bufferedBodyBytes + more > face.maxBufferedBodyBytes) return refuse({ _tag: "Busy" })
-      face.bufferedBodyBytes += more
-      budgeted += more
-      chunks.push(chunk)
-    }
-    const onEnd = () => {
-      const text = Buffer.concat(chunks).toString("utf8")
-      stop()
-      resume(Effect.succeed({ _tag: "Read", text }))
-    }
-    const onError = (error: Error) => {
-      stop()
-      resume(Effect.fail(error))
-    }
-    source.on("data", onData)
-    source.once("end", onEnd)
-    source.once("error", onError)
-    return Effect.sync(stop)
-  })
-}
-
-const jsonRpcError = (status: number, code: number, message: string, headers: Record<string, string> = {}) =>
-  HttpServerResponse.unsafeJson({ jsonrpc: "2.0", error: { code, message }, id: null }, { status, headers })
 
 /** One session's server and transport, whose token opened it, and what its expiry looks at. */
 interface Session {
@@ -149,79 +89,17 @@ interface Session {
 // until there is a message or its first keep-alive (15 s); a client waiting for the headers would hang.
 const streamOpened = new TextEncoder().encode(": stream open\n\n")
 
-/** The SSE body with `streamOpened` first. */
-const openedStream = (body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> => {
-  const reader = body.getReader()
-  return new ReadableStream<Uint8Array>({
-    start: (controller) => controller.enqueue(streamOpened),
-    pull: async (controller) => {
-      const next = await reader.read().catch(() => ({ done: true as const, value: undefined }))
-      if (next.done) controller.close()
-      else controller.enqueue(next.value)
-    },
-    cancel: (reason) => reader.cancel(reason)
-  })
-}
-
-// The unread rest of a refused body is not worth reading: the connection closes after the answer.
-const closing = { connection: "close" } as const
-
-/**
- * A POST's body, read once within `maxBodyBytes`, the shared budget and `bodyTimeout`, and parsed; or the
- * answer that refuses it (413, 503, 408, 400).
- */
-const readPost = (
-  request: HttpServerRequest.HttpServerRequest,
-  face: HttpFace
-): Effect.Effect<{ readonly parsedBody: unknown } | HttpServerResponse.HttpServerResponse> =>
-  Effect.gen(function*() {
-    const { bodyMillis, maxBodyBytes, maxBodyDepth, maxBufferedBodyBytes } = face
-    const body = yield* Effect.either(readBody(request, face)).pipe(
-      Effect.timeoutTo({ duration: bodyMillis, onSuccess: (read) => read, onTimeout: () => "TimedOut" as const })
-    )
-    if (body === "TimedOut") {
-      return jsonRpcError(408, -32600, `the request body did not arrive within ${bodyMillis} ms`, closing)
-    }
-    if (body._tag === "Right" && body.right._tag === "TooLarge") {
-      return jsonRpcError(413, -32600, `the request body is over the limit of ${maxBodyBytes} bytes`, closing)
-    }
-    if (body._tag === "Right" && body.right._tag === "TooDeep") {
-      return jsonRpcError(400, -32700, `Parse error: the body is nested deeper than ${maxBodyDepth} levels`, closing)
-    }
-    if (body._tag === "Right" && body.right._tag === "Busy") {
-      return jsonRpcError(
-        503,
-        -32000,
-        `the server holds ${maxBufferedBodyBytes} bytes of request bodies being read already; retry later`,
-        { ...closing, "retry-after": "1" }
-      )
-    }
-    const text = body._tag === "Right" && body.right._tag === "Read" ? body.right.text : undefined
-    if (text !== undefined && Json.textDeeperThan(text, maxBodyDepth)) {
-      return jsonRpcError(400, -32700, `Parse error: the body is nested deeper than ${maxBodyDepth} levels`)
-    }
-    const parsed = text === undefined ? undefined : yield* Effect.option(Effect.try(() => JSON.parse(text) as unknown))
-    if (parsed === undefined || parsed._tag === "None") return jsonRpcError(400, -32700, "Parse error: the body is not JSON")
-    return { parsedBody: parsed.value }
-  })
-
 /** What the HTTP face holds: its limits, its sessions (open, and opening) and how a new one is served. */
-export interface HttpFace {
+export interface HttpFace extends BodyLimits {
   readonly host: string
   /** Token -> the client's name (for its sessions); undefined: no authentication. */
   readonly tokens: ReadonlyMap<string, string> | undefined
   /** OAuth access tokens checked as JWTs, in place of `tokens` (design: MCP authorization). */
   readonly oauth?: { readonly options: OAuth.OAuthOptions; readonly verify: (token: string) => Promise<OAuth.Principal | OAuth.Refusal> } | undefined
-  readonly maxBodyBytes: number
-  readonly maxBodyDepth: number
-  readonly maxBufferedBodyBytes: number
-  readonly bodyMillis: number
   readonly maxSessions: number
   readonly idleMillis: number
   readonly clock: Clock.Clock
   readonly sessions: Map<string, Session>
-  /** The bytes of the bodies being read that the shared budget counts. */
-  bufferedBodyBytes: number
   /** Sessions being created (an `initialize` in progress): they count towards the cap too. */
   opening: number
   /** A new session's server for the client a token names (its tasks are that client's), ids from the id service. */
@@ -240,32 +118,14 @@ const oauthRefusal = (oauth: OAuth.OAuthOptions, refusal: OAuth.Refusal | undefi
     { ...closing, "www-authenticate": OAuth.challenge(oauth, refusal) }
   )
 
-/**
- * With `oauth`, the principal of a request whose access token is valid, or the 401/403 that refuses it (the
- * token never repeated); with `tokens`, the client's name for a request with `Authorization: Bearer <token>` of
- * one of them, or the 401; without either, no name.
- */
-const authenticate = (
-  face: HttpFace,
-  request: HttpServerRequest.HttpServerRequest
-): Effect.Effect<{ readonly client: string | undefined; readonly principal?: OAuth.Principal } | HttpServerResponse.HttpServerResponse> => {
-  const header = request.headers.authorization
-  const token = header === undefined ? undefined : bearer.exec(header)?.[1]
-  const oauth = face.oauth
-  if (oauth !== undefined) {
-    if (token === undefined) return Effect.succeed(oauthRefusal(oauth.options, undefined))
-    return Effect.map(Effect.promise(() => oauth.verify(token)), (checked) =>
-      "name" in checked ? { client: checked.name, principal: checked } : oauthRefusal(oauth.options, checked))
-  }
-  return Effect.succeed(authenticateToken(face, header, token))
+/** Who a request is: the client's name (with `tokens` or `oauth`), and with `oauth` the principal. */
+interface Authenticated {
+  readonly client: string | undefined
+  readonly principal?: OAuth.Principal
 }
 
 /** `authenticate` with the static `tokens`. */
-const authenticateToken = (
-  face: HttpFace,
-  header: string | undefined,
-  token: string | undefined
-): { readonly client: string | undefined } | HttpServerResponse.HttpServerResponse => {
+const authenticateToken = (face: HttpFace, header: string | undefined, token: string | undefined): Authenticated | Answer => {
   if (face.tokens === undefined) return { client: undefined }
   const client = token === undefined ? undefined : face.tokens.get(token)
   if (client !== undefined) return { client }
@@ -276,53 +136,114 @@ const authenticateToken = (
   return jsonRpcError(401, -32001, message, { ...closing, "www-authenticate": challenge })
 }
 
+/** A request whose handling failed (a defect of ours or the SDK's): 500, as the HTTP server answers a defect. */
+const failed = (res: ServerResponse) => () => send(res, textAnswer(500, "internal server error"))
+
 /**
- * A request to the MCP path: checked (host, origin, token, body), then to its session, or a new one for
- * `initialize`. The token is checked before the body is read or a session counted.
+ * A request to the MCP path, on Node's own request and response (no fiber a request): checked (host, origin,
+ * token, body), then to its session, or a new one for `initialize`. With `tokens`, the token is checked before the
+ * body is read or a session counted; with `oauth`, the access token is.
  */
-export const handleHttp = (face: HttpFace, request: HttpServerRequest.HttpServerRequest) =>
-  Effect.gen(function*() {
-    const refused = foreignRequest(request, face.host)
-    if (refused !== undefined) return HttpServerResponse.text(refused, { status: 403 })
-    const authenticated = yield* authenticate(face, request)
-    if (!("client" in authenticated)) return authenticated
-    const client = authenticated.client
-    // The body is read once, here, and handed to the transport parsed: the web Request has none.
-    let parsedBody: unknown = undefined
-    if (request.method === "POST") {
-      const read = yield* readPost(request, face)
-      if (!("parsedBody" in read)) return read
-      parsedBody = read.parsedBody
+export const handleHttp = (face: HttpFace, req: IncomingMessage, res: ServerResponse): void => {
+  const refused = foreignRequest(req.headers, face.host)
+  if (refused !== undefined) return send(res, textAnswer(403, refused))
+  const header = req.headers.authorization
+  const token = header === undefined ? undefined : bearer.exec(header)?.[1]
+  const oauth = face.oauth
+  if (oauth === undefined) {
+    const authenticated = authenticateToken(face, header, token)
+    if (isAnswer(authenticated)) return send(res, authenticated)
+    return withBody(face, req, res, authenticated)
+  }
+  if (token === undefined) return send(res, oauthRefusal(oauth.options, undefined))
+  oauth.verify(token).then((checked) =>
+    "name" in checked
+      ? withBody(face, req, res, { client: checked.name, principal: checked })
+      : send(res, oauthRefusal(oauth.options, checked)), failed(res))
+}
+
+/** The body is read once, here, and handed to the transport parsed: the web Request has none. */
+const withBody = (face: HttpFace, req: IncomingMessage, res: ServerResponse, authenticated: Authenticated): void => {
+  if (req.method !== "POST") return toSession(face, req, res, authenticated, undefined)
+  readPost(req, res, face, (read) =>
+    isAnswer(read) ? send(res, read) : toSession(face, req, res, authenticated, read.parsedBody))
+}
+
+/** The value of a header as the web's `Headers` gives it: repeated values joined. */
+const headerValue = (value: string | Array<string> | undefined): string | null =>
+  value === undefined ? null : Array.isArray(value) ? value.join(", ") : value
+
+/** Node's headers read as the web's `Headers` are (lowercase names). */
+class NodeHeaders {
+  constructor(private readonly headers: IncomingHttpHeaders) {}
+  get(name: string): string | null {
+    return headerValue(this.headers[name.toLowerCase()])
+  }
+  has(name: string): boolean {
+    return this.headers[name.toLowerCase()] !== undefined
+  }
+  *entries(): IterableIterator<[string, string]> {
+    for (const name of Object.keys(this.headers)) {
+      const value = headerValue(this.headers[name])
+      if (value !== null) yield [name, value]
     }
-    // A tool's own scope, checked once the body says which tool is called.
-    if (face.oauth !== undefined && authenticated.principal !== undefined) {
-      const scope = OAuth.missingToolScope(face.oauth.options, authenticated.principal, parsedBody)
-      if (scope !== undefined) return oauthRefusal(face.oauth.options, OAuth.toolScopeRefusal(face.oauth.options, scope))
-    }
-    const url = HttpServerRequest.toURL(request)
-    const web = new Request(url._tag === "Some" ? url.value : "http://127.0.0.1/mcp", {
-      method: request.method,
-      headers: request.headers
-    })
-    const sessionId = request.headers["mcp-session-id"]
-    const known = sessionId === undefined ? undefined : face.sessions.get(sessionId)
-    // Another token's session is as good as unknown: its id tells a client nothing.
-    if (sessionId !== undefined && (known === undefined || known.client !== client)) {
-      return HttpServerResponse.text("unknown or closed MCP session", { status: 404 })
-    }
-    if (known !== undefined) return yield* inSession(face, known, web, parsedBody)
-    if (isInitializeRequest(parsedBody) && face.sessions.size + face.opening >= face.maxSessions) {
-      return jsonRpcError(
-        503,
-        -32000,
-        `the server has its maximum of ${face.maxSessions} MCP sessions open; close one (DELETE) or retry later`,
-        { "retry-after": String(Math.ceil(face.idleMillis / 1000)) }
-      )
-    }
-    // A new session: its first request must be `initialize` (the transport answers 400 otherwise).
-    face.opening++
-    return yield* Effect.ensuring(openSession(face, client, web, parsedBody), Effect.sync(() => face.opening--))
-  })
+  }
+  [Symbol.iterator]() {
+    return this.entries()
+  }
+  forEach(f: (value: string, name: string) => void): void {
+    for (const [name, value] of this.entries()) f(value, name)
+  }
+}
+
+/**
+ * The request as the SDK's transport reads it: its method, URL and headers (the body is handed over parsed). Node's
+ * request read in place: a web `Request` cost tens of microseconds a request to build (its headers copied and
+ * checked, its signal made), as much as the call itself.
+ */
+const webRequest = (req: IncomingMessage): Request => {
+  let url = "http://127.0.0.1/mcp"
+  try {
+    url = new URL(req.url ?? "/", `http://${req.headers.host}`).href
+  } catch {
+    // The fallback: the transport reads the URL for the request's info only.
+  }
+  return { method: req.method!, url, headers: new NodeHeaders(req.headers) } as unknown as Request
+}
+
+/** A checked request with its body, to its session, or to a new one for `initialize`. */
+const toSession = (face: HttpFace, req: IncomingMessage, res: ServerResponse, authenticated: Authenticated, parsedBody: unknown) => {
+  // A tool's own scope, checked once the body says which tool is called.
+  if (face.oauth !== undefined && authenticated.principal !== undefined) {
+    const scope = OAuth.missingToolScope(face.oauth.options, authenticated.principal, parsedBody)
+    if (scope !== undefined) return send(res, oauthRefusal(face.oauth.options, OAuth.toolScopeRefusal(face.oauth.options, scope)))
+  }
+  const client = authenticated.client
+  const sessionId = req.headers["mcp-session-id"] as string | undefined
+  const known = sessionId === undefined ? undefined : face.sessions.get(sessionId)
+  // Another token's session is as good as unknown: its id tells a client nothing.
+  if (sessionId !== undefined && (known === undefined || known.client !== client)) {
+    return send(res, textAnswer(404, "unknown or closed MCP session"))
+  }
+  if (known !== undefined) return inSession(face, known, webRequest(req), parsedBody, res)
+  if (isInitializeRequest(parsedBody) && face.sessions.size + face.opening >= face.maxSessions) {
+    return send(res, jsonRpcError(
+      503,
+      -32000,
+      `the server has its maximum of ${face.maxSessions} MCP sessions open; close one (DELETE) or retry later`,
+      { "retry-after": String(Math.ceil(face.idleMillis / 1000)) }
+    ))
+  }
+  // A new session: its first request must be `initialize` (the transport answers 400 otherwise).
+  openSession(face, client, webRequest(req), parsedBody, res)
+}
+
+/** `BodyLimits.after` on `runtime`, by `clock` (a fiber only for a body still arriving once its first bytes are read). */
+export const afterOn = (runtime: Runtime.Runtime<never>, clock: Clock.Clock) => (millis: number, f: () => void) => {
+  if (!Number.isFinite(millis)) return () => undefined
+  const fiber = Runtime.runFork(runtime)(Effect.andThen(clock.sleep(Duration.millis(millis)), Effect.sync(f)))
+  return () => fiber.unsafeInterruptAsFork(FiberId.none)
+}
 
 /** A request begins or ends in `session`: it is busy meanwhile, and active as of now. */
 const busy = (face: HttpFace, session: Session, by: 1 | -1) => {
@@ -334,34 +255,88 @@ const busy = (face: HttpFace, session: Session, by: 1 | -1) => {
  * A request of a known session, through its transport. A GET's stream, once open, does not keep the session: it
  * ends with the session when the session expires.
  */
-const inSession = (face: HttpFace, session: Session, web: Request, parsedBody: unknown) =>
-  Effect.gen(function*() {
-    busy(face, session, 1)
-    const transport = session.transport
-    const response = yield* Effect.promise(() => transport.handleRequest(web, { parsedBody })).pipe(
-      // The HTTP request closed before its answer: cancel its calls, as notifications/cancelled would.
-      Effect.onInterrupt(() =>
-        Effect.sync(() => {
-          busy(face, session, -1)
-          for (const requestId of requestIds(parsedBody)) {
-            transport.onmessage?.({
-              jsonrpc: "2.0",
-              method: "notifications/cancelled",
-              params: { requestId, reason: "the HTTP request closed" }
-            })
-          }
-        })
-      )
-    )
+const inSession = (face: HttpFace, session: Session, web: Request, parsedBody: unknown, res: ServerResponse) => {
+  busy(face, session, 1)
+  const transport = session.transport
+  let answering = true
+  // The HTTP request closed before its answer: cancel its calls, as notifications/cancelled would.
+  const onClose = () => {
+    answering = false
+    busy(face, session, -1)
+    for (const requestId of requestIds(parsedBody)) {
+      transport.onmessage?.({
+        jsonrpc: "2.0",
+        method: "notifications/cancelled",
+        params: { requestId, reason: "the HTTP request closed" }
+      })
+    }
+  }
+  res.once("close", onClose)
+  transport.handleRequest(web, { parsedBody }).then((response) => {
+    if (!answering) return void response.body?.cancel().catch(() => undefined)
+    res.off("close", onClose)
     busy(face, session, -1)
     releaseAnswered(transport)
-    const stream = web.method === "GET" && response.body !== null &&
-      (response.headers.get("content-type") ?? "").startsWith("text/event-stream")
-    if (!stream) return HttpServerResponse.fromWeb(response)
-    return HttpServerResponse.fromWeb(
-      new Response(openedStream(response.body!), { status: response.status, headers: response.headers })
-    )
+    writeWeb(res, response, web.method === "GET")
+  }).catch(failed(res))
+}
+
+/**
+ * The transport's web Response, written to Node's: a JSON answer at once, with its length; an SSE stream as its
+ * events come (a GET's with `streamOpened` first), cancelled when the client goes away.
+ */
+const writeWeb = (res: ServerResponse, response: Response, get: boolean): void => {
+  if (res.destroyed) return void response.body?.cancel().catch(() => undefined)
+  const headers: Record<string, string> = {}
+  response.headers.forEach((value, key) => {
+    headers[key] = value
   })
+  const body = response.body
+  if (body === null) {
+    res.writeHead(response.status, headers)
+    return void res.end()
+  }
+  if ((headers["content-type"] ?? "").startsWith("text/event-stream")) return writeStream(res, response.status, headers, body, get)
+  response.arrayBuffer().then((bytes) => {
+    if (res.destroyed) return
+    headers["content-length"] = String(bytes.byteLength)
+    res.writeHead(response.status, headers)
+    res.end(Buffer.from(bytes))
+  }).catch(failed(res))
+}
+
+/** An SSE body written as its events come, `streamOpened` first when `opened`; the client gone, the stream cancelled. */
+const writeStream = (
+  res: ServerResponse,
+  status: number,
+  headers: Record<string, string>,
+  body: ReadableStream<Uint8Array>,
+  opened: boolean
+): void => {
+  const reader = body.getReader()
+  let open = true
+  const onClose = () => {
+    open = false
+    reader.cancel().catch(() => undefined)
+  }
+  res.once("close", onClose)
+  res.writeHead(status, headers)
+  if (opened) res.write(streamOpened)
+  const end = () => {
+    if (!open) return
+    res.off("close", onClose)
+    res.end()
+  }
+  const next = (): void => {
+    reader.read().then((chunk) => {
+      if (!open) return
+      if (chunk.done) return end()
+      if (res.write(chunk.value)) next()
+      else res.once("drain", next)
+    }, end)
+  }
+  next()
+}
 
 /** The SDK transport's maps from a request's stream to its answer, and from a request id to its stream. */
 interface TransportMaps {
@@ -384,28 +359,59 @@ const releaseAnswered = (transport: WebStandardStreamableHTTPServerTransport): v
   }
 }
 
-/** A new session: its server and transport, kept once the transport names it (its `initialize` went through). */
-const openSession = (face: HttpFace, client: string | undefined, web: Request, parsedBody: unknown) =>
-  Effect.gen(function*() {
-    const served = face.serve(client)
-    const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
-      sessionIdGenerator: face.sessionId,
-      enableJsonResponse: true,
-      onsessioninitialized: (id) =>
-        void face.sessions.set(id, {
-          served,
-          transport,
-          client,
-          busy: 0,
-          lastActive: face.clock.unsafeCurrentTimeMillis()
-        }),
-      onsessionclosed: (id) => void face.sessions.delete(id)
+/**
+ * A new session: its server and transport, kept once the transport names it (its `initialize` went through). It
+ * counts towards the cap while it opens, until its answer or the client going away.
+ */
+const openSession = (face: HttpFace, client: string | undefined, web: Request, parsedBody: unknown, res: ServerResponse) => {
+  face.opening++
+  let opening = true
+  const opened = () => {
+    if (opening) face.opening--
+    opening = false
+  }
+  res.once("close", opened)
+  const served = face.serve(client)
+  const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
+    sessionIdGenerator: face.sessionId,
+    enableJsonResponse: true,
+    onsessioninitialized: (id) =>
+      void face.sessions.set(id, {
+        served,
+        transport,
+        client,
+        busy: 0,
+        lastActive: face.clock.unsafeCurrentTimeMillis()
+      }),
+    onsessionclosed: (id) => void face.sessions.delete(id)
+  })
+  served.server.connect(transport)
+    .then(() => transport.handleRequest(web, { parsedBody }))
+    .then(async (response) => {
+      releaseAnswered(transport)
+      if (transport.sessionId === undefined) await Effect.runPromise(served.close)
+      opened()
+      res.off("close", opened)
+      writeWeb(res, response, false)
     })
-    yield* Effect.promise(() => served.server.connect(transport))
-    const response = yield* Effect.promise(() => transport.handleRequest(web, { parsedBody }))
-    releaseAnswered(transport)
-    if (transport.sessionId === undefined) yield* served.close
-    return HttpServerResponse.fromWeb(response)
+    .catch(failed(res))
+}
+
+/**
+ * A request to the MCP path through the Effect HTTP server's router (a path that is a pattern; a plain path is
+ * taken from Node at once, `Direct`): handled as `handleHttp` does, on the request's Node objects.
+ */
+export const handleRouted = (face: HttpFace, request: HttpServerRequest.HttpServerRequest) =>
+  Effect.async<HttpServerResponse.HttpServerResponse>((resume) => {
+    const res = NodeHttpServerRequest.toServerResponse(request)
+    let done = false
+    const finished = () => {
+      if (!done) resume(Effect.succeed(HttpServerResponse.empty()))
+      done = true
+    }
+    res.once("finish", finished)
+    res.once("close", finished)
+    handleHttp(face, NodeHttpServerRequest.toIncomingMessage(request), res)
   })
 
 /**
@@ -452,12 +458,29 @@ const refuse = (socket: Socket, text: string) => {
 }
 
 /**
+ * The MCP path taken from Node's server as requests come, before the Effect HTTP server sees them (a fiber, its
+ * router and its response for every request cost more than the MCP call itself): `handle` once the face is up.
+ */
+export interface Direct {
+  /** A plain path (`/mcp`); undefined for a pattern, which the router matches. */
+  readonly path: string | undefined
+  handle: ((req: IncomingMessage, res: ServerResponse) => void) | undefined
+}
+
+/** The request's path, without its query. */
+const pathOf = (url: string | undefined): string => {
+  const query = url === undefined ? -1 : url.indexOf("?")
+  return query === -1 ? url ?? "" : url!.slice(0, query)
+}
+
+/**
  * A `node:http` server holding at most `maxConnections` connections: one more gets 503 and is closed before
  * it is read, and each is counted until it closes. Refusals are reported once per 10 s with their count.
  * Node's own timeouts bound a request's headers (`headersTimeoutMillis`) and, behind `bodyTimeout`, the
- * whole request; they are checked every second. Closing it cuts the connections still open.
+ * whole request; they are checked every second. Closing it cuts the connections still open. A request to
+ * `direct`'s path goes to its handler; any other to the server's `request` listeners (the Effect HTTP server's).
  */
-export const makeNodeServer = (limits: ConnectionLimits, warn: (message: string) => void): NodeServer => {
+export const makeNodeServer = (limits: ConnectionLimits, warn: (message: string) => void, direct?: Direct): NodeServer => {
   const server = createServer({
     headersTimeout: headersTimeoutMillis,
     requestTimeout: Number.isFinite(limits.bodyMillis) ? limits.bodyMillis + headersTimeoutMillis : 0,
@@ -487,6 +510,21 @@ export const makeNodeServer = (limits: ConnectionLimits, warn: (message: string)
     server.closeAllConnections()
     return server
   }
+  if (direct?.path === undefined) return server
+  const emit = server.emit
+  server.emit = function(this: NodeServer, event: string | symbol, ...args: Array<unknown>) {
+    const handle = direct.handle
+    if (event === "request" && handle !== undefined && pathOf((args[0] as IncomingMessage).url) === direct.path) {
+      const res = args[1] as ServerResponse
+      try {
+        handle(args[0] as IncomingMessage, res)
+      } catch {
+        failed(res)()
+      }
+      return true
+    }
+    return Reflect.apply(emit, this, [event, ...args]) as boolean
+  } as NodeServer["emit"]
   return server
 }
 
