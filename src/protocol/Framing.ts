@@ -133,7 +133,7 @@ export const readClientBytes = (
 ): ClientFrame =>
   Json.bytesDeeperThan(bytes, maxFrameDepth + 1)
     ? tooDeep(new TextDecoder().decode(bytes.subarray(0, 64)))
-    : readClientFrame(new TextDecoder().decode(bytes), headers, group)
+    : readFrame(new TextDecoder().decode(bytes), headers, group)
 
 /**
  * Reads a client's frame (design: Hostile clients): whatever it holds, a request for a known call
@@ -144,10 +144,16 @@ export const readClientFrame = (
   text: string,
   headers: ReadonlyArray<[string, string]>,
   group: Calls = PlatformRpcs
-): ClientFrame => {
+): ClientFrame =>
   // Refused before it is parsed: building a value nested a million deep holds the loop for a second.
   // The envelope is one level.
-  if (Json.textDeeperThan(text, maxFrameDepth + 1)) return tooDeep(text)
+  Json.textDeeperThan(text, maxFrameDepth + 1) ? tooDeep(text) : readFrame(text, headers, group)
+
+/**
+ * A frame whose text nests no deeper than `maxFrameDepth + 1` (checked on its text or its bytes, once):
+ * its payload, one level in, is then no deeper than `maxFrameDepth`, and is not walked again.
+ */
+const readFrame = (text: string, headers: ReadonlyArray<[string, string]>, group: Calls): ClientFrame => {
   let frame: unknown
   try {
     // V8's parser does not recurse: any depth parses; the depth check comes next.
@@ -161,10 +167,6 @@ export const readClientFrame = (
   if (cancel === true) return { _tag: "Interrupt", requestId: String(id) }
   if (typeof call !== "string" || !group.requests.has(call)) {
     return refused(id, `unknown call ${Json.preview(call)}; the calls are ${[...group.requests.keys()].join(", ")}`)
-  }
-  // Nothing deeper reaches a decoder, a formatter or a handler.
-  if (Json.deeperThan(payload, maxFrameDepth)) {
-    return refused(id, `invalid ${call} payload: nested deeper than ${maxFrameDepth} levels`)
   }
   const traced = typeof traceId === "string" && typeof spanId === "string"
   return {
