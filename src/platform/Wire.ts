@@ -16,7 +16,7 @@ import * as RpcServer from "@effect/rpc/RpcServer"
 import { Cause, Context, Effect, Exit, Mailbox, Runtime, Schema, type Scope } from "effect"
 import { Ids } from "../Ids.js"
 import * as Framing from "../protocol/Framing.js"
-import { ManifestRejected } from "../protocol/Protocol.js"
+import { ManifestRejected, PlatformRpcs } from "../protocol/Protocol.js"
 import * as Toolkit from "../Toolkit.js"
 
 /**
@@ -95,6 +95,8 @@ const describe = (error: unknown): string => error instanceof Error ? error.mess
 
 /** What the connections share: the clients' senders, the next client id, and the way into `RpcServer`. */
 interface Hub {
+  /** The calls the wire carries. */
+  readonly group: Framing.Calls
   readonly runtime: Runtime.Runtime<never>
   /** Makes each connection's id: unguessable, so that no client names another's. */
   readonly ids: Ids["Type"]
@@ -109,9 +111,13 @@ interface Hub {
 
 // --- the protocol: RpcServer's view of the connections ---
 
-/** The platform's side of the wire; its `protocol` is served by `RpcServer.make` in the same scope. */
-export const makeServer: Effect.Effect<Server, never, Scope.Scope> = Effect.gen(function*() {
+/**
+ * The wire for the calls of `group` (`PlatformRpcs` for the platform; another group on the same framing,
+ * for the serve bench's rpc echo); its `protocol` is served by `RpcServer.make` in the same scope.
+ */
+export const makeServerFor = (group: Framing.Calls): Effect.Effect<Server, never, Scope.Scope> => Effect.gen(function*() {
   const hub: Hub = {
+    group,
     runtime: yield* Effect.runtime<never>(),
     ids: yield* Ids,
     limits: yield* WireLimits,
@@ -139,6 +145,9 @@ export const makeServer: Effect.Effect<Server, never, Scope.Scope> = Effect.gen(
   })
   return { protocol, connect: (headers, send) => connectTo(hub, headers, send) }
 })
+
+/** The platform's side of the wire; its `protocol` is served by `RpcServer.make` in the same scope. */
+export const makeServer: Effect.Effect<Server, never, Scope.Scope> = makeServerFor(PlatformRpcs)
 
 // --- a connection: its answers out, its frames in ---
 
@@ -192,8 +201,8 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
     try {
       if (oversizeRegister(data)) return
       const frame = typeof data === "string"
-        ? Framing.readClientFrame(data, upgradeHeaders)
-        : Framing.readClientBytes(data, upgradeHeaders)
+        ? Framing.readClientFrame(data, upgradeHeaders, hub.group)
+        : Framing.readClientBytes(data, upgradeHeaders, hub.group)
       switch (frame._tag) {
         case "Refused":
           return write(frame.answer)
@@ -203,7 +212,7 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
           const { id, message } = frame
           if (running.has(message.id)) return write(Framing.refusal(id, `call id ${id} is already running`))
           if (oversizeRegister(data, { id, call: message.tag })) return
-          running.set(message.id, Framing.isStream(message.tag))
+          running.set(message.id, Framing.isStream(message.tag, hub.group))
           return void inbox.unsafeOffer([id, message])
         }
       }

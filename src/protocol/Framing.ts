@@ -50,13 +50,25 @@ export class FrameTooLarge extends Schema.TaggedError<FrameTooLarge>("agent-tool
   }
 }
 
-/** The calls whose success is a stream of events. */
-const streamCalls: ReadonlySet<string> = new Set(
-  [...PlatformRpcs.requests.values()].filter((rpc) => RpcSchema.isStreamSchema(rpc.successSchema)).map((rpc) => rpc._tag)
-)
+/** The calls a wire carries: `PlatformRpcs`'s, or another group's on the same framing (the serve bench's rpc echo). */
+export interface Calls {
+  readonly requests: ReadonlyMap<string, { readonly _tag: string; readonly successSchema: Schema.Schema.All }>
+}
 
-/** Whether `call` answers with a stream of events. */
-export const isStream = (call: string): boolean => streamCalls.has(call)
+/** The calls of each group whose success is a stream of events. */
+const streamCallsOf = new WeakMap<Calls, ReadonlySet<string>>()
+
+/** Whether `call` of `group` answers with a stream of events. */
+export const isStream = (call: string, group: Calls = PlatformRpcs): boolean => {
+  let streams = streamCallsOf.get(group)
+  if (streams === undefined) {
+    streams = new Set(
+      [...group.requests.values()].filter((rpc) => RpcSchema.isStreamSchema(rpc.successSchema)).map((rpc) => rpc._tag)
+    )
+    streamCallsOf.set(group, streams)
+  }
+  return streams.has(call)
+}
 
 /** Cuts `text` to the frames' limit. */
 const bounded = (text: string): string => clip(text, maxTextLength)
@@ -114,20 +126,34 @@ const tooDeep = (start: string): ClientFrame => {
  * `readClientFrame` on a frame's UTF-8 bytes, as the WebSocket gives them: one nested too deep is
  * refused before it is decoded (2 MB of text takes milliseconds to make, for nothing).
  */
-export const readClientBytes = (bytes: Uint8Array, headers: ReadonlyArray<[string, string]>): ClientFrame =>
+export const readClientBytes = (
+  bytes: Uint8Array,
+  headers: ReadonlyArray<[string, string]>,
+  group: Calls = PlatformRpcs
+): ClientFrame =>
   Json.bytesDeeperThan(bytes, maxFrameDepth + 1)
     ? tooDeep(new TextDecoder().decode(bytes.subarray(0, 64)))
-    : readClientFrame(new TextDecoder().decode(bytes), headers)
+    : readFrame(new TextDecoder().decode(bytes), headers, group)
 
 /**
  * Reads a client's frame (design: Hostile clients): whatever it holds, a request for a known call
  * whose payload is no deeper than `maxFrameDepth`, a cancel, or the answer that refuses it. The
  * request carries `headers` (the upgrade's). Never throws on what a client sends.
  */
-export const readClientFrame = (text: string, headers: ReadonlyArray<[string, string]>): ClientFrame => {
+export const readClientFrame = (
+  text: string,
+  headers: ReadonlyArray<[string, string]>,
+  group: Calls = PlatformRpcs
+): ClientFrame =>
   // Refused before it is parsed: building a value nested a million deep holds the loop for a second.
   // The envelope is one level.
-  if (Json.textDeeperThan(text, maxFrameDepth + 1)) return tooDeep(text)
+  Json.textDeeperThan(text, maxFrameDepth + 1) ? tooDeep(text) : readFrame(text, headers, group)
+
+/**
+ * A frame whose text nests no deeper than `maxFrameDepth + 1` (checked on its text or its bytes, once):
+ * its payload, one level in, is then no deeper than `maxFrameDepth`, and is not walked again.
+ */
+const readFrame = (text: string, headers: ReadonlyArray<[string, string]>, group: Calls): ClientFrame => {
   let frame: unknown
   try {
     // V8's parser does not recurse: any depth parses; the depth check comes next.
@@ -139,12 +165,8 @@ export const readClientFrame = (text: string, headers: ReadonlyArray<[string, st
   const { call, cancel, id, payload, spanId, traceId } = frame
   if (typeof id !== "number" || !Number.isSafeInteger(id)) return refused(undefined, "a frame must have a numeric id")
   if (cancel === true) return { _tag: "Interrupt", requestId: String(id) }
-  if (typeof call !== "string" || !PlatformRpcs.requests.has(call)) {
-    return refused(id, `unknown call ${Json.preview(call)}; the calls are ${[...PlatformRpcs.requests.keys()].join(", ")}`)
-  }
-  // Nothing deeper reaches a decoder, a formatter or a handler.
-  if (Json.deeperThan(payload, maxFrameDepth)) {
-    return refused(id, `invalid ${call} payload: nested deeper than ${maxFrameDepth} levels`)
+  if (typeof call !== "string" || !group.requests.has(call)) {
+    return refused(id, `unknown call ${Json.preview(call)}; the calls are ${[...group.requests.keys()].join(", ")}`)
   }
   const traced = typeof traceId === "string" && typeof spanId === "string"
   return {
