@@ -34,6 +34,7 @@ import type { Decide } from "./api/Operations.js"
 import { operatorListener } from "./api/Setup.js"
 import { agentSettingsOf, type Options } from "./Options.js"
 import { makeParts, type Parts } from "./Parts.js"
+import { failOnOutage } from "./Outages.js"
 import { connectionHeader, inProcessConnection, WireConnections, WireLimits } from "./Wire.js"
 
 /** What the platform holds, for inspection (tests, an admin view). */
@@ -155,25 +156,10 @@ const authorize = (agentId: string) =>
 const connectionOf = (headers: Headers.Headers): string => headers[connectionHeader] ?? inProcessConnection
 
 /**
- * The defects that are an outage, not a bug (cluster mode): the database away (`SqlError`), the cluster's engine
- * that could not take a message (its storage, a full mailbox), an owner that stopped before it answered.
+ * A call that died of an outage (Outages.ts) fails with `PlatformBusy` instead, which its client tries again (a
+ * submit with its key, so a retry finds the task the first made); any other defect stays one.
  */
-const outages = new Set(["SqlError", "PersistenceError", "MailboxFull", "AlreadyProcessingMessage", "EngineStopped"])
-
-/**
- * A call that died of an outage fails with `PlatformBusy` instead, which its client tries again (a submit with its
- * key, so a retry finds the task the first made); any other defect stays one.
- */
-const busyOnOutage = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | PlatformBusy, R> =>
-  Effect.catchAllDefect(effect, (defect) => {
-    const tag = typeof defect === "object" && defect !== null ? (defect as { readonly _tag?: unknown })._tag : undefined
-    if (typeof tag !== "string" || !outages.has(tag)) return Effect.die(defect)
-    const reason = defect instanceof Error ? defect.message : tag
-    return Effect.zipRight(
-      Effect.logWarning(`${operation}: ${reason}; its client is told to try again (PlatformBusy)`),
-      Effect.fail(new PlatformBusy({ operation, reason }))
-    )
-  })
+const busyOnOutage = (operation: string) => failOnOutage(operation, (reason) => new PlatformBusy({ operation, reason }))
 
 /** The protocol's handlers: authorization, then the backend's part each call is for. */
 const handlersOf = (backend: Backend) =>
