@@ -400,7 +400,10 @@ export type ScriptedTurn =
 
 /** What a scripted model saw, for assertions. */
 export class Scripted extends Context.Tag("agent-tools/LanguageModel/Scripted")<Scripted, {
-  /** The requests received so far (empty when `keepRequests` is false). */
+  /**
+   * The requests received so far, oldest first: the latest 100 by default, every one with `keepRequests: true`,
+   * none with `keepRequests: false` (`ScriptedOptions.keepRequests`).
+   */
   readonly requests: Effect.Effect<ReadonlyArray<ModelRequest>>
 }>() {}
 
@@ -408,8 +411,12 @@ export class Scripted extends Context.Tag("agent-tools/LanguageModel/Scripted")<
 export interface ScriptedOptions {
   /** Start over after the last turn instead of failing (a script that serves many runs). Default false. */
   readonly repeat?: boolean | undefined
-  /** Keep every request for `Scripted.requests`. Default true; turn off for long benchmarks and servers. */
-  readonly keepRequests?: boolean | undefined
+  /**
+   * The requests kept for `Scripted.requests`: `true` every one, `false` none, a number the latest that many.
+   * Default the latest 100 (`defaultKeptRequests`): every request of a test, and a scripted model serving many
+   * runs (a benchmark, a server) neither grows nor makes the garbage collector copy thousands of kept requests.
+   */
+  readonly keepRequests?: boolean | number | undefined
   /**
    * Each conversation follows the script from its start: turn n answers a request carrying n - 1
    * assistant messages, whatever other conversations asked (a platform's many tasks). Default false:
@@ -426,6 +433,25 @@ export interface ScriptedOptions {
 
 const noCalls: ReadonlyArray<ToolCall> = []
 
+/** How many of the latest requests a scripted model keeps for `Scripted.requests` unless told (`keepRequests`). */
+export const defaultKeptRequests = 100
+
+/** The latest `max` requests, oldest first: a ring once full, so a request past the window is garbage young. */
+const keptRequests = (max: number) => {
+  const received: Array<ModelRequest> = []
+  let oldest = 0
+  return {
+    add: (request: ModelRequest): void => {
+      if (received.length < max) received.push(request)
+      else if (max > 0) {
+        received[oldest] = request
+        oldest = (oldest + 1) % max
+      }
+    },
+    all: (): ReadonlyArray<ModelRequest> => oldest === 0 ? received.slice() : [...received.slice(oldest), ...received.slice(0, oldest)]
+  }
+}
+
 const toTurn = (reply: ScriptedReply): ModelTurn => {
   const toolCalls = reply.toolCalls ?? noCalls
   const turn = {
@@ -440,15 +466,16 @@ const toTurn = (reply: ScriptedReply): ModelTurn => {
 /**
  * A scripted model, for tests and the offline demo: not a real model. Turn n of the script answers
  * the n-th request; past the end it fails with a `ModelError` that says so (or starts over, with
- * `repeat`). Also provides `Scripted`, to read the requests it received.
+ * `repeat`). Also provides `Scripted`, to read the requests it received (the latest 100 unless `keepRequests`
+ * says otherwise).
  */
 export const layerScripted = (
   turns: ReadonlyArray<ScriptedTurn>,
   options?: ScriptedOptions
 ): Layer.Layer<LanguageModel | Scripted> =>
   Layer.effectContext(Effect.sync(() => {
-    const received: Array<ModelRequest> = []
-    const keep = options?.keepRequests ?? true
+    const keep = options?.keepRequests ?? defaultKeptRequests
+    const received = keptRequests(keep === true ? Infinity : keep === false ? 0 : keep)
     let next = 0
     const stepOf = (request: ModelRequest): number => {
       let assistant = 0
@@ -457,7 +484,7 @@ export const layerScripted = (
     }
     const answer = (request: ModelRequest): Effect.Effect<ModelTurn, ModelFailure> =>
       Effect.suspend(() => {
-        if (keep) received.push(request)
+        received.add(request)
         if (options?.perConversation === true) next = stepOf(request)
         if (next >= turns.length && options?.repeat === true && turns.length > 0) next = next % turns.length
         const index = next++
@@ -483,6 +510,6 @@ export const layerScripted = (
       : (request: ModelRequest) => Effect.map(answer(request), (turn) => collectParts(partsOf(turn, chunk)))
     const model = LanguageModel.of({ generate, stream, streams: chunk !== undefined, provider: "scripted", model: "scripted" })
     return Context.make(LanguageModel, model).pipe(
-      Context.add(Scripted, Scripted.of({ requests: Effect.sync(() => received.slice()) }))
+      Context.add(Scripted, Scripted.of({ requests: Effect.sync(received.all) }))
     )
   }))

@@ -23,6 +23,8 @@ const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["loop.ts", "--tracing=otlp"],
   ["loop.ts", "--tracing=otlp-json"],
   ["loop.ts", "--mode=streamed"],
+  ["loop.ts", "--mode=user"],
+  ["loop.ts", "--mode=fresh"],
   ["serve.ts"],
   ["mcp.ts"],
   ["mcpHttp.ts"],

@@ -4,7 +4,10 @@
  * hand-written minimal loop doing the same work in this process, and the ratio. Once with tracing
  * disabled, once with the spans on (a tracer installed), once with tracing on and no tracer installed
  * (beside tracing disabled), once exported over OTLP to a receiver here (beside tracing disabled), once
- * with a streaming scripted model (beside the whole-turn one, tracing disabled for both).
+ * with a streaming scripted model (beside the whole-turn one, tracing disabled for both). And the way a user
+ * writes it (`--mode=user`, `--mode=fresh`): the scripted model with its default options, tracing as a program
+ * has it, one layer for every run or a new one provided to each run (with what `Effect.provide` of that layer
+ * costs alone beside it).
  * Run with `npm run bench`.
  */
 import { type Context, Effect, Exit, Layer, Scope } from "effect"
@@ -80,11 +83,11 @@ const timeHand = (): number => {
   return (performance.now() - t0) * 1000 / runs
 }
 
-const timeAgent = (n: number) =>
+const timeAgent = (n: number, once: Effect.Effect<Agent.Result<never>, Agent.AgentError, LanguageModel.LanguageModel> = Agent.run(agent, "add them")) =>
   Effect.gen(function*() {
     const t0 = performance.now()
     for (let i = 0; i < n; i++) {
-      const result = yield* Agent.run(agent, "add them")
+      const result = yield* once
       if (!result.output.startsWith("21") || result.toolCalls.length !== 3) throw new Error("the agent computed the wrong thing")
     }
     return (performance.now() - t0) * 1000 / n
@@ -116,6 +119,22 @@ const exported = (protocol: Telemetry.Protocol) =>
       telemetry = yield* Layer.buildWithScope(layer, telemetryScope)
     }
     return yield* Effect.provide(timeAgent(runs), telemetry)
+  })
+
+// The way a user writes it: the scripted model with its default options (every request kept for
+// `Scripted.requests`; `repeat` only so that one layer serves every run), tracing as a program has it
+// (on, no tracer installed); and a new scripted model for each run, as the AI SDK's own benchmark
+// builds a new mock model per run.
+const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [{ toolCalls: calls }, { text: "21" }]
+const userModel = LanguageModel.layerScripted(script, { repeat: true })
+const freshRun = Effect.suspend(() => Effect.provide(Agent.run(agent, "add them"), LanguageModel.layerScripted(script)))
+// The floor of the stack under that row: what Effect's `Effect.provide` of the same layer costs around no work at all.
+const provideOnly = Effect.suspend(() => Effect.provide(Effect.void, LanguageModel.layerScripted(script)))
+const timeProvide = (n: number) =>
+  Effect.gen(function*() {
+    const t0 = performance.now()
+    for (let i = 0; i < n; i++) yield* provideOnly
+    return (performance.now() - t0) * 1000 / n
   })
 
 const median = (xs: Array<number>): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
@@ -155,6 +174,24 @@ const modes = {
     base: { label: "tracing disabled, the whole-turn scripted model", run: untraced },
     target: "ratio <= 1.2"
   },
+  user: {
+    measure: "the scripted model with its default options, one layer for every run, tracing on, no tracer installed",
+    run: Effect.suspend(() => timeAgent(runs)),
+    base: handBaseline,
+    target: "<= 15 us/run",
+    // Every run of the process (the warmup too) on the one layer, built once.
+    layer: userModel
+  },
+  fresh: {
+    measure: "a new scripted model (its default options) provided to each run, tracing on, no tracer installed",
+    run: Effect.zipRight(Effect.suspend(() => timeAgent(warmup, freshRun)), Effect.suspend(() => timeAgent(runs, freshRun))),
+    base: handBaseline,
+    target: "<= 15 us/run",
+    floor: {
+      measure: "Effect.provide of the same new scripted model around no work (what Effect's layer building costs each run above)",
+      run: Effect.zipRight(Effect.suspend(() => timeProvide(warmup)), Effect.suspend(() => timeProvide(runs)))
+    }
+  },
   "otlp-json": {
     measure: "exported (Telemetry.layer, OTLP/HTTP JSON to a receiver on 127.0.0.1 that discards)",
     run: Effect.suspend(() => exported("http/json")),
@@ -170,9 +207,11 @@ const measure = (mode: (typeof modes)[keyof typeof modes]) =>
     yield* Effect.withTracer(timeAgent(warmup), listeningTracer)
     const base: Array<number> = []
     const measured: Array<number> = []
+    const floor: Array<number> = []
     for (let round = 0; round < rounds; round++) {
       base.push(yield* mode.base.run)
       measured.push(yield* mode.run)
+      if ("floor" in mode) floor.push(yield* mode.floor.run)
     }
     const b = median(base)
     const m = median(measured)
@@ -184,13 +223,24 @@ const measure = (mode: (typeof modes)[keyof typeof modes]) =>
       ratio: (m / b).toFixed(2),
       target: mode.target
     })
+    if ("floor" in mode) {
+      const f = median(floor)
+      report({
+        bench: "agent loop",
+        measure: mode.floor.measure,
+        value: `${f.toFixed(1)} us/run`,
+        baseline: `${b.toFixed(2)} us/run (${mode.base.label})`,
+        ratio: (f / b).toFixed(2),
+        target: ""
+      })
+    }
   })
 
-// One mode per process (`--tracing=off|on|no-tracer|otlp|otlp-json`, `--mode=streamed`), so that one cannot warm or slow the other.
+// One mode per process (`--tracing=off|on|no-tracer|otlp|otlp-json`, `--mode=streamed|user|fresh`), so that one cannot warm or slow the other.
 const chosen = process.argv.find((a) => a.startsWith("--tracing=") || a.startsWith("--mode="))?.replace(/^--\w+=/, "") ?? "off"
 const mode = modes[chosen as keyof typeof modes]
 if (mode === undefined) throw new Error(`unknown mode ${chosen}; one of ${Object.keys(modes).join(", ")}`)
 
-const main = measure(mode).pipe(Effect.provide(model), Effect.ensuring(Scope.close(telemetryScope, Exit.void)))
+const main = measure(mode).pipe(Effect.provide("layer" in mode ? mode.layer : model), Effect.ensuring(Scope.close(telemetryScope, Exit.void)))
 
 Effect.runPromise(main)
