@@ -6,7 +6,8 @@
  * replays its journaled turns instead of asking the model again, and reuses its journaled outcomes.
  * One mechanism and one set of SQL for both: an agent run and a platform task are rows of the same
  * tables (`kind`). Stores: `layerMemory`, `layerSql` (a SQLite file), `layerSqlClient` (any
- * `SqlClient`: PostgreSQL through `@effect/sql-pg` is the same layer with another client).
+ * `SqlClient`: PostgreSQL through `@effect/sql-pg` is the same layer with another client, a run's
+ * writes pipelined on one connection of the journal's own beside the client's pool).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
