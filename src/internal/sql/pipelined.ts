@@ -12,6 +12,7 @@ import { TransactionConnection } from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type * as Statement from "@effect/sql/Statement"
 import { Duration, Effect, Option, Redacted, type Scope } from "effect"
+import { isUnreachable } from "./store.js"
 
 /** The part of a `pg` client used here. */
 interface PgDriverClient {
@@ -135,8 +136,16 @@ export const make = (sql: SqlClient.SqlClient): Effect.Effect<Pipelined | undefi
           stream.uncork!()
         })
       }
-      on.client.query({ name, text, values }, (error, result) =>
-        resume(error ? Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })) : Effect.succeed(result.rows as ReadonlyArray<A>)))
+      on.client.query({ name, text, values }, (error, result) => {
+        if (error === null) return resume(Effect.succeed(result.rows as ReadonlyArray<A>))
+        // The server ending the connection (a restart, a terminated backend) answers the statement before the socket
+        // closes: the next statement opens another connection rather than follow it onto this one.
+        if (isUnreachable(error) && !on.dead) {
+          on.dead = true
+          on.client.end(() => {})
+        }
+        resume(Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })))
+      })
     }
 
     const execute = <A>(Class: PgDriverClass, text: string, values: ReadonlyArray<unknown>) =>
