@@ -47,7 +47,8 @@ export const slow = [
   "test/platform/ClusterStartup.test.ts",
   "test/platform/ClusterSpread.test.ts",
   "test/AgentSessionsPostgres.test.ts",
-  "test/platform/ClusterBusy.test.ts"
+  "test/platform/ClusterBusy.test.ts",
+  "test/internal/sql/pipelined.test.ts"
 ]
 
 export default defineConfig({

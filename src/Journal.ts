@@ -6,13 +6,17 @@
  * replays its journaled turns instead of asking the model again, and reuses its journaled outcomes.
  * One mechanism and one set of SQL for both: an agent run and a platform task are rows of the same
  * tables (`kind`). Stores: `layerMemory`, `layerSql` (a SQLite file), `layerSqlClient` (any
- * `SqlClient`: PostgreSQL through `@effect/sql-pg` is the same layer with another client).
+ * `SqlClient`: PostgreSQL through `@effect/sql-pg` is the same layer with another client, a run's
+ * writes pipelined on one connection of the journal's own beside the client's pool).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import type * as Statement from "@effect/sql/Statement"
 import { Clock, Context, Effect, Layer, Option, Schema, type Scope } from "effect"
 import * as Sql from "./internal/sql/journal.js"
 import * as Reads from "./internal/sql/operatorReads.js"
 import * as Sessions from "./internal/sql/sessions.js"
+import * as Pipelined from "./internal/sql/pipelined.js"
 import * as SqlStore from "./internal/sql/store.js"
 import { ToolResult, ToolResultFromJson } from "./ToolResult.js"
 import * as LanguageModel from "./LanguageModel.js"
@@ -424,7 +428,9 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
     yield* SqlStore.migrate({ migrations: Sql.migrations, table: Sql.migrationsTable, unavailable })
     const run = (runId: string) => readRun(sql, runId).pipe(SqlStore.orUnavailable(unavailable))
     const tasks = (endedSince: number) => readTasks(sql, endedSince).pipe(SqlStore.orUnavailable(unavailable))
-    const write = makeWrites(sql, unavailable)
+    // On PostgreSQL, a task's writes (a call at a time) go out pipelined and prepared, on a connection of their own.
+    const pipelined = yield* Pipelined.make(sql)
+    const write = makeWrites(sql, unavailable, pipelined)
     const reads = {
       listTasks: (query: TaskQuery) =>
         Effect.map(Reads.listTasks(sql, query), (rows) => rows.map(summaryOf)).pipe(SqlStore.orUnavailable(unavailable)),
@@ -441,64 +447,72 @@ const orDie = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A> => Effect.or
 /** The journal's writes on `sql`: a run's start, turns, calls, approvals and end. */
 const makeWrites = (
   sql: Client,
-  unavailable: (reason: string) => JournalUnavailable
-): Omit<Journal["Type"], "path" | "run" | "tasks" | "listTasks" | "task" | "pendingApprovals" | "sessions"> => ({
-  started: (run) =>
-    orDie(Effect.flatMap(Clock.currentTimeMillis, (createdAt) =>
-      Sql.insertTask(sql, {
-        taskId: run.runId,
-        kind: run.kind,
-        agentId: run.agentId,
-        processId: run.processId,
-        prompt: run.prompt,
-        tools: Schema.encodeSync(ToolsJson)(run.tools),
-        traceparent: run.traceparent ?? null,
-        createdAt
-      }))),
-  turn: (runId, step, turn) => {
-    const text = Schema.encodeSync(TurnJson)(turn)
-    return Effect.flatMap(Clock.currentTimeMillis, (at) => Sql.insertTurn(sql, runId, step, text, at)).pipe(
-      Effect.flatMap((rows) => {
-        const held = rows[0]?.turn
-        return held === undefined || held === text ? Effect.succeed(turn) : Schema.decode(TurnJson)(held)
-      }),
-      orDie
-    )
-  },
-  callStarted: (runId, call) => orDie(Effect.flatMap(Clock.currentTimeMillis, (at) => Sql.insertCall(sql, runId, call, at))),
-  callEnded: (runId, toolCallId, result) => held(result, (answer) => Sql.answerCall(sql, runId, toolCallId, answer)),
-  callAnswered: (runId, call, result) => held(result, (answer) => Sql.insertAnswered(sql, runId, call, answer)),
-  suspended: (runId, approvals) =>
-    orDie(Effect.flatMap(Clock.currentTimeMillis, (askedAt) => sql.withTransaction(Effect.zipRight(
-      Effect.forEach(approvals, (a) =>
-        Sql.askApproval(sql, {
-          task_id: runId,
-          tool_call_id: a.toolCallId,
-          tool_name: a.toolName,
-          input: a.input,
-          input_key: a.inputKey,
-          fingerprint: a.fingerprint,
-          expires_at: a.expiresAt,
-          asked_at: askedAt
-        }), { discard: true }),
-      Sql.suspendTask(sql, runId)
-    )))),
-  resumed: (runId) => orDie(Sql.resumeTask(sql, runId)),
-  decide: (runId, toolCallId, decision) =>
-    Sql.decideApproval(sql, { taskId: runId, toolCallId }, {
-      ...decision,
-      reason: decision.reason ?? null,
-      by: decision.by ?? null
-    }).pipe(
-      Effect.map((changed) => changed > 0),
-      SqlStore.orUnavailable(unavailable)
-    ),
-  ended: (runId, end, endedAt) =>
-    orDie(Sql.endTask(sql, runId, { final: end.final ?? null, result: end.result ?? null }, endedAt)),
-  purge: (before, kind = "task") => Effect.ignoreLogged(SqlStore.whileBusy(Sql.purgeEnded(sql, before, kind))),
-  counts: orDie(Sql.counts(sql)),
-  openUsage: (agentId) => orDie(Sql.openUsage(sql, agentId))
-})
+  unavailable: (reason: string) => JournalUnavailable,
+  pipelined: Pipelined.Pipelined | undefined
+): Omit<Journal["Type"], "path" | "run" | "tasks" | "listTasks" | "task" | "pendingApprovals" | "sessions"> => {
+  /** A statement of a task's writes: on the pipeline when there is one. */
+  const exec = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+    pipelined === undefined ? statement : pipelined.run(statement)
+  return {
+    started: (run) =>
+      orDie(Effect.flatMap(Clock.currentTimeMillis, (createdAt) =>
+        exec(Sql.insertTask(sql, {
+          taskId: run.runId,
+          kind: run.kind,
+          agentId: run.agentId,
+          processId: run.processId,
+          prompt: run.prompt,
+          tools: Schema.encodeSync(ToolsJson)(run.tools),
+          traceparent: run.traceparent ?? null,
+          createdAt
+        })))),
+    turn: (runId, step, turn) => {
+      const text = Schema.encodeSync(TurnJson)(turn)
+      return Effect.flatMap(Clock.currentTimeMillis, (at) => exec(Sql.insertTurn(sql, runId, step, text, at))).pipe(
+        Effect.flatMap((rows) => {
+          const held = rows[0]?.turn
+          return held === undefined || held === text ? Effect.succeed(turn) : Schema.decode(TurnJson)(held)
+        }),
+        orDie
+      )
+    },
+    callStarted: (runId, call) => orDie(Effect.flatMap(Clock.currentTimeMillis, (at) => exec(Sql.insertCall(sql, runId, call, at)))),
+    callEnded: (runId, toolCallId, result) => held(result, (answer) => exec(Sql.answerCall(sql, runId, toolCallId, answer))),
+    callAnswered: (runId, call, result) => held(result, (answer) => exec(Sql.insertAnswered(sql, runId, call, answer))),
+    suspended: (runId, approvals) =>
+      orDie(Effect.flatMap(Clock.currentTimeMillis, (askedAt) => sql.withTransaction(Effect.zipRight(
+        Effect.forEach(approvals, (a) =>
+          Sql.askApproval(sql, {
+            task_id: runId,
+            tool_call_id: a.toolCallId,
+            tool_name: a.toolName,
+            input: a.input,
+            input_key: a.inputKey,
+            fingerprint: a.fingerprint,
+            expires_at: a.expiresAt,
+            asked_at: askedAt
+          }), { discard: true }),
+        Sql.suspendTask(sql, runId)
+      )))),
+    resumed: (runId) => orDie(Sql.resumeTask(sql, runId)),
+    decide: (runId, toolCallId, decision) =>
+      Sql.decideApproval(sql, { taskId: runId, toolCallId }, {
+        ...decision,
+        reason: decision.reason ?? null,
+        by: decision.by ?? null
+      }).pipe(
+        Effect.map((changed) => changed > 0),
+        SqlStore.orUnavailable(unavailable)
+      ),
+    ended: (runId, end, endedAt) => {
+      const ending = { final: end.final ?? null, result: end.result ?? null }
+      return orDie(pipelined === undefined ? Sql.endTask(sql, runId, ending, endedAt) : exec(Sql.endTaskPg(sql, runId, ending, endedAt)))
+    },
+    purge: (before, kind = "task") => Effect.ignoreLogged(SqlStore.whileBusy(Sql.purgeEnded(sql, before, kind))),
+    counts: orDie(Sql.counts(sql)),
+    openUsage: (agentId) => orDie(Sql.openUsage(sql, agentId))
+  }
+}
 
 /**
  * The journal in the SQLite file `filename` (created if missing; WAL mode): `layerSqlClient` on a

@@ -241,15 +241,7 @@ export const endTask = (
   endedAt: number
 ) =>
   sql.onDialectOrElse({
-    // One statement (its deletes as data-modifying CTEs), atomic as the transaction below: on a
-    // database over the network each statement is a round trip.
-    pg: () =>
-      Effect.asVoid(sql`WITH turns AS (DELETE FROM journal_turns WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}),
-        calls AS (DELETE FROM journal_calls WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}),
-        approvals AS (DELETE FROM journal_approvals WHERE task_id = ${taskId} AND ${aRun(sql, taskId)})
-        UPDATE journal_tasks SET status = 'ended', final = ${end.final}, result = ${end.result}, ended_at = ${endedAt},
-          prompt = CASE WHEN kind = 'run' THEN '' ELSE prompt END, tools = '[]'
-        WHERE task_id = ${taskId}`),
+    pg: () => Effect.asVoid(endTaskPg(sql, taskId, end, endedAt)),
     orElse: () =>
       sql.withTransaction(Effect.all([
         sql`DELETE FROM journal_turns WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}`,
@@ -260,6 +252,23 @@ export const endTask = (
           WHERE task_id = ${taskId}`
       ], { discard: true }))
   })
+
+/**
+ * `endTask` on PostgreSQL: one statement (its deletes as data-modifying CTEs), atomic as the transaction
+ * elsewhere: on a database over the network each statement is a round trip.
+ */
+export const endTaskPg = (
+  sql: SqlClient.SqlClient,
+  taskId: string,
+  end: { readonly final: string | null; readonly result: string | null },
+  endedAt: number
+) =>
+  sql`WITH turns AS (DELETE FROM journal_turns WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}),
+    calls AS (DELETE FROM journal_calls WHERE task_id = ${taskId} AND ${aRun(sql, taskId)}),
+    approvals AS (DELETE FROM journal_approvals WHERE task_id = ${taskId} AND ${aRun(sql, taskId)})
+    UPDATE journal_tasks SET status = 'ended', final = ${end.final}, result = ${end.result}, ended_at = ${endedAt},
+      prompt = CASE WHEN kind = 'run' THEN '' ELSE prompt END, tools = '[]'
+    WHERE task_id = ${taskId}`
 
 /** Whether `taskId` is an agent run's (not a platform task's): a condition of a statement. */
 const aRun = (sql: SqlClient.SqlClient, taskId: string) =>

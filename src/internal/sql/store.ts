@@ -130,6 +130,15 @@ const warnUnreachable = (error: unknown) =>
  * not retried.
  */
 export const whileBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  // The schedules are set up only once a statement failed so (a statement a call at a time: most never do),
+  // that first failure going through them as it would have.
+  Effect.catchIf(effect, (error) => isBusy(error) || isUnreachable(error), (error) => {
+    let failed = false
+    return retried(Effect.suspend(() => failed ? effect : (failed = true, Effect.fail(error))))
+  })
+
+/** `whileBusy`'s retries. */
+const retried = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.retry(effect, { schedule: busyRetry, while: isBusy }).pipe(
     Effect.tapError((error) =>
       isUnreachable(error)
