@@ -5,8 +5,8 @@
  * Its model asks for `callsPerTask` calls of `echo`, one a turn, then answers. Prints its URL, then
  * serves until stdin closes.
  */
-import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Logger, LogLevel, Redacted } from "effect"
+import * as Postgres from "../../src/internal/sql/postgres.js"
+import { Effect, Layer, Logger, LogLevel } from "effect"
 import { LanguageModel } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import * as Journal from "../../src/Journal.js"
@@ -25,16 +25,19 @@ const script: ReadonlyArray<LanguageModel.ScriptedTurn> = Array.from({ length: c
 const tokens = new Map([["tok-1", "agent-1"]])
 const option = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
 
-/** The embedded platform (in memory, or journaling to the PostgreSQL database `journal`), or a runner on `database`. */
+/**
+ * The embedded platform (in memory, or journaling to the PostgreSQL database `journal`), or a runner on `database`;
+ * PostgreSQL opened as the CLI opens it (internal/sql/postgres.ts).
+ */
 const handlersOf = (database: string | undefined, journal: string | undefined) =>
   database !== undefined
     ? Cluster.layer({ tokens, runner: { port: Number(option("port")) } }).pipe(
-      Layer.provide(PgClient.layer({ url: Redacted.make(database) }))
+      Layer.provide(Postgres.layer(database))
     )
     : journal !== undefined
     ? PlatformServer.layerHandlers({ tokens }).pipe(
       Layer.provide(Journal.layerSqlClient),
-      Layer.provide(PgClient.layer({ url: Redacted.make(journal) }))
+      Layer.provide(Postgres.layer(journal))
     )
     : PlatformServer.layerHandlers({ tokens })
 
