@@ -10,17 +10,17 @@
  * platform). Two topologies: the platform in this process, and (as deployed) in a process
  * of its own. Tracing disabled. Run with `npm run bench`.
  */
-import { ConfigProvider, Effect, Layer, Schema, type Scope } from "effect"
+import { Effect, Layer, type Scope } from "effect"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { WebSocket, WebSocketServer } from "ws"
-import { Tool, Toolkit } from "../../src/index.js"
+import { Toolkit } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import * as Legacy from "./legacy/Server.js"
 import { report } from "./report.js"
 import { rpcEcho } from "./rpcEcho.js"
-import { argumentsText, layer as platformLayer, type WireName } from "./servePlatform.js"
+import { argumentsText, layer as platformLayer, servingSettings, stampedAdd, type WireName } from "./servePlatform.js"
 
 const inFlight = 64
 const wideTurns = 10 // tasks of 10 turns of 64 calls
@@ -46,19 +46,8 @@ interface Served {
 const serving = (url: string, wire: WireName): Effect.Effect<Served, unknown, Scope.Scope> =>
   Effect.gen(function*() {
     let stamps: Array<number> = []
-    // The benchmark's tool, stamping the time each delivered call reaches it.
-    const stamped = Tool.make("add", {
-      description: "Add two numbers.",
-      input: { a: Schema.Number, b: Schema.Number },
-      output: Schema.Number,
-      timeout: "10 seconds"
-    }, ({ a, b }) => {
-      stamps.push(performance.now())
-      return Effect.succeed(a + b)
-    })
-    const settings = Layer.setConfigProvider(
-      ConfigProvider.fromMap(new Map([["AGENT_ID", "bench"], ["PLATFORM_TOKEN", "tok"], ["PLATFORM_URL", url]]))
-    )
+    const stamped = stampedAdd(() => stamps.push(performance.now()))
+    const settings = servingSettings(url)
     const client = wire === "legacy" ? Legacy.layerWith() : PlatformClient.layer
     const runtime = yield* Layer.toRuntime(Layer.provideMerge(client, settings))
     const served = yield* Effect.provide(Serve.makeConfig(yield* Toolkit.make(stamped)), runtime)

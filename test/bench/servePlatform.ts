@@ -4,8 +4,8 @@
  * then serves until stdin closes. `--wire=legacy`: on the bench-local copy of the wire as it was
  * before `@effect/rpc` carried it (test/bench/legacy/), the baseline.
  */
-import { Effect, Layer } from "effect"
-import { LanguageModel } from "../../src/index.js"
+import { ConfigProvider, Effect, Layer, Schema } from "effect"
+import { LanguageModel, Tool } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import * as Legacy from "./legacy/Server.js"
 
@@ -21,6 +21,22 @@ export const script: LanguageModel.ScriptedTurn = (request) => {
     toolCalls: Array.from({ length: width }, (_, i) => ({ id: `c${turn}-${i}`, name: "add", arguments: argumentsText }))
   }
 }
+
+/** The benchmark's tool, `add`, calling `stamp` as each delivered call reaches it. */
+export const stampedAdd = (stamp: () => unknown) =>
+  Tool.make("add", {
+    description: "Add two numbers.",
+    input: { a: Schema.Number, b: Schema.Number },
+    output: Schema.Number,
+    timeout: "10 seconds"
+  }, ({ a, b }) => {
+    stamp()
+    return Effect.succeed(a + b)
+  })
+
+/** The serving process's settings: agent `bench`, its token, the platform at `url`. */
+export const servingSettings = (url: string) =>
+  Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["AGENT_ID", "bench"], ["PLATFORM_TOKEN", "tok"], ["PLATFORM_URL", url]])))
 
 /** Which wire a benchmarked platform and its client speak. */
 export type WireName = "rpc" | "legacy"

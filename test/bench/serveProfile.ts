@@ -3,12 +3,13 @@
  * test/bench/servePlatform.ts in a child process (`--cpu-prof` passed on with PROFILE_DIR), this process
  * serving; wide tasks for a while, then sequential ones. Prints calls/s, p50 and CPU a call of each process.
  */
-import { ConfigProvider, Effect, Layer, Schema } from "effect"
+import { Effect, Layer } from "effect"
 import { spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
-import { Tool, Toolkit } from "../../src/index.js"
+import { Toolkit } from "../../src/index.js"
 import { PlatformClient, Serve } from "../../src/exports/serve.js"
+import { servingSettings, stampedAdd } from "./servePlatform.js"
 
 const profileDir = process.env.PROFILE_DIR
 const seconds = Number(process.env.DURATION ?? 8)
@@ -39,18 +40,8 @@ const main = Effect.gen(function*() {
     })
   })
   let stamps: Array<number> = []
-  const stamped = Tool.make("add", {
-    description: "Add two numbers.",
-    input: { a: Schema.Number, b: Schema.Number },
-    output: Schema.Number,
-    timeout: "10 seconds"
-  }, ({ a, b }) => {
-    stamps.push(performance.now())
-    return Effect.succeed(a + b)
-  })
-  const settings = Layer.setConfigProvider(
-    ConfigProvider.fromMap(new Map([["AGENT_ID", "bench"], ["PLATFORM_TOKEN", "tok"], ["PLATFORM_URL", url]]))
-  )
+  const stamped = stampedAdd(() => stamps.push(performance.now()))
+  const settings = servingSettings(url)
   const runtime = yield* Layer.toRuntime(Layer.provideMerge(PlatformClient.layer, settings))
   const served = yield* Effect.provide(Serve.makeConfig(yield* Toolkit.make(stamped)), runtime)
   const run = (prompt: string) => Effect.provide(served.runTask(prompt), runtime)
