@@ -11,7 +11,6 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import * as Sql from "./internal/mcp/taskSql.js"
 import * as SqlStore from "./internal/sql/store.js"
-import { loadPeer } from "./internal/util/optionalPeer.js"
 import * as Settings from "./internal/util/settings.js"
 
 /** The store's database could not be opened or prepared. */
@@ -216,17 +215,7 @@ export const layerMemory: Layer.Layer<McpTaskStore> = Layer.orDie(layerSql({ fil
  */
 export const layerPostgres = (url: string): Layer.Layer<McpTaskStore, TaskStoreUnavailable> => {
   const unavailable = (reason: string) => new TaskStoreUnavailable({ path: Settings.redactUrl(url), reason })
-  return Layer.unwrapEffect(
-    loadPeer(() => import("./internal/sql/postgres.js"), ["@effect/sql-pg", "pg"], "MCP tasks on PostgreSQL").pipe(
-      Effect.mapError((missing) => unavailable(missing.message)),
-      Effect.map((Postgres) =>
-        Layer.provide(
-          Layer.fresh(layerSqlClient),
-          Postgres.layer(url).pipe(Layer.mapError((error) => unavailable(SqlStore.describe(error))))
-        )
-      )
-    )
-  )
+  return SqlStore.onPostgres(url, "MCP tasks on PostgreSQL", unavailable, Layer.fresh(layerSqlClient))
 }
 
 /** What `mcp --journal` (or `MCP_JOURNAL`) names: a PostgreSQL URL (`layerPostgres`), else a SQLite file (`layerSql`). */

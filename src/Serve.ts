@@ -11,7 +11,6 @@ import * as SqlStore from "./internal/sql/store.js"
 import * as HeldTasksStore from "./internal/serve/heldTasks.js"
 import { HeldTasks } from "./internal/serve/heldTasks.js"
 import * as Settings from "./internal/util/settings.js"
-import { loadPeer } from "./internal/util/optionalPeer.js"
 import { outputSpec } from "./internal/agent/output.js"
 import { formatIssues } from "./internal/util/issues.js"
 import type { TaskEvent } from "./protocol/Protocol.js"
@@ -164,18 +163,13 @@ export const layerStorePostgres = (
   options: Omit<SqlOptions, "filename"> = {}
 ): Layer.Layer<Idempotency | HeldTasks, StoreUnavailable> => {
   const unavailable = (reason: string) => new StoreUnavailable({ path: Settings.redactUrl(url), reason })
-  return Layer.unwrapEffect(
-    loadPeer(() => import("./internal/sql/postgres.js"), ["@effect/sql-pg", "pg"], "a PostgreSQL IDEMPOTENCY_DB").pipe(
-      Effect.mapError((missing) => unavailable(missing.message)),
-      Effect.map((Postgres) =>
-        Layer.provide(
-          // One after the other: two stores creating their tables at once on PostgreSQL race (`IF NOT EXISTS` does not
-          // hold between two sessions: "duplicate key value violates unique constraint pg_type_typname_nsp_index").
-          HeldTasksStore.layerSqlClient.pipe(Layer.provideMerge(layerSqlClient(options))),
-          Postgres.layer(url).pipe(Layer.mapError((error) => unavailable(SqlStore.describe(error))))
-        )
-      )
-    )
+  return SqlStore.onPostgres(
+    url,
+    "a PostgreSQL IDEMPOTENCY_DB",
+    unavailable,
+    // One after the other: two stores creating their tables at once on PostgreSQL race (`IF NOT EXISTS` does not
+    // hold between two sessions: "duplicate key value violates unique constraint pg_type_typname_nsp_index").
+    HeldTasksStore.layerSqlClient.pipe(Layer.provideMerge(layerSqlClient(options)))
   )
 }
 

@@ -178,6 +178,26 @@ export const layerSqlite = <E>(
   )
 
 /**
+ * `build` on the PostgreSQL database of `url`, opened the one way the project opens PostgreSQL
+ * (internal/sql/postgres.ts, loaded only now: `@effect/sql-pg` is an optional peer). A missing package
+ * or a database that cannot be used fails with `unavailable(reason)`; the reason never holds the password.
+ */
+export const onPostgres = <A, E, E2, R>(
+  url: string,
+  purpose: string,
+  unavailable: (reason: string) => E,
+  build: Layer.Layer<A, E2, R>
+): Layer.Layer<A, E | E2, Exclude<R, SqlClient.SqlClient>> =>
+  Layer.unwrapEffect(
+    loadPeer(() => import("./postgres.js"), ["@effect/sql-pg", "pg"], purpose).pipe(
+      Effect.mapError((missing) => unavailable(missing.message)),
+      Effect.map((Postgres) =>
+        Layer.provide(build, Postgres.layer(url).pipe(Layer.mapError((error) => unavailable(describe(error)))))
+      )
+    )
+  ) as Layer.Layer<A, E | E2, Exclude<R, SqlClient.SqlClient>>
+
+/**
  * Runs a module's migrations on the client in context, recorded in the module's own `table`: two
  * modules may share a database, and both number their migrations from 1.
  */
