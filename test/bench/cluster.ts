@@ -8,7 +8,7 @@
  * the tool's answer to the next call's delivery, through the journal), calls/s with 8 and with 64
  * tasks at a time, what each task costs the database (transactions and rows written, from
  * PostgreSQL's own statistics) and the CPU a call (the platform's processes, this one, the database
- * server). Run with `npm run bench` or `tsx test/bench/cluster.ts [--tasks=N] [--modes=journaled,one,three,spread]
+ * server). Run with `npm run bench` or `tsx test/bench/cluster.ts [--tasks=N] [--warmup=N] [--modes=journaled,one,three,spread]
  * [--durable=off|on] [--profile=DIR] [--platform-script=FILE]` (a part of it, while working on one of them; `--modes=none`
  * measures the embedded platform alone, no PostgreSQL started).
  */
@@ -26,7 +26,9 @@ import { callsPerTask } from "./clusterPlatform.js"
 import { report } from "./report.js"
 
 const flag = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
-const tasks = Number(flag("tasks") ?? 48)
+const tasks = Number(flag("tasks") ?? 200)
+/** Tasks run before anything is measured (connections, shards and entities in place, the code compiled by V8's optimizing tiers). */
+const warmup = Number(flag("warmup") ?? 300)
 /** `--modes=journaled,one` measures only those (of journaled, one, three, spread) beside the embedded platform. */
 const modes = new Set((flag("modes") ?? "journaled,one,three,spread").split(","))
 /** `--durable=off` (the tests' settings only) or `on` (the durable PostgreSQL only); both by default. */
@@ -150,7 +152,7 @@ const drive = (
         return performance.now() - started
       })
     // Not counted: connections, shards and entities in place.
-    yield* run(8, 8)
+    yield* run(warmup, 8)
     delivered.clear()
     yield* run(tasks, 1)
     const gaps = [...delivered.values()].flatMap((times) => times.slice(1).map((t, i) => t - times[i]!))
