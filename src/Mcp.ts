@@ -473,6 +473,8 @@ export interface HttpOptions extends Options {
   readonly maxConnections?: number | undefined
   /** Open sessions at most: past it, `initialize` is answered 503 with a JSON-RPC error. Default 1,000. */
   readonly maxSessions?: number | undefined
+  /** Bytes waiting for a client that does not read its event stream (GET): past it, the stream is closed. Default 8 MiB. */
+  readonly maxStreamBufferedBytes?: number | undefined
   /**
    * A session without a request for this long is closed, its GET stream ended (a request in flight keeps it; an
    * open stream does not): its id then gets 404. Default 10 minutes.
@@ -503,6 +505,7 @@ export const httpDefaults = {
   // Below the usual 1,024 open files; each official client holds two (its POSTs and its GET stream).
   maxConnections: 256,
   maxSessions: 1_000,
+  maxStreamBufferedBytes: 8 * 1024 * 1024,
   sessionIdleTimeout: Duration.minutes(10)
 } as const
 
@@ -547,6 +550,7 @@ export const layerHttp = <R>(toolkit: Toolkit.Toolkit<R>, options: HttpOptions) 
         maxBufferedBodyBytes: options.maxBufferedBodyBytes ?? httpDefaults.maxBufferedBodyBytes,
         bodyMillis,
         maxSessions: options.maxSessions ?? httpDefaults.maxSessions,
+        maxStreamBufferedBytes: options.maxStreamBufferedBytes ?? httpDefaults.maxStreamBufferedBytes,
         idleMillis: Duration.toMillis(options.sessionIdleTimeout ?? httpDefaults.sessionIdleTimeout),
         clock,
         after: afterOn(runtime, clock),

@@ -97,6 +97,8 @@ export interface HttpFace extends BodyLimits {
   /** OAuth access tokens checked as JWTs, in place of `tokens` (design: MCP authorization). */
   readonly oauth?: { readonly options: OAuth.OAuthOptions; readonly verify: (token: string) => Promise<OAuth.Principal | OAuth.Refusal> } | undefined
   readonly maxSessions: number
+  /** An event stream's bytes waiting for a client that does not read: past this, the stream is closed. */
+  readonly maxStreamBufferedBytes: number
   readonly idleMillis: number
   readonly clock: Clock.Clock
   readonly sessions: Map<string, Session>
@@ -277,15 +279,16 @@ const inSession = (face: HttpFace, session: Session, web: Request, parsedBody: u
     res.off("close", onClose)
     busy(face, session, -1)
     releaseAnswered(transport)
-    writeWeb(res, response, web.method === "GET")
+    writeWeb(res, response, web.method === "GET", face.maxStreamBufferedBytes)
   }).catch(failed(res))
 }
 
 /**
  * The transport's web Response, written to Node's: a JSON answer at once, with its length; an SSE stream as its
- * events come (a GET's with `streamOpened` first), cancelled when the client goes away.
+ * events come (a GET's with `streamOpened` first), cancelled when the client goes away or stops reading
+ * (`maxBuffered` bytes waiting for it).
  */
-const writeWeb = (res: ServerResponse, response: Response, get: boolean): void => {
+export const writeWeb = (res: ServerResponse, response: Response, get: boolean, maxBuffered: number): void => {
   if (res.destroyed) return void response.body?.cancel().catch(() => undefined)
   const headers: Record<string, string> = {}
   response.headers.forEach((value, key) => {
@@ -296,7 +299,7 @@ const writeWeb = (res: ServerResponse, response: Response, get: boolean): void =
     res.writeHead(response.status, headers)
     return void res.end()
   }
-  if ((headers["content-type"] ?? "").startsWith("text/event-stream")) return writeStream(res, response.status, headers, body, get)
+  if ((headers["content-type"] ?? "").startsWith("text/event-stream")) return writeStream(res, response.status, headers, body, get, maxBuffered)
   response.arrayBuffer().then((bytes) => {
     if (res.destroyed) return
     headers["content-length"] = String(bytes.byteLength)
@@ -305,13 +308,20 @@ const writeWeb = (res: ServerResponse, response: Response, get: boolean): void =
   }).catch(failed(res))
 }
 
-/** An SSE body written as its events come, `streamOpened` first when `opened`; the client gone, the stream cancelled. */
+/**
+ * An SSE body written as its events come, `streamOpened` first when `opened`; the client gone, the stream
+ * cancelled. Read as it comes, not as the client reads: a client that holds the stream open and never reads
+ * it would otherwise have every event queue for it until its session expires. Past `maxBuffered` bytes
+ * waiting to be sent, the stream is closed (and the events it would carry dropped by the transport, as for a
+ * client that closed it); the client may open another.
+ */
 const writeStream = (
   res: ServerResponse,
   status: number,
   headers: Record<string, string>,
   body: ReadableStream<Uint8Array>,
-  opened: boolean
+  opened: boolean,
+  maxBuffered: number
 ): void => {
   const reader = body.getReader()
   let open = true
@@ -331,8 +341,9 @@ const writeStream = (
     reader.read().then((chunk) => {
       if (!open) return
       if (chunk.done) return end()
-      if (res.write(chunk.value)) next()
-      else res.once("drain", next)
+      res.write(chunk.value)
+      if (res.writableLength > maxBuffered) return void res.destroy()
+      next()
     }, end)
   }
   next()
@@ -392,7 +403,7 @@ const openSession = (face: HttpFace, client: string | undefined, web: Request, p
       if (transport.sessionId === undefined) await Effect.runPromise(served.close)
       opened()
       res.off("close", opened)
-      writeWeb(res, response, false)
+      writeWeb(res, response, false, face.maxStreamBufferedBytes)
     })
     .catch(failed(res))
 }
