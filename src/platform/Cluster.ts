@@ -6,11 +6,11 @@
  * - an agent is an entity sharded by agent id: its registrations, heartbeats, the manifests of its
  *   live processes and its lifecycle budget live on the runner that owns its shard, so the budget
  *   is counted per agent whichever runner a call reaches;
- * - a task is an entity sharded by task id: a persisted `Run` message runs its loop on the owner of
- *   its shard, journaling to the same database; when a runner dies, its shards move and the engine
- *   delivers `Run` again to the new owner, whose loop goes on from the journal (a journaled turn is
- *   not asked again). An answer is journaled by the task's owner before the loop sees it, the first
- *   one winning (a duplicate is dropped there); events stream to whichever runner the submitting
+ * - a task is an entity sharded by task id: its `Run` message runs its loop on the owner of its shard,
+ *   journaling to the same database; when a runner dies, its shards move and the new owner takes up
+ *   their open tasks from the journal, whose loops go on from there (a journaled turn is not asked
+ *   again). An answer is journaled by the task's owner before the loop sees it, the first one
+ *   winning (a duplicate is dropped there); events stream to whichever runner the submitting
  *   process is connected to, which attaches again when the stream breaks or goes quiet;
  * - a task's `exec_agent` call starts a task of another agent as a submitted task is started, given
  *   to a process of that agent watching on any runner (ClusterAgentCalls.ts).
@@ -40,12 +40,12 @@ import * as ClusterAgentCalls from "./ClusterAgentCalls.js"
 import { agentsOn } from "./ClusterAgentsView.js"
 import { makePrune, makeRegistry, type Registry, requireMigrated } from "./ClusterDatabase.js"
 import { AgentEntity, Alive, type AttachPayload, holdsShardOf, orDieOnEngine, TaskEntity } from "./ClusterEntities.js"
-import { Drain } from "./ClusterDrain.js"
+import { Drain, HeldShards } from "./ClusterDrain.js"
 import { clusterBackend } from "./ClusterFront.js"
 import * as ClusterRoutes from "./ClusterRoutes.js"
 import { runnerJournal } from "./ClusterJournal.js"
 import { layerSharding, type RunnerOptions } from "./ClusterRunner.js"
-import { makeStart } from "./ClusterStart.js"
+import { makeRuns, makeStart, type Runs } from "./ClusterStart.js"
 import * as ClusterTasks from "./ClusterTasks.js"
 import * as Handlers from "./Handlers.js"
 import * as Health from "./Health.js"
@@ -91,7 +91,7 @@ const attachedHere = (
   ))
 
 /** The entities' handlers, on this runner's parts: what a runner does for the shards it owns. */
-const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, registry: Registry) =>
+const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, registry: Registry, runs: Runs) =>
   Layer.mergeAll(
     // The agent's watchers live where its registrations do: its entity is held first (see `layerEntity`).
     Layer.unwrapEffect(Effect.map(AgentEntity.client, (agents) =>
@@ -129,6 +129,7 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
     // keeps nothing of its own (ClusterTasks.ts keeps the tasks), and a later message makes it anew.
     TaskEntity.toLayer({
       Run: ({ address }) => tasks.runHere(address.entityId),
+      TakeUp: ({ address, payload }) => runs.runHere(address.entityId, payload.agentId),
       Attach: ({ address, payload }) => attachedHere(tasks, address.entityId, payload),
       Answer: ({ payload }) => tasks.answer(payload.agentId, payload.result, payload.connection),
       Decide: ({ address, payload }) =>
@@ -156,7 +157,8 @@ const layerEntities = (parts: Parts.Parts, tasks: ClusterTasks.ClusterTasks, reg
 export const layerHandlers = (options: Options & { readonly runner?: RunnerOptions | undefined }) =>
   Layer.scopedContext(Effect.gen(function*() {
     const journal = runnerJournal(yield* Journal.Journal, yield* makePrune)
-    const started = yield* makeStart(limitsOf(options), options.runner?.placement)
+    const runs = yield* makeRuns
+    const started = yield* makeStart(limitsOf(options), options.runner?.placement, runs)
     const taskEntities = yield* TaskEntity.client
     // Agent calls on the cluster: the task a call starts is started as a submitted one, stopped by its owner.
     const engine: ClusterAgentCalls.Engine = {
@@ -188,13 +190,14 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
         registry.forgetSilent(now - parts.limits.evictAfterMillis, now - parts.limits.lifecycleWindowMillis)),
       (yield* Timing).platformSweep
     ))
+    const sharding = yield* Sharding.Sharding
+    const takeUp = takeUpOpen(journal, tasks, holdsShardOf(sharding), runs, parts.limits.keepEndedTasksMillis)
     // A task journaled whose `Run` was never sent (its runner died in between) is taken up within a sweep.
-    yield* Effect.forkScoped(Effect.schedule(
-      takeUpUnstarted(journal, tasks, holdsShardOf(yield* Sharding.Sharding), taskEntities, parts.limits.keepEndedTasksMillis),
-      (yield* Timing).platformSweep
-    ))
+    yield* Effect.forkScoped(Effect.schedule(takeUp, (yield* Timing).platformSweep))
     // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
-    yield* Layer.build(layerEntities(parts, tasks, registry))
+    yield* Layer.build(layerEntities(parts, tasks, registry, runs))
+    // The open tasks of the shards this runner acquires (at its start, from a runner gone, after an outage) run here.
+    yield* Effect.forkScoped(takeUpAcquired(yield* HeldShards, sharding, takeUp))
     const backend = yield* clusterBackend(tasks, started)
     // The operator API, with operator tokens (docs: operations): the journal's reads are the whole cluster's; a
     // decision and a cancel reach the task's owner; the agents are the cluster's (ClusterAgentsView.ts); the events this runner's.
@@ -228,16 +231,16 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
 
 /**
  * The open tasks of the journal whose shard this runner holds and whose `Run` does not hold them here: their
- * `Run` is sent (again). One the engine has (the usual case: it is on its way) is the same message, dropped by
- * its primary key; one never sent (a submit whose runner died between journaling the task and sending its `Run`,
- * a ghost no runner would ever run, counted against its agent's limits for ever) is taken up, and goes on from
- * the journal. Logged for each task taken up so.
+ * `Run` is sent (again; a second one of a task held here ends at once). So a task goes on at the next owner of
+ * its shard (taken at once, `takeUpAcquired`), and one journaled whose `Run` was never sent (a submit whose runner
+ * died between journaling the task and sending it, a ghost no runner would ever run, counted against its agent's
+ * limits for ever) is taken up by the sweep. Logged for each task taken up so.
  */
-const takeUpUnstarted = (
+const takeUpOpen = (
   journal: Journal.Journal["Type"],
   tasks: ClusterTasks.ClusterTasks,
   holdsShard: (taskId: string) => boolean,
-  entities: Effect.Effect.Success<typeof TaskEntity.client>,
+  runs: Runs,
   keepEndedMillis: number
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
@@ -248,12 +251,31 @@ const takeUpUnstarted = (
     )
     for (const task of open) {
       if (task.kind !== "task" || !holdsShard(task.runId) || tasks.runsHere(task.runId)) continue
-      yield* entities(task.runId).Run({ agentId: task.agentId }, { discard: true }).pipe(
-        Effect.zipRight(Effect.logInfo(`task ${task.runId} of agent ${task.agentId}: journaled but not running here; its Run is sent`)),
-        Effect.catchAllCause(() => Effect.void)
-      )
+      yield* runs.runHere(task.runId, task.agentId)
+      yield* Effect.logInfo(`task ${task.runId} of agent ${task.agentId}: journaled but not running here; its Run is sent`)
     }
   })
+
+/**
+ * Whenever the runner acquires shards, once the engine holds them (it acquires their locks first), their
+ * open tasks are taken up (`takeUp`): what the engine did when a task's `Run` was a persisted message.
+ */
+const takeUpAcquired = (
+  shards: HeldShards["Type"],
+  sharding: Sharding.Sharding["Type"],
+  takeUp: Effect.Effect<void>
+): Effect.Effect<never> =>
+  Effect.gen(function*() {
+    yield* shards.wake.await
+    shards.wake.unsafeClose()
+    const acquired = shards.acquired.splice(0)
+    // Held by the engine, or let go again meanwhile (their lock lost at once): up to a few seconds.
+    yield* Effect.sleep("20 millis").pipe(
+      Effect.repeat({ until: () => acquired.every((shard) => sharding.hasShardId(shard) || !shards.held.has(shard.toString())) }),
+      Effect.timeoutOption("5 seconds")
+    )
+    yield* takeUp
+  }).pipe(Effect.forever)
 
 /**
  * A runner: the handlers on the cluster, the journal on the same database. Needs the `SqlClient`

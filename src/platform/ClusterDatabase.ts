@@ -144,7 +144,7 @@ export type Registry = Effect.Effect.Success<typeof makeRegistry>
 
 /**
  * Deletes what the engine keeps of the tasks the journal no longer holds (ended before `before`, and purged
- * from it: `keepEndedTasks`): their messages (`Run`, `Stop`, `Decided`, and the engine's own envelopes) stored
+ * from it: `keepEndedTasks`): their messages (`Stop`, `Decided`, and the engine's own envelopes) stored
  * before `before`, and the replies left without their message. The engine reads a message again only for a
  * task whose shard moves, and such a task's journal row is gone: it would find nothing to run. Each runner's
  * retention sweep calls it after it purged the journal (ClusterJournal.ts); one statement each, whichever

@@ -11,6 +11,7 @@ import * as Entity from "@effect/cluster/Entity"
 import type { RunnerAddress } from "@effect/cluster/RunnerAddress"
 import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import * as Sharding from "@effect/cluster/Sharding"
+import type * as ShardId from "@effect/cluster/ShardId"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Clock, Context, Deferred, Duration, Effect, ExecutionStrategy, Exit, Layer, Runtime, Scope } from "effect"
 import { formatDuration } from "../internal/util/duration.js"
@@ -26,9 +27,15 @@ export class Drain extends Context.Tag("agent-tools/platform/ClusterDrain/Drain"
   readonly track: <A, E, R>(call: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }>() {}
 
-/** The shards whose locks this runner holds, as its runner storage acquired, refreshed and released them. */
+/**
+ * The shards whose locks this runner holds, as its runner storage acquired, refreshed and released them; and
+ * those it acquired since they were last taken (`acquired`), `wake` opened at each acquisition: their open
+ * tasks are taken up from the journal (Cluster.ts).
+ */
 export class HeldShards extends Context.Tag("agent-tools/platform/ClusterDrain/HeldShards")<HeldShards, {
   readonly held: Set<string>
+  readonly acquired: Array<ShardId.ShardId>
+  readonly wake: Effect.Latch
 }>() {}
 
 /** The default of `RunnerOptions.drainGrace`. */
@@ -42,7 +49,7 @@ export const layerStorage = Layer.effect(
   RunnerStorage.RunnerStorage,
   Effect.gen(function*() {
     const storage = yield* RunnerStorage.RunnerStorage
-    const { held } = yield* HeldShards
+    const { acquired: fresh, held, wake } = yield* HeldShards
     const keep = (shards: ReadonlyArray<{ toString(): string }>) => {
       held.clear()
       for (const shard of shards) held.add(shard.toString())
@@ -52,6 +59,9 @@ export const layerStorage = Layer.effect(
       acquire: (address, shardIds) =>
         Effect.tap(storage.acquire(address, shardIds), (acquired) => {
           for (const shard of acquired) held.add(shard.toString())
+          if (acquired.length === 0) return
+          fresh.push(...acquired)
+          wake.unsafeOpen()
         }),
       refresh: (address, shardIds) => Effect.tap(storage.refresh(address, shardIds), keep),
       release: (address, shardId) => Effect.tap(storage.release(address, shardId), () => held.delete(shardId.toString())),
@@ -61,7 +71,10 @@ export const layerStorage = Layer.effect(
 )
 
 /** No shard held yet. */
-export const layerHeld: Layer.Layer<HeldShards> = Layer.sync(HeldShards, () => ({ held: new Set<string>() }))
+export const layerHeld: Layer.Layer<HeldShards> = Layer.sync(
+  HeldShards,
+  () => ({ held: new Set<string>(), acquired: [], wake: Effect.unsafeMakeLatch(false) })
+)
 
 /**
  * An entity of no use but its registration: closing its scope is how a drain begins the engine's

@@ -58,9 +58,13 @@ export interface AttachPayload {
 
 /** A task: its loop, its events, its answers and its approvals. The entity id is the task id. */
 export const TaskEntity = Entity.make("agent-tools/Task", [
-  // Runs the loop to the task's end, on the owner of the task's shard; delivered again to the next owner.
-  Rpc.make("Run", { payload: { agentId: Schema.String }, primaryKey: () => "run" })
-    .annotate(ClusterSchema.Persisted, true),
+  // Runs the loop to the task's end, on the owner of the task's shard. Not a persisted message: the journal
+  // is what makes a task durable, and the owner sends it only to itself (ClusterStart.ts, `makeRuns`), to a
+  // task of its shards it was told of (`TakeUp`), or found open in the journal on taking its shard (Cluster.ts).
+  Rpc.make("Run", { payload: { agentId: Schema.String } }),
+  // Asks the owner of the task's shard to run it (its `Run` sent to itself) and answers at once. Lost with
+  // its owner, the next owner of the shard finds the task open in the journal as it takes the shard.
+  Rpc.make("TakeUp", { payload: { agentId: Schema.String } }),
   Rpc.make("Attach", {
     payload: {
       agentId: Schema.String,
@@ -101,8 +105,8 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
     success: Schema.Boolean,
     error: UnknownTask
   }),
-  // Stops the task (the `exec_agent` call that started it ended first). Persisted, as `Run`: a runner
-  // that dies with it unread leaves it to the next owner of the task's shard.
+  // Stops the task (the `exec_agent` call that started it ended first). Persisted: a runner that dies
+  // with it unread leaves it to the next owner of the task's shard.
   Rpc.make("Stop", { payload: { agentId: Schema.String, reason: Schema.String }, primaryKey: () => "stop" })
     .annotate(ClusterSchema.Persisted, true),
   // A call of the task (one of a tree) was decided at the tree's root, on its runner, and journaled: the task

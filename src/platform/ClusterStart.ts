@@ -4,7 +4,7 @@
  * runner holds), journaled, and its `Run` sent to its owner.
  */
 import * as Sharding from "@effect/cluster/Sharding"
-import { Context, Effect, Option, Tracer } from "effect"
+import { Cause, Context, Effect, Option, Tracer } from "effect"
 import { Ids } from "../Ids.js"
 import * as SqlStore from "../internal/sql/store.js"
 import { traceparentOf } from "../internal/util/traceContext.js"
@@ -54,15 +54,49 @@ export interface NewTask {
 }
 
 /**
+ * The ways a task's `Run` is sent. `Run` is not a persisted message (the journal makes a task durable), and a
+ * volatile request to another runner would wait for its reply until the task ended, and be interrupted with
+ * the sender's connection: so a runner sends `Run` only to itself, in the background (a `Run` that reached
+ * another runner all the same, its shard moved meanwhile, holds no one up), and asks the owner of another
+ * shard to send it (`TakeUp`), who answers at once.
+ */
+export const makeRuns = Effect.gen(function*() {
+  const tasks = yield* TaskEntity.client
+  const holdsShard = holdsShardOf(yield* Sharding.Sharding)
+  const scope = yield* Effect.scope
+  /** The task's `Run`, sent from this runner in the background: to itself, its shard here. */
+  const runHere = (taskId: string, agentId: string): Effect.Effect<void> =>
+    Effect.asVoid(Effect.forkIn(
+      Effect.catchAllCause(tasks(taskId).Run({ agentId }, { discard: true }), (cause) =>
+        Effect.logWarning(`task ${taskId}: its Run could not be sent; the sweep takes it up`, cause)),
+      scope
+    ))
+  /**
+   * Runs the task on the owner of its shard: here, its `Run`; elsewhere, `TakeUp` to its owner. Not taken (its
+   * owner gone before it answered), the next owner of the shard takes the task up from the journal.
+   */
+  const run = (taskId: string, agentId: string): Effect.Effect<void> =>
+    holdsShard(taskId) ? runHere(taskId, agentId) : tasks(taskId).TakeUp({ agentId }).pipe(
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause)
+          ? Effect.interrupt
+          : Effect.logWarning(`task ${taskId}: its owner was not reached; it takes it up from the journal`, cause))
+    )
+  return { runHere, run }
+})
+
+/** The ways a task's `Run` is sent, as `makeRuns` gives them. */
+export type Runs = Effect.Effect.Success<typeof makeRuns>
+
+/**
  * Starting a task on the cluster, a submitted one or one an `exec_agent` call starts (ClusterAgentCalls.ts):
  * admitted to the agent's limits, journaled with its starter's span (the runner that takes it up
- * continues that trace), its `Run` sent to its owner; its id. While the database cannot be reached,
+ * continues that trace), run by its owner (`makeRuns`); its id. While the database cannot be reached,
  * each step waits for it, as the journal's statements do.
  */
-export const makeStart = (limits: Limits, placement: RunnerOptions["placement"]) =>
+export const makeStart = (limits: Limits, placement: RunnerOptions["placement"], runs: Runs) =>
   Effect.gen(function*() {
     const agents = yield* AgentEntity.client
-    const tasks = yield* TaskEntity.client
     const holdsShard = holdsShardOf(yield* Sharding.Sharding)
     const ids = yield* Ids
     const journal = yield* Journal.Journal
@@ -101,7 +135,7 @@ export const makeStart = (limits: Limits, placement: RunnerOptions["placement"])
         // is sent again (a duplicate is dropped by its owner; one the first never sent, its runner gone, starts it).
         const made = submitKey === undefined || resubmit !== true ? undefined : yield* madeBefore(agentId, submitKey)
         if (made !== undefined) {
-          yield* orDieOnEngine(SqlStore.whileBusy(tasks(made).Run({ agentId }, { discard: true })))
+          yield* runs.run(made, agentId)
           return made
         }
         yield* admit(journal, limits, agentId, prompt)
@@ -112,7 +146,7 @@ export const makeStart = (limits: Limits, placement: RunnerOptions["placement"])
         const traceparent = yield* currentTraceparent
         yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
         yield* Metrics.submitted(taskId, agentId)
-        yield* orDieOnEngine(SqlStore.whileBusy(tasks(taskId).Run({ agentId }, { discard: true })))
+        yield* runs.run(taskId, agentId)
         return taskId
       })
   })

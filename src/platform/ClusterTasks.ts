@@ -24,6 +24,8 @@ interface Attaching {
 export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
   Effect.map(Invocation.InvocationConfig, (config) => {
     const running = makeRunning()
+    /** The tasks a `Run` is taking up or holds here: a second `Run` of one (sent again: a sweep, a retried submit) ends at once. */
+    const taking = new Set<string>()
     return {
       /** The agent's task, held here (taken up from the journal if need be). */
       heldBy: tasks.held,
@@ -62,8 +64,18 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
        * owner takes it up, and a call it had started reads as started without an answer there.
        */
       runHere: (taskId: string): Effect.Effect<void> =>
-        // Held and watched in one step: interrupted once it holds the task, it always lets it go.
-        Effect.uninterruptibleMask((restore) =>
+        Effect.suspend(() => {
+          if (taking.has(taskId)) return Effect.void
+          taking.add(taskId)
+          return Effect.ensuring(heldUntilEnd(taskId), Effect.sync(() => taking.delete(taskId)))
+        }),
+      answer: answerOf(tasks, journal, config, running)
+    }
+
+    /** `runHere`'s task, held until it ends or is interrupted. */
+    function heldUntilEnd(taskId: string): Effect.Effect<void> {
+      // Held and watched in one step: interrupted once it holds the task, it always lets it go.
+      return Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(restore(tasks.hold(taskId)), (task) => {
             if (task === undefined) return Effect.logWarning(`task ${taskId}: the journal does not hold it; nothing to run`)
             running.held(taskId, task)
@@ -77,8 +89,7 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
                 const fibers = [task.loop, task.suspended?.expiry].filter((f) => f !== undefined)
                 return Fiber.interruptAll(fibers)
               }))
-          })),
-      answer: answerOf(tasks, journal, config, running)
+          }))
     }
   })
 

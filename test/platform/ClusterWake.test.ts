@@ -1,8 +1,9 @@
 /**
- * Cluster mode's wake-up (platform/ClusterWake.ts) on a real PostgreSQL: a task's `Run` message
- * stored by someone else than its owner (as another runner or process would, its socket notice
- * lost) reaches the owner at once through `LISTEN`/`NOTIFY`, the engine's poll set to a minute; and a
- * message whose notification is lost is still delivered, by the poll.
+ * Cluster mode's wake-up (platform/ClusterWake.ts) on a real PostgreSQL: a task's message stored by
+ * someone else than its owner (as another runner or process stores a persisted one, `Stop` or
+ * `Decided`, its socket notice lost; here a `Run`, which runners no longer store, but whose end the
+ * test can see) reaches the owner at once through `LISTEN`/`NOTIFY`, the engine's poll set to a
+ * minute; and a message whose notification is lost is still delivered, by the poll.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { EntityAddress } from "@effect/cluster/EntityAddress"
