@@ -39,6 +39,20 @@ export const model = LanguageModel.layerScripted([
 ], { repeat: false, keepRequests: true }) // LanguageModel.Scripted gives the requests it received
 // #endregion
 
+/** A run on a scripted model of its own, made without a layer; what the model was asked. */
+export const onItsOwnModel = (prompt: string) =>
+  Effect.gen(function*() {
+    // #region scripted-value
+    // A new model, at once: its own place in the script, its own requests.
+    const model = LanguageModel.scripted([{ text: "Nothing to refund." }])
+    const result = yield* Agent.run(agent, prompt).pipe(
+      Effect.provideService(LanguageModel.LanguageModel, model) // no layer to build
+    )
+    const requests = yield* model.requests // what this model was asked: one request here
+    // #endregion
+    return { output: result.output, requests }
+  }).pipe(Effect.provide(Shop.layer))
+
 /** Runs the agent on `prompt`; gives the run's record and the refunds the shop made. */
 export const main = (prompt: string) =>
   Effect.gen(function*() {

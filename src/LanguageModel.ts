@@ -463,53 +463,73 @@ const toTurn = (reply: ScriptedReply): ModelTurn => {
   return reply.reasoning === undefined ? turn : { ...turn, reasoning: reply.reasoning }
 }
 
+/** A scripted model as a value: the `LanguageModel` service, and the requests it received (as `Scripted` gives them). */
+export interface ScriptedModel extends Service {
+  /** The requests received so far, oldest first, as `keepRequests` says (`Scripted.requests`). */
+  readonly requests: Effect.Effect<ReadonlyArray<ModelRequest>>
+}
+
 /**
  * A scripted model, for tests and the offline demo: not a real model. Turn n of the script answers
  * the n-th request; past the end it fails with a `ModelError` that says so (or starts over, with
- * `repeat`). Also provides `Scripted`, to read the requests it received (the latest 100 unless `keepRequests`
- * says otherwise).
+ * `repeat`). Made at once, without a layer: each call is a new model with its own place in the script
+ * and its own requests. Provide it with `Effect.provideService(effect, LanguageModel, model)`; read what
+ * it received with `model.requests` (the latest 100 unless `keepRequests` says otherwise).
+ */
+export const scripted = (turns: ReadonlyArray<ScriptedTurn>, options?: ScriptedOptions): ScriptedModel => {
+  const keep = options?.keepRequests ?? defaultKeptRequests
+  const received = keptRequests(keep === true ? Infinity : keep === false ? 0 : keep)
+  let next = 0
+  const stepOf = (request: ModelRequest): number => {
+    let assistant = 0
+    for (const message of request.messages) if (message._tag === "AssistantMessage") assistant++
+    return assistant
+  }
+  const answer = (request: ModelRequest): Effect.Effect<ModelTurn, ModelFailure> =>
+    Effect.suspend(() => {
+      received.add(request)
+      if (options?.perConversation === true) next = stepOf(request)
+      if (next >= turns.length && options?.repeat === true && turns.length > 0) next = next % turns.length
+      const index = next++
+      const turn = turns[index]
+      if (turn === undefined) {
+        return Effect.fail(
+          new ModelError({
+            message: `scripted model: the script has ${turns.length} turn(s) and request ${index + 1} came in`,
+            transient: false
+          })
+        )
+      }
+      if (typeof turn !== "function") return Effect.succeed(toTurn(turn))
+      const reply = turn(request)
+      return Effect.isEffect(reply) ? Effect.map(reply, toTurn) : Effect.succeed(toTurn(reply))
+    })
+  const chunk = options?.streamed === undefined ? undefined : Math.max(1, options.streamed.chunk ?? 8)
+  const stream = (request: ModelRequest): Stream.Stream<ModelPart, ModelFailure> =>
+    Stream.unwrap(Effect.map(answer(request), (turn) => Stream.fromIterable(partsOf(turn, chunk))))
+  // Streamed, `generate` collects the same parts, without running a stream.
+  const generate = chunk === undefined
+    ? answer
+    : (request: ModelRequest) => Effect.map(answer(request), (turn) => collectParts(partsOf(turn, chunk)))
+  return {
+    generate,
+    stream,
+    streams: chunk !== undefined,
+    provider: "scripted",
+    model: "scripted",
+    requests: Effect.sync(received.all)
+  }
+}
+
+/**
+ * `scripted` as a layer: a new scripted model each time the layer is built, as the `LanguageModel`
+ * service, with `Scripted` to read the requests it received.
  */
 export const layerScripted = (
   turns: ReadonlyArray<ScriptedTurn>,
   options?: ScriptedOptions
 ): Layer.Layer<LanguageModel | Scripted> =>
   Layer.effectContext(Effect.sync(() => {
-    const keep = options?.keepRequests ?? defaultKeptRequests
-    const received = keptRequests(keep === true ? Infinity : keep === false ? 0 : keep)
-    let next = 0
-    const stepOf = (request: ModelRequest): number => {
-      let assistant = 0
-      for (const message of request.messages) if (message._tag === "AssistantMessage") assistant++
-      return assistant
-    }
-    const answer = (request: ModelRequest): Effect.Effect<ModelTurn, ModelFailure> =>
-      Effect.suspend(() => {
-        received.add(request)
-        if (options?.perConversation === true) next = stepOf(request)
-        if (next >= turns.length && options?.repeat === true && turns.length > 0) next = next % turns.length
-        const index = next++
-        const turn = turns[index]
-        if (turn === undefined) {
-          return Effect.fail(
-            new ModelError({
-              message: `scripted model: the script has ${turns.length} turn(s) and request ${index + 1} came in`,
-              transient: false
-            })
-          )
-        }
-        if (typeof turn !== "function") return Effect.succeed(toTurn(turn))
-        const reply = turn(request)
-        return Effect.isEffect(reply) ? Effect.map(reply, toTurn) : Effect.succeed(toTurn(reply))
-      })
-    const chunk = options?.streamed === undefined ? undefined : Math.max(1, options.streamed.chunk ?? 8)
-    const stream = (request: ModelRequest): Stream.Stream<ModelPart, ModelFailure> =>
-      Stream.unwrap(Effect.map(answer(request), (turn) => Stream.fromIterable(partsOf(turn, chunk))))
-    // Streamed, `generate` collects the same parts, without running a stream.
-    const generate = chunk === undefined
-      ? answer
-      : (request: ModelRequest) => Effect.map(answer(request), (turn) => collectParts(partsOf(turn, chunk)))
-    const model = LanguageModel.of({ generate, stream, streams: chunk !== undefined, provider: "scripted", model: "scripted" })
-    return Context.make(LanguageModel, model).pipe(
-      Context.add(Scripted, Scripted.of({ requests: Effect.sync(received.all) }))
-    )
+    const model = scripted(turns, options)
+    return Context.make(LanguageModel, model).pipe(Context.add(Scripted, Scripted.of({ requests: model.requests })))
   }))

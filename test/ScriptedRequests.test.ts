@@ -34,3 +34,39 @@ describe("LanguageModel.layerScripted: the requests it keeps", () => {
       Effect.provide(LanguageModel.layerScripted([{ text: "ok" }], { repeat: true, keepRequests: true }))
     ))
 })
+
+describe("LanguageModel.scripted: a model as a value, provided without a layer", () => {
+  it.effect("each one is a new model: its own place in the script and its own requests", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ tools: [] })
+      const script = [{ text: "first" }, { text: "second" }]
+      const a = LanguageModel.scripted(script)
+      const b = LanguageModel.scripted(script)
+      const run = (model: LanguageModel.ScriptedModel, prompt: string) =>
+        Effect.map(Effect.provideService(Agent.run(agent, prompt), LanguageModel.LanguageModel, model), (r) => r.output)
+      // b starts at the script's first turn although a answered one before it; a goes on to its second.
+      assert.strictEqual(yield* run(a, "to a"), "first")
+      assert.strictEqual(yield* run(b, "to b"), "first")
+      assert.strictEqual(yield* run(a, "to a again"), "second")
+      const prompts = (model: LanguageModel.ScriptedModel) =>
+        Effect.map(model.requests, (rs) => rs.map((r) => (r.messages[0] as { readonly text: string }).text))
+      assert.deepStrictEqual(yield* prompts(a), ["to a", "to a again"])
+      assert.deepStrictEqual(yield* prompts(b), ["to b"])
+      // Past the end of its script, a fails as the layer's model does; b still has its second turn.
+      const past = yield* Effect.flip(run(a, "once more"))
+      assert.match(past.message, /the script has 2 turn\(s\) and request 3 came in/)
+      assert.strictEqual(yield* run(b, "to b again"), "second")
+    }))
+
+  it.effect("the layer is built on it: each build a new model, Scripted reading its requests", () =>
+    Effect.gen(function*() {
+      const layer = LanguageModel.layerScripted([{ text: "only" }])
+      const once = (prompt: string) =>
+        Effect.gen(function*() {
+          const result = yield* Agent.run(Agent.make({ tools: [] }), prompt)
+          return [result.output, ...(yield* requests).map((r) => (r.messages[0] as { readonly text: string }).text)]
+        }).pipe(Effect.provide(layer))
+      assert.deepStrictEqual(yield* once("x"), ["only", "x"])
+      assert.deepStrictEqual(yield* once("y"), ["only", "y"])
+    }))
+})

@@ -266,6 +266,15 @@ describe("docs: the examples run", () => {
       assert.strictEqual(requests.length, 2)
     }).pipe(Effect.provide(AgentsExample.model)))
 
+  it.effect("agents: each run on a scripted model of its own starts at the script's first turn; its requests are its own", () =>
+    Effect.gen(function*() {
+      const first = yield* AgentsExample.onItsOwnModel("Any refund for ord-4821?")
+      const second = yield* AgentsExample.onItsOwnModel("And for ord-4822?")
+      // A model shared by the two runs would have failed the second: its script has one turn.
+      assert.deepStrictEqual([first.output, second.output], ["Nothing to refund.", "Nothing to refund."])
+      assert.deepStrictEqual(second.requests.map((r) => r.messages[0]), [{ _tag: "UserMessage", text: "And for ord-4822?" }])
+    }))
+
   it.scoped("agents: the durable run suspends on the refund, is approved and resumed; the refund is made once", () =>
     Effect.gen(function*() {
       const dir = yield* Effect.acquireRelease(

@@ -6,8 +6,9 @@
  * (beside tracing disabled), once exported over OTLP to a receiver here (beside tracing disabled), once
  * with a streaming scripted model (beside the whole-turn one, tracing disabled for both). And the way a user
  * writes it (`--mode=user`, `--mode=fresh`): the scripted model with its default options, tracing as a program
- * has it, one layer for every run or a new one provided to each run (with what `Effect.provide` of that layer
- * costs alone beside it).
+ * has it, one layer for every run, or a new model for each run (made by `LanguageModel.scripted`, given by
+ * `Effect.provideService`; beside it a new layer provided to each run, and what `Effect.provide` of that layer
+ * costs alone).
  * Run with `npm run bench`.
  */
 import { type Context, Effect, Exit, Layer, Scope } from "effect"
@@ -127,8 +128,11 @@ const exported = (protocol: Telemetry.Protocol) =>
 // builds a new mock model per run.
 const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [{ toolCalls: calls }, { text: "21" }]
 const userModel = LanguageModel.layerScripted(script, { repeat: true })
-const freshRun = Effect.suspend(() => Effect.provide(Agent.run(agent, "add them"), LanguageModel.layerScripted(script)))
-// The floor of the stack under that row: what Effect's `Effect.provide` of the same layer costs around no work at all.
+// A new model a run the cheap way: `LanguageModel.scripted` makes the model as a value, `Effect.provideService` gives it.
+const freshRun = Effect.suspend(() => Effect.provideService(Agent.run(agent, "add them"), LanguageModel.LanguageModel, LanguageModel.scripted(script)))
+// The same through a layer (`Effect.provide` of `layerScripted`): Effect builds the layer each run.
+const freshLayerRun = Effect.suspend(() => Effect.provide(Agent.run(agent, "add them"), LanguageModel.layerScripted(script)))
+// What Effect's `Effect.provide` of that layer costs around no work at all.
 const provideOnly = Effect.suspend(() => Effect.provide(Effect.void, LanguageModel.layerScripted(script)))
 const timeProvide = (n: number) =>
   Effect.gen(function*() {
@@ -183,14 +187,20 @@ const modes = {
     layer: userModel
   },
   fresh: {
-    measure: "a new scripted model (its default options) provided to each run, tracing on, no tracer installed",
+    measure: "a new scripted model (its default options) made for each run by LanguageModel.scripted and given by Effect.provideService, tracing on, no tracer installed",
     run: Effect.zipRight(Effect.suspend(() => timeAgent(warmup, freshRun)), Effect.suspend(() => timeAgent(runs, freshRun))),
     base: handBaseline,
     target: "<= 15 us/run",
-    floor: {
-      measure: "Effect.provide of the same new scripted model around no work (what Effect's layer building costs each run above)",
-      run: Effect.zipRight(Effect.suspend(() => timeProvide(warmup)), Effect.suspend(() => timeProvide(runs)))
-    }
+    floors: [
+      {
+        measure: "the same with a new layerScripted provided to each run (Effect.provide: Effect builds the layer each run)",
+        run: Effect.zipRight(Effect.suspend(() => timeAgent(warmup, freshLayerRun)), Effect.suspend(() => timeAgent(runs, freshLayerRun)))
+      },
+      {
+        measure: "Effect.provide of that new layer around no work (what Effect's layer building costs each run of the row above)",
+        run: Effect.zipRight(Effect.suspend(() => timeProvide(warmup)), Effect.suspend(() => timeProvide(runs)))
+      }
+    ]
   },
   "otlp-json": {
     measure: "exported (Telemetry.layer, OTLP/HTTP JSON to a receiver on 127.0.0.1 that discards)",
@@ -207,11 +217,12 @@ const measure = (mode: (typeof modes)[keyof typeof modes]) =>
     yield* Effect.withTracer(timeAgent(warmup), listeningTracer)
     const base: Array<number> = []
     const measured: Array<number> = []
-    const floor: Array<number> = []
+    const floors = "floors" in mode ? mode.floors : []
+    const floor: Array<Array<number>> = floors.map(() => [])
     for (let round = 0; round < rounds; round++) {
       base.push(yield* mode.base.run)
       measured.push(yield* mode.run)
-      if ("floor" in mode) floor.push(yield* mode.floor.run)
+      for (let i = 0; i < floors.length; i++) floor[i]!.push(yield* floors[i]!.run)
     }
     const b = median(base)
     const m = median(measured)
@@ -223,11 +234,11 @@ const measure = (mode: (typeof modes)[keyof typeof modes]) =>
       ratio: (m / b).toFixed(2),
       target: mode.target
     })
-    if ("floor" in mode) {
-      const f = median(floor)
+    for (let i = 0; i < floors.length; i++) {
+      const f = median(floor[i]!)
       report({
         bench: "agent loop",
-        measure: mode.floor.measure,
+        measure: floors[i]!.measure,
         value: `${f.toFixed(1)} us/run`,
         baseline: `${b.toFixed(2)} us/run (${mode.base.label})`,
         ratio: (f / b).toFixed(2),

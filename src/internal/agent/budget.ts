@@ -5,7 +5,7 @@
  * stops before the turn that would pass it, never during a model call.
  */
 import * as Cost from "../../Cost.js"
-import * as LanguageModel from "../../LanguageModel.js"
+import type * as LanguageModel from "../../LanguageModel.js"
 import type { Run } from "./run.js"
 import { AgentEvent, type Budget, BudgetExceeded } from "./types.js"
 
@@ -25,7 +25,7 @@ export const budgeted = (run: Run, budget: Budget | undefined, prices: Cost.Pric
  */
 export const completed = (run: Run, step: number, turn: LanguageModel.ModelTurn): void => {
   run.count(turn.usage)
-  const model = turn.model ?? LanguageModel.labelOf(run.model)
+  const model = turn.model ?? run.modelLabel
   const costUsd = Cost.cost(run.prices, model, turn.usage)
   if (costUsd !== undefined) run.costUsd = Math.round(((run.costUsd ?? 0) + costUsd) * 1e9) / 1e9
   run.last = { tokens: tokensOf(turn.usage), costUsd: costUsd ?? 0 }
@@ -47,7 +47,7 @@ export const overBudget = (run: Run, step: number): BudgetExceeded | undefined =
     if (spent + next > budget.tokens) return exceeded("tokens", budget.tokens, spent, next)
   }
   if (budget.costUsd !== undefined) {
-    const price = Cost.priceOf(run.prices, LanguageModel.labelOf(run.model))
+    const price = Cost.priceOf(run.prices, run.modelLabel)
     const spent = run.costUsd ?? 0
     const next = Math.max(run.last.costUsd, price === undefined ? 0 : (requestTokens * price.input) / 1e6)
     if (spent + next > budget.costUsd) return exceeded("costUsd", budget.costUsd, spent, next)

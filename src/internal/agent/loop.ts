@@ -23,6 +23,7 @@ import { open } from "./open.js"
 import { retryText } from "./output.js"
 import { CurrentRun, Run, subAgentTools } from "./run.js"
 import { holding, takeSession } from "./session.js"
+import * as Metrics from "../util/metrics.js"
 import { listening } from "../util/tracing.js"
 import { execute, toMessage } from "./turn.js"
 import {
@@ -157,6 +158,7 @@ const run = (
       })
     }
     budgeted(state, start.budget ?? agent.budget, services.prices)
+    state.exporting = services.exporting
     if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
     // A run of a session (a resumed one goes on holding it) reads the session's earlier turns first.
     const session = "resume" in start ? yield* journaled!.journal.sessions.heldBy(runId) : start.session ?? start.host?.session
@@ -290,6 +292,7 @@ const runServices = Effect.withFiberRuntime<{
   readonly tracing: boolean
   readonly turnHooks: ReadonlyArray<TurnHook>
   readonly prices: Cost.Prices
+  readonly exporting: boolean
 }, never, LanguageModel.LanguageModel>((fiber) => {
   const context = fiber.currentContext as Context.Context<LanguageModel.LanguageModel>
   return Effect.succeed({
@@ -299,6 +302,7 @@ const runServices = Effect.withFiberRuntime<{
     policy: Context.get(context, Timing),
     tracing: listening(fiber),
     turnHooks: Context.get(context, TurnHooks),
-    prices: Context.get(context, Cost.PriceTable)
+    prices: Context.get(context, Cost.PriceTable),
+    exporting: Context.get(context, Metrics.Exporting)
   })
 })

@@ -42,7 +42,7 @@ const askModel = (run: Run, step: number): Effect.Effect<LanguageModel.ModelTurn
       { step, instructions: agent.instructions, tools: toolkit.definitions },
       (adjusted) => generate(run, step, adjusted.instructions, adjusted.tools)
     )
-  const measured = Effect.flatMap(Metrics.Exporting, (exporting) => exporting ? metered(run, turn) : turn)
+  const measured = run.exporting ? metered(run, turn) : turn
   if (!run.tracing) return measured
   const { model, provider } = run.model
   return Effect.withSpan(chatAnnotated(run, measured), model === undefined ? "chat" : `chat ${model}`, {
@@ -92,7 +92,7 @@ const chatAnnotated = (
     turn.pipe(
       Effect.tap((answer) =>
         Effect.annotateCurrentSpan({
-          ...usageAttributes(answer.usage, Cost.cost(run.prices, answer.model ?? LanguageModel.labelOf(run.model), answer.usage)),
+          ...usageAttributes(answer.usage, Cost.cost(run.prices, answer.model ?? run.modelLabel, answer.usage)),
           ...(answer.model === undefined ? {} : { "gen_ai.response.model": answer.model.slice(answer.model.indexOf(":") + 1) }),
           "gen_ai.response.finish_reasons": [answer.finishReason],
           ...(capture

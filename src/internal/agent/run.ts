@@ -6,7 +6,7 @@
 import { Clock, Context, Effect, Option, Schema } from "effect"
 import * as Cost from "../../Cost.js"
 import type * as Journal from "../../Journal.js"
-import type * as LanguageModel from "../../LanguageModel.js"
+import * as LanguageModel from "../../LanguageModel.js"
 import type { Timing } from "../../Timing.js"
 import type * as Toolkit from "../../Toolkit.js"
 import { ToolResult } from "../../ToolResult.js"
@@ -86,6 +86,8 @@ export class Run {
   /** Its budget (the run's, else its agent's) and the price table in force. */
   budget: Budget | undefined = undefined
   prices: Cost.Prices = Cost.defaults
+  /** Whether a telemetry layer exports metrics (`Metrics.Exporting`), read once at the run's start. */
+  exporting = false
   /** The session it holds, for a run of one: it keeps its messages there when it ends. */
   session: SessionHold | undefined = undefined
   /** Final answers in a row that did not decode with the agent's output Schema. */
@@ -120,6 +122,13 @@ export class Run {
     this.door = door
     this.messages = [{ _tag: "UserMessage", text: prompt }]
     this.limit = agent.toolExecution === "sequential" ? 1 : agent.maxConcurrency ?? Infinity
+  }
+
+  private label: string | undefined = undefined
+
+  /** The run's model as a turn and the price table name it (`LanguageModel.labelOf`), made once a run. */
+  get modelLabel(): string {
+    return this.label ??= LanguageModel.labelOf(this.model)
   }
 
   /** The toolkit of the agent that holds the run. */
