@@ -26,7 +26,7 @@ export const report = (row: Row): void => {
   const extra = [
     row.baseline === undefined ? "" : `baseline ${row.baseline}`,
     row.ratio === undefined ? "" : `ratio ${row.ratio}`,
-    row.target === undefined ? "" : `target ${row.target}`
+    row.target === undefined || row.target === "" ? "" : `target ${row.target}`
   ].filter((s) => s !== "").join(", ")
   console.log(`${row.bench} | ${row.measure}: ${row.value}${extra === "" ? "" : ` (${extra})`}`)
 }
