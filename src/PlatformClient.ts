@@ -190,30 +190,30 @@ const retriedWhileBusy = <A, E>(call: (retried: boolean) => Effect.Effect<A, E |
 }
 
 /**
- * What a transport failure is to the serving side: the protocol's `Unauthorized` when the platform
+ * What a failure is to the serving side: a transport failure is the protocol's `Unauthorized` when the platform
  * refused the token at the upgrade, else `PlatformUnavailable` (Serve retries it). A frame over the
- * platform's limit is a defect: only the answers of `CompleteToolCall` can be split, and they are.
+ * platform's limit is a defect: only the answers of `CompleteToolCall` can be split, and they are. A busy
+ * platform is, to its caller, one unavailable for now: Serve's followers submit again with the key.
  */
-const fromTransport = (error: RpcClientError.RpcClientError): Effect.Effect<never, Unauthorized | PlatformUnavailable> =>
-  error.cause instanceof Unauthorized
-    ? Effect.fail(error.cause)
-    : error.cause instanceof Framing.FrameTooLarge
-    ? Effect.die(error.cause)
-    : Effect.fail(new PlatformUnavailable({ message: `the platform is unreachable (${error.message})` }))
+const typedFailure = (error: unknown): Exit.Exit<never, unknown> =>
+  isClientError(error)
+    ? error.cause instanceof Unauthorized
+      ? Exit.fail(error.cause)
+      : error.cause instanceof Framing.FrameTooLarge
+      ? Exit.die(error.cause)
+      : Exit.fail(new PlatformUnavailable({ message: `the platform is unreachable (${error.message})` }))
+    : error instanceof PlatformBusy
+    ? Exit.fail(new PlatformUnavailable({ message: error.message }))
+    : Exit.fail(error)
 
 const typed = <A, E>(
   effect: Effect.Effect<A, E | RpcClientError.RpcClientError>
 ): Effect.Effect<A, Exclude<E, PlatformBusy> | Unauthorized | PlatformUnavailable> =>
-  Effect.catchAll(
-    effect,
-    (error): Effect.Effect<never, Exclude<E, PlatformBusy> | Unauthorized | PlatformUnavailable> =>
-      isClientError(error)
-        ? fromTransport(error)
-        // A busy platform is, to its caller, one unavailable for now: Serve's followers submit again with the key.
-        : error instanceof PlatformBusy
-        ? Effect.fail(new PlatformUnavailable({ message: error.message }))
-        : Effect.fail(error as Exclude<E, PlatformBusy>)
-  )
+  Effect.catchAll(effect, typedFailure) as Effect.Effect<A, Exclude<E, PlatformBusy> | Unauthorized | PlatformUnavailable>
+
+/** A stream's end, its failure typed as a call's (`typedFailure`). */
+const typedEnd = (exit: Exit.Exit<void, unknown>): Exit.Exit<void, unknown> =>
+  Exit.isFailure(exit) && exit.cause._tag === "Fail" ? typedFailure(exit.cause.error) : exit
 
 /**
  * A stream call's events, transport failures typed, in a mailbox for as long as the scope lives:
@@ -236,13 +236,35 @@ const typedEvents = <A, E>(
 // Events are taken off the wire as they come (what the caller has not taken waits in its mailbox).
 const asMailbox = { asMailbox: true, streamBufferSize: Number.POSITIVE_INFINITY } as const
 
-/** The service on an `RpcClient` of the protocol, whatever its transport. */
-const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientError.RpcClientError>) => {
+const rpcOf = (tag: string) => PlatformRpcs.requests.get(tag) as unknown as Rpc.AnyWithProps
+
+/**
+ * The service on an `RpcClient` of the protocol, whatever its transport; with `direct` (the WebSocket's), the
+ * streams and the answers (`CompleteToolCall`, a call each delivery) go as frames of their own, past `RpcClient`.
+ */
+const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientError.RpcClientError>, direct?: Wire.Direct) => {
   type Answers = Parameters<PlatformClient["Type"]["completeToolCall"]>[0]
+  const completeRpc = rpcOf("CompleteToolCall")
+  const send = direct === undefined
+    ? client.CompleteToolCall
+    : (payload: Answers) => direct.call(completeRpc, payload) as Effect.Effect<void, UnknownTask | Unauthorized | RpcClientError.RpcClientError>
+  // The events of a stream call, in a mailbox the socket's frames fill (direct), else moved from RpcClient's.
+  const events = <A, E>(
+    tag: string,
+    payload: unknown,
+    viaClient: () => Effect.Effect<Mailbox.ReadonlyMailbox<A, E | RpcClientError.RpcClientError>, never, Scope.Scope>
+  ) =>
+    direct === undefined
+      ? typedEvents(viaClient())
+      : direct.stream(rpcOf(tag), payload, typedEnd) as Effect.Effect<
+        Mailbox.ReadonlyMailbox<A, Exclude<E, PlatformBusy> | Unauthorized | PlatformUnavailable>,
+        never,
+        Scope.Scope
+      >
   // Over the platform's frame limit: halves, each sent on its own (an error of either is the answer's);
   // a single result that alone is over it becomes the error result the model reads instead.
   const complete = (payload: Answers): Effect.Effect<void, UnknownTask | Unauthorized | RpcClientError.RpcClientError> =>
-    Effect.catchAll(client.CompleteToolCall(payload), (error) => {
+    Effect.catchAll(send(payload), (error) => {
       const tooLarge = isClientError(error) && error.cause instanceof Framing.FrameTooLarge ? error.cause : undefined
       if (tooLarge === undefined) return Effect.fail(error)
       const { results } = payload
@@ -263,9 +285,9 @@ const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientEr
     register: (payload) => typed(client.Register(payload)),
     heartbeat: (payload) => typed(client.Heartbeat(payload)),
     deregister: (payload) => typed(client.Deregister(payload)),
-    submitTask: (payload) => typedEvents(client.SubmitTask(payload, asMailbox)),
-    attachTask: (payload) => typedEvents(client.AttachTask(payload, asMailbox)),
-    watchAssignments: (payload) => typedEvents(client.WatchAssignments(payload, asMailbox)),
+    submitTask: (payload) => events("SubmitTask", payload, () => client.SubmitTask(payload, asMailbox)),
+    attachTask: (payload) => events("AttachTask", payload, () => client.AttachTask(payload, asMailbox)),
+    watchAssignments: (payload) => events("WatchAssignments", payload, () => client.WatchAssignments(payload, asMailbox)),
     completeToolCall: (payload) => typed(complete(payload)),
     // Tried again while the platform is busy (`PlatformBusy`, cluster mode): a decision or a cancel, made twice, is one.
     cancel: (taskId, reason) =>
@@ -335,7 +357,8 @@ export interface LayerOptions {
 
 /**
  * The platform at `PLATFORM_URL` (`ws://host:port/rpc`, or a comma-separated list: a cluster's runners, tried in turn) over WebSocket: `RpcClient` on the
- * protocol's wire (internal/serve/wire.ts), the token sent once with the upgrade. The connection opens
+ * protocol's wire (internal/serve/wire.ts), the token sent once with the upgrade; the task streams and the answers as
+ * frames of their own on the same connection (`Wire.Direct`: without `RpcClient`'s fiber a call and its queues). The connection opens
  * with the first call and again with the first call after it dropped; calls in flight when it drops
  * fail with `PlatformUnavailable` (Serve retries them on `Timing.reconnect`).
  */
@@ -345,7 +368,7 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, M
     Effect.gen(function*() {
       const url = yield* required("PLATFORM_URL", Config.string("PLATFORM_URL"))
       const token = yield* required("PLATFORM_TOKEN", Config.redacted("PLATFORM_TOKEN"))
-      const protocol = yield* Wire.makeClient({
+      const { direct, protocol } = yield* Wire.makeClientWith({
         // A cluster's runners: any of them serves every call; a dropped connection goes to the next.
         urls: url.split(",").map((u) => u.trim()).filter((u) => u !== ""),
         headers: { [authorizationHeader]: `Bearer ${Redacted.value(token)}` },
@@ -360,7 +383,7 @@ export const layerWith = (options?: LayerOptions): Layer.Layer<PlatformClient, M
         // The token went with the upgrade: the calls carry nothing more.
         Effect.provide(RpcMiddleware.layerClient(Authentication, ({ request }) => Effect.succeed(request)))
       )
-      return fromRpcClient(client)
+      return fromRpcClient(client, direct)
     })
   )
 

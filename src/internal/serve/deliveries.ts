@@ -2,7 +2,7 @@
  * The calls a serving process runs (design: Serving, Delivery dedupe): each delivered call through
  * dedupe and the pipeline, the answers batched back, the deliveries counted, stopped and drained.
  */
-import { Chunk, Duration, Effect, Fiber, FiberSet, HashMap, Mailbox, Option, Ref, type Scope } from "effect"
+import { Chunk, Duration, Effect, Fiber, FiberSet, Mailbox, Option, Ref, type Scope } from "effect"
 import type { Door } from "../call/door.js"
 import { sameDelivery } from "../call/reuse.js"
 import type { ToolResult } from "../../ToolResult.js"
@@ -94,9 +94,11 @@ export type Answers = Effect.Effect.Success<ReturnType<typeof makeAnswers>>
 /** A delivered call's key in the calls running now. */
 export const callKey = (event: Delivered): string => sameDelivery(event)
 
-export const counted = (calls: HashMap.HashMap<string, number>, key: string, by: 1 | -1) => {
-  const n = Option.getOrElse(HashMap.get(calls, key), () => 0) + by
-  return n > 0 ? HashMap.set(calls, key, n) : HashMap.remove(calls, key)
+/** Counts a fiber of the call `key` in or out of `calls` (a redelivery of a call running joins it in a fiber of its own). */
+const counted = (calls: Map<string, number>, key: string, by: 1 | -1) => {
+  const n = (calls.get(key) ?? 0) + by
+  if (n > 0) calls.set(key, n)
+  else calls.delete(key)
 }
 
 /** How long an interrupted call's handler has to stop before it is said that it could not be (`interruptCalls`). */
@@ -149,8 +151,9 @@ export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.
     const running = yield* FiberSet.make<void>()
     // The runtime holds make's context: the calls run in it, not in the follower's.
     const run = yield* FiberSet.runtime(running)<never>()
-    const state = yield* Ref.make({ draining: false, calls: HashMap.empty<string, number>() })
-    const count = (key: string, by: 1 | -1) => Ref.update(state, (s) => ({ ...s, calls: counted(s.calls, key, by) }))
+    // Whether the drain began, and the calls running now by key: read and changed only in synchronous steps.
+    let draining = false
+    const calls = new Map<string, number>()
     // The running calls of each task: a task that ended failed (stopped: its exec_agent call's deadline passed)
     // has its calls interrupted, not left to run to their own timeouts.
     const byTask = new Map<string, Set<Fiber.RuntimeFiber<void>>>()
@@ -201,31 +204,24 @@ export const makeDeliveries = (handle: (event: Delivered, door: Door) => Effect.
               )
               : Effect.void)
         }),
-      deliver: (event: Delivered, door: Door): Effect.Effect<void> => {
-        const key = callKey(event)
-        return Effect.flatMap(Ref.get(state), ({ calls, draining }) => {
+      deliver: (event: Delivered, door: Door): Effect.Effect<void> =>
+        Effect.suspend(() => {
+          const key = callKey(event)
           if (draining) {
-            return HashMap.has(calls, key)
-              ? Effect.void
-              : Ref.update(report, (r) => ({ ...r, notStarted: r.notStarted + 1 }))
+            return calls.has(key) ? Effect.void : Ref.update(report, (r) => ({ ...r, notStarted: r.notStarted + 1 }))
           }
-          const call = Effect.ensuring(handle(event, door), count(key, -1))
-          return Effect.zipRight(
-            count(key, 1),
-            Effect.sync(() => {
-              const fiber = run(call, { immediate: true })
-              track(byTask, event.taskId, fiber)
-              track(byCall, key, fiber)
-              delivered.set(fiber, event)
-              fiber.addObserver(() => (delivered.delete(fiber), told.delete(fiber)))
-            })
-          )
-        })
-      },
+          counted(calls, key, 1)
+          const fiber = run(Effect.ensuring(handle(event, door), Effect.sync(() => counted(calls, key, -1))), { immediate: true })
+          track(byTask, event.taskId, fiber)
+          track(byCall, key, fiber)
+          delivered.set(fiber, event)
+          fiber.addObserver(() => (delivered.delete(fiber), told.delete(fiber)))
+          return Effect.void
+        }),
       /** No new delivery from now on; the calls running get `grace`, then are interrupted. */
       drain: (grace: Duration.Duration) =>
         Effect.gen(function*() {
-          yield* Ref.update(state, (s) => ({ ...s, draining: true }))
+          draining = true
           const before = yield* FiberSet.size(running)
           if (before > 0) yield* boundedInFinalizer(FiberSet.awaitEmpty(running), grace)
           const left = yield* FiberSet.size(running)

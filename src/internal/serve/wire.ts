@@ -1,14 +1,17 @@
 /**
  * The serving side's half of the protocol's wire (design: Serving): `@effect/rpc`'s `RpcClient.Protocol`
  * over a `ws` WebSocket, in the protocol's JSON framing (protocol/Framing.ts), for `PlatformClient`.
- * The typed client is `@effect/rpc`'s; this module only moves frames. The token travels once, as the
+ * The typed client is `@effect/rpc`'s, but for the calls on every delivery (`Direct`: the task streams and the
+ * answers), read and written here from the socket's frames with the same Schemas. The token travels once, as the
  * `authorization` header of the upgrade. The platform's half is its own (platform/Wire.ts): the two
  * share only protocol/.
  */
+import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import type { FromClientEncoded, FromServerEncoded } from "@effect/rpc/RpcMessage"
-import { Effect, Mailbox, Schedule, type Scope } from "effect"
+import * as RpcSchema from "@effect/rpc/RpcSchema"
+import { Effect, Either, Exit, Mailbox, Option, Schedule, Schema, SchemaAST, type Scope } from "effect"
 import { WebSocket } from "ws"
 import * as Framing from "../../protocol/Framing.js"
 import { Unauthorized, unknownTokenMessage } from "../../protocol/Protocol.js"
@@ -53,6 +56,8 @@ interface Link {
   readonly deliver: (message: FromServerEncoded) => void
   /** The calls sent and not answered yet, by request id (a defect's text names its call). */
   readonly calls: Map<string, string>
+  /** The direct calls and streams waiting (`Direct`), by their own ids. */
+  readonly direct: Map<number, DirectEntry>
   current: Connection | undefined
   closed: boolean
   /** The URL the next connection opens to. */
@@ -96,7 +101,9 @@ const connect = (link: Link): Connection => {
     )
   })
   socket.on("message", (data) => {
-    const message = Framing.readServerFrame(String(data), (id) => calls.get(id))
+    const text = String(data)
+    if (link.direct.size > 0 && readDirect(link, text)) return
+    const message = Framing.readServerFrame(text, (id) => calls.get(id))
     if (message === undefined) return
     if (message._tag === "Exit") calls.delete(message.requestId)
     deliver(message)
@@ -114,6 +121,7 @@ const connect = (link: Link): Connection => {
     settle?.reject(unreachable(why))
     calls.clear()
     // Every call waiting fails: the connection it went out on is gone.
+    failDirect(link, unreachable(why))
     deliver({ _tag: "ClientProtocolError", error: unreachable(why) })
   })
   return connection
@@ -159,6 +167,180 @@ const sendOn = (link: Link) => (request: FromClientEncoded): Effect.Effect<void,
       return Effect.void
   }
 }
+
+// --- direct calls ---
+
+/**
+ * A call or stream sent as its frame and answered straight from the socket's frames, without `RpcClient`
+ * (its fiber a call, its queue and the fiber that hands it frames): a stream's events are decoded and offered
+ * to its mailbox as their frame is read, a call's answer resumes its caller. The same frames and Schemas as
+ * `RpcClient`'s; the ids their own, far past the ones `RpcClient` counts from 0.
+ */
+export interface Direct {
+  /** The call `rpc` with `payload`: its success, its typed error, or an `RpcClientError` (not sent, or the connection gone). */
+  readonly call: (rpc: Rpc.AnyWithProps, payload: unknown) => Effect.Effect<unknown, unknown>
+  /**
+   * The stream `rpc` with `payload`, its events in a mailbox for as long as the scope lives (closing it sends the
+   * cancel); `typed` makes its end the caller's (an `RpcClientError` among its failures).
+   */
+  readonly stream: (
+    rpc: Rpc.AnyWithProps,
+    payload: unknown,
+    typed: (exit: Exit.Exit<void, unknown>) => Exit.Exit<void, unknown>
+  ) => Effect.Effect<Mailbox.ReadonlyMailbox<unknown, unknown>, never, Scope.Scope>
+}
+
+type DirectEntry =
+  | { readonly _tag: "Call"; readonly rpc: Rpc.AnyWithProps; readonly resume: (exit: Exit.Exit<unknown, unknown>) => void }
+  | {
+    readonly _tag: "Stream"
+    readonly rpc: Rpc.AnyWithProps
+    readonly mailbox: Mailbox.Mailbox<unknown, unknown>
+    readonly typed: (exit: Exit.Exit<void, unknown>) => Exit.Exit<void, unknown>
+    readonly decode: (events: unknown) => Either.Either<ReadonlyArray<unknown>, unknown>
+  }
+
+/** The ids of direct calls: past any `RpcClient` counts to, within the 15 digits the platform reads first. */
+let directIds = 100_000_000_000_000
+
+const chunkDecoders = new WeakMap<Rpc.AnyWithProps, (events: unknown) => Either.Either<ReadonlyArray<unknown>, unknown>>()
+/** A stream's events as `RpcClient` decodes them (its success Schema, a non-empty array). */
+const chunkDecoder = (rpc: Rpc.AnyWithProps) => {
+  let decode = chunkDecoders.get(rpc)
+  if (decode === undefined) {
+    const schemas = Option.getOrThrow(RpcSchema.getStreamSchemas(rpc.successSchema.ast))
+    decode = Schema.decodeUnknownEither(Schema.NonEmptyArray(schemas.success as Schema.Schema<unknown, unknown, never>))
+    chunkDecoders.set(rpc, decode)
+  }
+  return decode
+}
+
+/** A call's outcome as `RpcClient` decodes it (`Rpc.exitSchema`); a frame that does not decode is a defect. */
+const decodeExit = (rpc: Rpc.AnyWithProps, encoded: unknown): Exit.Exit<unknown, unknown> =>
+  Either.match(Schema.decodeUnknownEither(Rpc.exitSchema(rpc as any) as unknown as Schema.Schema<Exit.Exit<unknown, unknown>, unknown, never>)(encoded), {
+    onLeft: (error) => Exit.die(error),
+    onRight: (exit) => exit
+  })
+
+const returnsVoid = (rpc: Rpc.AnyWithProps) => SchemaAST.isVoidKeyword(rpc.successSchema.ast)
+
+const leadingId = /^\{"id":(\d{1,16})[,}]/
+
+/** Reads a frame of a direct call or stream (its id first, as the platform writes it); whether it was one. */
+const readDirect = (link: Link, text: string): boolean => {
+  const found = leadingId.exec(text)
+  const id = found === null ? undefined : Number(found[1])
+  const entry = id === undefined ? undefined : link.direct.get(id)
+  if (entry === undefined) return false
+  let frame: Record<string, unknown>
+  try {
+    frame = JSON.parse(text)
+  } catch {
+    return true
+  }
+  if ("events" in frame) {
+    if (entry._tag !== "Stream" || !Array.isArray(frame.events) || frame.events.length === 0) return true
+    const events = entry.decode(frame.events)
+    if (Either.isRight(events)) {
+      entry.mailbox.unsafeOfferAll(events.right)
+      return true
+    }
+    link.direct.delete(id!)
+    entry.mailbox.unsafeDone(entry.typed(Exit.die(events.left)))
+    return true
+  }
+  link.direct.delete(id!)
+  // A void call's success (an answer's acknowledgment) has nothing to decode.
+  if (entry._tag === "Call" && frame.ok === undefined && !("error" in frame) && !("defect" in frame) && returnsVoid(entry.rpc)) {
+    entry.resume(Exit.void)
+    return true
+  }
+  const encoded = "error" in frame
+    ? { _tag: "Failure", cause: { _tag: "Fail", error: frame.error } }
+    : "defect" in frame
+    ? (Framing.readServerFrame(text, () => entry.rpc._tag) as Extract<FromServerEncoded, { _tag: "Exit" }>).exit
+    : { _tag: "Success", value: frame.ok }
+  const exit = decodeExit(entry.rpc, encoded)
+  if (entry._tag === "Call") entry.resume(exit)
+  else entry.mailbox.unsafeDone(entry.typed(Exit.asVoid(exit)))
+  return true
+}
+
+/** The connection is gone: every direct call and stream waiting fails with `error`. */
+const failDirect = (link: Link, error: RpcClientError) => {
+  const entries = [...link.direct.values()]
+  link.direct.clear()
+  for (const entry of entries) {
+    if (entry._tag === "Call") entry.resume(Exit.fail(error))
+    else entry.mailbox.unsafeDone(entry.typed(Exit.fail(error)))
+  }
+}
+
+/** A direct call's frame (its payload encoded as `RpcClient` encodes it), or why it cannot go. */
+const directFrame = (
+  link: Link,
+  rpc: Rpc.AnyWithProps,
+  id: number,
+  payload: unknown,
+  span: { readonly traceId: string; readonly spanId: string; readonly sampled: boolean } | undefined
+): Effect.Effect<string, RpcClientError> => {
+  let encoded: Either.Either<unknown, unknown>
+  try {
+    const made = rpc.payloadSchema.make === undefined ? payload : rpc.payloadSchema.make(payload)
+    encoded = Schema.encodeUnknownEither(rpc.payloadSchema as Schema.Schema<unknown, unknown, never>)(made)
+  } catch (error) {
+    encoded = Either.left(error)
+  }
+  if (Either.isLeft(encoded)) return Effect.die(encoded.left)
+  const frame = Framing.callFrame({
+    _tag: "Request",
+    id: String(id),
+    tag: rpc._tag,
+    payload: encoded.right,
+    headers: [],
+    ...(span?.sampled === true ? { traceId: span.traceId, spanId: span.spanId, sampled: true } : {})
+  })
+  const bytes = Framing.bytesOver(frame, link.options.maxSendBytes)
+  if (bytes === undefined) return Effect.succeed(frame)
+  const tooLarge = new Framing.FrameTooLarge({ call: rpc._tag, bytes, limit: link.options.maxSendBytes })
+  return Effect.fail(unreachable(tooLarge.message, tooLarge))
+}
+
+/** Tells the platform a direct call or stream is no longer wanted, if it still waits and its connection is up. */
+const cancelDirect = (link: Link, id: number) => {
+  if (!link.direct.delete(id) || link.current?.open !== true) return
+  link.current.socket.send(Framing.cancelFrame(String(id)))
+}
+
+const makeDirect = (link: Link): Direct => ({
+  call: (rpc, payload) =>
+    Effect.useSpan(`RpcClient.${rpc._tag}`, { captureStackTrace: false }, (span) => {
+      const id = directIds++
+      return Effect.flatMap(directFrame(link, rpc, id, payload, span), (frame) =>
+        Effect.flatMap(open(link), (socket) =>
+          Effect.async<unknown, unknown>((resume) => {
+            link.direct.set(id, { _tag: "Call", rpc, resume: (exit) => resume(exit) })
+            socket.send(frame)
+            return Effect.sync(() => cancelDirect(link, id))
+          })))
+    }),
+  stream: (rpc, payload, typed) =>
+    Effect.gen(function*() {
+      const span = yield* Effect.makeSpanScoped(`RpcClient.${rpc._tag}`, { captureStackTrace: false })
+      const id = directIds++
+      const mailbox = yield* Mailbox.make<unknown, unknown>()
+      yield* Effect.addFinalizer(() => Effect.sync(() => cancelDirect(link, id)))
+      const sent = Effect.flatMap(directFrame(link, rpc, id, payload, span), (frame) =>
+        Effect.map(open(link), (socket) => {
+          link.direct.set(id, { _tag: "Stream", rpc, mailbox, typed, decode: chunkDecoder(rpc) })
+          socket.send(frame)
+        }))
+      // Sent from the caller's fiber: a connection that cannot open ends the mailbox, as a dropped one does.
+      const exit = yield* Effect.exit(sent)
+      if (Exit.isFailure(exit)) mailbox.unsafeDone(typed(exit))
+      return mailbox
+    })
+})
 
 // --- back to the preferred URL ---
 
@@ -211,7 +393,15 @@ const returnToPreferred = (link: Link): Effect.Effect<void> =>
  * Shutdown: the scope closes the connection, then stops the fiber that hands frames to `RpcClient`.
  */
 export const makeClient = (options: ClientOptions): Effect.Effect<RpcClient.Protocol["Type"], never, Scope.Scope> =>
-  RpcClient.Protocol.make((writeResponse) =>
+  Effect.map(makeClientWith(options), ({ protocol }) => protocol)
+
+/** `makeClient`, with the direct calls and streams on the same connections (`Direct`). */
+export const makeClientWith = (
+  options: ClientOptions
+): Effect.Effect<{ readonly protocol: RpcClient.Protocol["Type"]; readonly direct: Direct }, never, Scope.Scope> => {
+  let direct: Direct | undefined
+  return Effect.map(
+    RpcClient.Protocol.make((writeResponse) =>
     Effect.gen(function*() {
       // The frames read go to `RpcClient` in order, from one fiber (not one per frame).
       const inbox = yield* Mailbox.make<FromServerEncoded>()
@@ -222,6 +412,7 @@ export const makeClient = (options: ClientOptions): Effect.Effect<RpcClient.Prot
         options,
         deliver: (message) => void inbox.unsafeOffer(message),
         calls: new Map(),
+        direct: new Map(),
         current: undefined,
         closed: false,
         next: 0
@@ -237,6 +428,10 @@ export const makeClient = (options: ClientOptions): Effect.Effect<RpcClient.Prot
           link.current = undefined
         })
       )
+      direct = makeDirect(link)
       return { send: sendOn(link), supportsAck: false, supportsTransferables: false }
     })
+    ),
+    (protocol) => ({ protocol, direct: direct! })
   )
+}

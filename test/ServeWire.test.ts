@@ -1,0 +1,123 @@
+/**
+ * The serving side's WebSocket client (design: Serving): the task streams and the answers go as frames of their
+ * own beside `RpcClient`'s calls on one connection. What each gets back is its own, and a dropped connection
+ * loses nothing: the stream fails as unavailable, the call comes again on the next attach, its answer lands.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Mailbox, Schedule, Schema } from "effect"
+import { LanguageModel, Timing, Tool, Toolkit } from "../src/index.js"
+import { PlatformServer } from "../src/exports/platform.js"
+import type { Protocol } from "../src/exports/protocol.js"
+import { PlatformClient } from "../src/exports/serve.js"
+import { ToolResult } from "../src/ToolResult.js"
+import { clientLayer, resultsText } from "./support/platform.js"
+import { tcpProxy } from "./support/tcpProxy.js"
+
+const policy = Timing.layer({
+  redelivery: Schedule.spaced("200 millis"),
+  reconnect: Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(100)))
+})
+
+const caller = { agentId: "agent-1", processId: "p-1" }
+
+const add = Tool.make("add", {
+  description: "Adds.",
+  input: { a: Schema.Number, b: Schema.Number },
+  output: Schema.Number,
+  timeout: "10 seconds"
+}, ({ a, b }) => Effect.succeed(a + b))
+
+/** One call of `add`, then the results as text. */
+const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
+  { toolCalls: [{ id: "c1", name: "add", arguments: "{\"a\":40,\"b\":2}" }] },
+  (request) => ({ text: resultsText(request) })
+]
+
+/** The platform on 127.0.0.1 with that model, reached through a TCP proxy that can cut the connections. */
+const platformBehindProxy = Effect.gen(function*() {
+  const context = yield* Layer.build(
+    PlatformServer.layerWebSocket({ port: 0 }).pipe(
+      Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
+      Layer.provide(LanguageModel.layerScripted(script)),
+      Layer.provide(policy)
+    )
+  )
+  const url = new URL(yield* Effect.provide(PlatformServer.url, context))
+  const proxy = yield* tcpProxy({ host: "127.0.0.1", port: Number(url.port) })
+  const client = yield* Effect.provide(
+    PlatformClient.PlatformClient,
+    yield* Layer.build(clientLayer({ url: `ws://127.0.0.1:${proxy.port}${url.pathname}` }, policy))
+  )
+  return { client, proxy }
+})
+
+/** Events of `mailbox` up to and including the first that `last` accepts. */
+const takeUntil = <E>(mailbox: Mailbox.ReadonlyMailbox<Protocol.TaskEvent, E>, last: (event: Protocol.TaskEvent) => boolean) =>
+  Effect.gen(function*() {
+    const events: Array<Protocol.TaskEvent> = []
+    while (true) {
+      const event = yield* mailbox.take
+      events.push(event)
+      if (last(event)) return events
+    }
+  })
+
+describe("the serving side's WebSocket client", () => {
+  it.scopedLive("a dropped connection fails the task's stream as unavailable; the call comes again on the next attach and its answer completes the task", () =>
+    Effect.gen(function*() {
+      const { client, proxy } = yield* platformBehindProxy
+      yield* client.register({ ...caller, manifest: (yield* Toolkit.make(add)).manifest, manifestHash: "h" })
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const mailbox = yield* client.submitTask({ ...caller, prompt: "go", events: "calls" })
+        const events = yield* takeUntil(mailbox, (event) => event._tag === "ToolCallRequested")
+        assert.isAbove(proxy.cut(), 0)
+        const error = yield* Effect.flip(mailbox.take)
+        return { events, error }
+      }))
+      assert.strictEqual((first.error as { _tag: string })._tag, "PlatformUnavailable")
+      const call = first.events.at(-1) as Extract<Protocol.TaskEvent, { _tag: "ToolCallRequested" }>
+      assert.strictEqual(call.toolCallId, "c1")
+      // A new connection: the task's pending call is delivered again, and the answer sent on it completes the task.
+      const again = yield* Effect.scoped(Effect.gen(function*() {
+        const mailbox = yield* client.attachTask({ ...caller, taskId: call.taskId, events: "calls" })
+        const events = yield* takeUntil(mailbox, (event) => event._tag === "ToolCallRequested" || event._tag === "TaskCompleted")
+        yield* client.completeToolCall({
+          ...caller,
+          results: [{ taskId: call.taskId, toolCallId: call.toolCallId, result: new ToolResult(42, undefined) }]
+        })
+        return [...events, ...(yield* takeUntil(mailbox, (event) => event._tag === "TaskCompleted"))]
+      }).pipe(Effect.timeout("10 seconds")))
+      assert.deepStrictEqual(again.filter((e) => e._tag === "ToolCallRequested").map((e) => e.toolCallId), ["c1"])
+      const last = again.at(-1) as Extract<Protocol.TaskEvent, { _tag: "TaskCompleted" }>
+      assert.strictEqual(last.output, "c1:42")
+    }))
+
+  it.scopedLive("RpcClient's calls, answers and a task's stream on one connection, interleaved, each get their own answer", () =>
+    Effect.gen(function*() {
+      const { client } = yield* platformBehindProxy
+      yield* client.register({ ...caller, manifest: (yield* Toolkit.make(add)).manifest, manifestHash: "h" })
+      const outcome = yield* Effect.scoped(Effect.gen(function*() {
+        const mailbox = yield* client.submitTask({ ...caller, prompt: "go", events: "calls" })
+        // Heartbeats (RpcClient) and empty answers (direct) in flight together, while the task's call comes.
+        const beats = yield* Effect.all(
+          Array.from({ length: 20 }, (_, i) =>
+            i % 2 === 0
+              ? client.heartbeat({ ...caller, manifestHash: "h" })
+              : Effect.as(client.completeToolCall({ ...caller, results: [] }), "answered" as const)),
+          { concurrency: "unbounded" }
+        )
+        const call = (yield* takeUntil(mailbox, (event) => event._tag === "ToolCallRequested")).at(-1)!
+        yield* client.completeToolCall({
+          ...caller,
+          results: [{ taskId: call.taskId, toolCallId: (call as { toolCallId: string }).toolCallId, result: new ToolResult(42, undefined) }]
+        })
+        const last = (yield* takeUntil(mailbox, (event) => event._tag === "TaskCompleted")).at(-1)!
+        return { beats, last }
+      }).pipe(Effect.timeout("10 seconds")))
+      assert.deepStrictEqual(
+        outcome.beats,
+        Array.from({ length: 20 }, (_, i) => i % 2 === 0 ? { known: true } : "answered")
+      )
+      assert.strictEqual((outcome.last as { output: string }).output, "c1:42")
+    }))
+})
