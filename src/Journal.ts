@@ -7,7 +7,8 @@
  * One mechanism and one set of SQL for both: an agent run and a platform task are rows of the same
  * tables (`kind`). Stores: `layerMemory`, `layerSql` (a SQLite file), `layerSqlClient` (any
  * `SqlClient`: PostgreSQL through `@effect/sql-pg` is the same layer with another client, a run's
- * writes pipelined on one connection of the journal's own beside the client's pool).
+ * writes, and its reads of one run and of an agent's open tasks, pipelined on one connection of the
+ * journal's own beside the client's pool).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -328,9 +329,9 @@ const numberOr = (value: number | string | null | undefined): number | undefined
   value === null || value === undefined ? undefined : Number(value)
 
 /** The run `runId` as the journal holds it: ended, or open with its turns (up to the first gap), calls and approvals. */
-const readRun = (sql: Client, runId: string) =>
+const readRun = (sql: Client, runId: string, exec?: Sql.Exec) =>
   Effect.gen(function*() {
-    const whole = yield* Sql.wholeRun(sql, runId)
+    const whole = yield* Sql.wholeRun(sql, runId, false, exec)
     if (whole === undefined) return undefined
     const { row } = whole
     if (row.status === "ended") return endedOf(row)
@@ -426,10 +427,11 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
     const path = SqlStore.databaseName(sql)
     const unavailable = (reason: string) => new JournalUnavailable({ path, reason })
     yield* SqlStore.migrate({ migrations: Sql.migrations, table: Sql.migrationsTable, unavailable })
-    const run = (runId: string) => readRun(sql, runId).pipe(SqlStore.orUnavailable(unavailable))
     const tasks = (endedSince: number) => readTasks(sql, endedSince).pipe(SqlStore.orUnavailable(unavailable))
-    // On PostgreSQL, a task's writes (a call at a time) go out pipelined and prepared, on a connection of their own.
+    // On PostgreSQL, a task's writes (a call at a time) go out pipelined and prepared, on a connection of their own,
+    // and so do a cluster runner's reads of each task (a run taken up, the agent's open tasks counted).
     const pipelined = yield* Pipelined.make(sql)
+    const run = (runId: string) => readRun(sql, runId, pipelined?.run).pipe(SqlStore.orUnavailable(unavailable))
     const write = makeWrites(sql, unavailable, pipelined)
     const reads = {
       listTasks: (query: TaskQuery) =>
@@ -510,7 +512,7 @@ const makeWrites = (
     },
     purge: (before, kind = "task") => Effect.ignoreLogged(SqlStore.whileBusy(Sql.purgeEnded(sql, before, kind))),
     counts: orDie(Sql.counts(sql)),
-    openUsage: (agentId) => orDie(Sql.openUsage(sql, agentId))
+    openUsage: (agentId) => orDie(Sql.openUsage(sql, agentId, pipelined?.run))
   }
 }
 

@@ -5,6 +5,8 @@
  * from the caller, never from the database. (The tables keep their first names: a task is a run.)
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import type * as Statement from "@effect/sql/Statement"
 import { Effect } from "effect"
 import * as Sessions from "./sessions.js"
 
@@ -346,21 +348,30 @@ export interface WholeRun {
 }
 
 /**
+ * How a read runs its statement: as written (`run`), or on another way to the same database (the journal's
+ * pipelined connection on PostgreSQL, internal/sql/pipelined.ts).
+ */
+export type Exec = <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
+
+/** A statement run as written. */
+const run: Exec = (statement) => statement
+
+/**
  * One run, whole, or undefined: on PostgreSQL in one statement (its turns, calls and approvals as JSON
  * arrays beside its row; one round trip rather than four), elsewhere in four. An ended run's parts are read only
  * `withEnded` (an operator's timeline); elsewhere they may be left out.
  */
-export const wholeRun = (sql: SqlClient.SqlClient, taskId: string, withEnded = false) =>
+export const wholeRun = (sql: SqlClient.SqlClient, taskId: string, withEnded = false, exec: Exec = run) =>
   sql.onDialectOrElse({
     pg: () =>
       Effect.map(
-        sql<TaskRow & { readonly turns_json: string; readonly calls_json: string; readonly approvals_json: string }>`SELECT
+        exec(sql<TaskRow & { readonly turns_json: string; readonly calls_json: string; readonly approvals_json: string }>`SELECT
           t.task_id, t.kind, t.agent_id, t.process_id, t.prompt, t.tools, t.status, t.final, t.result, t.ended_at, t.traceparent,
           t.created_at,
           (SELECT COALESCE(json_agg(r ORDER BY r.step), '[]')::text FROM journal_turns r WHERE r.task_id = t.task_id) AS turns_json,
           (SELECT COALESCE(json_agg(c), '[]')::text FROM journal_calls c WHERE c.task_id = t.task_id) AS calls_json,
           (SELECT COALESCE(json_agg(a), '[]')::text FROM journal_approvals a WHERE a.task_id = t.task_id) AS approvals_json
-          FROM journal_tasks t WHERE t.task_id = ${taskId}`,
+          FROM journal_tasks t WHERE t.task_id = ${taskId}`),
         ([row]): WholeRun | undefined => {
           if (row === undefined) return undefined
           const { approvals_json, calls_json, turns_json, ...task } = row
@@ -402,11 +413,11 @@ export const tasks = (sql: SqlClient.SqlClient) =>
     created_at FROM journal_tasks WHERE kind = 'task' ORDER BY created_at, task_id`
 
 /** The platform tasks of `agentId` not ended, and their prompts' UTF-8 bytes. */
-export const openUsage = (sql: SqlClient.SqlClient, agentId: string) =>
+export const openUsage = (sql: SqlClient.SqlClient, agentId: string, exec: Exec = run) =>
   Effect.map(
-    sql<{ readonly tasks: number | string; readonly bytes: number | string | null }>`SELECT COUNT(*) AS tasks,
+    exec(sql<{ readonly tasks: number | string; readonly bytes: number | string | null }>`SELECT COUNT(*) AS tasks,
       SUM(${sql.onDialectOrElse({ pg: () => sql.literal("OCTET_LENGTH(prompt)"), orElse: () => sql.literal("LENGTH(CAST(prompt AS BLOB))") })}) AS bytes
-      FROM journal_tasks WHERE kind = 'task' AND agent_id = ${agentId} AND status <> 'ended'`,
+      FROM journal_tasks WHERE kind = 'task' AND agent_id = ${agentId} AND status <> 'ended'`),
     (rows) => ({ tasks: Number(rows[0]?.tasks ?? 0), promptBytes: Number(rows[0]?.bytes ?? 0) })
   )
 
