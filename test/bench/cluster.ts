@@ -109,8 +109,8 @@ interface Figures {
   readonly at64: number
   /** CPU ms per call at 8 at a time: the platform's processes', this (serving) process's, the database server's. */
   readonly cpu: { readonly platform: number; readonly own: number; readonly database: number | undefined }
-  /** Per task at 8 at a time: transactions committed and rows written, PostgreSQL's count. */
-  readonly writes: { readonly transactions: number; readonly rows: number } | undefined
+  /** Per task at 8 at a time: statements run (BEGIN and COMMIT among them) and rows written, PostgreSQL's count. */
+  readonly writes: { readonly statements: number; readonly rows: number } | undefined
 }
 
 const median = (values: ReadonlyArray<number>) => {
@@ -118,15 +118,18 @@ const median = (values: ReadonlyArray<number>) => {
   return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN
 }
 
-/** The database's commits and rows written so far (its statistics lag by up to a second: read after a pause). */
+/**
+ * The statements the database has run so far (`pg_stat_statements`: counted as each ends, where the database's
+ * own statistics reach its views up to seconds late) and the rows they wrote. Less the query's own.
+ */
 const databaseWrites = (url: string) =>
   Effect.scoped(Effect.gen(function*() {
-    yield* Effect.sleep("1200 millis")
     const sql = Context.get(yield* Layer.build(Pg.pgClient(url, { maxConnections: 1 })), PgClient.PgClient)
-    const [row] = yield* Effect.orDie(sql<{ readonly commits: string; readonly rows: string }>`SELECT
-      (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()) AS commits,
-      (SELECT COALESCE(SUM(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables) AS rows`)
-    return { transactions: Number(row!.commits), rows: Number(row!.rows) }
+    const [row] = yield* Effect.orDie(sql<{ readonly statements: string; readonly rows: string }>`SELECT
+      COALESCE(SUM(calls), 0) AS statements,
+      COALESCE(SUM(rows) FILTER (WHERE query ~* '^\\s*(INSERT|UPDATE|DELETE)'), 0) AS rows
+      FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+    return { statements: Number(row!.statements), rows: Number(row!.rows) }
   }))
 
 /** The figures of the platform at `url`, through one serving process. */
@@ -178,8 +181,8 @@ const drive = (
           : ((databaseCpu - cpuBefore.database) * 1000) / calls
       },
       writes: writesBefore === undefined || writesAfter === undefined ? undefined : {
-        // The database's commits less the statistics query's own.
-        transactions: (writesAfter.transactions - writesBefore.transactions - 1) / tasks,
+        // Less the first reading's own statement.
+        statements: (writesAfter.statements - writesBefore.statements - 1) / tasks,
         rows: (writesAfter.rows - writesBefore.rows) / tasks
       }
     } satisfies Figures
@@ -224,6 +227,10 @@ const database = (server: Pg.PostgresServer, name: string) =>
     ))
     const url = server.url.replace(/\/[^/]+$/, `/${name}`)
     yield* Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(url) }))
+    yield* Effect.scoped(Effect.flatMap(
+      Layer.build(Pg.pgClient(url, { maxConnections: 1 })),
+      (ctx) => Effect.orDie(Context.get(ctx, PgClient.PgClient).unsafe("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"))
+    ))
     return url
   })
 
@@ -292,8 +299,8 @@ const rows = (
   if (figures.writes !== undefined) {
     report({
       bench: "cluster",
-      measure: `${label}: the database's work a task (transactions committed; rows written), 8 at a time`,
-      value: `${fixed(figures.writes.transactions)}; ${fixed(figures.writes.rows)}`
+      measure: `${label}: the database's work a task (statements run, BEGIN and COMMIT among them; rows written), 8 at a time`,
+      value: `${fixed(figures.writes.statements)}; ${fixed(figures.writes.rows)}`
     })
   }
 }
@@ -317,7 +324,8 @@ const main = Effect.gen(function*() {
       ? "durable PostgreSQL (fsync, synchronous_commit on)"
       : "tests' PostgreSQL (fsync, synchronous_commit off)"
     const figures = yield* Effect.scoped(Effect.gen(function*() {
-      const server = yield* Pg.postgres({ durable })
+      // pg_stat_statements counts each statement as it ends: the database's work a task.
+      const server = yield* Pg.postgres({ durable, settings: { shared_preload_libraries: "pg_stat_statements" } })
       const measured = <A>(mode: string, measure: Effect.Effect<A, unknown, Scope.Scope>) =>
         modes.has(mode) ? Effect.asSome(measure) : Effect.succeedNone
       const floor = yield* measured("journaled", Effect.flatMap(database(server, "bench_journal"), (url) => embeddedJournaled(server, url)))
