@@ -68,6 +68,8 @@ describe("the deployment examples", () => {
     assert.isAbove(Number(service.get("TimeoutStopSec")![0]), 30)
     // Secrets from a file only the service reads, never on the command line.
     assert.isDefined(service.get("EnvironmentFile"))
+    // V8's young generation enlarged for a server's many short-lived objects (docs/operations.md).
+    assert.deepStrictEqual(service.get("Environment"), ["NODE_OPTIONS=--max-semi-space-size=64"])
     assert.notMatch(execStart!, /postgres:\/\/|--tokens |--database /)
     assert.deepStrictEqual(unit.get("Install")!.get("WantedBy"), ["multi-user.target"])
     assert.include(page, "```ini\n" + text + "```", "docs/operations.md shows the unit as it is")
@@ -88,6 +90,7 @@ describe("the deployment examples", () => {
     assert.strictEqual(cmd[0], "platform")
     assertKnownOptions(cmd)
     assert.strictEqual(of("STOPSIGNAL"), "SIGTERM")
+    assert.include(instructions.filter((i) => i.instruction === "ENV").map((i) => i.args), "NODE_OPTIONS=--max-semi-space-size=64")
     assert.notStrictEqual(of("USER"), "root")
     assert.include(of("RUN"), `agent-tools@${JSON.parse(read("package.json")).version}`)
     assert.include(page, "```dockerfile\n" + text + "```", "docs/operations.md shows the Containerfile as it is")
