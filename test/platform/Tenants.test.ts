@@ -15,6 +15,7 @@ import { forgedAnswerSuite } from "../support/forgedAnswers.js"
 import { embedded } from "../support/hostileWireSuite.js"
 import { clientLayer, resultsText } from "../support/platform.js"
 import {
+  assertStaysFast,
   attackWith,
   bystander,
   latencies,
@@ -23,6 +24,7 @@ import {
   pollUntil,
   roundTrip,
   rssMb,
+  staysFast,
   takeInMillis,
   tenantPlatform
 } from "../support/tenants.js"
@@ -54,18 +56,19 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
   it.live("item 1: 8 connections sending 2 MB frames nested 1,000,000 deep: refused in one pass, another agent's round trip stays fast", () =>
     Effect.gen(function*() {
       const { url } = yield* tenantPlatform([])
+      // Another agent's round trips with no attack, in this run: the reference the attack's are held to.
+      const baseline = yield* attackWith(url, { MODE: "idle", SECONDS: "2" })
       const seconds = scale(3, 30)
       const attack = yield* attackWith(url, { MODE: "deep", CONNECTIONS: "8", SECONDS: String(seconds) })
       const frames = attack.lines.find((line) => line.startsWith("frames:"))?.slice(7)
       record({
         suite,
         measure: `item 1: ${seconds} s of 8 connections sending 2 MB frames nested 1,000,000 deep (${frames} refused): another agent's p50 / p99`,
-        value: latencies(attack),
-        expected: "p50 < 20 ms; p99 < 200 ms"
+        value: `${latencies(attack)}; baseline ${latencies(baseline)}`,
+        expected: staysFast
       })
       assert.isAbove(Number(frames), 8)
-      assert.isBelow(attack.p50, 20)
-      assert.isBelow(attack.p99, 200)
+      assertStaysFast(attack, baseline)
     }).pipe(Effect.scoped), scale(60_000, 120_000))
 
   it.live("item 2: one agent's tasks are held to maxTasksPerAgent and maxPromptBytesPerAgent, released as they end; another agent serves on", () =>
@@ -74,6 +77,8 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
       const { state, url } = yield* tenantPlatform(holdThenAnswer, { maxTasksPerAgent: 20, maxPromptBytesPerAgent: 8 * mib + 1024 })
       // 12 tasks of 1 MiB prompts, then 20 small ones; each task's call waits 5 s for an answer that never comes, then it ends.
       const env = { MODE: "tasks", BIG: "12", SMALL: "20", PROMPT_BYTES: String(mib), HOLD_MILLIS: "5000" }
+      // Another agent's round trips with no attack, in this run: the reference the attack's are held to.
+      const baseline = yield* attackWith(url, { MODE: "idle", SECONDS: "2" })
       const before = rssMb()
       const first = yield* attackWith(url, env)
       // The client is gone; its tasks run on to their end.
@@ -114,8 +119,8 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
         suite,
         measure: "item 2: 12 tasks of 1 MiB prompts, then 20 small ones, from one token (limits lowered to 8 MiB, 20 tasks): " +
           "accepted; refused; another agent's p50 / p99",
-        value: `8 + 12; 4 (maxPromptBytesPerAgent) + 8 (maxTasksPerAgent); ${latencies(first)}`,
-        expected: "p50 < 20 ms; p99 < 200 ms"
+        value: `8 + 12; 4 (maxPromptBytesPerAgent) + 8 (maxTasksPerAgent); ${latencies(first)}; baseline ${latencies(baseline)}`,
+        expected: staysFast
       })
       record({
         suite,
@@ -124,8 +129,7 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
           `${released.tasks} tasks, ${released.promptBytes} bytes`,
         expected: "< 200 MB; < 64 MB; 0, 0"
       })
-      assert.isBelow(first.p50, 20)
-      assert.isBelow(first.p99, 200)
+      assertStaysFast(first, baseline)
       assert.isBelow(growth, 200)
       assert.isBelow(added, 64)
     }).pipe(Effect.scoped), 90_000)
@@ -173,6 +177,8 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
     Effect.gen(function*() {
       const { url } = yield* tenantPlatform([], {}, { frameTimeout: "1 second", pingInterval: "1 second" })
       const env = { MODE: "fragments", CONNECTIONS: "32", SECONDS: "8" }
+      // Another agent's round trips with no attack, in this run: the reference the attack's are held to.
+      const baseline = yield* attackWith(url, { MODE: "idle", SECONDS: "2" })
       const before = rssMb()
       const first = yield* attackWith(url, env)
       // What the first attack left is collected before the second: a leak outlives a collection, and
@@ -197,8 +203,8 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
           "its slowest round trip while the 64 MiB arrive, beside what taking them in costs this process",
         value: `${first.seconds.toFixed(1)} s; ${latencies(held)}; ` +
           `${first.rounds.at(-1)?.toFixed(1)} ms (p50 ${first.p50.toFixed(2)} ms over the whole attack), ` +
-          `taking in: ${takeIn.toFixed(1)} ms`,
-        expected: "p50 < 20 ms; p99 < 200 ms; no stall (< 1 s)"
+          `taking in: ${takeIn.toFixed(1)} ms; baseline ${latencies(baseline)}`,
+        expected: `${staysFast}; no stall (< 1 s)`
       })
       record({
         suite,
@@ -207,11 +213,10 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
         expected: "< 200 MB; < 64 MB"
       })
       assert.isAbove(held.rounds.length, 10)
-      assert.isBelow(held.p50, 20)
-      assert.isBelow(held.p99, 200)
+      assertStaysFast(held, baseline)
       // The bytes arriving together cost a round trip about what taking them in costs (185 ms measured on
       // a 2-core machine in new memory): one round trip may wait behind them, none stalls.
-      assert.isBelow(first.p50, 20)
+      assert.isBelow(first.p50, Math.max(20, 3 * baseline.p50))
       assert.isBelow(first.rounds.at(-1)!, 1_000)
       assert.isBelow(growth, 200)
       assert.isBelow(added, 64)
@@ -232,6 +237,9 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
         LARGE_PADDING: "3000"
       }
       const expected = [...Array(35).fill("manifest-bytes"), ...Array(5).fill("accepted"), ...Array(3).fill("manifest-bytes-per-agent")]
+      // Another agent's round trips with no attack, in this run: the reference the attack's are held to.
+      const baseline = yield* attackWith(url, { MODE: "idle", SECONDS: "2" })
+
       const large = Array.from({ length: 64 }, (_, i) => entry(`t${i}`, 30_000, 3_000))
       const largeBytes = Buffer.byteLength(JSON.stringify(large))
       const client = yield* Layer.build(clientLayer({ url }, policy))
@@ -288,8 +296,8 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
         suite,
         measure: "item 4: 35 registrations of 1.86 MB manifests, then 8 of " +
           `${(largeBytes / 1024).toFixed(0)} KiB (maxManifestBytesPerAgent lowered to 1 MiB): accepted; another agent's p50 / p99`,
-        value: `0 + 5 (held ${(held / 1024).toFixed(0)} KiB, 0 after deregistration); ${latencies(first)}`,
-        expected: "p50 < 20 ms; p99 < 200 ms"
+        value: `0 + 5 (held ${(held / 1024).toFixed(0)} KiB, 0 after deregistration); ${latencies(first)}; baseline ${latencies(baseline)}`,
+        expected: staysFast
       })
       const growth = Math.max(first.peakMb, second.peakMb) - before
       const added = Math.max(0, second.peakMb - first.peakMb)
@@ -299,8 +307,7 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
         value: `${growth.toFixed(1)} MB; ${added.toFixed(1)} MB (RSS after the first ${(afterFirst - before).toFixed(1)} MB)`,
         expected: "< 200 MB; < 64 MB"
       })
-      assert.isBelow(first.p50, 20)
-      assert.isBelow(first.p99, 200)
+      assertStaysFast(first, baseline)
       assert.isBelow(growth, 200)
       assert.isBelow(added, 64)
     }).pipe(Effect.scoped), 120_000)
@@ -329,11 +336,13 @@ describe("one agent cannot take the platform from the others (design: Hostile cl
         suite,
         measure: `item 7: ${calls} exec_agent calls in one turn (${attack.seconds.toFixed(1)} s): another agent's p50 / p99, and its baseline`,
         value: `${latencies(during)}; baseline ${latencies(baseline)}`,
-        expected: "p50 < 2x the baseline's (at least 1 ms); p99 < 200 ms"
+        // At least 4 ms: over the ~20 round trips the burst lasts, a p50 near 1 ms moves by a millisecond from
+        // one run to the next on a quiet machine; the burst holding the loop would cost tens.
+        expected: "p50 < 2x the baseline's (at least 4 ms); p99 < 200 ms"
       })
       assert.deepStrictEqual(attack.outcomes, ["TaskCompleted"], attack.lines.join("\n"))
       assert.isAbove(during.rounds.length, 0)
-      assert.isBelow(during.p50, Math.max(2 * baseline.p50, 1), `${latencies(during)}; baseline ${latencies(baseline)}`)
+      assert.isBelow(during.p50, Math.max(2 * baseline.p50, 4), `${latencies(during)}; baseline ${latencies(baseline)}`)
       assert.isBelow(during.p99, 200, `${latencies(during)}; baseline ${latencies(baseline)}`)
     }).pipe(Effect.scoped), 120_000)
 })

@@ -3,6 +3,7 @@
  * agents and the platform's options, its state for reading what each agent holds, and an attack run
  * from a process of its own while another agent's round trips are timed from a third.
  */
+import { assert } from "@effect/vitest"
 import { Effect, Layer, Logger, LogLevel, type Scope } from "effect"
 import { WebSocket } from "ws"
 import { LanguageModel, Timing } from "../../src/index.js"
@@ -151,6 +152,20 @@ export const takeInMillis = (frames: number, bytes: number): number => {
     taken.push(frame)
   }
   return taken.length === frames ? performance.now() - started : 0
+}
+
+/** What `assertStaysFast` holds another agent's round trips to, for the figures. */
+export const staysFast = "p50 < 20 ms and p99 < 200 ms, or 3x the baseline's when that is more"
+
+/**
+ * Another agent's round trips `during` an attack stay fast: p50 under 20 ms and p99 under 200 ms, or under three
+ * times the same figures with no attack (`baseline`, measured in the same run: `MODE: "idle"`) when those are
+ * more. A machine loaded by other work slows every round trip, attacked or not; the test is of what the attack adds.
+ */
+export const assertStaysFast = (during: Latency, baseline: Latency): void => {
+  const said = `${latencies(during)}; baseline ${latencies(baseline)}`
+  assert.isBelow(during.p50, Math.max(20, 3 * baseline.p50), said)
+  assert.isBelow(during.p99, Math.max(200, 3 * baseline.p99), said)
 }
 
 /** `p50 / p99` of a measure, for the figures. */
