@@ -35,7 +35,14 @@ import { operatorListener } from "./api/Setup.js"
 import { agentSettingsOf, type Options } from "./Options.js"
 import { makeParts, type Parts } from "./Parts.js"
 import { failOnOutage } from "./Outages.js"
-import { connectionHeader, inProcessConnection, WireConnections, WireLimits } from "./Wire.js"
+import {
+  connectionHeader,
+  type EventsWriter,
+  inProcessConnection,
+  StreamWriters,
+  WireConnections,
+  WireLimits
+} from "./Wire.js"
 
 /** What the platform holds, for inspection (tests, an admin view). */
 export class PlatformState extends Context.Tag("agent-tools/platform/PlatformState")<PlatformState, {
@@ -87,6 +94,8 @@ export interface Backend {
       /** A retry of the submit with this key: the platform looks for the task it made. */
       readonly resubmit?: boolean | undefined
       readonly connection: string
+      /** Writes the stream's events straight to its connection (`StreamWriters`), when it came on one. */
+      readonly writeEvents?: EventsWriter | undefined
     }
   ) => Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent>, AgentLimitExceeded, Scope.Scope>
   readonly attach: (
@@ -95,6 +104,7 @@ export interface Backend {
       readonly taskId: string
       readonly events?: EventsWanted | undefined
       readonly connection: string
+      readonly writeEvents?: EventsWriter | undefined
       /** The offset of the last event the client has (cluster mode does not replay from it yet). */
       readonly after?: number | undefined
     }
@@ -162,17 +172,20 @@ const connectionOf = (headers: Headers.Headers): string => headers[connectionHea
 const busyOnOutage = (operation: string) => failOnOutage(operation, (reason) => new PlatformBusy({ operation, reason }))
 
 /** The protocol's handlers: authorization, then the backend's part each call is for. */
-const handlersOf = (backend: Backend) =>
+const handlersOf = (backend: Backend, writers: StreamWriters) =>
   PlatformRpcs.toLayer({
     Register: (payload) => Effect.zipRight(authorize(payload.agentId), backend.register(payload)),
     Heartbeat: (payload) => Effect.zipRight(authorize(payload.agentId), backend.heartbeat(payload)),
     Deregister: (payload) => Effect.zipRight(authorize(payload.agentId), backend.deregister(payload)),
     SubmitTask: (payload, { headers }) =>
-      Effect.zipRight(authorize(payload.agentId), backend.submit({ ...payload, connection: connectionOf(headers) })).pipe(
+      Effect.zipRight(authorize(payload.agentId), backend.submit({ ...payload, connection: connectionOf(headers), writeEvents: writers.writerOf(headers) })).pipe(
         busyOnOutage("SubmitTask")
       ),
     AttachTask: (payload, { headers }) =>
-      Effect.zipRight(authorize(payload.agentId), backend.attach({ ...payload, connection: connectionOf(headers) })),
+      Effect.zipRight(
+        authorize(payload.agentId),
+        backend.attach({ ...payload, connection: connectionOf(headers), writeEvents: writers.writerOf(headers) })
+      ),
     CompleteToolCall: ({ agentId, results }, { headers }) =>
       Effect.zipRight(authorize(agentId), backend.complete(agentId, results, connectionOf(headers))),
     // The agent is the token's: the payload names none.
@@ -224,20 +237,32 @@ const stateOf = ({ agents, assignments, tasks }: Parts) =>
  * The protocol's handlers on `backend`, authentication and state: what `layerWebSocket` serves; and
  * the limits its wire refuses frames by before they are decoded.
  */
-export const layerOf = (backend: Backend, parts: Parts, options: Options) =>
-  Layer.mergeAll(
-    handlersOf(backend),
+export const layerOf = (backend: Backend, parts: Parts, options: Options) => {
+  const writers = new StreamWriters()
+  const { connections } = parts.tasks.routes
+  return Layer.mergeAll(
+    handlersOf(backend, writers),
     stateOf(parts),
     Layer.succeed(WireLimits, {
       maxManifestBytes: parts.limits.maxManifestBytes,
       // Read at each upgrade: a reloaded configuration applies to the next connection.
       maxConnectionsOf: (agentId) => agentSettingsOf(options, agentId)?.limits?.maxConnections
     }),
-    // The calls given to serving processes learn when their connections close.
-    Layer.succeed(WireConnections, parts.tasks.routes.connections)
+    // The calls given to serving processes learn when their connections close; the streams write on them.
+    Layer.succeed(WireConnections, {
+      opened: (connection, write) => {
+        writers.opened(connection, write)
+        connections.opened(connection)
+      },
+      closed: (connection) => {
+        writers.closed(connection)
+        connections.closed(connection)
+      }
+    })
   ).pipe(
     Layer.provideMerge(authenticationOf(options.tokens))
   )
+}
 
 /**
  * The platform: protocol handlers, authentication and state. Needs the tasks' `LanguageModel`.

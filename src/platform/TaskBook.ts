@@ -38,9 +38,15 @@ export const carries = (wanted: EventsWanted, tag: TaskEvent["_tag"]): boolean =
  */
 export const replayEvents = 1024
 
+/**
+ * Where a task's events go to its attachment: the mailbox its stream reads, or, for a stream on a connection,
+ * straight to the connection, its end still through the mailbox (TaskDelivery.ts, `attachTo`).
+ */
+export type Attachment = Pick<Mailbox.Mailbox<TaskEvent>, "unsafeOffer" | "unsafeDone">
+
 /** One task held in this process: its attachment, its pending calls, its loop and its end. */
 export class Task {
-  attachment: Mailbox.Mailbox<TaskEvent> | undefined
+  attachment: Attachment | undefined
   /** Cluster mode: the id its follower gave the attachment, the same in each of its re-attaches (see `attach`). */
   attachmentId: string | undefined
   /**
@@ -164,7 +170,7 @@ export class Task {
    * attach came later): it ends with `TaskTakenOver` itself, and the other keeps the task.
    */
   attach(
-    mailbox: Mailbox.Mailbox<TaskEvent>,
+    mailbox: Attachment,
     wanted: EventsWanted,
     follower?: Follower,
     connection?: string,
@@ -208,7 +214,7 @@ export class Task {
   }
 
   /** The rest of `attach` for a client that has every event up to `after`. */
-  private resumeAfter(mailbox: Mailbox.Mailbox<TaskEvent>, after: number): void {
+  private resumeAfter(mailbox: Attachment, after: number): void {
     const wanted = this.wanted
     let sentFinal = false
     for (const event of this.log) {

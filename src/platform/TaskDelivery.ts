@@ -3,16 +3,17 @@
  * on, a new attachment to a task and what its end leaves pending, and the upkeep that delivers again
  * the calls not answered in time and forgets the tasks ended long enough ago.
  */
-import { Clock, Context, Effect, Mailbox } from "effect"
+import { Clock, Context, Effect, Either, Exit, Mailbox, Schema } from "effect"
 import * as Metrics from "../internal/util/metrics.js"
 import { Signal } from "../internal/util/signal.js"
-import type { EventsWanted, TaskEvent } from "../protocol/Protocol.js"
+import { type EventsWanted, TaskEvent } from "../protocol/Protocol.js"
 import type { ToolResult } from "../ToolResult.js"
 import * as AgentCalls from "./AgentCalls.js"
-import { type Book, type Task, uncount } from "./TaskBook.js"
+import { type Attachment, type Book, type Task, uncount } from "./TaskBook.js"
 import * as TaskMetrics from "./Metrics.js"
 import type { Routes } from "./TaskRoutes.js"
 import type * as TaskRunner from "./TaskRunner.js"
+import type { EventsWriter } from "./Wire.js"
 import type { Follower, PendingCall, Usage } from "./TaskTypes.js"
 
 // --- the calls' way out: delivery and attachments ---
@@ -41,7 +42,7 @@ export const deliverOf = (task: Task) => (call: TaskRunner.Delivery): Effect.Eff
  * process, task, calls), and said on the task's stream (`TaskWaiting`, kept for the attachment that comes back after
  * it), so that whoever follows the task learns why nothing comes.
  */
-const detached = (task: Task, mailbox: Mailbox.Mailbox<TaskEvent>): Effect.Effect<void> => {
+const detached = (task: Task, mailbox: Attachment): Effect.Effect<void> => {
   // The calls that wait for it: not those given to other processes of the agent (TaskRoutes.ts).
   const waiting = () => [...task.pending?.values() ?? []].flatMap((call) => call.route === undefined ? [call.event.toolCallId] : [])
   const still = () => task.attachment === undefined && task.final === undefined && waiting().length > 0
@@ -67,22 +68,63 @@ export const attachTo = (
   wanted: EventsWanted | undefined,
   follower?: Follower,
   connection?: string,
-  after?: number
+  after?: number,
+  writeEvents?: EventsWriter
 ) =>
   Effect.gen(function*() {
     const mailbox = yield* Mailbox.make<TaskEvent>()
-    task.attach(mailbox, wanted ?? "all", follower, connection, after)
+    const attachment = writeEvents === undefined ? mailbox : writtenStraight(mailbox, writeEvents)
+    task.attach(attachment, wanted ?? "all", follower, connection, after)
     // Its calls then wait for a re-attach (and any connection of the agent's may answer them).
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
-        if (task.attachment !== mailbox) return Effect.void
+        if (task.attachment !== attachment) return Effect.void
         task.attachment = undefined
         task.answerer = undefined
-        return detached(task, mailbox)
+        return detached(task, attachment)
       })
     )
     return mailbox
   })
+
+const encodeEvent = Schema.encodeEither(TaskEvent)
+
+/**
+ * An attachment whose events are written on its connection as they are emitted (Wire.ts, `StreamWriters`): no
+ * fiber wakes between an event and its frame. The first at once; those emitted after it in the same run of the
+ * loop (a turn's other calls) in one frame once it is done (a microtask). Its end goes through `mailbox`, which the stream's call reads, after the
+ * last events. An event that cannot be encoded ends the stream with that defect, as `RpcServer` would end it.
+ */
+const writtenStraight = (mailbox: Mailbox.Mailbox<TaskEvent>, write: EventsWriter): Attachment => {
+  // The events after the first of a run of the loop, written together once it is done; undefined when none came since.
+  let waiting: Array<unknown> | undefined
+  const flush = () => {
+    const events = waiting
+    waiting = undefined
+    if (events !== undefined && events.length > 0) write(events as [unknown, ...Array<unknown>])
+  }
+  return {
+    unsafeOffer: (event) => {
+      const encoded = encodeEvent(event)
+      if (Either.isLeft(encoded)) {
+        flush()
+        return mailbox.unsafeDone(Exit.die(encoded.left))
+      }
+      if (waiting !== undefined) {
+        waiting.push(encoded.right)
+        return true
+      }
+      write([encoded.right])
+      waiting = []
+      queueMicrotask(flush)
+      return true
+    },
+    unsafeDone: (exit) => {
+      flush()
+      return mailbox.unsafeDone(exit)
+    }
+  }
+}
 
 // --- upkeep: redelivery and retention ---
 

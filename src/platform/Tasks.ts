@@ -24,6 +24,7 @@ import type { Limits, Options } from "./Options.js"
 import { completeOf, decidedOn, decideOf } from "./TaskAnswers.js"
 import { type Book, makeBook, type Task } from "./TaskBook.js"
 import { type Children, makeChildren, stop } from "./TaskChildren.js"
+import type { EventsWriter } from "./Wire.js"
 import { attachTo, upkeep } from "./TaskDelivery.js"
 import { makeCancel } from "./TaskCancel.js"
 import { createOf, makeHolding, makeLoops } from "./TaskLoops.js"
@@ -75,11 +76,12 @@ export const makeTasks = (
       submit: submitOf(book, ids, create),
       /** Another attachment to a task of the agent's, from `connection`. */
       attach: (
-        { after, agentId, connection, events, taskId }: {
+        { after, agentId, connection, events, taskId, writeEvents }: {
           readonly agentId: string
           readonly taskId: string
           readonly events?: EventsWanted | undefined
           readonly connection: string
+          readonly writeEvents?: EventsWriter | undefined
           readonly after?: number | undefined
         }
       ) =>
@@ -87,7 +89,7 @@ export const makeTasks = (
           const task = book.own(agentId, taskId)
           return task === undefined
             ? Effect.fail(new UnknownTask({ taskId }))
-            : attachTo(task, events, undefined, connection, after)
+            : attachTo(task, events, undefined, connection, after, writeEvents)
         }),
       complete: completeOf(book, config),
       decide: decideOf(book, loops, host?.decidedElsewhere),
@@ -136,11 +138,12 @@ const submitOf = (book: Book, ids: Ids["Type"], create: ReturnType<typeof create
     if (submitted.size > maxSubmitKeys) submitted.delete(submitted.keys().next().value!)
   }
   return (
-    { agentId, events, output, processId, prompt, submitKey }: Caller & {
+    { agentId, events, output, processId, prompt, submitKey, writeEvents }: Caller & {
       readonly prompt: string
       readonly events?: EventsWanted | undefined
       readonly output?: TaskOutput | undefined
       readonly submitKey?: string | undefined
+      readonly writeEvents?: EventsWriter | undefined
     },
     tools: Journal.TaskTools,
     connection: string
@@ -150,13 +153,13 @@ const submitOf = (book: Book, ids: Ids["Type"], create: ReturnType<typeof create
       const key = submitKey === undefined ? undefined : `${agentId}\n${submitKey}`
       const made = key === undefined ? undefined : submitted.get(key)
       const task = made === undefined ? undefined : book.own(agentId, made)
-      if (task !== undefined) return attachTo(task, events, undefined, connection)
+      if (task !== undefined) return attachTo(task, events, undefined, connection, undefined, writeEvents)
       // Unguessable as well as unique: knowing one task's id tells nothing of another's.
       const taskId = ids.make("task")
       if (key !== undefined) remember(key, taskId)
       return create(
         { taskId, agentId, processId, prompt, tools, output },
-        (task) => attachTo(task, events, undefined, connection)
+        (task) => attachTo(task, events, undefined, connection, undefined, writeEvents)
       )
     })
 }

@@ -14,6 +14,7 @@ import * as Headers from "@effect/platform/Headers"
 import type { FromClientEncoded, FromServerEncoded } from "@effect/rpc/RpcMessage"
 import * as RpcServer from "@effect/rpc/RpcServer"
 import { Cause, Context, Effect, Exit, Mailbox, Runtime, Schema, type Scope } from "effect"
+import type { NonEmptyReadonlyArray } from "effect/Array"
 import { Ids } from "../Ids.js"
 import * as Framing from "../protocol/Framing.js"
 import { ManifestRejected, PlatformRpcs } from "../protocol/Protocol.js"
@@ -50,10 +51,46 @@ export class WireLimits extends Context.Reference<WireLimits>()("agent-tools/pla
  */
 export class WireConnections extends Context.Reference<WireConnections>()("agent-tools/platform/WireConnections", {
   defaultValue: (): {
-    readonly opened: (connectionId: string) => void
+    /** With the way to write a frame on it (`StreamWriters`). */
+    readonly opened: (connectionId: string, write: (frame: string) => void) => void
     readonly closed: (connectionId: string) => void
   } => ({ opened: () => undefined, closed: () => undefined })
 }) {}
+
+/**
+ * The header a stream call carries its frame's id in, set by the wire (one a client sends of that name is
+ * dropped): with its connection's, what its events need to be written straight to the connection.
+ */
+export const streamHeader = "x-agent-tools-stream"
+
+/** Writes a stream call's next events, encoded, on its connection (`StreamWriters`). */
+export type EventsWriter = (events: NonEmptyReadonlyArray<unknown>) => void
+
+/**
+ * The connections' ways to write a frame, by connection id, kept from what the wire tells (`WireConnections`):
+ * a stream call's events written as they come, in the frame `RpcServer` would write (`{ id, events }`), with no
+ * fiber between them and the socket. Its end still goes through `RpcServer`, after its last events.
+ */
+export class StreamWriters {
+  private readonly writes = new Map<string, (frame: string) => void>()
+
+  opened(connectionId: string, write: (frame: string) => void): void {
+    this.writes.set(connectionId, write)
+  }
+
+  closed(connectionId: string): void {
+    this.writes.delete(connectionId)
+  }
+
+  /** What writes the events of the stream call whose headers are `headers`; undefined for one not on a connection. */
+  writerOf(headers: Headers.Headers): EventsWriter | undefined {
+    const connection = headers[connectionHeader]
+    const requestId = headers[streamHeader]
+    const write = connection === undefined ? undefined : this.writes.get(connection)
+    if (write === undefined || requestId === undefined) return undefined
+    return (values) => write(Framing.serverFrame({ _tag: "Chunk", requestId, values })!)
+  }
+}
 
 /** Room in a `Register` frame for what is not its manifest (the envelope, the ids, the hash). */
 const registerEnvelopeBytes = 64 * 1024
@@ -155,7 +192,9 @@ export const makeServer: Effect.Effect<Server, never, Scope.Scope> = makeServerF
 const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => void): ServerConnection => {
   const clientId = hub.nextClientId++
   const connectionId = hub.ids.make("connection")
-  const upgradeHeaders = Object.entries(Headers.set(Headers.fromInput(headers), connectionHeader, connectionId))
+  const upgradeHeaders = Object.entries(
+    Headers.set(Headers.remove(Headers.fromInput(headers), streamHeader), connectionHeader, connectionId)
+  )
   /** The calls running: whether each is a stream. */
   const running = new Map<string, boolean>()
   let closed = false
@@ -163,7 +202,7 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
     if (!closed) send(frame)
   }
   hub.clients.set(clientId, answerer(running, write))
-  hub.connections.opened(connectionId)
+  hub.connections.opened(connectionId, write)
 
   // The frames read go to `RpcServer` in order, from one fiber per connection (not one per frame).
   const inbox = Runtime.runSync(hub.runtime)(Mailbox.make<readonly [number | undefined, FromClientEncoded]>())
@@ -212,8 +251,13 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
           const { id, message } = frame
           if (running.has(message.id)) return write(Framing.refusal(id, `call id ${id} is already running`))
           if (oversizeRegister(data, { id, call: message.tag })) return
-          running.set(message.id, Framing.isStream(message.tag, hub.group))
-          return void inbox.unsafeOffer([id, message])
+          const stream = Framing.isStream(message.tag, hub.group)
+          running.set(message.id, stream)
+          // A stream's handler may write its events itself (`StreamWriters`): it is told the frame's id.
+          return void inbox.unsafeOffer([
+            id,
+            stream ? { ...message, headers: [...message.headers, [streamHeader, message.id]] } : message
+          ])
         }
       }
     } catch (error) {

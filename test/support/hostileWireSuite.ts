@@ -339,6 +339,43 @@ export const hostileWireSuite = (mode: string, platform: MakePlatform) => {
         ws.close()
       }).pipe(Effect.scoped), 30_000)
 
+    it.live("each stream's events come under its own id, whatever stream header the upgrade named", () =>
+      Effect.gen(function*() {
+        // Each task's first turn: two calls.
+        const turn = { toolCalls: [call("a", "hold"), call("b", "hold")] }
+        const url = yield* platform([turn, turn])
+        // The header the wire names a stream's id in, sent by the client: dropped at the upgrade.
+        const socket = yield* Effect.promise(() => open(url, { authorization: "Bearer tok-1", "x-agent-tools-stream": "99" }))
+        assert.instanceOf(socket, WebSocket)
+        const ws = socket as WebSocket
+        const received: Array<{ id?: number; events?: Array<{ _tag: string; taskId: string; toolCallId?: string }> }> = []
+        ws.on("message", (data) => received.push(JSON.parse(String(data))))
+        const caller = { agentId: "agent-1", processId: "p1" }
+        const eventsOf = (id: number) => received.flatMap((got) => got.id === id ? got.events ?? [] : [])
+        const calls = (id: number) => eventsOf(id).filter((e) => e._tag === "ToolCallRequested").length
+        ws.send(JSON.stringify({ id: 1, call: "Register", payload: { ...caller, manifest: [holdEntry], manifestHash: "h" } }))
+        for (const id of [2, 3]) ws.send(JSON.stringify({ id, call: "SubmitTask", payload: { ...caller, prompt: "go", events: "calls" } }))
+        yield* Effect.promise(() =>
+          new Promise<void>((resolve) => {
+            const timer = setInterval(() => {
+              if (calls(2) < 2 || calls(3) < 2) return
+              clearInterval(timer)
+              resolve()
+            }, 5)
+          })
+        ).pipe(Effect.timeout("5 seconds"))
+        ws.close()
+        const [two, three] = [eventsOf(2), eventsOf(3)]
+        // Each stream: its task's start, then its two calls, all of one task, not the other stream's.
+        for (const events of [two, three]) {
+          assert.deepStrictEqual(events.map((e) => e._tag), ["TaskStarted", "ToolCallRequested", "ToolCallRequested"])
+          assert.strictEqual(new Set(events.map((e) => e.taskId)).size, 1)
+          assert.deepStrictEqual(events.slice(1).map((e) => e.toolCallId), ["a", "b"])
+        }
+        assert.notStrictEqual(two[0]!.taskId, three[0]!.taskId)
+        assert.isFalse(received.some((got) => got.id === 99))
+      }).pipe(Effect.scoped), 30_000)
+
     it.live("answers ready together over the platform's frame limit go in more than one frame, and all land", () =>
       Effect.gen(function*() {
         const url = yield* platform([
