@@ -45,9 +45,7 @@ export const onItsOwnModel = (prompt: string) =>
     // #region scripted-value
     // A new model, at once: its own place in the script, its own requests.
     const model = LanguageModel.scripted([{ text: "Nothing to refund." }])
-    const result = yield* Agent.run(agent, prompt).pipe(
-      Effect.provideService(LanguageModel.LanguageModel, model) // no layer to build
-    )
+    const result = yield* Agent.run(agent, prompt, { model }) // no layer to build, none needed in context
     const requests = yield* model.requests // what this model was asked: one request here
     // #endregion
     return { output: result.output, requests }

@@ -5,7 +5,7 @@
  * a turn's calls (`turn.ts`, `call.ts`), journaled replay (`replay.ts`, `journaledCall.ts`, `open.ts`),
  * approvals (`approvals.ts`), a run's state (`run.ts`) and its data (`types.ts`).
  */
-import { Cause, Clock, Duration, Effect, type Layer, Mailbox, Option, type Schema, Stream } from "effect"
+import { Cause, Clock, Duration, Effect, type Layer, Mailbox, Option, type Schema, type Scope, Stream } from "effect"
 import * as Builtins from "./Builtins.js"
 import type * as Guardrail from "./Guardrail.js"
 import { loop, traced } from "./internal/agent/loop.js"
@@ -20,6 +20,7 @@ import {
   type Handoff,
   type HostOptions,
   type MadeErrors,
+  type ModelRequirement,
   NoPendingApproval,
   type Options,
   type Result,
@@ -59,6 +60,7 @@ export {
   type OutputError,
   OutputInvalid,
   PendingApproval,
+  type ModelRequirement,
   type Result,
   type RunError,
   type RunFailure,
@@ -135,14 +137,14 @@ export const run = <R, A = never, E extends AgentError = AgentError, const O ext
 ): Effect.Effect<
     Result<A>,
   E | RunIdError<O> | SessionError<O>,
-  LanguageModel.LanguageModel | Exclude<R, CallServices> | SessionRequirement<O>
+  ModelRequirement<O> | Exclude<R, CallServices> | SessionRequirement<O>
 > =>
   // Only a resume can name a run the journal does not have.
-  traced(agent, loop(agent, { prompt, runId: options?.runId, budget: options?.budget, session: options?.session }, undefined)) as Effect.Effect<
-    Result<A>,
-    E | RunIdError<O> | SessionError<O>,
-    LanguageModel.LanguageModel
-  >
+  traced(
+    agent,
+    loop(agent, { prompt, runId: options?.runId, budget: options?.budget, session: options?.session, model: options?.model }, undefined)
+    // Its model is the options' or the context's (`ModelRequirement`).
+  ) as Effect.Effect<Result<A>, E | RunIdError<O> | SessionError<O>, ModelRequirement<O>>
 
 /**
  * Goes on with the journaled run `runId` (design: Durable runs), in this process or any other with
@@ -189,13 +191,13 @@ export const stream = <
 ): Stream.Stream<
   AgentEvent,
   StreamError<E, O>,
-  LanguageModel.LanguageModel | Exclude<R, CallServices> | SessionRequirement<O>
+  ModelRequirement<O> | Exclude<R, CallServices> | SessionRequirement<O>
 > =>
   Stream.unwrapScoped(Effect.gen(function*() {
     const mailbox = yield* Mailbox.make<AgentEvent, AgentError | UnknownRun>()
     const start: Start = options?.resume === true && options.runId !== undefined
-      ? { resume: options.runId, budget: options.budget }
-      : { prompt, runId: options?.runId, budget: options?.budget, session: options?.session }
+      ? { resume: options.runId, budget: options.budget, model: options.model }
+      : { prompt, runId: options?.runId, budget: options?.budget, session: options?.session, model: options?.model }
     yield* traced(agent, loop(agent, start, (event) => mailbox.unsafeOffer(event))).pipe(
       Effect.matchCauseEffect({
         onSuccess: () => mailbox.end,
@@ -207,7 +209,7 @@ export const stream = <
       Effect.forkScoped
     )
     return Mailbox.toStream(mailbox) as Stream.Stream<AgentEvent, StreamError<E, O>>
-  }))
+  }) as Effect.Effect<Stream.Stream<AgentEvent, StreamError<E, O>>, never, ModelRequirement<O> | Scope.Scope>)
 
 /**
  * The run of `Agent.run`, telling `onEvent` each `AgentEvent` as it happens, synchronously and in

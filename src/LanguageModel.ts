@@ -436,22 +436,6 @@ const noCalls: ReadonlyArray<ToolCall> = []
 /** How many of the latest requests a scripted model keeps for `Scripted.requests` unless told (`keepRequests`). */
 export const defaultKeptRequests = 100
 
-/** The latest `max` requests, oldest first: a ring once full, so a request past the window is garbage young. */
-const keptRequests = (max: number) => {
-  const received: Array<ModelRequest> = []
-  let oldest = 0
-  return {
-    add: (request: ModelRequest): void => {
-      if (received.length < max) received.push(request)
-      else if (max > 0) {
-        received[oldest] = request
-        oldest = (oldest + 1) % max
-      }
-    },
-    all: (): ReadonlyArray<ModelRequest> => oldest === 0 ? received.slice() : [...received.slice(oldest), ...received.slice(0, oldest)]
-  }
-}
-
 const toTurn = (reply: ScriptedReply): ModelTurn => {
   const toolCalls = reply.toolCalls ?? noCalls
   const turn = {
@@ -476,48 +460,100 @@ export interface ScriptedModel extends Service {
  * and its own requests. Provide it with `Effect.provideService(effect, LanguageModel, model)`; read what
  * it received with `model.requests` (the latest 100 unless `keepRequests` says otherwise).
  */
-export const scripted = (turns: ReadonlyArray<ScriptedTurn>, options?: ScriptedOptions): ScriptedModel => {
-  const keep = options?.keepRequests ?? defaultKeptRequests
-  const received = keptRequests(keep === true ? Infinity : keep === false ? 0 : keep)
-  let next = 0
-  const stepOf = (request: ModelRequest): number => {
-    let assistant = 0
-    for (const message of request.messages) if (message._tag === "AssistantMessage") assistant++
-    return assistant
+export const scripted = (turns: ReadonlyArray<ScriptedTurn>, options?: ScriptedOptions): ScriptedModel =>
+  new Script(turns, options)
+
+/** The assistant messages of `request`: the step of its conversation it is. */
+const stepOf = (request: ModelRequest): number => {
+  let assistant = 0
+  for (const message of request.messages) if (message._tag === "AssistantMessage") assistant++
+  return assistant
+}
+
+/** Where a scripted model is in its script, and the requests it keeps (the latest `keep`: a ring once full). */
+interface ScriptState {
+  readonly turns: ReadonlyArray<ScriptedTurn>
+  readonly options: ScriptedOptions | undefined
+  readonly keep: number
+  readonly chunk: number | undefined
+  readonly received: Array<ModelRequest>
+  oldest: number
+  next: number
+}
+
+const keepRequest = (state: ScriptState, request: ModelRequest): void => {
+  if (state.received.length < state.keep) state.received.push(request)
+  else if (state.keep > 0) {
+    state.received[state.oldest] = request
+    state.oldest = (state.oldest + 1) % state.keep
   }
-  const answer = (request: ModelRequest): Effect.Effect<ModelTurn, ModelFailure> =>
-    Effect.suspend(() => {
-      received.add(request)
-      if (options?.perConversation === true) next = stepOf(request)
-      if (next >= turns.length && options?.repeat === true && turns.length > 0) next = next % turns.length
-      const index = next++
-      const turn = turns[index]
-      if (turn === undefined) {
-        return Effect.fail(
-          new ModelError({
-            message: `scripted model: the script has ${turns.length} turn(s) and request ${index + 1} came in`,
-            transient: false
-          })
-        )
-      }
-      if (typeof turn !== "function") return Effect.succeed(toTurn(turn))
-      const reply = turn(request)
-      return Effect.isEffect(reply) ? Effect.map(reply, toTurn) : Effect.succeed(toTurn(reply))
-    })
-  const chunk = options?.streamed === undefined ? undefined : Math.max(1, options.streamed.chunk ?? 8)
-  const stream = (request: ModelRequest): Stream.Stream<ModelPart, ModelFailure> =>
-    Stream.unwrap(Effect.map(answer(request), (turn) => Stream.fromIterable(partsOf(turn, chunk))))
+}
+
+const answerOf = (state: ScriptState, request: ModelRequest): Effect.Effect<ModelTurn, ModelFailure> => {
+  keepRequest(state, request)
+  const { options, turns } = state
+  if (options?.perConversation === true) state.next = stepOf(request)
+  if (state.next >= turns.length && options?.repeat === true && turns.length > 0) state.next = state.next % turns.length
+  const index = state.next++
+  const turn = turns[index]
+  if (turn === undefined) {
+    return Effect.fail(
+      new ModelError({
+        message: `scripted model: the script has ${turns.length} turn(s) and request ${index + 1} came in`,
+        transient: false
+      })
+    )
+  }
+  if (typeof turn !== "function") return Effect.succeed(toTurn(turn))
+  const reply = turn(request)
+  return Effect.isEffect(reply) ? Effect.map(reply, toTurn) : Effect.succeed(toTurn(reply))
+}
+
+// `generate` and `stream` of every scripted model: one function each, whatever the model, so that a model made for
+// each run (`Agent.run`'s `model` option) is not a new set of closures the loop's calls see (3-6 us a run). Its
+// state is the model's `script` (a copy of the model, `{ ...model, provider }`, shares it).
+function scriptGenerate(this: { readonly script: ScriptState }, request: ModelRequest): Effect.Effect<ModelTurn, ModelFailure> {
+  const state = this.script
   // Streamed, `generate` collects the same parts, without running a stream.
-  const generate = chunk === undefined
-    ? answer
-    : (request: ModelRequest) => Effect.map(answer(request), (turn) => collectParts(partsOf(turn, chunk)))
-  return {
-    generate,
-    stream,
-    streams: chunk !== undefined,
-    provider: "scripted",
-    model: "scripted",
-    requests: Effect.sync(received.all)
+  return Effect.suspend(() => {
+    const answered = answerOf(state, request)
+    const chunk = state.chunk
+    return chunk === undefined ? answered : Effect.map(answered, (turn) => collectParts(partsOf(turn, chunk)))
+  })
+}
+
+function scriptStream(this: { readonly script: ScriptState }, request: ModelRequest): Stream.Stream<ModelPart, ModelFailure> {
+  const state = this.script
+  return Stream.unwrap(Effect.suspend(() => Effect.map(answerOf(state, request), (turn) => Stream.fromIterable(partsOf(turn, state.chunk)))))
+}
+
+/** `scripted`'s model. */
+class Script implements ScriptedModel {
+  readonly provider = "scripted"
+  readonly model = "scripted"
+  readonly streams: boolean
+  readonly requests: Effect.Effect<ReadonlyArray<ModelRequest>>
+  readonly script: ScriptState
+  readonly generate: Service["generate"] = scriptGenerate
+  readonly stream: Service["stream"] = scriptStream
+
+  constructor(turns: ReadonlyArray<ScriptedTurn>, options: ScriptedOptions | undefined) {
+    const keep = options?.keepRequests ?? defaultKeptRequests
+    const chunk = options?.streamed === undefined ? undefined : Math.max(1, options.streamed.chunk ?? 8)
+    const state: ScriptState = {
+      turns,
+      options,
+      keep: keep === true ? Infinity : keep === false ? 0 : keep,
+      chunk,
+      received: [],
+      oldest: 0,
+      next: 0
+    }
+    this.script = state
+    this.streams = chunk !== undefined
+    this.requests = Effect.sync(() =>
+      state.oldest === 0 ? state.received.slice() : [...state.received.slice(state.oldest), ...state.received.slice(0, state.oldest)]
+    )
   }
 }
 

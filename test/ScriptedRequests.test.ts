@@ -70,3 +70,55 @@ describe("LanguageModel.scripted: a model as a value, provided without a layer",
       assert.deepStrictEqual(yield* once("y"), ["only", "y"])
     }))
 })
+
+describe("Agent.run's model option: a run's own model, no LanguageModel in context", () => {
+  it.effect("the run asks the model it is given, which keeps its place in its script from run to run", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ tools: [] })
+      const model = LanguageModel.scripted([{ text: "first" }, { text: "second" }])
+      // No LanguageModel is provided: the options give the run its model (the type needs none).
+      assert.strictEqual((yield* Agent.run(agent, "one", { model })).output, "first")
+      assert.strictEqual((yield* Agent.run(agent, "two", { model })).output, "second")
+      // Given in the options, it is asked rather than the context's.
+      const inContext = yield* Effect.provideService(
+        Agent.run(agent, "three", { model: LanguageModel.scripted([{ text: "given" }]) }),
+        LanguageModel.LanguageModel,
+        LanguageModel.scripted([{ text: "context's" }])
+      )
+      assert.strictEqual(inContext.output, "given")
+    }))
+
+  it.effect("the agents its tools run ask it too", () =>
+    Effect.gen(function*() {
+      const child = Agent.make({ name: "child", tools: [] })
+      const parent = Agent.make({ tools: [Agent.asTool(child, { name: "ask_child", description: "Asks the child." })] })
+      // The parent's turn 1 calls the child, whose one turn is turn 2; the parent's last turn is turn 3.
+      const model = LanguageModel.scripted([
+        { toolCalls: [{ id: "k1", name: "ask_child", arguments: "{\"prompt\":\"hi\"}" }] },
+        { text: "from the child" },
+        (request) => ({ text: `parent read: ${request.messages.flatMap((m) => m._tag === "ToolResultMessage" ? [m.content] : [])}` })
+      ])
+      // The sub-agent tool's type asks for a LanguageModel; none is provided: the run's own is the child's.
+      const result = yield* (Agent.run(parent, "go", { model }) as Effect.Effect<Agent.Result<never>, Agent.AgentError>)
+      assert.strictEqual(result.output, "parent read: \"from the child\"")
+      assert.strictEqual((yield* model.requests).length, 3)
+    }))
+
+  it.effect("a run with no model at all dies saying how to give it one", () =>
+    Effect.gen(function*() {
+      const run = Agent.run(Agent.make({ tools: [] }), "x") as Effect.Effect<unknown, unknown>
+      const exit = yield* Effect.exit(run)
+      assert.isTrue(exit._tag === "Failure")
+      assert.match(String(exit._tag === "Failure" ? exit.cause : ""), /the run has no model: provide a LanguageModel .* or give it one in the run's options/)
+    }))
+
+  it.effect("a copy of a scripted model ({ ...model, provider }) asks the same script", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ tools: [] })
+      const model = LanguageModel.scripted([{ text: "first" }, { text: "second" }])
+      const copy = { ...model, provider: "renamed" }
+      assert.strictEqual((yield* Agent.run(agent, "one", { model })).output, "first")
+      assert.strictEqual((yield* Agent.run(agent, "two", { model: copy })).output, "second")
+      assert.strictEqual((yield* model.requests).length, 2)
+    }))
+})

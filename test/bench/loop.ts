@@ -128,8 +128,11 @@ const exported = (protocol: Telemetry.Protocol) =>
 // builds a new mock model per run.
 const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [{ toolCalls: calls }, { text: "21" }]
 const userModel = LanguageModel.layerScripted(script, { repeat: true })
-// A new model a run the cheap way: `LanguageModel.scripted` makes the model as a value, `Effect.provideService` gives it.
-const freshRun = Effect.suspend(() => Effect.provideService(Agent.run(agent, "add them"), LanguageModel.LanguageModel, LanguageModel.scripted(script)))
+// A new model a run the cheap way: `LanguageModel.scripted` makes the model as a value, the run's `model` option gives it.
+const freshRun = Effect.suspend(() => Agent.run(agent, "add them", { model: LanguageModel.scripted(script) }))
+// The same value given by `Effect.provideService` around the run: the run's fiber's context changes.
+const freshProvidedRun = Effect.suspend(() =>
+  Effect.provideService(Agent.run(agent, "add them"), LanguageModel.LanguageModel, LanguageModel.scripted(script)))
 // The same through a layer (`Effect.provide` of `layerScripted`): Effect builds the layer each run.
 const freshLayerRun = Effect.suspend(() => Effect.provide(Agent.run(agent, "add them"), LanguageModel.layerScripted(script)))
 // What Effect's `Effect.provide` of that layer costs around no work at all.
@@ -187,11 +190,15 @@ const modes = {
     layer: userModel
   },
   fresh: {
-    measure: "a new scripted model (its default options) made for each run by LanguageModel.scripted and given by Effect.provideService, tracing on, no tracer installed",
+    measure: "a new scripted model (its default options) made for each run by LanguageModel.scripted and given in the run's options ({ model }), tracing on, no tracer installed",
     run: Effect.zipRight(Effect.suspend(() => timeAgent(warmup, freshRun)), Effect.suspend(() => timeAgent(runs, freshRun))),
     base: handBaseline,
     target: "<= 15 us/run",
     floors: [
+      {
+        measure: "the same model given by Effect.provideService around the run",
+        run: Effect.zipRight(Effect.suspend(() => timeAgent(warmup, freshProvidedRun)), Effect.suspend(() => timeAgent(runs, freshProvidedRun)))
+      },
       {
         measure: "the same with a new layerScripted provided to each run (Effect.provide: Effect builds the layer each run)",
         run: Effect.zipRight(Effect.suspend(() => timeAgent(warmup, freshLayerRun)), Effect.suspend(() => timeAgent(runs, freshLayerRun)))

@@ -112,7 +112,7 @@ const run = (
   scope: Scope.Scope | undefined
 ): Effect.Effect<RunResult, AgentError | UnknownRun, LanguageModel.LanguageModel> =>
   Effect.gen(function*() {
-    const { journal, ...services } = yield* runServices
+    const { journal, ...services } = yield* runServices(start.model)
     // The run's door (design: The call pipeline): its hook state (a sub-agent's, its root's), its outcomes joined
     // in flight, since a turn's calls start together (design: Per-run reuse).
     const toolkit = yield* toolkitOf(agent)
@@ -157,6 +157,7 @@ const run = (
         "agent_tools.resumed": opened.resumed
       })
     }
+    state.modelGiven = start.model
     budgeted(state, start.budget ?? agent.budget, services.prices)
     state.exporting = services.exporting
     if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
@@ -283,8 +284,15 @@ const hasSubAgents = (toolkit: Toolkit.Toolkit): boolean => {
   return known
 }
 
-/** What a run reads from its fiber, in one step rather than one a service (a run's start is on the hot path). */
-const runServices = Effect.withFiberRuntime<{
+const noModel = "the run has no model: provide a LanguageModel (a provider's layer, LanguageModel.layerScripted) " +
+  "or give it one in the run's options (Agent.run(agent, prompt, { model }))"
+
+/**
+ * What a run reads from its fiber, in one step rather than one a service (a run's start is on the hot path); its
+ * model the one `given` (`RunOptions.model`), else the context's.
+ */
+const runServices = (given: LanguageModel.LanguageModel["Type"] | undefined) =>
+  Effect.withFiberRuntime<{
   readonly journal: Journal.Journal["Type"] | undefined
   readonly ids: Ids["Type"]
   readonly model: LanguageModel.LanguageModel["Type"]
@@ -295,10 +303,12 @@ const runServices = Effect.withFiberRuntime<{
   readonly exporting: boolean
 }, never, LanguageModel.LanguageModel>((fiber) => {
   const context = fiber.currentContext as Context.Context<LanguageModel.LanguageModel>
+  const model = given ?? Option.getOrUndefined(Context.getOption(context, LanguageModel.LanguageModel))
+  if (model === undefined) return Effect.dieMessage(noModel)
   return Effect.succeed({
     journal: Option.getOrUndefined(Context.getOption(context, Journal.Journal)),
     ids: Context.get(context, Ids),
-    model: Context.get(context, LanguageModel.LanguageModel),
+    model,
     policy: Context.get(context, Timing),
     tracing: listening(fiber),
     turnHooks: Context.get(context, TurnHooks),

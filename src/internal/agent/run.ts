@@ -126,6 +126,9 @@ export class Run {
 
   private label: string | undefined = undefined
 
+  /** The model given to the run (`RunOptions.model`), which the agents its tools run ask too; else undefined. */
+  modelGiven: LanguageModel.LanguageModel["Type"] | undefined = undefined
+
   /** The run's model as a turn and the price table name it (`LanguageModel.labelOf`), made once a run. */
   get modelLabel(): string {
     return this.label ??= LanguageModel.labelOf(this.model)

@@ -80,7 +80,9 @@ const runChild = (agent: Agent<any, any>, toolName: string, prompt: string, call
     const runId = childRunId(call.taskId, call.toolCallId)
     const shared = parent?.door.state
     const known = journal === undefined ? undefined : yield* Effect.orDie(journal.run(runId))
-    const start: Start = known === undefined ? { prompt, runId, shared } : { resume: runId, shared }
+    // A model given to the parent run (`RunOptions.model`) is its children's too.
+    const model = parent?.modelGiven
+    const start: Start = known === undefined ? { prompt, runId, shared, model } : { resume: runId, shared, model }
     // A watched parent (`Agent.stream`) sees the child's events as they happen, each wrapped with the call.
     const emit = parent?.emit === undefined ? undefined : (event: AgentEvent) =>
       parent.emit!(AgentEvent.SubAgent({ toolCallId: call.toolCallId, toolName, runId, event }))

@@ -403,7 +403,17 @@ export interface RunOptions {
    * it ends, is the session's next turn. Needs a `Journal`; a run of a session held by another is `SessionBusy`.
    */
   readonly session?: string | undefined
+  /**
+   * The model this run asks (and the agents its tools run, `asTool`), instead of the `LanguageModel` in context,
+   * which the run then does not need: a model made for one run (`LanguageModel.scripted`) given here costs the run
+   * nothing, where `Effect.provideService` around it changes the context each of its calls' fibers joins back.
+   */
+  readonly model?: LanguageModel.LanguageModel["Type"] | undefined
 }
+
+/** The `LanguageModel` a run with options `O` needs in context: none when they give it its `model`. */
+export type ModelRequirement<O> = O extends { readonly model: LanguageModel.LanguageModel["Type"] } ? never
+  : LanguageModel.LanguageModel
 
 /** What a host that journals runs itself (the platform's task runner) tells the loop. */
 export interface HostOptions {
@@ -438,5 +448,11 @@ export type Start =
     readonly shared?: RunState | undefined
     readonly budget?: Budget | undefined
     readonly session?: string | undefined
+    readonly model?: LanguageModel.LanguageModel["Type"] | undefined
   }
-  | { readonly resume: string; readonly shared?: RunState | undefined; readonly budget?: Budget | undefined }
+  | {
+    readonly resume: string
+    readonly shared?: RunState | undefined
+    readonly budget?: Budget | undefined
+    readonly model?: LanguageModel.LanguageModel["Type"] | undefined
+  }
