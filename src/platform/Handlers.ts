@@ -6,7 +6,9 @@
  * `PlatformClient.layerTest` in process.
  */
 import type * as Headers from "@effect/platform/Headers"
-import { Clock, Context, Effect, Layer, type Mailbox, type Scope } from "effect"
+import * as Rpc from "@effect/rpc/Rpc"
+import { Clock, Context, Effect, Either, type Exit, Layer, type Mailbox, Runtime, Schema, type Scope } from "effect"
+import { runtimeListening } from "../internal/util/tracing.js"
 import * as Journal from "../Journal.js"
 import {
   type AgentLimitExceeded,
@@ -37,10 +39,12 @@ import { makeParts, type Parts } from "./Parts.js"
 import { failOnOutage } from "./Outages.js"
 import {
   connectionHeader,
+  type DirectCall,
   type EventsWriter,
   inProcessConnection,
   StreamWriters,
   WireConnections,
+  WireDirect,
   WireLimits
 } from "./Wire.js"
 
@@ -202,19 +206,50 @@ const handlersOf = (backend: Backend, writers: StreamWriters) =>
       Effect.zipRight(authorize(payload.agentId), backend.watchAssignments(payload, connectionOf(headers)))
   })
 
+/** The agent a token of `tokens` in the `authorization` header names, if it does. */
+const agentOfToken = (tokens: ReadonlyMap<string, string>, headers: Headers.Headers): string | undefined => {
+  const value = headers[authorizationHeader]
+  const token = typeof value === "string" && value.startsWith("Bearer ") ? value.slice(7) : undefined
+  return token === undefined ? undefined : tokens.get(token)
+}
+
 /** A token of `tokens` in the `authorization` header names the agent the calls are made as. */
 const authenticationOf = (tokens: ReadonlyMap<string, string>) =>
   Layer.succeed(
     Authentication,
     Authentication.of(({ headers }) => {
-      const value = headers[authorizationHeader]
-      const token = typeof value === "string" && value.startsWith("Bearer ") ? value.slice(7) : undefined
-      const agentId = token === undefined ? undefined : tokens.get(token)
+      const agentId = agentOfToken(tokens, headers)
       return agentId === undefined
         ? Effect.fail(new Unauthorized({ message: unknownTokenMessage }))
         : Effect.succeed({ agentId })
     })
   )
+
+const completeRpc = PlatformRpcs.requests.get("CompleteToolCall")!
+const decodeAnswers = Schema.decodeUnknownEither(completeRpc.payloadSchema as unknown as Schema.Schema<
+  { readonly agentId: string; readonly results: ReadonlyArray<ToolCallResult> },
+  unknown
+>)
+const encodeAnswered = Schema.encodeSync(Rpc.exitSchema(completeRpc) as Schema.Schema<Exit.Exit<unknown, unknown>, any>)
+
+/**
+ * The calls the wire answers itself (Wire.ts, `WireDirect`): `CompleteToolCall`, on every delivered call's way,
+ * decoded with its Schema, its token the agent's (as `authorize`), handled by the backend in a fiber of its own
+ * with no fiber of `RpcServer`'s. None when a tracer is installed: then every call has its `RpcServer` span.
+ */
+const directCalls = (backend: Backend, tokens: ReadonlyMap<string, string>) =>
+  Effect.map(Effect.runtime<never>(), (runtime): ReadonlyMap<string, DirectCall> => {
+    if (runtimeListening(runtime)) return new Map()
+    const run = Runtime.runCallback(runtime)
+    const answers: DirectCall = (payload, headers, done) => {
+      const decoded = decodeAnswers(payload)
+      if (Either.isLeft(decoded) || agentOfToken(tokens, headers) !== decoded.right.agentId) return false
+      const { agentId, results } = decoded.right
+      run(backend.complete(agentId, results, connectionOf(headers)), { onExit: (exit) => done(encodeAnswered(exit)) })
+      return true
+    }
+    return new Map([["CompleteToolCall", answers]])
+  })
 
 /** `PlatformState` over the agents, the tasks and the assignments. */
 const stateOf = ({ agents, assignments, tasks }: Parts) =>
@@ -248,6 +283,7 @@ export const layerOf = (backend: Backend, parts: Parts, options: Options) => {
       // Read at each upgrade: a reloaded configuration applies to the next connection.
       maxConnectionsOf: (agentId) => agentSettingsOf(options, agentId)?.limits?.maxConnections
     }),
+    Layer.effect(WireDirect, directCalls(backend, options.tokens)),
     // The calls given to serving processes learn when their connections close; the streams write on them.
     Layer.succeed(WireConnections, {
       opened: (connection, write) => {

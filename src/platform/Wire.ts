@@ -13,7 +13,7 @@
 import * as Headers from "@effect/platform/Headers"
 import type { FromClientEncoded, FromServerEncoded } from "@effect/rpc/RpcMessage"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Cause, Context, Effect, Exit, Mailbox, Runtime, Schema, type Scope } from "effect"
+import { Cause, Context, Effect, Exit, Mailbox, Option, Runtime, Schema, type Scope } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { Ids } from "../Ids.js"
 import * as Framing from "../protocol/Framing.js"
@@ -92,6 +92,24 @@ export class StreamWriters {
   }
 }
 
+/**
+ * A call the wire answers itself, not through `RpcServer` (design: Serving): given the frame's payload as it came
+ * and the connection's headers, it takes the call and gives its answer to `done` (the exit as `RpcServer` encodes
+ * it), or returns false and leaves it to `RpcServer` (a payload that does not decode, a token not the agent's:
+ * `RpcServer` answers those as it answers any call). A frame with a trace to continue always goes to
+ * `RpcServer`, whose span continues it.
+ */
+export type DirectCall = (
+  payload: unknown,
+  headers: Headers.Headers,
+  done: (exit: Schema.ExitEncoded<unknown, unknown, unknown>) => void
+) => boolean
+
+/** The calls the wire answers itself, by name (Handlers.ts, `layerOf`); by default none. */
+export class WireDirect extends Context.Reference<WireDirect>()("agent-tools/platform/WireDirect", {
+  defaultValue: (): ReadonlyMap<string, DirectCall> => new Map()
+}) {}
+
 /** Room in a `Register` frame for what is not its manifest (the envelope, the ids, the hash). */
 const registerEnvelopeBytes = 64 * 1024
 
@@ -139,6 +157,7 @@ interface Hub {
   readonly ids: Ids["Type"]
   readonly limits: WireLimits["Type"]
   readonly connections: WireConnections["Type"]
+  readonly direct: WireDirect["Type"]
   readonly clients: Map<number, (response: FromServerEncoded) => void>
   readonly disconnects: Mailbox.Mailbox<number>
   nextClientId: number
@@ -159,6 +178,7 @@ export const makeServerFor = (group: Framing.Calls): Effect.Effect<Server, never
     ids: yield* Ids,
     limits: yield* WireLimits,
     connections: yield* WireConnections,
+    direct: yield* WireDirect,
     clients: new Map(),
     disconnects: yield* Mailbox.make<number>(),
     nextClientId: 0,
@@ -201,7 +221,10 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
   const write = (frame: string) => {
     if (!closed) send(frame)
   }
-  hub.clients.set(clientId, answerer(running, write))
+  const answer = answerer(running, write)
+  hub.clients.set(clientId, answer)
+  // What a call the wire answers itself (`WireDirect`) reads: the headers every call of the connection carries.
+  const callHeaders = Headers.fromInput(upgradeHeaders)
   hub.connections.opened(connectionId, write)
 
   // The frames read go to `RpcServer` in order, from one fiber per connection (not one per frame).
@@ -235,6 +258,20 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
     return true
   }
 
+  /**
+   * A call the wire answers itself (`WireDirect`): taken at once, with no fiber of `RpcServer`'s, when no frame
+   * read before it still waits for `RpcServer` (the calls of a connection are taken in the order they came).
+   */
+  const answeredHere = (message: Extract<FromClientEncoded, { _tag: "Request" }>): boolean => {
+    const direct = message.traceId === undefined ? hub.direct.get(message.tag) : undefined
+    if (direct === undefined || Option.getOrElse(inbox.unsafeSize(), () => 1) > 0) return false
+    running.set(message.id, false)
+    const requestId = message.id
+    if (direct(message.payload, callHeaders, (exit) => answer({ _tag: "Exit", requestId, exit }))) return true
+    running.delete(message.id)
+    return false
+  }
+
   // Total (design: Hostile clients): whatever a frame holds, the worst it gets is a defect answer.
   const receive = (data: string | Uint8Array) => {
     try {
@@ -251,6 +288,7 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
           const { id, message } = frame
           if (running.has(message.id)) return write(Framing.refusal(id, `call id ${id} is already running`))
           if (oversizeRegister(data, { id, call: message.tag })) return
+          if (answeredHere(message)) return
           const stream = Framing.isStream(message.tag, hub.group)
           running.set(message.id, stream)
           // A stream's handler may write its events itself (`StreamWriters`): it is told the frame's id.

@@ -376,6 +376,54 @@ export const hostileWireSuite = (mode: string, platform: MakePlatform) => {
         assert.isFalse(received.some((got) => got.id === 99))
       }).pipe(Effect.scoped), 30_000)
 
+    it.live("an answer's acknowledgment comes after the next call it lets out (embedded); another agent's token gets Unauthorized", () =>
+      Effect.gen(function*() {
+        const url = yield* platform([{ toolCalls: [call("a", "hold")] }, { toolCalls: [call("b", "hold")] }])
+        const socket = yield* Effect.promise(() => open(url, { authorization: "Bearer tok-1" }))
+        assert.instanceOf(socket, WebSocket)
+        const ws = socket as WebSocket
+        const received: Array<{ id?: number; ok?: unknown; error?: { _tag: string }; events?: Array<{ _tag: string; taskId: string }> }> = []
+        ws.on("message", (data) => received.push(JSON.parse(String(data))))
+        const until = (done: () => boolean) =>
+          Effect.promise(() =>
+            new Promise<void>((resolve) => {
+              const timer = setInterval(() => {
+                if (!done()) return
+                clearInterval(timer)
+                resolve()
+              }, 5)
+            })
+          ).pipe(Effect.timeout("5 seconds"))
+        const caller = { agentId: "agent-1", processId: "p1" }
+        const calls = () => received.flatMap((got) => got.id === 2 ? (got.events ?? []).filter((e) => e._tag === "ToolCallRequested") : [])
+        ws.send(JSON.stringify({ id: 1, call: "Register", payload: { ...caller, manifest: [holdEntry], manifestHash: "h" } }))
+        ws.send(JSON.stringify({ id: 2, call: "SubmitTask", payload: { ...caller, prompt: "go", events: "calls" } }))
+        yield* until(() => calls().length === 1)
+        const taskId = calls()[0]!.taskId
+        const answer = (id: number, agentId: string) =>
+          JSON.stringify({
+            id,
+            call: "CompleteToolCall",
+            payload: { agentId, processId: "p1", results: [{ taskId, toolCallId: "a", result: { value: 1 } }] }
+          })
+        // Another agent's name with this token: refused, the call still pending.
+        ws.send(answer(3, "agent-2"))
+        yield* until(() => received.some((got) => got.id === 3))
+        assert.strictEqual(received.find((got) => got.id === 3)!.error?._tag, "Unauthorized")
+        assert.strictEqual(calls().length, 1)
+        ws.send(answer(4, "agent-1"))
+        yield* until(() => received.some((got) => got.id === 4) && calls().length === 2)
+        // The next call's event went out before the answer's acknowledgment.
+        const framesWithCalls = received.flatMap((got, i) =>
+          got.id === 2 && (got.events ?? []).some((e) => e._tag === "ToolCallRequested") ? [i] : []
+        )
+        const acknowledged = received.findIndex((got) => got.id === 4)
+        assert.deepStrictEqual(received[acknowledged], { id: 4 })
+        // A cluster's runner acknowledges once the task's entity has the answer: the next call may come after.
+        if (mode === "embedded") assert.isBelow(framesWithCalls[1]!, acknowledged)
+        ws.close()
+      }).pipe(Effect.scoped), 30_000)
+
     it.live("answers ready together over the platform's frame limit go in more than one frame, and all land", () =>
       Effect.gen(function*() {
         const url = yield* platform([
