@@ -51,10 +51,13 @@ const serve = Effect.gen(function*() {
   return `ws://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}/rpc`
 })
 
-/** The echo's figures: calls/s with `inFlight` in flight, and the sequential round trip's p50 in microseconds. */
-export const rpcEcho = (inFlight: number, argumentsText: string) =>
+/**
+ * The echo's figures: calls/s with `inFlight` in flight, and the sequential round trip's p50 in microseconds;
+ * against the server at `at` (one in a process of its own, `--serve`), else one in this process.
+ */
+export const rpcEcho = (inFlight: number, argumentsText: string, at?: string) =>
   Effect.gen(function*() {
-    const url = yield* serve
+    const url = at ?? (yield* serve)
     const protocol = yield* ClientWire.makeClient({
       urls: [url],
       headers: {},
@@ -88,7 +91,16 @@ export const rpcEcho = (inFlight: number, argumentsText: string) =>
     return { callsPerSecond, sequentialP50: gaps[Math.floor(gaps.length / 2)]!, wideCpu, sequentialCpu }
   }).pipe(Effect.scoped, Effect.withTracerEnabled(false))
 
-if (process.argv[1]?.endsWith("rpcEcho.ts")) {
+if (process.argv[1]?.endsWith("rpcEcho.ts") && process.argv.includes("--serve")) {
+  // The server alone, for a client in another process: prints its URL, serves until stdin closes.
+  Effect.gen(function*() {
+    process.stdout.write(`${yield* serve}\n`)
+    yield* Effect.async<void>((resume) => {
+      process.stdin.on("end", () => resume(Effect.void))
+      process.stdin.resume()
+    })
+  }).pipe(Effect.scoped, Effect.withTracerEnabled(false), Effect.runPromise).then(() => process.exit(0))
+} else if (process.argv[1]?.endsWith("rpcEcho.ts")) {
   Effect.runPromise(rpcEcho(64, "{\"a\":1,\"b\":2}")).then((figures) => {
     console.log(
       `rpc echo: ${figures.callsPerSecond.toFixed(0)} calls/s at 64 in flight (CPU ${figures.wideCpu.toFixed(0)} us a call), ` +
