@@ -58,25 +58,37 @@ export const routedDoors = (open: () => Door) => {
 export const answersPerCall = 512
 
 /**
+ * How many calls of answers may wait for the platform's acknowledgment at once: one more than one, so that an
+ * answer ready while the last one's acknowledgment is on its way (the platform sends it after the next call that
+ * answer lets out) goes at once.
+ */
+export const answersInFlight = 2
+
+/**
  * The answers' sender (design: Serving): answers ready at the same moment go to the platform in one
  * call. The calls only queue theirs; one fiber, living as long as serving, takes every answer waiting
- * each time round and sends them, retried while the platform is away. At shutdown the drain ends the
- * queue and waits (a while) for the last answers to go out, before the deregistration; the fiber is
- * interrupted after the re-attached followers stop.
+ * each time round and sends them (`answersInFlight` calls at most waiting for the platform), retried while
+ * the platform is away. At shutdown the drain ends the queue and waits (a while) for the last answers to go
+ * out, before the deregistration; the fiber is interrupted after the re-attached followers stop.
  */
 export const makeAnswers = (send: (results: ReadonlyArray<ToolCallResult>) => Effect.Effect<void>) =>
   Effect.gen(function*() {
     const waiting = yield* Mailbox.make<ToolCallResult>()
+    const slots = yield* Effect.makeSemaphore(answersInFlight)
     const sender = yield* Effect.forkScoped(Effect.gen(function*() {
       while (true) {
         const [results, done] = yield* waiting.takeAll
         for (const batch of Chunk.chunksOf(results, answersPerCall)) {
           // Whatever one send ends with (a defect of the platform's, the call cut short under it), the
           // sender lives on: its calls are delivered again and answered again (at least once).
-          yield* Effect.catchAllCause(send(Chunk.toReadonlyArray(batch)), (cause) =>
+          const sent = Effect.catchAllCause(send(Chunk.toReadonlyArray(batch)), (cause) =>
             Effect.logWarning(`could not answer ${batch.length} call(s); they will be delivered again`, cause))
+          // Its own fiber, the sender's child: interrupting the sender interrupts it.
+          yield* slots.take(1)
+          yield* Effect.fork(Effect.ensuring(sent, slots.release(1)))
         }
-        if (done) return
+        // Done once every call sent has its acknowledgment.
+        if (done) return yield* slots.withPermits(answersInFlight)(Effect.void)
       }
     }))
     return {
