@@ -258,20 +258,6 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
     return true
   }
 
-  /**
-   * A call the wire answers itself (`WireDirect`): taken at once, with no fiber of `RpcServer`'s, when no frame
-   * read before it still waits for `RpcServer` (the calls of a connection are taken in the order they came).
-   */
-  const answeredHere = (message: Extract<FromClientEncoded, { _tag: "Request" }>): boolean => {
-    const direct = message.traceId === undefined ? hub.direct.get(message.tag) : undefined
-    if (direct === undefined || Option.getOrElse(inbox.unsafeSize(), () => 1) > 0) return false
-    running.set(message.id, false)
-    const requestId = message.id
-    if (direct(message.payload, callHeaders, (exit) => answer({ _tag: "Exit", requestId, exit }))) return true
-    running.delete(message.id)
-    return false
-  }
-
   // Total (design: Hostile clients): whatever a frame holds, the worst it gets is a defect answer.
   const receive = (data: string | Uint8Array) => {
     try {
@@ -288,7 +274,7 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
           const { id, message } = frame
           if (running.has(message.id)) return write(Framing.refusal(id, `call id ${id} is already running`))
           if (oversizeRegister(data, { id, call: message.tag })) return
-          if (answeredHere(message)) return
+          if (answeredHere(hub, { inbox, running, headers: callHeaders, answer }, message)) return
           const stream = Framing.isStream(message.tag, hub.group)
           running.set(message.id, stream)
           // A stream's handler may write its events itself (`StreamWriters`): it is told the frame's id.
@@ -312,6 +298,29 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
     hub.connections.closed(connectionId)
   }
   return { receive, close }
+}
+
+/**
+ * A call the wire answers itself (`WireDirect`): taken at once, with no fiber of `RpcServer`'s, when no frame
+ * read before it on its connection still waits for `RpcServer` (a connection's calls are taken in the order they came).
+ */
+const answeredHere = (
+  hub: Hub,
+  connection: {
+    readonly inbox: Mailbox.Mailbox<readonly [number | undefined, FromClientEncoded]>
+    readonly running: Map<string, boolean>
+    readonly headers: Headers.Headers
+    readonly answer: (response: FromServerEncoded) => void
+  },
+  message: Extract<FromClientEncoded, { _tag: "Request" }>
+): boolean => {
+  const direct = message.traceId === undefined ? hub.direct.get(message.tag) : undefined
+  if (direct === undefined || Option.getOrElse(connection.inbox.unsafeSize(), () => 1) > 0) return false
+  const requestId = message.id
+  connection.running.set(requestId, false)
+  if (direct(message.payload, connection.headers, (exit) => connection.answer({ _tag: "Exit", requestId, exit }))) return true
+  connection.running.delete(requestId)
+  return false
 }
 
 /** `RpcServer`'s answers to one client, as frames; a call's success is held to the end of the event loop's turn. */
