@@ -182,9 +182,10 @@ const handlersOf = (backend: Backend, writers: StreamWriters) =>
     Heartbeat: (payload) => Effect.zipRight(authorize(payload.agentId), backend.heartbeat(payload)),
     Deregister: (payload) => Effect.zipRight(authorize(payload.agentId), backend.deregister(payload)),
     SubmitTask: (payload, { headers }) =>
-      Effect.zipRight(authorize(payload.agentId), backend.submit({ ...payload, connection: connectionOf(headers), writeEvents: writers.writerOf(headers) })).pipe(
-        busyOnOutage("SubmitTask")
-      ),
+      Effect.zipRight(
+        authorize(payload.agentId),
+        backend.submit({ ...payload, connection: connectionOf(headers), writeEvents: writers.writerOf(headers) })
+      ).pipe(busyOnOutage("SubmitTask")),
     AttachTask: (payload, { headers }) =>
       Effect.zipRight(
         authorize(payload.agentId),

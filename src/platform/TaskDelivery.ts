@@ -92,8 +92,9 @@ const encodeEvent = Schema.encodeEither(TaskEvent)
 /**
  * An attachment whose events are written on its connection as they are emitted (Wire.ts, `StreamWriters`): no
  * fiber wakes between an event and its frame. The first at once; those emitted after it in the same run of the
- * loop (a turn's other calls) in one frame once it is done (a microtask). Its end goes through `mailbox`, which the stream's call reads, after the
- * last events. An event that cannot be encoded ends the stream with that defect, as `RpcServer` would end it.
+ * loop (a turn's other calls) in one frame once it is done (a microtask). Its end goes through `mailbox`, which
+ * the stream's call reads, after the last events. An event that cannot be encoded ends the stream with that
+ * defect, as `RpcServer` would end it.
  */
 const writtenStraight = (mailbox: Mailbox.Mailbox<TaskEvent>, write: EventsWriter): Attachment => {
   // The events after the first of a run of the loop, written together once it is done; undefined when none came since.
