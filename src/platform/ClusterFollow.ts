@@ -84,7 +84,7 @@ export const makeHere = (tasks: ClusterTasks.ClusterTasks) =>
   })
 
 /** What a follower (`followOn`) passed on of its task so far, and how it passes on an event from the task's owner. */
-class Passing<E> {
+export class Passing<E> {
   started = false
   ended = false
   /** The owner's stream broke since the last event. */
@@ -99,16 +99,27 @@ class Passing<E> {
     readonly away: () => string | undefined
   ) {}
 
+  /**
+   * `TaskWaiting` with the reason, once until the next event; never before `TaskStarted`, the stream's
+   * greeting (a client takes the task's id from its first event): a follower that finds the database
+   * away before it has passed that on says it at its next check after.
+   */
   say(reason: string): void {
+    if (!this.started || this.waiting || this.ended) return
     this.waiting = true
     this.out.unsafeOffer(waitingEvent(this.taskId, reason))
+  }
+
+  /** `say`, if this runner's last check found the database away. */
+  sayIfAway(): void {
+    const reason = this.away()
+    if (reason !== undefined) this.say(reason)
   }
 
   pass(event: TaskEvent | typeof Alive.Type): void {
     if (event._tag === "Alive") {
       // An owner that keeps the stream open while its loop waits for an answer says nothing itself.
-      const reason = this.away()
-      if (reason !== undefined && !this.waiting) this.say(reason)
+      this.sayIfAway()
       return
     }
     this.broke = false
@@ -249,10 +260,7 @@ export const followOn = (deps: {
     // Said also on this runner's own check, every second: an owner that stays silent (its events
     // and `Alive` held up with the database) is not left to silence until its stream times out.
     yield* Effect.forkScoped(Effect.repeat(
-      Effect.sync(() => {
-        const reason = deps.away()
-        if (reason !== undefined && !passing.waiting && !passing.ended) passing.say(reason)
-      }),
+      Effect.sync(() => passing.sayIfAway()),
       Schedule.spaced("1 second")
     ))
     yield* Effect.forkScoped(reattaching(attempt, deps.policy.reconnect, passing).pipe(
