@@ -27,8 +27,13 @@ import { report } from "./report.js"
 
 const flag = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
 const tasks = Number(flag("tasks") ?? 200)
-/** Tasks run before anything is measured (connections, shards and entities in place, the code compiled by V8's optimizing tiers). */
-const warmup = Number(flag("warmup") ?? 300)
+/**
+ * Tasks run before anything is measured (connections, shards and entities in place, the code compiled by V8's
+ * optimizing tiers, the heaps grown to their working size). 1,500: after 300, the CPU a call of the next 200-task
+ * windows still fell, window after window, for another 1,000 tasks or so (embedded platform 0.98 -> 0.85 -> 0.65
+ * ms, its serving process 1.17 -> 0.86 ms; one runner 2.97 -> 2.1-2.2 ms), so 300 measured the process's warm-up.
+ */
+const warmup = Number(flag("warmup") ?? 1500)
 /** `--modes=journaled,one` measures only those (of journaled, one, three, spread) beside the embedded platform. */
 const modes = new Set((flag("modes") ?? "journaled,one,three,spread").split(","))
 /** `--durable=off` (the tests' settings only) or `on` (the durable PostgreSQL only); both by default. */
