@@ -24,6 +24,7 @@ import { clientLayer } from "../support/platform.js"
 import * as Pg from "../support/postgres.js"
 import { callsPerTask } from "./clusterPlatform.js"
 import { report } from "./report.js"
+import { rpcEcho } from "./rpcEcho.js"
 
 const flag = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
 const tasks = Number(flag("tasks") ?? 200)
@@ -317,10 +318,16 @@ const main = Effect.gen(function*() {
     measure: `embedded platform (memory): a call's round trip p50; ${tasks} tasks x ${callsPerTask} calls 8 and 64 at a time`,
     value: `${fixed(base.roundTrip, 2)} ms; ${fixed(base.at8, 0)} / ${fixed(base.at64, 0)} calls/s`
   })
+  // The wire's floor on the stack it is built on: a round trip of an `@effect/rpc` echo, both ends in this process
+  // (their CPU together), 8 in flight. A call of these tasks carries about 4.8 frames (2.4 round trips' worth).
+  const echo = yield* rpcEcho(8, "{\"n\":1}")
   report({
     bench: "cluster",
     measure: "embedded platform (memory): CPU a call (the platform's process; the serving process), 8 at a time",
-    value: `${fixed(base.cpu.platform, 2)}; ${fixed(base.cpu.own, 2)} ms`
+    value: `${fixed(base.cpu.platform, 2)}; ${fixed(base.cpu.own, 2)} ms`,
+    baseline: `${fixed(echo.wideCpu / 1000, 2)} ms (an rpc echo's round trip, both ends, 8 in flight)`,
+    ratio: `${fixed((base.cpu.platform + base.cpu.own) / (echo.wideCpu / 1000), 1)}x one round trip`,
+    target: "<= 0.5 ms together"
   })
   // No PostgreSQL started when no mode needs it (`--modes=none`: the embedded platform alone).
   const needsDatabase = ["journaled", "one", "three", "spread"].some((mode) => modes.has(mode))
