@@ -239,8 +239,9 @@ export const followOn = (deps: {
         : deps.here.owns(taskId)
         ? inProcess(payload)
         : viaEngine(payload)
+      // Not asked before the greeting is passed on: `say` would drop the answer the probe waited for.
       const waitingIfAway = Effect.suspend(() =>
-        !passing.broke || passing.waiting
+        !passing.broke || passing.waiting || !passing.started
           ? Effect.void
           : Effect.map(deps.unreachable, (why) => why === undefined ? undefined : passing.say(why)))
       return Effect.zipRight(waitingIfAway, source).pipe(
