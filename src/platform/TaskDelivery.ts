@@ -90,19 +90,40 @@ export const attachTo = (
 const encodeEvent = Schema.encodeEither(TaskEvent)
 
 /**
+ * The events written at once, with those waiting before them: what a process waits on to act (a call to run,
+ * one to stop) and a stream's last events. The others (a task's start, its turns, a call's end, the model's
+ * text and deltas, a suspension) are news: written at the end of this turn of the event loop, or with the next
+ * event written at once, whichever comes first, so that a call's end and the next turn go with the call they lead to.
+ */
+const writtenAtOnce: ReadonlySet<TaskEvent["_tag"]> = new Set<TaskEvent["_tag"]>([
+  "ToolCallRequested",
+  "ToolCallCancelled",
+  "TaskTakenOver",
+  "TaskCompleted",
+  "TaskFailed",
+  "TaskCancelled"
+])
+
+/**
  * An attachment whose events are written on its connection as they are emitted (Wire.ts, `StreamWriters`): no
- * fiber wakes between an event and its frame. The first at once; those emitted after it in the same run of the
- * loop (a turn's other calls) in one frame once it is done (a microtask). Its end goes through `mailbox`, which
- * the stream's call reads, after the last events. An event that cannot be encoded ends the stream with that
- * defect, as `RpcServer` would end it.
+ * fiber wakes between an event and its frame. Those in `writtenAtOnce` go at once, in one frame with the news
+ * waiting before them; news alone goes at the end of this turn of the event loop (`setImmediate`). Its end goes
+ * through `mailbox`, which the stream's call reads, after the last events. An event that cannot be encoded ends
+ * the stream with that defect, as `RpcServer` would end it.
  */
 const writtenStraight = (mailbox: Mailbox.Mailbox<TaskEvent>, write: EventsWriter): Attachment => {
-  // The events after the first of a run of the loop, written together once it is done; undefined when none came since.
-  let waiting: Array<unknown> | undefined
+  // The events not written yet, in order; whether a write at the end of this turn of the loop is set.
+  let waiting: Array<unknown> = []
+  let set = false
   const flush = () => {
-    const events = waiting
-    waiting = undefined
-    if (events !== undefined && events.length > 0) write(events as [unknown, ...Array<unknown>])
+    if (waiting.length === 0) return
+    const events = waiting as [unknown, ...Array<unknown>]
+    waiting = []
+    write(events)
+  }
+  const later = () => {
+    set = false
+    flush()
   }
   return {
     unsafeOffer: (event) => {
@@ -111,13 +132,12 @@ const writtenStraight = (mailbox: Mailbox.Mailbox<TaskEvent>, write: EventsWrite
         flush()
         return mailbox.unsafeDone(Exit.die(encoded.left))
       }
-      if (waiting !== undefined) {
-        waiting.push(encoded.right)
-        return true
+      waiting.push(encoded.right)
+      if (writtenAtOnce.has(event._tag)) flush()
+      else if (!set) {
+        set = true
+        setImmediate(later)
       }
-      write([encoded.right])
-      waiting = []
-      queueMicrotask(flush)
       return true
     },
     unsafeDone: (exit) => {
