@@ -25,6 +25,7 @@ import {
   type NoPendingTaskApproval,
   PlatformBusy,
   PlatformRpcs,
+  isTaskEnd,
   type TaskEvent,
   type ToolCallResult,
   Unauthorized,
@@ -236,6 +237,12 @@ const typedEvents = <A, E>(
 // Events are taken off the wire as they come (what the caller has not taken waits in its mailbox).
 const asMailbox = { asMailbox: true, streamBufferSize: Number.POSITIVE_INFINITY } as const
 
+/** A task's stream's last event: its end, or another attachment took the task over (the platform then ends the stream). */
+const endsStream = (event: unknown): boolean => {
+  const tag = (event as TaskEvent)._tag
+  return isTaskEnd(event as TaskEvent) || tag === "TaskTakenOver"
+}
+
 const rpcOf = (tag: string) => PlatformRpcs.requests.get(tag) as unknown as Rpc.AnyWithProps
 
 /**
@@ -252,11 +259,12 @@ const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientEr
   const events = <A, E>(
     tag: string,
     payload: unknown,
-    viaClient: () => Effect.Effect<Mailbox.ReadonlyMailbox<A, E | RpcClientError.RpcClientError>, never, Scope.Scope>
+    viaClient: () => Effect.Effect<Mailbox.ReadonlyMailbox<A, E | RpcClientError.RpcClientError>, never, Scope.Scope>,
+    last?: (event: unknown) => boolean
   ) =>
     direct === undefined
       ? typedEvents(viaClient())
-      : direct.stream(rpcOf(tag), payload, typedEnd) as Effect.Effect<
+      : direct.stream(rpcOf(tag), payload, typedEnd, last) as Effect.Effect<
         Mailbox.ReadonlyMailbox<A, Exclude<E, PlatformBusy> | Unauthorized | PlatformUnavailable>,
         never,
         Scope.Scope
@@ -285,8 +293,8 @@ const fromRpcClient = (client: RpcClient.RpcClient<PlatformRpcsRpcs, RpcClientEr
     register: (payload) => typed(client.Register(payload)),
     heartbeat: (payload) => typed(client.Heartbeat(payload)),
     deregister: (payload) => typed(client.Deregister(payload)),
-    submitTask: (payload) => events("SubmitTask", payload, () => client.SubmitTask(payload, asMailbox)),
-    attachTask: (payload) => events("AttachTask", payload, () => client.AttachTask(payload, asMailbox)),
+    submitTask: (payload) => events("SubmitTask", payload, () => client.SubmitTask(payload, asMailbox), endsStream),
+    attachTask: (payload) => events("AttachTask", payload, () => client.AttachTask(payload, asMailbox), endsStream),
     watchAssignments: (payload) => events("WatchAssignments", payload, () => client.WatchAssignments(payload, asMailbox)),
     completeToolCall: (payload) => typed(complete(payload)),
     // Tried again while the platform is busy (`PlatformBusy`, cluster mode): a decision or a cancel, made twice, is one.

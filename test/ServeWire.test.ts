@@ -7,11 +7,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Mailbox, Schedule, Schema } from "effect"
 import { LanguageModel, Timing, Tool, Toolkit } from "../src/index.js"
 import { PlatformServer } from "../src/exports/platform.js"
-import type { Protocol } from "../src/exports/protocol.js"
+import { Protocol } from "../src/exports/protocol.js"
 import { PlatformClient } from "../src/exports/serve.js"
 import { ToolResult } from "../src/ToolResult.js"
 import { clientLayer, resultsText } from "./support/platform.js"
 import { tcpProxy } from "./support/tcpProxy.js"
+import { WebSocketServer } from "ws"
+import { type AddressInfo } from "node:net"
 
 const policy = Timing.layer({
   redelivery: Schedule.spaced("200 millis"),
@@ -61,6 +63,8 @@ const takeUntil = <E>(mailbox: Mailbox.ReadonlyMailbox<Protocol.TaskEvent, E>, l
       if (last(event)) return events
     }
   })
+
+const encode = Schema.encodeSync(Protocol.TaskEvent)
 
 describe("the serving side's WebSocket client", () => {
   it.scopedLive("a dropped connection fails the task's stream as unavailable; the call comes again on the next attach and its answer completes the task", () =>
@@ -119,5 +123,48 @@ describe("the serving side's WebSocket client", () => {
         Array.from({ length: 20 }, (_, i) => i % 2 === 0 ? { known: true } : "answered")
       )
       assert.strictEqual((outcome.last as { output: string }).output, "c1:42")
+    }))
+
+  it.scopedLive("a task's stream that gave its last event is not cancelled: its end, a frame behind, closes it; one closed before still is", () =>
+    Effect.gen(function*() {
+      // A platform of one frame each way: each submit's events, its task's end among them or not, then its end 50 ms later.
+      const received: Array<{ id: number; call?: string; cancel?: boolean }> = []
+      const server = new WebSocketServer({ host: "127.0.0.1", port: 0 })
+      yield* Effect.addFinalizer(() => Effect.async<void>((resume) => server.close(() => resume(Effect.void))))
+      yield* Effect.async<void>((resume) => {
+        server.once("listening", () => resume(Effect.void))
+      })
+      server.on("connection", (socket) =>
+        socket.on("message", (data) => {
+          const frame = JSON.parse(String(data)) as { id: number; call?: string; cancel?: boolean; payload?: { prompt: string } }
+          received.push(frame)
+          if (frame.call !== "SubmitTask") return
+          const taskId = `t-${frame.payload!.prompt}`
+          const ended = frame.payload!.prompt === "ends"
+          const events = [encode({ _tag: "TaskStarted", taskId })]
+          if (ended) events.push(encode({ _tag: "TaskCompleted", taskId, output: "done", steps: 1, usage: { inputTokens: 0, outputTokens: 0 } }))
+          socket.send(JSON.stringify({ id: frame.id, events }))
+          if (ended) setTimeout(() => socket.send(JSON.stringify({ id: frame.id })), 50)
+        }))
+      const { port } = server.address() as AddressInfo
+      const client = yield* Effect.provide(
+        PlatformClient.PlatformClient,
+        yield* Layer.build(clientLayer({ url: `ws://127.0.0.1:${port}` }, policy))
+      )
+      const follow = (prompt: string, until: Protocol.TaskEvent["_tag"]) =>
+        Effect.scoped(Effect.flatMap(
+          client.submitTask({ ...caller, prompt, events: "all" }),
+          (mailbox) => takeUntil(mailbox, (event) => event._tag === until)
+        ))
+      const ended = yield* follow("ends", "TaskCompleted")
+      const left = yield* follow("stays", "TaskStarted")
+      yield* Effect.sleep("150 millis")
+      assert.deepStrictEqual(ended.map((event) => event._tag), ["TaskStarted", "TaskCompleted"])
+      assert.deepStrictEqual(left.map((event) => event._tag), ["TaskStarted"])
+      const [first, second] = received.filter((frame) => frame.call === "SubmitTask").map((frame) => frame.id)
+      const cancelled = received.filter((frame) => frame.cancel === true).map((frame) => frame.id)
+      // The task that ended: no cancel (its end came 50 ms after its scope closed); the one that did not: cancelled.
+      assert.deepStrictEqual(cancelled, [second])
+      assert.notStrictEqual(first, second)
     }))
 })

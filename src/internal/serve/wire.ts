@@ -181,12 +181,14 @@ export interface Direct {
   readonly call: (rpc: Rpc.AnyWithProps, payload: unknown) => Effect.Effect<unknown, unknown>
   /**
    * The stream `rpc` with `payload`, its events in a mailbox for as long as the scope lives (closing it sends the
-   * cancel); `typed` makes its end the caller's (an `RpcClientError` among its failures).
+   * cancel, unless an event `last` accepts came: the platform ends the stream after it, and its end is awaited
+   * without a frame); `typed` makes its end the caller's (an `RpcClientError` among its failures).
    */
   readonly stream: (
     rpc: Rpc.AnyWithProps,
     payload: unknown,
-    typed: (exit: Exit.Exit<void, unknown>) => Exit.Exit<void, unknown>
+    typed: (exit: Exit.Exit<void, unknown>) => Exit.Exit<void, unknown>,
+    last?: (event: unknown) => boolean
   ) => Effect.Effect<Mailbox.ReadonlyMailbox<unknown, unknown>, never, Scope.Scope>
 }
 
@@ -198,6 +200,9 @@ type DirectEntry =
     readonly mailbox: Mailbox.Mailbox<unknown, unknown>
     readonly typed: (exit: Exit.Exit<void, unknown>) => Exit.Exit<void, unknown>
     readonly decode: (events: unknown) => Either.Either<ReadonlyArray<unknown>, unknown>
+    readonly last: ((event: unknown) => boolean) | undefined
+    /** Its last event came: the stream's end follows, and is not cancelled. */
+    ending: boolean
   }
 
 /** The ids of direct calls: past any `RpcClient` counts to, within the 15 digits the platform reads first. */
@@ -242,6 +247,7 @@ const readDirect = (link: Link, text: string): boolean => {
     if (entry._tag !== "Stream" || !Array.isArray(frame.events) || frame.events.length === 0) return true
     const events = entry.decode(frame.events)
     if (Either.isRight(events)) {
+      if (entry.last !== undefined && events.right.some(entry.last)) entry.ending = true
       entry.mailbox.unsafeOfferAll(events.right)
       return true
     }
@@ -306,9 +312,15 @@ const directFrame = (
   return Effect.fail(unreachable(tooLarge.message, tooLarge))
 }
 
-/** Tells the platform a direct call or stream is no longer wanted, if it still waits and its connection is up. */
+/**
+ * Tells the platform a direct call or stream is no longer wanted, if it still waits and its connection is up; a
+ * stream whose last event came is left to its end, which the platform is writing (no cancel crosses it).
+ */
 const cancelDirect = (link: Link, id: number) => {
-  if (!link.direct.delete(id) || link.current?.open !== true) return
+  const entry = link.direct.get(id)
+  if (entry === undefined || (entry._tag === "Stream" && entry.ending)) return
+  link.direct.delete(id)
+  if (link.current?.open !== true) return
   link.current.socket.send(Framing.cancelFrame(String(id)))
 }
 
@@ -324,7 +336,7 @@ const makeDirect = (link: Link): Direct => ({
             return Effect.sync(() => cancelDirect(link, id))
           })))
     }),
-  stream: (rpc, payload, typed) =>
+  stream: (rpc, payload, typed, last) =>
     Effect.gen(function*() {
       const span = yield* Effect.makeSpanScoped(`RpcClient.${rpc._tag}`, { captureStackTrace: false })
       const id = directIds++
@@ -332,7 +344,7 @@ const makeDirect = (link: Link): Direct => ({
       yield* Effect.addFinalizer(() => Effect.sync(() => cancelDirect(link, id)))
       const sent = Effect.flatMap(directFrame(link, rpc, id, payload, span), (frame) =>
         Effect.map(open(link), (socket) => {
-          link.direct.set(id, { _tag: "Stream", rpc, mailbox, typed, decode: chunkDecoder(rpc) })
+          link.direct.set(id, { _tag: "Stream", rpc, mailbox, typed, decode: chunkDecoder(rpc), last, ending: false })
           socket.send(frame)
         }))
       // Sent from the caller's fiber: a connection that cannot open ends the mailbox, as a dropped one does.
