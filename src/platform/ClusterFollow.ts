@@ -13,6 +13,8 @@ import { type Timing } from "../Timing.js"
 import { followAlive } from "./ClusterTiming.js"
 import { type Alive, type AttachPayload, holdsShardOf, type TaskEntity } from "./ClusterEntities.js"
 import type * as ClusterTasks from "./ClusterTasks.js"
+import { writtenStraight } from "./TaskDelivery.js"
+import type { EventsWriter } from "./Wire.js"
 
 /**
  * How long the follower of a task just submitted, on the runner that holds its shard, waits for the
@@ -95,7 +97,7 @@ export class Passing<E> {
   progressed = false
   constructor(
     readonly taskId: string,
-    readonly out: Mailbox.Mailbox<TaskEvent, E>,
+    readonly out: Pick<Mailbox.Mailbox<TaskEvent, E>, "unsafeOffer">,
     readonly away: () => string | undefined
   ) {}
 
@@ -194,11 +196,14 @@ export const followOn = (deps: {
   connection: string,
   unknown: (error: UnknownTask) => Effect.Effect<never, E>,
   // Just submitted through this runner: its `Run` was just sent, and its first attach may wait for it.
-  submitted = false
+  submitted = false,
+  // The stream call's connection's writer: the events written straight to it, as the embedded platform writes them.
+  write?: EventsWriter | undefined
 ): Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const out = yield* Mailbox.make<TaskEvent, E>()
-    const passing = new Passing(taskId, out, deps.away)
+    const sink = write === undefined ? out : writtenStraight(out, write)
+    const passing = new Passing(taskId, sink, deps.away)
     // A re-attach names the first attach: one taken over while its shard moved must not take the task back.
     const attachmentId = deps.ids.make("attachment")
     let attempts = 0
@@ -267,7 +272,7 @@ export const followOn = (deps: {
     yield* Effect.forkScoped(reattaching(attempt, deps.policy.reconnect, passing).pipe(
       Effect.catchTag("UnknownTask", unknown),
       Effect.exit,
-      Effect.flatMap((exit) => out.done(exit))
+      Effect.flatMap((exit) => Effect.sync(() => sink.unsafeDone(exit)))
     ))
     return out
   })

@@ -82,9 +82,11 @@ export const clusterBackend = (held: ClusterTasks.ClusterTasks, started: Start) 
       submit: (payload) =>
         Effect.flatMap(
           started(payload),
-          (taskId) => follow(payload.agentId, taskId, payload.events, payload.connection, Effect.die, true)
+          (taskId) =>
+            follow(payload.agentId, taskId, payload.events, payload.connection, Effect.die, true, payload.writeEvents)
         ),
-      attach: ({ agentId, connection, events, taskId }) => follow(agentId, taskId, events, connection, Effect.fail),
+      attach: ({ agentId, connection, events, taskId, writeEvents }) =>
+        follow(agentId, taskId, events, connection, Effect.fail, false, writeEvents),
       complete: (agentId, results, connection) => track(completeOn(tasks, here)(agentId, results, connection)),
       decide: (agentId, { taskId, ...decision }) => track(orDieOnEngine(tasks(taskId).Decide({ agentId, ...decision }))),
       // Goes to the task's owner, where its loop runs and its calls were delivered.

@@ -92,8 +92,8 @@ const encodeEvent = Schema.encodeEither(TaskEvent)
 /**
  * The events written at once, with those waiting before them: what a process waits on to act (a call to run,
  * one to stop) and a stream's last events. The others (a task's start, its turns, a call's end, the model's
- * text and deltas, a suspension) are news: written at the end of this turn of the event loop, or with the next
- * event written at once, whichever comes first, so that a call's end and the next turn go with the call they lead to.
+ * text and deltas, a suspension) are news: written with the next event written at once, or within
+ * `newsWithinMillis`, whichever comes first, so that a call's end and the next turn go with the call they lead to.
  */
 const writtenAtOnce: ReadonlySet<TaskEvent["_tag"]> = new Set<TaskEvent["_tag"]>([
   "ToolCallRequested",
@@ -104,15 +104,21 @@ const writtenAtOnce: ReadonlySet<TaskEvent["_tag"]> = new Set<TaskEvent["_tag"]>
   "TaskCancelled"
 ])
 
+/** How long news waits for an event written at once to go with (a runner's journal's statement or two between them). */
+const newsWithinMillis = 5
+
 /**
  * An attachment whose events are written on its connection as they are emitted (Wire.ts, `StreamWriters`): no
  * fiber wakes between an event and its frame. Those in `writtenAtOnce` go at once, in one frame with the news
- * waiting before them; news alone goes at the end of this turn of the event loop (`setImmediate`). Its end goes
+ * waiting before them; news with nothing written at once after it goes within `newsWithinMillis`. Its end goes
  * through `mailbox`, which the stream's call reads, after the last events. An event that cannot be encoded ends
- * the stream with that defect, as `RpcServer` would end it.
+ * the stream with that defect, as `RpcServer` would end it. A cluster runner's follower writes through one too.
  */
-const writtenStraight = (mailbox: Mailbox.Mailbox<TaskEvent>, write: EventsWriter): Attachment => {
-  // The events not written yet, in order; whether a write at the end of this turn of the loop is set.
+export const writtenStraight = <E = never>(
+  mailbox: Mailbox.Mailbox<TaskEvent, E>,
+  write: EventsWriter
+): Pick<Mailbox.Mailbox<TaskEvent, E>, "unsafeOffer" | "unsafeDone"> => {
+  // The events not written yet, in order; whether a write of them is set (`newsWithinMillis`).
   let waiting: Array<unknown> = []
   let set = false
   const flush = () => {
@@ -136,7 +142,7 @@ const writtenStraight = (mailbox: Mailbox.Mailbox<TaskEvent>, write: EventsWrite
       if (writtenAtOnce.has(event._tag)) flush()
       else if (!set) {
         set = true
-        setImmediate(later)
+        setTimeout(later, newsWithinMillis)
       }
       return true
     },
