@@ -90,15 +90,28 @@ interface AgentKey {
   readonly approvalExpiry: TaskOptions["approvalExpiry"]
 }
 
+/** A manifest entry's JSON, made once for each entry object. */
+const entryTexts = new WeakMap<Toolkit.ManifestEntry, string>()
+const entryText = (entry: Toolkit.ManifestEntry): string => {
+  let text = entryTexts.get(entry)
+  if (text === undefined) entryTexts.set(entry, text = JSON.stringify(entry))
+  return text
+}
+
+/** The same entry: the same object, or (a cluster task's tools, decoded from its journal) one that says the same. */
+const sameEntry = (a: Toolkit.ManifestEntry, b: Toolkit.ManifestEntry): boolean =>
+  a === b || (a.name === b.name && entryText(a) === entryText(b))
+
 const sameKey = (a: AgentKey, b: AgentKey): boolean =>
   a.journaled === b.journaled && a.approve === b.approve && a.instructions === b.instructions &&
   a.maxSteps === b.maxSteps && a.approvalExpiry === b.approvalExpiry && a.tools.length === b.tools.length &&
-  a.tools.every((tool, i) => tool.entry === b.tools[i]!.entry && tool.own === b.tools[i]!.own)
+  a.tools.every((tool, i) => tool.own === b.tools[i]!.own && sameEntry(tool.entry, b.tools[i]!.entry))
 
 /**
  * The last agent made for each agent's tasks, with what it was made of: a task whose settings and tools (the same
- * manifest entries, while its processes' registrations stand) are the same runs the same agent, so that its tools,
- * their JSON Schemas and its checked toolkit are made once, not once a task.
+ * manifest entries, while its processes' registrations stand; on a cluster runner, entries that say the same, each
+ * task's read from its journal) are the same runs the same agent, so that its tools, their JSON Schemas and its
+ * checked toolkit are made once, not once a task.
  */
 export class AgentCache {
   private readonly byAgent = new Map<string, { readonly key: AgentKey; readonly agent: TaskAgent }>()
