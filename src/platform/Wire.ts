@@ -87,8 +87,11 @@ export class StreamWriters {
     const connection = headers[connectionHeader]
     const requestId = headers[streamHeader]
     const write = connection === undefined ? undefined : this.writes.get(connection)
-    if (write === undefined || requestId === undefined) return undefined
-    return (values) => write(Framing.serverFrame({ _tag: "Chunk", requestId, values })!)
+    if (connection === undefined || write === undefined || requestId === undefined) return undefined
+    // Not once the connection closed (news can wait past it, TaskDelivery.ts): its client attaches again for them.
+    return (values) => {
+      if (this.writes.get(connection) === write) write(Framing.serverFrame({ _tag: "Chunk", requestId, values })!)
+    }
   }
 }
 

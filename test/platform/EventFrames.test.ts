@@ -3,12 +3,14 @@
  * to act (a call, the task's end) is written at once, and the news before it (the task's start, a call's end, the
  * next turn) goes in the same frame, so that a turn of a task costs one frame, not three.
  */
+import * as Headers from "@effect/platform/Headers"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { WebSocket } from "ws"
 import type { LanguageModel } from "../../src/index.js"
 import { Protocol } from "../../src/exports/protocol.js"
 import { ToolResult } from "../../src/ToolResult.js"
+import { connectionHeader, StreamWriters, streamHeader } from "../../src/platform/Wire.js"
 import { embedded, holdEntry } from "../support/hostileWireSuite.js"
 
 const call = (id: string): LanguageModel.ToolCall => ({ id, name: "hold", arguments: "{}" })
@@ -68,4 +70,18 @@ describe("a task's events on the serving process's connection", () => {
         ["ToolCallCompleted", "TurnStarted", "ModelText", "TaskCompleted"]
       ])
     }).pipe(Effect.scoped), 20_000)
+
+  it("a stream's events that come after its connection closed are not written on it", () => {
+    const writers = new StreamWriters()
+    const written: Array<string> = []
+    writers.opened("c1", (frame) => written.push(frame))
+    const write = writers.writerOf(Headers.fromInput({ [connectionHeader]: "c1", [streamHeader]: "7" }))!
+    write([{ _tag: "TurnStarted" }])
+    writers.closed("c1")
+    write([{ _tag: "ModelText" }])
+    // The same connection id opened again is another connection: not this stream's either.
+    writers.opened("c1", (frame) => written.push(`again ${frame}`))
+    write([{ _tag: "ToolCallCompleted" }])
+    assert.deepStrictEqual(written.map((frame) => JSON.parse(frame).events[0]._tag), ["TurnStarted"])
+  })
 })
