@@ -76,7 +76,8 @@ const attachedHere = (
       taskId,
       events: payload.events,
       follower: { attachmentId: payload.attachmentId, reattach: payload.reattach },
-      connection: payload.connection
+      connection: payload.connection,
+      after: payload.fromStart === true ? 0 : undefined
     }),
     (mailbox) =>
       Stream.merge(

@@ -54,6 +54,7 @@ export interface AttachPayload {
   readonly attachmentId: string
   readonly reattach: boolean
   readonly connection?: string | undefined
+  readonly fromStart?: boolean | undefined
 }
 
 /** A task: its loop, its events, its answers and its approvals. The entity id is the task id. */
@@ -73,7 +74,9 @@ export const TaskEntity = Entity.make("agent-tools/Task", [
       attachmentId: Schema.String,
       reattach: Schema.Boolean,
       // The client's connection on its front: the only one whose answers are taken (TaskAnswers.ts, `answersFrom`).
-      connection: Schema.optional(Schema.String)
+      connection: Schema.optional(Schema.String),
+      // A task just submitted: every event it has emitted so far first (its loop started before the attach).
+      fromStart: Schema.optional(Schema.Boolean)
     },
     success: Schema.Union(TaskEvent, Alive),
     error: UnknownTask,

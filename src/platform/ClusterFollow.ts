@@ -215,7 +215,8 @@ export const followOn = (deps: {
           taskId,
           events,
           follower: { attachmentId, reattach: payload.reattach },
-          connection
+          connection,
+          after: payload.fromStart === true ? 0 : undefined
         })
         while (true) {
           const [batch, done] = yield* mailbox.takeAll
@@ -234,7 +235,9 @@ export const followOn = (deps: {
       )
     /** One attach, to its end: fails with `Moved` unless the task ended. */
     const attempt = Effect.suspend(() => {
-      const payload = { agentId, events, attachmentId, reattach: attempts++ > 0, connection }
+      const reattach = attempts++ > 0
+      // A task just submitted started its loop before this attach: its events so far come first (its first turn's).
+      const payload = { agentId, events, attachmentId, reattach, connection, ...(submitted && !reattach ? { fromStart: true } : {}) }
       // A new task's first attach, its shard here: in process once its `Run`, sent just before, holds it.
       const source = submitted && !payload.reattach && deps.here.holdsShard(taskId)
         ? Effect.flatMap(

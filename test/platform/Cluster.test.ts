@@ -248,7 +248,18 @@ layer(server, { timeout: "120 seconds", excludeTestServices: true })("cluster mo
             (i) => Stream.runCollect(served.submitTask(`task ${i}`)),
             { concurrency: 4 }
           )
-          for (const events of runs) assert.strictEqual(Option.getOrUndefined(Chunk.last(events))?._tag, "TaskCompleted")
+          for (const events of runs) {
+            assert.strictEqual(Option.getOrUndefined(Chunk.last(events))?._tag, "TaskCompleted")
+            // Every event of the task, its first turn's too (emitted before the submitter's follower attached).
+            const tags = Chunk.toReadonlyArray(events).map((event) => event._tag === "TurnStarted" ? `TurnStarted ${event.step}` : event._tag)
+            assert.deepStrictEqual(tags.filter((tag) => tag !== "ToolCallCompleted" && tag !== "ModelText"), [
+              "TaskStarted",
+              "TurnStarted 1",
+              "ToolCallRequested",
+              "TurnStarted 2",
+              "TaskCompleted"
+            ])
+          }
           return yield* Effect.forEach(runners, (runner) => Context.get(runner, PlatformServer.PlatformState).taskCount)
         }).pipe(Effect.scoped)
       assert.deepStrictEqual(yield* heldBy(undefined), [0, 24])
