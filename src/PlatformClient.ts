@@ -25,7 +25,7 @@ import {
   type NoPendingTaskApproval,
   PlatformBusy,
   PlatformRpcs,
-  isTaskEnd,
+  endsTaskStream,
   type TaskEvent,
   type ToolCallResult,
   Unauthorized,
@@ -237,11 +237,8 @@ const typedEvents = <A, E>(
 // Events are taken off the wire as they come (what the caller has not taken waits in its mailbox).
 const asMailbox = { asMailbox: true, streamBufferSize: Number.POSITIVE_INFINITY } as const
 
-/** A task's stream's last event: its end, or another attachment took the task over (the platform then ends the stream). */
-const endsStream = (event: unknown): boolean => {
-  const tag = (event as TaskEvent)._tag
-  return isTaskEnd(event as TaskEvent) || tag === "TaskTakenOver"
-}
+/** A task's stream's last event (the platform then ends the stream). */
+const endsStream = (event: unknown): boolean => endsTaskStream(event as TaskEvent)
 
 const rpcOf = (tag: string) => PlatformRpcs.requests.get(tag) as unknown as Rpc.AnyWithProps
 

@@ -77,7 +77,7 @@ const attachedHere = (
       events: payload.events,
       follower: { attachmentId: payload.attachmentId, reattach: payload.reattach },
       connection: payload.connection,
-      after: payload.fromStart === true ? 0 : undefined
+      fromStart: payload.fromStart
     }),
     (mailbox) =>
       Stream.merge(

@@ -8,7 +8,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Data, Duration, Effect, Mailbox, Option, Schedule, type Scope, Stream } from "effect"
 import type { Ids } from "../Ids.js"
 import * as SqlStore from "../internal/sql/store.js"
-import { type EventsWanted, isTaskEnd, type TaskEvent, type UnknownTask } from "../protocol/Protocol.js"
+import { endsTaskStream, type EventsWanted, isTaskEnd, type TaskEvent, type UnknownTask } from "../protocol/Protocol.js"
 import { type Timing } from "../Timing.js"
 import { followAlive } from "./ClusterTiming.js"
 import { type Alive, type AttachPayload, holdsShardOf, type TaskEntity } from "./ClusterEntities.js"
@@ -129,7 +129,7 @@ export class Passing<E> {
     // The owner said it (its statements wait for the database): not said again here.
     this.waiting = event._tag === "TaskWaiting"
     // Its end, or another attachment took it over (which must not be taken back by attaching again).
-    if (isTaskEnd(event) || event._tag === "TaskTakenOver") this.ended = true
+    if (endsTaskStream(event)) this.ended = true
     if (event._tag === "TaskStarted") {
       if (this.started) return
       this.started = true
@@ -216,7 +216,7 @@ export const followOn = (deps: {
           events,
           follower: { attachmentId, reattach: payload.reattach },
           connection,
-          after: payload.fromStart === true ? 0 : undefined
+          fromStart: payload.fromStart
         })
         while (true) {
           const [batch, done] = yield* mailbox.takeAll
@@ -237,9 +237,9 @@ export const followOn = (deps: {
     const attempt = Effect.suspend(() => {
       const reattach = attempts++ > 0
       // A task just submitted started its loop before this attach: its events so far come first (its first turn's).
-      const payload = { agentId, events, attachmentId, reattach, connection, ...(submitted && !reattach ? { fromStart: true } : {}) }
+      const payload = { agentId, events, attachmentId, reattach, connection, fromStart: submitted && !reattach }
       // A new task's first attach, its shard here: in process once its `Run`, sent just before, holds it.
-      const source = submitted && !payload.reattach && deps.here.holdsShard(taskId)
+      const source = payload.fromStart && deps.here.holdsShard(taskId)
         ? Effect.flatMap(
           deps.here.tasks.heldByRun(taskId, runHeldWithin),
           (held) => held && deps.here.owns(taskId) ? inProcess(payload) : viaEngine(payload)

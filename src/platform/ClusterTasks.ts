@@ -18,9 +18,12 @@ interface Attaching {
   readonly events?: EventsWanted | undefined
   readonly follower?: Follower | undefined
   readonly connection?: string | undefined
-  /** The offset the attachment has the events up to (`Task.attach`): 0 for all the task keeps. */
-  readonly after?: number | undefined
+  /** A task just submitted: every event it keeps first (its loop started before this attach). */
+  readonly fromStart?: boolean | undefined
 }
+
+/** What `Task.attach` is given for `fromStart`: every event past offset 0, all the task keeps. */
+const afterOf = (fromStart: boolean | undefined): number | undefined => fromStart === true ? 0 : undefined
 
 /** The cluster's ways into the tasks of this runner, all on the journal of the cluster's database. */
 export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
@@ -42,8 +45,8 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
         }),
       /** `attach`, to a task held here (taken up from the journal if need be), from `connection` on the client's front. */
       attachHeld: (
-        { after, agentId, connection, events, follower, taskId }: Attaching
-      ) => Effect.flatMap(tasks.held(agentId, taskId), (task) => attachTo(task, events, follower, connection, after)),
+        { agentId, connection, events, follower, fromStart, taskId }: Attaching
+      ) => Effect.flatMap(tasks.held(agentId, taskId), (task) => attachTo(task, events, follower, connection, afterOf(fromStart))),
       /** Whether the task's `Run` holds it here now (see `makeRunning`). */
       runsHere: running.runsHere,
       heldByRun: running.heldByRun,
@@ -52,10 +55,10 @@ export const make = (tasks: Tasks, journal: Journal.Journal["Type"]) =>
        * a defect if it holds it no more, before or just after the attach (the follower attaches again).
        */
       attachRunning: (
-        { after, agentId, connection, events, follower, taskId }: Attaching
+        { agentId, connection, events, follower, fromStart, taskId }: Attaching
       ) =>
         Effect.flatMap(running.task(agentId, taskId), (task) =>
-          Effect.tap(attachTo(task, events, follower, connection, after), (mailbox) =>
+          Effect.tap(attachTo(task, events, follower, connection, afterOf(fromStart)), (mailbox) =>
             Effect.sync(() => {
               // Let go meanwhile: its Run ended the attachments it had, not this one.
               if (!running.holds(taskId, task)) mailbox.unsafeDone(Exit.void)

@@ -333,6 +333,10 @@ export type TaskEnd = Extract<TaskEvent, { _tag: "TaskCompleted" | "TaskFailed" 
 export const isTaskEnd = (event: { readonly _tag: string }): event is TaskEnd =>
   event._tag === "TaskCompleted" || event._tag === "TaskFailed" || event._tag === "TaskCancelled"
 
+/** A task stream's last event: the task's end, or another attachment took the task over. */
+export const endsTaskStream = (event: { readonly _tag: string }): boolean =>
+  isTaskEnd(event) || event._tag === "TaskTakenOver"
+
 // ---------------------------------------------------------------------------------------------
 // Calls.
 
