@@ -3,8 +3,9 @@
  * on, a new attachment to a task and what its end leaves pending, and the upkeep that delivers again
  * the calls not answered in time and forgets the tasks ended long enough ago.
  */
-import { Clock, Context, Effect, Either, Exit, Mailbox, Schema } from "effect"
+import { Clock, Context, Effect, Either, Exit, Mailbox, type ParseResult, Schema } from "effect"
 import * as Metrics from "../internal/util/metrics.js"
+import * as Plain from "../internal/util/plain.js"
 import { Signal } from "../internal/util/signal.js"
 import { type EventsWanted, TaskEvent } from "../protocol/Protocol.js"
 import type { ToolResult } from "../ToolResult.js"
@@ -87,7 +88,13 @@ export const attachTo = (
     return mailbox
   })
 
-const encodeEvent = Schema.encodeEither(TaskEvent)
+const encodeTaskEvent = Schema.encodeEither(TaskEvent)
+const plainEvent = Plain.plainTagged(TaskEvent.ast)
+/** An event as its stream carries it: most without Effect's parser (`Plain`), as it encodes them. */
+const encodeEvent = (event: TaskEvent): Either.Either<unknown, ParseResult.ParseError> => {
+  const plain = plainEvent(event)
+  return plain === undefined ? encodeTaskEvent(event) : Either.right(plain)
+}
 
 /**
  * The events written at once, with those waiting before them: what a process waits on to act (a call to run,

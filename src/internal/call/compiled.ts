@@ -5,6 +5,7 @@
  */
 import { Duration, type Either, ParseResult, Schema, type SchemaAST } from "effect"
 import type * as Tool from "../../Tool.js"
+import * as Plain from "../util/plain.js"
 
 /** A tool's parts as the pipeline reads them on every call. */
 export interface Compiled {
@@ -70,8 +71,8 @@ const onFirstUse = <A, B>(make: () => (a: A) => B): (a: A) => B => {
 export interface FlatInput {
   readonly keys: ReadonlySet<PropertyKey>
   readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
-  /** For an input of plain properties only (`plainInput`): the decoded value, or undefined to ask `decode`. */
-  readonly plain: ((value: object) => object | undefined) | undefined
+  /** For a plain input (`Plain.plainStruct`): the decoded value, or undefined to ask `decode`. */
+  readonly plain: Plain.PlainCodec | undefined
 }
 
 const flatInput = (tool: Tool.Any): FlatInput | undefined => {
@@ -81,68 +82,7 @@ const flatInput = (tool: Tool.Any): FlatInput | undefined => {
   return {
     keys: new Set(ast.propertySignatures.map((ps) => ps.name)),
     decode: ParseResult.decodeUnknownEither(tool.input, { errors: "all" }),
-    plain: plainInput(ast)
-  }
-}
-
-/**
- * A struct whose every property is a check of its value alone that gives the value back (a string, number or
- * boolean, a literal, unknown, undefined, or a union of these: `{ a: Schema.Number }`, most tools' input):
- * decoded without Effect's parser, as it decodes it (the struct's keys in its order, an optional key absent
- * stays absent), or undefined when a value fails its check, for Effect's decode to say why. Else undefined.
- */
-const plainInput = (ast: SchemaAST.TypeLiteral): ((value: object) => object | undefined) | undefined => {
-  const properties: Array<{ readonly name: PropertyKey; readonly optional: boolean; readonly is: (u: unknown) => boolean }> = []
-  for (const ps of ast.propertySignatures) {
-    const is = plainCheck(ps.type)
-    if (is === undefined) return undefined
-    properties.push({ name: ps.name, optional: ps.isOptional, is })
-  }
-  return (value) => {
-    const input = value as Record<PropertyKey, unknown>
-    const output: Record<PropertyKey, unknown> = {}
-    for (let i = 0; i < properties.length; i++) {
-      const { is, name, optional } = properties[i]!
-      if (optional && !Object.prototype.hasOwnProperty.call(input, name)) continue
-      const item = input[name]
-      if (!is(item)) return undefined
-      output[name] = item
-    }
-    return output
-  }
-}
-
-const isString = (u: unknown): boolean => typeof u === "string"
-const isNumber = (u: unknown): boolean => typeof u === "number"
-const isBoolean = (u: unknown): boolean => typeof u === "boolean"
-const isUndefined = (u: unknown): boolean => u === undefined
-const isAnything = (): boolean => true
-
-/** The check Effect's parser makes of a value of type `ast` when it gives the value back as it is, else undefined. */
-const plainCheck = (ast: SchemaAST.AST): ((u: unknown) => boolean) | undefined => {
-  switch (ast._tag) {
-    case "StringKeyword":
-      return isString
-    case "NumberKeyword":
-      return isNumber
-    case "BooleanKeyword":
-      return isBoolean
-    case "UndefinedKeyword":
-      return isUndefined
-    case "UnknownKeyword":
-    case "AnyKeyword":
-      return isAnything
-    case "Literal": {
-      const literal = ast.literal
-      return (u) => u === literal
-    }
-    case "Union": {
-      const checks = ast.types.map(plainCheck)
-      if (checks.some((check) => check === undefined)) return undefined
-      return (u) => checks.some((check) => check!(u))
-    }
-    default:
-      return undefined
+    plain: Plain.plainStruct(ast)
   }
 }
 

@@ -14,6 +14,7 @@ import * as RpcSchema from "@effect/rpc/RpcSchema"
 import { Effect, Either, Exit, Mailbox, Option, Schedule, Schema, SchemaAST, type Scope } from "effect"
 import { WebSocket } from "ws"
 import * as Framing from "../../protocol/Framing.js"
+import * as Plain from "../util/plain.js"
 import { Unauthorized, unknownTokenMessage } from "../../protocol/Protocol.js"
 
 /** Where the client's wire connects, and the limits it keeps. */
@@ -214,7 +215,22 @@ const chunkDecoder = (rpc: Rpc.AnyWithProps) => {
   let decode = chunkDecoders.get(rpc)
   if (decode === undefined) {
     const schemas = Option.getOrThrow(RpcSchema.getStreamSchemas(rpc.successSchema.ast))
-    decode = Schema.decodeUnknownEither(Schema.NonEmptyArray(schemas.success as Schema.Schema<unknown, unknown, never>))
+    const event = schemas.success as Schema.Schema<unknown, unknown, never>
+    const decodeAll = Schema.decodeUnknownEither(Schema.NonEmptyArray(event))
+    // Each event as Effect decodes the array's (one by one), most without its parser (`Plain`); one refused: the
+    // array by Effect's parser, for its words.
+    const plain = Plain.plainTagged(event.ast)
+    const decodeOne = Schema.decodeUnknownEither(event)
+    decode = (events) => {
+      if (!Array.isArray(events) || events.length === 0) return decodeAll(events)
+      const decoded = new Array<unknown>(events.length)
+      for (let i = 0; i < events.length; i++) {
+        const one = plain(events[i]) ?? Either.getOrUndefined(decodeOne(events[i]))
+        if (one === undefined) return decodeAll(events)
+        decoded[i] = one
+      }
+      return Either.right(decoded)
+    }
     chunkDecoders.set(rpc, decode)
   }
   return decode

@@ -1,0 +1,89 @@
+/**
+ * Plain Schemas decoded and encoded without Effect's parser, as it decodes and encodes them. A plain struct's
+ * every property is a check of its value alone that gives the value back: a string, number or boolean, a
+ * literal, unknown, undefined, or a union of these (`{ a: Schema.Number }`, most tools' inputs; the task
+ * events that carry no result or default). Decoding or encoding one is a check of each property and a copy:
+ * the struct's keys in its order, an optional key absent stays absent, any other key dropped (Effect's
+ * default). A value that fails a check gives undefined: the caller asks Effect's parser, for its words.
+ */
+import type { SchemaAST } from "effect"
+
+/** `value` decoded (and so encoded) by a plain struct, or undefined: not a record, or a property fails its check. */
+export type PlainCodec = (value: unknown) => object | undefined
+
+const isString = (u: unknown): boolean => typeof u === "string"
+const isNumber = (u: unknown): boolean => typeof u === "number"
+const isBoolean = (u: unknown): boolean => typeof u === "boolean"
+const isUndefined = (u: unknown): boolean => u === undefined
+const isAnything = (): boolean => true
+
+/** The check Effect's parser makes of a value of type `ast` when it gives the value back as it is, else undefined. */
+const checkOf = (ast: SchemaAST.AST): ((u: unknown) => boolean) | undefined => {
+  switch (ast._tag) {
+    case "StringKeyword":
+      return isString
+    case "NumberKeyword":
+      return isNumber
+    case "BooleanKeyword":
+      return isBoolean
+    case "UndefinedKeyword":
+      return isUndefined
+    case "UnknownKeyword":
+    case "AnyKeyword":
+      return isAnything
+    case "Literal": {
+      const literal = ast.literal
+      return (u) => u === literal
+    }
+    case "Union": {
+      const checks = ast.types.map(checkOf)
+      if (checks.some((check) => check === undefined)) return undefined
+      return (u) => checks.some((check) => check!(u))
+    }
+    default:
+      return undefined
+  }
+}
+
+/** The codec of `ast` when it is a plain struct (no index signature, every property plain), else undefined. */
+export const plainStruct = (ast: SchemaAST.AST): PlainCodec | undefined => {
+  if (ast._tag !== "TypeLiteral" || ast.indexSignatures.length > 0) return undefined
+  const properties: Array<{ readonly name: PropertyKey; readonly optional: boolean; readonly is: (u: unknown) => boolean }> = []
+  for (const ps of ast.propertySignatures) {
+    const is = checkOf(ps.type)
+    if (is === undefined) return undefined
+    properties.push({ name: ps.name, optional: ps.isOptional, is })
+  }
+  return (value) => {
+    if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined
+    const input = value as Record<PropertyKey, unknown>
+    const output: Record<PropertyKey, unknown> = {}
+    for (let i = 0; i < properties.length; i++) {
+      const { is, name, optional } = properties[i]!
+      if (optional && !Object.prototype.hasOwnProperty.call(input, name)) continue
+      const item = input[name]
+      if (!is(item)) return undefined
+      output[name] = item
+    }
+    return output
+  }
+}
+
+/**
+ * For a union of tagged structs (a `_tag` literal each, as `Schema.TaggedStruct` makes them): the codec of the
+ * member `value`'s `_tag` names when that member is plain, else undefined (a member that is not plain, or a tag
+ * the union does not have: Effect's parser decides).
+ */
+export const plainTagged = (ast: SchemaAST.AST): PlainCodec => {
+  const byTag = new Map<unknown, PlainCodec | undefined>()
+  for (const member of ast._tag === "Union" ? ast.types : [ast]) {
+    const tag = member._tag === "TypeLiteral" ? member.propertySignatures.find((ps) => ps.name === "_tag")?.type : undefined
+    if (tag?._tag !== "Literal") continue
+    // A tag two members have: Effect's parser tries both.
+    byTag.set(tag.literal, byTag.has(tag.literal) ? undefined : plainStruct(member))
+  }
+  return (value) => {
+    if (typeof value !== "object" || value === null) return undefined
+    return byTag.get((value as { readonly _tag?: unknown })._tag)?.(value)
+  }
+}

@@ -1,0 +1,73 @@
+/**
+ * The task events a stream carries are encoded (by the platform) and decoded (by a serving process) without
+ * Effect's parser when they are plain: checked on generated events, valid and not, against Effect's own
+ * encode and decode, which a value the plain codec does not take falls to.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Arbitrary, Either, FastCheck as fc, Schema, SchemaAST } from "effect"
+import { plainTagged } from "../src/internal/util/plain.js"
+import { TaskEvent } from "../src/protocol/Protocol.js"
+
+const plain = plainTagged(TaskEvent.ast)
+const encode = Schema.encodeUnknownEither(TaskEvent)
+const decode = Schema.decodeUnknownEither(TaskEvent)
+/** Every event but those whose Schema Effect cannot generate (a call's result: `ToolResult` is a class of ours). */
+const events = fc.oneof(...TaskEvent.members.flatMap((member) => {
+  try {
+    return [Arbitrary.make(member as Schema.Schema<TaskEvent>)]
+  } catch {
+    return []
+  }
+}))
+const tags = TaskEvent.members.map((member) => {
+  const tag = (SchemaAST.typeAST(member.ast) as SchemaAST.TypeLiteral).propertySignatures.find((ps) => ps.name === "_tag")!.type
+  return (tag as SchemaAST.Literal).literal as string
+})
+
+/** Whatever `plain` gives for `value` is what Effect's `parse` gives, the same keys in the same order. */
+const sameAsEffect = (value: unknown, parse: (u: unknown) => Either.Either<unknown, unknown>): boolean => {
+  const given = plain(value)
+  if (given === undefined) return false
+  const parsed = parse(value)
+  assert.isTrue(Either.isRight(parsed), `plain took a value Effect refuses: ${JSON.stringify(value)}`)
+  assert.deepStrictEqual(given, Either.getOrThrow(parsed))
+  assert.deepStrictEqual(Object.keys(given), Object.keys(Either.getOrThrow(parsed) as object))
+  return true
+}
+
+describe("plain task events: as Effect's Schema encodes and decodes them", () => {
+  it("valid events, encoded and decoded; most are plain", () => {
+    let taken = 0
+    fc.assert(
+      fc.property(events, (event) => {
+        if (sameAsEffect(event, encode)) taken++
+        const json = JSON.parse(JSON.stringify(Schema.encodeSync(TaskEvent)(event)))
+        sameAsEffect(json, decode)
+      }),
+      { numRuns: 1_000 }
+    )
+    // TaskStarted, TurnStarted, ToolCallRequested and the like; not those with a result or a default.
+    assert.isAbove(taken, 500)
+  })
+
+  it("values of a known tag with fields of any type, missing or extra: taken only as Effect takes them", () => {
+    const value = fc.oneof(fc.string(), fc.integer(), fc.boolean(), fc.constant(null), fc.constant(undefined), fc.object())
+    const fields = fc.dictionary(
+      fc.constantFrom("taskId", "step", "text", "toolCallId", "name", "arguments", "deadlineAt", "approved", "offset", "extra"),
+      value
+    )
+    fc.assert(
+      fc.property(fc.constantFrom(...tags), fields, fc.constantFrom(encode, decode), (tag, rest, parse) => {
+        const given = { _tag: tag, ...rest }
+        if (!sameAsEffect(given, parse)) assert.strictEqual(plain(given), undefined)
+      }),
+      { numRuns: 2_000 }
+    )
+  })
+
+  it("an unknown tag, a tag-less value or no object at all is left to Effect", () => {
+    for (const value of [{ _tag: "Newer", taskId: "t" }, { taskId: "t" }, null, "TaskStarted", [{ _tag: "TaskStarted" }]]) {
+      assert.strictEqual(plain(value), undefined)
+    }
+  })
+})
