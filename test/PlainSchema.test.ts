@@ -65,6 +65,17 @@ describe("plain task events: as Effect's Schema encodes and decodes them", () =>
     )
   })
 
+  it("a tag two members have, one of them not plain (a default), is left to Effect, which tries both", () => {
+    const A = Schema.TaggedStruct("A", { n: Schema.Number })
+    const B = Schema.TaggedStruct("A", { n: Schema.optionalWith(Schema.Number, { default: () => 0 }), m: Schema.String })
+    const C = Schema.TaggedStruct("C", { n: Schema.Number })
+    for (const union of [Schema.Union(A, B, C), Schema.Union(B, A, C)]) {
+      const codec = plainTagged(union.ast)
+      assert.strictEqual(codec({ _tag: "A", n: 1, m: "x" }), undefined)
+      assert.deepStrictEqual(codec({ _tag: "C", n: 1, m: "x" }), { _tag: "C", n: 1 })
+    }
+  })
+
   it("an unknown tag, a tag-less value or no object at all is left to Effect", () => {
     for (const value of [{ _tag: "Newer", taskId: "t" }, { taskId: "t" }, null, "TaskStarted", [{ _tag: "TaskStarted" }]]) {
       assert.strictEqual(plain(value), undefined)

@@ -77,10 +77,14 @@ export const plainStruct = (ast: SchemaAST.AST): PlainCodec | undefined => {
 export const plainTagged = (ast: SchemaAST.AST): PlainCodec => {
   const byTag = new Map<unknown, PlainCodec | undefined>()
   for (const member of ast._tag === "Union" ? ast.types : [ast]) {
-    const tag = member._tag === "TypeLiteral" ? member.propertySignatures.find((ps) => ps.name === "_tag")?.type : undefined
-    if (tag?._tag !== "Literal") continue
-    // A tag two members have: Effect's parser tries both.
-    byTag.set(tag.literal, byTag.has(tag.literal) ? undefined : plainStruct(member))
+    // A member that is not a struct (a transformation: a default, a class) has its tag on each side.
+    const sides = member._tag === "Transformation" ? [member.from, member.to] : [member]
+    for (const side of sides) {
+      const tag = side._tag === "TypeLiteral" ? side.propertySignatures.find((ps) => ps.name === "_tag")?.type : undefined
+      if (tag?._tag !== "Literal") continue
+      // A tag two members have, or a member that is not plain: Effect's parser decides.
+      byTag.set(tag.literal, byTag.has(tag.literal) || side !== member ? undefined : plainStruct(member))
+    }
   }
   return (value) => {
     if (typeof value !== "object" || value === null) return undefined
