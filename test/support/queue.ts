@@ -30,11 +30,11 @@ export const eventsOf = (submitter: Child): Array<Protocol.TaskEvent> =>
   submitter.lines.flatMap((l) => l.startsWith("event ") ? [JSON.parse(l.slice("event ".length)) as Protocol.TaskEvent] : [])
 
 /** Waits until `until` holds, looking every 50 ms, for at most `seconds`. */
-export const eventually = (until: () => boolean, what: string, seconds: number) =>
+export const eventually = (until: () => boolean, what: string | (() => string), seconds: number) =>
   Effect.gen(function*() {
     const deadline = Date.now() + seconds * 1000
     while (!until()) {
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`waited ${seconds} s for ${what}`)
+      if (Date.now() > deadline) return yield* Effect.dieMessage(`waited ${seconds} s for ${typeof what === "string" ? what : what()}`)
       yield* Effect.sleep("50 millis")
     }
   })
@@ -96,6 +96,11 @@ export const cliWorker = (
 /** The process id a `cliWorker` registered as, once the platform has its tool; fails the test after `seconds`. */
 export const registeredAs = (worker: Child, seconds: number) =>
   Effect.map(
-    eventually(() => worker.lines.some((l) => /registered 1 tool\(s\) \(charge\) as (\S+);/.test(l)), "the worker registered", seconds),
+    eventually(
+      () => worker.lines.some((l) => /registered 1 tool\(s\) \(charge\) as (\S+);/.test(l)),
+      // What it printed instead, should it never register: the failure says why.
+      () => `the worker registered; it printed: ${worker.lines.slice(-8).join(" | ") || "nothing"}`,
+      seconds
+    ),
     () => /registered 1 tool\(s\) \(charge\) as (\S+);/.exec(worker.lines.find((l) => l.includes("registered 1 tool(s)"))!)![1]!
   )
