@@ -3,7 +3,7 @@
  * on, a new attachment to a task and what its end leaves pending, and the upkeep that delivers again
  * the calls not answered in time and forgets the tasks ended long enough ago.
  */
-import { Clock, Context, Effect, Either, Exit, Mailbox, type ParseResult, Schema } from "effect"
+import { Clock, Context, Effect, Either, Exit, Mailbox, Schema } from "effect"
 import * as Metrics from "../internal/util/metrics.js"
 import * as Plain from "../internal/util/plain.js"
 import { Signal } from "../internal/util/signal.js"
@@ -88,13 +88,8 @@ export const attachTo = (
     return mailbox
   })
 
-const encodeTaskEvent = Schema.encodeEither(TaskEvent)
-const plainEvent = Plain.plainTagged(TaskEvent.ast)
 /** An event as its stream carries it: most without Effect's parser (`Plain`), as it encodes them. */
-const encodeEvent = (event: TaskEvent): Either.Either<unknown, ParseResult.ParseError> => {
-  const plain = plainEvent(event)
-  return plain === undefined ? encodeTaskEvent(event) : Either.right(plain)
-}
+const encodeEvent = Plain.orParse(Plain.plainTagged(TaskEvent.ast), Schema.encodeUnknownEither(TaskEvent))
 
 /**
  * The events written at once, with those waiting before them: what a process waits on to act (a call to run,

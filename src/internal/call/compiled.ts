@@ -71,8 +71,6 @@ const onFirstUse = <A, B>(make: () => (a: A) => B): (a: A) => B => {
 export interface FlatInput {
   readonly keys: ReadonlySet<PropertyKey>
   readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseIssue>
-  /** For a plain input (`Plain.plainStruct`): the decoded value, or undefined to ask `decode`. */
-  readonly plain: Plain.PlainCodec | undefined
 }
 
 const flatInput = (tool: Tool.Any): FlatInput | undefined => {
@@ -81,8 +79,8 @@ const flatInput = (tool: Tool.Any): FlatInput | undefined => {
   for (const ps of ast.propertySignatures) if (!isFlat(ps.type)) return undefined
   return {
     keys: new Set(ast.propertySignatures.map((ps) => ps.name)),
-    decode: ParseResult.decodeUnknownEither(tool.input, { errors: "all" }),
-    plain: Plain.plainStruct(ast)
+    // A plain input (every property a check of its value alone) without Effect's parser, unless a check fails.
+    decode: Plain.orParse(Plain.plainStruct(ast), ParseResult.decodeUnknownEither(tool.input, { errors: "all" }))
   }
 }
 

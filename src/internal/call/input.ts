@@ -81,10 +81,9 @@ export const decodeArgs = (
   try {
     // A flat input's keys are checked here, far cheaper than by Effect; with none unexpected, the same decode.
     const flat = compiled.flat
-    const only = flat !== undefined && onlyKeysIn(value, flat.keys, fromText)
-    const plain = only ? flat.plain?.(value) : undefined
-    if (plain !== undefined) return { value: plain }
-    const decoded = only ? flat!.decode(value) : compiled.decode(value)
+    const decoded = flat !== undefined && onlyKeysIn(value, flat.keys, fromText)
+      ? flat.decode(value)
+      : compiled.decode(value)
     if (Either.isRight(decoded)) return { value: decoded.right }
     return formatIssues(decoded.left)
   } catch (error) {

@@ -219,15 +219,14 @@ const chunkDecoder = (rpc: Rpc.AnyWithProps) => {
     const decodeAll = Schema.decodeUnknownEither(Schema.NonEmptyArray(event))
     // Each event as Effect decodes the array's (one by one), most without its parser (`Plain`); one refused: the
     // array by Effect's parser, for its words.
-    const plain = Plain.plainTagged(event.ast)
-    const decodeOne = Schema.decodeUnknownEither(event)
+    const decodeOne = Plain.orParse(Plain.plainTagged(event.ast), Schema.decodeUnknownEither(event))
     decode = (events) => {
       if (!Array.isArray(events) || events.length === 0) return decodeAll(events)
       const decoded = new Array<unknown>(events.length)
       for (let i = 0; i < events.length; i++) {
-        const one = plain(events[i]) ?? Either.getOrUndefined(decodeOne(events[i]))
-        if (one === undefined) return decodeAll(events)
-        decoded[i] = one
+        const one = decodeOne(events[i])
+        if (Either.isLeft(one)) return decodeAll(events)
+        decoded[i] = one.right
       }
       return Either.right(decoded)
     }

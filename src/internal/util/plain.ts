@@ -6,7 +6,7 @@
  * the struct's keys in its order, an optional key absent stays absent, any other key dropped (Effect's
  * default). A value that fails a check gives undefined: the caller asks Effect's parser, for its words.
  */
-import type { SchemaAST } from "effect"
+import { Either, type SchemaAST } from "effect"
 
 /** `value` decoded (and so encoded) by a plain struct, or undefined: not a record, or a property fails its check. */
 export type PlainCodec = (value: unknown) => object | undefined
@@ -91,3 +91,16 @@ export const plainTagged = (ast: SchemaAST.AST): PlainCodec => {
     return byTag.get((value as { readonly _tag?: unknown })._tag)?.(value)
   }
 }
+
+/**
+ * `parse` (Effect's decode or encode of the same Schema) with `codec` first: what the codec takes, copied; what it
+ * does not (or every value, with no codec), parsed.
+ */
+export const orParse = <E>(
+  codec: PlainCodec | undefined,
+  parse: (u: unknown) => Either.Either<unknown, E>
+): (u: unknown) => Either.Either<unknown, E> =>
+  codec === undefined ? parse : (u) => {
+    const plain = codec(u)
+    return plain === undefined ? parse(u) : Either.right(plain)
+  }
