@@ -130,6 +130,11 @@ const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [{ toolCalls: calls },
 const userModel = LanguageModel.layerScripted(script, { repeat: true })
 // A new model a run the cheap way: `LanguageModel.scripted` makes the model as a value, the run's `model` option gives it.
 const freshRun = Effect.suspend(() => Agent.run(agent, "add them", { model: LanguageModel.scripted(script) }))
+// One model made once and given in every run's options: what the new model itself costs, beside `freshRun`.
+const givenModel = LanguageModel.scripted(script, { repeat: true })
+const givenRun = Effect.suspend(() => Agent.run(agent, "add them", { model: givenModel }))
+// A new model each run that keeps none of its requests (`keepRequests: false`): what keeping them costs.
+const freshUnkeptRun = Effect.suspend(() => Agent.run(agent, "add them", { model: LanguageModel.scripted(script, { keepRequests: false }) }))
 // The same value given by `Effect.provideService` around the run: the run's fiber's context changes.
 const freshProvidedRun = Effect.suspend(() =>
   Effect.provideService(Agent.run(agent, "add them"), LanguageModel.LanguageModel, LanguageModel.scripted(script)))
@@ -195,6 +200,14 @@ const modes = {
     base: handBaseline,
     target: "<= 15 us/run",
     floors: [
+      {
+        measure: "one scripted model (repeat: true) made once and given in every run's options ({ model })",
+        run: Effect.zipRight(Effect.suspend(() => timeAgent(warmup, givenRun)), Effect.suspend(() => timeAgent(runs, givenRun)))
+      },
+      {
+        measure: "a new scripted model each run that keeps none of its requests (keepRequests: false), in the run's options",
+        run: Effect.zipRight(Effect.suspend(() => timeAgent(warmup, freshUnkeptRun)), Effect.suspend(() => timeAgent(runs, freshUnkeptRun)))
+      },
       {
         measure: "the same model given by Effect.provideService around the run",
         run: Effect.zipRight(Effect.suspend(() => timeAgent(warmup, freshProvidedRun)), Effect.suspend(() => timeAgent(runs, freshProvidedRun)))
