@@ -104,72 +104,83 @@ const prepareIn = (
     ? Effect.void
     : Effect.provideService(door.prepare, Scope.Scope, scope)
 
-/** The loop's run, in the run's Scope. */
+/**
+ * The loop's run, in the run's Scope. Its generator is one function for every run (`runBody`), not a new closure
+ * each run: V8 gives each new generator closure it runs a map of its own, in the old generation, which holds the
+ * closure and what it captured (the run's start, its model, its kept requests) until a full collection.
+ */
 const run = (
   agent: Agent<any, any>,
   start: Start,
   emit: Emit | undefined,
   scope: Scope.Scope | undefined
 ): Effect.Effect<RunResult, AgentError | UnknownRun, LanguageModel.LanguageModel> =>
-  Effect.gen(function*() {
-    const { journal, ...services } = yield* runServices(start.model)
-    // The run's door (design: The call pipeline): its hook state (a sub-agent's, its root's), its outcomes joined
-    // in flight, since a turn's calls start together (design: Per-run reuse).
-    const toolkit = yield* toolkitOf(agent)
-    const door = Door.make(toolkit, { state: start.shared, reuse: { joinInFlight: true } })
-    // Tools on worker threads: their workers start before the first call, not in its time.
-    yield* prepareIn(door, toolkit, scope)
-    // Without a journal a run is new, and opening it costs nothing more than its id.
-    const opened = journal !== undefined
-      ? yield* open(agent, start, journal)
-      : "resume" in start
-      ? yield* new UnknownRun({ runId: start.resume })
-      : { runId: start.runId ?? services.ids.make("run"), prompt: start.prompt, journaled: undefined, resumed: false }
-    if ("ended" in opened) {
-      // A typed output is decoded again from the stored answer: the journal keeps the text, not the value.
-      const decoded = agent.output?.decode(opened.ended.output)
-      const ended = decoded === undefined
-        ? opened.ended
-        : { ...opened.ended, value: yield* Effect.orDie(decoded) }
-      emit?.(AgentEvent.Done({ result: ended }))
-      return ended
-    }
-    const { model, policy, tracing, turnHooks } = services
-    const { journaled, runId } = opened
-    const state = new Run(
-      runId,
-      agent,
-      door,
-      model,
-      policy.modelRetry,
-      tracing,
-      turnHooks,
-      opened.prompt,
-      emit,
-      journaled
-    )
-    // The run's span (`invoke_agent`), on OpenTelemetry's GenAI conventions: the conversation is the run.
-    if (tracing) {
-      yield* Effect.annotateCurrentSpan({
-        "gen_ai.conversation.id": runId,
-        "gen_ai.provider.name": model.provider,
-        "gen_ai.request.model": model.model,
-        "agent_tools.resumed": opened.resumed
-      })
-    }
-    state.modelGiven = start.model
-    budgeted(state, start.budget ?? agent.budget, services.prices)
-    state.exporting = services.exporting
-    if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
-    // A run of a session (a resumed one goes on holding it) reads the session's earlier turns first.
-    const session = "resume" in start ? yield* journaled!.journal.sessions.heldBy(runId) : start.session ?? start.host?.session
-    // A new run refused ends in the journal; a resumed one, or a host's (the host ends its own), stays.
-    if (session !== undefined) yield* takeSession(state, session, "resume" in start || start.host !== undefined)
-    const guards = agent.guardrails?.input === undefined ? undefined : yield* Guards.input(state, opened.prompt)
-    // Delegated to, not an effect of its own: a run without a session costs no step more.
-    if (state.session === undefined) return yield* turns(state, agent, emit, scope, guards)
-    return yield* holding(state, state.session, Effect.gen(() => turns(state, agent, emit, scope, guards)))
-  })
+  Effect.gen(() => runBody(agent, start, emit, scope))
+
+function* runBody(
+  agent: Agent<any, any>,
+  start: Start,
+  emit: Emit | undefined,
+  scope: Scope.Scope | undefined
+): Generator<YieldWrap<Effect.Effect<any, AgentError | UnknownRun, LanguageModel.LanguageModel>>, RunResult> {
+  const { journal, ...services } = yield* runServices(start.model)
+  // The run's door (design: The call pipeline): its hook state (a sub-agent's, its root's), its outcomes joined
+  // in flight, since a turn's calls start together (design: Per-run reuse).
+  const toolkit = yield* toolkitOf(agent)
+  const door = Door.make(toolkit, { state: start.shared, reuse: { joinInFlight: true } })
+  // Tools on worker threads: their workers start before the first call, not in its time.
+  yield* prepareIn(door, toolkit, scope)
+  // Without a journal a run is new, and opening it costs nothing more than its id.
+  const opened = journal !== undefined
+    ? yield* open(agent, start, journal)
+    : "resume" in start
+    ? yield* new UnknownRun({ runId: start.resume })
+    : { runId: start.runId ?? services.ids.make("run"), prompt: start.prompt, journaled: undefined, resumed: false }
+  if ("ended" in opened) {
+    // A typed output is decoded again from the stored answer: the journal keeps the text, not the value.
+    const decoded = agent.output?.decode(opened.ended.output)
+    const ended = decoded === undefined
+      ? opened.ended
+      : { ...opened.ended, value: yield* Effect.orDie(decoded) }
+    emit?.(AgentEvent.Done({ result: ended }))
+    return ended
+  }
+  const { model, policy, tracing, turnHooks } = services
+  const { journaled, runId } = opened
+  const state = new Run(
+    runId,
+    agent,
+    door,
+    model,
+    policy.modelRetry,
+    tracing,
+    turnHooks,
+    opened.prompt,
+    emit,
+    journaled
+  )
+  // The run's span (`invoke_agent`), on OpenTelemetry's GenAI conventions: the conversation is the run.
+  if (tracing) {
+    yield* Effect.annotateCurrentSpan({
+      "gen_ai.conversation.id": runId,
+      "gen_ai.provider.name": model.provider,
+      "gen_ai.request.model": model.model,
+      "agent_tools.resumed": opened.resumed
+    })
+  }
+  state.modelGiven = start.model
+  budgeted(state, start.budget ?? agent.budget, services.prices)
+  state.exporting = services.exporting
+  if (opened.resumed) yield* state.note(AgentEvent.Resumed({ runId, step: (journaled?.turns.length ?? 0) + 1 }))
+  // A run of a session (a resumed one goes on holding it) reads the session's earlier turns first.
+  const session = "resume" in start ? yield* journaled!.journal.sessions.heldBy(runId) : start.session ?? start.host?.session
+  // A new run refused ends in the journal; a resumed one, or a host's (the host ends its own), stays.
+  if (session !== undefined) yield* takeSession(state, session, "resume" in start || start.host !== undefined)
+  const guards = agent.guardrails?.input === undefined ? undefined : yield* Guards.input(state, opened.prompt)
+  // Delegated to, not an effect of its own: a run without a session costs no step more.
+  if (state.session === undefined) return yield* turns(state, agent, emit, scope, guards)
+  return yield* holding(state, state.session, Effect.gen(() => turns(state, agent, emit, scope, guards)))
+}
 
 /** The run's model turns, from the first: ask the model, run its calls, until it answers or runs out of steps. */
 function* turns(
