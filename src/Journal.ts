@@ -284,61 +284,59 @@ const endedOf = (row: Sql.TaskRow): EndedRun => ({
 })
 
 /** A run's journaled turns (up to the first gap), calls and approvals, decoded. */
-const decodeParts = (whole: Sql.WholeRun) =>
-  Effect.gen(function*() {
-    const turns: Array<{ step: number; at: number | undefined; turn: LanguageModel.ModelTurn }> = []
-    for (const turn of whole.turns) {
-      // Steps are 1, 2, ...: a gap would replay the wrong turn, so the replay stops before it.
-      if (Number(turn.step) !== turns.length + 1) break
-      turns.push({ step: turns.length + 1, at: numberOr(turn.at), turn: yield* Schema.decode(TurnJson)(turn.turn) })
-    }
-    const calls = new Map<string, JournaledCall & { readonly toolCallId: string }>()
-    for (const call of whole.calls) {
-      calls.set(call.tool_call_id, {
-        toolCallId: call.tool_call_id,
-        name: call.name,
-        arguments: call.arguments,
-        deadlineAt: Number(call.deadline_at),
-        result: call.result === null ? undefined : yield* Schema.decode(ResultJson)(call.result),
-        startedAt: numberOr(call.started_at),
-        endedAt: numberOr(call.ended_at),
-        outcome: call.outcome ?? undefined
-      })
-    }
-    const approvals = new Map<string, Approval>()
-    for (const approval of whole.approvals) {
-      approvals.set(approval.tool_call_id, {
-        toolCallId: approval.tool_call_id,
-        toolName: approval.tool_name,
-        input: approval.input,
-        inputKey: approval.input_key,
-        fingerprint: approval.fingerprint,
-        expiresAt: Number(approval.expires_at),
-        decision: approval.decision,
-        reason: approval.reason ?? undefined,
-        askedAt: numberOr(approval.asked_at),
-        decidedBy: approval.decided_by ?? undefined,
-        decidedAt: numberOr(approval.decided_at)
-      })
-    }
-    return { turns, calls, approvals }
-  })
+const decodeParts = Effect.fnUntraced(function*(whole: Sql.WholeRun) {
+  const turns: Array<{ step: number; at: number | undefined; turn: LanguageModel.ModelTurn }> = []
+  for (const turn of whole.turns) {
+    // Steps are 1, 2, ...: a gap would replay the wrong turn, so the replay stops before it.
+    if (Number(turn.step) !== turns.length + 1) break
+    turns.push({ step: turns.length + 1, at: numberOr(turn.at), turn: yield* Schema.decode(TurnJson)(turn.turn) })
+  }
+  const calls = new Map<string, JournaledCall & { readonly toolCallId: string }>()
+  for (const call of whole.calls) {
+    calls.set(call.tool_call_id, {
+      toolCallId: call.tool_call_id,
+      name: call.name,
+      arguments: call.arguments,
+      deadlineAt: Number(call.deadline_at),
+      result: call.result === null ? undefined : yield* Schema.decode(ResultJson)(call.result),
+      startedAt: numberOr(call.started_at),
+      endedAt: numberOr(call.ended_at),
+      outcome: call.outcome ?? undefined
+    })
+  }
+  const approvals = new Map<string, Approval>()
+  for (const approval of whole.approvals) {
+    approvals.set(approval.tool_call_id, {
+      toolCallId: approval.tool_call_id,
+      toolName: approval.tool_name,
+      input: approval.input,
+      inputKey: approval.input_key,
+      fingerprint: approval.fingerprint,
+      expiresAt: Number(approval.expires_at),
+      decision: approval.decision,
+      reason: approval.reason ?? undefined,
+      askedAt: numberOr(approval.asked_at),
+      decidedBy: approval.decided_by ?? undefined,
+      decidedAt: numberOr(approval.decided_at)
+    })
+  }
+  return { turns, calls, approvals }
+})
 
 /** A number the database gave (a BIGINT may come as text), or undefined for none. */
 const numberOr = (value: number | string | null | undefined): number | undefined =>
   value === null || value === undefined ? undefined : Number(value)
 
 /** The run `runId` as the journal holds it: ended, or open with its turns (up to the first gap), calls and approvals. */
-const readRun = (sql: Client, runId: string, exec?: Sql.Exec) =>
-  Effect.gen(function*() {
-    const whole = yield* Sql.wholeRun(sql, runId, false, exec)
-    if (whole === undefined) return undefined
-    const { row } = whole
-    if (row.status === "ended") return endedOf(row)
-    const { approvals, calls, turns } = yield* decodeParts(whole)
-    const open: OpenRun = { ...(yield* recordOf(row)), status: row.status, turns: turns.map((t) => t.turn), calls, approvals }
-    return open
-  })
+const readRun = Effect.fnUntraced(function*(sql: Client, runId: string, exec?: Sql.Exec) {
+  const whole = yield* Sql.wholeRun(sql, runId, false, exec)
+  if (whole === undefined) return undefined
+  const { row } = whole
+  if (row.status === "ended") return endedOf(row)
+  const { approvals, calls, turns } = yield* decodeParts(whole)
+  const open: OpenRun = { ...(yield* recordOf(row)), status: row.status, turns: turns.map((t) => t.turn), calls, approvals }
+  return open
+})
 
 /** A listed row as `TaskSummary`. */
 const summaryOf = (row: Reads.ListedRow): TaskSummary => ({

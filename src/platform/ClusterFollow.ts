@@ -166,6 +166,16 @@ const reattaching = <E>(
     return follow
   })
 
+/** What `followOn` needs of its runner. */
+interface FollowDeps {
+  readonly tasks: Effect.Effect.Success<typeof TaskEntity.client>
+  readonly here: Here
+  readonly ids: Ids["Type"]
+  readonly policy: Timing["Type"]
+  readonly away: () => string | undefined
+  readonly unreachable: Effect.Effect<string | undefined>
+}
+
 /**
  * The task's events from its owner, into a mailbox, attached again (same task, same pending calls,
  * `TaskStarted` once) whenever the owner's stream breaks or ends before the task's end: a runner died
@@ -181,14 +191,7 @@ const reattaching = <E>(
  * `unknown` is what an `UnknownTask` from the owner becomes: the attach's failure, or a defect for a
  * task just submitted.
  */
-export const followOn = (deps: {
-  readonly tasks: Effect.Effect.Success<typeof TaskEntity.client>
-  readonly here: Here
-  readonly ids: Ids["Type"]
-  readonly policy: Timing["Type"]
-  readonly away: () => string | undefined
-  readonly unreachable: Effect.Effect<string | undefined>
-}) =>
+export const followOn = (deps: FollowDeps) =>
 <E>(
   agentId: string,
   taskId: string,
@@ -200,82 +203,106 @@ export const followOn = (deps: {
   // The stream call's connection's writer: the events written straight to it, as the embedded platform writes them.
   write?: EventsWriter | undefined
 ): Effect.Effect<Mailbox.ReadonlyMailbox<TaskEvent, E>, never, Scope.Scope> =>
-  Effect.gen(function*() {
-    const out = yield* Mailbox.make<TaskEvent, E>()
-    const sink = write === undefined ? out : writtenStraight(out, write)
-    const passing = new Passing(taskId, sink, deps.away)
-    // A re-attach names the first attach: one taken over while its shard moved must not take the task back.
-    const attachmentId = deps.ids.make("attachment")
-    let attempts = 0
-    /** The task's events from its mailbox here, the final one once its end is journaled. */
-    const inProcess = (payload: AttachPayload) =>
-      Effect.scoped(Effect.gen(function*() {
-        const mailbox = yield* deps.here.tasks.attachRunning({
-          agentId,
-          taskId,
-          events,
-          follower: { attachmentId, reattach: payload.reattach },
-          connection,
-          fromStart: payload.fromStart
-        })
-        while (true) {
-          const [batch, done] = yield* mailbox.takeAll
-          for (const event of batch) {
-            if (isTaskEnd(event)) yield* deps.here.tasks.endJournaled(agentId, taskId)
-            passing.pass(event)
-          }
-          if (done) return
-        }
+  Effect.gen(() => following(deps, agentId, taskId, events, connection, unknown, submitted, write))
+
+/** `followOn`'s follower, by one generator function for every task followed (design: Generators on hot paths). */
+function* following<E>(
+  deps: FollowDeps,
+  agentId: string,
+  taskId: string,
+  events: EventsWanted | undefined,
+  connection: string,
+  unknown: (error: UnknownTask) => Effect.Effect<never, E>,
+  submitted: boolean,
+  write: EventsWriter | undefined
+) {
+  const out = yield* Mailbox.make<TaskEvent, E>()
+  const sink = write === undefined ? out : writtenStraight(out, write)
+  const passing = new Passing(taskId, sink, deps.away)
+  // A re-attach names the first attach: one taken over while its shard moved must not take the task back.
+  const attachmentId = deps.ids.make("attachment")
+  let attempts = 0
+  /** The task's events from its mailbox here, the final one once its end is journaled. */
+  const inProcess = (payload: AttachPayload) =>
+    Effect.scoped(passedHere(deps.here, agentId, taskId, events, attachmentId, connection, passing, payload))
+  /** The task's events through the engine, from its owner wherever it is; given up when quiet past `followAlive.within`. */
+  const viaEngine = (payload: AttachPayload) =>
+    deps.tasks(taskId).Attach(payload).pipe(
+      Stream.timeoutFail(() => new Moved(), followAlive.within),
+      Stream.runForEach((event) => Effect.sync(() => passing.pass(event)))
+    )
+  /** One attach, to its end: fails with `Moved` unless the task ended. */
+  const attempt = Effect.suspend(() => {
+    const reattach = attempts++ > 0
+    // A task just submitted started its loop before this attach: its events so far come first (its first turn's).
+    const payload = { agentId, events, attachmentId, reattach, connection, fromStart: submitted && !reattach }
+    // A new task's first attach, its shard here: in process once its `Run`, sent just before, holds it.
+    const source = payload.fromStart && deps.here.holdsShard(taskId)
+      ? Effect.flatMap(
+        deps.here.tasks.heldByRun(taskId, runHeldWithin),
+        (held) => held && deps.here.owns(taskId) ? inProcess(payload) : viaEngine(payload)
+      )
+      : deps.here.owns(taskId)
+      ? inProcess(payload)
+      : viaEngine(payload)
+    // Not asked before the greeting is passed on: `say` would drop the answer the probe waited for.
+    const waitingIfAway = Effect.suspend(() =>
+      !passing.broke || passing.waiting || !passing.started
+        ? Effect.void
+        : Effect.map(deps.unreachable, (why) => why === undefined ? undefined : passing.say(why)))
+    return Effect.zipRight(waitingIfAway, source).pipe(
+      Effect.catchAllCause((cause): Effect.Effect<void, UnknownTask | Moved> => {
+        const failure = Cause.failureOption(cause)
+        if (Option.isSome(failure) && failure.value._tag === "UnknownTask") return Effect.fail(failure.value)
+        passing.broke = true
+        return Effect.fail(new Moved())
+      }),
+      Effect.zipRight(Effect.suspend(() => {
+        if (passing.ended) return Effect.void
+        passing.broke = true
+        return Effect.fail(new Moved())
       }))
-    /** The task's events through the engine, from its owner wherever it is; given up when quiet past `followAlive.within`. */
-    const viaEngine = (payload: AttachPayload) =>
-      deps.tasks(taskId).Attach(payload).pipe(
-        Stream.timeoutFail(() => new Moved(), followAlive.within),
-        Stream.runForEach((event) => Effect.sync(() => passing.pass(event)))
-      )
-    /** One attach, to its end: fails with `Moved` unless the task ended. */
-    const attempt = Effect.suspend(() => {
-      const reattach = attempts++ > 0
-      // A task just submitted started its loop before this attach: its events so far come first (its first turn's).
-      const payload = { agentId, events, attachmentId, reattach, connection, fromStart: submitted && !reattach }
-      // A new task's first attach, its shard here: in process once its `Run`, sent just before, holds it.
-      const source = payload.fromStart && deps.here.holdsShard(taskId)
-        ? Effect.flatMap(
-          deps.here.tasks.heldByRun(taskId, runHeldWithin),
-          (held) => held && deps.here.owns(taskId) ? inProcess(payload) : viaEngine(payload)
-        )
-        : deps.here.owns(taskId)
-        ? inProcess(payload)
-        : viaEngine(payload)
-      // Not asked before the greeting is passed on: `say` would drop the answer the probe waited for.
-      const waitingIfAway = Effect.suspend(() =>
-        !passing.broke || passing.waiting || !passing.started
-          ? Effect.void
-          : Effect.map(deps.unreachable, (why) => why === undefined ? undefined : passing.say(why)))
-      return Effect.zipRight(waitingIfAway, source).pipe(
-        Effect.catchAllCause((cause): Effect.Effect<void, UnknownTask | Moved> => {
-          const failure = Cause.failureOption(cause)
-          if (Option.isSome(failure) && failure.value._tag === "UnknownTask") return Effect.fail(failure.value)
-          passing.broke = true
-          return Effect.fail(new Moved())
-        }),
-        Effect.zipRight(Effect.suspend(() => {
-          if (passing.ended) return Effect.void
-          passing.broke = true
-          return Effect.fail(new Moved())
-        }))
-      )
-    })
-    // Said also on this runner's own check, every second: an owner that stays silent (its events
-    // and `Alive` held up with the database) is not left to silence until its stream times out.
-    yield* Effect.forkScoped(Effect.repeat(
-      Effect.sync(() => passing.sayIfAway()),
-      Schedule.spaced("1 second")
-    ))
-    yield* Effect.forkScoped(reattaching(attempt, deps.policy.reconnect, passing).pipe(
-      Effect.catchTag("UnknownTask", unknown),
-      Effect.exit,
-      Effect.flatMap((exit) => Effect.sync(() => sink.unsafeDone(exit)))
-    ))
-    return out
+    )
   })
+  // Said also on this runner's own check, every second: an owner that stays silent (its events
+  // and `Alive` held up with the database) is not left to silence until its stream times out.
+  yield* Effect.forkScoped(Effect.repeat(
+    Effect.sync(() => passing.sayIfAway()),
+    Schedule.spaced("1 second")
+  ))
+  yield* Effect.forkScoped(reattaching(attempt, deps.policy.reconnect, passing).pipe(
+    Effect.catchTag("UnknownTask", unknown),
+    Effect.exit,
+    Effect.flatMap((exit) => Effect.sync(() => sink.unsafeDone(exit)))
+  ))
+  return out
+}
+
+/** The task's events from its mailbox here (`followOn`'s in-process attach), the final one once its end is journaled. */
+const passedHere = Effect.fnUntraced(function*(
+  here: Here,
+  agentId: string,
+  taskId: string,
+  events: EventsWanted | undefined,
+  attachmentId: string,
+  connection: string,
+  passing: Passing<unknown>,
+  payload: AttachPayload
+) {
+  const mailbox = yield* here.tasks.attachRunning({
+    agentId,
+    taskId,
+    events,
+    follower: { attachmentId, reattach: payload.reattach },
+    connection,
+    fromStart: payload.fromStart
+  })
+  while (true) {
+    const [batch, done] = yield* mailbox.takeAll
+    for (const event of batch) {
+      if (isTaskEnd(event)) yield* here.tasks.endJournaled(agentId, taskId)
+      passing.pass(event)
+    }
+    if (done) return
+  }
+})

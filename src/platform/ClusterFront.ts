@@ -43,22 +43,30 @@ const completeOn = (
   tasks: Effect.Effect.Success<typeof TaskEntity.client>,
   here: Here
 ): Handlers.Backend["complete"] =>
-(agentId, results, connection) =>
-  Effect.gen(function*() {
-    const answer = (result: ToolCallResult) =>
-      Effect.either(letGoUntaken(
-        result,
-        here.owns(result.taskId)
-          ? here.tasks.answer(agentId, result, connection, true)
-          : orDieOnEngine(tasks(result.taskId).Answer({ agentId, result, connection }))
-      ))
-    // One answer, the usual: in this fiber (Effect.forEach of one, concurrent, forks two: 110 of its Effect steps).
-    const outcomes = results.length === 1
-      ? [yield* answer(results[0]!)]
-      : yield* Effect.forEach(results, answer, { concurrency: "unbounded" })
-    const unknown = outcomes.find((outcome) => outcome._tag === "Left")
-    if (unknown !== undefined && unknown._tag === "Left") return yield* unknown.left
-  })
+(agentId, results, connection) => completed(tasks, here, agentId, results, connection)
+
+/** `completeOn`'s answers, by one generator function for every answer (design: Generators on hot paths). */
+const completed = Effect.fnUntraced(function*(
+  tasks: Effect.Effect.Success<typeof TaskEntity.client>,
+  here: Here,
+  agentId: string,
+  results: ReadonlyArray<ToolCallResult>,
+  connection: string
+) {
+  const answer = (result: ToolCallResult) =>
+    Effect.either(letGoUntaken(
+      result,
+      here.owns(result.taskId)
+        ? here.tasks.answer(agentId, result, connection, true)
+        : orDieOnEngine(tasks(result.taskId).Answer({ agentId, result, connection }))
+    ))
+  // One answer, the usual: in this fiber (Effect.forEach of one, concurrent, forks two: 110 of its Effect steps).
+  const outcomes = results.length === 1
+    ? [yield* answer(results[0]!)]
+    : yield* Effect.forEach(results, answer, { concurrency: "unbounded" })
+  const unknown = outcomes.find((outcome) => outcome._tag === "Left")
+  if (unknown !== undefined && unknown._tag === "Left") return yield* unknown.left
+})
 
 /**
  * `Handlers.Backend` on the entities: each call goes to the owner of its agent's or task's shard. A call

@@ -129,27 +129,43 @@ export const makeStart = (limits: Limits, placement: RunnerOptions["placement"],
         return undefined
       })
 
-    return ({ agentId, processId, prompt, resubmit, submitKey, ...fixed }: NewTask): Effect.Effect<string, AgentLimitExceeded> =>
-      Effect.gen(function*() {
-        // A submit retried with its key is answered with the task the first made: journaled already, its `Run`
-        // is sent again (a duplicate is dropped by its owner; one the first never sent, its runner gone, starts it).
-        const made = submitKey === undefined || resubmit !== true ? undefined : yield* madeBefore(agentId, submitKey)
-        if (made !== undefined) {
-          yield* runs.run(made, agentId)
-          return made
-        }
-        yield* admit(journal, limits, agentId, prompt)
-        const tools = yield* orDieOnEngine(SqlStore.whileBusy(agents(agentId).Tools({ processId })))
-        // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
-        const taskId = fixed.taskId ??
-          (submitKey === undefined ? placed() : placed((draw) => keyedTaskId(agentId, submitKey, draw)))
-        const traceparent = yield* currentTraceparent
-        yield* journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
-        yield* Metrics.submitted(taskId, agentId)
-        yield* runs.run(taskId, agentId)
-        return taskId
-      })
+    const at: StartDeps = { agents, journal, limits, runs, placed, madeBefore }
+    return (task: NewTask): Effect.Effect<string, AgentLimitExceeded> => started(at, task)
   })
+
+/** What a task's start (`started`) needs of `makeStart`. */
+interface StartDeps {
+  readonly agents: Effect.Effect.Success<typeof AgentEntity.client>
+  readonly journal: Journal.Journal["Type"]
+  readonly limits: Limits
+  readonly runs: Runs
+  readonly placed: (draws?: (draw: number) => string) => string
+  readonly madeBefore: (agentId: string, submitKey: string) => Effect.Effect<string | undefined>
+}
+
+/** A task started (`makeStart`'s), by one generator function for every task (design: Generators on hot paths). */
+const started = Effect.fnUntraced(function*(
+  at: StartDeps,
+  { agentId, processId, prompt, resubmit, submitKey, ...fixed }: NewTask
+) {
+  // A submit retried with its key is answered with the task the first made: journaled already, its `Run`
+  // is sent again (a duplicate is dropped by its owner; one the first never sent, its runner gone, starts it).
+  const made = submitKey === undefined || resubmit !== true ? undefined : yield* at.madeBefore(agentId, submitKey)
+  if (made !== undefined) {
+    yield* at.runs.run(made, agentId)
+    return made
+  }
+  yield* admit(at.journal, at.limits, agentId, prompt)
+  const tools = yield* orDieOnEngine(SqlStore.whileBusy(at.agents(agentId).Tools({ processId })))
+  // Unguessable as well as unique, and journaled before anyone learns it (as on one machine).
+  const taskId = fixed.taskId ??
+    (submitKey === undefined ? at.placed() : at.placed((draw) => keyedTaskId(agentId, submitKey, draw)))
+  const traceparent = yield* currentTraceparent
+  yield* at.journal.started({ runId: taskId, kind: "task", agentId, processId, prompt, tools, traceparent })
+  yield* Metrics.submitted(taskId, agentId)
+  yield* at.runs.run(taskId, agentId)
+  return taskId
+})
 
 /** Starts a task on the cluster, as `makeStart` gives it: its id. */
 export type Start = (task: NewTask) => Effect.Effect<string, AgentLimitExceeded>

@@ -166,26 +166,37 @@ const answerOf = (
 ) =>
 (
   agentId: string,
-  { result, taskId, toolCallId }: ToolCallResult,
+  answer: ToolCallResult,
   connection: string,
   inProcess = false
-): Effect.Effect<void, UnknownTask> =>
-  Effect.gen(function*() {
-    // In process (ClusterFollow.ts, `Here`), only to a task its `Run` holds here: never one taken up here.
-    const task = inProcess ? yield* running.task(agentId, taskId) : yield* tasks.held(agentId, taskId)
-    if (task.final !== undefined) return
-    if (!answersCallFrom(task, toolCallId, connection)) return yield* ignoredAnswer(task, toolCallId)
-    const pending = task.pending?.get(toolCallId)
-    const name = pending?.event.name ?? (yield* Effect.map(Effect.orDie(journal.run(taskId)), (run) =>
-      run !== undefined && Journal.isOpen(run) ? run.calls.get(toolCallId)?.name : undefined))
-    // A call the task never delivered: nothing waits for it.
-    if (name === undefined) return
-    const stored = yield* journal.callEnded(taskId, toolCallId, Invocation.checkResult(name, result, config)).pipe(
-      Effect.locally(SqlStore.currentOnUnreachable, (reason) => Effect.sync(() => task.waiting(reason)))
-    )
-    task.answered?.set(toolCallId, stored)
-    pending?.done.succeed(stored)
-  })
+): Effect.Effect<void, UnknownTask> => answered(tasks, journal, config, running, agentId, answer, connection, inProcess)
+
+/** `answerOf`'s answer, by one generator function for every answer (design: Generators on hot paths). */
+const answered = Effect.fnUntraced(function*(
+  tasks: Tasks,
+  journal: Journal.Journal["Type"],
+  config: Invocation.InvocationConfig["Type"],
+  running: Running,
+  agentId: string,
+  { result, taskId, toolCallId }: ToolCallResult,
+  connection: string,
+  inProcess: boolean
+) {
+  // In process (ClusterFollow.ts, `Here`), only to a task its `Run` holds here: never one taken up here.
+  const task = inProcess ? yield* running.task(agentId, taskId) : yield* tasks.held(agentId, taskId)
+  if (task.final !== undefined) return
+  if (!answersCallFrom(task, toolCallId, connection)) return yield* ignoredAnswer(task, toolCallId)
+  const pending = task.pending?.get(toolCallId)
+  const name = pending?.event.name ?? (yield* Effect.map(Effect.orDie(journal.run(taskId)), (run) =>
+    run !== undefined && Journal.isOpen(run) ? run.calls.get(toolCallId)?.name : undefined))
+  // A call the task never delivered: nothing waits for it.
+  if (name === undefined) return
+  const stored = yield* journal.callEnded(taskId, toolCallId, Invocation.checkResult(name, result, config)).pipe(
+    Effect.locally(SqlStore.currentOnUnreachable, (reason) => Effect.sync(() => task.waiting(reason)))
+  )
+  task.answered?.set(toolCallId, stored)
+  pending?.done.succeed(stored)
+})
 
 /** The cluster's ways into the tasks, as `make` gives them. */
 export type ClusterTasks = Effect.Effect.Success<ReturnType<typeof make>>

@@ -64,29 +64,28 @@ const detached = (task: Task, mailbox: Attachment): Effect.Effect<void> => {
  * A new attachment to the task, from `connection` (whose answers are then the only ones taken); the
  * scope's end is how the platform learns the client went away.
  */
-export const attachTo = (
+export const attachTo = Effect.fnUntraced(function*(
   task: Task,
   wanted: EventsWanted | undefined,
   follower?: Follower,
   connection?: string,
   after?: number,
   writeEvents?: EventsWriter
-) =>
-  Effect.gen(function*() {
-    const mailbox = yield* Mailbox.make<TaskEvent>()
-    const attachment = writeEvents === undefined ? mailbox : writtenStraight(mailbox, writeEvents)
-    task.attach(attachment, wanted ?? "all", follower, connection, after)
-    // Its calls then wait for a re-attach (and any connection of the agent's may answer them).
-    yield* Effect.addFinalizer(() =>
-      Effect.suspend(() => {
-        if (task.attachment !== attachment) return Effect.void
-        task.attachment = undefined
-        task.answerer = undefined
-        return detached(task, attachment)
-      })
-    )
-    return mailbox
-  })
+) {
+  const mailbox = yield* Mailbox.make<TaskEvent>()
+  const attachment = writeEvents === undefined ? mailbox : writtenStraight(mailbox, writeEvents)
+  task.attach(attachment, wanted ?? "all", follower, connection, after)
+  // Its calls then wait for a re-attach (and any connection of the agent's may answer them).
+  yield* Effect.addFinalizer(() =>
+    Effect.suspend(() => {
+      if (task.attachment !== attachment) return Effect.void
+      task.attachment = undefined
+      task.answerer = undefined
+      return detached(task, attachment)
+    })
+  )
+  return mailbox
+})
 
 /** An event as its stream carries it: most without Effect's parser (`Plain`), as it encodes them. */
 const encodeEvent = Plain.orParse(Plain.plainTagged(TaskEvent.ast), Schema.encodeUnknownEither(TaskEvent))

@@ -169,6 +169,34 @@ export const makeLoops = (book: Book, platformTools: ToolsOf, route: RouteOf): L
 
 // --- taking tasks up from the journal ---
 
+/**
+ * A task taken up from the journal (`makeHolding`'s `hold`, under its semaphore), by one generator function for
+ * every task (design: Generators on hot paths).
+ */
+const takenUp = Effect.fnUntraced(function*(
+  book: Book,
+  journal: NonNullable<Book["journal"]>,
+  start: Loops["start"],
+  taskId: string
+) {
+  const { add, tasks } = book
+  const raced = tasks.get(taskId)
+  if (raced !== undefined) return raced
+  const run = yield* Effect.orDie(journal.run(taskId))
+  if (run === undefined || run.kind !== "task") return undefined
+  const task = add(taskId, run.agentId, run.processId)
+  if (Journal.isOpen(run)) {
+    if (run.turns.length > 0) yield* Metrics.takenUp(taskId, run.agentId, run.turns.length)
+    book.count(task, run.prompt)
+    start(task, run.prompt, run.tools, parseTraceparent(run.traceparent), run)
+  } else if (run.final !== undefined) {
+    task.final = yield* Effect.orDie(Schema.decode(EventJson)(run.final))
+    task.endedAt = run.endedAt
+    task.ended.succeed(undefined)
+  }
+  return task
+})
+
 /** Taking up one task from the journal on demand (`hold`), and every one it holds at start (`takeBack`). */
 export const makeHolding = (book: Book, { start }: Loops) =>
   Effect.gen(function*() {
@@ -185,23 +213,7 @@ export const makeHolding = (book: Book, { start }: Loops) =>
       Effect.suspend(() => {
         const held = tasks.get(taskId)
         if (held !== undefined || journal === undefined) return Effect.succeed(held)
-        return holding.withPermits(1)(Effect.gen(function*() {
-          const raced = tasks.get(taskId)
-          if (raced !== undefined) return raced
-          const run = yield* Effect.orDie(journal.run(taskId))
-          if (run === undefined || run.kind !== "task") return undefined
-          const task = add(taskId, run.agentId, run.processId)
-          if (Journal.isOpen(run)) {
-            if (run.turns.length > 0) yield* Metrics.takenUp(taskId, run.agentId, run.turns.length)
-            book.count(task, run.prompt)
-            start(task, run.prompt, run.tools, parseTraceparent(run.traceparent), run)
-          } else if (run.final !== undefined) {
-            task.final = yield* Effect.orDie(Schema.decode(EventJson)(run.final))
-            task.endedAt = run.endedAt
-            task.ended.succeed(undefined)
-          }
-          return task
-        }))
+        return holding.withPermits(1)(takenUp(book, journal, start, taskId))
       })
 
     /** The agent's task held here; another agent's is unknown to it. */
@@ -269,25 +281,34 @@ export type Create = <A, R>(
  */
 export const createOf = (book: Book, limits: Limits, loops: Loops): Create =>
 <A, R>(init: NewTask, attach: (task: Task) => Effect.Effect<A, never, R>): Effect.Effect<A, AgentLimitExceeded, R> =>
-  Effect.gen(function*() {
-    const { agentId, processId, prompt, taskId, tools } = init
-    const { journal } = book
-    yield* checkUsage(book.usage, limits.forAgent(agentId), agentId, Buffer.byteLength(prompt))
-    const task = book.add(taskId, agentId, processId)
-    book.count(task, prompt)
-    // The submitter's span: the task's run continues its trace, here and once taken back from the journal.
-    const parent = yield* submitterSpan
-    const traceparent = parent === undefined ? undefined : traceparentOf(parent)
-    // Journaled before anyone learns the task's id: a restart cannot lose a task a client knows.
-    const record = { runId: taskId, kind: "task" as const, agentId, processId, prompt, tools, traceparent }
-    if (journal !== undefined) {
-      yield* Effect.onError(journal.started(record), () => Effect.sync(() => uncount(book.usage, task)))
-    }
-    task.output = init.output
-    yield* Metrics.submitted(taskId, agentId)
-    const attached = yield* attach(task)
-    // What the journal holds of it now: nothing but its start.
-    const known = { ...record, status: "running" as const, turns: [], calls: new Map(), approvals: new Map() }
-    loops.start(task, prompt, tools, parent, journal === undefined ? undefined : known)
-    return attached
-  })
+  Effect.gen(() => created(book, limits, loops, init, attach))
+
+/** `createOf`'s task, made by one generator function for every task (design: Generators on hot paths). */
+function* created<A, R>(
+  book: Book,
+  limits: Limits,
+  loops: Loops,
+  init: NewTask,
+  attach: (task: Task) => Effect.Effect<A, never, R>
+) {
+  const { agentId, processId, prompt, taskId, tools } = init
+  const { journal } = book
+  yield* checkUsage(book.usage, limits.forAgent(agentId), agentId, Buffer.byteLength(prompt))
+  const task = book.add(taskId, agentId, processId)
+  book.count(task, prompt)
+  // The submitter's span: the task's run continues its trace, here and once taken back from the journal.
+  const parent = yield* submitterSpan
+  const traceparent = parent === undefined ? undefined : traceparentOf(parent)
+  // Journaled before anyone learns the task's id: a restart cannot lose a task a client knows.
+  const record = { runId: taskId, kind: "task" as const, agentId, processId, prompt, tools, traceparent }
+  if (journal !== undefined) {
+    yield* Effect.onError(journal.started(record), () => Effect.sync(() => uncount(book.usage, task)))
+  }
+  task.output = init.output
+  yield* Metrics.submitted(taskId, agentId)
+  const attached = yield* attach(task)
+  // What the journal holds of it now: nothing but its start.
+  const known = { ...record, status: "running" as const, turns: [], calls: new Map(), approvals: new Map() }
+  loops.start(task, prompt, tools, parent, journal === undefined ? undefined : known)
+  return attached
+}

@@ -30,59 +30,62 @@ export interface Opened {
 export const RunResultJson = Schema.parseJson(RunResult)
 
 /** Opens the run `start` names (design: Durable runs): a new one, or one the journal holds; an ended one is its result. */
-export const open = (
+export const open: (
   agent: Agent<any, any>,
   start: Start,
   journal: Journal.Journal["Type"]
-): Effect.Effect<Opened | { readonly ended: RunResult }, UnknownRun | RunIdInUse> =>
-  Effect.gen(function*() {
-    const from = (known: Journal.OpenRun, host: HostOptions | undefined): Opened => ({
-      runId: known.runId,
-      prompt: known.prompt,
-      journaled: {
-        journal,
-        turns: known.turns,
-        calls: known.calls,
-        approvals: known.approvals,
-        rerunUnfinished: host?.rerunUnfinished ?? false,
-        hostEnds: host !== undefined
-      },
-      resumed: known.turns.length > 0 || known.status === "suspended"
-    })
-    if ("resume" in start) {
-      const known = yield* Effect.orDie(journal.run(start.resume))
-      if (known === undefined) return yield* new UnknownRun({ runId: start.resume })
-      if (!Journal.isOpen(known)) {
-        if (known.result === undefined) return yield* new UnknownRun({ runId: start.resume })
-        return { ended: yield* Effect.orDie(Schema.decode(RunResultJson)(known.result)) }
-      }
-      if (known.status === "suspended") yield* journal.resumed(known.runId)
-      return from(known, undefined)
-    }
-    if (start.host !== undefined) {
-      // The host wrote the run first (a platform task), and may be taking it back after a restart.
-      const known = start.host.known ?? (yield* Effect.orDie(journal.run(start.host.runId)))
-      if (known === undefined || !Journal.isOpen(known)) {
-        return yield* Effect.dieMessage(`the journal has no open run ${start.host.runId} for its host`)
-      }
-      return from(known, start.host)
-    }
-    const runId = start.runId ?? (yield* Ids).make("run")
-    if (start.runId !== undefined && (yield* Effect.orDie(journal.run(runId))) !== undefined) {
-      return yield* new RunIdInUse({ runId })
-    }
-    yield* journal.started({ runId, kind: "run", agentId: agent.name, processId: "", prompt: start.prompt, tools: [] })
-    return {
-      runId,
-      prompt: start.prompt,
-      journaled: {
-        journal,
-        turns: [],
-        calls: new Map(),
-        approvals: new Map(),
-        rerunUnfinished: false,
-        hostEnds: false
-      },
-      resumed: false
-    }
+) => Effect.Effect<Opened | { readonly ended: RunResult }, UnknownRun | RunIdInUse> = Effect.fnUntraced(function*(
+  agent: Agent<any, any>,
+  start: Start,
+  journal: Journal.Journal["Type"]
+) {
+  const from = (known: Journal.OpenRun, host: HostOptions | undefined): Opened => ({
+    runId: known.runId,
+    prompt: known.prompt,
+    journaled: {
+      journal,
+      turns: known.turns,
+      calls: known.calls,
+      approvals: known.approvals,
+      rerunUnfinished: host?.rerunUnfinished ?? false,
+      hostEnds: host !== undefined
+    },
+    resumed: known.turns.length > 0 || known.status === "suspended"
   })
+  if ("resume" in start) {
+    const known = yield* Effect.orDie(journal.run(start.resume))
+    if (known === undefined) return yield* new UnknownRun({ runId: start.resume })
+    if (!Journal.isOpen(known)) {
+      if (known.result === undefined) return yield* new UnknownRun({ runId: start.resume })
+      return { ended: yield* Effect.orDie(Schema.decode(RunResultJson)(known.result)) }
+    }
+    if (known.status === "suspended") yield* journal.resumed(known.runId)
+    return from(known, undefined)
+  }
+  if (start.host !== undefined) {
+    // The host wrote the run first (a platform task), and may be taking it back after a restart.
+    const known = start.host.known ?? (yield* Effect.orDie(journal.run(start.host.runId)))
+    if (known === undefined || !Journal.isOpen(known)) {
+      return yield* Effect.dieMessage(`the journal has no open run ${start.host.runId} for its host`)
+    }
+    return from(known, start.host)
+  }
+  const runId = start.runId ?? (yield* Ids).make("run")
+  if (start.runId !== undefined && (yield* Effect.orDie(journal.run(runId))) !== undefined) {
+    return yield* new RunIdInUse({ runId })
+  }
+  yield* journal.started({ runId, kind: "run", agentId: agent.name, processId: "", prompt: start.prompt, tools: [] })
+  return {
+    runId,
+    prompt: start.prompt,
+    journaled: {
+      journal,
+      turns: [],
+      calls: new Map(),
+      approvals: new Map(),
+      rerunUnfinished: false,
+      hostEnds: false
+    },
+    resumed: false
+  }
+})

@@ -70,6 +70,58 @@ export interface FollowerDeps {
 }
 
 /**
+ * One attempt of a follower (`makeFollowers`): the task's stream from `from` to the task's end, a take-over, or
+ * the stream's end (undefined). One generator function for every attempt (design: Generators on hot paths).
+ */
+const attemptOn = Effect.fnUntraced(function*(
+  deps: FollowerDeps,
+  prompt: string,
+  onEvent: ((event: TaskEvent) => void) | undefined,
+  from: Followed,
+  door: Door,
+  options: FollowOptions
+) {
+  const { caller, client, held } = deps
+  // Without a listener, the stream needs only the calls and the end.
+  const events = onEvent === undefined ? "calls" as const : options.deltas === true ? "deltas" as const : "all" as const
+  const after = from.offset === undefined ? {} : { after: from.offset }
+  const output = options.output === undefined ? {} : { output: options.output }
+  const mailbox: Mailbox.ReadonlyMailbox<TaskEvent, AgentLimitExceeded | UnknownTask | Unauthorized | PlatformUnavailable> =
+    yield* (from.taskId === undefined
+    ? client.submitTask({ ...caller, prompt, events, ...output, ...submitted(from) })
+    : client.attachTask({ ...caller, taskId: from.taskId, events, ...after }))
+  // This attempt's own state; the next attempt is given it through the failure (a submit sent, its retry says so).
+  let at: Followed = from.taskId === undefined && from.submitKey !== undefined ? { ...from, resubmit: true } : from
+  while (true) {
+    const [chunk, done] = yield* Effect.mapError(mailbox.takeAll, (error): Failed<Followed> => ({
+      // The platform knew the task a moment ago: it restarted and lost it, say so.
+      error: error._tag === "UnknownTask" && at.started && from.taskId !== undefined
+        ? new TaskLost({ taskId: from.taskId })
+        : error,
+      reached: at
+    }))
+    for (const event of chunk) {
+      if (event._tag === "TaskStarted") {
+        if (!at.started) yield* held.holdTask(caller.agentId, event.taskId)
+        at = { ...at, taskId: event.taskId, started: true }
+      } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event, door)
+      else if (event._tag === "ToolCallCancelled") yield* deps.cancelCall(event.taskId, event.toolCallId)
+      // The highest seen: a call delivered again without a replay comes with its older offset.
+      if (event.offset !== undefined && event.offset > (at.offset ?? -1)) at = { ...at, offset: event.offset }
+      onEvent?.(event)
+      if (isTaskEnd(event)) {
+        if (event._tag !== "TaskCompleted") yield* deps.stopCalls(event.taskId)
+        yield* held.releaseTask(caller.agentId, event.taskId)
+        return event
+      }
+      // Another attach has the task now (its holder keeps it held): this follower stops.
+      if (event._tag === "TaskTakenOver") return event
+    }
+    if (done) return undefined
+  }
+})
+
+/**
  * The followers (design: Serving): a follower follows one task to its last event, submitted or
  * attached by id, handing its delivered calls to the deliveries; `onEvent` sees every event. The
  * held-task record (`HeldTasks`) holds the task from its start to its end, so that a restarted
@@ -82,10 +134,10 @@ export interface FollowerDeps {
  */
 export const makeFollowers = (deps: FollowerDeps) =>
   Effect.gen(function*() {
-    const { caller, client, held } = deps
+    const { caller, held } = deps
     const resumed = yield* FiberMap.make<string>()
 
-    /** One attempt: the task's stream from `from` to the task's end, a take-over, or the stream's end (undefined). */
+    /** One attempt (`attemptOn`), in a scope of its own. */
     const attempt = (
       prompt: string,
       onEvent: ((event: TaskEvent) => void) | undefined,
@@ -93,45 +145,7 @@ export const makeFollowers = (deps: FollowerDeps) =>
       door: Door,
       options: FollowOptions
     ): Effect.Effect<TaskEvent | undefined, Failed<Followed>> =>
-      Effect.scoped(Effect.gen(function*() {
-        // Without a listener, the stream needs only the calls and the end.
-        const events = onEvent === undefined ? "calls" as const : options.deltas === true ? "deltas" as const : "all" as const
-        const after = from.offset === undefined ? {} : { after: from.offset }
-        const output = options.output === undefined ? {} : { output: options.output }
-        const mailbox: Mailbox.ReadonlyMailbox<TaskEvent, AgentLimitExceeded | UnknownTask | Unauthorized | PlatformUnavailable> =
-          yield* (from.taskId === undefined
-          ? client.submitTask({ ...caller, prompt, events, ...output, ...submitted(from) })
-          : client.attachTask({ ...caller, taskId: from.taskId, events, ...after }))
-        // This attempt's own state; the next attempt is given it through the failure (a submit sent, its retry says so).
-        let at: Followed = from.taskId === undefined && from.submitKey !== undefined ? { ...from, resubmit: true } : from
-        while (true) {
-          const [chunk, done] = yield* Effect.mapError(mailbox.takeAll, (error): Failed<Followed> => ({
-            // The platform knew the task a moment ago: it restarted and lost it, say so.
-            error: error._tag === "UnknownTask" && at.started && from.taskId !== undefined
-              ? new TaskLost({ taskId: from.taskId })
-              : error,
-            reached: at
-          }))
-          for (const event of chunk) {
-            if (event._tag === "TaskStarted") {
-              if (!at.started) yield* held.holdTask(caller.agentId, event.taskId)
-              at = { ...at, taskId: event.taskId, started: true }
-            } else if (event._tag === "ToolCallRequested") yield* deps.deliver(event, door)
-            else if (event._tag === "ToolCallCancelled") yield* deps.cancelCall(event.taskId, event.toolCallId)
-            // The highest seen: a call delivered again without a replay comes with its older offset.
-            if (event.offset !== undefined && event.offset > (at.offset ?? -1)) at = { ...at, offset: event.offset }
-            onEvent?.(event)
-            if (isTaskEnd(event)) {
-              if (event._tag !== "TaskCompleted") yield* deps.stopCalls(event.taskId)
-              yield* held.releaseTask(caller.agentId, event.taskId)
-              return event
-            }
-            // Another attach has the task now (its holder keeps it held): this follower stops.
-            if (event._tag === "TaskTakenOver") return event
-          }
-          if (done) return undefined
-        }
-      }))
+      Effect.scoped(attemptOn(deps, prompt, onEvent, from, door, options))
 
     /** Follows a task, submitted (`known` undefined) or known by id; gives its last event. */
     const follow = (

@@ -351,22 +351,30 @@ const makeDirect = (link: Link): Direct => ({
             return Effect.sync(() => cancelDirect(link, id))
           })))
     }),
-  stream: (rpc, payload, typed, last) =>
-    Effect.gen(function*() {
-      const span = yield* Effect.makeSpanScoped(`RpcClient.${rpc._tag}`, { captureStackTrace: false })
-      const id = directIds++
-      const mailbox = yield* Mailbox.make<unknown, unknown>()
-      yield* Effect.addFinalizer(() => Effect.sync(() => cancelDirect(link, id)))
-      const sent = Effect.flatMap(directFrame(link, rpc, id, payload, span), (frame) =>
-        Effect.map(open(link), (socket) => {
-          link.direct.set(id, { _tag: "Stream", rpc, mailbox, typed, decode: chunkDecoder(rpc), last, ending: false })
-          socket.send(frame)
-        }))
-      // Sent from the caller's fiber: a connection that cannot open ends the mailbox, as a dropped one does.
-      const exit = yield* Effect.exit(sent)
-      if (Exit.isFailure(exit)) mailbox.unsafeDone(typed(exit))
-      return mailbox
-    })
+  stream: (rpc, payload, typed, last) => directStream(link, rpc, payload, typed, last)
+})
+
+/** A direct stream (`Direct.stream`), by one generator function for every stream (design: Generators on hot paths). */
+const directStream = Effect.fnUntraced(function*(
+  link: Link,
+  rpc: Rpc.AnyWithProps,
+  payload: unknown,
+  typed: (exit: Exit.Exit<void, unknown>) => Exit.Exit<void, unknown>,
+  last: ((event: unknown) => boolean) | undefined
+) {
+  const span = yield* Effect.makeSpanScoped(`RpcClient.${rpc._tag}`, { captureStackTrace: false })
+  const id = directIds++
+  const mailbox = yield* Mailbox.make<unknown, unknown>()
+  yield* Effect.addFinalizer(() => Effect.sync(() => cancelDirect(link, id)))
+  const sent = Effect.flatMap(directFrame(link, rpc, id, payload, span), (frame) =>
+    Effect.map(open(link), (socket) => {
+      link.direct.set(id, { _tag: "Stream", rpc, mailbox, typed, decode: chunkDecoder(rpc), last, ending: false })
+      socket.send(frame)
+    }))
+  // Sent from the caller's fiber: a connection that cannot open ends the mailbox, as a dropped one does.
+  const exit = yield* Effect.exit(sent)
+  if (Exit.isFailure(exit)) mailbox.unsafeDone(typed(exit))
+  return mailbox
 })
 
 // --- back to the preferred URL ---
