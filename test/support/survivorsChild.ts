@@ -4,18 +4,12 @@
  * before the measured runs and `end` after, so that the parent sums what V8's young collections kept between the
  * two lines.
  */
-import { Effect, Schema } from "effect"
-import { Agent, LanguageModel, Tool } from "../../src/index.js"
+import { Effect } from "effect"
+import { Agent, LanguageModel } from "../../src/index.js"
+import { add } from "../bench/tools.js"
 
 const warmup = Number(process.env.WARMUP ?? 2000)
 const runs = Number(process.env.RUNS ?? 4000)
-
-const add = Tool.make("add", {
-  description: "Add two numbers.",
-  input: { a: Schema.Number, b: Schema.Number },
-  output: Schema.Number,
-  timeout: "10 seconds"
-}, ({ a, b }) => Effect.succeed(a + b))
 
 const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
   {
