@@ -104,11 +104,7 @@ const prepareIn = (
     ? Effect.void
     : Effect.provideService(door.prepare, Scope.Scope, scope)
 
-/**
- * The loop's run, in the run's Scope. Its generator is one function for every run (`runBody`), not a new closure
- * each run: V8 gives each new generator closure it runs a map of its own, in the old generation, which holds the
- * closure and what it captured (the run's start, its model, its kept requests) until a full collection.
- */
+/** The loop's run, in the run's Scope: `runBody`, one generator function for every run (design: Generators on hot paths). */
 const run = (
   agent: Agent<any, any>,
   start: Start,
