@@ -4,9 +4,19 @@
  */
 import { execFileSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { readFileSync } from "node:fs"
 import { type Row, writeTable } from "./report.js"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
+
+/**
+ * The deploy examples' `NODE_OPTIONS` (V8's young generation for a server, docs/operations.md): the cluster bench's
+ * processes, the platforms' and the serving one, run with it, as deployed.
+ */
+const deployedNodeOptions = /^Environment=NODE_OPTIONS=(.*)$/m.exec(
+  readFileSync(new URL("../../examples/deploy/agent-tools-platform.service", import.meta.url), "utf8")
+)![1]!
+const asDeployed = new Set(["cluster.ts"])
 const runs: ReadonlyArray<readonly [string, ...Array<string>]> = [
   ["invocation.ts", "--variant=untraced"],
   ["invocation.ts", "--variant=no-tracer"],
@@ -41,7 +51,7 @@ for (const [file, ...args] of runs) {
   process.stderr.write(`running ${file} ${args.join(" ")}\n`)
   const out = execFileSync(process.execPath, ["--import", "tsx", `test/bench/${file}`, ...args], {
     cwd: root,
-    env: { ...process.env, BENCH_JSON: "1" },
+    env: { ...process.env, BENCH_JSON: "1", ...(asDeployed.has(file) ? { NODE_OPTIONS: deployedNodeOptions } : {}) },
     encoding: "utf8"
   })
   for (const line of out.split("\n")) if (line.startsWith("{")) rows.push(JSON.parse(line) as Row)

@@ -11,10 +11,15 @@
  * server). Run with `npm run bench` or `tsx test/bench/cluster.ts [--tasks=N] [--warmup=N] [--modes=journaled,one,three,spread]
  * [--durable=off|on] [--profile=DIR] [--platform-script=FILE]` (a part of it, while working on one of them; `--modes=none`
  * measures the embedded platform alone, no PostgreSQL started).
+ *
+ * `npm run bench` runs it with V8's young generation as the deploy examples give it (`NODE_OPTIONS` of
+ * examples/deploy/agent-tools-platform.service), which each platform process inherits; then the embedded platform
+ * is also measured with Node's default beside.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted, Schema, type Scope, Stream } from "effect"
 import { spawn } from "node:child_process"
+import { WebSocket } from "ws"
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { Tool, ToolContext, Toolkit } from "../../src/index.js"
@@ -27,7 +32,12 @@ import { report } from "./report.js"
 import { rpcEcho } from "./rpcEcho.js"
 
 const flag = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
-const tasks = Number(flag("tasks") ?? 200)
+const measuredTasks = Number(flag("tasks") ?? 200)
+/**
+ * The embedded platform's windows: five times as many tasks (1,000 at 8 at a time, about a second), as its CPU a call
+ * read over 200 moved by a quarter from run to run (a major collection in the window or not); a runner's 200 take as long.
+ */
+const embeddedTasks = measuredTasks * 5
 /**
  * Tasks run before anything is measured (connections, shards and entities in place, the code compiled by V8's
  * optimizing tiers, the heaps grown to their working size). 1,500: after 300, the CPU a call of the next 200-task
@@ -43,6 +53,33 @@ const durables = flag("durable") === "off" ? [false] : flag("durable") === "on" 
 const profile = flag("profile")
 /** `--platform-script=FILE`: the platform processes run FILE (clusterPlatform.ts built to JavaScript) with node, not tsx: profiles with its lines. */
 const platformScript = flag("platform-script")
+
+/**
+ * The frames this (serving) process's WebSockets send and receive while `on`, and their bytes: what the calls carry
+ * on the wire (the other end of each is a platform process). Counted at `ws`'s `send` and `message`.
+ */
+const wire = { on: false, frames: 0, bytes: 0 }
+const bytesOf = (data: unknown): number =>
+  typeof data === "string"
+    ? Buffer.byteLength(data)
+    : Array.isArray(data)
+    ? data.reduce((total: number, part: Buffer) => total + part.length, 0)
+    : (data as { byteLength: number }).byteLength
+const count = (data: unknown) => {
+  if (!wire.on) return
+  wire.frames++
+  wire.bytes += bytesOf(data)
+}
+const send = WebSocket.prototype.send as (this: WebSocket, data: unknown, ...rest: Array<unknown>) => void
+WebSocket.prototype.send = function(this: WebSocket, data: unknown, ...rest: Array<unknown>) {
+  count(data)
+  return send.call(this, data, ...rest)
+} as typeof WebSocket.prototype.send
+const emit = WebSocket.prototype.emit
+WebSocket.prototype.emit = function(this: WebSocket, event: string | symbol, ...args: Array<any>) {
+  if (event === "message") count(args[0])
+  return emit.call(this, event, ...args)
+}
 
 /** When each task's calls reached the tool, by task id. */
 const delivered = new Map<string, Array<number>>()
@@ -63,7 +100,10 @@ const echo = Tool.make("echo", {
   }))
 
 /** A platform process (test/bench/clusterPlatform.ts with `args`): its URL and process id; stopped with the scope. */
-const platformProcess = (args: ReadonlyArray<string>): Effect.Effect<{ url: string; pid: number }, never, Scope.Scope> =>
+const platformProcess = (
+  args: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv = process.env
+): Effect.Effect<{ url: string; pid: number }, never, Scope.Scope> =>
   Effect.flatMap(
     Effect.acquireRelease(
       Effect.sync(() =>
@@ -73,6 +113,7 @@ const platformProcess = (args: ReadonlyArray<string>): Effect.Effect<{ url: stri
           ...args
         ], {
           cwd: fileURLToPath(new URL("../..", import.meta.url)),
+          env,
           stdio: ["pipe", "pipe", "inherit"]
         })
       ),
@@ -117,6 +158,8 @@ interface Figures {
   readonly cpu: { readonly platform: number; readonly own: number; readonly database: number | undefined }
   /** Per task at 8 at a time: statements run (BEGIN and COMMIT among them) and rows written, PostgreSQL's count. */
   readonly writes: { readonly statements: number; readonly rows: number } | undefined
+  /** Per call at 8 at a time: the frames the serving process sent and received, and their bytes. */
+  readonly wire: { readonly frames: number; readonly bytes: number }
 }
 
 const median = (values: ReadonlyArray<number>) => {
@@ -138,10 +181,11 @@ const databaseWrites = (url: string) =>
     return { statements: Number(row!.statements), rows: Number(row!.rows) }
   }))
 
-/** The figures of the platform at `url`, through one serving process. */
+/** The figures of the platform at `url`, through one serving process, over `tasks` tasks (4 times as many at 64). */
 const drive = (
   { pids, urls }: { readonly urls: ReadonlyArray<string>; readonly pids: ReadonlyArray<number> },
-  database: { readonly url: string; readonly server: Pg.PostgresServer } | undefined
+  database: { readonly url: string; readonly server: Pg.PostgresServer } | undefined,
+  tasks = measuredTasks
 ) =>
   Effect.gen(function*() {
     // A serving connection to each URL, the tasks submitted through each in turn.
@@ -168,7 +212,9 @@ const drive = (
     const writesBefore = database === undefined ? undefined : yield* databaseWrites(database.url)
     const platformCpu = () => pids.reduce((total, pid) => total + cpuSecondsOf(pid), 0)
     const cpuBefore = { platform: platformCpu(), own: process.cpuUsage(), database: database?.server.cpuSeconds() }
+    Object.assign(wire, { on: true, frames: 0, bytes: 0 })
     const at8 = yield* run(tasks, 8)
+    wire.on = false
     const platform = platformCpu() - cpuBefore.platform
     const own = process.cpuUsage(cpuBefore.own)
     const databaseCpu = database?.server.cpuSeconds()
@@ -186,6 +232,7 @@ const drive = (
           ? undefined
           : ((databaseCpu - cpuBefore.database) * 1000) / calls
       },
+      wire: { frames: wire.frames / calls, bytes: wire.bytes / calls },
       writes: writesBefore === undefined || writesAfter === undefined ? undefined : {
         // Less the first reading's own statement.
         statements: (writesAfter.statements - writesBefore.statements - 1) / tasks,
@@ -194,10 +241,12 @@ const drive = (
     } satisfies Figures
   }).pipe(Effect.scoped)
 
-const embedded = Effect.gen(function*() {
-  const platform = yield* platformProcess([])
-  return yield* drive({ urls: [platform.url], pids: [platform.pid] }, undefined)
-}).pipe(Effect.scoped)
+/** The embedded platform in memory; with `env` (Node's defaults: no `NODE_OPTIONS`) rather than this process's. */
+const embedded = (env: NodeJS.ProcessEnv = process.env) =>
+  Effect.gen(function*() {
+    const platform = yield* platformProcess([], env)
+    return yield* drive({ urls: [platform.url], pids: [platform.pid] }, undefined, embeddedTasks)
+  }).pipe(Effect.scoped)
 
 /** The embedded platform journaling to `url` (a task's every step written as a runner writes it): the floor under a runner's figures. */
 const embeddedJournaled = (server: Pg.PostgresServer, url: string) =>
@@ -250,7 +299,7 @@ const rows = (
   targets: boolean,
   floor?: Figures
 ) => {
-  const shape = `${tasks} tasks x ${callsPerTask} calls`
+  const shape = `${measuredTasks} tasks x ${callsPerTask} calls`
   report({
     bench: "cluster",
     measure: `${label}: a call's round trip p50, tasks one at a time`,
@@ -269,7 +318,7 @@ const rows = (
   })
   report({
     bench: "cluster",
-    measure: `${label}: ${tasks * 4} tasks x ${callsPerTask} calls, 64 at a time`,
+    measure: `${label}: ${measuredTasks * 4} tasks x ${callsPerTask} calls, 64 at a time`,
     value: `${fixed(figures.at64, 0)} calls/s`,
     baseline: `${fixed(figures.at8, 0)} calls/s (8 at a time)`,
     ratio: `${fixed(figures.at64 / figures.at8, 2)}x`,
@@ -311,24 +360,61 @@ const rows = (
   }
 }
 
+/**
+ * An `@effect/rpc` echo's round trip (`rpcEcho`: both ends in this process, their CPU together, 8 in flight), its two
+ * frames padded to `frameBytes` on average: what a frame of that size costs the stack the wire is built on. With the
+ * average frame it measured.
+ */
+const echoOfFrames = (frameBytes: number) =>
+  Effect.gen(function*() {
+    // A request frame is about 160 bytes and the argument's text, its answer about 40.
+    const argumentsText = JSON.stringify({ pad: "x".repeat(Math.max(0, Math.round(2 * frameBytes - 200))) })
+    Object.assign(wire, { on: true, frames: 0, bytes: 0 })
+    const echo = yield* rpcEcho(8, argumentsText)
+    wire.on = false
+    return { ...echo, frameBytes: wire.bytes / wire.frames }
+  })
+
 const main = Effect.gen(function*() {
-  const base = yield* embedded
+  const base = yield* embedded()
   report({
     bench: "cluster",
-    measure: `embedded platform (memory): a call's round trip p50; ${tasks} tasks x ${callsPerTask} calls 8 and 64 at a time`,
+    measure: `embedded platform (memory): a call's round trip p50; ${embeddedTasks} tasks x ${callsPerTask} calls 8 and 64 at a time`,
     value: `${fixed(base.roundTrip, 2)} ms; ${fixed(base.at8, 0)} / ${fixed(base.at64, 0)} calls/s`
   })
-  // The wire's floor on the stack it is built on: a round trip of an `@effect/rpc` echo, both ends in this process
-  // (their CPU together), 8 in flight. A call of these tasks carries about 4.8 frames (2.4 round trips' worth).
-  const echo = yield* rpcEcho(8, "{\"n\":1}")
+  const cpu = base.cpu.platform + base.cpu.own
+  // The wire's floor on the stack it is built on: an `@effect/rpc` round trip's CPU, frames the size of the platform's.
+  const echo = yield* echoOfFrames(base.wire.bytes / base.wire.frames)
+  const floor = (base.wire.frames / 2) * (echo.wideCpu / 1000)
   report({
     bench: "cluster",
     measure: "embedded platform (memory): CPU a call (the platform's process; the serving process), 8 at a time",
     value: `${fixed(base.cpu.platform, 2)}; ${fixed(base.cpu.own, 2)} ms`,
     baseline: `${fixed(echo.wideCpu / 1000, 2)} ms (an rpc echo's round trip, both ends, 8 in flight)`,
-    ratio: `${fixed((base.cpu.platform + base.cpu.own) / (echo.wideCpu / 1000), 1)}x one round trip`,
+    ratio: `${fixed(cpu / (echo.wideCpu / 1000), 1)}x one round trip`,
     target: "<= 0.5 ms together"
   })
+  report({
+    bench: "cluster",
+    measure: "embedded platform (memory): CPU a call beside what its frames cost on `@effect/rpc`, 8 at a time",
+    value: `${fixed(cpu, 2)} ms (${fixed(base.wire.frames, 1)} frames, ${fixed(base.wire.bytes, 0)} bytes a call)`,
+    baseline: `${fixed(floor, 2)} ms (${fixed(base.wire.frames / 2, 2)} rpc echo round trips, frames of ${
+      fixed(echo.frameBytes, 0)
+    } bytes)`,
+    ratio: `${fixed(cpu / floor, 2)}x`,
+    target: "<= 1.5x"
+  })
+  // The same platform with Node's default young generation (16 MiB a half), the serving process as it is.
+  const { NODE_OPTIONS: _, ...defaults } = process.env
+  if (process.env.NODE_OPTIONS !== undefined) {
+    const atDefaults = yield* embedded(defaults)
+    report({
+      bench: "cluster",
+      measure: "embedded platform (memory), its process with Node's default young generation: CPU a call, 8 at a time",
+      value: `${fixed(atDefaults.cpu.platform, 2)}; ${fixed(atDefaults.cpu.own, 2)} ms`,
+      baseline: `${fixed(base.cpu.platform, 2)}; ${fixed(base.cpu.own, 2)} ms (NODE_OPTIONS=${process.env.NODE_OPTIONS})`
+    })
+  }
   // No PostgreSQL started when no mode needs it (`--modes=none`: the embedded platform alone).
   const needsDatabase = ["journaled", "one", "three", "spread"].some((mode) => modes.has(mode))
   for (const durable of needsDatabase ? durables : []) {
