@@ -4,7 +4,7 @@
  * loses nothing: the stream fails as unavailable, the call comes again on the next attach, its answer lands.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Mailbox, Schedule, Schema } from "effect"
+import { Effect, Layer, Mailbox, Schedule, Schema, Tracer } from "effect"
 import { LanguageModel, Timing, Tool, Toolkit } from "../src/index.js"
 import { PlatformServer } from "../src/exports/platform.js"
 import { Protocol } from "../src/exports/protocol.js"
@@ -12,7 +12,7 @@ import { PlatformClient } from "../src/exports/serve.js"
 import { ToolResult } from "../src/ToolResult.js"
 import { clientLayer, resultsText } from "./support/platform.js"
 import { tcpProxy } from "./support/tcpProxy.js"
-import { WebSocketServer } from "ws"
+import { WebSocket, WebSocketServer } from "ws"
 import { type AddressInfo } from "node:net"
 
 const policy = Timing.layer({
@@ -35,12 +35,12 @@ const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [
   (request) => ({ text: resultsText(request) })
 ]
 
-/** The platform on 127.0.0.1 with that model, reached through a TCP proxy that can cut the connections. */
+/** The platform on 127.0.0.1 with that model (each task's from its first turn), reached through a TCP proxy that can cut the connections. */
 const platformBehindProxy = Effect.gen(function*() {
   const context = yield* Layer.build(
     PlatformServer.layerWebSocket({ port: 0 }).pipe(
       Layer.provide(PlatformServer.layerHandlers({ tokens: new Map([["tok-1", "agent-1"]]) })),
-      Layer.provide(LanguageModel.layerScripted(script)),
+      Layer.provide(LanguageModel.layerScripted(script, { perConversation: true })),
       Layer.provide(policy)
     )
   )
@@ -65,6 +65,37 @@ const takeUntil = <E>(mailbox: Mailbox.ReadonlyMailbox<Protocol.TaskEvent, E>, l
   })
 
 const encode = Schema.encodeSync(Protocol.TaskEvent)
+
+/** The calls' frames this process's WebSocket clients send while the scope is open (each parsed), by `ws`'s own `send`. */
+const callFramesSent = Effect.acquireRelease(
+  Effect.sync(() => {
+    const frames: Array<{ readonly call: string; readonly traceId?: string }> = []
+    const send = WebSocket.prototype.send
+    WebSocket.prototype.send = function(this: WebSocket, data: unknown, ...rest: Array<unknown>) {
+      if (typeof data === "string" && data.includes("\"call\"")) frames.push(JSON.parse(data))
+      return (send as (...args: Array<unknown>) => void).call(this, data, ...rest)
+    } as typeof send
+    return { frames, send }
+  }),
+  ({ send }) => Effect.sync(() => void (WebSocket.prototype.send = send))
+)
+
+/** A task of one call of `add` on the client: submitted, its call answered (42), its end awaited. */
+const oneTask = (client: PlatformClient.PlatformClient["Type"]) =>
+  Effect.scoped(Effect.gen(function*() {
+    const mailbox = yield* client.submitTask({ ...caller, prompt: "go", events: "calls" })
+    const call = (yield* takeUntil(mailbox, (event) => event._tag === "ToolCallRequested")).at(-1)!
+    yield* client.completeToolCall({
+      ...caller,
+      results: [{ taskId: call.taskId, toolCallId: (call as { toolCallId: string }).toolCallId, result: new ToolResult(42, undefined) }]
+    })
+    return (yield* takeUntil(mailbox, (event) => event._tag === "TaskCompleted")).at(-1) as { output: string }
+  }).pipe(Effect.timeout("10 seconds")))
+
+/** `effect` with a tracer of the user's installed (Effect's own spans, made by another tracer than its default). */
+const withUsersTracer = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Effect.tracer, (native) =>
+    Effect.withTracer(effect, Tracer.make({ span: (...args) => native.span(...args), context: native.context })))
 
 describe("the serving side's WebSocket client", () => {
   it.scopedLive("a dropped connection fails the task's stream as unavailable; the call comes again on the next attach and its answer completes the task", () =>
@@ -123,6 +154,21 @@ describe("the serving side's WebSocket client", () => {
         Array.from({ length: 20 }, (_, i) => i % 2 === 0 ? { known: true } : "answered")
       )
       assert.strictEqual((outcome.last as { output: string }).output, "c1:42")
+    }))
+
+  it.scopedLive("a call's frame carries a trace only when a tracer of the user's is installed (with none, the platform may answer a CompleteToolCall on the wire itself)", () =>
+    Effect.gen(function*() {
+      const { client } = yield* platformBehindProxy
+      yield* client.register({ ...caller, manifest: (yield* Toolkit.make(add)).manifest, manifestHash: "h" })
+      const sent = yield* callFramesSent
+      const untraced = yield* oneTask(client)
+      const unheard = sent.frames.splice(0)
+      const traced = yield* oneTask(client).pipe(Effect.withSpan("submit"), withUsersTracer)
+      assert.strictEqual(untraced.output, "c1:42")
+      assert.strictEqual(traced.output, "c1:42")
+      assert.deepStrictEqual(unheard.map((frame) => [frame.call, frame.traceId]), [["SubmitTask", undefined], ["CompleteToolCall", undefined]])
+      assert.deepStrictEqual(sent.frames.map((frame) => frame.call), ["SubmitTask", "CompleteToolCall"])
+      for (const frame of sent.frames) assert.match(frame.traceId ?? "", /^[0-9a-f]{32}$/)
     }))
 
   it.scopedLive("a task's stream that gave its last event is not cancelled: its end, a frame behind, closes it; one closed before still is", () =>

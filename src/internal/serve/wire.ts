@@ -11,10 +11,11 @@ import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import type { FromClientEncoded, FromServerEncoded } from "@effect/rpc/RpcMessage"
 import * as RpcSchema from "@effect/rpc/RpcSchema"
-import { Effect, Either, Exit, Mailbox, Option, Schedule, Schema, SchemaAST, type Scope } from "effect"
+import { Effect, Either, Exit, Mailbox, Option, Schedule, Schema, SchemaAST, type Scope, type Tracer } from "effect"
 import { WebSocket } from "ws"
 import * as Framing from "../../protocol/Framing.js"
 import * as Plain from "../util/plain.js"
+import { listening } from "../util/tracing.js"
 import { Unauthorized, unknownTokenMessage } from "../../protocol/Protocol.js"
 
 /** Where the client's wire connects, and the limits it keeps. */
@@ -339,18 +340,36 @@ const cancelDirect = (link: Link, id: number) => {
   link.current.socket.send(Framing.cancelFrame(String(id)))
 }
 
+/**
+ * A direct call or stream's span, as `RpcClient` makes one, when a tracer listens (util/tracing.ts); none otherwise,
+ * and so no trace in its frame: the platform then answers a `CompleteToolCall` on the wire itself (platform/Wire.ts).
+ */
+const spanOf = (rpc: Rpc.AnyWithProps): Effect.Effect<Tracer.Span | undefined, never, Scope.Scope> =>
+  Effect.withFiberRuntime((fiber) =>
+    listening(fiber)
+      ? Effect.makeSpanScoped(`RpcClient.${rpc._tag}`, { captureStackTrace: false })
+      : noSpan
+  )
+const noSpan: Effect.Effect<Tracer.Span | undefined> = Effect.as(Effect.void, undefined)
+
+const directCall = (link: Link, rpc: Rpc.AnyWithProps, payload: unknown, span: Tracer.Span | undefined) => {
+  const id = directIds++
+  return Effect.flatMap(directFrame(link, rpc, id, payload, span), (frame) =>
+    Effect.flatMap(open(link), (socket) =>
+      Effect.async<unknown, unknown>((resume) => {
+        link.direct.set(id, { _tag: "Call", rpc, resume: (exit) => resume(exit) })
+        socket.send(frame)
+        return Effect.sync(() => cancelDirect(link, id))
+      })))
+}
+
 const makeDirect = (link: Link): Direct => ({
   call: (rpc, payload) =>
-    Effect.useSpan(`RpcClient.${rpc._tag}`, { captureStackTrace: false }, (span) => {
-      const id = directIds++
-      return Effect.flatMap(directFrame(link, rpc, id, payload, span), (frame) =>
-        Effect.flatMap(open(link), (socket) =>
-          Effect.async<unknown, unknown>((resume) => {
-            link.direct.set(id, { _tag: "Call", rpc, resume: (exit) => resume(exit) })
-            socket.send(frame)
-            return Effect.sync(() => cancelDirect(link, id))
-          })))
-    }),
+    Effect.withFiberRuntime((fiber) =>
+      listening(fiber)
+        ? Effect.useSpan(`RpcClient.${rpc._tag}`, { captureStackTrace: false }, (span) => directCall(link, rpc, payload, span))
+        : directCall(link, rpc, payload, undefined)
+    ),
   stream: (rpc, payload, typed, last) => directStream(link, rpc, payload, typed, last)
 })
 
@@ -362,7 +381,7 @@ const directStream = Effect.fnUntraced(function*(
   typed: (exit: Exit.Exit<void, unknown>) => Exit.Exit<void, unknown>,
   last: ((event: unknown) => boolean) | undefined
 ) {
-  const span = yield* Effect.makeSpanScoped(`RpcClient.${rpc._tag}`, { captureStackTrace: false })
+  const span = yield* spanOf(rpc)
   const id = directIds++
   const mailbox = yield* Mailbox.make<unknown, unknown>()
   yield* Effect.addFinalizer(() => Effect.sync(() => cancelDirect(link, id)))
