@@ -347,6 +347,31 @@ describe("Idempotency.layerSql", () => {
     })))
 })
 
+describe("Idempotency.layerSql: a new file two processes open at once", () => {
+  // The migrator finds another process running the migrations (a write it cannot make at once) and leaves them
+  // to it, returning before that process commits: the store must wait for the tables, not go past them.
+  it.live("the one that finds the other migrating waits until the other's tables are committed", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const file = yield* tempDb
+      // The other process, mid-migration: its migrations table made, then its write lock held.
+      const other = Context.get(yield* Layer.build(sqliteClient(file)), SqlClient.SqlClient)
+      yield* other.unsafe(`CREATE TABLE ${ClaimsSql.migrationsTable} (
+        migration_id integer PRIMARY KEY NOT NULL,
+        created_at datetime NOT NULL DEFAULT current_timestamp,
+        name VARCHAR(255) NOT NULL
+      )`)
+      yield* other.unsafe("BEGIN IMMEDIATE")
+      yield* other.unsafe(`INSERT INTO ${ClaimsSql.migrationsTable} (migration_id, name) VALUES (1, 'create_tool_claims'), (2, 'create_held_tasks')`)
+      const opening = yield* Effect.fork(Effect.scoped(Effect.flatMap(Layer.build(sqlStore(file)), (context) =>
+        Context.get(context, store).once(key, claim, Effect.succeed(new ToolResult(7, undefined))))))
+      yield* Effect.sleep("300 millis")
+      yield* Effect.forEach(Object.values(ClaimsSql.migrations), (migration) => Effect.provideService(migration, SqlClient.SqlClient, other))
+      yield* other.unsafe("COMMIT")
+      const outcome = yield* Fiber.join(opening)
+      assert.deepStrictEqual([outcome.result.value, outcome.reused], [7, false])
+    })))
+})
+
 describe("Idempotency.layerSqlClient", () => {
   it.effect("on a client given: claims kept; a read-only file fails at start-up, naming the client's file", () =>
     Effect.scoped(Effect.gen(function*() {
