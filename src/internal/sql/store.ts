@@ -202,15 +202,13 @@ class StillMigrating {
   readonly _tag = "StillMigrating"
 }
 
-/** How long a process waits for another's migrations of the same database to be committed, and how often it looks. */
-const othersMigrating = Schedule.spaced("25 millis").pipe(Schedule.upTo("30 seconds"))
-
 /**
  * Runs a module's migrations on the client in context, recorded in the module's own `table`: two
  * modules may share a database, and both number their migrations from 1. Done once every one is recorded:
  * the migrator leaves them to a process it finds running them (on SQLite, a write it cannot make at once),
  * and returns before that process commits; two serving processes started together on one file would
- * otherwise read a table not there yet. So it runs again, every 25 ms for up to 30 s, until they are.
+ * otherwise read a table not there yet. So it runs again until they are, waiting as for any write another
+ * connection holds (`busyRetry`).
  */
 export const migrate = <E>(options: {
   readonly migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>
@@ -224,10 +222,10 @@ export const migrate = <E>(options: {
   return Migrator.make({})({ loader: Migrator.fromRecord(options.migrations), table: options.table }).pipe(
     Effect.zipRight(recorded),
     Effect.flatMap(([row]) => Number(row?.latest ?? 0) >= last ? Effect.void : Effect.fail(new StillMigrating())),
-    Effect.retry({ schedule: othersMigrating, while: (error) => error instanceof StillMigrating }),
+    Effect.retry({ schedule: busyRetry, while: (error) => error instanceof StillMigrating }),
     Effect.catchIf(
       (error): error is StillMigrating => error instanceof StillMigrating,
-      () => Effect.fail(`another process began migrating ${options.table} and has not finished in 30 s`)
+      () => Effect.fail(`another process began migrating ${options.table} and has not finished in 10 s`)
     ),
     orUnavailable(options.unavailable)
   )
