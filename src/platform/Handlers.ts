@@ -7,7 +7,7 @@
  */
 import type * as Headers from "@effect/platform/Headers"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Clock, Context, Effect, Either, type Exit, Layer, type Mailbox, Runtime, Schema, type Scope } from "effect"
+import { Chunk, Clock, Context, Effect, Either, type Exit, Layer, type Mailbox, Runtime, Schema, type Scope } from "effect"
 import { runtimeListening } from "../internal/util/tracing.js"
 import * as Journal from "../Journal.js"
 import {
@@ -233,23 +233,53 @@ const decodeAnswers = Schema.decodeUnknownEither(completeRpc.payloadSchema as un
 >)
 const encodeAnswered = Schema.encodeSync(Rpc.exitSchema(completeRpc) as Schema.Schema<Exit.Exit<unknown, unknown>, any>)
 
+type SubmitPayload = Omit<Parameters<Backend["submit"]>[0], "connection" | "writeEvents">
+const submitRpc = PlatformRpcs.requests.get("SubmitTask")!
+const decodeSubmit = Schema.decodeUnknownEither(submitRpc.payloadSchema as unknown as Schema.Schema<SubmitPayload, unknown>)
+const encodeSubmitEnd = Schema.encodeSync(Rpc.exitSchema(submitRpc) as Schema.Schema<Exit.Exit<unknown, unknown>, any>)
+
 /**
- * The calls the wire answers itself (Wire.ts, `WireDirect`): `CompleteToolCall`, on every delivered call's way,
- * decoded with its Schema, its token the agent's (as `authorize`), handled by the backend in a fiber of its own
- * with no fiber of `RpcServer`'s. None when a tracer is installed: then every call has its `RpcServer` span.
+ * A stream's mailbox read to its end, as `RpcServer` reads a handler's: holding only its end, its events written
+ * straight to the connection (`writeEvents`, TaskDelivery.ts's `writtenStraight`); an event in it is a defect.
  */
-const directCalls = (backend: Backend, tokens: ReadonlyMap<string, string>) =>
+const drained = (mailbox: Mailbox.ReadonlyMailbox<TaskEvent>): Effect.Effect<void> =>
+  Effect.flatMap(mailbox.takeAll, ([chunk, done]) =>
+    Chunk.isNonEmpty(chunk)
+      ? Effect.die(new Error("a task's events came through its stream's mailbox, not written to its connection"))
+      : done
+      ? Effect.void
+      : drained(mailbox))
+
+/**
+ * The calls the wire answers itself (Wire.ts, `WireDirect`), each decoded with its Schema, its token the agent's
+ * (as `authorize`), handled by the backend in a fiber of its own with no fiber of `RpcServer`'s: `CompleteToolCall`,
+ * on every delivered call's way, and `SubmitTask`, a stream whose events its task writes on the connection
+ * (`StreamWriters`) and whose end is the wire's. None when a tracer is installed: then every call has its
+ * `RpcServer` span.
+ */
+const directCalls = (backend: Backend, tokens: ReadonlyMap<string, string>, writers: StreamWriters) =>
   Effect.map(Effect.runtime<never>(), (runtime): ReadonlyMap<string, DirectCall> => {
     if (runtimeListening(runtime)) return new Map()
     const run = Runtime.runCallback(runtime)
     const answers: DirectCall = (payload, headers, done) => {
       const decoded = decodeAnswers(payload)
-      if (Either.isLeft(decoded) || agentOfToken(tokens, headers) !== decoded.right.agentId) return false
+      if (Either.isLeft(decoded) || agentOfToken(tokens, headers) !== decoded.right.agentId) return undefined
       const { agentId, results } = decoded.right
-      run(backend.complete(agentId, results, connectionOf(headers)), { onExit: (exit) => done(encodeAnswered(exit)) })
-      return true
+      return run(backend.complete(agentId, results, connectionOf(headers)), {
+        onExit: (exit) => done(encodeAnswered(exit))
+      })
     }
-    return new Map([["CompleteToolCall", answers]])
+    const submit: DirectCall = (payload, headers, done) => {
+      const decoded = decodeSubmit(payload)
+      const writeEvents = writers.writerOf(headers)
+      if (Either.isLeft(decoded) || agentOfToken(tokens, headers) !== decoded.right.agentId) return undefined
+      if (writeEvents === undefined) return undefined
+      const submitted = backend.submit({ ...decoded.right, connection: connectionOf(headers), writeEvents })
+      return run(Effect.scoped(Effect.flatMap(busyOnOutage("SubmitTask")(submitted), drained)), {
+        onExit: (exit) => done(encodeSubmitEnd(exit))
+      })
+    }
+    return new Map([["CompleteToolCall", answers], ["SubmitTask", submit]])
   })
 
 /** `PlatformState` over the agents, the tasks and the assignments. */
@@ -284,7 +314,7 @@ export const layerOf = (backend: Backend, parts: Parts, options: Options) => {
       // Read at each upgrade: a reloaded configuration applies to the next connection.
       maxConnectionsOf: (agentId) => agentSettingsOf(options, agentId)?.limits?.maxConnections
     }),
-    Layer.effect(WireDirect, directCalls(backend, options.tokens)),
+    Layer.effect(WireDirect, directCalls(backend, options.tokens, writers)),
     // The calls given to serving processes learn when their connections close; the streams write on them.
     Layer.succeed(WireConnections, {
       opened: (connection, write) => {

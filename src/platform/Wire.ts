@@ -97,16 +97,17 @@ export class StreamWriters {
 
 /**
  * A call the wire answers itself, not through `RpcServer` (design: Serving): given the frame's payload as it came
- * and the connection's headers, it takes the call and gives its answer to `done` (the exit as `RpcServer` encodes
- * it), or returns false and leaves it to `RpcServer` (a payload that does not decode, a token not the agent's:
- * `RpcServer` answers those as it answers any call). A frame with a trace to continue always goes to
- * `RpcServer`, whose span continues it.
+ * and the headers `RpcServer` would give its handler (a stream's with `streamHeader`), it takes the call, gives
+ * its end to `done` (the exit as `RpcServer` encodes it; a stream's events it writes itself, `StreamWriters`) and
+ * returns the way to stop it (the client's cancel, the connection's close); or returns undefined and leaves it to
+ * `RpcServer` (a payload that does not decode, a token not the agent's: `RpcServer` answers those as it answers any
+ * call). A frame with a trace to continue always goes to `RpcServer`, whose span continues it.
  */
 export type DirectCall = (
   payload: unknown,
   headers: Headers.Headers,
   done: (exit: Schema.ExitEncoded<unknown, unknown, unknown>) => void
-) => boolean
+) => (() => void) | undefined
 
 /** The calls the wire answers itself, by name (Handlers.ts, `layerOf`); by default none. */
 export class WireDirect extends Context.Reference<WireDirect>()("agent-tools/platform/WireDirect", {
@@ -220,6 +221,8 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
   )
   /** The calls running: whether each is a stream. */
   const running = new Map<string, boolean>()
+  /** The calls running that the wire answers itself (`WireDirect`): the way to stop each. */
+  const stops = new Map<string, () => void>()
   let closed = false
   const write = (frame: string) => {
     if (!closed) send(frame)
@@ -271,14 +274,16 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
       switch (frame._tag) {
         case "Refused":
           return write(frame.answer)
-        case "Interrupt":
-          return void inbox.unsafeOffer([undefined, frame])
+        case "Interrupt": {
+          const stop = stops.get(frame.requestId)
+          return void (stop === undefined ? inbox.unsafeOffer([undefined, frame]) : stop())
+        }
         case "Request": {
           const { id, message } = frame
           if (running.has(message.id)) return write(Framing.refusal(id, `call id ${id} is already running`))
           if (oversizeRegister(data, { id, call: message.tag })) return
-          if (answeredHere(hub, { inbox, running, headers: callHeaders, answer }, message)) return
           const stream = Framing.isStream(message.tag, hub.group)
+          if (answeredHere(hub, { inbox, running, stops, headers: callHeaders, answer }, message, stream)) return
           running.set(message.id, stream)
           // A stream's handler may write its events itself (`StreamWriters`): it is told the frame's id.
           return void inbox.unsafeOffer([
@@ -299,6 +304,8 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
     inbox.unsafeDone(Exit.void)
     hub.disconnects.unsafeOffer(clientId)
     hub.connections.closed(connectionId)
+    // As `RpcServer` interrupts the calls of a client gone: a stream's scope ends (its task learns it).
+    for (const stop of [...stops.values()]) stop()
   }
   return { receive, close }
 }
@@ -306,24 +313,38 @@ const connectTo = (hub: Hub, headers: Headers.Input, send: (frame: string) => vo
 /**
  * A call the wire answers itself (`WireDirect`): taken at once, with no fiber of `RpcServer`'s, when no frame
  * read before it on its connection still waits for `RpcServer` (a connection's calls are taken in the order they came).
+ * Kept in `stops` until its end, which a cancel frame for it or the connection's close hastens.
  */
 const answeredHere = (
   hub: Hub,
   connection: {
     readonly inbox: Mailbox.Mailbox<readonly [number | undefined, FromClientEncoded]>
     readonly running: Map<string, boolean>
+    readonly stops: Map<string, () => void>
     readonly headers: Headers.Headers
     readonly answer: (response: FromServerEncoded) => void
   },
-  message: Extract<FromClientEncoded, { _tag: "Request" }>
+  message: Extract<FromClientEncoded, { _tag: "Request" }>,
+  stream: boolean
 ): boolean => {
   const direct = message.traceId === undefined ? hub.direct.get(message.tag) : undefined
   if (direct === undefined || Option.getOrElse(connection.inbox.unsafeSize(), () => 1) > 0) return false
+  const { running, stops } = connection
   const requestId = message.id
-  connection.running.set(requestId, false)
-  if (direct(message.payload, connection.headers, (exit) => connection.answer({ _tag: "Exit", requestId, exit }))) return true
-  connection.running.delete(requestId)
-  return false
+  running.set(requestId, stream)
+  let ended = false
+  const stop = direct(
+    message.payload,
+    stream ? Headers.set(connection.headers, streamHeader, requestId) : connection.headers,
+    (exit) => {
+      ended = true
+      stops.delete(requestId)
+      connection.answer({ _tag: "Exit", requestId, exit })
+    }
+  )
+  if (stop === undefined) running.delete(requestId)
+  else if (!ended) stops.set(requestId, stop)
+  return stop !== undefined
 }
 
 /** `RpcServer`'s answers to one client, as frames; a call's success is held to the end of the event loop's turn. */
