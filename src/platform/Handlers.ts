@@ -7,7 +7,7 @@
  */
 import type * as Headers from "@effect/platform/Headers"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Chunk, Clock, Context, Effect, Either, type Exit, Layer, type Mailbox, Runtime, Schema, type Scope } from "effect"
+import { Chunk, Clock, Context, Effect, Either, type Exit, FiberId, FiberSet, Layer, type Mailbox, Schema, type Scope } from "effect"
 import { runtimeListening } from "../internal/util/tracing.js"
 import * as Journal from "../Journal.js"
 import {
@@ -254,20 +254,29 @@ const drained = (mailbox: Mailbox.ReadonlyMailbox<TaskEvent>): Effect.Effect<voi
  * The calls the wire answers itself (Wire.ts, `WireDirect`), each decoded with its Schema, its token the agent's
  * (as `authorize`), handled by the backend in a fiber of its own with no fiber of `RpcServer`'s: `CompleteToolCall`,
  * on every delivered call's way, and `SubmitTask`, a stream whose events its task writes on the connection
- * (`StreamWriters`) and whose end is the wire's. None when a tracer is installed: then every call has its
+ * (`StreamWriters`) and whose end is the wire's. Their fibers are the layer's, as `RpcServer`'s are its own: its
+ * end interrupts those still running and waits for them. None when a tracer is installed: then every call has its
  * `RpcServer` span.
  */
 const directCalls = (backend: Backend, tokens: ReadonlyMap<string, string>, writers: StreamWriters) =>
-  Effect.map(Effect.runtime<never>(), (runtime): ReadonlyMap<string, DirectCall> => {
-    if (runtimeListening(runtime)) return new Map()
-    const run = Runtime.runCallback(runtime)
+  Effect.gen(function*() {
+    if (runtimeListening(yield* Effect.runtime<never>())) return new Map<string, DirectCall>()
+    const fork = yield* FiberSet.makeRuntime<never>()
+    /** Runs `effect`, its exit encoded by `encode` to `done`; gives the way to stop it. */
+    const run = <A, E>(
+      effect: Effect.Effect<A, E>,
+      encode: (exit: Exit.Exit<A, E>) => Schema.ExitEncoded<unknown, unknown, unknown>,
+      done: (exit: Schema.ExitEncoded<unknown, unknown, unknown>) => void
+    ) => {
+      const fiber = fork(effect)
+      fiber.addObserver((exit) => done(encode(exit)))
+      return () => fiber.unsafeInterruptAsFork(FiberId.none)
+    }
     const answers: DirectCall = (payload, headers, done) => {
       const decoded = decodeAnswers(payload)
       if (Either.isLeft(decoded) || agentOfToken(tokens, headers) !== decoded.right.agentId) return undefined
       const { agentId, results } = decoded.right
-      return run(backend.complete(agentId, results, connectionOf(headers)), {
-        onExit: (exit) => done(encodeAnswered(exit))
-      })
+      return run(backend.complete(agentId, results, connectionOf(headers)), encodeAnswered, done)
     }
     const submit: DirectCall = (payload, headers, done) => {
       const decoded = decodeSubmit(payload)
@@ -275,9 +284,7 @@ const directCalls = (backend: Backend, tokens: ReadonlyMap<string, string>, writ
       if (Either.isLeft(decoded) || agentOfToken(tokens, headers) !== decoded.right.agentId) return undefined
       if (writeEvents === undefined) return undefined
       const submitted = backend.submit({ ...decoded.right, connection: connectionOf(headers), writeEvents })
-      return run(Effect.scoped(Effect.flatMap(busyOnOutage("SubmitTask")(submitted), drained)), {
-        onExit: (exit) => done(encodeSubmitEnd(exit))
-      })
+      return run(Effect.scoped(Effect.flatMap(busyOnOutage("SubmitTask")(submitted), drained)), encodeSubmitEnd, done)
     }
     return new Map([["CompleteToolCall", answers], ["SubmitTask", submit]])
   })
@@ -314,7 +321,7 @@ export const layerOf = (backend: Backend, parts: Parts, options: Options) => {
       // Read at each upgrade: a reloaded configuration applies to the next connection.
       maxConnectionsOf: (agentId) => agentSettingsOf(options, agentId)?.limits?.maxConnections
     }),
-    Layer.effect(WireDirect, directCalls(backend, options.tokens, writers)),
+    Layer.scoped(WireDirect, directCalls(backend, options.tokens, writers)),
     // The calls given to serving processes learn when their connections close; the streams write on them.
     Layer.succeed(WireConnections, {
       opened: (connection, write) => {
