@@ -6,12 +6,12 @@
 import * as Headers from "@effect/platform/Headers"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { WebSocket } from "ws"
 import type { LanguageModel } from "../../src/index.js"
 import { Protocol } from "../../src/exports/protocol.js"
 import { ToolResult } from "../../src/ToolResult.js"
 import { connectionHeader, StreamWriters, streamHeader } from "../../src/platform/Wire.js"
 import { embedded, holdEntry } from "../support/hostileWireSuite.js"
+import { type Frame, rawConnection } from "../support/rawConnection.js"
 
 const call = (id: string): LanguageModel.ToolCall => ({ id, name: "hold", arguments: "{}" })
 
@@ -20,32 +20,16 @@ const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [{ toolCalls: [call("c
 
 const encodeResult = Schema.encodeSync(Protocol.ToolCallResult)
 
-interface Frame {
-  readonly id?: number
-  readonly events?: ReadonlyArray<{ readonly _tag: string; readonly taskId: string; readonly toolCallId?: string }>
-}
-
 describe("a task's events on the serving process's connection", () => {
   it.live("a call goes in one frame with the news before it (the task's start, the last call's end, its turn)", () =>
     Effect.gen(function*() {
       const url = yield* embedded(script)
-      const ws = yield* Effect.acquireRelease(
-        Effect.promise(() =>
-          new Promise<WebSocket>((resolve, reject) => {
-            const socket = new WebSocket(url, { headers: { authorization: "Bearer tok-1" } })
-            socket.once("open", () => resolve(socket))
-            socket.once("error", reject)
-          })
-        ),
-        (socket) => Effect.sync(() => socket.close())
-      )
+      const { frames, socket: ws, waitFor } = yield* rawConnection(url)
       const caller = { agentId: "agent-1", processId: "p1" }
-      const frames: Array<Frame> = []
       let answers = 10
       // Each call answered as it comes, as a serving process answers it.
       ws.on("message", (data) => {
         const frame = JSON.parse(String(data)) as Frame
-        frames.push(frame)
         for (const event of frame.events ?? []) {
           if (event._tag !== "ToolCallRequested") continue
           const result = encodeResult({ taskId: event.taskId, toolCallId: event.toolCallId!, result: new ToolResult(1, undefined) })
@@ -54,15 +38,7 @@ describe("a task's events on the serving process's connection", () => {
       })
       ws.send(JSON.stringify({ id: 1, call: "Register", payload: { ...caller, manifest: [holdEntry], manifestHash: "h" } }))
       ws.send(JSON.stringify({ id: 2, call: "SubmitTask", payload: { ...caller, prompt: "go" } }))
-      yield* Effect.promise(() =>
-        new Promise<void>((resolve) => {
-          const timer = setInterval(() => {
-            if (!frames.some((frame) => frame.id === 2 && frame.events === undefined)) return
-            clearInterval(timer)
-            resolve()
-          }, 5)
-        })
-      ).pipe(Effect.timeout("10 seconds"))
+      yield* waitFor("the stream's end", (frame) => frame.id === 2 && frame.events === undefined)
       const tags = frames.filter((frame) => frame.id === 2 && frame.events !== undefined).map((frame) => frame.events!.map((e) => e._tag))
       assert.deepStrictEqual(tags, [
         ["TaskStarted", "TurnStarted", "ToolCallRequested"],

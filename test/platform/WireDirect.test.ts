@@ -5,11 +5,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { WebSocket } from "ws"
 import type { LanguageModel } from "../../src/index.js"
 import { Protocol } from "../../src/exports/protocol.js"
 import { ToolResult } from "../../src/ToolResult.js"
 import { embedded, holdEntry } from "../support/hostileWireSuite.js"
+import { type Frame, rawConnection as connect } from "../support/rawConnection.js"
 
 const call = (id: string): LanguageModel.ToolCall => ({ id, name: "hold", arguments: "{}" })
 
@@ -18,46 +18,6 @@ const script: ReadonlyArray<LanguageModel.ScriptedTurn> = [{ toolCalls: [call("c
 
 const caller = { agentId: "agent-1", processId: "p1" }
 const encodeResult = Schema.encodeSync(Protocol.ToolCallResult)
-
-interface Frame {
-  readonly id?: number
-  readonly events?: ReadonlyArray<{ readonly _tag: string; readonly taskId: string; readonly toolCallId?: string }>
-}
-
-/** A raw connection with the agent's token: the frames it reads, in order, and a wait for one. */
-const connect = (url: string) =>
-  Effect.map(
-    Effect.acquireRelease(
-      Effect.promise(() =>
-        new Promise<WebSocket>((resolve, reject) => {
-          const socket = new WebSocket(url, { headers: { authorization: "Bearer tok-1" } })
-          socket.once("open", () => resolve(socket))
-          socket.once("error", reject)
-        })
-      ),
-      (socket) => Effect.sync(() => socket.close())
-    ),
-    (socket) => {
-      const frames: Array<Frame> = []
-      socket.on("message", (data) => frames.push(JSON.parse(String(data)) as Frame))
-      const send = (frame: unknown) => socket.send(typeof frame === "string" ? frame : JSON.stringify(frame))
-      const waitFor = (what: string, found: (frame: Frame) => boolean) =>
-        Effect.promise(() =>
-          new Promise<Frame>((resolve) => {
-            const timer = setInterval(() => {
-              const frame = frames.find(found)
-              if (frame === undefined) return
-              clearInterval(timer)
-              resolve(frame)
-            }, 5)
-          })
-        ).pipe(
-          Effect.timeout("10 seconds"),
-          Effect.orElse(() => Effect.dieMessage(`no frame: ${what}; read ${JSON.stringify(frames)}`))
-        )
-      return { socket, frames, send, waitFor }
-    }
-  )
 
 const requested = (toolCallId: string) => (frame: Frame) =>
   frame.events?.some((e) => e._tag === "ToolCallRequested" && e.toolCallId === toolCallId) === true
