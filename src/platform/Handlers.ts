@@ -280,8 +280,9 @@ const directCalls = (backend: Backend, tokens: ReadonlyMap<string, string>, writ
     }
     const submit: DirectCall = (payload, headers, done) => {
       const decoded = decodeSubmit(payload)
-      const writeEvents = writers.writerOf(headers)
       if (Either.isLeft(decoded) || agentOfToken(tokens, headers) !== decoded.right.agentId) return undefined
+      // Not on a connection that can be written (closed meanwhile): `RpcServer` takes it, as any other.
+      const writeEvents = writers.writerOf(headers)
       if (writeEvents === undefined) return undefined
       const submitted = backend.submit({ ...decoded.right, connection: connectionOf(headers), writeEvents })
       return run(Effect.scoped(Effect.flatMap(busyOnOutage("SubmitTask")(submitted), drained)), encodeSubmitEnd, done)
