@@ -8,9 +8,10 @@
 import { assert, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Effect, Fiber, Redacted, Stream } from "effect"
+import { readFileSync } from "node:fs"
 import type { TaskEvent } from "../../src/protocol/Protocol.js"
 import * as Cluster from "../../src/platform/Cluster.js"
-import { asksFile, countingTool, readAsks, serving, startRunner, timeOf } from "../support/clusterRunners.js"
+import { asksFile, countingTool, readAsks, serving, shardsSettled, startRunner, timeOf } from "../support/clusterRunners.js"
 import { record } from "../support/figures.js"
 import * as Pg from "../support/postgres.js"
 
@@ -22,7 +23,9 @@ it.live("SIGTERM drains a runner: each step logged, its tasks go on on the other
     const server = yield* Pg.postgres()
     yield* Effect.provide(Cluster.migrate, PgClient.layer({ url: Redacted.make(server.url) }))
     const r0 = yield* startRunner("r0", server.url, asks, { LOG_LEVEL: "Info" })
-    const r1 = yield* startRunner("r1", server.url, asks)
+    const r1 = yield* startRunner("r1", server.url, asks, { LOG_LEVEL: "Info" })
+    // Each serving process's tasks are placed on its runner's shards: settled first, so that A's stay on r0.
+    yield* shardsSettled([r0, r1])
 
     const effects = new Map<string, number>()
     const a = yield* serving([r0.url, r1.url], countingTool("alpha", effects, 500))
@@ -42,11 +45,20 @@ it.live("SIGTERM drains a runner: each step logged, its tasks go on on the other
       { concurrency: "unbounded" }
     ))
     // SIGTERM once every task is under way and r0 has asked a turn of a task of A's past its first.
-    yield* Effect.promise(async () => {
-      while (readAsks(asks).length < tasks * 2 || !readAsks(asks).some((ask) => ask.runner === "r0" && ask.step >= 1)) {
+    // Bounded: if the tasks do not get there, what each runner asked and logged, and each task's events so far.
+    const underWay = yield* Effect.promise(async () => {
+      for (const until = Date.now() + 45_000; Date.now() < until;) {
+        if (readAsks(asks).length >= tasks * 2 && readAsks(asks).some((ask) => ask.runner === "r0" && ask.step >= 1)) return true
         await new Promise((r) => setTimeout(r, 10))
       }
+      return false
     })
+    if (!underWay) {
+      return yield* Effect.dieMessage(
+        `the tasks were not under way on r0 within 45 s; events a task ${seenAt.map((at) => at.length).join(", ")}\n` +
+          `asks:\n${readFileSync(asks, "utf8")}\nr0:\n${r0.child.lines.join("\n")}\nr1:\n${r1.child.lines.join("\n")}`
+      )
+    }
     const readyz = `${r0.url.replace(/^ws/, "http").replace(/\/rpc$/, "")}/readyz`
     const before = yield* Effect.promise(() => fetch(readyz).then((r) => r.status))
     const termAt = Date.now()
@@ -62,7 +74,11 @@ it.live("SIGTERM drains a runner: each step logged, its tasks go on on the other
     })
     assert.deepStrictEqual([before, during], [200, 503], "ready, then not ready once draining")
     const results = yield* Fiber.join(runs)
-    const code = yield* Effect.promise(() => r0.child.exited)
+    // Bounded too: a runner that does not stop after its drain is this test's failure, with what it logged.
+    const code = yield* Effect.promise(() =>
+      Promise.race([r0.child.exited, new Promise<"running">((r) => setTimeout(() => r("running"), 30_000))])
+    )
+    if (code === "running") return yield* Effect.dieMessage(`r0 had not stopped 30 s after its tasks ended:\n${r0.child.lines.join("\n")}`)
 
     for (const [i, events] of results.entries()) {
       const last = events[events.length - 1]!

@@ -77,6 +77,28 @@ export const startRunner = (
     return { child, url: line.slice("listening:".length), runnerPort: port } satisfies Runner
   })
 
+/**
+ * Waits until the runners share the shards out between them: each ready (`/readyz`: it holds some) and their
+ * counts summing to `shards` (clusterRunnerChild.ts's 30), so that a task a runner places on its own shards stays
+ * there rather than moving with the handover a new runner starts. Dies after `within` ms naming each one's answer.
+ */
+export const shardsSettled = (runners: ReadonlyArray<Runner>, shards = 30, within = 30_000) =>
+  Effect.promise(async () => {
+    const readyz = (runner: Runner) => `${runner.url.replace(/^ws/, "http").replace(/\/rpc$/, "")}/readyz`
+    let last: Array<string> = []
+    for (const until = Date.now() + within; Date.now() < until;) {
+      last = await Promise.all(runners.map((runner) => fetch(readyz(runner)).then((r) => r.text(), String)))
+      const held = last.map((body) => Number(/"(\d+) of \d+ held"/.exec(body)?.[1] ?? 0))
+      if (held.every((n) => n > 0) && held.reduce((a, b) => a + b, 0) === shards) return undefined
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    return last
+  }).pipe(Effect.flatMap((last) =>
+    last === undefined
+      ? Effect.void
+      : Effect.dieMessage(`the runners did not share the ${shards} shards within ${within} ms: ${last.join(" | ")}`)
+  ))
+
 /** How a counting tool behaves: how long a call takes, its timeout, and where the calls running now are counted. */
 export interface Counting {
   readonly millis?: number
