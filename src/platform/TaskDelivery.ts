@@ -3,7 +3,7 @@
  * on, a new attachment to a task and what its end leaves pending, and the upkeep that delivers again
  * the calls not answered in time and forgets the tasks ended long enough ago.
  */
-import { Clock, Context, Effect, Either, Exit, Mailbox, Schema } from "effect"
+import { Clock, Context, Effect, Either, Exit, Mailbox, Schema, Scope } from "effect"
 import * as Metrics from "../internal/util/metrics.js"
 import * as Plain from "../internal/util/plain.js"
 import { Signal } from "../internal/util/signal.js"
@@ -75,8 +75,10 @@ export const attachTo = Effect.fnUntraced(function*(
   const mailbox = yield* Mailbox.make<TaskEvent>()
   const attachment = writeEvents === undefined ? mailbox : writtenStraight(mailbox, writeEvents)
   task.attach(attachment, wanted ?? "all", follower, connection, after)
-  // Its calls then wait for a re-attach (and any connection of the agent's may answer them).
-  yield* Effect.addFinalizer(() =>
+  // Its calls then wait for a re-attach (and any connection of the agent's may answer them). On the scope itself,
+  // not `Effect.addFinalizer`, which restores this fiber's references around its finalizer at twice its cost here.
+  yield* Scope.addFinalizer(
+    yield* Effect.scope,
     Effect.suspend(() => {
       if (task.attachment !== attachment) return Effect.void
       task.attachment = undefined

@@ -11,7 +11,7 @@ import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import type { FromClientEncoded, FromServerEncoded } from "@effect/rpc/RpcMessage"
 import * as RpcSchema from "@effect/rpc/RpcSchema"
-import { Effect, Either, Exit, Mailbox, Option, Schedule, Schema, SchemaAST, type Scope, type Tracer } from "effect"
+import { Effect, Either, Exit, Mailbox, Option, Schedule, Schema, SchemaAST, Scope, type Tracer } from "effect"
 import { WebSocket } from "ws"
 import * as Framing from "../../protocol/Framing.js"
 import * as Plain from "../util/plain.js"
@@ -384,7 +384,8 @@ const directStream = Effect.fnUntraced(function*(
   const span = yield* spanOf(rpc)
   const id = directIds++
   const mailbox = yield* Mailbox.make<unknown, unknown>()
-  yield* Effect.addFinalizer(() => Effect.sync(() => cancelDirect(link, id)))
+  // On the scope itself: `Effect.addFinalizer` would also restore this fiber's references around it, for nothing.
+  yield* Scope.addFinalizer(yield* Effect.scope, Effect.sync(() => cancelDirect(link, id)))
   const sent = Effect.flatMap(directFrame(link, rpc, id, payload, span), (frame) =>
     Effect.map(open(link), (socket) => {
       link.direct.set(id, { _tag: "Stream", rpc, mailbox, typed, decode: chunkDecoder(rpc), last, ending: false })
