@@ -11,7 +11,7 @@ import { Cause, Effect, Fiber, Redacted, Stream } from "effect"
 import { readFileSync } from "node:fs"
 import type { TaskEvent } from "../../src/protocol/Protocol.js"
 import * as Cluster from "../../src/platform/Cluster.js"
-import { asksFile, countingTool, readAsks, serving, shardsSettled, startRunner, timeOf } from "../support/clusterRunners.js"
+import { asksFile, countingTool, readAsks, readyzOf, serving, shardsSettled, startRunner, timeOf } from "../support/clusterRunners.js"
 import { record } from "../support/figures.js"
 import * as Pg from "../support/postgres.js"
 
@@ -59,14 +59,14 @@ it.live("SIGTERM drains a runner: each step logged, its tasks go on on the other
           `asks:\n${readFileSync(asks, "utf8")}\nr0:\n${r0.child.lines.join("\n")}\nr1:\n${r1.child.lines.join("\n")}`
       )
     }
-    const readyz = `${r0.url.replace(/^ws/, "http").replace(/\/rpc$/, "")}/readyz`
-    const before = yield* Effect.promise(() => fetch(readyz).then((r) => r.status))
+    const readyz = readyzOf(r0)
+    const before = yield* Effect.promise(() => fetch(readyz, { signal: AbortSignal.timeout(10_000) }).then((r) => r.status, String))
     const termAt = Date.now()
     r0.child.process.kill("SIGTERM")
     // Draining, it is no longer ready (while it still answers).
     const during = yield* Effect.promise(async () => {
       for (let tries = 0; tries < 40; tries++) {
-        const status = await fetch(readyz).then((r) => r.status, () => undefined)
+        const status = await fetch(readyz, { signal: AbortSignal.timeout(5_000) }).then((r) => r.status, () => undefined)
         if (status !== 200) return status
         await new Promise((r) => setTimeout(r, 25))
       }

@@ -77,6 +77,9 @@ export const startRunner = (
     return { child, url: line.slice("listening:".length), runnerPort: port } satisfies Runner
   })
 
+/** A runner's readiness URL (`/readyz` beside its WebSocket's path). */
+export const readyzOf = (runner: Runner): string => `${runner.url.replace(/^ws/, "http").replace(/\/rpc$/, "")}/readyz`
+
 /**
  * Waits until the runners share the shards out between them: each ready (`/readyz`: it holds some) and their
  * counts summing to `shards` (clusterRunnerChild.ts's 30), so that a task a runner places on its own shards stays
@@ -84,10 +87,11 @@ export const startRunner = (
  */
 export const shardsSettled = (runners: ReadonlyArray<Runner>, shards = 30, within = 30_000) =>
   Effect.promise(async () => {
-    const readyz = (runner: Runner) => `${runner.url.replace(/^ws/, "http").replace(/\/rpc$/, "")}/readyz`
     let last: Array<string> = []
     for (const until = Date.now() + within; Date.now() < until;) {
-      last = await Promise.all(runners.map((runner) => fetch(readyz(runner)).then((r) => r.text(), String)))
+      last = await Promise.all(runners.map((runner) =>
+        fetch(readyzOf(runner), { signal: AbortSignal.timeout(5_000) }).then((r) => r.text(), String)
+      ))
       const held = last.map((body) => Number(/"(\d+) of \d+ held"/.exec(body)?.[1] ?? 0))
       if (held.every((n) => n > 0) && held.reduce((a, b) => a + b, 0) === shards) return undefined
       await new Promise((r) => setTimeout(r, 50))
