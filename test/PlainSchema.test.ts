@@ -1,12 +1,15 @@
 /**
  * The task events a stream carries are encoded (by the platform) and decoded (by a serving process) without
- * Effect's parser when they are plain: checked on generated events, valid and not, against Effect's own
- * encode and decode, which a value the plain codec does not take falls to.
+ * Effect's parser when they are plain, and the two that are not (`ToolCallCompleted`, `TaskCompleted`) by the
+ * codecs written for them (protocol/plainEvents.ts): checked on generated events, valid and not, against Effect's
+ * own encode and decode, which a value the codecs do not take falls to.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Either, FastCheck as fc, Schema, SchemaAST } from "effect"
-import { plainTagged } from "../src/internal/util/plain.js"
+import { type PlainCodec, plainTagged } from "../src/internal/util/plain.js"
+import { decoders, encoders } from "../src/protocol/plainEvents.js"
 import { TaskEvent } from "../src/protocol/Protocol.js"
+import { InvalidOutput, ToolResult } from "../src/ToolResult.js"
 
 const plain = plainTagged(TaskEvent.ast)
 const encode = Schema.encodeUnknownEither(TaskEvent)
@@ -24,9 +27,9 @@ const tags = TaskEvent.members.map((member) => {
   return (tag as SchemaAST.Literal).literal as string
 })
 
-/** Whatever `plain` gives for `value` is what Effect's `parse` gives, the same keys in the same order. */
-const sameAsEffect = (value: unknown, parse: (u: unknown) => Either.Either<unknown, unknown>): boolean => {
-  const given = plain(value)
+/** Whatever `codec` (`plain` unless given) gives for `value` is what Effect's `parse` gives, the same keys in the same order. */
+const sameAsEffect = (value: unknown, parse: (u: unknown) => Either.Either<unknown, unknown>, codec: PlainCodec = plain): boolean => {
+  const given = codec(value)
   if (given === undefined) return false
   const parsed = parse(value)
   assert.isTrue(Either.isRight(parsed), `plain took a value Effect refuses: ${JSON.stringify(value)}`)
@@ -80,5 +83,93 @@ describe("plain task events: as Effect's Schema encodes and decodes them", () =>
     for (const value of [{ _tag: "Newer", taskId: "t" }, { taskId: "t" }, null, "TaskStarted", [{ _tag: "TaskStarted" }]]) {
       assert.strictEqual(plain(value), undefined)
     }
+  })
+})
+
+describe("the two events that are not plain: by their own codecs, as Effect's Schema encodes and decodes them", () => {
+  const encodeByHand = plainTagged(TaskEvent.ast, encoders)
+  const decodeByHand = plainTagged(TaskEvent.ast, decoders)
+  const offset = fc.option(fc.integer(), { nil: undefined })
+  const result = fc.oneof(
+    fc.jsonValue().map((value) => ToolResult.success(value)),
+    fc.constant(ToolResult.success(undefined)),
+    fc.string().map((reason) => ToolResult.failure(new InvalidOutput({ toolName: "t", reason }))),
+    fc.string().map((text) => ToolResult.failure(text))
+  )
+  const completed = fc.record({
+    _tag: fc.constant("ToolCallCompleted" as const),
+    taskId: fc.string(),
+    toolCallId: fc.string(),
+    name: fc.string(),
+    result,
+    cached: fc.boolean(),
+    offset
+  }, { requiredKeys: ["_tag", "taskId", "toolCallId", "name", "result", "cached"] })
+  const usage = fc.record({
+    inputTokens: fc.nat(),
+    outputTokens: fc.nat(),
+    cacheReadTokens: fc.option(fc.nat(), { nil: undefined }),
+    cacheWriteTokens: fc.option(fc.nat(), { nil: undefined })
+  }, { requiredKeys: ["inputTokens", "outputTokens"] })
+  const taskCompleted = fc.record({
+    _tag: fc.constant("TaskCompleted" as const),
+    taskId: fc.string(),
+    output: fc.string(),
+    steps: fc.nat(),
+    usage,
+    value: fc.jsonValue(),
+    offset
+  }, { requiredKeys: ["_tag", "taskId", "output", "steps", "usage"] })
+
+  it("valid events, encoded and decoded; every successful one by hand", () => {
+    let taken = 0
+    let succeeded = 0
+    fc.assert(
+      fc.property(fc.oneof(completed, taskCompleted), (event) => {
+        const failed = event._tag === "ToolCallCompleted" && event.result.error !== undefined
+        if (!failed) succeeded++
+        if (sameAsEffect(event, encode, encodeByHand)) taken++
+        else assert.isTrue(failed, `a valid event left to Effect's encode: ${JSON.stringify(event)}`)
+        const json = JSON.parse(JSON.stringify(Schema.encodeSync(TaskEvent)(event as TaskEvent)))
+        // And without the fields whose default the decoder fills in (as a peer that leaves them out sends it).
+        const { cached: _cached, steps: _steps, usage: _usage, ...defaulted } = json
+        for (const sent of [json, defaulted]) {
+          if (!sameAsEffect(sent, decode, decodeByHand)) assert.isTrue(failed, `left to Effect's decode: ${JSON.stringify(sent)}`)
+        }
+      }),
+      { numRuns: 1_000 }
+    )
+    assert.strictEqual(taken, succeeded)
+  })
+
+  it("values of these tags with fields of any type, missing or extra: taken only as Effect takes them", () => {
+    const value = fc.oneof(
+      fc.string(),
+      fc.integer(),
+      fc.boolean(),
+      fc.constant(null),
+      fc.constant(undefined),
+      fc.object(),
+      fc.record({ value: fc.jsonValue() }),
+      fc.record({ value: fc.jsonValue(), error: fc.string() }),
+      fc.record({ inputTokens: fc.nat(), outputTokens: fc.nat(), cacheReadTokens: fc.oneof(fc.nat(), fc.string()) }),
+      fc.jsonValue().map((v) => ToolResult.success(v))
+    )
+    const fields = fc.dictionary(
+      fc.constantFrom("taskId", "toolCallId", "name", "result", "cached", "output", "steps", "usage", "value", "offset", "extra"),
+      value
+    )
+    fc.assert(
+      fc.property(
+        fc.constantFrom("ToolCallCompleted", "TaskCompleted"),
+        fields,
+        fc.constantFrom([encode, encodeByHand] as const, [decode, decodeByHand] as const),
+        (tag, rest, [parse, codec]) => {
+          const given = { _tag: tag, ...rest }
+          if (!sameAsEffect(given, parse, codec)) assert.strictEqual(codec(given), undefined)
+        }
+      ),
+      { numRuns: 4_000 }
+    )
   })
 })

@@ -6,6 +6,7 @@
 import { Clock, Context, Effect, Either, Exit, Mailbox, Schema, Scope } from "effect"
 import * as Metrics from "../internal/util/metrics.js"
 import * as Plain from "../internal/util/plain.js"
+import * as PlainEvents from "../protocol/plainEvents.js"
 import { Signal } from "../internal/util/signal.js"
 import { type EventsWanted, TaskEvent } from "../protocol/Protocol.js"
 import type { ToolResult } from "../ToolResult.js"
@@ -90,7 +91,7 @@ export const attachTo = Effect.fnUntraced(function*(
 })
 
 /** An event as its stream carries it: most without Effect's parser (`Plain`), as it encodes them. */
-const encodeEvent = Plain.orParse(Plain.plainTagged(TaskEvent.ast), Schema.encodeUnknownEither(TaskEvent))
+const encodeEvent = Plain.orParse(Plain.plainTagged(TaskEvent.ast, PlainEvents.encoders), Schema.encodeUnknownEither(TaskEvent))
 
 /**
  * The events written at once, with those waiting before them: what a process waits on to act (a call to run,

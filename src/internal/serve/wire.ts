@@ -16,7 +16,8 @@ import { WebSocket } from "ws"
 import * as Framing from "../../protocol/Framing.js"
 import * as Plain from "../util/plain.js"
 import { listening } from "../util/tracing.js"
-import { Unauthorized, unknownTokenMessage } from "../../protocol/Protocol.js"
+import * as PlainEvents from "../../protocol/plainEvents.js"
+import { TaskEvent, Unauthorized, unknownTokenMessage } from "../../protocol/Protocol.js"
 
 /** Where the client's wire connects, and the limits it keeps. */
 export interface ClientOptions {
@@ -220,7 +221,8 @@ const chunkDecoder = (rpc: Rpc.AnyWithProps) => {
     const decodeAll = Schema.decodeUnknownEither(Schema.NonEmptyArray(event))
     // Each event as Effect decodes the array's (one by one), most without its parser (`Plain`); one refused: the
     // array by Effect's parser, for its words.
-    const decodeOne = Plain.orParse(Plain.plainTagged(event.ast), Schema.decodeUnknownEither(event))
+    const byHand = event.ast === TaskEvent.ast ? PlainEvents.decoders : undefined
+    const decodeOne = Plain.orParse(Plain.plainTagged(event.ast, byHand), Schema.decodeUnknownEither(event))
     decode = (events) => {
       if (!Array.isArray(events) || events.length === 0) return decodeAll(events)
       const decoded = new Array<unknown>(events.length)

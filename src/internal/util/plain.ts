@@ -71,10 +71,11 @@ export const plainStruct = (ast: SchemaAST.AST): PlainCodec | undefined => {
 
 /**
  * For a union of tagged structs (a `_tag` literal each, as `Schema.TaggedStruct` makes them): the codec of the
- * member `value`'s `_tag` names when that member is plain, else undefined (a member that is not plain, or a tag
- * the union does not have: Effect's parser decides).
+ * member `value`'s `_tag` names when that member is plain or `byHand` has one for it (one direction of a member
+ * that is not plain), else undefined (a member that is not plain, or a tag the union does not have: Effect's
+ * parser decides).
  */
-export const plainTagged = (ast: SchemaAST.AST): PlainCodec => {
+export const plainTagged = (ast: SchemaAST.AST, byHand: ReadonlyMap<string, PlainCodec> = new Map()): PlainCodec => {
   const byTag = new Map<unknown, PlainCodec | undefined>()
   for (const member of ast._tag === "Union" ? ast.types : [ast]) {
     // A member that is not a struct (a transformation: a default, a class) has its tag on each side.
@@ -86,6 +87,8 @@ export const plainTagged = (ast: SchemaAST.AST): PlainCodec => {
       byTag.set(tag.literal, byTag.has(tag.literal) || side !== member ? undefined : plainStruct(member))
     }
   }
+  // Members that are not plain, given a codec of their own for one direction (protocol/plainEvents.ts).
+  for (const [tag, codec] of byHand) byTag.set(tag, codec)
   return (value) => {
     if (typeof value !== "object" || value === null) return undefined
     return byTag.get((value as { readonly _tag?: unknown })._tag)?.(value)
