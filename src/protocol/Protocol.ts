@@ -183,13 +183,22 @@ export const ToolCallRequested = Schema.TaggedStruct("ToolCallRequested", {
   traceparent: Schema.optional(Schema.String),
   ...offset
 })
+/**
+ * What a `ToolCallCompleted` or `TaskCompleted` that leaves a field out means by it: its Schema's defaults, and the
+ * codecs that decode the two without Effect's parser (protocol/plainEvents.ts).
+ */
+export const eventDefaults = {
+  cached: (): boolean => false,
+  steps: (): number => 0,
+  usage: (): { readonly inputTokens: number; readonly outputTokens: number } => ({ inputTokens: 0, outputTokens: 0 })
+}
 /** A call's outcome, as the model will see it; `cached` when an earlier outcome was reused (design: Per-run reuse). */
 export const ToolCallCompleted = Schema.TaggedStruct("ToolCallCompleted", {
   taskId: Schema.String,
   toolCallId: Schema.String,
   name: Schema.String,
   result: TypedToolResultFromJson,
-  cached: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  cached: Schema.optionalWith(Schema.Boolean, { default: eventDefaults.cached }),
   ...offset
 })
 /**
@@ -199,7 +208,7 @@ export const ToolCallCompleted = Schema.TaggedStruct("ToolCallCompleted", {
 export const TaskCompleted = Schema.TaggedStruct("TaskCompleted", {
   taskId: Schema.String,
   output: Schema.String,
-  steps: Schema.optionalWith(Schema.Number, { default: () => 0 }),
+  steps: Schema.optionalWith(Schema.Number, { default: eventDefaults.steps }),
   usage: Schema.optionalWith(
     Schema.Struct({
       inputTokens: Schema.Number,
@@ -207,7 +216,7 @@ export const TaskCompleted = Schema.TaggedStruct("TaskCompleted", {
       cacheReadTokens: Schema.optional(Schema.Number),
       cacheWriteTokens: Schema.optional(Schema.Number)
     }),
-    { default: () => ({ inputTokens: 0, outputTokens: 0 }) }
+    { default: eventDefaults.usage }
   ),
   value: Schema.optional(Schema.Unknown),
   ...offset

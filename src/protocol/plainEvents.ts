@@ -5,21 +5,13 @@
  * fields of their types; anything else (a failed result, a field of another type) gives undefined and goes to
  * Effect's parser, for its words. `test/PlainSchema.test.ts` holds them to what Effect's encode and decode give.
  */
+import { hasOwn, isRecord, type PlainCodec } from "../internal/util/plain.js"
 import { ToolResult } from "../ToolResult.js"
-import type { PlainCodec } from "../internal/util/plain.js"
+import { eventDefaults } from "./Protocol.js"
 
-type Fields = Record<string, unknown>
+type Fields = Record<PropertyKey, unknown>
 
-const hasOwn = (value: object, key: string): boolean => Object.prototype.hasOwnProperty.call(value, key)
-
-const isRecord = (value: unknown): value is Fields =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
-/** `offset` (`Schema.optional(Schema.Number)`): absent stays absent; present, a number or undefined. */
-const offsetOk = (value: Fields): boolean =>
-  !hasOwn(value, "offset") || value.offset === undefined || typeof value.offset === "number"
-
-/** An optional number (`Schema.optional`): absent, undefined or a number. */
+/** An optional number (`Schema.optional`, as `offset`): absent, undefined or a number. */
 const optionalNumber = (value: Fields, key: string): boolean =>
   !hasOwn(value, key) || value[key] === undefined || typeof value[key] === "number"
 
@@ -47,7 +39,7 @@ const usageOf = (usage: unknown): Fields | undefined => {
 const taskCompleted = (value: Fields, steps: unknown, usage: unknown): Fields | undefined => {
   if (typeof value.taskId !== "string" || typeof value.output !== "string" || typeof steps !== "number") return undefined
   const checked = usageOf(usage)
-  if (checked === undefined || !offsetOk(value)) return undefined
+  if (checked === undefined || !optionalNumber(value, "offset")) return undefined
   const out: Fields = { _tag: "TaskCompleted", taskId: value.taskId, output: value.output, steps, usage: checked }
   if (hasOwn(value, "value")) out.value = value.value
   return withOffset(out, value)
@@ -56,7 +48,7 @@ const taskCompleted = (value: Fields, steps: unknown, usage: unknown): Fields | 
 /** An event as its stream carries it (the platform's side): these two, by tag. */
 export const encoders: ReadonlyMap<string, PlainCodec> = new Map<string, PlainCodec>([
   ["ToolCallCompleted", (value) => {
-    if (!isRecord(value) || !namesOk(value) || typeof value.cached !== "boolean" || !offsetOk(value)) return undefined
+    if (!isRecord(value) || !namesOk(value) || typeof value.cached !== "boolean" || !optionalNumber(value, "offset")) return undefined
     const result = value.result
     if (!(result instanceof ToolResult) || result.error !== undefined) return undefined
     return withOffset({
@@ -74,8 +66,8 @@ export const encoders: ReadonlyMap<string, PlainCodec> = new Map<string, PlainCo
 /** An event from its stream (a serving process's side): these two, by tag, their defaults filled in. */
 export const decoders: ReadonlyMap<string, PlainCodec> = new Map<string, PlainCodec>([
   ["ToolCallCompleted", (value) => {
-    if (!isRecord(value) || !namesOk(value) || !offsetOk(value)) return undefined
-    const cached = value.cached === undefined ? false : value.cached
+    if (!isRecord(value) || !namesOk(value) || !optionalNumber(value, "offset")) return undefined
+    const cached = value.cached === undefined ? eventDefaults.cached() : value.cached
     const result = value.result
     // A failed result (its error, its kind) is Effect's to decode.
     if (typeof cached !== "boolean" || !isRecord(result) || hasOwn(result, "error") || hasOwn(result, "failure")) return undefined
@@ -92,8 +84,8 @@ export const decoders: ReadonlyMap<string, PlainCodec> = new Map<string, PlainCo
     isRecord(value)
       ? taskCompleted(
         value,
-        value.steps === undefined ? 0 : value.steps,
-        value.usage === undefined ? { inputTokens: 0, outputTokens: 0 } : value.usage
+        value.steps === undefined ? eventDefaults.steps() : value.steps,
+        value.usage === undefined ? eventDefaults.usage() : value.usage
       )
       : undefined]
 ])

@@ -17,6 +17,13 @@ const isBoolean = (u: unknown): boolean => typeof u === "boolean"
 const isUndefined = (u: unknown): boolean => u === undefined
 const isAnything = (): boolean => true
 
+/** Whether `value` has `key` of its own (an optional key absent stays absent). */
+export const hasOwn = (value: object, key: PropertyKey): boolean => Object.prototype.hasOwnProperty.call(value, key)
+
+/** A record: an object, not null, not an array. */
+export const isRecord = (value: unknown): value is Record<PropertyKey, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
 /** The check Effect's parser makes of a value of type `ast` when it gives the value back as it is, else undefined. */
 const checkOf = (ast: SchemaAST.AST): ((u: unknown) => boolean) | undefined => {
   switch (ast._tag) {
@@ -55,12 +62,12 @@ export const plainStruct = (ast: SchemaAST.AST): PlainCodec | undefined => {
     properties.push({ name: ps.name, optional: ps.isOptional, is })
   }
   return (value) => {
-    if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined
-    const input = value as Record<PropertyKey, unknown>
+    if (!isRecord(value)) return undefined
+    const input = value
     const output: Record<PropertyKey, unknown> = {}
     for (let i = 0; i < properties.length; i++) {
       const { is, name, optional } = properties[i]!
-      if (optional && !Object.prototype.hasOwnProperty.call(input, name)) continue
+      if (optional && !hasOwn(input, name)) continue
       const item = input[name]
       if (!is(item)) return undefined
       output[name] = item
