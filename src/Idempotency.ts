@@ -13,9 +13,7 @@ import {
   Exit,
   Fiber,
   FiberId,
-  HashMap,
   Layer,
-  Ref,
   Schedule,
   Schema
 } from "effect"
@@ -67,32 +65,36 @@ interface Entry {
 
 
 /**
- * The store in memory: a `Ref` of entries, single flight through a `Deferred` per entry, each entry
+ * The store in memory: a `Map` of entries, single flight through a `Signal` per entry, each entry
  * evicted once its tool's timeout has passed (a sweep on `Timing`'s `dedupeSweep` schedule),
  * so memory stays bounded. Lost when the process ends: `layerSql` keeps claims across restarts.
+ * A plain `Map` read and written inside one `Effect.sync` at a time (no fiber can interleave within
+ * one), not a `Ref` of a `HashMap`: a call's claim is then one lookup, not a copy of a path of the trie.
  */
 export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
   Idempotency,
   Effect.gen(function*() {
-    const entries = yield* Ref.make(HashMap.empty<string, Entry>())
+    const entries = new Map<string, Entry>()
     const policy = yield* Timing
     const sweep = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Ref.update(entries, HashMap.filter((entry) => entry.expiresAt > now)))
+      Effect.sync(() => {
+        for (const [id, entry] of entries) if (entry.expiresAt <= now) entries.delete(id)
+      }))
     yield* Effect.forkScoped(Effect.schedule(sweep, policy.dedupeSweep))
+    const claim = (id: string, now: number, timeout: Duration.DurationInput) =>
+      Effect.sync((): readonly [Entry, boolean] => {
+        const found = entries.get(id)
+        if (found !== undefined && found.expiresAt > now) return [found, true]
+        const entry: Entry = { expiresAt: now + Duration.toMillis(timeout), done: new Signal<ToolResult>() }
+        entries.set(id, entry)
+        return [entry, false]
+      })
     return Idempotency.of({
-      once: (key, claim, run) =>
+      once: (key, options, run) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => {
           const id = sameDelivery(key)
           return Effect.flatMap(
-            Ref.modify(entries, (map): [readonly [Entry, boolean], HashMap.HashMap<string, Entry>] => {
-              const found = HashMap.get(map, id)
-              if (found._tag === "Some" && found.value.expiresAt > now) return [[found.value, true], map]
-              const entry: Entry = {
-                expiresAt: now + Duration.toMillis(claim.timeout),
-                done: new Signal<ToolResult>()
-              }
-              return [[entry, false], HashMap.set(map, id, entry)]
-            }),
+            claim(id, now, options.timeout),
             ([entry, reused]): Effect.Effect<{ readonly result: ToolResult; readonly reused: boolean }> =>
               reused
                 ? Effect.map(entry.done.await, (result) => ({ result, reused }))
@@ -101,18 +103,18 @@ export const layerMemory: Layer.Layer<Idempotency> = Layer.scoped(
                   // Interrupted (design: Interruption and shutdown): an idempotent call whose handler started keeps its entry, with
                   // the "outcome unknown" result; otherwise no claim is left and the next delivery runs.
                   Effect.onInterrupt(() => {
-                    const unknown = afterInterrupt(claim)
+                    const unknown = afterInterrupt(options)
                     if (unknown !== undefined) return Effect.sync(() => entry.done.succeed(unknown))
-                    return Effect.zipRight(
-                      Ref.update(entries, HashMap.remove(id)),
-                      Effect.sync(() => entry.done.complete(Exit.interrupt(FiberId.none)))
-                    )
+                    return Effect.sync(() => {
+                      if (entries.get(id) === entry) entries.delete(id)
+                      entry.done.complete(Exit.interrupt(FiberId.none))
+                    })
                   }),
                   Effect.map((result) => ({ result, reused }))
                 )
           )
         }),
-      size: Effect.map(Ref.get(entries), HashMap.size),
+      size: Effect.sync(() => entries.size),
       durable: false
     })
   })
