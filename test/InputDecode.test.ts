@@ -1,6 +1,6 @@
 /**
- * A tool's input of plain properties (strings, numbers, booleans, literals, unknown, undefined and unions of
- * them) is decoded without Effect's parser: the handler gets what `Schema.decodeUnknownEither` would give (the
+ * A tool's input of plain properties (strings, numbers, booleans, literals, unknown, undefined, unions of
+ * them and filters of them; an optional property of another kind while it is absent) is decoded without Effect's parser: the handler gets what `Schema.decodeUnknownEither` would give (the
  * same keys, in the struct's order, an optional key absent still absent), and what it refuses is refused with
  * Effect's words. Checked on generated arguments against Effect's own decode.
  */
@@ -9,6 +9,9 @@ import { Effect, Either, Schema } from "effect"
 import * as fc from "fast-check"
 import { Invocation, Tool } from "../src/index.js"
 
+/** Thousands of generated cases: seconds on a loaded machine, so not the default 5 s. */
+const generatedCases = { timeout: 60_000 }
+
 const fields = {
   n: Schema.Number,
   s: Schema.String,
@@ -16,7 +19,10 @@ const fields = {
   kind: Schema.Literal("x", "y", 3, null),
   id: Schema.Union(Schema.String, Schema.Number),
   any: Schema.Unknown,
-  maybe: Schema.UndefinedOr(Schema.Number)
+  maybe: Schema.UndefinedOr(Schema.Number),
+  // A filter (checked as Effect checks it) and an optional struct (plain while it is absent).
+  count: Schema.optional(Schema.Int.pipe(Schema.between(1, 9))),
+  nested: Schema.optional(Schema.Struct({ a: Schema.String }))
 }
 const decode = Schema.decodeUnknownEither(Schema.Struct(fields), { onExcessProperty: "error", errors: "all" })
 
@@ -41,6 +47,8 @@ const args = fc.record({
   id: key(fc.oneof(fc.string(), fc.integer())),
   any: key(value),
   maybe: key(fc.constantFrom(1, undefined)),
+  count: key(fc.oneof(fc.integer({ min: -1, max: 11 }), fc.double())),
+  nested: key(fc.record({ a: fc.string() })),
   extra: fc.oneof({ weight: 12, arbitrary: fc.constant(absent) }, { weight: 1, arbitrary: value })
 }).map((record) => Object.fromEntries(Object.entries(record).filter(([, v]) => v !== absent)))
 /**
@@ -90,4 +98,4 @@ describe("a plain input is decoded as Effect's Schema decodes it", () => {
           "kind: Expected one of \"x\", \"y\", 3, null, actual \"z\""
       )
     }))
-})
+}, generatedCases)

@@ -22,6 +22,9 @@ import {
 import * as fc from "fast-check"
 import { Agent, Hooks, Invocation, LanguageModel, Timing, Tool, ToolContext, Toolkit, ToolResult } from "../src/index.js"
 
+/** Thousands of generated cases: seconds on a loaded machine, so not the default 5 s. */
+const generatedCases = { timeout: 60_000 }
+
 /** A tool whose handler counts its runs. */
 const counting = <I extends Schema.Struct.Fields>(name: string, input: I) => {
   const runs = { count: 0 }
@@ -261,7 +264,7 @@ describe("Invocation.run: input (design: Input)", () => {
       const shallow = yield* Invocation.run(echo, { x: [[[1]]] })
       assert.deepStrictEqual([shallow.value, runs], [1, 1])
     }))
-})
+}, generatedCases)
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
 class BillingDown extends Error {}
@@ -356,7 +359,7 @@ describe("Invocation.run: error text (design: Error text)", () => {
         )
       )
     }))
-})
+}, generatedCases)
 
 describe("Invocation.run: the kind of each failure (design: Error text)", () => {
   it.effect("invalid input, a passed deadline, a failure, a defect, an interruption and invalid output each have their _tag", () =>

@@ -6,10 +6,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Either, FastCheck as fc, Schema, SchemaAST } from "effect"
-import { type PlainCodec, plainTagged } from "../src/internal/util/plain.js"
-import { decoders, encoders } from "../src/protocol/plainEvents.js"
-import { TaskEvent } from "../src/protocol/Protocol.js"
+import { type PlainCodec, plainStruct, plainTagged } from "../src/internal/util/plain.js"
+import { decodeAnswers, decoders, encoders } from "../src/protocol/plainEvents.js"
+import { PlatformRpcs, TaskEvent } from "../src/protocol/Protocol.js"
 import { InvalidOutput, ToolResult } from "../src/ToolResult.js"
+
+/** Thousands of generated cases: seconds on a loaded machine, so not the default 5 s. */
+const generatedCases = { timeout: 60_000 }
 
 const plain = plainTagged(TaskEvent.ast)
 const encode = Schema.encodeUnknownEither(TaskEvent)
@@ -27,7 +30,7 @@ const tags = TaskEvent.members.map((member) => {
   return (tag as SchemaAST.Literal).literal as string
 })
 
-/** Whatever `codec` (`plain` unless given) gives for `value` is what Effect's `parse` gives, the same keys in the same order. */
+/** Whatever `codec` (`plain` unless given) gives for `value` is what Effect's `parse` gives, the same keys in the same order, at every depth. */
 const sameAsEffect = (value: unknown, parse: (u: unknown) => Either.Either<unknown, unknown>, codec: PlainCodec = plain): boolean => {
   const given = codec(value)
   if (given === undefined) return false
@@ -35,6 +38,8 @@ const sameAsEffect = (value: unknown, parse: (u: unknown) => Either.Either<unkno
   assert.isTrue(Either.isRight(parsed), `plain took a value Effect refuses: ${JSON.stringify(value)}`)
   assert.deepStrictEqual(given, Either.getOrThrow(parsed))
   assert.deepStrictEqual(Object.keys(given), Object.keys(Either.getOrThrow(parsed) as object))
+  // And the keys of what is nested in it (an answer's fields), in the same order.
+  assert.strictEqual(JSON.stringify(given), JSON.stringify(Either.getOrThrow(parsed)))
   return true
 }
 
@@ -84,7 +89,7 @@ describe("plain task events: as Effect's Schema encodes and decodes them", () =>
       assert.strictEqual(plain(value), undefined)
     }
   })
-})
+}, generatedCases)
 
 describe("the two events that are not plain: by their own codecs, as Effect's Schema encodes and decodes them", () => {
   const encodeByHand = plainTagged(TaskEvent.ast, encoders)
@@ -172,4 +177,89 @@ describe("the two events that are not plain: by their own codecs, as Effect's Sc
       { numRuns: 4_000 }
     )
   })
-})
+}, generatedCases)
+
+describe("the payloads the platform's wire decodes itself: as Effect's Schema decodes them", () => {
+  const submitSchema = PlatformRpcs.requests.get("SubmitTask")!.payloadSchema as unknown as Schema.Schema<unknown>
+  const answersSchema = PlatformRpcs.requests.get("CompleteToolCall")!.payloadSchema as unknown as Schema.Schema<unknown>
+  const submit = plainStruct(submitSchema.ast)
+  const decodeSubmit = Schema.decodeUnknownEither(submitSchema)
+  const decodeAnswersByEffect = Schema.decodeUnknownEither(answersSchema)
+  /** Anything, now and then of a field's type. */
+  const value = fc.oneof(
+    fc.string(),
+    fc.stringMatching(/^[A-Za-z0-9_-]{8,20}$/),
+    fc.constantFrom("all", "calls", "deltas"),
+    fc.integer(),
+    fc.boolean(),
+    fc.constant(null),
+    fc.constant(undefined),
+    fc.object(),
+    fc.record({ schema: fc.jsonValue() })
+  )
+
+  it("a submit: a valid one without a typed output by the plain struct (its key's pattern checked as Effect checks it)", () => {
+    assert.isDefined(submit)
+    const valid = fc.record({
+      agentId: fc.string(),
+      processId: fc.string(),
+      prompt: fc.string(),
+      events: fc.option(fc.constantFrom("all", "calls", "deltas"), { nil: undefined }),
+      submitKey: fc.option(fc.oneof(fc.stringMatching(/^[A-Za-z0-9_-]{8,128}$/), fc.string()), { nil: undefined }),
+      resubmit: fc.option(fc.boolean(), { nil: undefined }),
+      output: fc.record({ schema: fc.jsonValue() })
+    }, { requiredKeys: ["agentId", "processId", "prompt"] })
+    let taken = 0
+    fc.assert(
+      fc.property(valid, (payload) => {
+        if (sameAsEffect(payload, decodeSubmit, submit)) taken++
+        else {
+          // Left to Effect: a typed output (not plain), or a key its pattern refuses.
+          const refused = payload.submitKey !== undefined && !/^[A-Za-z0-9_-]{8,128}$/.test(payload.submitKey)
+          assert.isTrue("output" in payload || refused, `a plain submit left to Effect: ${JSON.stringify(payload)}`)
+        }
+      }),
+      { numRuns: 1_000 }
+    )
+    assert.isAbove(taken, 50)
+    const keys = fc.constantFrom("agentId", "processId", "prompt", "events", "output", "submitKey", "resubmit", "extra")
+    fc.assert(
+      fc.property(fc.dictionary(keys, value), (payload) => {
+        if (!sameAsEffect(payload, decodeSubmit, submit)) assert.strictEqual(submit!(payload), undefined)
+      }),
+      { numRuns: 2_000 }
+    )
+  })
+
+  it("the answers of delivered calls: every successful one by hand; a failed one, or another value, left to Effect", () => {
+    const answer = fc.record({
+      taskId: fc.string(),
+      toolCallId: fc.string(),
+      result: fc.oneof(
+        fc.record({ value: fc.jsonValue() }),
+        fc.constant({}),
+        fc.record({ error: fc.string() }),
+        fc.record({ error: fc.string(), failure: fc.record({ _tag: fc.constant("InvalidOutput"), reason: fc.string() }) })
+      )
+    })
+    const payload = fc.record({ agentId: fc.string(), processId: fc.string(), results: fc.array(answer, { maxLength: 4 }) })
+    let taken = 0
+    fc.assert(
+      fc.property(payload, (sent) => {
+        const failed = sent.results.some((a) => "error" in a.result)
+        if (sameAsEffect(sent, decodeAnswersByEffect, decodeAnswers)) taken++
+        else assert.isTrue(failed, `a successful answer left to Effect: ${JSON.stringify(sent)}`)
+      }),
+      { numRuns: 1_000 }
+    )
+    assert.isAbove(taken, 100)
+    const keys = fc.constantFrom("agentId", "processId", "results", "extra")
+    const results = fc.oneof(value, fc.array(fc.oneof(value, answer), { maxLength: 3 }))
+    fc.assert(
+      fc.property(fc.dictionary(keys, fc.oneof(value, results)), (sent) => {
+        if (!sameAsEffect(sent, decodeAnswersByEffect, decodeAnswers)) assert.strictEqual(decodeAnswers(sent), undefined)
+      }),
+      { numRuns: 2_000 }
+    )
+  })
+}, generatedCases)

@@ -7,8 +7,10 @@
  */
 import type * as Headers from "@effect/platform/Headers"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Chunk, Clock, Context, Effect, Either, type Exit, FiberId, FiberSet, Layer, type Mailbox, Schema, type Scope } from "effect"
+import { Chunk, Clock, Context, Effect, Either, type Exit, FiberId, FiberSet, Layer, type Mailbox, type ParseResult, Schema, type Scope } from "effect"
 import { runtimeListening } from "../internal/util/tracing.js"
+import * as Plain from "../internal/util/plain.js"
+import * as PlainEvents from "../protocol/plainEvents.js"
 import * as Journal from "../Journal.js"
 import {
   type AgentLimitExceeded,
@@ -227,15 +229,22 @@ const authenticationOf = (tokens: ReadonlyMap<string, string>) =>
   )
 
 const completeRpc = PlatformRpcs.requests.get("CompleteToolCall")!
-const decodeAnswers = Schema.decodeUnknownEither(completeRpc.payloadSchema as unknown as Schema.Schema<
-  { readonly agentId: string; readonly results: ReadonlyArray<ToolCallResult> },
-  unknown
->)
+/** The two payloads the wire decodes itself, without Effect's parser when plain (internal/util/plain.ts). */
+const decodeAnswers = Plain.orParse(
+  PlainEvents.decodeAnswers,
+  Schema.decodeUnknownEither(completeRpc.payloadSchema as unknown as Schema.Schema<
+    { readonly agentId: string; readonly results: ReadonlyArray<ToolCallResult> },
+    unknown
+  >)
+) as (u: unknown) => Either.Either<{ readonly agentId: string; readonly results: ReadonlyArray<ToolCallResult> }, ParseResult.ParseError>
 const encodeAnswered = Schema.encodeSync(Rpc.exitSchema(completeRpc) as Schema.Schema<Exit.Exit<unknown, unknown>, any>)
 
 type SubmitPayload = Omit<Parameters<Backend["submit"]>[0], "connection" | "writeEvents">
 const submitRpc = PlatformRpcs.requests.get("SubmitTask")!
-const decodeSubmit = Schema.decodeUnknownEither(submitRpc.payloadSchema as unknown as Schema.Schema<SubmitPayload, unknown>)
+const decodeSubmit = Plain.orParse(
+  Plain.plainStruct(submitRpc.payloadSchema.ast),
+  Schema.decodeUnknownEither(submitRpc.payloadSchema as unknown as Schema.Schema<SubmitPayload, unknown>)
+) as (u: unknown) => Either.Either<SubmitPayload, ParseResult.ParseError>
 const encodeSubmitEnd = Schema.encodeSync(Rpc.exitSchema(submitRpc) as Schema.Schema<Exit.Exit<unknown, unknown>, any>)
 
 /**

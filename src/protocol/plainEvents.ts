@@ -1,7 +1,8 @@
 /**
  * The two task events that are not plain (internal/util/plain.ts), encoded and decoded by hand on the way
  * every delivered call takes: `ToolCallCompleted` (its result a `ToolResult`, `cached` a default) and
- * `TaskCompleted` (`steps` and `usage` defaults). Only their common shape is taken: a successful result, the
+ * `TaskCompleted` (`steps` and `usage` defaults); and the payload of the calls' answers (`CompleteToolCall`,
+ * a `ToolResult` each), decoded by the platform. Only their common shape is taken: a successful result, the
  * fields of their types; anything else (a failed result, a field of another type) gives undefined and goes to
  * Effect's parser, for its words. `test/PlainSchema.test.ts` holds them to what Effect's encode and decode give.
  */
@@ -63,20 +64,23 @@ export const encoders: ReadonlyMap<string, PlainCodec> = new Map<string, PlainCo
   ["TaskCompleted", (value) => isRecord(value) ? taskCompleted(value, value.steps, value.usage) : undefined]
 ])
 
+/** A call's result as the wire carries it (`TypedToolResultFromJson`), when successful; a failed one is Effect's to decode. */
+const successResult = (result: unknown): ToolResult | undefined =>
+  !isRecord(result) || hasOwn(result, "error") || hasOwn(result, "failure") ? undefined : ToolResult.success(result.value)
+
 /** An event from its stream (a serving process's side): these two, by tag, their defaults filled in. */
 export const decoders: ReadonlyMap<string, PlainCodec> = new Map<string, PlainCodec>([
   ["ToolCallCompleted", (value) => {
     if (!isRecord(value) || !namesOk(value) || !optionalNumber(value, "offset")) return undefined
     const cached = value.cached === undefined ? eventDefaults.cached() : value.cached
-    const result = value.result
-    // A failed result (its error, its kind) is Effect's to decode.
-    if (typeof cached !== "boolean" || !isRecord(result) || hasOwn(result, "error") || hasOwn(result, "failure")) return undefined
+    const result = successResult(value.result)
+    if (typeof cached !== "boolean" || result === undefined) return undefined
     return withOffset({
       _tag: "ToolCallCompleted",
       taskId: value.taskId,
       toolCallId: value.toolCallId,
       name: value.name,
-      result: ToolResult.success(result.value),
+      result,
       cached
     }, value)
   }],
@@ -89,3 +93,21 @@ export const decoders: ReadonlyMap<string, PlainCodec> = new Map<string, PlainCo
       )
       : undefined]
 ])
+
+/**
+ * `CompleteToolCall`'s payload (the platform's side): the answers of delivered calls, each successful; a failed one, or
+ * a field of another type, gives undefined (Effect's parser then decodes it, for its words).
+ */
+export const decodeAnswers: PlainCodec = (value) => {
+  if (!isRecord(value) || typeof value.agentId !== "string" || typeof value.processId !== "string") return undefined
+  const given = value.results
+  if (!Array.isArray(given)) return undefined
+  const results: Array<Fields> = []
+  for (const answer of given) {
+    if (!isRecord(answer) || typeof answer.taskId !== "string" || typeof answer.toolCallId !== "string") return undefined
+    const result = successResult(answer.result)
+    if (result === undefined) return undefined
+    results.push({ taskId: answer.taskId, toolCallId: answer.toolCallId, result })
+  }
+  return { agentId: value.agentId, processId: value.processId, results }
+}

@@ -1,12 +1,12 @@
 /**
  * Plain Schemas decoded and encoded without Effect's parser, as it decodes and encodes them. A plain struct's
  * every property is a check of its value alone that gives the value back: a string, number or boolean, a
- * literal, unknown, undefined, or a union of these (`{ a: Schema.Number }`, most tools' inputs; the task
- * events that carry no result or default). Decoding or encoding one is a check of each property and a copy:
- * the struct's keys in its order, an optional key absent stays absent, any other key dropped (Effect's
+ * literal, unknown, undefined, a union of these, or a filter of one (`Schema.Int`, a pattern): `{ a: Schema.Number }`,
+ * most tools' inputs, the task events that carry no result or default, a submit's payload. Decoding or encoding
+ * one is a check of each property and a copy: the struct's keys in its order, an optional key absent stays absent, any other key dropped (Effect's
  * default). A value that fails a check gives undefined: the caller asks Effect's parser, for its words.
  */
-import { Either, type SchemaAST } from "effect"
+import { Either, Option, SchemaAST } from "effect"
 
 /** `value` decoded (and so encoded) by a plain struct, or undefined: not a record, or a property fails its check. */
 export type PlainCodec = (value: unknown) => object | undefined
@@ -47,18 +47,29 @@ const checkOf = (ast: SchemaAST.AST): ((u: unknown) => boolean) | undefined => {
       if (checks.some((check) => check === undefined)) return undefined
       return (u) => checks.some((check) => check!(u))
     }
+    // A filter of a plain type (`Schema.Int`, `pattern`, `between`): its check, then the filter Effect runs on it.
+    case "Refinement": {
+      const from = checkOf(ast.from)
+      if (from === undefined) return undefined
+      return (u) => from(u) && Option.isNone(ast.filter(u, SchemaAST.defaultParseOption, ast))
+    }
     default:
       return undefined
   }
 }
 
-/** The codec of `ast` when it is a plain struct (no index signature, every property plain), else undefined. */
+/**
+ * The codec of `ast` when it is a plain struct (no index signature, every required property plain), else
+ * undefined. A value with an optional property that is not plain gives undefined (the parser's).
+ */
 export const plainStruct = (ast: SchemaAST.AST): PlainCodec | undefined => {
   if (ast._tag !== "TypeLiteral" || ast.indexSignatures.length > 0) return undefined
-  const properties: Array<{ readonly name: PropertyKey; readonly optional: boolean; readonly is: (u: unknown) => boolean }> = []
+  // An optional property that is not plain (a nested struct, a transformation) leaves the value to the parser
+  // only when it is there: absent, it stays absent, as Effect leaves it.
+  const properties: Array<{ readonly name: PropertyKey; readonly optional: boolean; readonly is: ((u: unknown) => boolean) | undefined }> = []
   for (const ps of ast.propertySignatures) {
     const is = checkOf(ps.type)
-    if (is === undefined) return undefined
+    if (is === undefined && !ps.isOptional) return undefined
     properties.push({ name: ps.name, optional: ps.isOptional, is })
   }
   return (value) => {
@@ -69,7 +80,7 @@ export const plainStruct = (ast: SchemaAST.AST): PlainCodec | undefined => {
       const { is, name, optional } = properties[i]!
       if (optional && !hasOwn(input, name)) continue
       const item = input[name]
-      if (!is(item)) return undefined
+      if (is === undefined || !is(item)) return undefined
       output[name] = item
     }
     return output
