@@ -3,8 +3,9 @@
  * every property is a check of its value alone that gives the value back: a string, number or boolean, a
  * literal, unknown, undefined, a union of these, or a filter of one (`Schema.Int`, a pattern): `{ a: Schema.Number }`,
  * most tools' inputs, the task events that carry no result or default, a submit's payload. Decoding or encoding
- * one is a check of each property and a copy: the struct's keys in its order, an optional key absent stays absent, any other key dropped (Effect's
- * default). A value that fails a check gives undefined: the caller asks Effect's parser, for its words.
+ * one is a check of each property and a copy: the struct's keys in its order, an optional key absent stays
+ * absent, any other key dropped (Effect's default). A value that fails a check gives undefined: the caller asks
+ * Effect's parser, for its words.
  */
 import { Either, Option, SchemaAST } from "effect"
 
