@@ -9,9 +9,7 @@ import { Effect, Either, Schema } from "effect"
 import * as fc from "fast-check"
 import { Invocation, Tool } from "../src/index.js"
 import { plainStruct } from "../src/internal/util/plain.js"
-
-/** Thousands of generated cases: seconds on a loaded machine, so not the default 5 s. */
-const generatedCases = { timeout: 60_000 }
+import { generatedCases } from "./support/generated.js"
 
 const fields = {
   n: Schema.Number,

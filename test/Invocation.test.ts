@@ -21,9 +21,7 @@ import {
 } from "effect"
 import * as fc from "fast-check"
 import { Agent, Hooks, Invocation, LanguageModel, Timing, Tool, ToolContext, Toolkit, ToolResult } from "../src/index.js"
-
-/** Thousands of generated cases: seconds on a loaded machine, so not the default 5 s. */
-const generatedCases = { timeout: 60_000 }
+import { generatedCases } from "./support/generated.js"
 
 /** A tool whose handler counts its runs. */
 const counting = <I extends Schema.Struct.Fields>(name: string, input: I) => {

@@ -10,9 +10,7 @@ import { type PlainCodec, plainStruct, plainTagged } from "../src/internal/util/
 import { decodeAnswers, decoders, encoders } from "../src/protocol/plainEvents.js"
 import { PlatformRpcs, TaskEvent } from "../src/protocol/Protocol.js"
 import { InvalidOutput, ToolResult } from "../src/ToolResult.js"
-
-/** Thousands of generated cases: seconds on a loaded machine, so not the default 5 s. */
-const generatedCases = { timeout: 60_000 }
+import { generatedCases } from "./support/generated.js"
 
 const plain = plainTagged(TaskEvent.ast)
 const encode = Schema.encodeUnknownEither(TaskEvent)
