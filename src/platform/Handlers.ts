@@ -7,7 +7,7 @@
  */
 import type * as Headers from "@effect/platform/Headers"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Chunk, Clock, Context, Effect, Either, type Exit, FiberId, FiberSet, Layer, type Mailbox, type ParseResult, Schema, type Scope } from "effect"
+import { Chunk, Clock, Context, Effect, Either, type Exit, FiberId, FiberSet, Layer, type Mailbox, Schema, type Scope } from "effect"
 import { runtimeListening } from "../internal/util/tracing.js"
 import * as Plain from "../internal/util/plain.js"
 import * as PlainEvents from "../protocol/plainEvents.js"
@@ -236,7 +236,7 @@ const decodeAnswers = Plain.orParse(
     { readonly agentId: string; readonly results: ReadonlyArray<ToolCallResult> },
     unknown
   >)
-) as (u: unknown) => Either.Either<{ readonly agentId: string; readonly results: ReadonlyArray<ToolCallResult> }, ParseResult.ParseError>
+)
 const encodeAnswered = Schema.encodeSync(Rpc.exitSchema(completeRpc) as Schema.Schema<Exit.Exit<unknown, unknown>, any>)
 
 type SubmitPayload = Omit<Parameters<Backend["submit"]>[0], "connection" | "writeEvents">
@@ -244,7 +244,7 @@ const submitRpc = PlatformRpcs.requests.get("SubmitTask")!
 const decodeSubmit = Plain.orParse(
   Plain.plainStruct(submitRpc.payloadSchema.ast),
   Schema.decodeUnknownEither(submitRpc.payloadSchema as unknown as Schema.Schema<SubmitPayload, unknown>)
-) as (u: unknown) => Either.Either<SubmitPayload, ParseResult.ParseError>
+)
 const encodeSubmitEnd = Schema.encodeSync(Rpc.exitSchema(submitRpc) as Schema.Schema<Exit.Exit<unknown, unknown>, any>)
 
 /**

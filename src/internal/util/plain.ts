@@ -118,11 +118,12 @@ export const plainTagged = (ast: SchemaAST.AST, byHand: ReadonlyMap<string, Plai
  * `parse` (Effect's decode or encode of the same Schema) with `codec` first: what the codec takes, copied; what it
  * does not (or every value, with no codec), parsed.
  */
-export const orParse = <E>(
+export const orParse = <A, E>(
   codec: PlainCodec | undefined,
-  parse: (u: unknown) => Either.Either<unknown, E>
-): (u: unknown) => Either.Either<unknown, E> =>
+  parse: (u: unknown) => Either.Either<A, E>
+): (u: unknown) => Either.Either<A, E> =>
   codec === undefined ? parse : (u) => {
     const plain = codec(u)
-    return plain === undefined ? parse(u) : Either.right(plain)
+    // The codec gives what `parse` would (property-tested against it), so of its type.
+    return plain === undefined ? parse(u) : Either.right(plain as A)
   }
