@@ -9,6 +9,7 @@ import { Context, Duration, Effect, Layer } from "effect"
 import { Idempotency } from "../src/index.js"
 import { Serve } from "../src/exports/serve.js"
 import * as Journal from "../src/Journal.js"
+import * as JournalSql from "../src/internal/sql/journal.js"
 import { ToolResult } from "../src/ToolResult.js"
 import * as Pg from "./support/postgres.js"
 
@@ -154,5 +155,36 @@ layer(Pg.layer(), { timeout: "60 seconds", excludeTestServices: true })("stores 
       assert.deepStrictEqual([timeline?.status, timeline?.turns.length, timeline?.calls.length], ["ended", 2, 3])
       yield* journal.purge(endedAt, "task")
       assert.deepStrictEqual(yield* journal.counts, { tasks: 0, turns: 0, calls: 0 })
+    }))
+
+  it.scoped("journal: an agent's open tasks are counted from an index of the open ones, not from every task kept", () =>
+    Effect.gen(function*() {
+      const journal = yield* Effect.map(Layer.build(Journal.layerSqlClient), Context.get(Journal.Journal))
+      const sql = yield* SqlClient.SqlClient
+      // 3,000 ended tasks of the agent, 3 open (their prompts 2 bytes, and one of 4 in UTF-8), one open of another agent.
+      yield* sql.unsafe(`INSERT INTO journal_tasks (task_id, kind, agent_id, process_id, prompt, tools, status, created_at)
+        SELECT 'old-' || i, 'task', 'agent-1', 'p-1', 'done', '[]', 'ended', i FROM generate_series(1, 3000) i`)
+      for (const [id, agentId, prompt] of [["o-1", "agent-1", "go"], ["o-2", "agent-1", "go"], ["o-3", "agent-1", "h\u00e9\u00e9"]]) {
+        yield* journal.started({ runId: id!, kind: "task", agentId: agentId!, processId: "p-1", prompt: prompt!, tools: [] })
+      }
+      yield* journal.started({ runId: "o-4", kind: "task", agentId: "agent-2", processId: "p-1", prompt: "x", tools: [] })
+      yield* journal.ended("o-2", { final: "{}" }, Date.now())
+      assert.deepStrictEqual(yield* journal.openUsage("agent-1"), { tasks: 2, promptBytes: 2 + 5 })
+
+      // The statement the count sends, explained by the server with the table's statistics up to date.
+      yield* sql.unsafe("ANALYZE journal_tasks")
+      let plan = ""
+      yield* JournalSql.openUsage(sql, "agent-1", (statement) => {
+        const [text, params] = statement.compile()
+        return Effect.as(
+          Effect.map(sql.unsafe<{ readonly "QUERY PLAN": string }>(`EXPLAIN ${text}`, params), (rows) => {
+            plan = rows.map((row) => row["QUERY PLAN"]).join("\n")
+          }),
+          []
+        )
+      })
+      assert.include(plan, "journal_tasks_open", plan)
+      assert.notInclude(plan, "Seq Scan", plan)
+      yield* sql.unsafe("DELETE FROM journal_tasks")
     }))
 })

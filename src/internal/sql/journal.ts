@@ -90,7 +90,14 @@ export const migrations = {
       sql`CREATE INDEX IF NOT EXISTS journal_approvals_pending ON journal_approvals (decision, expires_at)`
     ], { discard: true })),
   // Sessions (Session.ts): which run holds each, the summary of its oldest turns, and its turns.
-  "0005_sessions": Sessions.migration
+  "0005_sessions": Sessions.migration,
+  // The open tasks of an agent, counted at every submit on a cluster (`openUsage`): an index of those rows alone. The
+  // index above leads with the same columns, but `status <> 'ended'` is no range of it, so the count read every task
+  // the journal keeps (all of them, the planner choosing the table): a submit's database work grew with the history.
+  "0006_open_tasks": Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql`CREATE INDEX IF NOT EXISTS journal_tasks_open ON journal_tasks (kind, agent_id) WHERE status <> 'ended'`
+  )
 }
 
 /**
