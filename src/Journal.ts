@@ -226,6 +226,11 @@ export class Journal extends Context.Tag("agent-tools/Journal")<Journal, {
     JournalUnavailable
   >
   /**
+   * The platform's tasks not ended, the oldest first: what a cluster runner's sweep looks through for those of its
+   * shards it does not run. Reads those rows alone, however many ended tasks the journal keeps.
+   */
+  readonly openTasks: Effect.Effect<ReadonlyArray<RunRecord>, JournalUnavailable>
+  /**
    * Deletes the runs of `kind` (default `"task"`, the platform's) that ended at or before `before`
    * (epoch ms). An ended run keeps one row, its result, for a resume to answer; the platform purges
    * its tasks past `keepEndedTasks`, and agent runs (`"run"`) stay until their owner purges them.
@@ -426,6 +431,7 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
     const unavailable = (reason: string) => new JournalUnavailable({ path, reason })
     yield* SqlStore.migrate({ migrations: Sql.migrations, table: Sql.migrationsTable, unavailable })
     const tasks = (endedSince: number) => readTasks(sql, endedSince).pipe(SqlStore.orUnavailable(unavailable))
+    const openTasks = Effect.flatMap(Sql.openTasks(sql), Effect.forEach(recordOf)).pipe(SqlStore.orUnavailable(unavailable))
     // On PostgreSQL, a task's writes (a call at a time) go out pipelined and prepared, on a connection of their own,
     // and so do a cluster runner's reads of each task (a run taken up, the agent's open tasks counted).
     const pipelined = yield* Pipelined.make(sql)
@@ -437,7 +443,7 @@ export const layerSqlClient: Layer.Layer<Journal, JournalUnavailable, SqlClient.
       task: (taskId: string) => readTask(sql, taskId).pipe(SqlStore.orUnavailable(unavailable)),
       pendingApprovals: (now: number, limit: number) => readPending(sql, now, limit).pipe(SqlStore.orUnavailable(unavailable))
     }
-    return Journal.of({ path, ...write, ...reads, run, tasks, sessions: Sessions.make(sql) })
+    return Journal.of({ path, ...write, ...reads, run, tasks, openTasks, sessions: Sessions.make(sql) })
   })
 )
 
@@ -449,7 +455,7 @@ const makeWrites = (
   sql: Client,
   unavailable: (reason: string) => JournalUnavailable,
   pipelined: Pipelined.Pipelined | undefined
-): Omit<Journal["Type"], "path" | "run" | "tasks" | "listTasks" | "task" | "pendingApprovals" | "sessions"> => {
+): Omit<Journal["Type"], "path" | "run" | "tasks" | "openTasks" | "listTasks" | "task" | "pendingApprovals" | "sessions"> => {
   /** A statement of a task's writes: on the pipeline when there is one. */
   const exec = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
     pipelined === undefined ? statement : pipelined.run(statement)

@@ -3,7 +3,7 @@
  * delivery dedupe and the platform's journal, through `layerSqlClient` on an `@effect/sql-pg` client.
  * PostgreSQL returns BIGINT and COUNT(*) as strings: what the stores give back must still be numbers.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement } from "@effect/sql"
 import { assert, layer } from "@effect/vitest"
 import { Context, Duration, Effect, Layer } from "effect"
 import { Idempotency } from "../src/index.js"
@@ -157,7 +157,7 @@ layer(Pg.layer(), { timeout: "60 seconds", excludeTestServices: true })("stores 
       assert.deepStrictEqual(yield* journal.counts, { tasks: 0, turns: 0, calls: 0 })
     }))
 
-  it.scoped("journal: an agent's open tasks are counted from an index of the open ones, not from every task kept", () =>
+  it.scoped("journal: the open tasks are read, and an agent's counted, from an index of the open ones, not from every task kept", () =>
     Effect.gen(function*() {
       const journal = yield* Effect.map(Layer.build(Journal.layerSqlClient), Context.get(Journal.Journal))
       const sql = yield* SqlClient.SqlClient
@@ -171,20 +171,29 @@ layer(Pg.layer(), { timeout: "60 seconds", excludeTestServices: true })("stores 
       yield* journal.ended("o-2", { final: "{}" }, Date.now())
       assert.deepStrictEqual(yield* journal.openUsage("agent-1"), { tasks: 2, promptBytes: 2 + 5 })
 
-      // The statement the count sends, explained by the server with the table's statistics up to date.
+      // And the open tasks of every agent (a runner's sweep), the oldest first, none of the ended ones.
+      assert.deepStrictEqual((yield* journal.openTasks).map((task) => [task.runId, task.agentId, task.prompt]), [
+        ["o-1", "agent-1", "go"],
+        ["o-3", "agent-1", "h\u00e9\u00e9"],
+        ["o-4", "agent-2", "x"]
+      ])
+
+      // The statements both send, explained by the server with the table's statistics up to date.
       yield* sql.unsafe("ANALYZE journal_tasks")
-      let plan = ""
-      yield* JournalSql.openUsage(sql, "agent-1", (statement) => {
+      const planOf = (statement: Statement.Statement<object>) => {
         const [text, params] = statement.compile()
-        return Effect.as(
-          Effect.map(sql.unsafe<{ readonly "QUERY PLAN": string }>(`EXPLAIN ${text}`, params), (rows) => {
-            plan = rows.map((row) => row["QUERY PLAN"]).join("\n")
-          }),
-          []
+        return Effect.map(
+          sql.unsafe<{ readonly "QUERY PLAN": string }>(`EXPLAIN ${text}`, params),
+          (rows) => rows.map((row) => row["QUERY PLAN"]).join("\n")
         )
-      })
-      assert.include(plan, "journal_tasks_open", plan)
-      assert.notInclude(plan, "Seq Scan", plan)
+      }
+      let counted = ""
+      yield* JournalSql.openUsage(sql, "agent-1", (statement) =>
+        Effect.as(Effect.map(planOf(statement), (plan) => void (counted = plan)), []))
+      for (const plan of [counted, yield* planOf(JournalSql.openTasks(sql))]) {
+        assert.include(plan, "journal_tasks_open", plan)
+        assert.notInclude(plan, "Seq Scan", plan)
+      }
       yield* sql.unsafe("DELETE FROM journal_tasks")
     }))
 })

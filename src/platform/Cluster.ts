@@ -192,7 +192,7 @@ export const layerHandlers = (options: Options & { readonly runner?: RunnerOptio
       (yield* Timing).platformSweep
     ))
     const sharding = yield* Sharding.Sharding
-    const takeUp = takeUpOpen(journal, tasks, holdsShardOf(sharding), runs, parts.limits.keepEndedTasksMillis)
+    const takeUp = takeUpOpen(journal, tasks, holdsShardOf(sharding), runs)
     // A task journaled whose `Run` was never sent (its runner died in between) is taken up within a sweep.
     yield* Effect.forkScoped(Effect.schedule(takeUp, (yield* Timing).platformSweep))
     // Registered after the parts exist, so unregistered (their tasks let go) before the parts stop.
@@ -241,15 +241,11 @@ const takeUpOpen = (
   journal: Journal.Journal["Type"],
   tasks: ClusterTasks.ClusterTasks,
   holdsShard: (taskId: string) => boolean,
-  runs: Runs,
-  keepEndedMillis: number
+  runs: Runs
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
-    // Ended tasks are kept `keepEndedTasks` (the read purges those older): not the sweep's `now`.
-    const { open } = yield* Effect.orElseSucceed(
-      Effect.flatMap(Clock.currentTimeMillis, (now) => journal.tasks(now - keepEndedMillis)),
-      () => ({ open: [] as ReadonlyArray<Journal.RunRecord> })
-    )
+    // The open tasks alone: not the ended ones the journal keeps (`keepEndedTasks`), thousands a minute at load.
+    const open = yield* Effect.orElseSucceed(journal.openTasks, () => [] as ReadonlyArray<Journal.RunRecord>)
     for (const task of open) {
       if (task.kind !== "task" || !holdsShard(task.runId) || tasks.runsHere(task.runId)) continue
       yield* runs.runHere(task.runId, task.agentId)

@@ -419,6 +419,11 @@ export const tasks = (sql: SqlClient.SqlClient) =>
   sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent,
     created_at FROM journal_tasks WHERE kind = 'task' ORDER BY created_at, task_id`
 
+/** The platform tasks not ended, the oldest first (from the index of the open tasks, `0006_open_tasks`). */
+export const openTasks = (sql: SqlClient.SqlClient) =>
+  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent,
+    created_at FROM journal_tasks WHERE kind = 'task' AND status <> 'ended' ORDER BY created_at, task_id`
+
 /** The platform tasks of `agentId` not ended, and their prompts' UTF-8 bytes. */
 export const openUsage = (sql: SqlClient.SqlClient, agentId: string, exec: Exec = run) =>
   Effect.map(
