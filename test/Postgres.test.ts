@@ -161,7 +161,7 @@ layer(Pg.layer(), { timeout: "60 seconds", excludeTestServices: true })("stores 
     Effect.gen(function*() {
       const journal = yield* Effect.map(Layer.build(Journal.layerSqlClient), Context.get(Journal.Journal))
       const sql = yield* SqlClient.SqlClient
-      // 3,000 ended tasks of the agent, 3 open (their prompts 2 bytes, and one of 4 in UTF-8), one open of another agent.
+      // 3,000 ended tasks of the agent; 3 more started (prompts of 2, 2 and 5 bytes in UTF-8), the second then ended; one of another agent.
       yield* sql.unsafe(`INSERT INTO journal_tasks (task_id, kind, agent_id, process_id, prompt, tools, status, created_at)
         SELECT 'old-' || i, 'task', 'agent-1', 'p-1', 'done', '[]', 'ended', i FROM generate_series(1, 3000) i`)
       for (const [id, agentId, prompt] of [["o-1", "agent-1", "go"], ["o-2", "agent-1", "go"], ["o-3", "agent-1", "h\u00e9\u00e9"]]) {
