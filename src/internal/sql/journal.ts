@@ -326,10 +326,12 @@ export const decideApproval = (
     (rows) => rows.length
   )
 
+/** A run's row's columns, as `TaskRow` reads them. */
+const taskColumns = "task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent, created_at"
+
 /** One run's row, or none. */
 export const task = (sql: SqlClient.SqlClient, taskId: string) =>
-  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent,
-    created_at FROM journal_tasks WHERE task_id = ${taskId}`
+  sql<TaskRow>`SELECT ${sql.literal(taskColumns)} FROM journal_tasks WHERE task_id = ${taskId}`
 
 /** One run's turns, in step order. */
 export const turnsOf = (sql: SqlClient.SqlClient, taskId: string) =>
@@ -416,13 +418,12 @@ export const purgeEnded = (sql: SqlClient.SqlClient, before: number, kind: "task
  * first: the order they were made in, as a restart takes them back (an index, not the table's, gives the rows).
  */
 export const tasks = (sql: SqlClient.SqlClient) =>
-  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent,
-    created_at FROM journal_tasks WHERE kind = 'task' ORDER BY created_at, task_id`
+  sql<TaskRow>`SELECT ${sql.literal(taskColumns)} FROM journal_tasks WHERE kind = 'task' ORDER BY created_at, task_id`
 
 /** The platform tasks not ended, the oldest first (from the index of the open tasks, `0006_open_tasks`). */
 export const openTasks = (sql: SqlClient.SqlClient) =>
-  sql<TaskRow>`SELECT task_id, kind, agent_id, process_id, prompt, tools, status, final, result, ended_at, traceparent,
-    created_at FROM journal_tasks WHERE kind = 'task' AND status <> 'ended' ORDER BY created_at, task_id`
+  sql<TaskRow>`SELECT ${sql.literal(taskColumns)} FROM journal_tasks WHERE kind = 'task' AND status <> 'ended'
+    ORDER BY created_at, task_id`
 
 /** The platform tasks of `agentId` not ended, and their prompts' UTF-8 bytes. */
 export const openUsage = (sql: SqlClient.SqlClient, agentId: string, exec: Exec = run) =>
