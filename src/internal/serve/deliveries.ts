@@ -66,36 +66,36 @@ export const answersInFlight = 2
 
 /**
  * The answers' sender (design: Serving): answers ready at the same moment go to the platform in one
- * call. The calls only queue theirs; one fiber, living as long as serving, takes every answer waiting
- * each time round and sends them (`answersInFlight` calls at most waiting for the platform), retried while
- * the platform is away. At shutdown the drain ends the queue and waits (a while) for the last answers to go
- * out, before the deregistration; the fiber is interrupted after the re-attached followers stop.
+ * call. The calls only queue theirs; `answersInFlight` senders, living as long as serving, each take
+ * every answer waiting whenever it is free and send them (so that as many calls at most wait for the
+ * platform at once), retried while the platform is away: no fiber a call of answers. At shutdown the
+ * drain ends the queue and waits (a while) for the last answers to go out, before the deregistration;
+ * the senders are interrupted after the re-attached followers stop.
  */
 export const makeAnswers = (send: (results: ReadonlyArray<ToolCallResult>) => Effect.Effect<void>) =>
   Effect.gen(function*() {
     const waiting = yield* Mailbox.make<ToolCallResult>()
-    const slots = yield* Effect.makeSemaphore(answersInFlight)
-    const sender = yield* Effect.forkScoped(Effect.gen(function*() {
+    // Whatever one send ends with (a defect of the platform's, the call cut short under it), its sender lives on:
+    // its calls are delivered again and answered again (at least once).
+    const sent = (batch: Chunk.Chunk<ToolCallResult>) =>
+      Effect.catchAllCause(send(Chunk.toReadonlyArray(batch)), (cause) =>
+        Effect.logWarning(`could not answer ${batch.length} call(s); they will be delivered again`, cause))
+    // One sender: done once the queue has ended and its last call has its acknowledgment.
+    const sender = Effect.gen(function*() {
       while (true) {
         const [results, done] = yield* waiting.takeAll
-        for (const batch of Chunk.chunksOf(results, answersPerCall)) {
-          // Whatever one send ends with (a defect of the platform's, the call cut short under it), the
-          // sender lives on: its calls are delivered again and answered again (at least once).
-          const sent = Effect.catchAllCause(send(Chunk.toReadonlyArray(batch)), (cause) =>
-            Effect.logWarning(`could not answer ${batch.length} call(s); they will be delivered again`, cause))
-          // Its own fiber, the sender's child: interrupting the sender interrupts it.
-          yield* slots.take(1)
-          yield* Effect.fork(Effect.ensuring(sent, slots.release(1)))
-        }
-        // Done once every call sent has its acknowledgment.
-        if (done) return yield* slots.withPermits(answersInFlight)(Effect.void)
+        for (const batch of Chunk.chunksOf(results, answersPerCall)) yield* sent(batch)
+        if (done) return
       }
-    }))
+    })
+    const senders = yield* Effect.forkScoped(
+      Effect.all(Array.from({ length: answersInFlight }, () => sender), { concurrency: "unbounded", discard: true })
+    )
     return {
       answer: (result: ToolCallResult): Effect.Effect<void> => Effect.asVoid(waiting.offer(result)),
       /** No answer after this; the ones waiting go out, within `limit`. */
       flush: (limit: Duration.DurationInput) =>
-        Effect.zipRight(waiting.end, boundedInFinalizer(Fiber.await(sender), limit))
+        Effect.zipRight(waiting.end, boundedInFinalizer(Fiber.await(senders), limit))
     }
   })
 
