@@ -8,8 +8,12 @@
  * the tool's answer to the next call's delivery, through the journal), calls/s with 8 and with 64
  * tasks at a time, what each task costs the database (transactions and rows written, from
  * PostgreSQL's own statistics) and the CPU a call (the platform's processes, this one, the database
- * server). Run with `npm run bench` or `tsx test/bench/cluster.ts [--tasks=N] [--warmup=N] [--modes=journaled,one,three,spread]
- * [--durable=off|on] [--profile=DIR] [--platform-script=FILE]` (a part of it, while working on one of them; `--modes=none`
+ * server). The serving process follows every event of each task as a Stream (`submitTask`, drained);
+ * the embedded platform's CPU a call is measured again with tasks run for their output alone
+ * (`runTask`): the platform path without a Stream of events, whose draining is Effect's own Stream
+ * runner at work. Run with `npm run bench` or `tsx test/bench/cluster.ts [--tasks=N] [--warmup=N]
+ * [--modes=journaled,one,three,spread] [--durable=off|on] [--profile=DIR] [--platform-script=FILE]`
+ * (a part of it, while working on one of them; `--modes=none`
  * measures the embedded platform alone, no PostgreSQL started).
  *
  * `npm run bench` runs it with V8's young generation as the deploy examples give it (`NODE_OPTIONS` of
@@ -181,11 +185,21 @@ const databaseWrites = (url: string) =>
     return { statements: Number(row!.statements), rows: Number(row!.rows) }
   }))
 
+/**
+ * How the serving process submits each task: `events` follows every event of it as a Stream (`submitTask`, drained),
+ * `output` waits for its output alone (`runTask`).
+ */
+type Submitter = "events" | "output"
+
+const submitWith = (submitter: Submitter) => (served: Serve.Serve["Type"]): Effect.Effect<unknown, unknown> =>
+  submitter === "events" ? Stream.runDrain(served.submitTask("go")) : served.runTask("go")
+
 /** The figures of the platform at `url`, through one serving process, over `tasks` tasks (4 times as many at 64). */
 const drive = (
   { pids, urls }: { readonly urls: ReadonlyArray<string>; readonly pids: ReadonlyArray<number> },
   database: { readonly url: string; readonly server: Pg.PostgresServer } | undefined,
-  tasks = measuredTasks
+  tasks = measuredTasks,
+  submitter: Submitter = "events"
 ) =>
   Effect.gen(function*() {
     // A serving connection to each URL, the tasks submitted through each in turn.
@@ -199,7 +213,7 @@ const drive = (
         const started = performance.now()
         yield* Effect.forEach(
           Array.from({ length: count }, (_, i) => serving[i % serving.length]!),
-          (served) => Stream.runDrain(served.submitTask("go")),
+          submitWith(submitter),
           { concurrency }
         )
         return performance.now() - started
@@ -242,10 +256,10 @@ const drive = (
   }).pipe(Effect.scoped)
 
 /** The embedded platform in memory; with `env` (Node's defaults: no `NODE_OPTIONS`) rather than this process's. */
-const embedded = (env: NodeJS.ProcessEnv = process.env) =>
+const embedded = (env: NodeJS.ProcessEnv = process.env, submitter: Submitter = "events") =>
   Effect.gen(function*() {
     const platform = yield* platformProcess([], env)
-    return yield* drive({ urls: [platform.url], pids: [platform.pid] }, undefined, embeddedTasks)
+    return yield* drive({ urls: [platform.url], pids: [platform.pid] }, undefined, embeddedTasks, submitter)
   }).pipe(Effect.scoped)
 
 /** The embedded platform journaling to `url` (a task's every step written as a runner writes it): the floor under a runner's figures. */
@@ -375,6 +389,59 @@ const echoOfFrames = (frameBytes: number) =>
     return { ...echo, frameBytes: wire.bytes / wire.frames }
   })
 
+/**
+ * The embedded platform's CPU a call, each beside what its frames cost on `@effect/rpc`: with every event of each task
+ * followed as a Stream (`base`), and with tasks run for their output, measured here.
+ */
+const embeddedCpu = (base: Figures) =>
+  Effect.gen(function*() {
+    // The wire's floor on the stack it is built on: an `@effect/rpc` round trip's CPU, frames the size of the platform's.
+    const floorOf = (figures: Figures) =>
+      Effect.map(
+        echoOfFrames(figures.wire.bytes / figures.wire.frames),
+        (echo) => ({ echo, floor: (figures.wire.frames / 2) * (echo.wideCpu / 1000) })
+      )
+    const cpuOf = (figures: Figures) => figures.cpu.platform + figures.cpu.own
+    const framesOf = (figures: Figures) =>
+      `${fixed(figures.wire.frames, 1)} frames, ${fixed(figures.wire.bytes, 0)} bytes a call`
+    const followed = yield* floorOf(base)
+    report({
+      bench: "cluster",
+      measure: "embedded platform (memory), every event of each task followed as a Stream (`submitTask`, drained): CPU a call " +
+        "(the platform's process; the serving process), 8 at a time",
+      value: `${fixed(base.cpu.platform, 2)}; ${fixed(base.cpu.own, 2)} ms (${framesOf(base)})`,
+      baseline: `${fixed(followed.floor, 2)} ms (${fixed(base.wire.frames / 2, 2)} rpc echo round trips, frames of ${
+        fixed(followed.echo.frameBytes, 0)
+      } bytes)`,
+      ratio: `${fixed(cpuOf(base) / followed.floor, 2)}x`
+    })
+    // The platform path itself: the serving process submits each task and runs its calls, and waits for its output.
+    const output = yield* embedded(process.env, "output")
+    const { echo, floor } = yield* floorOf(output)
+    report({
+      bench: "cluster",
+      measure: "embedded platform (memory), tasks run for their output (`runTask`): CPU a call (the platform's process; " +
+        "the serving process), 8 at a time",
+      value: `${fixed(output.cpu.platform, 2)}; ${fixed(output.cpu.own, 2)} ms`,
+      baseline: `${fixed(cpuOf(base), 2)} ms (every event followed as a Stream); ${
+        fixed(echo.wideCpu / 1000, 2)
+      } ms (an rpc echo's round trip, both ends, 8 in flight)`,
+      ratio: `${fixed(cpuOf(output) / (echo.wideCpu / 1000), 1)}x one round trip`,
+      target: "<= 0.5 ms together"
+    })
+    report({
+      bench: "cluster",
+      measure: "embedded platform (memory), tasks run for their output: CPU a call beside what its frames cost on " +
+        "`@effect/rpc`, 8 at a time",
+      value: `${fixed(cpuOf(output), 2)} ms (${framesOf(output)})`,
+      baseline: `${fixed(floor, 2)} ms (${fixed(output.wire.frames / 2, 2)} rpc echo round trips, frames of ${
+        fixed(echo.frameBytes, 0)
+      } bytes)`,
+      ratio: `${fixed(cpuOf(output) / floor, 2)}x`,
+      target: "<= 1.5x"
+    })
+  })
+
 const main = Effect.gen(function*() {
   const base = yield* embedded()
   report({
@@ -382,28 +449,7 @@ const main = Effect.gen(function*() {
     measure: `embedded platform (memory): a call's round trip p50; ${embeddedTasks} tasks x ${callsPerTask} calls 8 and 64 at a time`,
     value: `${fixed(base.roundTrip, 2)} ms; ${fixed(base.at8, 0)} / ${fixed(base.at64, 0)} calls/s`
   })
-  const cpu = base.cpu.platform + base.cpu.own
-  // The wire's floor on the stack it is built on: an `@effect/rpc` round trip's CPU, frames the size of the platform's.
-  const echo = yield* echoOfFrames(base.wire.bytes / base.wire.frames)
-  const floor = (base.wire.frames / 2) * (echo.wideCpu / 1000)
-  report({
-    bench: "cluster",
-    measure: "embedded platform (memory): CPU a call (the platform's process; the serving process), 8 at a time",
-    value: `${fixed(base.cpu.platform, 2)}; ${fixed(base.cpu.own, 2)} ms`,
-    baseline: `${fixed(echo.wideCpu / 1000, 2)} ms (an rpc echo's round trip, both ends, 8 in flight)`,
-    ratio: `${fixed(cpu / (echo.wideCpu / 1000), 1)}x one round trip`,
-    target: "<= 0.5 ms together"
-  })
-  report({
-    bench: "cluster",
-    measure: "embedded platform (memory): CPU a call beside what its frames cost on `@effect/rpc`, 8 at a time",
-    value: `${fixed(cpu, 2)} ms (${fixed(base.wire.frames, 1)} frames, ${fixed(base.wire.bytes, 0)} bytes a call)`,
-    baseline: `${fixed(floor, 2)} ms (${fixed(base.wire.frames / 2, 2)} rpc echo round trips, frames of ${
-      fixed(echo.frameBytes, 0)
-    } bytes)`,
-    ratio: `${fixed(cpu / floor, 2)}x`,
-    target: "<= 1.5x"
-  })
+  yield* embeddedCpu(base)
   // The same platform with Node's default young generation (16 MiB a half), the serving process as it is.
   const { NODE_OPTIONS: _, ...defaults } = process.env
   if (process.env.NODE_OPTIONS !== undefined) {
