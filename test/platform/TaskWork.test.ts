@@ -54,7 +54,12 @@ const submitters = {
 }
 
 /** Tasks run one after another, after `warm` not counted: the fibers and steps a task, on average. */
-const perTask = (work: Work, submit: (served: Serve.Serve["Type"]) => Effect.Effect<unknown, unknown>, warm: number, counted: number) =>
+const perTask = (
+  work: Work,
+  submit: (served: Serve.Serve["Type"]) => Effect.Effect<unknown, unknown>,
+  warm: number,
+  counted: number
+) =>
   Effect.gen(function*() {
     const url = yield* Effect.provide(PlatformServer.url, yield* Layer.build(platform))
     const client = Context.get(yield* Layer.build(clientLayer({ url }, Layer.empty)), PlatformClient.PlatformClient)
