@@ -31,7 +31,7 @@ import { PlatformClient, Serve } from "../../src/exports/serve.js"
 import * as Cluster from "../../src/platform/Cluster.js"
 import { clientLayer } from "../support/platform.js"
 import * as Pg from "../support/postgres.js"
-import { callsPerTask } from "./clusterPlatform.js"
+import { callsPerTask } from "../support/benchTask.js"
 import { report } from "./report.js"
 import { rpcEcho } from "./rpcEcho.js"
 

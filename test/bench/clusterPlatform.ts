@@ -11,16 +11,7 @@ import { LanguageModel } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import * as Journal from "../../src/Journal.js"
 import * as Cluster from "../../src/platform/Cluster.js"
-
-/** Calls a task makes, one a model turn, before its last turn answers. */
-export const callsPerTask = 2
-
-const step = (request: LanguageModel.ModelRequest) => request.messages.filter((m) => m._tag === "AssistantMessage").length
-
-const script: ReadonlyArray<LanguageModel.ScriptedTurn> = Array.from({ length: callsPerTask + 1 }, () => (request) =>
-  step(request) < callsPerTask
-    ? { toolCalls: [{ id: `c${step(request)}`, name: "echo", arguments: `{"n":${step(request)}}` }] }
-    : { text: "done" })
+import { script } from "../support/benchTask.js"
 
 const tokens = new Map([["tok-1", "agent-1"]])
 const option = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)

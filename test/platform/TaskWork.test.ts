@@ -12,6 +12,7 @@ import { Context, Effect, Layer, Logger, LogLevel, RuntimeFlags, RuntimeFlagsPat
 import { LanguageModel, Tool, Toolkit } from "../../src/index.js"
 import { PlatformServer } from "../../src/exports/platform.js"
 import { PlatformClient, Serve } from "../../src/exports/serve.js"
+import { script } from "../support/benchTask.js"
 import { clientLayer } from "../support/platform.js"
 
 /** Counts the fibers started and the steps run under it. */
@@ -26,14 +27,6 @@ class Work extends Supervisor.AbstractSupervisor<{ readonly fibers: number; read
     this.steps++
   }
 }
-
-const step = (request: LanguageModel.ModelRequest) => request.messages.filter((m) => m._tag === "AssistantMessage").length
-
-/** Two turns of one call each, then the answer: the bench's task (test/bench/clusterPlatform.ts). */
-const script: ReadonlyArray<LanguageModel.ScriptedTurn> = Array.from({ length: 3 }, () => (request) =>
-  step(request) < 2
-    ? { toolCalls: [{ id: `c${step(request)}`, name: "echo", arguments: `{"n":${step(request)}}` }] }
-    : { text: "done" })
 
 const echo = Tool.make("echo", {
   description: "Echoes n.",
