@@ -244,10 +244,11 @@ const takeUpOpen = (
   runs: Runs
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
-    // The open tasks alone: not the ended ones the journal keeps (`keepEndedTasks`), thousands a minute at load.
+    // The open platform tasks alone (`kind` task): not the ended ones the journal keeps (`keepEndedTasks`), thousands a
+    // minute at load.
     const open = yield* Effect.orElseSucceed(journal.openTasks, () => [] as ReadonlyArray<Journal.RunRecord>)
     for (const task of open) {
-      if (task.kind !== "task" || !holdsShard(task.runId) || tasks.runsHere(task.runId)) continue
+      if (!holdsShard(task.runId) || tasks.runsHere(task.runId)) continue
       yield* runs.runHere(task.runId, task.agentId)
       yield* Effect.logInfo(`task ${task.runId} of agent ${task.agentId}: journaled but not running here; its Run is sent`)
     }
